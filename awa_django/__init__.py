@@ -1,0 +1,45 @@
+"""awa_django: a Postgres-native background job queue for Django.
+
+The public API, re-exported; ``import awa_django as awa`` and use ``awa.job``, ``awa.enqueue``.
+"""
+
+from __future__ import annotations
+
+from awa_django.enqueue import enqueue, enqueue_many, enqueue_on_commit
+from awa_django.exceptions import (
+    AwaError,
+    Cancel,
+    ConfigError,
+    InvalidJob,
+    JobOutcome,
+    RetryAfter,
+    Snooze,
+    StaleLease,
+    TerminalError,
+    UnknownJobKind,
+)
+from awa_django.jobs import Job, JobContext, job
+from awa_django.records import get_job, get_jobs
+from awa_django.storage.jobs import JobRecord
+
+__all__ = [
+    "AwaError",
+    "Cancel",
+    "ConfigError",
+    "InvalidJob",
+    "Job",
+    "JobContext",
+    "JobOutcome",
+    "JobRecord",
+    "RetryAfter",
+    "Snooze",
+    "StaleLease",
+    "TerminalError",
+    "UnknownJobKind",
+    "enqueue",
+    "enqueue_many",
+    "enqueue_on_commit",
+    "get_job",
+    "get_jobs",
+    "job",
+]

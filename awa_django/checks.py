@@ -1,0 +1,50 @@
+"""System checks: invalid ``AWA`` settings fail ``manage.py check`` with ``awa.E0xx`` ids."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.apps import AppConfig
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.db import connections
+from django.db.migrations.executor import MigrationExecutor
+
+from awa_django import conf
+
+
+@register()
+def check_settings(app_configs: Sequence[AppConfig] | None = None, **_: Any) -> list[CheckMessage]:
+    """Every problem ``conf.problems()`` finds, as a Django check error."""
+    return [
+        Error(problem.message, id=problem.id, hint="See docs/configuration.md for every AWA key.")
+        for problem in conf.problems()
+    ]
+
+
+@register(Tags.database)
+def check_migrations(
+    app_configs: Sequence[AppConfig] | None = None,
+    databases: Sequence[str] | None = None,
+    **_: Any,
+) -> list[CheckMessage]:
+    """awa_django's migrations are applied on its database (runs with ``check --database``).
+
+    A warning, not an error: ``migrate`` itself runs database checks before migrating.
+    """
+    if conf.problems():
+        return []
+    alias = conf.get_settings().DATABASE_ALIAS
+    if databases is None or alias not in databases:
+        return []
+    executor = MigrationExecutor(connections[alias])
+    targets = [key for key in executor.loader.graph.leaf_nodes() if key[0] == "awa_django"]
+    if executor.migration_plan(targets):
+        return [
+            Warning(
+                f"awa_django migrations are not applied on database {alias!r}.",
+                id="awa.W001",
+                hint=f"Run: python manage.py migrate awa_django --database {alias}",
+            )
+        ]
+    return []

@@ -1,0 +1,250 @@
+"""The only reader of ``settings.AWA``: typed, validated settings with one set of defaults.
+
+``get_settings()`` builds a frozen ``AwaSettings`` once and caches it; a ``setting_changed``
+receiver (``signal_handlers``) clears the cache so ``override_settings`` works. ``problems()``
+returns every invalid value with its ``awa.E0xx`` id: system checks report them, and
+``get_settings()`` raises ``ConfigError`` on the first one so nothing runs on bad settings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from types import MappingProxyType
+from typing import Any, Final
+
+from django.conf import settings
+from django.db import connections
+
+from awa_django.exceptions import ConfigError
+
+PRIORITY_MIN: Final = 1
+PRIORITY_MAX: Final = 4
+MAX_ATTEMPTS_LIMIT: Final = 1000
+QUEUE_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueSettings:
+    """Per-queue options from ``AWA["QUEUES"][name]``."""
+
+    name: str
+    # Jobs of this queue one worker process runs at once (hard-reserved permits).
+    concurrency: int = 10
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AwaSettings:
+    """Every ``AWA`` key with its default. Units are in the names."""
+
+    # Django database alias that holds the awa schema; enqueue runs on this connection.
+    DATABASE_ALIAS: str = "default"
+    # Declared queues; enqueue rejects any other name.
+    QUEUES: Mapping[str, QueueSettings] = field(
+        default_factory=lambda: MappingProxyType({"default": QueueSettings(name="default")})
+    )
+    # Queue used when neither the job nor the enqueue call names one.
+    DEFAULT_QUEUE: str = "default"
+    # 1 (most urgent) .. 4.
+    DEFAULT_PRIORITY: int = 2
+    # Attempts before a failing job ends as failed (1 .. 1000).
+    DEFAULT_MAX_ATTEMPTS: int = 25
+    # Modules the worker imports to register handlers, besides every installed app's ``jobs``.
+    JOB_MODULES: tuple[str, ...] = ()
+    # Poll fallback when no NOTIFY arrives.
+    POLL_INTERVAL_S: float = 1.0
+    # How often the worker moves due scheduled/retryable jobs into the ready ring.
+    PROMOTE_INTERVAL_S: float = 1.0
+    # Most deferred jobs moved per promotion statement.
+    PROMOTE_BATCH_SIZE: int = 1000
+    # Most jobs one claim statement takes for one queue.
+    CLAIM_BATCH_SIZE: int = 100
+    # Most completions written by one statement.
+    COMPLETION_BATCH_SIZE: int = 500
+    # Longest a finished job's result waits before its batch is written.
+    COMPLETION_FLUSH_S: float = 0.002
+    # Retry backoff: min(BASE * 2**(attempt-1), MAX), then up to JITTER * that added at random.
+    RETRY_BACKOFF_BASE_S: float = 1.0
+    RETRY_BACKOFF_MAX_S: float = 86400.0
+    RETRY_JITTER: float = 0.25
+    # How long a stopping worker lets in-flight jobs finish.
+    SHUTDOWN_TIMEOUT_S: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One invalid setting: a stable check id and a message that says what and how to fix."""
+
+    id: str
+    message: str
+
+
+_QUEUE_OPTIONS: Final = frozenset({"concurrency"})
+_POSITIVE_NUMBERS: Final = (
+    "POLL_INTERVAL_S",
+    "PROMOTE_INTERVAL_S",
+    "COMPLETION_FLUSH_S",
+    "RETRY_BACKOFF_BASE_S",
+    "RETRY_BACKOFF_MAX_S",
+    "SHUTDOWN_TIMEOUT_S",
+)
+_POSITIVE_INTEGERS: Final = ("PROMOTE_BATCH_SIZE", "CLAIM_BATCH_SIZE", "COMPLETION_BATCH_SIZE")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _queue_problems(raw_queues: object) -> list[Problem]:
+    if not isinstance(raw_queues, Mapping) or not raw_queues:
+        return [Problem("awa.E005", "AWA['QUEUES'] must be a non-empty dict of queue name to options.")]
+    found: list[Problem] = []
+    for name, options in raw_queues.items():
+        if not isinstance(name, str) or not QUEUE_NAME_PATTERN.match(name):
+            found.append(
+                Problem(
+                    "awa.E005",
+                    f"Queue name {name!r} is invalid: use 1-100 letters, digits, '_', '.', ':' "
+                    "or '-', starting with a letter or digit.",
+                )
+            )
+            continue
+        if not isinstance(options, Mapping):
+            found.append(Problem("awa.E006", f"AWA['QUEUES'][{name!r}] must be a dict of options."))
+            continue
+        unknown = sorted(set(options) - _QUEUE_OPTIONS)
+        if unknown:
+            found.append(
+                Problem(
+                    "awa.E006",
+                    f"AWA['QUEUES'][{name!r}] has unknown option(s) {unknown}; "
+                    f"known options: {sorted(_QUEUE_OPTIONS)}.",
+                )
+            )
+        concurrency = options.get("concurrency", 10)
+        if not _is_int(concurrency) or concurrency < 1:
+            found.append(
+                Problem(
+                    "awa.E006",
+                    f"AWA['QUEUES'][{name!r}]['concurrency'] must be a positive integer, "
+                    f"got {concurrency!r}.",
+                )
+            )
+    return found
+
+
+def _database_problems(alias: object) -> list[Problem]:
+    if not isinstance(alias, str) or alias not in settings.DATABASES:
+        return [
+            Problem(
+                "awa.E003",
+                f"AWA['DATABASE_ALIAS'] is {alias!r}, which is not a key of settings.DATABASES.",
+            )
+        ]
+    engine = settings.DATABASES[alias].get("ENGINE", "")
+    if engine != "django.db.backends.postgresql":
+        return [
+            Problem(
+                "awa.E004",
+                f"Database {alias!r} uses {engine!r}; awa_django needs "
+                "'django.db.backends.postgresql' with psycopg 3.",
+            )
+        ]
+    if not getattr(connections[alias], "is_psycopg3", True):
+        # Django's flag exists only on backends that can tell; psycopg2 is refused.
+        return [Problem("awa.E004", f"Database {alias!r} runs on psycopg2; install psycopg 3.")]
+    return []
+
+
+def _scalar_problems(raw: Mapping[str, Any], defaults: AwaSettings) -> list[Problem]:
+    found: list[Problem] = []
+    queues = raw.get("QUEUES", {"default": {}})
+    default_queue = raw.get("DEFAULT_QUEUE", defaults.DEFAULT_QUEUE)
+    if isinstance(queues, Mapping) and default_queue not in queues:
+        found.append(
+            Problem(
+                "awa.E007",
+                f"AWA['DEFAULT_QUEUE'] is {default_queue!r}, which is not declared in "
+                "AWA['QUEUES'].",
+            )
+        )
+    priority = raw.get("DEFAULT_PRIORITY", defaults.DEFAULT_PRIORITY)
+    if not _is_int(priority) or not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+        found.append(
+            Problem(
+                "awa.E008",
+                f"AWA['DEFAULT_PRIORITY'] must be an integer {PRIORITY_MIN}..{PRIORITY_MAX}, "
+                f"got {priority!r}.",
+            )
+        )
+    attempts = raw.get("DEFAULT_MAX_ATTEMPTS", defaults.DEFAULT_MAX_ATTEMPTS)
+    if not _is_int(attempts) or not 1 <= attempts <= MAX_ATTEMPTS_LIMIT:
+        found.append(
+            Problem(
+                "awa.E009",
+                f"AWA['DEFAULT_MAX_ATTEMPTS'] must be an integer 1..{MAX_ATTEMPTS_LIMIT}, "
+                f"got {attempts!r}.",
+            )
+        )
+    for key in _POSITIVE_NUMBERS:
+        value = raw.get(key, getattr(defaults, key))
+        if not _is_number(value) or value <= 0:
+            found.append(Problem("awa.E010", f"AWA[{key!r}] must be a positive number, got {value!r}."))
+    for key in _POSITIVE_INTEGERS:
+        value = raw.get(key, getattr(defaults, key))
+        if not _is_int(value) or value < 1:
+            found.append(Problem("awa.E010", f"AWA[{key!r}] must be a positive integer, got {value!r}."))
+    jitter = raw.get("RETRY_JITTER", defaults.RETRY_JITTER)
+    if not _is_number(jitter) or not 0 <= jitter <= 1:
+        found.append(Problem("awa.E010", f"AWA['RETRY_JITTER'] must be between 0 and 1, got {jitter!r}."))
+    modules = raw.get("JOB_MODULES", ())
+    if not isinstance(modules, list | tuple) or not all(isinstance(m, str) for m in modules):
+        found.append(
+            Problem("awa.E011", f"AWA['JOB_MODULES'] must be a list of module paths, got {modules!r}.")
+        )
+    return found
+
+
+def problems() -> list[Problem]:
+    """Every invalid value in ``settings.AWA`` (empty when the settings are usable)."""
+    raw = getattr(settings, "AWA", {})
+    if not isinstance(raw, Mapping):
+        return [Problem("awa.E001", f"settings.AWA must be a dict, got {type(raw).__name__}.")]
+    defaults = AwaSettings()
+    known = set(AwaSettings.__dataclass_fields__)
+    unknown = sorted(set(raw) - known)
+    found = [
+        Problem("awa.E002", f"settings.AWA has unknown key {key!r}; known keys: {sorted(known)}.")
+        for key in unknown
+    ]
+    found += _database_problems(raw.get("DATABASE_ALIAS", defaults.DATABASE_ALIAS))
+    found += _queue_problems(raw.get("QUEUES", {"default": {}}))
+    found += _scalar_problems(raw, defaults)
+    return found
+
+
+@cache
+def get_settings() -> AwaSettings:
+    """The validated settings; raises ``ConfigError`` when ``settings.AWA`` is invalid."""
+    found = problems()
+    if found:
+        raise ConfigError(f"{found[0].message} ({found[0].id}; run manage.py check for all)")
+    raw: Mapping[str, Any] = getattr(settings, "AWA", {})
+    values = dict(raw)
+    queues = raw.get("QUEUES", {"default": {}})
+    values["QUEUES"] = MappingProxyType(
+        {name: QueueSettings(name=name, **options) for name, options in queues.items()}
+    )
+    values["JOB_MODULES"] = tuple(raw.get("JOB_MODULES", ()))
+    return AwaSettings(**values)
+
+
+def clear_cache() -> None:
+    """Forget the cached settings (called when ``settings.AWA`` changes)."""
+    get_settings.cache_clear()

@@ -1,0 +1,261 @@
+"""Enqueueing jobs on Django's connection, inside the caller's transaction.
+
+``enqueue`` is a plain insert on the connection of ``AWA["DATABASE_ALIAS"]``: inside
+``transaction.atomic()`` the job commits or rolls back with the caller's rows, and the NOTIFY
+that wakes workers is delivered only at commit. Everything is validated before the first write,
+so a bad argument raises ``InvalidJob`` and nothing is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+from django.db import connections, transaction
+from django.utils import timezone
+
+from awa_django.arguments import to_json_text
+from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN, get_settings
+from awa_django.exceptions import InvalidJob
+from awa_django.jobs import Job, registry
+from awa_django.signals import job_enqueued
+from awa_django.storage import backlog
+from awa_django.storage import queue as queue_storage
+from awa_django.storage.queue import NewJob
+
+RunAt = datetime | timedelta | None
+MAX_TAGS = 20
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Options:
+    kind: str
+    queue: str
+    priority: int
+    max_attempts: int
+    run_at: datetime | None
+    metadata_json: str
+    metadata: dict[str, Any]
+    tags: tuple[str, ...]
+
+
+def _resolve_job(kind_or_job: str | Job[Any, Any]) -> tuple[str, Job[Any, Any] | None]:
+    if isinstance(kind_or_job, Job):
+        return kind_or_job.kind, kind_or_job
+    if isinstance(kind_or_job, str) and kind_or_job:
+        return kind_or_job, registry.get(kind_or_job)
+    raise InvalidJob(f"job must be a registered @awa.job function or a kind string, got {kind_or_job!r}", field="kind")
+
+
+def _resolve_run_at(run_at: RunAt) -> datetime | None:
+    if run_at is None:
+        return None
+    if isinstance(run_at, timedelta):
+        return timezone.now() + run_at
+    if isinstance(run_at, datetime):
+        if timezone.is_naive(run_at):
+            if settings.USE_TZ:
+                raise InvalidJob(
+                    "run_at must be timezone-aware when USE_TZ is on; use "
+                    "django.utils.timezone.now() + timedelta(...)",
+                    field="run_at",
+                )
+            return timezone.make_aware(run_at)
+        return run_at
+    raise InvalidJob(f"run_at must be a datetime, a timedelta or None, got {run_at!r}", field="run_at")
+
+
+def _check_int(value: object, *, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidJob(f"{name} must be an integer {low}..{high}, got {value!r}", field=name)
+    return value
+
+
+def _options(
+    kind: str,
+    job: Job[Any, Any] | None,
+    *,
+    queue_name: str | None,
+    priority: int | None,
+    max_attempts: int | None,
+    run_at: RunAt,
+    metadata: Mapping[str, Any] | None,
+    tags: Sequence[str] | None,
+) -> _Options:
+    conf = get_settings()
+    chosen_queue = queue_name or (job.queue if job else None) or conf.DEFAULT_QUEUE
+    if chosen_queue not in conf.QUEUES:
+        raise InvalidJob(
+            f"unknown queue {chosen_queue!r} for job {kind!r}; declared queues are "
+            f"{sorted(conf.QUEUES)} (add it to AWA['QUEUES'])",
+            field="queue",
+        )
+    chosen_priority = _check_int(
+        priority if priority is not None else (job.priority if job and job.priority else conf.DEFAULT_PRIORITY),
+        name="priority",
+        low=PRIORITY_MIN,
+        high=PRIORITY_MAX,
+    )
+    chosen_attempts = _check_int(
+        max_attempts
+        if max_attempts is not None
+        else (job.max_attempts if job and job.max_attempts is not None else conf.DEFAULT_MAX_ATTEMPTS),
+        name="max_attempts",
+        low=1,
+        high=MAX_ATTEMPTS_LIMIT,
+    )
+    meta = dict(metadata or {})
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise InvalidJob(f"metadata must be a dict, got {metadata!r}", field="metadata")
+    tag_tuple = tuple(tags or ())
+    if len(tag_tuple) > MAX_TAGS or not all(isinstance(t, str) and t for t in tag_tuple):
+        raise InvalidJob(f"tags must be at most {MAX_TAGS} non-empty strings, got {tags!r}", field="tags")
+    return _Options(
+        kind=kind,
+        queue=chosen_queue,
+        priority=chosen_priority,
+        max_attempts=chosen_attempts,
+        run_at=_resolve_run_at(run_at),
+        metadata_json=to_json_text(meta, what="metadata"),
+        metadata=meta,
+        tags=tag_tuple,
+    )
+
+
+def _bind(kind: str, job: Job[Any, Any] | None, args: Mapping[str, Any] | None) -> dict[str, Any]:
+    if args is None:
+        args = {}
+    if not isinstance(args, Mapping):
+        raise InvalidJob(f"args of job {kind!r} must be a dict of argument name to value", field="args")
+    if job is not None:
+        return job.bind(args)
+    # No handler in this process: only the JSON contract can be checked.
+    for name, value in args.items():
+        if not isinstance(name, str):
+            raise InvalidJob(f"argument names of job {kind!r} must be strings, got {name!r}", field="args")
+        to_json_text(value, what=f"argument {name!r} of job {kind!r}")
+    return dict(args)
+
+
+def _announce(alias: str, job_ids: list[int], options: _Options) -> None:
+    # Receivers run after commit, never for a job that rolled back.
+    if job_enqueued.has_listeners():
+        transaction.on_commit(
+            partial(job_enqueued.send, sender=Job, job_ids=job_ids, kind=options.kind, queue=options.queue),
+            using=alias,
+        )
+
+
+def enqueue(
+    kind_or_job: str | Job[Any, Any],
+    *,
+    args: Mapping[str, Any] | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+    run_at: RunAt = None,
+    max_attempts: int | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    tags: Sequence[str] | None = None,
+) -> int:
+    """Enqueue one job in the current transaction and return its id.
+
+    ``run_at`` in the future (a datetime, or a timedelta from now) schedules the job; otherwise
+    it is runnable as soon as the transaction commits.
+    """
+    kind, job = _resolve_job(kind_or_job)
+    bound = _bind(kind, job, args)
+    options = _options(
+        kind, job, queue_name=queue, priority=priority, max_attempts=max_attempts,
+        run_at=run_at, metadata=metadata, tags=tags,
+    )
+    args_json = to_json_text(bound, what=f"args of job {kind!r}")
+    alias = get_settings().DATABASE_ALIAS
+    with connections[alias].cursor() as cursor:
+        job_id = queue_storage.enqueue_job(
+            cursor,
+            NewJob(
+                kind=kind, queue=options.queue, priority=options.priority, args_json=args_json,
+                max_attempts=options.max_attempts, run_at=options.run_at,
+                metadata_json=options.metadata_json, tags=options.tags,
+            ),
+        )
+    _announce(alias, [job_id], options)
+    return job_id
+
+
+def enqueue_on_commit(
+    kind_or_job: str | Job[Any, Any],
+    *,
+    args: Mapping[str, Any] | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+    run_at: RunAt = None,
+    max_attempts: int | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    tags: Sequence[str] | None = None,
+) -> None:
+    """Validate now and enqueue after the current transaction commits (opt-in deferral).
+
+    Use it when the business transaction runs on a different database than the queue; when
+    they share one, ``enqueue`` inside the transaction is the safer choice: the job then
+    commits or rolls back with the business rows.
+    """
+    kind, job = _resolve_job(kind_or_job)
+    bound = _bind(kind, job, args)
+    _options(
+        kind, job, queue_name=queue, priority=priority, max_attempts=max_attempts,
+        run_at=run_at, metadata=metadata, tags=tags,
+    )
+    transaction.on_commit(
+        partial(
+            enqueue, kind_or_job, args=bound, queue=queue, priority=priority, run_at=run_at,
+            max_attempts=max_attempts, metadata=metadata, tags=tags,
+        )
+    )
+
+
+def enqueue_many(
+    kind_or_job: str | Job[Any, Any],
+    args_list: Iterable[Mapping[str, Any]],
+    *,
+    queue: str | None = None,
+    priority: int | None = None,
+    run_at: RunAt = None,
+    max_attempts: int | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    tags: Sequence[str] | None = None,
+) -> list[int]:
+    """Enqueue one job per argument dict with a single COPY; returns the ids in order.
+
+    Every argument dict is validated before anything is written. All jobs share one lane, so
+    the batch reserves its positions with one lock and one round trip.
+    """
+    kind, job = _resolve_job(kind_or_job)
+    bound = [_bind(kind, job, args) for args in args_list]
+    options = _options(
+        kind, job, queue_name=queue, priority=priority, max_attempts=max_attempts,
+        run_at=run_at, metadata=metadata, tags=tags,
+    )
+    if not bound:
+        return []
+    alias = get_settings().DATABASE_ALIAS
+    now = timezone.now()
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        if options.run_at is not None and options.run_at > now:
+            job_ids = backlog.copy_deferred(
+                cursor, queue=options.queue, priority=options.priority, kind=kind,
+                args_list=bound, max_attempts=options.max_attempts, metadata=options.metadata,
+                tags=options.tags, run_at=options.run_at, now=now,
+            )
+        else:
+            job_ids = queue_storage.copy_ready(
+                cursor, queue=options.queue, priority=options.priority, kind=kind,
+                args_list=bound, max_attempts=options.max_attempts, metadata=options.metadata,
+                tags=options.tags, run_at=options.run_at or now, now=now,
+            )
+    _announce(alias, job_ids, options)
+    return job_ids

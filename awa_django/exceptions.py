@@ -1,0 +1,71 @@
+"""Every exception awa_django raises, and the outcome signals handlers raise or return.
+
+Errors sit under ``AwaError`` (never raised directly) and also inherit the builtin they resemble,
+so existing ``except ValueError`` / ``except ImproperlyConfigured`` blocks catch them. Outcomes
+sit under ``JobOutcome``: they are not errors, they tell the worker what to do with an attempt.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+class AwaError(Exception):
+    """Root of awa_django's errors."""
+
+
+class InvalidJob(AwaError, ValueError):  # noqa: N818 - the public name reads as a noun
+    """A job could not be enqueued as given: the message names the offending field."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class ConfigError(AwaError, ImproperlyConfigured):
+    """The ``AWA`` setting is invalid; ``manage.py check`` reports the same problem with an id."""
+
+
+class UnknownJobKind(AwaError, LookupError):  # noqa: N818
+    """No handler is registered in this process for a job kind."""
+
+
+class StaleLease(AwaError):  # noqa: N818
+    """A write for an attempt whose run_lease is no longer current was rejected."""
+
+
+class JobOutcome(Exception):  # noqa: N818 - these are signals, not errors
+    """Base of the outcomes a handler can raise (or return) instead of completing normally."""
+
+
+class RetryAfter(JobOutcome):
+    """Retry this job after ``seconds``; the attempt counts against ``max_attempts``."""
+
+    def __init__(self, seconds: float, reason: str = "") -> None:
+        if seconds < 0:
+            raise ValueError(f"RetryAfter seconds must be >= 0, got {seconds!r}")
+        super().__init__(reason or f"retry requested after {seconds}s")
+        self.seconds = float(seconds)
+        self.reason = reason
+
+
+class Snooze(JobOutcome):
+    """Run this job again after ``seconds`` without using up an attempt."""
+
+    def __init__(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError(f"Snooze seconds must be >= 0, got {seconds!r}")
+        super().__init__(f"snoozed for {seconds}s")
+        self.seconds = float(seconds)
+
+
+class Cancel(JobOutcome):
+    """Stop this job for good, as cancelled (not failed), with a reason."""
+
+    def __init__(self, reason: str = "cancelled by handler") -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class TerminalError(JobOutcome):
+    """Fail this job now, whatever attempts remain. Subclass it for domain errors."""

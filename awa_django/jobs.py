@@ -1,0 +1,181 @@
+"""Declaring jobs: the ``job`` decorator, the ``Job`` it returns, ``JobContext`` and the registry.
+
+A job is a plain function whose first parameter receives a ``JobContext``; the rest are its
+arguments, passed by keyword and stored as JSON. ``@awa.job(...)`` registers it under a kind
+(``"<app_label>.<function>"`` unless given) and adds ``.enqueue(**kwargs)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+
+from django.apps import apps
+
+from awa_django.arguments import bind_arguments, handler_parameters
+
+if TYPE_CHECKING:
+    from awa_django.enqueue import RunAt
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobContext:
+    """What a running handler knows about its attempt."""
+
+    job_id: int
+    kind: str
+    queue: str
+    priority: int
+    attempt: int
+    max_attempts: int
+    run_lease: int
+    args: Mapping[str, Any]
+    metadata: Mapping[str, Any]
+    tags: tuple[str, ...]
+    created_at: datetime
+    cancel_event: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def is_cancelled(self) -> bool:
+        """True once the worker asks this attempt to stop (shutdown); poll it in long loops."""
+        return self.cancel_event.is_set()
+
+
+class Job(Generic[P, R]):
+    """A registered job handler. Calling it runs the function; ``enqueue`` schedules it."""
+
+    def __init__(
+        self,
+        func: Callable[Concatenate[JobContext, P], R],
+        *,
+        kind: str | None,
+        queue: str | None,
+        priority: int | None,
+        max_attempts: int | None,
+    ) -> None:
+        handler_parameters(func)  # fail at import time on a signature we cannot call
+        self.func = func
+        self._kind = kind
+        self.queue = queue
+        self.priority = priority
+        self.max_attempts = max_attempts
+        self.is_async = asyncio.iscoroutinefunction(func)
+        self.__doc__ = func.__doc__
+        self.__name__ = func.__name__
+        self.__qualname__ = func.__qualname__
+        self.__module__ = func.__module__
+
+    @property
+    def kind(self) -> str:
+        """The stored job kind, ``"<app_label>.<function>"`` by default."""
+        if self._kind is None:
+            app = apps.get_containing_app_config(self.func.__module__)
+            prefix = app.label if app is not None else self.func.__module__
+            self._kind = f"{prefix}.{self.func.__name__}"
+        return self._kind
+
+    def __call__(self, ctx: JobContext, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.func(ctx, *args, **kwargs)
+
+    def bind(self, kwargs: Mapping[str, object]) -> dict[str, Any]:
+        """Validate ``kwargs`` as this job's arguments (raises ``InvalidJob``)."""
+        return bind_arguments(self.func, kwargs, kind=self.kind)
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> int:
+        """Enqueue with these arguments in the current transaction; returns the job id."""
+        from awa_django.enqueue import enqueue
+
+        if args:
+            raise TypeError(f"{self.kind}.enqueue takes keyword arguments only")
+        return enqueue(self, args=kwargs)
+
+    def enqueue_on_commit(self, *args: P.args, **kwargs: P.kwargs) -> None:
+        """Validate now, enqueue when the current transaction commits."""
+        from awa_django.enqueue import enqueue_on_commit
+
+        if args:
+            raise TypeError(f"{self.kind}.enqueue_on_commit takes keyword arguments only")
+        enqueue_on_commit(self, args=kwargs)
+
+    def enqueue_many(
+        self, args_list: Iterable[Mapping[str, Any]], *, run_at: RunAt = None
+    ) -> list[int]:
+        """Enqueue one job per argument dict with COPY; returns the job ids."""
+        from awa_django.enqueue import enqueue_many
+
+        return enqueue_many(self, args_list, run_at=run_at)
+
+    def __repr__(self) -> str:
+        return f"<awa job {self.kind}>"
+
+
+class JobRegistry:
+    """Handlers known to this process, by kind. Tests may ``unregister`` what they add."""
+
+    def __init__(self) -> None:
+        self._jobs: list[Job[Any, Any]] = []
+
+    def add(self, job: Job[Any, Any]) -> None:
+        self._jobs.append(job)
+
+    def unregister(self, job: Job[Any, Any]) -> None:
+        self._jobs.remove(job)
+
+    def get(self, kind: str) -> Job[Any, Any] | None:
+        # Newest registration wins, so a reloaded module replaces its older handler.
+        for job in reversed(self._jobs):
+            if job.kind == kind:
+                return job
+        return None
+
+    def kinds(self) -> list[str]:
+        return sorted({job.kind for job in self._jobs})
+
+
+registry = JobRegistry()
+
+
+@overload
+def job(func: Callable[Concatenate[JobContext, P], R], /) -> Job[P, R]: ...
+
+
+@overload
+def job(
+    func: None = None,
+    /,
+    *,
+    kind: str | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+    max_attempts: int | None = None,
+) -> Callable[[Callable[Concatenate[JobContext, P], R]], Job[P, R]]: ...
+
+
+def job(
+    func: Callable[Concatenate[JobContext, P], R] | None = None,
+    /,
+    *,
+    kind: str | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+    max_attempts: int | None = None,
+) -> Job[P, R] | Callable[[Callable[Concatenate[JobContext, P], R]], Job[P, R]]:
+    """Register a sync or async function as a job handler (bare ``@job`` or ``@job(...)``).
+
+    Options left unset fall back to ``AWA`` defaults at enqueue time; an enqueue call can still
+    override queue, priority and max_attempts.
+    """
+
+    def decorate(fn: Callable[Concatenate[JobContext, P], R]) -> Job[P, R]:
+        registered = Job(fn, kind=kind, queue=queue, priority=priority, max_attempts=max_attempts)
+        registry.add(registered)
+        return registered
+
+    return decorate(func) if func is not None else decorate
+

@@ -1,0 +1,42 @@
+"""Loads the SQL that lives next to the code: named query blocks and migration files.
+
+A query file holds blocks that each start with a ``-- name: <block>`` header line followed by
+comment lines describing the block; the statement follows. Files are parsed once, into a
+read-only mapping, and a unit test checks that every block is used by ``awa_django.storage``.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+from types import MappingProxyType
+from typing import LiteralString, cast
+
+_HEADER = re.compile(r"^-- name: (?P<name>[a-z_]+)\s*$", re.MULTILINE)
+
+
+def parse_blocks(text: str) -> dict[str, str]:
+    """Split a query file into ``{name: statement}``; duplicate names are an error."""
+    blocks: dict[str, str] = {}
+    headers = list(_HEADER.finditer(text))
+    for index, header in enumerate(headers):
+        end = headers[index + 1].start() if index + 1 < len(headers) else len(text)
+        name = header.group("name")
+        if name in blocks:
+            raise ValueError(f"duplicate SQL block name {name!r}")
+        blocks[name] = text[header.end() : end].strip()
+    return blocks
+
+
+@cache
+def queries(plane: str) -> MappingProxyType[str, LiteralString]:
+    """The named blocks of ``sql/queries/<plane>.sql``."""
+    text = resources.files(__package__).joinpath("queries", f"{plane}.sql").read_text()
+    # The text is package data, never user input: safe to treat as a literal statement.
+    return MappingProxyType({k: cast(LiteralString, v) for k, v in parse_blocks(text).items()})
+
+
+def migration(name: str, direction: str) -> str:
+    """The text of ``sql/migrations/<name>.<direction>.sql`` (direction is ``up`` or ``down``)."""
+    return resources.files(__package__).joinpath("migrations", f"{name}.{direction}.sql").read_text()

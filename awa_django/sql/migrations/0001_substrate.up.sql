@@ -1,0 +1,516 @@
+-- awa substrate, version 1: schema, rings, backlog, control plane and the storage functions
+-- the hot path calls. See docs/architecture.md for how the pieces fit.
+--
+-- Hot-path rule (DESIGN.md §3 property 1): enqueue, claim and completion only INSERT into the
+-- ring-partitioned tables below, advance sequences and take row/advisory locks. Old history is
+-- reclaimed by truncating whole ring partitions, never by UPDATE or DELETE of single rows.
+
+CREATE SCHEMA awa;
+
+-- Job ids stay the same for the whole life of a job, across retries and promotions.
+CREATE SEQUENCE awa.job_id_seq AS bigint;
+
+-- One global sequence orders every lane. CACHE 1 (the default, stated because it matters): values
+-- must be handed out in call order across backends, since a producer draws its lane positions only
+-- after taking the lane lock and the claim cursor relies on "larger position = later producer".
+CREATE SEQUENCE awa.lane_seq AS bigint CACHE 1;
+
+-- ---------------------------------------------------------------------------------------------
+-- Control plane
+-- ---------------------------------------------------------------------------------------------
+
+-- Static ring configuration, written once by this migration.
+CREATE TABLE awa.ring_config (
+    ring text PRIMARY KEY,
+    slot_count integer NOT NULL CHECK (slot_count BETWEEN 2 AND 256)
+);
+
+-- Append-only rotation ledger of the queue ring: the current cursor is the row with the highest
+-- generation. Rotation appends a row (a compare-and-swap on the primary key) instead of updating a
+-- singleton, so a busy ring under a pinned MVCC horizon leaves no dead bookkeeping tuples.
+CREATE TABLE awa.queue_ring_rotations (
+    generation bigint PRIMARY KEY,
+    slot integer NOT NULL,
+    rotated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Per-queue control row: pausing, later per-queue overrides. Changed only by operators.
+CREATE TABLE awa.queue_meta (
+    queue text PRIMARY KEY,
+    paused boolean NOT NULL DEFAULT false,
+    paused_at timestamptz,
+    paused_by text
+);
+
+-- A lane is one ordered (queue, priority, shard) stream. The row is inserted once, on first use,
+-- and is never updated: producers serialise on an advisory lock keyed by lane_id, claimers lock
+-- the row FOR UPDATE SKIP LOCKED (a row lock, not a new row version).
+CREATE TABLE awa.queue_lanes (
+    lane_id integer GENERATED ALWAYS AS IDENTITY UNIQUE,
+    queue text NOT NULL,
+    priority smallint NOT NULL,
+    shard smallint NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (queue, priority, shard)
+);
+
+-- ---------------------------------------------------------------------------------------------
+-- Queue plane: ring partitioned by ready_slot
+-- ---------------------------------------------------------------------------------------------
+
+-- Immutable runnable rows. Enqueue and promotion append; nothing updates or deletes a row. The
+-- primary key leads with the lane so a claim reads "next rows of this lane" by index in every
+-- partition (there is no skip scan over a leading slot column).
+CREATE TABLE awa.ready_entries (
+    queue text NOT NULL,
+    priority smallint NOT NULL,
+    shard smallint NOT NULL,
+    lane_seq bigint NOT NULL,
+    ready_slot integer NOT NULL,
+    ready_generation bigint NOT NULL,
+    job_id bigint NOT NULL,
+    kind text NOT NULL,
+    args jsonb NOT NULL,
+    attempt integer NOT NULL,
+    run_lease bigint NOT NULL,
+    max_attempts integer NOT NULL,
+    run_at timestamptz NOT NULL,
+    created_at timestamptz NOT NULL,
+    metadata jsonb NOT NULL,
+    tags text[] NOT NULL,
+    errors jsonb NOT NULL,
+    PRIMARY KEY (queue, priority, shard, lane_seq, ready_slot)
+) PARTITION BY LIST (ready_slot);
+CREATE INDEX ready_entries_job_id ON awa.ready_entries (job_id);
+
+-- Marks an unclaimed ready row as no longer claimable (cancel before claim, moves) without
+-- touching the immutable row. Claim anti-joins it.
+CREATE TABLE awa.ready_tombstones (
+    queue text NOT NULL,
+    priority smallint NOT NULL,
+    shard smallint NOT NULL,
+    lane_seq bigint NOT NULL,
+    ready_slot integer NOT NULL,
+    job_id bigint NOT NULL,
+    reason text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (queue, priority, shard, lane_seq, ready_slot)
+) PARTITION BY LIST (ready_slot);
+
+-- Claim receipts: one per claimed ready row, in the same slot as that row, so truncating a slot
+-- reclaims ready rows and their receipts together. The newest receipt of a lane is the lane's
+-- claim cursor; the primary key makes claiming one ready row twice impossible.
+CREATE TABLE awa.claim_receipts (
+    queue text NOT NULL,
+    priority smallint NOT NULL,
+    shard smallint NOT NULL,
+    lane_seq bigint NOT NULL,
+    ready_slot integer NOT NULL,
+    job_id bigint NOT NULL,
+    run_lease bigint NOT NULL,
+    attempt integer NOT NULL,
+    claimed_at timestamptz NOT NULL DEFAULT now(),
+    claimed_by text NOT NULL,
+    PRIMARY KEY (queue, priority, shard, lane_seq, ready_slot)
+) PARTITION BY LIST (ready_slot);
+
+-- Closure evidence: one row per closed attempt, whatever its outcome. The primary key on
+-- (job_id, run_lease) is the run_lease guard: the first closer of an attempt wins, a later or
+-- stale write for the same attempt conflicts and changes nothing. Terminal outcomes
+-- (completed, failed, cancelled) are the job's terminal fact; body columns stay in the retained
+-- ready row of the same slot.
+CREATE TABLE awa.done_entries (
+    job_id bigint NOT NULL,
+    run_lease bigint NOT NULL,
+    ready_slot integer NOT NULL,
+    queue text NOT NULL,
+    priority smallint NOT NULL,
+    shard smallint NOT NULL,
+    lane_seq bigint NOT NULL,
+    attempt integer NOT NULL,
+    outcome text NOT NULL
+        CHECK (outcome IN ('completed', 'failed', 'cancelled', 'retryable', 'snoozed')),
+    error jsonb,
+    finalized_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (job_id, run_lease, ready_slot)
+) PARTITION BY LIST (ready_slot);
+
+-- One child per slot for every queue-ring table. The names are built from integers only.
+DO $$
+DECLARE
+    v_slots constant integer := 16;
+    v_table text;
+BEGIN
+    INSERT INTO awa.ring_config (ring, slot_count) VALUES ('queue', v_slots);
+    FOREACH v_table IN ARRAY ARRAY['ready_entries', 'ready_tombstones', 'claim_receipts',
+                                   'done_entries'] LOOP
+        FOR v_slot IN 0 .. v_slots - 1 LOOP
+            EXECUTE format('CREATE TABLE awa.%I PARTITION OF awa.%I FOR VALUES IN (%s)',
+                           v_table || '_' || v_slot, v_table, v_slot);
+        END LOOP;
+    END LOOP;
+END
+$$;
+
+-- Genesis cursor: generation 0 on slot 0.
+INSERT INTO awa.queue_ring_rotations (generation, slot) VALUES (0, 0);
+
+-- ---------------------------------------------------------------------------------------------
+-- Backlog and hold tables (plain)
+-- ---------------------------------------------------------------------------------------------
+
+-- Scheduled (future run_at, snoozed) and retryable jobs, kept out of the claim path until
+-- promotion moves them into the ready ring.
+CREATE TABLE awa.deferred_jobs (
+    job_id bigint PRIMARY KEY,
+    state text NOT NULL CHECK (state IN ('scheduled', 'retryable')),
+    kind text NOT NULL,
+    queue text NOT NULL,
+    priority smallint NOT NULL,
+    args jsonb NOT NULL,
+    attempt integer NOT NULL,
+    run_lease bigint NOT NULL,
+    max_attempts integer NOT NULL,
+    run_at timestamptz NOT NULL,
+    created_at timestamptz NOT NULL,
+    metadata jsonb NOT NULL,
+    tags text[] NOT NULL,
+    errors jsonb NOT NULL,
+    deferred_at timestamptz NOT NULL DEFAULT now()
+);
+-- Partial indexes per literal state: promotion queries name the state literally so these are
+-- chosen even with a large backlog.
+CREATE INDEX deferred_jobs_scheduled_due ON awa.deferred_jobs (run_at, job_id)
+    WHERE state = 'scheduled';
+CREATE INDEX deferred_jobs_retryable_due ON awa.deferred_jobs (run_at, job_id)
+    WHERE state = 'retryable';
+
+-- Operator hold for terminal failures on DLQ-enabled queues.
+CREATE TABLE awa.dlq_entries (
+    job_id bigint PRIMARY KEY,
+    kind text NOT NULL,
+    queue text NOT NULL,
+    priority smallint NOT NULL,
+    args jsonb NOT NULL,
+    attempt integer NOT NULL,
+    original_run_lease bigint NOT NULL,
+    max_attempts integer NOT NULL,
+    created_at timestamptz NOT NULL,
+    metadata jsonb NOT NULL,
+    tags text[] NOT NULL,
+    errors jsonb NOT NULL,
+    dlq_reason text NOT NULL,
+    dlq_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX dlq_entries_queue_dlq_at ON awa.dlq_entries (queue, dlq_at DESC);
+
+-- ---------------------------------------------------------------------------------------------
+-- Storage functions
+-- ---------------------------------------------------------------------------------------------
+
+-- Row type a claim returns to the worker.
+CREATE TYPE awa.claimed_job AS (
+    queue text,
+    priority smallint,
+    shard smallint,
+    lane_seq bigint,
+    ready_slot integer,
+    job_id bigint,
+    kind text,
+    args jsonb,
+    attempt integer,
+    run_lease bigint,
+    max_attempts integer,
+    run_at timestamptz,
+    created_at timestamptz,
+    metadata jsonb,
+    tags text[],
+    errors jsonb
+);
+
+-- Reserves p_count positions on one lane for the calling transaction.
+--
+-- The lane's advisory lock is transaction-scoped and held until commit or rollback: a later
+-- producer on the lane can only draw its positions after this one has finished, so positions
+-- become visible in lane order and a claimer never sees position N+1 while N can still commit.
+-- A rolled-back producer just leaves unused sequence values, which nothing waits for.
+-- Every statement here takes a fresh snapshot (VOLATILE plpgsql), so the ring cursor read after
+-- the lock reflects rotations committed while we waited.
+CREATE FUNCTION awa.reserve_lane(
+    p_queue text, p_priority smallint, p_shard smallint, p_count integer,
+    OUT ready_slot integer, OUT ready_generation bigint, OUT lane_seqs bigint[]
+) LANGUAGE plpgsql AS $$
+DECLARE
+    v_lane_id integer;
+BEGIN
+    SELECT l.lane_id INTO v_lane_id FROM awa.queue_lanes l
+     WHERE l.queue = p_queue AND l.priority = p_priority AND l.shard = p_shard;
+    IF NOT FOUND THEN
+        -- Checked first so the identity sequence is not consumed by every enqueue.
+        INSERT INTO awa.queue_lanes (queue, priority, shard) VALUES (p_queue, p_priority, p_shard)
+            ON CONFLICT DO NOTHING;
+        SELECT l.lane_id INTO STRICT v_lane_id FROM awa.queue_lanes l
+         WHERE l.queue = p_queue AND l.priority = p_priority AND l.shard = p_shard;
+    END IF;
+    -- 1096237388 = 'AWAL': the lane-lock class, so our keys never collide with an app's.
+    PERFORM pg_advisory_xact_lock(1096237388, v_lane_id);
+    SELECT r.slot, r.generation INTO ready_slot, ready_generation
+      FROM awa.queue_ring_rotations r ORDER BY r.generation DESC LIMIT 1;
+    lane_seqs := ARRAY(SELECT nextval('awa.lane_seq') FROM generate_series(1, p_count));
+END
+$$;
+
+-- Enqueues one job inside the caller's transaction and returns its id. A future run_at goes to
+-- the deferred backlog; anything else is appended to its lane, and a NOTIFY (delivered only at
+-- commit) wakes the workers of that queue.
+CREATE FUNCTION awa.enqueue_job(
+    p_kind text, p_queue text, p_priority smallint, p_args jsonb, p_max_attempts integer,
+    p_run_at timestamptz, p_metadata jsonb, p_tags text[]
+) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_job_id bigint := nextval('awa.job_id_seq');
+    v_lane record;
+BEGIN
+    IF p_run_at IS NOT NULL AND p_run_at > now() THEN
+        INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
+                                       run_lease, max_attempts, run_at, created_at, metadata,
+                                       tags, errors)
+        VALUES (v_job_id, 'scheduled', p_kind, p_queue, p_priority, p_args, 0, 0, p_max_attempts,
+                p_run_at, now(), p_metadata, p_tags, '[]');
+        RETURN v_job_id;
+    END IF;
+    SELECT * INTO v_lane FROM awa.reserve_lane(p_queue, p_priority, 0::smallint, 1);
+    INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot, ready_generation,
+                                   job_id, kind, args, attempt, run_lease, max_attempts, run_at,
+                                   created_at, metadata, tags, errors)
+    VALUES (p_queue, p_priority, 0, v_lane.lane_seqs[1], v_lane.ready_slot,
+            v_lane.ready_generation, v_job_id, p_kind, p_args, 0, 0, p_max_attempts,
+            coalesce(p_run_at, now()), now(), p_metadata, p_tags, '[]');
+    PERFORM pg_notify('awa', p_queue);
+    RETURN v_job_id;
+END
+$$;
+
+-- Claims up to p_limit ready jobs of one queue, lane by lane in priority order.
+--
+-- A claimer locks the lane row FOR UPDATE SKIP LOCKED (one claimer per lane at a time; others
+-- move on), then derives the lane cursor from the newest receipt of the lane and reads the next
+-- committed ready rows past it. The cursor read is a separate statement after the lock, so it
+-- sees the receipts of the claimer that held the lane before us. Receipts are appended in the
+-- same transaction: a claim that rolls back leaves the cursor where it was. Nothing is updated.
+CREATE FUNCTION awa.claim_ready(p_queue text, p_limit integer, p_claimed_by text)
+RETURNS SETOF awa.claimed_job LANGUAGE plpgsql AS $$
+DECLARE
+    v_lane record;
+    v_cursor bigint;
+    v_remaining integer := p_limit;
+    v_claimed integer;
+BEGIN
+    IF EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = p_queue AND m.paused) THEN
+        RETURN;
+    END IF;
+    FOR v_lane IN
+        SELECT l.priority, l.shard FROM awa.queue_lanes l
+         WHERE l.queue = p_queue ORDER BY l.priority, l.shard
+    LOOP
+        PERFORM 1 FROM awa.queue_lanes l
+          WHERE l.queue = p_queue AND l.priority = v_lane.priority AND l.shard = v_lane.shard
+          FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
+        SELECT coalesce(max(c.lane_seq), 0) INTO v_cursor FROM awa.claim_receipts c
+         WHERE c.queue = p_queue AND c.priority = v_lane.priority AND c.shard = v_lane.shard;
+        RETURN QUERY
+        WITH picked AS (
+            SELECT r.* FROM awa.ready_entries r
+             WHERE r.queue = p_queue AND r.priority = v_lane.priority
+               AND r.shard = v_lane.shard AND r.lane_seq > v_cursor
+               AND NOT EXISTS (
+                   SELECT 1 FROM awa.ready_tombstones t
+                    WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
+                      AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
+             ORDER BY r.lane_seq
+             LIMIT v_remaining
+        ), receipts AS (
+            INSERT INTO awa.claim_receipts (queue, priority, shard, lane_seq, ready_slot, job_id,
+                                            run_lease, attempt, claimed_by)
+            SELECT p.queue, p.priority, p.shard, p.lane_seq, p.ready_slot, p.job_id,
+                   p.run_lease + 1, p.attempt + 1, p_claimed_by
+              FROM picked p
+        )
+        SELECT p.queue, p.priority, p.shard, p.lane_seq, p.ready_slot, p.job_id, p.kind, p.args,
+               p.attempt + 1, p.run_lease + 1, p.max_attempts, p.run_at, p.created_at,
+               p.metadata, p.tags, p.errors
+          FROM picked p ORDER BY p.lane_seq;
+        GET DIAGNOSTICS v_claimed = ROW_COUNT;
+        v_remaining := v_remaining - v_claimed;
+        EXIT WHEN v_remaining <= 0;
+    END LOOP;
+END
+$$;
+
+-- Closes a batch of attempts in one statement and returns the attempts it actually closed.
+--
+-- Guard (DESIGN.md §3 property 2): an item must match an existing receipt on
+-- (job_id, run_lease), and the done_entries primary key lets only the first closer of an attempt
+-- win. A completion for an older lease, or for an attempt already closed by rescue or cancel,
+-- inserts nothing and is missing from the result: the caller reports it as stale.
+-- Retryable and snoozed outcomes append the job to the deferred backlog in the same statement,
+-- carrying its body from the retained ready row. A retry appends this attempt's error to the
+-- job's error list; a snooze gives the attempt back.
+CREATE FUNCTION awa.close_attempts(
+    p_ready_slot integer[], p_queue text[], p_priority smallint[], p_shard smallint[],
+    p_lane_seq bigint[], p_job_id bigint[], p_run_lease bigint[], p_outcome text[],
+    p_run_at timestamptz[], p_error jsonb[]
+) RETURNS TABLE (job_id bigint, run_lease bigint) LANGUAGE sql AS $$
+    WITH batch AS (
+        SELECT * FROM unnest(p_ready_slot, p_queue, p_priority, p_shard, p_lane_seq, p_job_id,
+                             p_run_lease, p_outcome, p_run_at, p_error)
+            AS b(ready_slot, queue, priority, shard, lane_seq, job_id, run_lease, outcome,
+                 run_at, error)
+    ), live AS (
+        SELECT b.*, c.attempt
+          FROM batch b
+          JOIN awa.claim_receipts c
+            ON c.queue = b.queue AND c.priority = b.priority AND c.shard = b.shard
+           AND c.lane_seq = b.lane_seq AND c.ready_slot = b.ready_slot
+           AND c.job_id = b.job_id AND c.run_lease = b.run_lease
+    ), closed AS (
+        INSERT INTO awa.done_entries (job_id, run_lease, ready_slot, queue, priority, shard,
+                                      lane_seq, attempt, outcome, error)
+        SELECT l.job_id, l.run_lease, l.ready_slot, l.queue, l.priority, l.shard, l.lane_seq,
+               l.attempt, l.outcome, l.error
+          FROM live l
+        ON CONFLICT DO NOTHING
+        RETURNING done_entries.job_id, done_entries.run_lease, done_entries.ready_slot,
+                  done_entries.queue, done_entries.priority, done_entries.shard,
+                  done_entries.lane_seq, done_entries.attempt, done_entries.outcome
+    ), requeued AS (
+        INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
+                                       run_lease, max_attempts, run_at, created_at, metadata,
+                                       tags, errors)
+        SELECT r.job_id,
+               CASE c.outcome WHEN 'retryable' THEN 'retryable' ELSE 'scheduled' END,
+               r.kind, r.queue, r.priority, r.args,
+               CASE c.outcome WHEN 'snoozed' THEN c.attempt - 1 ELSE c.attempt END,
+               c.run_lease, r.max_attempts, l.run_at, r.created_at, r.metadata, r.tags,
+               CASE c.outcome WHEN 'retryable' THEN r.errors || jsonb_build_array(l.error)
+                              ELSE r.errors END
+          FROM closed c
+          JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease
+          JOIN awa.ready_entries r
+            ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
+           AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
+         WHERE c.outcome IN ('retryable', 'snoozed')
+    )
+    SELECT c.job_id, c.run_lease FROM closed c
+$$;
+
+-- Moves due deferred jobs of one state into the ready ring, at most p_limit per call, and
+-- returns how many moved. Job id, attempt and run_lease are kept.
+--
+-- Lock order: deferred rows first (FOR UPDATE SKIP LOCKED, so concurrent promoters split the
+-- backlog), then lane locks in (queue, priority) order. Producers never lock existing deferred
+-- rows, so the two orders cannot form a cycle. The state is a parameter of this function but a
+-- literal in each query below, so the partial indexes are chosen.
+CREATE FUNCTION awa.promote_due(p_state text, p_limit integer)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_ids bigint[];
+    v_lane record;
+    v_ready record;
+    v_moved integer := 0;
+BEGIN
+    IF p_state = 'scheduled' THEN
+        SELECT array_agg(d.job_id) INTO v_ids FROM (
+            SELECT s.job_id FROM awa.deferred_jobs s
+             WHERE s.state = 'scheduled' AND s.run_at <= now()
+               AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m
+                                WHERE m.queue = s.queue AND m.paused)
+             ORDER BY s.run_at, s.job_id LIMIT p_limit FOR UPDATE SKIP LOCKED) d;
+    ELSIF p_state = 'retryable' THEN
+        SELECT array_agg(d.job_id) INTO v_ids FROM (
+            SELECT s.job_id FROM awa.deferred_jobs s
+             WHERE s.state = 'retryable' AND s.run_at <= now()
+               AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m
+                                WHERE m.queue = s.queue AND m.paused)
+             ORDER BY s.run_at, s.job_id LIMIT p_limit FOR UPDATE SKIP LOCKED) d;
+    ELSE
+        RAISE EXCEPTION 'unknown deferred state %', p_state;
+    END IF;
+    IF v_ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    FOR v_lane IN
+        SELECT d.queue, d.priority, count(*)::integer AS n FROM awa.deferred_jobs d
+         WHERE d.job_id = ANY (v_ids) GROUP BY d.queue, d.priority ORDER BY d.queue, d.priority
+    LOOP
+        SELECT * INTO v_ready FROM awa.reserve_lane(v_lane.queue, v_lane.priority, 0::smallint,
+                                                     v_lane.n);
+        WITH moved AS (
+            DELETE FROM awa.deferred_jobs d
+             WHERE d.job_id = ANY (v_ids) AND d.queue = v_lane.queue
+               AND d.priority = v_lane.priority
+            RETURNING d.*
+        ), numbered AS (
+            SELECT m.*, row_number() OVER (ORDER BY m.run_at, m.job_id) AS position FROM moved m
+        )
+        INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot,
+                                       ready_generation, job_id, kind, args, attempt, run_lease,
+                                       max_attempts, run_at, created_at, metadata, tags, errors)
+        SELECT n.queue, n.priority, 0, v_ready.lane_seqs[n.position], v_ready.ready_slot,
+               v_ready.ready_generation, n.job_id, n.kind, n.args, n.attempt, n.run_lease,
+               n.max_attempts, n.run_at, n.created_at, n.metadata, n.tags, n.errors
+          FROM numbered n;
+        PERFORM pg_notify('awa', v_lane.queue);
+        v_moved := v_moved + v_lane.n;
+    END LOOP;
+    RETURN v_moved;
+END
+$$;
+
+-- Read surface: one row per job with its current state, hydrated from whichever table holds the
+-- job's newest fact. Facts are ordered along a job's life by run_lease: a ready row waiting for
+-- lease L+1 sits at 2L+1, its claim at 2(L+1), the closure just after, a deferred row after that.
+CREATE VIEW awa.jobs AS
+WITH facts AS (
+    SELECT r.job_id, 2 * r.run_lease + 1 AS position,
+           CASE WHEN t.job_id IS NULL THEN 'available' ELSE 'cancelled' END AS state,
+           r.kind, r.queue, r.priority, r.args, r.attempt, r.run_lease, r.max_attempts, r.run_at,
+           r.created_at, r.metadata, r.tags, r.errors, NULL::timestamptz AS finalized_at
+      FROM awa.ready_entries r
+      LEFT JOIN awa.ready_tombstones t
+        ON t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
+       AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot
+    UNION ALL
+    SELECT c.job_id, 2 * c.run_lease, 'running', r.kind, r.queue, r.priority, r.args, c.attempt,
+           c.run_lease, r.max_attempts, r.run_at, r.created_at, r.metadata, r.tags, r.errors,
+           NULL
+      FROM awa.claim_receipts c
+      JOIN awa.ready_entries r
+        ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
+       AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
+    UNION ALL
+    SELECT d.job_id, 2 * d.run_lease + 0.5, d.outcome, r.kind, r.queue, r.priority, r.args,
+           d.attempt, d.run_lease, r.max_attempts, r.run_at, r.created_at, r.metadata, r.tags,
+           CASE WHEN d.error IS NULL THEN r.errors ELSE r.errors || jsonb_build_array(d.error) END,
+           d.finalized_at
+      FROM awa.done_entries d
+      JOIN awa.ready_entries r
+        ON r.queue = d.queue AND r.priority = d.priority AND r.shard = d.shard
+       AND r.lane_seq = d.lane_seq AND r.ready_slot = d.ready_slot
+    UNION ALL
+    SELECT f.job_id, 2 * f.run_lease + 0.75, f.state, f.kind, f.queue, f.priority, f.args,
+           f.attempt, f.run_lease, f.max_attempts, f.run_at, f.created_at, f.metadata, f.tags,
+           f.errors, NULL
+      FROM awa.deferred_jobs f
+    UNION ALL
+    SELECT q.job_id, 2 * q.original_run_lease + 0.9, 'dlq', q.kind, q.queue, q.priority, q.args,
+           q.attempt, q.original_run_lease, q.max_attempts, NULL, q.created_at, q.metadata,
+           q.tags, q.errors, q.dlq_at
+      FROM awa.dlq_entries q
+)
+SELECT DISTINCT ON (job_id)
+       job_id, state, kind, queue, priority, args, attempt, run_lease, max_attempts, run_at,
+       created_at, metadata, tags, errors, finalized_at
+  FROM facts
+ ORDER BY job_id, position DESC;

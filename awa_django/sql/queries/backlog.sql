@@ -1,0 +1,28 @@
+-- Backlog plane: scheduled and retryable jobs outside the claim path.
+
+-- name: reserve_job_ids
+-- Draws n job ids for a COPY into the deferred backlog.
+SELECT ARRAY(SELECT nextval('awa.job_id_seq') FROM generate_series(1, %(count)s)) AS job_ids
+
+-- name: copy_deferred
+-- COPY target for a batch of scheduled jobs.
+COPY awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt, run_lease,
+                        max_attempts, run_at, created_at, metadata, tags, errors) FROM STDIN
+
+-- name: promote_due_scheduled
+-- Moves due scheduled jobs into the ready ring (literal state: see awa.promote_due).
+SELECT awa.promote_due('scheduled', %(limit)s::integer) AS moved
+
+-- name: promote_due_retryable
+-- Moves due retryable jobs into the ready ring.
+SELECT awa.promote_due('retryable', %(limit)s::integer) AS moved
+
+-- name: seconds_until_next_due
+-- Seconds until the earliest deferred job of the given queues is due (NULL when none; <= 0 when
+-- already due). Each state is read through its own partial index.
+SELECT extract(epoch FROM least(
+           (SELECT min(run_at) FROM awa.deferred_jobs
+             WHERE state = 'scheduled' AND queue = ANY (%(queues)s::text[])),
+           (SELECT min(run_at) FROM awa.deferred_jobs
+             WHERE state = 'retryable' AND queue = ANY (%(queues)s::text[])))
+       - now())::float8 AS seconds

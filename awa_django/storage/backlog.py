@@ -1,0 +1,60 @@
+"""Backlog plane: the deferred table of scheduled and retryable jobs, and its promotion."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db.backends.utils import CursorWrapper
+from psycopg import AsyncConnection
+from psycopg.types.json import Jsonb
+
+from awa_django.sql import queries
+
+_SQL = queries("backlog")
+
+
+def copy_deferred(
+    cursor: CursorWrapper,
+    *,
+    queue: str,
+    priority: int,
+    kind: str,
+    args_list: Sequence[Any],
+    max_attempts: int,
+    metadata: Any,
+    tags: Sequence[str],
+    run_at: datetime,
+    now: datetime,
+) -> list[int]:
+    """Add a batch of scheduled jobs with COPY; returns their ids in order."""
+    cursor.execute(_SQL["reserve_job_ids"], {"count": len(args_list)})
+    (job_ids,) = cursor.fetchone()
+    meta = Jsonb(metadata)
+    tag_list = list(tags)
+    empty_errors = Jsonb([])
+    with cursor.cursor.copy(_SQL["copy_deferred"]) as copy:
+        for job_id, args in zip(job_ids, args_list, strict=True):
+            copy.write_row(
+                (job_id, "scheduled", kind, queue, priority, Jsonb(args), 0, 0, max_attempts,
+                 run_at, now, meta, tag_list, empty_errors)
+            )
+    return list(job_ids)
+
+
+async def promote_due(conn: AsyncConnection[Any], *, limit: int) -> int:
+    """Move due scheduled, then retryable, jobs into the ready ring; returns how many moved."""
+    moved = 0
+    for block in ("promote_due_scheduled", "promote_due_retryable"):
+        cursor = await conn.execute(_SQL[block], {"limit": limit})
+        row = await cursor.fetchone()
+        moved += int(row[0]) if row else 0
+    return moved
+
+
+async def seconds_until_next_due(conn: AsyncConnection[Any], *, queues: Sequence[str]) -> float | None:
+    """Seconds until the earliest deferred job of ``queues`` is due, or None when there is none."""
+    cursor = await conn.execute(_SQL["seconds_until_next_due"], {"queues": list(queues)})
+    row = await cursor.fetchone()
+    return None if row is None or row[0] is None else float(row[0])

@@ -1,0 +1,124 @@
+"""Queue plane: appending ready rows and claiming them.
+
+How it works: a lane is one ordered ``(queue, priority, shard)`` stream. A producer takes the
+lane's transaction-scoped advisory lock, draws positions from one global sequence and appends
+immutable rows to the current slot of the ready ring; the lock is held until it commits, so rows
+become visible in position order. A claimer locks the lane row ``FOR UPDATE SKIP LOCKED``,
+derives the cursor from the lane's newest claim receipt and appends receipts for the next rows.
+No row is ever updated: the SQL functions behind these calls live in the substrate migration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.backends.utils import CursorWrapper
+from psycopg import AsyncConnection
+from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
+
+from awa_django.sql import queries
+
+_SQL = queries("queue")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewJob:
+    """One job to enqueue, already validated; ``args_json`` is canonical JSON text."""
+
+    kind: str
+    queue: str
+    priority: int
+    args_json: str
+    max_attempts: int
+    run_at: datetime | None
+    metadata_json: str
+    tags: Sequence[str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimedJob:
+    """A job claimed by this worker, with the lease every later write must carry."""
+
+    queue: str
+    priority: int
+    shard: int
+    lane_seq: int
+    ready_slot: int
+    job_id: int
+    kind: str
+    args: dict[str, Any]
+    attempt: int
+    run_lease: int
+    max_attempts: int
+    run_at: datetime
+    created_at: datetime
+    metadata: dict[str, Any]
+    tags: list[str]
+    errors: list[Any]
+
+
+def enqueue_job(cursor: CursorWrapper, job: NewJob) -> int:
+    """Enqueue one job in the cursor's transaction; returns its id."""
+    cursor.execute(
+        _SQL["enqueue_job"],
+        {
+            "kind": job.kind,
+            "queue": job.queue,
+            "priority": job.priority,
+            "args": job.args_json,
+            "max_attempts": job.max_attempts,
+            "run_at": job.run_at,
+            "metadata": job.metadata_json,
+            "tags": list(job.tags),
+        },
+    )
+    row = cursor.fetchone()
+    assert row is not None  # the function always returns an id
+    return int(row[0])
+
+
+def copy_ready(
+    cursor: CursorWrapper,
+    *,
+    queue: str,
+    priority: int,
+    kind: str,
+    args_list: Sequence[Any],
+    max_attempts: int,
+    metadata: Any,
+    tags: Sequence[str],
+    run_at: datetime,
+    now: datetime,
+) -> list[int]:
+    """Append a batch of immediate jobs to one lane with COPY; returns their ids in order."""
+    cursor.execute(
+        _SQL["reserve_ready_batch"], {"queue": queue, "priority": priority, "count": len(args_list)}
+    )
+    slot, generation, lane_seqs, job_ids = cursor.fetchone()
+    meta = Jsonb(metadata)
+    tag_list = list(tags)
+    empty_errors = Jsonb([])
+    # Django's wrapper does not expose COPY; its ``cursor`` attribute is the psycopg cursor.
+    with cursor.cursor.copy(_SQL["copy_ready"]) as copy:
+        for job_id, lane_seq, args in zip(job_ids, lane_seqs, args_list, strict=True):
+            copy.write_row(
+                (queue, priority, 0, lane_seq, slot, generation, job_id, kind, Jsonb(args), 0,
+                 0, max_attempts, run_at, now, meta, tag_list, empty_errors)
+            )
+    cursor.execute(_SQL["notify_queue"], {"queue": queue})
+    return list(job_ids)
+
+
+async def claim_ready(
+    conn: AsyncConnection[Any], *, queue: str, limit: int, claimed_by: str
+) -> list[ClaimedJob]:
+    """Claim up to ``limit`` jobs of ``queue`` in one round trip (autocommit connection)."""
+    async with conn.cursor(row_factory=class_row(ClaimedJob)) as cursor:
+        await cursor.execute(
+            _SQL["claim_ready"], {"queue": queue, "limit": limit, "claimed_by": claimed_by}
+        )
+        return await cursor.fetchall()
