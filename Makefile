@@ -1,0 +1,52 @@
+# Developer entry points. A fresh machine needs only Python 3.11+ and the
+# PostgreSQL server binaries; `make demo` and `make test` do the rest.
+#
+#   make test                       run the test suite on a throwaway Postgres
+#   make test PYTEST_ARGS='-k foo'  ... with extra pytest arguments
+#   make demo                       run the awa_demo management command
+#   make lint                       ruff check
+#
+# Set DATABASE_URL to use an existing database instead of a throwaway one.
+# Test another interpreter / Django without touching the default venv:
+#   make test PYTHON=python3.12 VENV=.venv-py312 DJANGO_SPEC='Django>=6,<7'
+
+PYTHON ?= python3
+VENV ?= .venv
+DJANGO_SPEC ?=
+PYTEST_ARGS ?=
+
+VENV_PYTHON := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# The venv's Python is 3.11+ (pip enforces requires-python), which the
+# helper script needs; the system python3 might be older.
+WITH_POSTGRES := $(VENV_PYTHON) scripts/with_postgres.py --
+
+.PHONY: help venv test demo lint FORCE
+
+help:
+	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
+
+venv: $(STAMP)
+
+# The stamp records DJANGO_SPEC, so changing it reinstalls even when
+# pyproject.toml is unchanged.
+ifneq ($(file <$(STAMP)),spec=$(DJANGO_SPEC))
+$(STAMP): FORCE
+endif
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV_PYTHON) -m pip install -e '.[dev]'
+	$(if $(DJANGO_SPEC),$(VENV_PYTHON) -m pip install '$(DJANGO_SPEC)')
+	printf 'spec=%s\n' '$(DJANGO_SPEC)' > $@
+
+test: $(STAMP)
+	$(WITH_POSTGRES) $(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
+
+demo: $(STAMP)
+	$(WITH_POSTGRES) $(VENV_PYTHON) manage.py awa_demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+FORCE:
