@@ -1,0 +1,16 @@
+"""Finding job handlers: every installed app's ``jobs`` module plus ``AWA["JOB_MODULES"]``."""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from django.utils.module_loading import autodiscover_modules
+
+from awa_django.conf import get_settings
+
+
+def discover_jobs() -> None:
+    """Import the modules that declare ``@awa.job`` handlers, registering them."""
+    autodiscover_modules("jobs")
+    for module in get_settings().JOB_MODULES:
+        import_module(module)

@@ -1,0 +1,116 @@
+"""``manage.py awa_worker``: run jobs until stopped (or, with ``--burst``, until drained)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from awa_django.conf import QUEUE_NAME_PATTERN, get_settings
+from awa_django.discovery import discover_jobs
+from awa_django.jobs import registry
+from awa_django.worker import shutdown
+from awa_django.worker.executor import RetryPolicy
+from awa_django.worker.runtime import WorkerConfig, WorkerRuntime
+
+_LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
+
+
+def queue_option(value: str) -> tuple[str, int | None]:
+    """Parse ``NAME`` or ``NAME=CONCURRENCY``."""
+    name, _, concurrency = value.partition("=")
+    if not QUEUE_NAME_PATTERN.match(name):
+        raise argparse.ArgumentTypeError(f"invalid queue name {name!r}")
+    if not concurrency:
+        return name, None
+    if not concurrency.isdigit() or int(concurrency) < 1:
+        raise argparse.ArgumentTypeError(f"concurrency of {name!r} must be a positive integer")
+    return name, int(concurrency)
+
+
+def non_negative_seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if seconds < 0:
+        raise argparse.ArgumentTypeError("seconds must be >= 0")
+    return seconds
+
+
+class Command(BaseCommand):
+    help = "Run awa jobs from the configured queues until SIGTERM/SIGINT (or drained, with --burst)."
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--queue", dest="queues", action="append", type=queue_option, default=[],
+            metavar="NAME[=CONCURRENCY]",
+            help="Queue to work (repeatable); defaults to every queue in AWA['QUEUES'] with its "
+            "configured concurrency.",
+        )
+        parser.add_argument(
+            "--burst", action="store_true",
+            help="Exit once nothing is runnable or in flight (see --burst-wait).",
+        )
+        parser.add_argument(
+            "--burst-wait", type=non_negative_seconds, default=0.0, metavar="SECONDS",
+            help="In burst mode, also wait for scheduled or retrying jobs due within SECONDS.",
+        )
+        parser.add_argument(
+            "--shutdown-timeout", type=non_negative_seconds, default=None, metavar="SECONDS",
+            help="How long a stopping worker lets in-flight jobs finish "
+            "(default AWA['SHUTDOWN_TIMEOUT_S']).",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        self._configure_logging(options["verbosity"])
+        conf = get_settings()
+        queues: dict[str, int] = {}
+        for name, concurrency in options["queues"]:
+            if name not in conf.QUEUES:
+                raise CommandError(
+                    f"queue {name!r} is not declared in AWA['QUEUES'] (declared: {sorted(conf.QUEUES)})"
+                )
+            queues[name] = concurrency or conf.QUEUES[name].concurrency
+        if not queues:
+            queues = {name: q.concurrency for name, q in conf.QUEUES.items()}
+        discover_jobs()
+        config = WorkerConfig(
+            database_alias=conf.DATABASE_ALIAS,
+            queues=queues,
+            claim_batch_size=conf.CLAIM_BATCH_SIZE,
+            poll_interval_s=conf.POLL_INTERVAL_S,
+            promote_interval_s=conf.PROMOTE_INTERVAL_S,
+            promote_batch_size=conf.PROMOTE_BATCH_SIZE,
+            completion_batch_size=conf.COMPLETION_BATCH_SIZE,
+            completion_flush_s=conf.COMPLETION_FLUSH_S,
+            retry_policy=RetryPolicy(
+                base_s=conf.RETRY_BACKOFF_BASE_S, max_s=conf.RETRY_BACKOFF_MAX_S,
+                jitter=conf.RETRY_JITTER,
+            ),
+            shutdown_timeout_s=(
+                options["shutdown_timeout"]
+                if options["shutdown_timeout"] is not None
+                else conf.SHUTDOWN_TIMEOUT_S
+            ),
+            burst=options["burst"],
+            burst_wait_s=options["burst_wait"],
+        )
+        asyncio.run(self._run(config))
+
+    async def _run(self, config: WorkerConfig) -> None:
+        runtime = WorkerRuntime(config, registry.get)
+        shutdown.install(asyncio.get_running_loop(), runtime.request_stop)
+        await runtime.run()
+
+    def _configure_logging(self, verbosity: int) -> None:
+        # Respect the project's LOGGING; only add a handler when none would print our lines.
+        logger = logging.getLogger("awa_django")
+        logger.setLevel(_LEVELS.get(verbosity, logging.INFO))
+        if not logger.hasHandlers():
+            handler = logging.StreamHandler(self.stderr)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+            logger.addHandler(handler)

@@ -1,0 +1,1 @@
+"""The worker process: dispatchers, executor, completer, notifier, promoter and shutdown."""

@@ -1,0 +1,44 @@
+"""The worker's own psycopg connections, built from the Django database settings.
+
+Django's connection cannot LISTEN and is per thread, so the worker's asyncio core opens its own:
+one dedicated LISTEN connection and a small autocommit pool for claims, completions and
+promotion. Each statement on them is its own transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from django.db import connections
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+# Django-specific entries of get_connection_params() that psycopg.connect does not take.
+_DJANGO_ONLY: Final = ("cursor_factory", "context", "prepare_threshold")
+
+
+def connection_kwargs(alias: str) -> dict[str, Any]:
+    """psycopg.connect keyword arguments for the database behind a Django alias."""
+    params = dict(connections[alias].get_connection_params())
+    for key in _DJANGO_ONLY:
+        params.pop(key, None)
+    params.setdefault("application_name", "awa_worker")
+    return params
+
+
+async def connect(alias: str) -> AsyncConnection[Any]:
+    """A dedicated autocommit connection (used for LISTEN)."""
+    return await AsyncConnection.connect(**connection_kwargs(alias), autocommit=True)
+
+
+async def open_pool(alias: str, *, max_size: int) -> AsyncConnectionPool[Any]:
+    """An opened pool of autocommit connections."""
+    pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+        kwargs={**connection_kwargs(alias), "autocommit": True},
+        min_size=min(2, max_size),
+        max_size=max_size,
+        open=False,
+        name="awa-worker",
+    )
+    await pool.open(wait=True)
+    return pool

@@ -1,0 +1,165 @@
+"""One queue's dispatch loop: wait for work, reserve permits, claim a batch, start executions.
+
+How it works: a dispatcher owns its queue's permits (the queue's concurrency in this process).
+It sleeps until a NOTIFY for its queue, a poke from the runtime, or the poll interval; then it
+reserves every free permit (at most one claim batch), claims that many jobs in one round trip
+and starts one task per job. Each task runs the handler, hands the completion to the completer
+and returns its permit. A permit is always taken before the claim, so every claimed job already
+has a slot in this process. When a claim fills every permit it asked for, the dispatcher claims
+again at once instead of sleeping: there is probably more work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from awa_django.jobs import Job, JobContext
+from awa_django.storage.queue import ClaimedJob, claim_ready
+from awa_django.worker.completer import Completer
+from awa_django.worker.executor import RetryPolicy, execute, result_to_completion
+
+logger = logging.getLogger(__name__)
+
+
+class Permits:
+    """Counts free execution slots; ``reserve`` waits for at least one and takes up to ``n``."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.free = total
+        self._released = asyncio.Event()
+
+    async def reserve(self, n: int) -> int:
+        while self.free == 0:
+            self._released.clear()
+            await self._released.wait()
+        taken = min(self.free, n)
+        self.free -= taken
+        return taken
+
+    def release(self, n: int = 1) -> None:
+        self.free += n
+        self._released.set()
+
+    @property
+    def in_use(self) -> int:
+        return self.total - self.free
+
+
+class Dispatcher:
+    """Claims and runs the jobs of one queue."""
+
+    def __init__(
+        self,
+        *,
+        queue: str,
+        concurrency: int,
+        claim_batch_size: int,
+        poll_interval_s: float,
+        claimed_by: str,
+        pool: AsyncConnectionPool[Any],
+        completer: Completer,
+        threads: ThreadPoolExecutor,
+        resolve: Callable[[str], Job[Any, Any] | None],
+        policy: RetryPolicy,
+        now: Callable[[], datetime],
+    ) -> None:
+        self.queue = queue
+        self.permits = Permits(concurrency)
+        self._claim_batch_size = claim_batch_size
+        self._poll_interval_s = poll_interval_s
+        self._claimed_by = claimed_by
+        self._pool = pool
+        self._completer = completer
+        self._threads = threads
+        self._resolve = resolve
+        self._policy = policy
+        self._now = now
+        self._wakeup = asyncio.Event()
+        self._running: dict[asyncio.Task[None], JobContext] = {}
+        # True once a claim came back empty with nothing in flight; cleared by any wakeup.
+        self.idle = False
+        self._last_claim_empty = False
+        self.claimed_count = 0
+
+    def poke(self) -> None:
+        """Wake the loop now (a NOTIFY for this queue, or new work promoted)."""
+        self.idle = False
+        self._wakeup.set()
+
+    def cancel_in_flight(self) -> None:
+        """Raise the cancel flag of every running attempt (handlers poll ``ctx.is_cancelled``)."""
+        for ctx in self._running.values():
+            ctx.cancel_event.set()
+
+    @property
+    def in_flight(self) -> list[asyncio.Task[None]]:
+        return list(self._running)
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        while not stopping.is_set():
+            wanted = await self.permits.reserve(self._claim_batch_size)
+            if stopping.is_set():
+                self.permits.release(wanted)
+                break
+            jobs = await self._claim(wanted)
+            self.permits.release(wanted - len(jobs))
+            for job in jobs:
+                self._start(job)
+            if len(jobs) == wanted:
+                continue
+            self._last_claim_empty = not jobs
+            if not jobs and not self._running:
+                self.idle = True
+            await self._sleep(stopping)
+
+    async def _claim(self, limit: int) -> list[ClaimedJob]:
+        try:
+            async with self._pool.connection() as conn:
+                jobs = await claim_ready(conn, queue=self.queue, limit=limit, claimed_by=self._claimed_by)
+        except Exception:
+            logger.exception("claim failed queue=%s", self.queue)
+            return []
+        self.claimed_count += len(jobs)
+        return jobs
+
+    async def _sleep(self, stopping: asyncio.Event) -> None:
+        self._wakeup.clear()
+        stop_wait = asyncio.ensure_future(stopping.wait())
+        wake_wait = asyncio.ensure_future(self._wakeup.wait())
+        try:
+            await asyncio.wait(
+                {stop_wait, wake_wait}, timeout=self._poll_interval_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            stop_wait.cancel()
+            wake_wait.cancel()
+
+    def _start(self, job: ClaimedJob) -> None:
+        ctx = JobContext(
+            job_id=job.job_id, kind=job.kind, queue=job.queue, priority=job.priority,
+            attempt=job.attempt, max_attempts=job.max_attempts, run_lease=job.run_lease,
+            args=job.args, metadata=job.metadata, tags=tuple(job.tags), created_at=job.created_at,
+        )
+        task = asyncio.create_task(self._run_one(job, ctx), name=f"awa-job-{job.job_id}")
+        self._running[task] = ctx
+
+    async def _run_one(self, job: ClaimedJob, ctx: JobContext) -> None:
+        logger.debug("job started job_id=%s kind=%s attempt=%s", job.job_id, job.kind, job.attempt)
+        try:
+            result = await execute(job, self._resolve(job.kind), ctx, self._threads)
+            completion = result_to_completion(job, result, now=self._now(), policy=self._policy)
+            self._completer.submit(completion)
+            logger.debug("job finished job_id=%s outcome=%s", job.job_id, completion.outcome.value)
+        finally:
+            self._running.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
+            self.permits.release()
+            if not self._running and self._last_claim_empty:
+                self.idle = True

@@ -1,0 +1,137 @@
+"""Runs one claimed job and turns what happened into a ``Completion``.
+
+``execute`` calls the handler (async on the loop, sync in the worker's thread pool with Django's
+connection hygiene around it) and captures its result as a ``HandlerResult``.
+``result_to_completion`` is the pure mapping from that result to a storage transition, including
+retry backoff; it is tested without a database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from django.db import close_old_connections
+
+from awa_django.exceptions import Cancel, JobOutcome, RetryAfter, Snooze, TerminalError
+from awa_django.jobs import Job, JobContext
+from awa_django.storage.execution import Completion, Outcome
+from awa_django.storage.queue import ClaimedJob
+
+logger = logging.getLogger(__name__)
+
+TRACEBACK_LINES: Final = 20
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """Exponential backoff with jitter: min(base * 2**(attempt-1), max) + up to jitter * that."""
+
+    base_s: float
+    max_s: float
+    jitter: float
+
+    def backoff_seconds(self, attempt: int, rng: Callable[[], float]) -> float:
+        delay = min(self.base_s * 2 ** max(attempt - 1, 0), self.max_s)
+        return delay + delay * self.jitter * rng()
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerResult:
+    """What a handler did: returned (``error`` is None) or raised/returned an outcome or error."""
+
+    error: BaseException | None = None
+
+
+class UnknownKindError(Exception):
+    """Raised in place of a handler that no module of this process registered."""
+
+
+def error_entry(exc: BaseException, *, attempt: int, at: datetime) -> dict[str, Any]:
+    """One attempt's error as stored in the job's ``errors`` list."""
+    lines = traceback.format_exception(exc)
+    return {
+        "attempt": attempt,
+        "at": at.isoformat(),
+        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+        "message": str(exc),
+        "traceback": "".join(lines[-TRACEBACK_LINES:]),
+    }
+
+
+def result_to_completion(
+    job: ClaimedJob,
+    result: HandlerResult,
+    *,
+    now: datetime,
+    policy: RetryPolicy,
+    rng: Callable[[], float] = random.random,
+) -> Completion:
+    """Map a handler result to the storage transition that closes the attempt."""
+    exc = result.error
+
+    def close(outcome: Outcome, *, run_at: datetime | None = None, error: dict[str, Any] | None = None) -> Completion:
+        return Completion(
+            job_id=job.job_id, run_lease=job.run_lease, queue=job.queue, priority=job.priority,
+            shard=job.shard, lane_seq=job.lane_seq, ready_slot=job.ready_slot,
+            outcome=outcome, run_at=run_at, error=error,
+        )
+
+    if exc is None:
+        return close(Outcome.COMPLETED)
+    if isinstance(exc, Snooze):
+        return close(Outcome.SNOOZED, run_at=now + timedelta(seconds=exc.seconds))
+    if isinstance(exc, Cancel):
+        return close(Outcome.CANCELLED, error={"attempt": job.attempt, "at": now.isoformat(), "reason": exc.reason})
+    error = error_entry(exc, attempt=job.attempt, at=now)
+    if isinstance(exc, TerminalError | UnknownKindError):
+        return close(Outcome.FAILED, error=error)
+    if job.attempt >= job.max_attempts:
+        return close(Outcome.FAILED, error=error)
+    if isinstance(exc, RetryAfter):
+        return close(Outcome.RETRYABLE, run_at=now + timedelta(seconds=exc.seconds), error=error)
+    delay = policy.backoff_seconds(job.attempt, rng)
+    return close(Outcome.RETRYABLE, run_at=now + timedelta(seconds=delay), error=error)
+
+
+def _run_sync(func: Callable[..., Any], ctx: JobContext, args: dict[str, Any]) -> Any:
+    # Each sync job gets Django's per-request connection hygiene: stale or broken connections
+    # from an earlier job on this thread are closed before, and expired ones after.
+    close_old_connections()
+    try:
+        return func(ctx, **args)
+    finally:
+        close_old_connections()
+
+
+async def execute(
+    job: ClaimedJob, handler: Job[Any, Any] | None, ctx: JobContext, threads: ThreadPoolExecutor
+) -> HandlerResult:
+    """Run the handler for ``job``; never raises except for task cancellation."""
+    if handler is None:
+        return HandlerResult(UnknownKindError(f"unknown job kind {job.kind!r}: no handler registered in this worker"))
+    try:
+        if handler.is_async:
+            value = await handler.func(ctx, **job.args)
+        else:
+            loop = asyncio.get_running_loop()
+            value = await loop.run_in_executor(threads, _run_sync, handler.func, ctx, job.args)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any handler error is a job outcome, not ours
+        if not isinstance(exc, JobOutcome):
+            logger.warning(
+                "job failed job_id=%s kind=%s attempt=%s error=%r",
+                job.job_id, job.kind, job.attempt, exc,
+            )
+        return HandlerResult(exc)
+    if isinstance(value, JobOutcome):
+        return HandlerResult(value)
+    return HandlerResult()
