@@ -69,6 +69,8 @@ AWA = {
         "email": {"concurrency": 4},
     },
     "RETRY_BACKOFF_BASE_S": env("AWA_RETRY_BACKOFF_BASE_S"),
+    # Extra handler modules, e.g. the test suite's (every app's jobs.py is found anyway).
+    "JOB_MODULES": env.list("AWA_JOB_MODULES", default=[]),
 }
 
 LOGGING = {

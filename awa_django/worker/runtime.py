@@ -22,6 +22,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.conf import AwaSettings
 from awa_django.jobs import Job
 from awa_django.storage.backlog import seconds_until_next_due
 from awa_django.worker import connections
@@ -61,6 +62,36 @@ class RunSummary:
     written: int
     stale: int
     abandoned: int
+
+
+def config_from_settings(
+    conf: AwaSettings,
+    *,
+    queues: Mapping[str, int] | None = None,
+    burst: bool = False,
+    burst_wait_s: float = 0.0,
+    shutdown_timeout_s: float | None = None,
+) -> WorkerConfig:
+    """A worker config from ``AWA`` settings; ``queues`` defaults to every declared queue."""
+    return WorkerConfig(
+        database_alias=conf.DATABASE_ALIAS,
+        queues=dict(queues) if queues else {n: q.concurrency for n, q in conf.QUEUES.items()},
+        claim_batch_size=conf.CLAIM_BATCH_SIZE,
+        poll_interval_s=conf.POLL_INTERVAL_S,
+        promote_interval_s=conf.PROMOTE_INTERVAL_S,
+        promote_batch_size=conf.PROMOTE_BATCH_SIZE,
+        completion_batch_size=conf.COMPLETION_BATCH_SIZE,
+        completion_flush_s=conf.COMPLETION_FLUSH_S,
+        retry_policy=RetryPolicy(
+            base_s=conf.RETRY_BACKOFF_BASE_S, max_s=conf.RETRY_BACKOFF_MAX_S,
+            jitter=conf.RETRY_JITTER,
+        ),
+        shutdown_timeout_s=(
+            conf.SHUTDOWN_TIMEOUT_S if shutdown_timeout_s is None else shutdown_timeout_s
+        ),
+        burst=burst,
+        burst_wait_s=burst_wait_s,
+    )
 
 
 def worker_identity() -> str:

@@ -13,8 +13,7 @@ from awa_django.conf import QUEUE_NAME_PATTERN, get_settings
 from awa_django.discovery import discover_jobs
 from awa_django.jobs import registry
 from awa_django.worker import shutdown
-from awa_django.worker.executor import RetryPolicy
-from awa_django.worker.runtime import WorkerConfig, WorkerRuntime
+from awa_django.worker.runtime import WorkerConfig, WorkerRuntime, config_from_settings
 
 _LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
 
@@ -75,29 +74,13 @@ class Command(BaseCommand):
                     f"queue {name!r} is not declared in AWA['QUEUES'] (declared: {sorted(conf.QUEUES)})"
                 )
             queues[name] = concurrency or conf.QUEUES[name].concurrency
-        if not queues:
-            queues = {name: q.concurrency for name, q in conf.QUEUES.items()}
         discover_jobs()
-        config = WorkerConfig(
-            database_alias=conf.DATABASE_ALIAS,
+        config = config_from_settings(
+            conf,
             queues=queues,
-            claim_batch_size=conf.CLAIM_BATCH_SIZE,
-            poll_interval_s=conf.POLL_INTERVAL_S,
-            promote_interval_s=conf.PROMOTE_INTERVAL_S,
-            promote_batch_size=conf.PROMOTE_BATCH_SIZE,
-            completion_batch_size=conf.COMPLETION_BATCH_SIZE,
-            completion_flush_s=conf.COMPLETION_FLUSH_S,
-            retry_policy=RetryPolicy(
-                base_s=conf.RETRY_BACKOFF_BASE_S, max_s=conf.RETRY_BACKOFF_MAX_S,
-                jitter=conf.RETRY_JITTER,
-            ),
-            shutdown_timeout_s=(
-                options["shutdown_timeout"]
-                if options["shutdown_timeout"] is not None
-                else conf.SHUTDOWN_TIMEOUT_S
-            ),
             burst=options["burst"],
             burst_wait_s=options["burst_wait"],
+            shutdown_timeout_s=options["shutdown_timeout"],
         )
         asyncio.run(self._run(config))
 

@@ -1,0 +1,176 @@
+"""Shared fixtures: a clean awa schema per transactional test, in-process burst workers, and
+real ``manage.py awa_worker`` subprocesses against the test database."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from awa_django.conf import get_settings
+from awa_django.jobs import registry
+from awa_django.worker.runtime import RunSummary, WorkerRuntime, config_from_settings
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Registers the handlers the tests use.
+import tests.jobs  # noqa: E402, F401
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 15.0, interval: float = 0.02) -> None:
+    """Poll ``predicate`` until it is truthy; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s: {predicate}")
+
+
+def truncate_awa_tables() -> None:
+    """Empty every awa table except static configuration, and reset the ring to genesis."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT string_agg(format('%I.%I', n.nspname, c.relname), ', ') FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'awa' "
+            "AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relname <> 'ring_config'"
+        )
+        (tables,) = cursor.fetchone()
+        cursor.execute(f"TRUNCATE {tables}, tests_job_runs")
+        cursor.execute("INSERT INTO awa.queue_ring_rotations (generation, slot) VALUES (0, 0)")
+
+
+@pytest.fixture
+def awa_db(transactional_db: None) -> Iterator[None]:
+    """A committed-transactions database whose awa tables are emptied after the test."""
+    truncate_awa_tables()
+    yield
+    truncate_awa_tables()
+
+
+def run_burst(*, burst_wait_s: float = 0.0, queues: dict[str, int] | None = None) -> RunSummary:
+    """Run a worker in this process until it drains, like ``awa_worker --burst``."""
+    config = config_from_settings(
+        get_settings(), queues=queues, burst=True, burst_wait_s=burst_wait_s
+    )
+    return asyncio.run(WorkerRuntime(config, registry.get).run())
+
+
+class BackgroundWorker:
+    """A non-burst worker runtime on its own thread and event loop, stopped on request."""
+
+    def __init__(self, **config_overrides: object) -> None:
+        self.config = config_from_settings(get_settings(), **config_overrides)  # type: ignore[arg-type]
+        self.runtime: WorkerRuntime | None = None
+        self.summary: RunSummary | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._main, daemon=True)
+
+    def _main(self) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self.runtime = WorkerRuntime(self.config, registry.get)
+            ready_task = asyncio.create_task(self.runtime.ready.wait())
+            ready_task.add_done_callback(lambda _: self._started.set())
+            self.summary = await self.runtime.run()
+
+        asyncio.run(main())
+
+    def start(self) -> BackgroundWorker:
+        self._thread.start()
+        assert self._started.wait(30), "worker did not become ready"
+        return self
+
+    def stop(self) -> RunSummary:
+        assert self._loop is not None and self.runtime is not None
+        self._loop.call_soon_threadsafe(self.runtime.request_stop)
+        self._thread.join(60)
+        assert self.summary is not None
+        return self.summary
+
+
+def test_database_url() -> str:
+    params = connection.settings_dict
+    auth = params["USER"] + (f":{params['PASSWORD']}" if params["PASSWORD"] else "")
+    return f"postgres://{auth}@{params['HOST']}:{params['PORT']}/{params['NAME']}"
+
+
+class WorkerProcess:
+    """A real ``manage.py awa_worker`` subprocess on the test database."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        full_env = {
+            **os.environ,
+            "DATABASE_URL": test_database_url(),
+            "AWA_JOB_MODULES": "tests.jobs",
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
+        self.log = bytearray()
+        self.proc = subprocess.Popen(
+            [sys.executable, "manage.py", "awa_worker", "-v", "2", *args],
+            cwd=REPO_ROOT,
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.log.extend(line)
+
+    @property
+    def output(self) -> str:
+        return self.log.decode(errors="replace")
+
+    def wait_ready(self, timeout: float = 30.0) -> WorkerProcess:
+        wait_until(lambda: "worker ready" in self.output or self.proc.poll() is not None, timeout)
+        assert "worker ready" in self.output, self.output
+        return self
+
+    def wait(self, timeout: float = 60.0) -> int:
+        code = self.proc.wait(timeout)
+        self._reader.join(5)
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def worker_process(awa_db: None) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start real worker subprocesses; any still running are killed after the test."""
+    started: list[WorkerProcess] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> WorkerProcess:
+        process = WorkerProcess(*args, env=env)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.kill()
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: object) -> None:
+    """Adds the table test handlers record their executions in (see tests/jobs.py)."""
+    with django_db_blocker.unblock(), connection.cursor() as cursor:  # type: ignore[attr-defined]
+        cursor.execute(
+            "CREATE TABLE IF NOT EXISTS tests_job_runs (id bigserial PRIMARY KEY, job_id bigint, "
+            "run_lease bigint, attempt integer, note text, at timestamptz DEFAULT clock_timestamp())"
+        )

@@ -1,0 +1,93 @@
+"""Job handlers the test suite enqueues. Worker subprocesses import this module through
+``AWA_JOB_MODULES=tests.jobs``; records of what ran go to the ``tests_job_runs`` table."""
+
+from __future__ import annotations
+
+import time
+
+from django.db import connection
+
+import awa_django as awa
+from awa_django.jobs import JobContext
+
+
+def record_run(ctx: JobContext, note: str = "") -> None:
+    """Append one row per execution, so tests can count runs across processes."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO tests_job_runs (job_id, run_lease, attempt, note) VALUES (%s, %s, %s, %s)",
+            [ctx.job_id, ctx.run_lease, ctx.attempt, note],
+        )
+
+
+@awa.job(kind="tests.record")
+def record(ctx: JobContext, n: int = 0) -> None:
+    record_run(ctx, str(n))
+
+
+@awa.job(kind="tests.record_async")
+async def record_async(ctx: JobContext, n: int = 0) -> None:
+    from asgiref.sync import sync_to_async
+
+    await sync_to_async(record_run)(ctx, f"async {n}")
+
+
+@awa.job(kind="tests.noop")
+def noop(ctx: JobContext, n: int = 0) -> None:
+    return None
+
+
+@awa.job(kind="tests.typed")
+def typed(ctx: JobContext, user_id: int, email: str, tags: list | None = None) -> None:
+    return None
+
+
+@awa.job(kind="tests.always_fails", max_attempts=3)
+def always_fails(ctx: JobContext, message: str = "boom") -> None:
+    raise RuntimeError(f"{message} on attempt {ctx.attempt}")
+
+
+@awa.job(kind="tests.retry_after")
+def retry_after(ctx: JobContext, seconds: float = 0.05) -> None:
+    record_run(ctx, "retry_after")
+    if ctx.attempt == 1:
+        raise awa.RetryAfter(seconds)
+
+
+@awa.job(kind="tests.snooze_once", max_attempts=1)
+def snooze_once(ctx: JobContext) -> None:
+    record_run(ctx, "snooze")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM tests_job_runs WHERE job_id = %s", [ctx.job_id])
+        (runs,) = cursor.fetchone()
+    if runs == 1:
+        raise awa.Snooze(0.05)
+
+
+@awa.job(kind="tests.cancels")
+def cancels(ctx: JobContext) -> None:
+    raise awa.Cancel("not needed any more")
+
+
+class PaymentDeclined(awa.TerminalError):
+    pass
+
+
+@awa.job(kind="tests.terminal")
+def terminal(ctx: JobContext) -> None:
+    raise PaymentDeclined("card declined")
+
+
+@awa.job(kind="tests.returns_outcome")
+def returns_outcome(ctx: JobContext) -> object:
+    return awa.Cancel("returned, not raised")
+
+
+@awa.job(kind="tests.sleepy")
+def sleepy(ctx: JobContext, seconds: float = 1.0) -> None:
+    """Sleeps in small steps, stopping early once the worker asks it to."""
+    record_run(ctx, "sleepy-start")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+    record_run(ctx, "sleepy-end")
