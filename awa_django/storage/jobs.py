@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,8 +36,19 @@ class JobRecord:
     finalized_at: datetime | None
 
 
+# Django's connection hands jsonb back as text (its JSONField parses it), so these are decoded here.
+_JSON_COLUMNS = ("args", "metadata", "errors")
+
+
 def get_jobs(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[JobRecord]:
     """The current records of ``job_ids`` (unknown ids are left out), ordered by id."""
     cursor.execute(_SQL["get_jobs"], {"job_ids": list(job_ids)})
     names = [col.name for col in cursor.description]
-    return [JobRecord(**dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
+    records = []
+    for row in cursor.fetchall():
+        values = dict(zip(names, row, strict=True))
+        for column in _JSON_COLUMNS:
+            if isinstance(values[column], str):
+                values[column] = json.loads(values[column])
+        records.append(JobRecord(**values))
+    return records

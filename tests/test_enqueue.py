@@ -1,0 +1,141 @@
+"""Enqueue: transactional semantics and validation before any write."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+from django.db import connection, transaction
+from django.utils import timezone
+
+import awa_django as awa
+from tests.conftest import run_burst
+from tests.jobs import record, typed
+
+
+def awa_row_count() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT (SELECT count(*) FROM awa.ready_entries) + (SELECT count(*) FROM awa.deferred_jobs)"
+        )
+        return cursor.fetchone()[0]
+
+
+def runs_of(job_id: int) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM tests_job_runs WHERE job_id = %s", [job_id])
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_job_in_rolled_back_block_never_exists_and_never_runs():
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom), transaction.atomic():
+        rolled_back = record.enqueue(n=1)
+        raise Boom
+    with transaction.atomic():
+        committed = record.enqueue(n=2)
+
+    run_burst()
+
+    assert awa.get_job(rolled_back) is None
+    assert runs_of(rolled_back) == 0
+    assert awa.get_job(committed).state == "completed"
+    assert runs_of(committed) == 1
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_enqueue_many_rolls_back_with_the_transaction():
+    with pytest.raises(RuntimeError), transaction.atomic():
+        record.enqueue_many([{"n": i} for i in range(5)])
+        raise RuntimeError
+    assert awa_row_count() == 0
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_enqueue_on_commit_waits_for_commit_and_skips_rollback():
+    with transaction.atomic():
+        record.enqueue_on_commit(n=1)
+        assert awa_row_count() == 0
+    assert awa_row_count() == 1
+    with pytest.raises(RuntimeError), transaction.atomic():
+        record.enqueue_on_commit(n=2)
+        raise RuntimeError
+    assert awa_row_count() == 1
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_job_enqueued_signal_fires_after_commit_only():
+    from awa_django.signals import job_enqueued
+
+    seen = []
+
+    def receiver(sender, job_ids, kind, queue, **kwargs):
+        seen.append((tuple(job_ids), kind, queue))
+
+    job_enqueued.connect(receiver)
+    try:
+        with transaction.atomic():
+            job_id = record.enqueue(n=1)
+            assert seen == []
+        with pytest.raises(RuntimeError), transaction.atomic():
+            record.enqueue(n=2)
+            raise RuntimeError
+    finally:
+        job_enqueued.disconnect(receiver)
+    assert seen == [((job_id,), "tests.record", "default")]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda: typed.enqueue(user_id="x", email="a"), "user_id"),
+        (lambda: typed.enqueue(email="a"), "user_id"),
+        (lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, queue="nope"), "queue"),
+        (lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, priority=0), "priority"),
+        (lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, priority=5), "priority"),
+        (lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, max_attempts=-1), "max_attempts"),
+        (lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, max_attempts=0), "max_attempts"),
+        (lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, run_at=datetime(2030, 1, 1)), "run_at"),
+        (lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, tags=[1]), "tags"),
+        (lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, metadata={"at": timezone.now()}), "metadata"),
+        (lambda: awa.enqueue("other.kind", args={"when": timezone.now()}), "argument 'when' of job 'other.kind'"),
+        (lambda: typed.enqueue_many([{"user_id": 1, "email": "a"}, {"user_id": "2", "email": "b"}]), "user_id"),
+    ],
+)
+def test_invalid_enqueue_raises_before_any_write(call, field):
+    with pytest.raises(awa.InvalidJob) as caught:
+        call()
+    assert caught.value.field == field
+    assert awa_row_count() == 0
+
+
+@pytest.mark.django_db
+def test_unregistered_kind_can_be_enqueued_by_name():
+    job_id = awa.enqueue("elsewhere.kind", args={"x": 1}, queue="email", priority=1, tags=["t"])
+    job = awa.get_job(job_id)
+    assert (job.kind, job.queue, job.priority, job.args, job.tags, job.state) == (
+        "elsewhere.kind", "email", 1, {"x": 1}, ["t"], "available",
+    )
+
+
+@pytest.mark.django_db
+def test_future_run_at_is_scheduled_and_past_is_available():
+    scheduled = awa.enqueue(record, args={"n": 1}, run_at=timedelta(minutes=5))
+    now_job = awa.enqueue(record, args={"n": 2}, run_at=timezone.now() - timedelta(seconds=1))
+    states = {j.job_id: j.state for j in awa.get_jobs([scheduled, now_job])}
+    assert states == {scheduled: "scheduled", now_job: "available"}
+
+
+@pytest.mark.django_db
+def test_enqueue_many_returns_ids_in_order_and_defers_future_batches():
+    ids = record.enqueue_many([{"n": i} for i in range(3)])
+    jobs = awa.get_jobs(ids)
+    assert [j.args["n"] for j in jobs] == [0, 1, 2]
+    assert {j.state for j in jobs} == {"available"}
+    later = record.enqueue_many([{"n": 9}], run_at=timedelta(hours=1))
+    assert awa.get_job(later[0]).state == "scheduled"
+    assert record.enqueue_many([]) == []

@@ -1,0 +1,54 @@
+"""Binding and JSON validation of job arguments, without a database."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+import awa_django as awa
+from awa_django.arguments import bind_arguments, to_json_text
+
+
+def handler(ctx, user_id: int, email: str, ratio: float = 1.0, flags: dict | None = None):
+    return None
+
+
+def bind(**kwargs):
+    return bind_arguments(handler, kwargs, kind="k")
+
+
+def test_valid_arguments_bind():
+    assert bind(user_id=1, email="a@b", ratio=2) == {"user_id": 1, "email": "a@b", "ratio": 2}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "fragment"),
+    [
+        ({"email": "a"}, "user_id", "missing required argument 'user_id'"),
+        ({"user_id": 1, "email": "a", "colour": "red"}, "colour", "unexpected argument 'colour'"),
+        ({"user_id": "1", "email": "a"}, "user_id", "must be int"),
+        ({"user_id": True, "email": "a"}, "user_id", "must be int"),
+        ({"user_id": 1, "email": 5}, "email", "must be str"),
+        ({"user_id": 1, "email": "a", "ratio": float("nan")}, "ratio", "must be float"),
+        ({"user_id": 1, "email": "a", "flags": {"when": datetime.date(2026, 1, 1)}}, None, "JSON serializable"),
+        ({"user_id": 1, "email": "a", "flags": {1: "x"}}, None, "round trip"),
+        ({"user_id": 1, "email": "a", "flags": {"pair": (1, 2)}}, None, "round trip"),
+    ],
+)
+def test_bad_arguments_name_the_field(kwargs, field, fragment):
+    with pytest.raises(awa.InvalidJob) as caught:
+        bind(**kwargs)
+    assert fragment in str(caught.value)
+    expected_field = field or "argument 'flags' of job 'k'"
+    assert caught.value.field == expected_field
+    assert isinstance(caught.value, ValueError)
+
+
+def test_handler_without_context_parameter_is_rejected_at_decoration():
+    with pytest.raises(TypeError, match="job context as its first"):
+        awa.job(lambda: None)
+
+
+def test_json_text_is_canonical():
+    assert to_json_text({"a": [1, "x"]}, what="args") == '{"a":[1,"x"]}'

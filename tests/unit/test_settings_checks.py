@@ -1,0 +1,64 @@
+"""Invalid AWA settings fail ``manage.py check`` with awa.E0xx ids."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.test import override_settings
+
+from awa_django import conf
+from awa_django.exceptions import ConfigError
+
+BASE_QUEUES = {"default": {"concurrency": 2}}
+
+
+def problem_ids(**awa_settings):
+    with override_settings(AWA=awa_settings):
+        return [p.id for p in conf.problems()]
+
+
+@pytest.mark.parametrize(
+    ("awa_settings", "expected"),
+    [
+        ({"QUEUES": BASE_QUEUES, "CONCURENCY": 3}, "awa.E002"),
+        ({"QUEUES": BASE_QUEUES, "DATABASE_ALIAS": "nope"}, "awa.E003"),
+        ({"QUEUES": {}}, "awa.E005"),
+        ({"QUEUES": {"bad name!": {}}}, "awa.E005"),
+        ({"QUEUES": {"default": {"concurrency": 0}}}, "awa.E006"),
+        ({"QUEUES": {"default": {"concurency": 2}}}, "awa.E006"),
+        ({"QUEUES": {"default": {"concurrency": "4"}}}, "awa.E006"),
+        ({"QUEUES": BASE_QUEUES, "DEFAULT_QUEUE": "other"}, "awa.E007"),
+        ({"QUEUES": BASE_QUEUES, "DEFAULT_PRIORITY": 9}, "awa.E008"),
+        ({"QUEUES": BASE_QUEUES, "DEFAULT_MAX_ATTEMPTS": -1}, "awa.E009"),
+        ({"QUEUES": BASE_QUEUES, "POLL_INTERVAL_S": 0}, "awa.E010"),
+        ({"QUEUES": BASE_QUEUES, "CLAIM_BATCH_SIZE": 1.5}, "awa.E010"),
+        ({"QUEUES": BASE_QUEUES, "RETRY_JITTER": 2}, "awa.E010"),
+        ({"QUEUES": BASE_QUEUES, "JOB_MODULES": "tests.jobs"}, "awa.E011"),
+    ],
+)
+def test_invalid_setting_is_reported_with_its_id(awa_settings, expected):
+    assert expected in problem_ids(**awa_settings)
+
+
+def test_non_dict_setting_is_e001():
+    with override_settings(AWA=["default"]):
+        assert [p.id for p in conf.problems()] == ["awa.E001"]
+
+
+def test_valid_settings_have_no_problems():
+    assert problem_ids(QUEUES=BASE_QUEUES, DEFAULT_PRIORITY=1, RETRY_JITTER=0) == []
+
+
+def test_manage_py_check_fails_with_the_id():
+    with override_settings(AWA={"QUEUES": {"default": {"concurrency": -3}}}):
+        with pytest.raises(SystemCheckError, match=r"awa\.E006"):
+            call_command("check")
+
+
+def test_get_settings_refuses_invalid_settings_and_resets_on_change():
+    with override_settings(AWA={"QUEUES": BASE_QUEUES, "DEFAULT_PRIORITY": 0}):
+        with pytest.raises(ConfigError, match="awa.E008"):
+            conf.get_settings()
+    with override_settings(AWA={"QUEUES": {"default": {"concurrency": 7}}}):
+        assert conf.get_settings().QUEUES["default"].concurrency == 7

@@ -1,0 +1,34 @@
+"""The SQL block parser, and that every named block is used by the storage layer."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from awa_django import sql
+
+STORAGE = Path(sql.__file__).resolve().parent.parent / "storage"
+QUERY_DIR = Path(sql.__file__).resolve().parent / "queries"
+
+
+def test_parse_blocks_splits_on_headers():
+    blocks = sql.parse_blocks("-- name: one\n-- about one\nSELECT 1\n\n-- name: two\nSELECT 2\n")
+    assert blocks == {"one": "-- about one\nSELECT 1", "two": "SELECT 2"}
+
+
+def test_duplicate_block_names_are_rejected():
+    with pytest.raises(ValueError, match="duplicate"):
+        sql.parse_blocks("-- name: a\nSELECT 1\n-- name: a\nSELECT 2\n")
+
+
+@pytest.mark.parametrize("plane", sorted(p.stem for p in QUERY_DIR.glob("*.sql")))
+def test_every_block_is_used(plane):
+    source = "\n".join(p.read_text() for p in STORAGE.glob("*.py"))
+    unused = [
+        name
+        for name in sql.queries(plane)
+        if not re.search(rf"[\"']{name}[\"']", source)
+    ]
+    assert unused == []
