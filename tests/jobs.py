@@ -29,7 +29,15 @@ def record(ctx: JobContext, n: int = 0) -> None:
 async def record_async(ctx: JobContext, n: int = 0) -> None:
     from asgiref.sync import sync_to_async
 
-    await sync_to_async(record_run)(ctx, f"async {n}")
+    await sync_to_async(record_and_close)(ctx, f"async {n}")
+
+
+def record_and_close(ctx: JobContext, note: str) -> None:
+    # The executor thread's connection would otherwise outlive the test database.
+    try:
+        record_run(ctx, note)
+    finally:
+        connection.close()
 
 
 @awa.job(kind="tests.noop")

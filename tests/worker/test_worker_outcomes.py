@@ -1,0 +1,151 @@
+"""A real in-process worker runs handlers and records each outcome as specified."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+
+import awa_django as awa
+from tests.conftest import BackgroundWorker, run_burst, wait_until
+from tests.jobs import (
+    always_fails,
+    cancels,
+    noop,
+    record,
+    record_async,
+    retry_after,
+    returns_outcome,
+    snooze_once,
+    terminal,
+)
+
+pytestmark = pytest.mark.usefixtures("awa_db")
+
+FAST_RETRY = {
+    "QUEUES": {"default": {"concurrency": 4}, "email": {"concurrency": 2}},
+    "RETRY_BACKOFF_BASE_S": 0.02,
+    "RETRY_JITTER": 0,
+    "POLL_INTERVAL_S": 0.1,
+    "PROMOTE_INTERVAL_S": 0.05,
+}
+
+
+def runs(job_id: int) -> list[tuple[int, int, str]]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT attempt, run_lease, note FROM tests_job_runs WHERE job_id = %s ORDER BY id", [job_id]
+        )
+        return cursor.fetchall()
+
+
+def test_sync_and_async_handlers_complete():
+    sync_id = record.enqueue(n=1)
+    async_id = record_async.enqueue(n=2)
+    summary = run_burst()
+    assert summary.claimed == 2 and summary.stale == 0
+    assert awa.get_job(sync_id).state == "completed"
+    assert awa.get_job(async_id).state == "completed"
+    assert runs(sync_id) == [(1, 1, "1")]
+    assert runs(async_id) == [(1, 1, "async 2")]
+
+
+@override_settings(AWA=FAST_RETRY)
+def test_exhausted_retries_fail_with_every_error_and_growing_backoff():
+    job_id = always_fails.enqueue(message="nope")
+    run_burst(burst_wait_s=5)
+    job = awa.get_job(job_id)
+    assert job.state == "failed"
+    assert job.attempt == 3
+    assert [e["message"] for e in job.errors] == [f"nope on attempt {i}" for i in (1, 2, 3)]
+    assert all(e["type"] == "builtins.RuntimeError" for e in job.errors)
+    assert "RuntimeError" in job.errors[-1]["traceback"]
+
+
+@override_settings(AWA=FAST_RETRY)
+def test_retry_after_counts_an_attempt_then_completes():
+    job_id = retry_after.enqueue(seconds=0.05)
+    run_burst(burst_wait_s=5)
+    job = awa.get_job(job_id)
+    assert job.state == "completed"
+    assert [(a, lease) for a, lease, _ in runs(job_id)] == [(1, 1), (2, 2)]
+    assert len(job.errors) == 1
+
+
+@override_settings(AWA=FAST_RETRY)
+def test_snooze_does_not_use_an_attempt():
+    job_id = snooze_once.enqueue()  # max_attempts=1: a counted retry would fail it
+    run_burst(burst_wait_s=5)
+    assert awa.get_job(job_id).state == "completed"
+    assert [(a, lease) for a, lease, _ in runs(job_id)] == [(1, 1), (1, 2)]
+
+
+def test_cancel_and_terminal_error_end_as_specified():
+    cancelled = cancels.enqueue()
+    failed = terminal.enqueue()
+    returned = returns_outcome.enqueue()
+    run_burst()
+    cancelled_job = awa.get_job(cancelled)
+    assert cancelled_job.state == "cancelled"
+    assert cancelled_job.errors[-1]["reason"] == "not needed any more"
+    failed_job = awa.get_job(failed)
+    assert (failed_job.state, failed_job.attempt) == ("failed", 1)
+    assert failed_job.errors[-1]["type"] == "tests.jobs.PaymentDeclined"
+    assert awa.get_job(returned).state == "cancelled"
+
+
+def test_unknown_kind_fails_with_reason_and_the_worker_goes_on():
+    unknown = awa.enqueue("nobody.registered", args={"x": 1})
+    after = record.enqueue(n=5)
+    summary = run_burst()
+    job = awa.get_job(unknown)
+    assert job.state == "failed"
+    assert "unknown job kind 'nobody.registered'" in job.errors[-1]["message"]
+    assert awa.get_job(after).state == "completed"
+    assert summary.claimed == 2
+
+
+def test_future_run_at_is_not_run_early():
+    job_id = awa.enqueue(record, args={"n": 1}, run_at=timedelta(hours=1))
+    run_burst()
+    assert awa.get_job(job_id).state == "scheduled"
+    assert runs(job_id) == []
+
+
+@override_settings(AWA=FAST_RETRY)
+def test_scheduled_job_runs_once_due():
+    job_id = awa.enqueue(record, args={"n": 1}, run_at=timedelta(milliseconds=300))
+    run_burst(burst_wait_s=5)
+    assert awa.get_job(job_id).state == "completed"
+    (run,) = runs(job_id)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT r.at >= j.run_at FROM tests_job_runs r, awa.jobs j WHERE j.job_id = %s AND r.job_id = %s",
+            [job_id, job_id],
+        )
+        assert cursor.fetchone() == (True,)
+
+
+@override_settings(AWA={**FAST_RETRY, "POLL_INTERVAL_S": 30})
+def test_notify_not_poll_wakes_the_worker():
+    worker = BackgroundWorker(queues={"default": 2}).start()
+    try:
+        job_id = noop.enqueue(n=1)
+        # With a 30 s poll interval, only the NOTIFY at commit can explain a prompt pickup.
+        wait_until(lambda: awa.get_job(job_id).state == "completed", timeout=10)
+    finally:
+        worker.stop()
+
+
+def test_many_jobs_complete_in_batches_exactly_once():
+    ids = noop.enqueue_many([{"n": i} for i in range(500)])
+    summary = run_burst()
+    assert summary.claimed == 500 and summary.written == 500 and summary.stale == 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), count(DISTINCT job_id) FROM awa.done_entries WHERE outcome = 'completed'"
+        )
+        assert cursor.fetchone() == (500, 500)
+    assert {j.state for j in awa.get_jobs(ids)} == {"completed"}
