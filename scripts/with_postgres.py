@@ -8,8 +8,8 @@ Usage::
 If ``DATABASE_URL`` is already set, CMD runs unchanged against that database.
 Otherwise a private cluster is created in a fresh temporary directory from the
 PostgreSQL server binaries installed on the machine, listening on a free
-loopback port, with a database ``awa`` owned by the trusted user ``awa``. CMD
-then runs with ``DATABASE_URL=postgres://awa@127.0.0.1:PORT/awa`` in its
+loopback port, with a database ``awa`` owned by the trusted user ``postgres``. CMD
+then runs with ``DATABASE_URL=postgres://postgres@127.0.0.1:PORT/awa`` in its
 environment. Whatever happens to CMD (success, failure, SIGINT or SIGTERM),
 the cluster is stopped and the temporary directory removed afterwards, and the
 script exits with CMD's exit code.
@@ -36,7 +36,9 @@ import types
 from pathlib import Path
 
 PROG = "with_postgres"
-DB_USER = "awa"
+# Not "awa": a role named like the schema would put "$user" (the default search_path) on it,
+# and every unqualified table Django creates after our migration would land in schema awa.
+DB_USER = "postgres"
 DB_NAME = "awa"
 # Durability is pointless for a cluster that is deleted afterwards; turning it
 # off makes migrations and the test suite noticeably faster.

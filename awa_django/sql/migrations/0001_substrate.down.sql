@@ -1,2 +1,16 @@
--- Reverses 0001_substrate: the schema owns every object the forward migration created.
-DROP SCHEMA awa CASCADE;
+-- Reverses 0001_substrate. Objects are dropped by name and the schema without CASCADE, so a
+-- table someone else created in schema awa (for example through a search_path that includes it)
+-- makes this fail loudly instead of being dropped with ours.
+DROP VIEW awa.jobs;
+DROP FUNCTION awa.promote_due(text, integer);
+DROP FUNCTION awa.close_attempts(integer[], text[], smallint[], smallint[], bigint[], bigint[],
+                                 bigint[], text[], timestamptz[], jsonb[]);
+DROP FUNCTION awa.claim_ready(text, integer, text);
+DROP FUNCTION awa.enqueue_job(text, text, smallint, jsonb, integer, timestamptz, jsonb, text[]);
+DROP FUNCTION awa.reserve_lane(text, smallint, smallint, integer);
+DROP TYPE awa.claimed_job;
+DROP TABLE awa.dlq_entries, awa.deferred_jobs, awa.done_entries, awa.claim_receipts,
+           awa.ready_tombstones, awa.ready_entries, awa.queue_lanes, awa.queue_meta,
+           awa.queue_ring_rotations, awa.ring_config;
+DROP SEQUENCE awa.lane_seq, awa.job_id_seq;
+DROP SCHEMA awa;

@@ -1,0 +1,48 @@
+"""The substrate migration applies forwards, backwards to zero, and forwards again."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+import awa_django as awa
+
+CATALOG_SQL = """
+SELECT c.relkind::text || ':' || c.relname FROM pg_class c
+  JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'awa'
+UNION ALL
+SELECT 'f:' || p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname = 'awa'
+ORDER BY 1
+"""
+
+
+def catalog() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(CATALOG_SQL)
+        return [row[0] for row in cursor.fetchall()]
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_migrate_forward_zero_and_forward_again(capsys):
+    installed = catalog()
+    assert "p:ready_entries" in installed and "r:ready_entries_15" in installed
+    assert "f:claim_ready" in installed and "v:jobs" in installed
+
+    call_command("migrate", "awa_django", "zero", verbosity=0)
+    assert catalog() == []
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'awa'")
+        assert cursor.fetchone() == (0,)
+
+    call_command("migrate", "awa_django", verbosity=0)
+    assert catalog() == installed
+    job_id = awa.enqueue("k.after_remigrate", args={})
+    assert awa.get_job(job_id).state == "available"
+
+
+@pytest.mark.django_db
+def test_sqlmigrate_shows_the_substrate_sql(capsys):
+    call_command("sqlmigrate", "awa_django", "0001")
+    assert "CREATE FUNCTION awa.claim_ready" in capsys.readouterr().out
