@@ -5,8 +5,6 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from django.conf import settings
-from django.test import override_settings
 
 import awa_django as awa
 from example_project.shop import jobs
@@ -14,13 +12,6 @@ from example_project.shop.models import Order, SentEmail
 from tests.conftest import run_burst
 
 pytestmark = pytest.mark.usefixtures("awa_db")
-
-
-@pytest.fixture(autouse=True)
-def short_backoff():
-    # Retries due within burst_wait are waited for; a short base keeps them quick.
-    with override_settings(AWA={**settings.AWA, "RETRY_BACKOFF_BASE_S": 0.05}):
-        yield
 
 
 def make_order(**fields) -> Order:
