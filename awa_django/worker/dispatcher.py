@@ -28,6 +28,16 @@ from awa_django.worker.executor import RetryPolicy, execute, result_to_completio
 logger = logging.getLogger(__name__)
 
 
+async def wait_for_any(*events: asyncio.Event, timeout: float | None = None) -> None:
+    """Return once any of ``events`` is set, or after ``timeout`` seconds."""
+    waiters = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+
+
 class Permits:
     """Counts free execution slots; ``reserve`` waits for at least one and takes up to ``n``."""
 
@@ -36,10 +46,13 @@ class Permits:
         self.free = total
         self._released = asyncio.Event()
 
-    async def reserve(self, n: int) -> int:
-        while self.free == 0:
+    async def reserve(self, n: int, stopping: asyncio.Event) -> int:
+        """Take between 1 and ``n`` free slots, or 0 once ``stopping`` is set."""
+        while self.free == 0 and not stopping.is_set():
             self._released.clear()
-            await self._released.wait()
+            await wait_for_any(self._released, stopping)
+        if stopping.is_set():
+            return 0
         taken = min(self.free, n)
         self.free -= taken
         return taken
@@ -105,10 +118,12 @@ class Dispatcher:
 
     async def run(self, stopping: asyncio.Event) -> None:
         while not stopping.is_set():
-            wanted = await self.permits.reserve(self._claim_batch_size)
-            if stopping.is_set():
-                self.permits.release(wanted)
+            wanted = await self.permits.reserve(self._claim_batch_size, stopping)
+            if not wanted:
                 break
+            # Cleared before the claim, not after: a NOTIFY that lands while the claim is in
+            # flight must still wake the next sleep.
+            self._wakeup.clear()
             jobs = await self._claim(wanted)
             self.permits.release(wanted - len(jobs))
             for job in jobs:
@@ -131,16 +146,7 @@ class Dispatcher:
         return jobs
 
     async def _sleep(self, stopping: asyncio.Event) -> None:
-        self._wakeup.clear()
-        stop_wait = asyncio.ensure_future(stopping.wait())
-        wake_wait = asyncio.ensure_future(self._wakeup.wait())
-        try:
-            await asyncio.wait(
-                {stop_wait, wake_wait}, timeout=self._poll_interval_s, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            stop_wait.cancel()
-            wake_wait.cancel()
+        await wait_for_any(self._wakeup, stopping, timeout=self._poll_interval_s)
 
     def _start(self, job: ClaimedJob) -> None:
         ctx = JobContext(

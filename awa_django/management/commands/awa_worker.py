@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -13,7 +14,12 @@ from awa_django.conf import QUEUE_NAME_PATTERN, get_settings
 from awa_django.discovery import discover_jobs
 from awa_django.jobs import registry
 from awa_django.worker import shutdown
-from awa_django.worker.runtime import WorkerConfig, WorkerRuntime, config_from_settings
+from awa_django.worker.runtime import (
+    RunSummary,
+    WorkerConfig,
+    WorkerRuntime,
+    config_from_settings,
+)
 
 _LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
 
@@ -82,12 +88,19 @@ class Command(BaseCommand):
             burst_wait_s=options["burst_wait"],
             shutdown_timeout_s=options["shutdown_timeout"],
         )
-        asyncio.run(self._run(config))
+        summary = asyncio.run(self._run(config))
+        if summary.abandoned:
+            # Abandoned sync handlers still occupy pool threads, which the interpreter would
+            # join at exit; their attempts are left for rescue, so leave without waiting.
+            logging.shutdown()
+            self.stdout.flush()
+            self.stderr.flush()
+            os._exit(0)
 
-    async def _run(self, config: WorkerConfig) -> None:
+    async def _run(self, config: WorkerConfig) -> RunSummary:
         runtime = WorkerRuntime(config, registry.get)
         shutdown.install(asyncio.get_running_loop(), runtime.request_stop)
-        await runtime.run()
+        return await runtime.run()
 
     def _configure_logging(self, verbosity: int) -> None:
         # Respect the project's LOGGING; only add a handler when none would print our lines.
