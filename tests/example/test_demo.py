@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 
+import awa_django as awa
 from example_project.shop import jobs
-from example_project.shop.models import Order
+from example_project.shop.models import Order, SentEmail
 
 pytestmark = pytest.mark.usefixtures("awa_db")
 
@@ -20,8 +22,18 @@ def test_demo_runs_every_outcome_and_proves_the_rollbacks():
 
     text = out.getvalue()
     assert err.getvalue() == ""
-    # Both rolled-back enqueues (the view's and the code's) are proven absent.
-    assert text.count("never existed and never ran") == 2
+    # Both rolled-back enqueues (the view's and the code's) are reported absent ...
+    proofs = re.findall(
+        r"order #(\d+) exists: no; awa.get_job\((\d+)\): None; e-mails sent by job #\2: 0\n"
+        r"   => rolled-back job #\2 and order #\1 never existed and never ran",
+        text,
+    )
+    assert len(proofs) == 2, text
+    # ... and really are.
+    for order_id, job_id in proofs:
+        assert not Order.objects.filter(pk=int(order_id)).exists()
+        assert awa.get_job(int(job_id)) is None
+        assert not SentEmail.objects.filter(job_id=int(job_id)).exists()
     for outcome in ("completed", "failed", "cancelled"):
         assert f" {outcome} " in text
     assert "InvalidJob" in text
