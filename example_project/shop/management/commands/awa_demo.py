@@ -366,7 +366,7 @@ class Command(BaseCommand):
         failures: list[str] = []
         records = {r.job_id: r for r in awa.get_jobs([e.job_id for e in story.expected])}
         self.out("3. What became of each job")
-        self.out(f"   {'job':>5}  {'kind':<26} {'story':<29} {'state':<10} {'att.':<5} "
+        self.out(f"   {'job':>5}  {'kind':<26} {'story':<30} {'state':<10} {'att.':<5} "
                  f"{'pickups':<7}  last error / reason")
         counts: dict[str, int] = {}
         for exp in story.expected:
@@ -376,7 +376,7 @@ class Command(BaseCommand):
                 continue
             counts[classify(record)] = counts.get(classify(record), 0) + 1
             self.out(
-                f"   {'#' + str(record.job_id):>5}  {record.kind:<26} {exp.story:<29} "
+                f"   {'#' + str(record.job_id):>5}  {record.kind:<26} {exp.story:<30} "
                 f"{record.state:<10} {f'{record.attempt}/{record.max_attempts}':<5} "
                 f"{record.run_lease:<7}  {last_error(record)[:70]}"
             )
