@@ -75,7 +75,7 @@ def handler_parameters(func: Callable[..., object]) -> list[inspect.Parameter]:
 def _annotations(func: Callable[..., object]) -> dict[str, Any]:
     try:
         return typing.get_type_hints(func)
-    except Exception:  # noqa: BLE001 - unresolvable forward refs just mean "do not type-check"
+    except Exception:
         return {}
 
 

@@ -103,7 +103,9 @@ def _is_number(value: object) -> bool:
 
 def _queue_problems(raw_queues: object) -> list[Problem]:
     if not isinstance(raw_queues, Mapping) or not raw_queues:
-        return [Problem("awa.E005", "AWA['QUEUES'] must be a non-empty dict of queue name to options.")]
+        return [
+            Problem("awa.E005", "AWA['QUEUES'] must be a non-empty dict of queue name to options.")
+        ]
     found: list[Problem] = []
     for name, options in raw_queues.items():
         if not isinstance(name, str) or not QUEUE_NAME_PATTERN.match(name):
@@ -195,18 +197,26 @@ def _scalar_problems(raw: Mapping[str, Any], defaults: AwaSettings) -> list[Prob
     for key in _POSITIVE_NUMBERS:
         value = raw.get(key, getattr(defaults, key))
         if not _is_number(value) or value <= 0:
-            found.append(Problem("awa.E010", f"AWA[{key!r}] must be a positive number, got {value!r}."))
+            found.append(
+                Problem("awa.E010", f"AWA[{key!r}] must be a positive number, got {value!r}.")
+            )
     for key in _POSITIVE_INTEGERS:
         value = raw.get(key, getattr(defaults, key))
         if not _is_int(value) or value < 1:
-            found.append(Problem("awa.E010", f"AWA[{key!r}] must be a positive integer, got {value!r}."))
+            found.append(
+                Problem("awa.E010", f"AWA[{key!r}] must be a positive integer, got {value!r}.")
+            )
     jitter = raw.get("RETRY_JITTER", defaults.RETRY_JITTER)
     if not _is_number(jitter) or not 0 <= jitter <= 1:
-        found.append(Problem("awa.E010", f"AWA['RETRY_JITTER'] must be between 0 and 1, got {jitter!r}."))
+        found.append(
+            Problem("awa.E010", f"AWA['RETRY_JITTER'] must be between 0 and 1, got {jitter!r}.")
+        )
     modules = raw.get("JOB_MODULES", ())
     if not isinstance(modules, list | tuple) or not all(isinstance(m, str) for m in modules):
         found.append(
-            Problem("awa.E011", f"AWA['JOB_MODULES'] must be a list of module paths, got {modules!r}.")
+            Problem(
+                "awa.E011", f"AWA['JOB_MODULES'] must be a list of module paths, got {modules!r}."
+            )
         )
     return found
 

@@ -48,7 +48,10 @@ def _resolve_job(kind_or_job: str | Job[Any, Any]) -> tuple[str, Job[Any, Any] |
         return kind_or_job.kind, kind_or_job
     if isinstance(kind_or_job, str) and kind_or_job:
         return kind_or_job, registry.get(kind_or_job)
-    raise InvalidJob(f"job must be a registered @awa.job function or a kind string, got {kind_or_job!r}", field="kind")
+    raise InvalidJob(
+        f"job must be a registered @awa.job function or a kind string, got {kind_or_job!r}",
+        field="kind",
+    )
 
 
 def _resolve_run_at(run_at: RunAt) -> datetime | None:
@@ -66,7 +69,9 @@ def _resolve_run_at(run_at: RunAt) -> datetime | None:
                 )
             return timezone.make_aware(run_at)
         return run_at
-    raise InvalidJob(f"run_at must be a datetime, a timedelta or None, got {run_at!r}", field="run_at")
+    raise InvalidJob(
+        f"run_at must be a datetime, a timedelta or None, got {run_at!r}", field="run_at"
+    )
 
 
 def _check_int(value: object, *, name: str, low: int, high: int) -> int:
@@ -95,7 +100,9 @@ def _options(
             field="queue",
         )
     chosen_priority = _check_int(
-        priority if priority is not None else (job.priority if job and job.priority else conf.DEFAULT_PRIORITY),
+        priority
+        if priority is not None
+        else (job.priority if job and job.priority else conf.DEFAULT_PRIORITY),
         name="priority",
         low=PRIORITY_MIN,
         high=PRIORITY_MAX,
@@ -103,7 +110,9 @@ def _options(
     chosen_attempts = _check_int(
         max_attempts
         if max_attempts is not None
-        else (job.max_attempts if job and job.max_attempts is not None else conf.DEFAULT_MAX_ATTEMPTS),
+        else (
+            job.max_attempts if job and job.max_attempts is not None else conf.DEFAULT_MAX_ATTEMPTS
+        ),
         name="max_attempts",
         low=1,
         high=MAX_ATTEMPTS_LIMIT,
@@ -113,7 +122,9 @@ def _options(
         raise InvalidJob(f"metadata must be a dict, got {metadata!r}", field="metadata")
     tag_tuple = tuple(tags or ())
     if len(tag_tuple) > MAX_TAGS or not all(isinstance(t, str) and t for t in tag_tuple):
-        raise InvalidJob(f"tags must be at most {MAX_TAGS} non-empty strings, got {tags!r}", field="tags")
+        raise InvalidJob(
+            f"tags must be at most {MAX_TAGS} non-empty strings, got {tags!r}", field="tags"
+        )
     return _Options(
         kind=kind,
         queue=chosen_queue,
@@ -130,13 +141,17 @@ def _bind(kind: str, job: Job[Any, Any] | None, args: Mapping[str, Any] | None) 
     if args is None:
         args = {}
     if not isinstance(args, Mapping):
-        raise InvalidJob(f"args of job {kind!r} must be a dict of argument name to value", field="args")
+        raise InvalidJob(
+            f"args of job {kind!r} must be a dict of argument name to value", field="args"
+        )
     if job is not None:
         return job.bind(args)
     # No handler in this process: only the JSON contract can be checked.
     for name, value in args.items():
         if not isinstance(name, str):
-            raise InvalidJob(f"argument names of job {kind!r} must be strings, got {name!r}", field="args")
+            raise InvalidJob(
+                f"argument names of job {kind!r} must be strings, got {name!r}", field="args"
+            )
         to_json_text(value, what=f"argument {name!r} of job {kind!r}")
     return dict(args)
 
@@ -145,7 +160,13 @@ def _announce(alias: str, job_ids: list[int], options: _Options) -> None:
     # Receivers run after commit, never for a job that rolled back.
     if job_enqueued.has_listeners():
         transaction.on_commit(
-            partial(job_enqueued.send, sender=Job, job_ids=job_ids, kind=options.kind, queue=options.queue),
+            partial(
+                job_enqueued.send,
+                sender=Job,
+                job_ids=job_ids,
+                kind=options.kind,
+                queue=options.queue,
+            ),
             using=alias,
         )
 
@@ -169,8 +190,14 @@ def enqueue(
     kind, job = _resolve_job(kind_or_job)
     bound = _bind(kind, job, args)
     options = _options(
-        kind, job, queue_name=queue, priority=priority, max_attempts=max_attempts,
-        run_at=run_at, metadata=metadata, tags=tags,
+        kind,
+        job,
+        queue_name=queue,
+        priority=priority,
+        max_attempts=max_attempts,
+        run_at=run_at,
+        metadata=metadata,
+        tags=tags,
     )
     args_json = to_json_text(bound, what=f"args of job {kind!r}")
     alias = get_settings().DATABASE_ALIAS
@@ -178,9 +205,14 @@ def enqueue(
         job_id = queue_storage.enqueue_job(
             cursor,
             NewJob(
-                kind=kind, queue=options.queue, priority=options.priority, args_json=args_json,
-                max_attempts=options.max_attempts, run_at=options.run_at,
-                metadata_json=options.metadata_json, tags=options.tags,
+                kind=kind,
+                queue=options.queue,
+                priority=options.priority,
+                args_json=args_json,
+                max_attempts=options.max_attempts,
+                run_at=options.run_at,
+                metadata_json=options.metadata_json,
+                tags=options.tags,
             ),
         )
     _announce(alias, [job_id], options)
@@ -207,13 +239,26 @@ def enqueue_on_commit(
     kind, job = _resolve_job(kind_or_job)
     bound = _bind(kind, job, args)
     _options(
-        kind, job, queue_name=queue, priority=priority, max_attempts=max_attempts,
-        run_at=run_at, metadata=metadata, tags=tags,
+        kind,
+        job,
+        queue_name=queue,
+        priority=priority,
+        max_attempts=max_attempts,
+        run_at=run_at,
+        metadata=metadata,
+        tags=tags,
     )
     transaction.on_commit(
         partial(
-            enqueue, kind_or_job, args=bound, queue=queue, priority=priority, run_at=run_at,
-            max_attempts=max_attempts, metadata=metadata, tags=tags,
+            enqueue,
+            kind_or_job,
+            args=bound,
+            queue=queue,
+            priority=priority,
+            run_at=run_at,
+            max_attempts=max_attempts,
+            metadata=metadata,
+            tags=tags,
         )
     )
 
@@ -237,8 +282,14 @@ def enqueue_many(
     kind, job = _resolve_job(kind_or_job)
     bound = [_bind(kind, job, args) for args in args_list]
     options = _options(
-        kind, job, queue_name=queue, priority=priority, max_attempts=max_attempts,
-        run_at=run_at, metadata=metadata, tags=tags,
+        kind,
+        job,
+        queue_name=queue,
+        priority=priority,
+        max_attempts=max_attempts,
+        run_at=run_at,
+        metadata=metadata,
+        tags=tags,
     )
     if not bound:
         return []
@@ -247,15 +298,29 @@ def enqueue_many(
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         if options.run_at is not None and options.run_at > now:
             job_ids = backlog.copy_deferred(
-                cursor, queue=options.queue, priority=options.priority, kind=kind,
-                args_list=bound, max_attempts=options.max_attempts, metadata=options.metadata,
-                tags=options.tags, run_at=options.run_at, now=now,
+                cursor,
+                queue=options.queue,
+                priority=options.priority,
+                kind=kind,
+                args_list=bound,
+                max_attempts=options.max_attempts,
+                metadata=options.metadata,
+                tags=options.tags,
+                run_at=options.run_at,
+                now=now,
             )
         else:
             job_ids = queue_storage.copy_ready(
-                cursor, queue=options.queue, priority=options.priority, kind=kind,
-                args_list=bound, max_attempts=options.max_attempts, metadata=options.metadata,
-                tags=options.tags, run_at=options.run_at or now, now=now,
+                cursor,
+                queue=options.queue,
+                priority=options.priority,
+                kind=kind,
+                args_list=bound,
+                max_attempts=options.max_attempts,
+                metadata=options.metadata,
+                tags=options.tags,
+                run_at=options.run_at or now,
+                now=now,
             )
     _announce(alias, job_ids, options)
     return job_ids

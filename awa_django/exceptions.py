@@ -14,7 +14,7 @@ class AwaError(Exception):
     """Root of awa_django's errors."""
 
 
-class InvalidJob(AwaError, ValueError):  # noqa: N818 - the public name reads as a noun
+class InvalidJob(AwaError, ValueError):
     """A job could not be enqueued as given: the message names the offending field."""
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
@@ -26,15 +26,15 @@ class ConfigError(AwaError, ImproperlyConfigured):
     """The ``AWA`` setting is invalid; ``manage.py check`` reports the same problem with an id."""
 
 
-class UnknownJobKind(AwaError, LookupError):  # noqa: N818
+class UnknownJobKind(AwaError, LookupError):
     """No handler is registered in this process for a job kind."""
 
 
-class StaleLease(AwaError):  # noqa: N818
+class StaleLease(AwaError):
     """A write for an attempt whose run_lease is no longer current was rejected."""
 
 
-class JobOutcome(Exception):  # noqa: N818 - these are signals, not errors
+class JobOutcome(Exception):
     """Base of the outcomes a handler can raise (or return) instead of completing normally."""
 
 

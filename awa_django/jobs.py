@@ -178,4 +178,3 @@ def job(
         return registered
 
     return decorate(func) if func is not None else decorate
-

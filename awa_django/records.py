@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from django.db import connections
 
 from awa_django.conf import get_settings
-from awa_django.storage.jobs import JobRecord, get_jobs as _fetch_jobs
+from awa_django.storage.jobs import JobRecord
+from awa_django.storage.jobs import get_jobs as _fetch_jobs
 
 
 def get_jobs(job_ids: Sequence[int]) -> list[JobRecord]:

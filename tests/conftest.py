@@ -25,7 +25,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 import tests.jobs  # noqa: E402, F401
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = 15.0, interval: float = 0.02) -> None:
+def wait_until(
+    predicate: Callable[[], object], timeout: float = 15.0, interval: float = 0.02
+) -> None:
     """Poll ``predicate`` until it is truthy; fail the test after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -172,5 +174,6 @@ def django_db_setup(django_db_setup: None, django_db_blocker: object) -> None:
     with django_db_blocker.unblock(), connection.cursor() as cursor:  # type: ignore[attr-defined]
         cursor.execute(
             "CREATE TABLE IF NOT EXISTS tests_job_runs (id bigserial PRIMARY KEY, job_id bigint, "
-            "run_lease bigint, attempt integer, note text, at timestamptz DEFAULT clock_timestamp())"
+            "run_lease bigint, attempt integer, note text, "
+            "at timestamptz DEFAULT clock_timestamp())"
         )

@@ -16,7 +16,8 @@ from tests.jobs import record, typed
 def awa_row_count() -> int:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT (SELECT count(*) FROM awa.ready_entries) + (SELECT count(*) FROM awa.deferred_jobs)"
+            "SELECT (SELECT count(*) FROM awa.ready_entries) "
+            "+ (SELECT count(*) FROM awa.deferred_jobs)"
         )
         return cursor.fetchone()[0]
 
@@ -97,13 +98,37 @@ def test_job_enqueued_signal_fires_after_commit_only():
         (lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, queue="nope"), "queue"),
         (lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, priority=0), "priority"),
         (lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, priority=5), "priority"),
-        (lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, max_attempts=-1), "max_attempts"),
-        (lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, max_attempts=0), "max_attempts"),
-        (lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, run_at=datetime(2030, 1, 1)), "run_at"),
+        (
+            lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, max_attempts=-1),
+            "max_attempts",
+        ),
+        (
+            lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, max_attempts=0),
+            "max_attempts",
+        ),
+        (
+            lambda: awa.enqueue(
+                typed, args={"user_id": 1, "email": "a"}, run_at=datetime(2030, 1, 1)
+            ),
+            "run_at",
+        ),
         (lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, tags=[1]), "tags"),
-        (lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, metadata={"at": timezone.now()}), "metadata"),
-        (lambda: awa.enqueue("other.kind", args={"when": timezone.now()}), "argument 'when' of job 'other.kind'"),
-        (lambda: typed.enqueue_many([{"user_id": 1, "email": "a"}, {"user_id": "2", "email": "b"}]), "user_id"),
+        (
+            lambda: awa.enqueue(
+                typed, args={"user_id": 1, "email": "a"}, metadata={"at": timezone.now()}
+            ),
+            "metadata",
+        ),
+        (
+            lambda: awa.enqueue("other.kind", args={"when": timezone.now()}),
+            "argument 'when' of job 'other.kind'",
+        ),
+        (
+            lambda: typed.enqueue_many(
+                [{"user_id": 1, "email": "a"}, {"user_id": "2", "email": "b"}]
+            ),
+            "user_id",
+        ),
     ],
 )
 def test_invalid_enqueue_raises_before_any_write(call, field):
@@ -118,7 +143,12 @@ def test_unregistered_kind_can_be_enqueued_by_name():
     job_id = awa.enqueue("elsewhere.kind", args={"x": 1}, queue="email", priority=1, tags=["t"])
     job = awa.get_job(job_id)
     assert (job.kind, job.queue, job.priority, job.args, job.tags, job.state) == (
-        "elsewhere.kind", "email", 1, {"x": 1}, ["t"], "available",
+        "elsewhere.kind",
+        "email",
+        1,
+        {"x": 1},
+        ["t"],
+        "available",
     )
 
 

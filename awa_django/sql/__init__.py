@@ -39,4 +39,6 @@ def queries(plane: str) -> MappingProxyType[str, LiteralString]:
 
 def migration(name: str, direction: str) -> str:
     """The text of ``sql/migrations/<name>.<direction>.sql`` (direction is ``up`` or ``down``)."""
-    return resources.files(__package__).joinpath("migrations", f"{name}.{direction}.sql").read_text()
+    return (
+        resources.files(__package__).joinpath("migrations", f"{name}.{direction}.sql").read_text()
+    )

@@ -37,8 +37,22 @@ def copy_deferred(
     with cursor.cursor.copy(_SQL["copy_deferred"]) as copy:
         for job_id, args in zip(job_ids, args_list, strict=True):
             copy.write_row(
-                (job_id, "scheduled", kind, queue, priority, Jsonb(args), 0, 0, max_attempts,
-                 run_at, now, meta, tag_list, empty_errors)
+                (
+                    job_id,
+                    "scheduled",
+                    kind,
+                    queue,
+                    priority,
+                    Jsonb(args),
+                    0,
+                    0,
+                    max_attempts,
+                    run_at,
+                    now,
+                    meta,
+                    tag_list,
+                    empty_errors,
+                )
             )
     return list(job_ids)
 
@@ -53,7 +67,9 @@ async def promote_due(conn: AsyncConnection[Any], *, limit: int) -> int:
     return moved
 
 
-async def seconds_until_next_due(conn: AsyncConnection[Any], *, queues: Sequence[str]) -> float | None:
+async def seconds_until_next_due(
+    conn: AsyncConnection[Any], *, queues: Sequence[str]
+) -> float | None:
     """Seconds until the earliest deferred job of ``queues`` is due, or None when there is none."""
     cursor = await conn.execute(_SQL["seconds_until_next_due"], {"queues": list(queues)})
     row = await cursor.fetchone()

@@ -106,8 +106,25 @@ def copy_ready(
     with cursor.cursor.copy(_SQL["copy_ready"]) as copy:
         for job_id, lane_seq, args in zip(job_ids, lane_seqs, args_list, strict=True):
             copy.write_row(
-                (queue, priority, 0, lane_seq, slot, generation, job_id, kind, Jsonb(args), 0,
-                 0, max_attempts, run_at, now, meta, tag_list, empty_errors)
+                (
+                    queue,
+                    priority,
+                    0,
+                    lane_seq,
+                    slot,
+                    generation,
+                    job_id,
+                    kind,
+                    Jsonb(args),
+                    0,
+                    0,
+                    max_attempts,
+                    run_at,
+                    now,
+                    meta,
+                    tag_list,
+                    empty_errors,
+                )
             )
     cursor.execute(_SQL["notify_queue"], {"queue": queue})
     return list(job_ids)

@@ -84,5 +84,7 @@ class Completer:
                 self.stale_count += 1
                 logger.warning(
                     "stale completion ignored job_id=%s run_lease=%s outcome=%s",
-                    completion.job_id, completion.run_lease, completion.outcome.value,
+                    completion.job_id,
+                    completion.run_lease,
+                    completion.outcome.value,
                 )

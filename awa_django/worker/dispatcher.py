@@ -138,7 +138,9 @@ class Dispatcher:
     async def _claim(self, limit: int) -> list[ClaimedJob]:
         try:
             async with self._pool.connection() as conn:
-                jobs = await claim_ready(conn, queue=self.queue, limit=limit, claimed_by=self._claimed_by)
+                jobs = await claim_ready(
+                    conn, queue=self.queue, limit=limit, claimed_by=self._claimed_by
+                )
         except Exception:
             logger.exception("claim failed queue=%s", self.queue)
             return []
@@ -150,9 +152,17 @@ class Dispatcher:
 
     def _start(self, job: ClaimedJob) -> None:
         ctx = JobContext(
-            job_id=job.job_id, kind=job.kind, queue=job.queue, priority=job.priority,
-            attempt=job.attempt, max_attempts=job.max_attempts, run_lease=job.run_lease,
-            args=job.args, metadata=job.metadata, tags=tuple(job.tags), created_at=job.created_at,
+            job_id=job.job_id,
+            kind=job.kind,
+            queue=job.queue,
+            priority=job.priority,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            run_lease=job.run_lease,
+            args=job.args,
+            metadata=job.metadata,
+            tags=tuple(job.tags),
+            created_at=job.created_at,
         )
         task = asyncio.create_task(self._run_one(job, ctx), name=f"awa-job-{job.job_id}")
         self._running[task] = ctx

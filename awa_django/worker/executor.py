@@ -77,11 +77,20 @@ def result_to_completion(
     """Map a handler result to the storage transition that closes the attempt."""
     exc = result.error
 
-    def close(outcome: Outcome, *, run_at: datetime | None = None, error: dict[str, Any] | None = None) -> Completion:
+    def close(
+        outcome: Outcome, *, run_at: datetime | None = None, error: dict[str, Any] | None = None
+    ) -> Completion:
         return Completion(
-            job_id=job.job_id, run_lease=job.run_lease, queue=job.queue, priority=job.priority,
-            shard=job.shard, lane_seq=job.lane_seq, ready_slot=job.ready_slot,
-            outcome=outcome, run_at=run_at, error=error,
+            job_id=job.job_id,
+            run_lease=job.run_lease,
+            queue=job.queue,
+            priority=job.priority,
+            shard=job.shard,
+            lane_seq=job.lane_seq,
+            ready_slot=job.ready_slot,
+            outcome=outcome,
+            run_at=run_at,
+            error=error,
         )
 
     if exc is None:
@@ -89,7 +98,10 @@ def result_to_completion(
     if isinstance(exc, Snooze):
         return close(Outcome.SNOOZED, run_at=now + timedelta(seconds=exc.seconds))
     if isinstance(exc, Cancel):
-        return close(Outcome.CANCELLED, error={"attempt": job.attempt, "at": now.isoformat(), "reason": exc.reason})
+        return close(
+            Outcome.CANCELLED,
+            error={"attempt": job.attempt, "at": now.isoformat(), "reason": exc.reason},
+        )
     error = error_entry(exc, attempt=job.attempt, at=now)
     if isinstance(exc, TerminalError | UnknownKindError):
         return close(Outcome.FAILED, error=error)
@@ -116,7 +128,9 @@ async def execute(
 ) -> HandlerResult:
     """Run the handler for ``job``; never raises except for task cancellation."""
     if handler is None:
-        return HandlerResult(UnknownKindError(f"unknown job kind {job.kind!r}: no handler registered in this worker"))
+        return HandlerResult(
+            UnknownKindError(f"unknown job kind {job.kind!r}: no handler registered in this worker")
+        )
     try:
         if handler.is_async:
             value = await handler.func(ctx, **job.args)
@@ -125,11 +139,14 @@ async def execute(
             value = await loop.run_in_executor(threads, _run_sync, handler.func, ctx, job.args)
     except asyncio.CancelledError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any handler error is a job outcome, not ours
+    except Exception as exc:
         if not isinstance(exc, JobOutcome):
             logger.warning(
                 "job failed job_id=%s kind=%s attempt=%s error=%r",
-                job.job_id, job.kind, job.attempt, exc,
+                job.job_id,
+                job.kind,
+                job.attempt,
+                exc,
             )
         return HandlerResult(exc)
     if isinstance(value, JobOutcome):

@@ -8,6 +8,7 @@ leader election exists.)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -21,7 +22,9 @@ logger = logging.getLogger(__name__)
 class Promoter:
     """Runs ``promote_due`` every ``interval_s``, repeating at once while batches come back full."""
 
-    def __init__(self, pool: AsyncConnectionPool[Any], *, interval_s: float, batch_size: int) -> None:
+    def __init__(
+        self, pool: AsyncConnectionPool[Any], *, interval_s: float, batch_size: int
+    ) -> None:
         self._pool = pool
         self._interval_s = interval_s
         self._batch_size = batch_size
@@ -45,7 +48,5 @@ class Promoter:
                 await self.run_once()
             except Exception:
                 logger.exception("promotion pass failed")
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), timeout=self._interval_s)
-            except TimeoutError:
-                pass

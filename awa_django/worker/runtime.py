@@ -83,7 +83,8 @@ def config_from_settings(
         completion_batch_size=conf.COMPLETION_BATCH_SIZE,
         completion_flush_s=conf.COMPLETION_FLUSH_S,
         retry_policy=RetryPolicy(
-            base_s=conf.RETRY_BACKOFF_BASE_S, max_s=conf.RETRY_BACKOFF_MAX_S,
+            base_s=conf.RETRY_BACKOFF_BASE_S,
+            max_s=conf.RETRY_BACKOFF_MAX_S,
             jitter=conf.RETRY_JITTER,
         ),
         shutdown_timeout_s=(
@@ -105,7 +106,9 @@ def _utcnow() -> datetime:
 class WorkerRuntime:
     """One worker process's asyncio core."""
 
-    def __init__(self, config: WorkerConfig, resolve: Callable[[str], Job[Any, Any] | None]) -> None:
+    def __init__(
+        self, config: WorkerConfig, resolve: Callable[[str], Job[Any, Any] | None]
+    ) -> None:
         self.config = config
         self._resolve = resolve
         self.identity = worker_identity()
@@ -140,10 +143,17 @@ class WorkerRuntime:
         notifier = Notifier(lambda: connections.connect(config.database_alias), self._on_notify)
         for queue, concurrency in config.queues.items():
             self._dispatchers[queue] = Dispatcher(
-                queue=queue, concurrency=concurrency, claim_batch_size=config.claim_batch_size,
-                poll_interval_s=config.poll_interval_s, claimed_by=self.identity, pool=pool,
-                completer=completer, threads=threads, resolve=self._resolve,
-                policy=config.retry_policy, now=_utcnow,
+                queue=queue,
+                concurrency=concurrency,
+                claim_batch_size=config.claim_batch_size,
+                poll_interval_s=config.poll_interval_s,
+                claimed_by=self.identity,
+                pool=pool,
+                completer=completer,
+                threads=threads,
+                resolve=self._resolve,
+                policy=config.retry_policy,
+                now=_utcnow,
             )
         completer.start()
         background = [
@@ -160,7 +170,9 @@ class WorkerRuntime:
         self.ready.set()
         logger.info(
             "worker ready identity=%s queues=%s burst=%s",
-            self.identity, dict(config.queues), config.burst,
+            self.identity,
+            dict(config.queues),
+            config.burst,
         )
         try:
             await self.stopping.wait()
@@ -180,7 +192,10 @@ class WorkerRuntime:
         )
         logger.info(
             "worker stopped claimed=%s completed_writes=%s stale=%s abandoned=%s",
-            summary.claimed, summary.written, summary.stale, summary.abandoned,
+            summary.claimed,
+            summary.written,
+            summary.stale,
+            summary.abandoned,
         )
         return summary
 

@@ -54,7 +54,8 @@ def test_concurrent_producers_and_two_workers_run_every_committed_job_exactly_on
     committed: list[int] = []
     rolled_back: list[int] = []
     producers = [
-        threading.Thread(target=produce, args=(seed, 120, committed, rolled_back)) for seed in range(4)
+        threading.Thread(target=produce, args=(seed, 120, committed, rolled_back))
+        for seed in range(4)
     ]
     for thread in producers:
         thread.start()
@@ -77,7 +78,9 @@ def test_concurrent_producers_and_two_workers_run_every_committed_job_exactly_on
         runs = dict(cursor.fetchall())
         cursor.execute("SELECT count(DISTINCT claimed_by) FROM awa.claim_receipts")
         (claimers,) = cursor.fetchone()
-    assert {job_id: runs.get(job_id, 0) for job_id in committed} == {job_id: 1 for job_id in committed}
+    assert {job_id: runs.get(job_id, 0) for job_id in committed} == {
+        job_id: 1 for job_id in committed
+    }
     assert not set(runs) & set(rolled_back)
     assert awa.get_jobs(rolled_back) == []
     assert claimers == 2, "both worker processes should have drained the lane"

@@ -44,8 +44,14 @@ def test_ten_thousand_jobs_leave_no_update_or_delete_on_awa_tables():
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_stat_force_next_flush()")
     wait_until(
-        lambda: sum(v[0] for k, v in delta(before, table_stats()).items() if k.startswith("done_entries_"))
-        >= JOBS,
+        lambda: (
+            sum(
+                v[0]
+                for k, v in delta(before, table_stats()).items()
+                if k.startswith("done_entries_")
+            )
+            >= JOBS
+        ),
         timeout=20,
     )
     changes = delta(before, table_stats())

@@ -31,10 +31,18 @@ def claim(queue: str = "default", limit: int = 100, who: str = "test") -> list[C
     return run(claim_ready, queue=queue, limit=limit, claimed_by=who)
 
 
-def completion(job: ClaimedJob, outcome: Outcome = Outcome.COMPLETED, **overrides: Any) -> Completion:
+def completion(
+    job: ClaimedJob, outcome: Outcome = Outcome.COMPLETED, **overrides: Any
+) -> Completion:
     fields = dict(
-        job_id=job.job_id, run_lease=job.run_lease, queue=job.queue, priority=job.priority,
-        shard=job.shard, lane_seq=job.lane_seq, ready_slot=job.ready_slot, outcome=outcome,
+        job_id=job.job_id,
+        run_lease=job.run_lease,
+        queue=job.queue,
+        priority=job.priority,
+        shard=job.shard,
+        lane_seq=job.lane_seq,
+        ready_slot=job.ready_slot,
+        outcome=outcome,
     )
     fields.update(overrides)
     return Completion(**fields)
@@ -63,7 +71,12 @@ def test_claim_increments_attempt_and_lease_and_records_the_claimer():
     job_id = awa.enqueue("k.x", args={"a": 1}, metadata={"m": 1}, tags=["t"])
     (job,) = claim(who="worker-a")
     assert (job.job_id, job.attempt, job.run_lease, job.args, job.metadata, job.tags) == (
-        job_id, 1, 1, {"a": 1}, {"m": 1}, ["t"],
+        job_id,
+        1,
+        1,
+        {"a": 1},
+        {"m": 1},
+        ["t"],
     )
     with connection.cursor() as cursor:
         cursor.execute("SELECT claimed_by FROM awa.claim_receipts WHERE job_id = %s", [job_id])
@@ -88,8 +101,10 @@ def test_tombstoned_ready_row_is_never_claimed():
     kept = awa.enqueue("k.t", args={})
     with connection.cursor() as cursor:
         cursor.execute(
-            "INSERT INTO awa.ready_tombstones (queue, priority, shard, lane_seq, ready_slot, job_id, reason) "
-            "SELECT queue, priority, shard, lane_seq, ready_slot, job_id, 'test' FROM awa.ready_entries "
+            "INSERT INTO awa.ready_tombstones "
+            "(queue, priority, shard, lane_seq, ready_slot, job_id, reason) "
+            "SELECT queue, priority, shard, lane_seq, ready_slot, job_id, 'test' "
+            "FROM awa.ready_entries "
             "WHERE job_id = %s",
             [doomed],
         )
@@ -111,8 +126,14 @@ def test_completion_for_an_older_lease_is_stale_after_retry():
     job_id = awa.enqueue("k.r", args={}, max_attempts=5)
     (first,) = claim()
     now = datetime.now(UTC)
-    assert close(completion(first, Outcome.RETRYABLE, run_at=now - timedelta(seconds=1),
-                           error={"message": "try again"})) == {(job_id, 1)}
+    assert close(
+        completion(
+            first,
+            Outcome.RETRYABLE,
+            run_at=now - timedelta(seconds=1),
+            error={"message": "try again"},
+        )
+    ) == {(job_id, 1)}
     assert run(promote_due, limit=10) == 1
     (second,) = claim()
     assert (second.job_id, second.run_lease, second.attempt) == (job_id, 2, 2)
@@ -171,7 +192,8 @@ def test_promotion_uses_the_partial_indexes():
         cursor.execute(
             "INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt, "
             "run_lease, max_attempts, run_at, created_at, metadata, tags, errors) "
-            "SELECT g, CASE WHEN g % 2 = 0 THEN 'scheduled' ELSE 'retryable' END, 'k', 'default', 2, "
+            "SELECT g, CASE WHEN g % 2 = 0 THEN 'scheduled' ELSE 'retryable' END, "
+            "'k', 'default', 2, "
             "'{}', 0, 0, 1, now() + interval '1 day', now(), '{}', '{}', '[]' "
             "FROM generate_series(1000000, 1020000) g"
         )

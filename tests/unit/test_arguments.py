@@ -31,7 +31,11 @@ def test_valid_arguments_bind():
         ({"user_id": True, "email": "a"}, "user_id", "must be int"),
         ({"user_id": 1, "email": 5}, "email", "must be str"),
         ({"user_id": 1, "email": "a", "ratio": float("nan")}, "ratio", "must be float"),
-        ({"user_id": 1, "email": "a", "flags": {"when": datetime.date(2026, 1, 1)}}, None, "JSON serializable"),
+        (
+            {"user_id": 1, "email": "a", "flags": {"when": datetime.date(2026, 1, 1)}},
+            None,
+            "JSON serializable",
+        ),
         ({"user_id": 1, "email": "a", "flags": {1: "x"}}, None, "round trip"),
         ({"user_id": 1, "email": "a", "flags": {"pair": (1, 2)}}, None, "round trip"),
     ],

@@ -9,7 +9,12 @@ import pytest
 import awa_django as awa
 from awa_django.storage.execution import Outcome
 from awa_django.storage.queue import ClaimedJob
-from awa_django.worker.executor import HandlerResult, RetryPolicy, UnknownKindError, result_to_completion
+from awa_django.worker.executor import (
+    HandlerResult,
+    RetryPolicy,
+    UnknownKindError,
+    result_to_completion,
+)
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 POLICY = RetryPolicy(base_s=1.0, max_s=60.0, jitter=0.25)
@@ -17,14 +22,29 @@ POLICY = RetryPolicy(base_s=1.0, max_s=60.0, jitter=0.25)
 
 def claimed(attempt: int = 1, max_attempts: int = 5) -> ClaimedJob:
     return ClaimedJob(
-        queue="default", priority=2, shard=0, lane_seq=10, ready_slot=3, job_id=7, kind="k",
-        args={}, attempt=attempt, run_lease=attempt, max_attempts=max_attempts, run_at=NOW,
-        created_at=NOW, metadata={}, tags=[], errors=[],
+        queue="default",
+        priority=2,
+        shard=0,
+        lane_seq=10,
+        ready_slot=3,
+        job_id=7,
+        kind="k",
+        args={},
+        attempt=attempt,
+        run_lease=attempt,
+        max_attempts=max_attempts,
+        run_at=NOW,
+        created_at=NOW,
+        metadata={},
+        tags=[],
+        errors=[],
     )
 
 
 def map_result(error: BaseException | None, **job_kwargs: int):
-    return result_to_completion(claimed(**job_kwargs), HandlerResult(error), now=NOW, policy=POLICY, rng=lambda: 0.0)
+    return result_to_completion(
+        claimed(**job_kwargs), HandlerResult(error), now=NOW, policy=POLICY, rng=lambda: 0.0
+    )
 
 
 def test_return_completes():

@@ -51,14 +51,18 @@ def test_valid_settings_have_no_problems():
 
 
 def test_manage_py_check_fails_with_the_id():
-    with override_settings(AWA={"QUEUES": {"default": {"concurrency": -3}}}):
-        with pytest.raises(SystemCheckError, match=r"awa\.E006"):
-            call_command("check")
+    with (
+        override_settings(AWA={"QUEUES": {"default": {"concurrency": -3}}}),
+        pytest.raises(SystemCheckError, match=r"awa\.E006"),
+    ):
+        call_command("check")
 
 
 def test_get_settings_refuses_invalid_settings_and_resets_on_change():
-    with override_settings(AWA={"QUEUES": BASE_QUEUES, "DEFAULT_PRIORITY": 0}):
-        with pytest.raises(ConfigError, match="awa.E008"):
-            conf.get_settings()
+    with (
+        override_settings(AWA={"QUEUES": BASE_QUEUES, "DEFAULT_PRIORITY": 0}),
+        pytest.raises(ConfigError, match=r"awa\.E008"),
+    ):
+        conf.get_settings()
     with override_settings(AWA={"QUEUES": {"default": {"concurrency": 7}}}):
         assert conf.get_settings().QUEUES["default"].concurrency == 7

@@ -26,9 +26,5 @@ def test_duplicate_block_names_are_rejected():
 @pytest.mark.parametrize("plane", sorted(p.stem for p in QUERY_DIR.glob("*.sql")))
 def test_every_block_is_used(plane):
     source = "\n".join(p.read_text() for p in STORAGE.glob("*.py"))
-    unused = [
-        name
-        for name in sql.queries(plane)
-        if not re.search(rf"[\"']{name}[\"']", source)
-    ]
+    unused = [name for name in sql.queries(plane) if not re.search(rf"[\"']{name}[\"']", source)]
     assert unused == []

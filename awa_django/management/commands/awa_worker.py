@@ -47,25 +47,38 @@ def non_negative_seconds(value: str) -> float:
 
 
 class Command(BaseCommand):
-    help = "Run awa jobs from the configured queues until SIGTERM/SIGINT (or drained, with --burst)."
+    help = (
+        "Run awa jobs from the configured queues until SIGTERM/SIGINT (or drained, with --burst)."
+    )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
-            "--queue", dest="queues", action="append", type=queue_option, default=[],
+            "--queue",
+            dest="queues",
+            action="append",
+            type=queue_option,
+            default=[],
             metavar="NAME[=CONCURRENCY]",
             help="Queue to work (repeatable); defaults to every queue in AWA['QUEUES'] with its "
             "configured concurrency.",
         )
         parser.add_argument(
-            "--burst", action="store_true",
+            "--burst",
+            action="store_true",
             help="Exit once nothing is runnable or in flight (see --burst-wait).",
         )
         parser.add_argument(
-            "--burst-wait", type=non_negative_seconds, default=0.0, metavar="SECONDS",
+            "--burst-wait",
+            type=non_negative_seconds,
+            default=0.0,
+            metavar="SECONDS",
             help="In burst mode, also wait for scheduled or retrying jobs due within SECONDS.",
         )
         parser.add_argument(
-            "--shutdown-timeout", type=non_negative_seconds, default=None, metavar="SECONDS",
+            "--shutdown-timeout",
+            type=non_negative_seconds,
+            default=None,
+            metavar="SECONDS",
             help="How long a stopping worker lets in-flight jobs finish "
             "(default AWA['SHUTDOWN_TIMEOUT_S']).",
         )
@@ -77,7 +90,8 @@ class Command(BaseCommand):
         for name, concurrency in options["queues"]:
             if name not in conf.QUEUES:
                 raise CommandError(
-                    f"queue {name!r} is not declared in AWA['QUEUES'] (declared: {sorted(conf.QUEUES)})"
+                    f"queue {name!r} is not declared in AWA['QUEUES'] "
+                    f"(declared: {sorted(conf.QUEUES)})"
                 )
             queues[name] = concurrency or conf.QUEUES[name].concurrency
         discover_jobs()
@@ -108,5 +122,7 @@ class Command(BaseCommand):
         logger.setLevel(_LEVELS.get(verbosity, logging.INFO))
         if not logger.hasHandlers():
             handler = logging.StreamHandler(self.stderr)
-            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+            handler.setFormatter(
+                logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+            )
             logger.addHandler(handler)
