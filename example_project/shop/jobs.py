@@ -57,9 +57,7 @@ def send_receipt(ctx: awa.JobContext, order_id: int) -> None:
 @awa.job
 async def notify_warehouse(ctx: awa.JobContext, order_id: int) -> None:
     """Tell the warehouse to pack the order. Async: runs on the worker's event loop."""
-    updated = await Order.objects.filter(pk=order_id).aupdate(
-        warehouse_notified_at=timezone.now()
-    )
+    updated = await Order.objects.filter(pk=order_id).aupdate(warehouse_notified_at=timezone.now())
     if not updated:
         raise OrderMissing(f"order #{order_id} does not exist")
 

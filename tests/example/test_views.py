@@ -26,7 +26,10 @@ def test_order_view_commits_order_and_job_that_a_worker_completes(client):
     assert order.receipt_sent_at is None
     job = awa.get_job(job_id)
     assert (job.kind, job.queue, job.state, job.args) == (
-        "shop.send_receipt", "email", "available", {"order_id": order_id}
+        "shop.send_receipt",
+        "email",
+        "available",
+        {"order_id": order_id},
     )
 
     summary = run_burst()

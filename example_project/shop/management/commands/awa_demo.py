@@ -113,11 +113,17 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--backoff", type=float, default=0.2, metavar="SECONDS",
+            "--backoff",
+            type=float,
+            default=0.2,
+            metavar="SECONDS",
             help="Retry backoff base for this run (AWA['RETRY_BACKOFF_BASE_S']), default 0.2.",
         )
         parser.add_argument(
-            "--timeout", type=float, default=45.0, metavar="SECONDS",
+            "--timeout",
+            type=float,
+            default=45.0,
+            metavar="SECONDS",
             help="Stop the worker and fail if the jobs have not all finished by then.",
         )
 
@@ -169,12 +175,14 @@ class Command(BaseCommand):
         placed: list[int] = []
         for email, amount in (("alice@example.com", "42.00"), ("bob@example.com", "19.90")):
             response = client.post(
-                "/shop/orders/", {"email": email, "amount": amount},
+                "/shop/orders/",
+                {"email": email, "amount": amount},
                 content_type="application/json",
             )
             if response.status_code != 201:
-                raise CommandError(f"POST /shop/orders/ answered {response.status_code}: "
-                                   f"{response.content!r}")
+                raise CommandError(
+                    f"POST /shop/orders/ answered {response.status_code}: {response.content!r}"
+                )
             body = response.json()
             placed.append(body["order_id"])
             self.out(
@@ -182,13 +190,20 @@ class Command(BaseCommand):
                 f"#{body['order_id']}, send_receipt job #{body['job_id']}"
             )
             story.expected.append(
-                Expected(story=f"receipt for {email}", job_id=body["job_id"], state="completed",
-                         attempt=1, pickups=1, errors=0)
+                Expected(
+                    story=f"receipt for {email}",
+                    job_id=body["job_id"],
+                    state="completed",
+                    attempt=1,
+                    pickups=1,
+                    errors=0,
+                )
             )
             story.effects.append(self.receipt_sent(body["order_id"], body["job_id"]))
 
         response = client.post(
-            "/shop/orders/rollback/", {"email": "mallory@example.com", "amount": "999.00"},
+            "/shop/orders/rollback/",
+            {"email": "mallory@example.com", "amount": "999.00"},
             content_type="application/json",
         )
         body = response.json()
@@ -200,8 +215,11 @@ class Command(BaseCommand):
             "then the view raised: both rolled back"
         )
         story.rolled_back.append(
-            RolledBack(how="POST /shop/orders/rollback/", order_id=body["rolled_back_order_id"],
-                       job_id=body["rolled_back_job_id"])
+            RolledBack(
+                how="POST /shop/orders/rollback/",
+                order_id=body["rolled_back_order_id"],
+                job_id=body["rolled_back_job_id"],
+            )
         )
         alice, bob = placed
         return alice, bob
@@ -212,64 +230,158 @@ class Command(BaseCommand):
         first = len(story.expected)
 
         job_id = jobs.notify_warehouse.enqueue(order_id=alice)
-        exp(Expected(story="async handler", job_id=job_id, state="completed", attempt=1,
-                     pickups=1, errors=0))
-        story.effects.append((
-            f"notify_warehouse (async) stamped order #{alice}",
-            lambda: Order.objects.get(pk=alice).warehouse_notified_at is not None,
-        ))
+        exp(
+            Expected(
+                story="async handler",
+                job_id=job_id,
+                state="completed",
+                attempt=1,
+                pickups=1,
+                errors=0,
+            )
+        )
+        story.effects.append(
+            (
+                f"notify_warehouse (async) stamped order #{alice}",
+                lambda: Order.objects.get(pk=alice).warehouse_notified_at is not None,
+            )
+        )
 
         # A scheduled job: not runnable until run_at, then picked first (priority 1).
-        job_id = awa.enqueue(jobs.fulfil_order, args={"order_id": alice},
-                             run_at=timedelta(seconds=0.5), priority=1, tags=["scheduled"])
-        exp(Expected(story="scheduled 0.5s ahead", job_id=job_id, state="completed",
-                     attempt=1, pickups=1, errors=0))
+        job_id = awa.enqueue(
+            jobs.fulfil_order,
+            args={"order_id": alice},
+            run_at=timedelta(seconds=0.5),
+            priority=1,
+            tags=["scheduled"],
+        )
+        exp(
+            Expected(
+                story="scheduled 0.5s ahead",
+                job_id=job_id,
+                state="completed",
+                attempt=1,
+                pickups=1,
+                errors=0,
+            )
+        )
         story.effects.append(self.ran_after_run_at(job_id))
 
         job_id = jobs.sync_inventory.enqueue(sku="MUG-01")
-        exp(Expected(story="fails twice, then succeeds", job_id=job_id, state="completed",
-                     attempt=3, pickups=3, errors=2, last_error="attempt 2"))
+        exp(
+            Expected(
+                story="fails twice, then succeeds",
+                job_id=job_id,
+                state="completed",
+                attempt=3,
+                pickups=3,
+                errors=2,
+                last_error="attempt 2",
+            )
+        )
 
         job_id = jobs.call_partner_webhook.enqueue(url="https://partner.invalid/hook")
-        exp(Expected(story="always fails (3 attempts)", job_id=job_id, state="failed",
-                     attempt=3, pickups=3, errors=3, last_error="refused the connection"))
+        exp(
+            Expected(
+                story="always fails (3 attempts)",
+                job_id=job_id,
+                state="failed",
+                attempt=3,
+                pickups=3,
+                errors=3,
+                last_error="refused the connection",
+            )
+        )
 
         job_id = jobs.check_payment.enqueue(order_id=bob)
-        exp(Expected(story="RetryAfter, then paid", job_id=job_id, state="completed",
-                     attempt=2, pickups=2, errors=1, last_error="still pending"))
-        story.effects.append((
-            f"check_payment marked order #{bob} paid",
-            lambda: Order.objects.get(pk=bob).status == Order.Status.PAID,
-        ))
+        exp(
+            Expected(
+                story="RetryAfter, then paid",
+                job_id=job_id,
+                state="completed",
+                attempt=2,
+                pickups=2,
+                errors=1,
+                last_error="still pending",
+            )
+        )
+        story.effects.append(
+            (
+                f"check_payment marked order #{bob} paid",
+                lambda: Order.objects.get(pk=bob).status == Order.Status.PAID,
+            )
+        )
 
         job_id = jobs.wait_for_stock.enqueue(sku="MUG-01")
-        exp(Expected(story="Snooze (max_attempts=1)", job_id=job_id, state="completed",
-                     attempt=1, pickups=2, errors=0))
+        exp(
+            Expected(
+                story="Snooze (max_attempts=1)",
+                job_id=job_id,
+                state="completed",
+                attempt=1,
+                pickups=2,
+                errors=0,
+            )
+        )
 
         with transaction.atomic():
-            carol = Order.objects.create(customer_email="carol@example.com",
-                                         amount=Decimal("5.00"), status=Order.Status.CANCELLED)
+            carol = Order.objects.create(
+                customer_email="carol@example.com",
+                amount=Decimal("5.00"),
+                status=Order.Status.CANCELLED,
+            )
             job_id = jobs.fulfil_order.enqueue(order_id=carol.pk)
-        exp(Expected(story="Cancel: order was cancelled", job_id=job_id, state="cancelled",
-                     attempt=1, pickups=1, errors=1, last_error="cancelled by the customer"))
-        story.effects.append((
-            f"no shipping e-mail for cancelled order #{carol.pk}",
-            lambda: not SentEmail.objects.filter(order_id=carol.pk).exists(),
-        ))
+        exp(
+            Expected(
+                story="Cancel: order was cancelled",
+                job_id=job_id,
+                state="cancelled",
+                attempt=1,
+                pickups=1,
+                errors=1,
+                last_error="cancelled by the customer",
+            )
+        )
+        story.effects.append(
+            (
+                f"no shipping e-mail for cancelled order #{carol.pk}",
+                lambda: not SentEmail.objects.filter(order_id=carol.pk).exists(),
+            )
+        )
 
         with transaction.atomic():
             dave = Order.objects.create(customer_email="dave@example.com", amount=Decimal("70"))
             job_id = jobs.charge_card.enqueue(order_id=dave.pk, card_number="4000000000000002")
-        exp(Expected(story="TerminalError: card declined", job_id=job_id, state="failed",
-                     attempt=1, pickups=1, errors=1, last_error="was declined"))
-        story.effects.append((
-            f"declined order #{dave.pk} stayed unpaid",
-            lambda: Order.objects.get(pk=dave.pk).status == Order.Status.PLACED,
-        ))
+        exp(
+            Expected(
+                story="TerminalError: card declined",
+                job_id=job_id,
+                state="failed",
+                attempt=1,
+                pickups=1,
+                errors=1,
+                last_error="was declined",
+            )
+        )
+        story.effects.append(
+            (
+                f"declined order #{dave.pk} stayed unpaid",
+                lambda: Order.objects.get(pk=dave.pk).status == Order.Status.PLACED,
+            )
+        )
 
         job_id = awa.enqueue(RETIRED_KIND, args={"order_id": alice})
-        exp(Expected(story="no handler for its kind", job_id=job_id, state="failed",
-                     attempt=1, pickups=1, errors=1, last_error="unknown job kind"))
+        exp(
+            Expected(
+                story="no handler for its kind",
+                job_id=job_id,
+                state="failed",
+                attempt=1,
+                pickups=1,
+                errors=1,
+                last_error="unknown job kind",
+            )
+        )
 
         # Bulk: three imported orders and their receipts, the jobs written with one COPY.
         with transaction.atomic():
@@ -279,8 +391,16 @@ class Command(BaseCommand):
             )
             bulk_ids = jobs.send_receipt.enqueue_many([{"order_id": o.pk} for o in imported])
         for order, job_id in zip(imported, bulk_ids, strict=True):
-            exp(Expected(story="enqueue_many (COPY)", job_id=job_id, state="completed",
-                         attempt=1, pickups=1, errors=0))
+            exp(
+                Expected(
+                    story="enqueue_many (COPY)",
+                    job_id=job_id,
+                    state="completed",
+                    attempt=1,
+                    pickups=1,
+                    errors=0,
+                )
+            )
             story.effects.append(self.receipt_sent(order.pk, job_id))
 
         # The same rollback as the view's, written out: the job is part of the transaction.
@@ -288,8 +408,10 @@ class Command(BaseCommand):
         try:
             with transaction.atomic():
                 order = Order.objects.create(customer_email="eve@example.com", amount=Decimal(1))
-                rolled_back = {"order_id": order.pk,
-                               "job_id": jobs.send_receipt.enqueue(order_id=order.pk)}
+                rolled_back = {
+                    "order_id": order.pk,
+                    "job_id": jobs.send_receipt.enqueue(order_id=order.pk),
+                }
                 raise RuntimeError("stock check failed after the writes")
         except RuntimeError:
             pass
@@ -324,8 +446,10 @@ class Command(BaseCommand):
         def check() -> bool:
             record = awa.get_job(job_id)
             return (
-                record is not None and record.finalized_at is not None
-                and record.run_at is not None and record.finalized_at >= record.run_at
+                record is not None
+                and record.finalized_at is not None
+                and record.run_at is not None
+                and record.finalized_at >= record.run_at
             )
 
         return f"scheduled job #{job_id} ran no earlier than its run_at", check
@@ -366,8 +490,10 @@ class Command(BaseCommand):
         failures: list[str] = []
         records = {r.job_id: r for r in awa.get_jobs([e.job_id for e in story.expected])}
         self.out("3. What became of each job")
-        self.out(f"   {'job':>5}  {'kind':<26} {'story':<30} {'state':<10} {'att.':<5} "
-                 f"{'pickups':<7}  last error / reason")
+        self.out(
+            f"   {'job':>5}  {'kind':<26} {'story':<30} {'state':<10} {'att.':<5} "
+            f"{'pickups':<7}  last error / reason"
+        )
         counts: dict[str, int] = {}
         for exp in story.expected:
             record = records.get(exp.job_id)
@@ -384,12 +510,26 @@ class Command(BaseCommand):
 
         self.out("")
         self.out("4. Summary")
-        for bucket in ("completed first time", "retried, then completed",
-                       "snoozed, then completed", "failed", "cancelled"):
+        for bucket in (
+            "completed first time",
+            "retried, then completed",
+            "snoozed, then completed",
+            "failed",
+            "cancelled",
+        ):
             self.out(f"   {bucket:<25} {counts.get(bucket, 0)}")
-        others = {k: v for k, v in counts.items() if k not in
-                  {"completed first time", "retried, then completed", "snoozed, then completed",
-                   "failed", "cancelled"}}
+        others = {
+            k: v
+            for k, v in counts.items()
+            if k
+            not in {
+                "completed first time",
+                "retried, then completed",
+                "snoozed, then completed",
+                "failed",
+                "cancelled",
+            }
+        }
         if others:
             failures.append(f"jobs left unfinished: {others}")
         for description, check in story.effects:
@@ -413,22 +553,31 @@ class Command(BaseCommand):
                 f"#{rb.job_id}: {mails}"
             )
             if never:
-                self.out(f"   => rolled-back job #{rb.job_id} and order #{rb.order_id} never "
-                         "existed and never ran")
+                self.out(
+                    f"   => rolled-back job #{rb.job_id} and order #{rb.order_id} never "
+                    "existed and never ran"
+                )
             else:
                 failures.append(f"rolled-back job #{rb.job_id} / order #{rb.order_id} survived")
         return failures
 
     def check_record(self, exp: Expected, record: awa.JobRecord) -> list[str]:
         found = {
-            "state": record.state, "attempt": record.attempt, "pickups": record.run_lease,
+            "state": record.state,
+            "attempt": record.attempt,
+            "pickups": record.run_lease,
             "errors": len(record.errors),
         }
-        wanted = {"state": exp.state, "attempt": exp.attempt, "pickups": exp.pickups,
-                  "errors": exp.errors}
+        wanted = {
+            "state": exp.state,
+            "attempt": exp.attempt,
+            "pickups": exp.pickups,
+            "errors": exp.errors,
+        }
         problems = [
             f"job #{exp.job_id} ({exp.story}): {name} is {found[name]!r}, expected {want!r}"
-            for name, want in wanted.items() if found[name] != want
+            for name, want in wanted.items()
+            if found[name] != want
         ]
         if exp.last_error and exp.last_error not in last_error(record):
             problems.append(
