@@ -120,19 +120,22 @@ class JobRegistry:
 
     def __init__(self) -> None:
         self._jobs: list[Job[Any, Any]] = []
+        # Built on first lookup: kinds resolve app labels, which needs the app registry.
+        self._by_kind: dict[str, Job[Any, Any]] | None = None
 
     def add(self, job: Job[Any, Any]) -> None:
         self._jobs.append(job)
+        self._by_kind = None
 
     def unregister(self, job: Job[Any, Any]) -> None:
         self._jobs.remove(job)
+        self._by_kind = None
 
     def get(self, kind: str) -> Job[Any, Any] | None:
-        # Newest registration wins, so a reloaded module replaces its older handler.
-        for job in reversed(self._jobs):
-            if job.kind == kind:
-                return job
-        return None
+        if self._by_kind is None:
+            # Later registrations win, so a reloaded module replaces its older handler.
+            self._by_kind = {job.kind: job for job in self._jobs}
+        return self._by_kind.get(kind)
 
     def kinds(self) -> list[str]:
         return sorted({job.kind for job in self._jobs})

@@ -18,6 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.jobs import Job, JobContext
@@ -99,7 +101,6 @@ class Dispatcher:
         self._running: dict[asyncio.Task[None], JobContext] = {}
         # True once a claim came back empty with nothing in flight; cleared by any wakeup.
         self.idle = False
-        self._last_claim_empty = False
         self.claimed_count = 0
 
     def poke(self) -> None:
@@ -126,11 +127,12 @@ class Dispatcher:
             self._wakeup.clear()
             jobs = await self._claim(wanted)
             self.permits.release(wanted - len(jobs))
+            if any(self._is_async(job) for job in jobs):
+                await self._refresh_loop_thread_connection()
             for job in jobs:
                 self._start(job)
             if len(jobs) == wanted:
                 continue
-            self._last_claim_empty = not jobs
             if not jobs and not self._running:
                 self.idle = True
             await self._sleep(stopping)
@@ -146,6 +148,16 @@ class Dispatcher:
             return []
         self.claimed_count += len(jobs)
         return jobs
+
+    def _is_async(self, job: ClaimedJob) -> bool:
+        handler = self._resolve(job.kind)
+        return handler is not None and handler.is_async
+
+    async def _refresh_loop_thread_connection(self) -> None:
+        # Async handlers reach the ORM through sync_to_async, on asgiref's one shared thread; its
+        # Django connection gets the same expiry and health hygiene as the sync pool's, once per
+        # batch rather than once per job.
+        await sync_to_async(close_old_connections)()
 
     async def _sleep(self, stopping: asyncio.Event) -> None:
         await wait_for_any(self._wakeup, stopping, timeout=self._poll_interval_s)
@@ -177,5 +189,7 @@ class Dispatcher:
         finally:
             self._running.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
             self.permits.release()
-            if not self._running and self._last_claim_empty:
-                self.idle = True
+            if not self._running:
+                # Claim again at once rather than after the poll interval: a drained batch often
+                # means more work (or, in burst mode, that the queue may now be idle).
+                self._wakeup.set()

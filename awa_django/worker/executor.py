@@ -128,6 +128,11 @@ async def execute(
 ) -> HandlerResult:
     """Run the handler for ``job``; never raises except for task cancellation."""
     if handler is None:
+        logger.error(
+            "unknown job kind job_id=%s kind=%s: no handler registered in this worker",
+            job.job_id,
+            job.kind,
+        )
         return HandlerResult(
             UnknownKindError(f"unknown job kind {job.kind!r}: no handler registered in this worker")
         )

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from asgiref.sync import sync_to_async
+from django.db import connections as db_connections
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
@@ -184,6 +186,8 @@ class WorkerRuntime:
             await completer.stop()
             await pool.close()
             threads.shutdown(wait=False, cancel_futures=True)
+            # The connection async handlers used through sync_to_async lives on asgiref's thread.
+            await sync_to_async(db_connections.close_all)()
         summary = RunSummary(
             claimed=sum(d.claimed_count for d in self._dispatchers.values()),
             written=completer.written_count,
