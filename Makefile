@@ -5,6 +5,8 @@
 #   make test PYTEST_ARGS='-k foo'  ... with extra pytest arguments
 #   make demo                       run the awa_demo management command
 #   make lint                       ruff check
+#   make bench                      benchmarks on a throwaway Postgres (docs/benchmarks.md)
+#   make bench BENCH_ARGS='--jobs 2000 --reps 1'   ... a quick run
 #
 # Set DATABASE_URL to use an existing database instead of a throwaway one.
 # Test another interpreter / Django without touching the default venv:
@@ -14,6 +16,7 @@ PYTHON ?= python3
 VENV ?= .venv
 DJANGO_SPEC ?=
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
 VENV_PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -50,3 +53,8 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 FORCE:
+
+.PHONY: bench
+
+bench: $(STAMP)
+	$(WITH_POSTGRES) $(VENV_PYTHON) -m benchmarks.run $(BENCH_ARGS)
