@@ -149,18 +149,26 @@ def _database_problems(alias: object) -> list[Problem]:
                 f"AWA['DATABASE_ALIAS'] is {alias!r}, which is not a key of settings.DATABASES.",
             )
         ]
-    engine = settings.DATABASES[alias].get("ENGINE", "")
-    if engine != "django.db.backends.postgresql":
+    # The vendor (not the ENGINE string) so PostGIS and other PostgreSQL-based backends pass.
+    if connections[alias].vendor != "postgresql":
+        engine = settings.DATABASES[alias].get("ENGINE", "")
         return [
             Problem(
                 "awa.E004",
-                f"Database {alias!r} uses {engine!r}; awa_django needs "
-                "'django.db.backends.postgresql' with psycopg 3.",
+                f"Database {alias!r} uses {engine!r}; awa_django needs PostgreSQL "
+                "('django.db.backends.postgresql' or a backend built on it) with psycopg 3.",
             )
         ]
-    if not getattr(connections[alias], "is_psycopg3", True):
-        # Django's flag exists only on backends that can tell; psycopg2 is refused.
-        return [Problem("awa.E004", f"Database {alias!r} runs on psycopg2; install psycopg 3.")]
+    from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+    if not is_psycopg3:
+        return [
+            Problem(
+                "awa.E004",
+                f"Database {alias!r} runs on psycopg2; awa_django needs psycopg 3 "
+                "(pip install 'psycopg[binary]').",
+            )
+        ]
     return []
 
 

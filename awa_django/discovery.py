@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from importlib import import_module
 
 from django.utils.module_loading import autodiscover_modules
@@ -14,3 +15,9 @@ def discover_jobs() -> None:
     autodiscover_modules("jobs")
     for module in get_settings().JOB_MODULES:
         import_module(module)
+
+
+@cache
+def ensure_jobs_discovered() -> None:
+    """``discover_jobs`` once per process (enqueue by kind name calls this on a miss)."""
+    discover_jobs()

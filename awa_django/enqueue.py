@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from awa_django.arguments import to_json_text
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN, get_settings
+from awa_django.discovery import ensure_jobs_discovered
 from awa_django.exceptions import InvalidJob
 from awa_django.jobs import Job, registry
 from awa_django.signals import job_enqueued
@@ -47,7 +48,13 @@ def _resolve_job(kind_or_job: str | Job[Any, Any]) -> tuple[str, Job[Any, Any] |
     if isinstance(kind_or_job, Job):
         return kind_or_job.kind, kind_or_job
     if isinstance(kind_or_job, str) and kind_or_job:
-        return kind_or_job, registry.get(kind_or_job)
+        job = registry.get(kind_or_job)
+        if job is None:
+            # A web process may enqueue by name before anything imported the jobs modules; the
+            # handler's signature and defaults still apply once they are imported.
+            ensure_jobs_discovered()
+            job = registry.get(kind_or_job)
+        return kind_or_job, job
     raise InvalidJob(
         f"job must be a registered @awa.job function or a kind string, got {kind_or_job!r}",
         field="kind",
@@ -102,7 +109,7 @@ def _options(
     chosen_priority = _check_int(
         priority
         if priority is not None
-        else (job.priority if job and job.priority else conf.DEFAULT_PRIORITY),
+        else (job.priority if job and job.priority is not None else conf.DEFAULT_PRIORITY),
         name="priority",
         low=PRIORITY_MIN,
         high=PRIORITY_MAX,
@@ -117,9 +124,9 @@ def _options(
         low=1,
         high=MAX_ATTEMPTS_LIMIT,
     )
-    meta = dict(metadata or {})
     if metadata is not None and not isinstance(metadata, Mapping):
         raise InvalidJob(f"metadata must be a dict, got {metadata!r}", field="metadata")
+    meta = dict(metadata or {})
     tag_tuple = tuple(tags or ())
     if len(tag_tuple) > MAX_TAGS or not all(isinstance(t, str) and t for t in tag_tuple):
         raise InvalidJob(
@@ -229,12 +236,14 @@ def enqueue_on_commit(
     max_attempts: int | None = None,
     metadata: Mapping[str, Any] | None = None,
     tags: Sequence[str] | None = None,
+    using: str | None = None,
 ) -> None:
     """Validate now and enqueue after the current transaction commits (opt-in deferral).
 
-    Use it when the business transaction runs on a different database than the queue; when
-    they share one, ``enqueue`` inside the transaction is the safer choice: the job then
-    commits or rolls back with the business rows.
+    ``using`` names the database alias whose transaction to wait for (Django's default alias
+    when None). Use it when the business transaction runs on a different database than the
+    queue; when they share one, ``enqueue`` inside the transaction is the safer choice: the
+    job then commits or rolls back with the business rows.
     """
     kind, job = _resolve_job(kind_or_job)
     bound = _bind(kind, job, args)
@@ -259,7 +268,8 @@ def enqueue_on_commit(
             max_attempts=max_attempts,
             metadata=metadata,
             tags=tags,
-        )
+        ),
+        using=using,
     )
 
 

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar,
 from django.apps import apps
 
 from awa_django.arguments import bind_arguments, handler_parameters
+from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN
+from awa_django.exceptions import InvalidJob
 
 if TYPE_CHECKING:
     from awa_django.enqueue import RunAt
@@ -47,6 +49,15 @@ class JobContext:
         return self.cancel_event.is_set()
 
 
+def _check_option(name: str, value: int | None, low: int, high: int) -> None:
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high
+    ):
+        raise InvalidJob(
+            f"@awa.job {name} must be an integer {low}..{high}, got {value!r}", field=name
+        )
+
+
 class Job(Generic[P, R]):
     """A registered job handler. Calling it runs the function; ``enqueue`` schedules it."""
 
@@ -60,6 +71,8 @@ class Job(Generic[P, R]):
         max_attempts: int | None,
     ) -> None:
         handler_parameters(func)  # fail at import time on a signature we cannot call
+        _check_option("priority", priority, PRIORITY_MIN, PRIORITY_MAX)
+        _check_option("max_attempts", max_attempts, 1, MAX_ATTEMPTS_LIMIT)
         self.func = func
         self._kind = kind
         self.queue = queue

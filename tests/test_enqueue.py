@@ -169,3 +169,37 @@ def test_enqueue_many_returns_ids_in_order_and_defers_future_batches():
     later = record.enqueue_many([{"n": 9}], run_at=timedelta(hours=1))
     assert awa.get_job(later[0]).state == "scheduled"
     assert record.enqueue_many([]) == []
+
+
+def test_job_decorator_rejects_out_of_range_options():
+    with pytest.raises(awa.InvalidJob, match="priority"):
+        awa.job(priority=0)(lambda ctx: None)
+    with pytest.raises(awa.InvalidJob, match="max_attempts"):
+        awa.job(max_attempts=0)(lambda ctx: None)
+
+
+@pytest.mark.django_db
+def test_non_dict_metadata_is_invalid_job():
+    with pytest.raises(awa.InvalidJob) as caught:
+        awa.enqueue(record, args={"n": 1}, metadata="nope")
+    assert caught.value.field == "metadata"
+
+
+@pytest.mark.django_db
+def test_enqueue_by_name_imports_jobs_modules_and_applies_the_handler_defaults(monkeypatch):
+    from awa_django import discovery
+    from awa_django.jobs import registry
+
+    imported = []
+    monkeypatch.setattr(discovery, "discover_jobs", lambda: imported.append(True))
+    discovery.ensure_jobs_discovered.cache_clear()
+    job_id = awa.enqueue("tests.always_fails", args={"message": "x"})
+    assert awa.get_job(job_id).max_attempts == 3  # the decorator's value, not the default 25
+    assert imported == []  # already registered: no import needed
+    assert registry.get("tests.not_anywhere") is None
+    with pytest.raises(awa.InvalidJob):
+        awa.enqueue("tests.always_fails", args={"unknown": 1})
+    awa.enqueue("tests.not_anywhere", args={})
+    awa.enqueue("tests.not_anywhere", args={})
+    assert imported == [True]  # one import pass per process, on the first miss
+    discovery.ensure_jobs_discovered.cache_clear()

@@ -204,3 +204,45 @@ def test_promotion_uses_the_partial_indexes():
         )
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "deferred_jobs_scheduled_due" in plan
+
+
+def test_promotion_skips_a_lane_whose_producer_has_not_committed():
+    """Promotion only tries lane locks: it never waits behind an application transaction."""
+    import threading
+
+    from django.db import connections, transaction
+
+    due = awa.enqueue("k.d", args={}, run_at=timedelta(milliseconds=1))
+    holding = threading.Event()
+    release = threading.Event()
+
+    def producer() -> None:
+        try:
+            with transaction.atomic():
+                awa.enqueue("k.d", args={})
+                holding.set()
+                release.wait(10)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=producer)
+    thread.start()
+    try:
+        assert holding.wait(10)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(0.01)")
+        assert run(promote_due, limit=10) == 0
+        assert awa.get_job(due).state == "scheduled"
+    finally:
+        release.set()
+        thread.join(10)
+    assert run(promote_due, limit=10) == 1
+    assert awa.get_job(due).state == "available"
+
+
+def test_next_due_ignores_paused_queues():
+    awa.enqueue("k.d", args={}, queue="email", run_at=timedelta(seconds=5))
+    assert run(seconds_until_next_due, queues=["email"]) is not None
+    with connection.cursor() as cursor:
+        cursor.execute("INSERT INTO awa.queue_meta (queue, paused) VALUES ('email', true)")
+    assert run(seconds_until_next_due, queues=["email"]) is None

@@ -7,7 +7,7 @@ DROP FUNCTION awa.close_attempts(integer[], text[], smallint[], smallint[], bigi
                                  bigint[], text[], timestamptz[], jsonb[]);
 DROP FUNCTION awa.claim_ready(text, integer, text);
 DROP FUNCTION awa.enqueue_job(text, text, smallint, jsonb, integer, timestamptz, jsonb, text[]);
-DROP FUNCTION awa.reserve_lane(text, smallint, smallint, integer);
+DROP FUNCTION awa.reserve_lane(text, smallint, smallint, integer, boolean);
 DROP TYPE awa.claimed_job;
 DROP TABLE awa.dlq_entries, awa.deferred_jobs, awa.done_entries, awa.claim_receipts,
            awa.ready_tombstones, awa.ready_entries, awa.queue_lanes, awa.queue_meta,

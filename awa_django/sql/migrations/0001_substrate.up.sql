@@ -43,10 +43,9 @@ CREATE TABLE awa.queue_meta (
 );
 
 -- A lane is one ordered (queue, priority, shard) stream. The row is inserted once, on first use,
--- and is never updated: producers serialise on an advisory lock keyed by lane_id, claimers lock
--- the row FOR UPDATE SKIP LOCKED (a row lock, not a new row version).
+-- and is never updated: producers serialise on an advisory lock keyed by a hash of the lane,
+-- claimers lock the row FOR UPDATE SKIP LOCKED (a row lock, not a new row version).
 CREATE TABLE awa.queue_lanes (
-    lane_id integer GENERATED ALWAYS AS IDENTITY UNIQUE,
     queue text NOT NULL,
     priority smallint NOT NULL,
     shard smallint NOT NULL,
@@ -113,6 +112,8 @@ CREATE TABLE awa.claim_receipts (
     claimed_by text NOT NULL,
     PRIMARY KEY (queue, priority, shard, lane_seq, ready_slot)
 ) PARTITION BY LIST (ready_slot);
+-- Job lookups (the awa.jobs view, operators) by id.
+CREATE INDEX claim_receipts_job_id ON awa.claim_receipts (job_id);
 
 -- Closure evidence: one row per closed attempt, whatever its outcome. The primary key on
 -- (job_id, run_lease) is the run_lease guard: the first closer of an attempt wins, a later or
@@ -236,24 +237,31 @@ CREATE TYPE awa.claimed_job AS (
 -- A rolled-back producer just leaves unused sequence values, which nothing waits for.
 -- Every statement here takes a fresh snapshot (VOLATILE plpgsql), so the ring cursor read after
 -- the lock reflects rotations committed while we waited.
+--
+-- With p_wait false the lock is only tried: when a producer holds the lane, nothing is reserved
+-- and every OUT value is NULL. Promotion uses that so it never queues behind (or deadlocks with)
+-- an application transaction.
 CREATE FUNCTION awa.reserve_lane(
-    p_queue text, p_priority smallint, p_shard smallint, p_count integer,
+    p_queue text, p_priority smallint, p_shard smallint, p_count integer, p_wait boolean,
     OUT ready_slot integer, OUT ready_generation bigint, OUT lane_seqs bigint[]
 ) LANGUAGE plpgsql AS $$
 DECLARE
-    v_lane_id integer;
+    -- 1096237388 = 'AWAL': the lane-lock class, so our keys never collide with an app's. Two
+    -- lanes whose names hash alike merely share a lock.
+    v_lock_key constant integer := hashtext(p_queue || '/' || p_priority || '/' || p_shard);
 BEGIN
-    SELECT l.lane_id INTO v_lane_id FROM awa.queue_lanes l
-     WHERE l.queue = p_queue AND l.priority = p_priority AND l.shard = p_shard;
-    IF NOT FOUND THEN
-        -- Checked first so the identity sequence is not consumed by every enqueue.
+    IF p_wait THEN
+        PERFORM pg_advisory_xact_lock(1096237388, v_lock_key);
+    ELSIF NOT pg_try_advisory_xact_lock(1096237388, v_lock_key) THEN
+        RETURN;
+    END IF;
+    -- The lane row is written under the lane lock, so this insert never waits on another
+    -- producer's uncommitted insert of the same row.
+    IF NOT EXISTS (SELECT 1 FROM awa.queue_lanes l
+                    WHERE l.queue = p_queue AND l.priority = p_priority AND l.shard = p_shard) THEN
         INSERT INTO awa.queue_lanes (queue, priority, shard) VALUES (p_queue, p_priority, p_shard)
             ON CONFLICT DO NOTHING;
-        SELECT l.lane_id INTO STRICT v_lane_id FROM awa.queue_lanes l
-         WHERE l.queue = p_queue AND l.priority = p_priority AND l.shard = p_shard;
     END IF;
-    -- 1096237388 = 'AWAL': the lane-lock class, so our keys never collide with an app's.
-    PERFORM pg_advisory_xact_lock(1096237388, v_lane_id);
     SELECT r.slot, r.generation INTO ready_slot, ready_generation
       FROM awa.queue_ring_rotations r ORDER BY r.generation DESC LIMIT 1;
     lane_seqs := ARRAY(SELECT nextval('awa.lane_seq') FROM generate_series(1, p_count));
@@ -279,7 +287,7 @@ BEGIN
                 p_run_at, now(), p_metadata, p_tags, '[]');
         RETURN v_job_id;
     END IF;
-    SELECT * INTO v_lane FROM awa.reserve_lane(p_queue, p_priority, 0::smallint, 1);
+    SELECT * INTO v_lane FROM awa.reserve_lane(p_queue, p_priority, 0::smallint, 1, true);
     INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot, ready_generation,
                                    job_id, kind, args, attempt, run_lease, max_attempts, run_at,
                                    created_at, metadata, tags, errors)
@@ -408,10 +416,11 @@ $$;
 -- Moves due deferred jobs of one state into the ready ring, at most p_limit per call, and
 -- returns how many moved. Job id, attempt and run_lease are kept.
 --
--- Lock order: deferred rows first (FOR UPDATE SKIP LOCKED, so concurrent promoters split the
--- backlog), then lane locks in (queue, priority) order. Producers never lock existing deferred
--- rows, so the two orders cannot form a cycle. The state is a parameter of this function but a
--- literal in each query below, so the partial indexes are chosen.
+-- Locks: deferred rows FOR UPDATE SKIP LOCKED, so concurrent promoters split the backlog; lane
+-- locks are only tried, so a lane whose producer has not committed yet is skipped this pass
+-- (its rows stay deferred, nothing waits, no lock cycle with application transactions can
+-- form). The state is a parameter of this function but a literal in each query below, so the
+-- partial indexes are chosen.
 CREATE FUNCTION awa.promote_due(p_state text, p_limit integer)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
@@ -445,7 +454,8 @@ BEGIN
          WHERE d.job_id = ANY (v_ids) GROUP BY d.queue, d.priority ORDER BY d.queue, d.priority
     LOOP
         SELECT * INTO v_ready FROM awa.reserve_lane(v_lane.queue, v_lane.priority, 0::smallint,
-                                                     v_lane.n);
+                                                     v_lane.n, false);
+        CONTINUE WHEN v_ready.lane_seqs IS NULL;
         WITH moved AS (
             DELETE FROM awa.deferred_jobs d
              WHERE d.job_id = ANY (v_ids) AND d.queue = v_lane.queue

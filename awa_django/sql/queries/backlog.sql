@@ -18,11 +18,16 @@ SELECT awa.promote_due('scheduled', %(limit)s::integer) AS moved
 SELECT awa.promote_due('retryable', %(limit)s::integer) AS moved
 
 -- name: seconds_until_next_due
--- Seconds until the earliest deferred job of the given queues is due (NULL when none; <= 0 when
--- already due). Each state is read through its own partial index.
+-- Seconds until the earliest deferred job of the given unpaused queues is due (NULL when none;
+-- <= 0 when already due). Paused queues are left out because promotion skips them too. Each
+-- state is read through its own partial index.
+WITH live AS (
+    SELECT q FROM unnest(%(queues)s::text[]) AS q
+     WHERE NOT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = q AND m.paused)
+)
 SELECT extract(epoch FROM least(
            (SELECT min(run_at) FROM awa.deferred_jobs
-             WHERE state = 'scheduled' AND queue = ANY (%(queues)s::text[])),
+             WHERE state = 'scheduled' AND queue IN (SELECT q FROM live)),
            (SELECT min(run_at) FROM awa.deferred_jobs
-             WHERE state = 'retryable' AND queue = ANY (%(queues)s::text[])))
+             WHERE state = 'retryable' AND queue IN (SELECT q FROM live)))
        - now())::float8 AS seconds

@@ -12,7 +12,7 @@ SELECT awa.enqueue_job(%(kind)s, %(queue)s, %(priority)s::smallint, %(args)s::js
 -- is held until the caller's transaction ends.
 SELECT lane.ready_slot, lane.ready_generation, lane.lane_seqs,
        ARRAY(SELECT nextval('awa.job_id_seq') FROM generate_series(1, %(count)s)) AS job_ids
-  FROM awa.reserve_lane(%(queue)s, %(priority)s::smallint, 0::smallint, %(count)s) AS lane
+  FROM awa.reserve_lane(%(queue)s, %(priority)s::smallint, 0::smallint, %(count)s, true) AS lane
 
 -- name: copy_ready
 -- COPY target for a reserved batch of immediate jobs.
