@@ -14,7 +14,6 @@ from awa_django.exceptions import (
     JobOutcome,
     RetryAfter,
     Snooze,
-    StaleLease,
     TerminalError,
     UnknownJobKind,
 )
@@ -33,7 +32,6 @@ __all__ = [
     "JobRecord",
     "RetryAfter",
     "Snooze",
-    "StaleLease",
     "TerminalError",
     "UnknownJobKind",
     "enqueue",

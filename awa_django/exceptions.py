@@ -30,10 +30,6 @@ class UnknownJobKind(AwaError, LookupError):
     """No handler is registered in this process for a job kind."""
 
 
-class StaleLease(AwaError):
-    """A write for an attempt whose run_lease is no longer current was rejected."""
-
-
 class JobOutcome(Exception):
     """Base of the outcomes a handler can raise (or return) instead of completing normally."""
 

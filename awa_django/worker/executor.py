@@ -20,7 +20,14 @@ from typing import Any, Final
 
 from django.db import close_old_connections
 
-from awa_django.exceptions import Cancel, JobOutcome, RetryAfter, Snooze, TerminalError
+from awa_django.exceptions import (
+    Cancel,
+    JobOutcome,
+    RetryAfter,
+    Snooze,
+    TerminalError,
+    UnknownJobKind,
+)
 from awa_django.jobs import Job, JobContext
 from awa_django.storage.execution import Completion, Outcome
 from awa_django.storage.queue import ClaimedJob
@@ -48,10 +55,6 @@ class HandlerResult:
     """What a handler did: returned (``error`` is None) or raised/returned an outcome or error."""
 
     error: BaseException | None = None
-
-
-class UnknownKindError(Exception):
-    """Raised in place of a handler that no module of this process registered."""
 
 
 def error_entry(exc: BaseException, *, attempt: int, at: datetime) -> dict[str, Any]:
@@ -103,7 +106,7 @@ def result_to_completion(
             error={"attempt": job.attempt, "at": now.isoformat(), "reason": exc.reason},
         )
     error = error_entry(exc, attempt=job.attempt, at=now)
-    if isinstance(exc, TerminalError | UnknownKindError):
+    if isinstance(exc, TerminalError | UnknownJobKind):
         return close(Outcome.FAILED, error=error)
     if job.attempt >= job.max_attempts:
         return close(Outcome.FAILED, error=error)
@@ -134,7 +137,7 @@ async def execute(
             job.kind,
         )
         return HandlerResult(
-            UnknownKindError(f"unknown job kind {job.kind!r}: no handler registered in this worker")
+            UnknownJobKind(f"unknown job kind {job.kind!r}: no handler registered in this worker")
         )
     try:
         if handler.is_async:

@@ -12,7 +12,6 @@ from awa_django.storage.queue import ClaimedJob
 from awa_django.worker.executor import (
     HandlerResult,
     RetryPolicy,
-    UnknownKindError,
     result_to_completion,
 )
 
@@ -107,7 +106,7 @@ def test_terminal_error_fails_at_once():
 
 
 def test_unknown_kind_fails_at_once():
-    completion = map_result(UnknownKindError("unknown job kind 'x'"), attempt=1, max_attempts=25)
+    completion = map_result(awa.UnknownJobKind("unknown job kind 'x'"), attempt=1, max_attempts=25)
     assert completion.outcome is Outcome.FAILED
     assert "unknown job kind" in completion.error["message"]
 
