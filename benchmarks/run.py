@@ -115,7 +115,12 @@ def _notes(measurement: Measurement) -> str:
     claim = statistics.median(e["claims"]["mean_jobs"] or 0 for e in extras)
     done = statistics.median(e["completions"]["mean_jobs"] or 0 for e in extras)
     process = statistics.median(e["process_s"] for e in extras)
-    return f"{claim:.1f} jobs/claim, {done:.1f} jobs/completion stmt, process {process:.1f}s"
+    busy = [e["machine_cpu_busy"] for e in extras if e.get("machine_cpu_busy") is not None]
+    cpu = f", CPUs {statistics.median(busy):.0%} busy" if busy else ""
+    return (
+        f"{claim:.1f} jobs/claim, {done:.1f} jobs/completion stmt, "
+        f"process {process:.1f}s{cpu}"
+    )
 
 
 def print_table(measurements: list[Measurement], reps: int) -> None:

@@ -29,7 +29,7 @@ QUEUE = "bench"
 # Size of one job's arguments as compact JSON text, the shape enqueue stores.
 ARGS_BYTES = 256
 # A drain that takes longer than this is stuck, not slow.
-WORKER_TIMEOUT_S = 900.0
+WORKER_TIMEOUT_S = 300.0
 
 
 @dataclass
@@ -211,6 +211,23 @@ def _committed_transactions() -> int:
         return int(cursor.fetchone()[0])
 
 
+def _machine_cpu_ticks() -> tuple[int, int] | None:
+    """(busy, total) jiffies over all CPUs from /proc/stat, or None off Linux."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return None
+    ticks = [int(value) for value in fields]
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
+def _busy_fraction(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    if before is None or after is None or after[1] == before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
 def _children_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -255,8 +272,10 @@ def measure_drain(n: int, kind: str, concurrency: int) -> Sample:
 
     load_1min = os.getloadavg()[0]
     cpu_before = _children_cpu_s()
+    machine_before = _machine_cpu_ticks()
     worker = WorkerProcess(concurrency)
     code, process_s = worker.wait(WORKER_TIMEOUT_S)
+    machine_busy = _busy_fraction(machine_before, _machine_cpu_ticks())
     worker_cpu_s = _children_cpu_s() - cpu_before
     # Let the worker's backends finish exiting, which is when their counters are flushed.
     time.sleep(0.5)
@@ -274,6 +293,9 @@ def measure_drain(n: int, kind: str, concurrency: int) -> Sample:
         # CPU the worker process used (user + system), start-up included.
         "worker_cpu_s": worker_cpu_s,
         "loadavg_1min_before": load_1min,
+        # Share of all CPUs busy while the worker ran: PostgreSQL, the worker, and anything
+        # else on a shared machine. Near 1.0 means CPU-bound.
+        "machine_cpu_busy": machine_busy,
         "startup_s": None if worker.ready_at is None else worker.ready_at - worker.started_at,
         "worker_exit_code": code,
         "claims": _statement_stats(_CLAIM_GROUPS),
