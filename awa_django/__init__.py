@@ -5,8 +5,10 @@ The public API, re-exported; ``import awa_django as awa`` and use ``awa.job``, `
 
 from __future__ import annotations
 
+from awa_django.actions import cancel
 from awa_django.enqueue import enqueue, enqueue_many, enqueue_on_commit
 from awa_django.exceptions import (
+    AttemptRescued,
     AwaError,
     Cancel,
     ConfigError,
@@ -22,6 +24,7 @@ from awa_django.records import get_job, get_jobs
 from awa_django.storage.jobs import JobRecord
 
 __all__ = [
+    "AttemptRescued",
     "AwaError",
     "Cancel",
     "ConfigError",
@@ -34,6 +37,7 @@ __all__ = [
     "Snooze",
     "TerminalError",
     "UnknownJobKind",
+    "cancel",
     "enqueue",
     "enqueue_many",
     "enqueue_on_commit",

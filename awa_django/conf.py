@@ -33,6 +33,8 @@ class QueueSettings:
     name: str
     # Jobs of this queue one worker process runs at once (hard-reserved permits).
     concurrency: int = 10
+    # Hard deadline of one attempt, after which the leader rescues it; 0 disables.
+    deadline_s: float = 300.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,6 +73,29 @@ class AwaSettings:
     RETRY_JITTER: float = 0.25
     # How long a stopping worker lets in-flight jobs finish.
     SHUTDOWN_TIMEOUT_S: float = 30.0
+    # A worker heartbeats (and flushes progress of) its attempts older than this, this often.
+    HEARTBEAT_INTERVAL_S: float = 30.0
+    # An attempt silent for this long is rescued; keep it at least 3 heartbeat intervals.
+    HEARTBEAT_STALENESS_S: float = 90.0
+    # How often the leader looks for stale or overdue attempts to rescue.
+    RESCUE_INTERVAL_S: float = 5.0
+    # Most attempts one rescue pass closes.
+    RESCUE_BATCH_SIZE: int = 500
+    # How often a non-leader tries to become maintenance leader (and the leader checks its lock).
+    LEADER_ELECTION_INTERVAL_S: float = 2.0
+    # How often the leader tries to rotate and to prune each ring.
+    RING_INTERVAL_S: float = 1.0
+    # Longest a prune waits for the locks on a slot before skipping it this time.
+    RING_LOCK_TIMEOUT_MS: int = 50
+    # Completed history is kept at least this long before its ring slot may be truncated.
+    COMPLETED_RETENTION_S: float = 3600.0
+    # Failed and cancelled history is kept at least this long (carried across prunes).
+    FAILED_RETENTION_S: float = 259200.0
+    # Dead-letter entries older than this are deleted by the leader.
+    DLQ_RETENTION_S: float = 2592000.0
+    # How often the leader runs retention cleanup, and the most rows one statement deletes.
+    CLEANUP_INTERVAL_S: float = 60.0
+    CLEANUP_BATCH_SIZE: int = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +106,7 @@ class Problem:
     message: str
 
 
-_QUEUE_OPTIONS: Final = frozenset({"concurrency"})
+_QUEUE_OPTIONS: Final = frozenset({"concurrency", "deadline_s"})
 _POSITIVE_NUMBERS: Final = (
     "POLL_INTERVAL_S",
     "PROMOTE_INTERVAL_S",
@@ -89,8 +114,22 @@ _POSITIVE_NUMBERS: Final = (
     "RETRY_BACKOFF_BASE_S",
     "RETRY_BACKOFF_MAX_S",
     "SHUTDOWN_TIMEOUT_S",
+    "HEARTBEAT_INTERVAL_S",
+    "HEARTBEAT_STALENESS_S",
+    "RESCUE_INTERVAL_S",
+    "LEADER_ELECTION_INTERVAL_S",
+    "RING_INTERVAL_S",
+    "CLEANUP_INTERVAL_S",
 )
-_POSITIVE_INTEGERS: Final = ("PROMOTE_BATCH_SIZE", "CLAIM_BATCH_SIZE", "COMPLETION_BATCH_SIZE")
+_NON_NEGATIVE_NUMBERS: Final = ("COMPLETED_RETENTION_S", "FAILED_RETENTION_S", "DLQ_RETENTION_S")
+_POSITIVE_INTEGERS: Final = (
+    "PROMOTE_BATCH_SIZE",
+    "CLAIM_BATCH_SIZE",
+    "COMPLETION_BATCH_SIZE",
+    "RESCUE_BATCH_SIZE",
+    "RING_LOCK_TIMEOUT_MS",
+    "CLEANUP_BATCH_SIZE",
+)
 
 
 def _is_int(value: object) -> bool:
@@ -136,6 +175,15 @@ def _queue_problems(raw_queues: object) -> list[Problem]:
                     "awa.E006",
                     f"AWA['QUEUES'][{name!r}]['concurrency'] must be a positive integer, "
                     f"got {concurrency!r}.",
+                )
+            )
+        deadline = options.get("deadline_s", 300.0)
+        if not _is_number(deadline) or deadline < 0:
+            found.append(
+                Problem(
+                    "awa.E006",
+                    f"AWA['QUEUES'][{name!r}]['deadline_s'] must be a number of seconds >= 0 "
+                    f"(0 disables the deadline), got {deadline!r}.",
                 )
             )
     return found
@@ -208,6 +256,20 @@ def _scalar_problems(raw: Mapping[str, Any], defaults: AwaSettings) -> list[Prob
             found.append(
                 Problem("awa.E010", f"AWA[{key!r}] must be a positive number, got {value!r}.")
             )
+    for key in _NON_NEGATIVE_NUMBERS:
+        value = raw.get(key, getattr(defaults, key))
+        if not _is_number(value) or value < 0:
+            found.append(Problem("awa.E010", f"AWA[{key!r}] must be a number >= 0, got {value!r}."))
+    interval = raw.get("HEARTBEAT_INTERVAL_S", defaults.HEARTBEAT_INTERVAL_S)
+    staleness = raw.get("HEARTBEAT_STALENESS_S", defaults.HEARTBEAT_STALENESS_S)
+    if _is_number(interval) and _is_number(staleness) and staleness < 3 * interval:
+        found.append(
+            Problem(
+                "awa.E012",
+                f"AWA['HEARTBEAT_STALENESS_S'] ({staleness}) must be at least 3 x "
+                f"HEARTBEAT_INTERVAL_S ({interval}), or live jobs get rescued between heartbeats.",
+            )
+        )
     for key in _POSITIVE_INTEGERS:
         value = raw.get(key, getattr(defaults, key))
         if not _is_int(value) or value < 1:

@@ -30,6 +30,10 @@ class UnknownJobKind(AwaError, LookupError):
     """No handler is registered in this process for a job kind."""
 
 
+class AttemptRescued(AwaError):
+    """Recorded as the error of an attempt the leader rescued (stale heartbeat or deadline)."""
+
+
 class JobOutcome(Exception):
     """Base of the outcomes a handler can raise (or return) instead of completing normally."""
 

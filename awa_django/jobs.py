@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar,
 
 from django.apps import apps
 
-from awa_django.arguments import bind_arguments, handler_parameters
+from awa_django.arguments import bind_arguments, handler_parameters, to_json_text
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN
 from awa_django.exceptions import InvalidJob
 
@@ -25,6 +25,38 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+class AttemptProgress:
+    """Progress and checkpoint of one attempt, shared between the handler's thread and the
+    worker loop that flushes it with heartbeats."""
+
+    def __init__(self, progress: dict[str, Any] | None, checkpoint: dict[str, Any] | None) -> None:
+        self._lock = threading.Lock()
+        self._progress = progress
+        self._checkpoint = checkpoint
+        self._dirty = False
+
+    def update(self, progress: dict[str, Any], checkpoint: dict[str, Any] | None) -> None:
+        with self._lock:
+            self._progress = progress
+            if checkpoint is not None:
+                self._checkpoint = checkpoint
+            self._dirty = True
+
+    def read(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        with self._lock:
+            return self._progress, self._checkpoint
+
+    def take_unflushed(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None, bool]:
+        """The current values and whether they changed since the last call."""
+        with self._lock:
+            dirty, self._dirty = self._dirty, False
+            return self._progress, self._checkpoint, dirty
+
+    def mark_unflushed(self) -> None:
+        with self._lock:
+            self._dirty = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,10 +75,37 @@ class JobContext:
     tags: tuple[str, ...]
     created_at: datetime
     cancel_event: threading.Event = field(default_factory=threading.Event, repr=False)
+    state: AttemptProgress = field(default_factory=lambda: AttemptProgress(None, None), repr=False)
 
     def is_cancelled(self) -> bool:
-        """True once the worker asks this attempt to stop (shutdown); poll it in long loops."""
+        """True once the worker asks this attempt to stop: shutdown, cancel or rescue."""
         return self.cancel_event.is_set()
+
+    def set_progress(
+        self, percent: float, message: str = "", *, checkpoint: Mapping[str, Any] | None = None
+    ) -> None:
+        """Report progress (0-100) and optionally save a checkpoint; both are written with the
+        next heartbeat, kept across retries and rescues, and cleared when the job completes."""
+        if isinstance(percent, bool) or not isinstance(percent, int | float):
+            raise TypeError(f"percent must be a number, got {percent!r}")
+        if not 0 <= percent <= 100:
+            raise ValueError(f"percent must be between 0 and 100, got {percent!r}")
+        saved = None
+        if checkpoint is not None:
+            to_json_text(dict(checkpoint), what="checkpoint")
+            saved = dict(checkpoint)
+        self.state.update({"percent": percent, "message": str(message)}, saved)
+
+    @property
+    def progress(self) -> dict[str, Any] | None:
+        """The latest progress: this attempt's, else the one an earlier attempt saved."""
+        return self.state.read()[0]
+
+    @property
+    def checkpoint(self) -> dict[str, Any] | None:
+        """The latest saved checkpoint (from this attempt or an earlier one), or None."""
+        checkpoint = self.state.read()[1]
+        return None if checkpoint is None else dict(checkpoint)
 
 
 def _check_option(name: str, value: int | None, low: int, high: int) -> None:

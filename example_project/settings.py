@@ -72,6 +72,8 @@ AWA = {
     # Extra handler modules, e.g. the test suite's (every app's jobs.py is found anyway).
     "JOB_MODULES": env.list("AWA_JOB_MODULES", default=[]),
 }
+# Any other AWA key, as JSON: the test suite uses it to give worker subprocesses short intervals.
+AWA.update(env.json("AWA_OVERRIDES", default={}))
 
 LOGGING = {
     "version": 1,

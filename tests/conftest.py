@@ -48,6 +48,7 @@ def truncate_awa_tables() -> None:
         (tables,) = cursor.fetchone()
         cursor.execute(f"TRUNCATE {tables}, tests_job_runs")
         cursor.execute("INSERT INTO awa.queue_ring_rotations (generation, slot) VALUES (0, 0)")
+        cursor.execute("INSERT INTO awa.lease_ring_rotations (generation, slot) VALUES (0, 0)")
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from awa_django.sql import queries
+from awa_django.storage.queue import ClaimedJob
 
 _SQL = queries("execution")
 
@@ -42,6 +43,36 @@ class Completion:
     run_at: datetime | None = None
     # This attempt's error (or cancel reason) as a JSON object.
     error: dict[str, Any] | None = None
+    # Progress and checkpoint the attempt reported; None leaves the saved ones unchanged.
+    progress: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LiveAttempt:
+    """An attempt a worker is running, as its heartbeat reports it."""
+
+    job_id: int
+    run_lease: int
+    queue: str
+    priority: int
+    shard: int
+    lane_seq: int
+    ready_slot: int
+    progress: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rescuable:
+    """An open attempt the leader must rescue, and why ('deadline' or 'heartbeat')."""
+
+    reason: str
+    job: ClaimedJob
+
+
+def _json_or_none(value: dict[str, Any] | None) -> Jsonb | None:
+    return None if value is None else Jsonb(value)
 
 
 async def close_attempts(
@@ -61,7 +92,56 @@ async def close_attempts(
             "run_lease": [c.run_lease for c in completions],
             "outcome": [c.outcome.value for c in completions],
             "run_at": [c.run_at for c in completions],
-            "error": [None if c.error is None else Jsonb(c.error) for c in completions],
+            "error": [_json_or_none(c.error) for c in completions],
+            "progress": [_json_or_none(c.progress) for c in completions],
+            "checkpoint": [_json_or_none(c.checkpoint) for c in completions],
         },
     )
     return {(int(job_id), int(lease)) for job_id, lease in await cursor.fetchall()}
+
+
+async def heartbeat_attempts(
+    conn: AsyncConnection[Any], attempts: Sequence[LiveAttempt], *, claimed_by: str
+) -> set[tuple[int, int]]:
+    """Heartbeat ``attempts`` and save their progress in one statement; returns the
+    (job_id, run_lease) pairs still open. The rest were closed by rescue or cancel."""
+    cursor = await conn.execute(
+        _SQL["heartbeat_attempts"],
+        {
+            "ready_slot": [a.ready_slot for a in attempts],
+            "queue": [a.queue for a in attempts],
+            "priority": [a.priority for a in attempts],
+            "shard": [a.shard for a in attempts],
+            "lane_seq": [a.lane_seq for a in attempts],
+            "job_id": [a.job_id for a in attempts],
+            "run_lease": [a.run_lease for a in attempts],
+            "progress": [_json_or_none(a.progress) for a in attempts],
+            "checkpoint": [_json_or_none(a.checkpoint) for a in attempts],
+            "claimed_by": claimed_by,
+        },
+    )
+    return {(int(job_id), int(lease)) for job_id, lease in await cursor.fetchall()}
+
+
+async def find_rescuable(
+    conn: AsyncConnection[Any], *, staleness_s: float, limit: int
+) -> list[Rescuable]:
+    """Open attempts past their deadline, or silent for longer than ``staleness_s``."""
+    cursor = await conn.execute(
+        _SQL["find_rescuable"], {"staleness_s": staleness_s, "limit": limit}
+    )
+    names = [column.name for column in cursor.description or ()]
+    found = []
+    for row in await cursor.fetchall():
+        values = dict(zip(names, row, strict=True))
+        reason = values.pop("reason")
+        found.append(Rescuable(reason=reason, job=ClaimedJob(**values)))
+    return found
+
+
+async def notify_cancel(conn: AsyncConnection[Any], attempts: Sequence[tuple[int, int]]) -> None:
+    """Tell every worker that these attempts were closed, so their owner raises the cancel flag."""
+    if attempts:
+        await conn.execute(
+            _SQL["notify_cancel"], {"attempts": [f"{job}:{lease}" for job, lease in attempts]}
+        )

@@ -59,6 +59,9 @@ class ClaimedJob:
     metadata: dict[str, Any]
     tags: list[str]
     errors: list[Any]
+    # Saved by earlier attempts of this job (None when there is none).
+    progress: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None
 
 
 def enqueue_job(cursor: CursorWrapper, job: NewJob) -> int:
@@ -131,11 +134,21 @@ def copy_ready(
 
 
 async def claim_ready(
-    conn: AsyncConnection[Any], *, queue: str, limit: int, claimed_by: str
+    conn: AsyncConnection[Any], *, queue: str, limit: int, claimed_by: str, deadline_s: float
 ) -> list[ClaimedJob]:
-    """Claim up to ``limit`` jobs of ``queue`` in one round trip (autocommit connection)."""
+    """Claim up to ``limit`` jobs of ``queue`` in one round trip (autocommit connection);
+    ``deadline_s`` > 0 gives each attempt a hard deadline."""
     async with conn.cursor(row_factory=class_row(ClaimedJob)) as cursor:
         await cursor.execute(
-            _SQL["claim_ready"], {"queue": queue, "limit": limit, "claimed_by": claimed_by}
+            _SQL["claim_ready"],
+            {"queue": queue, "limit": limit, "claimed_by": claimed_by, "deadline_s": deadline_s},
         )
         return await cursor.fetchall()
+
+
+def cancel_job(cursor: CursorWrapper, *, job_id: int, reason: str) -> str:
+    """Cancel one job in the cursor's transaction; returns the outcome name of awa.cancel_job."""
+    cursor.execute(_SQL["cancel_job"], {"job_id": job_id, "reason": reason})
+    row = cursor.fetchone()
+    assert row is not None  # the function always answers
+    return str(row[0])

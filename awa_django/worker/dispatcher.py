@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +24,7 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from psycopg_pool import AsyncConnectionPool
 
-from awa_django.jobs import Job, JobContext
+from awa_django.jobs import AttemptProgress, Job, JobContext
 from awa_django.storage.queue import ClaimedJob, claim_ready
 from awa_django.worker.completer import Completer
 from awa_django.worker.executor import RetryPolicy, execute, result_to_completion
@@ -68,6 +70,15 @@ class Permits:
         return self.total - self.free
 
 
+@dataclass(slots=True)
+class RunningAttempt:
+    """An attempt this process is executing (owned by its dispatcher)."""
+
+    job: ClaimedJob
+    ctx: JobContext
+    started: float  # monotonic seconds
+
+
 class Dispatcher:
     """Claims and runs the jobs of one queue."""
 
@@ -76,6 +87,7 @@ class Dispatcher:
         *,
         queue: str,
         concurrency: int,
+        deadline_s: float,
         claim_batch_size: int,
         poll_interval_s: float,
         claimed_by: str,
@@ -87,6 +99,7 @@ class Dispatcher:
         now: Callable[[], datetime],
     ) -> None:
         self.queue = queue
+        self._deadline_s = deadline_s
         self.permits = Permits(concurrency)
         self._claim_batch_size = claim_batch_size
         self._poll_interval_s = poll_interval_s
@@ -98,7 +111,7 @@ class Dispatcher:
         self._policy = policy
         self._now = now
         self._wakeup = asyncio.Event()
-        self._running: dict[asyncio.Task[None], JobContext] = {}
+        self._running: dict[asyncio.Task[None], RunningAttempt] = {}
         # True once a claim came back empty with nothing in flight; cleared by any wakeup.
         self.idle = False
         self.claimed_count = 0
@@ -110,8 +123,19 @@ class Dispatcher:
 
     def cancel_in_flight(self) -> None:
         """Raise the cancel flag of every running attempt (handlers poll ``ctx.is_cancelled``)."""
-        for ctx in self._running.values():
-            ctx.cancel_event.set()
+        for attempt in self._running.values():
+            attempt.ctx.cancel_event.set()
+
+    def cancel_attempt(self, job_id: int, run_lease: int) -> bool:
+        """Raise the cancel flag of one attempt if this dispatcher runs it."""
+        for attempt in self._running.values():
+            if attempt.job.job_id == job_id and attempt.job.run_lease == run_lease:
+                attempt.ctx.cancel_event.set()
+                return True
+        return False
+
+    def attempts(self) -> list[RunningAttempt]:
+        return list(self._running.values())
 
     @property
     def in_flight(self) -> list[asyncio.Task[None]]:
@@ -141,7 +165,11 @@ class Dispatcher:
         try:
             async with self._pool.connection() as conn:
                 jobs = await claim_ready(
-                    conn, queue=self.queue, limit=limit, claimed_by=self._claimed_by
+                    conn,
+                    queue=self.queue,
+                    limit=limit,
+                    claimed_by=self._claimed_by,
+                    deadline_s=self._deadline_s,
                 )
         except Exception:
             logger.exception("claim failed queue=%s", self.queue)
@@ -175,15 +203,24 @@ class Dispatcher:
             metadata=job.metadata,
             tags=tuple(job.tags),
             created_at=job.created_at,
+            state=AttemptProgress(job.progress, job.checkpoint),
         )
         task = asyncio.create_task(self._run_one(job, ctx), name=f"awa-job-{job.job_id}")
-        self._running[task] = ctx
+        self._running[task] = RunningAttempt(job=job, ctx=ctx, started=time.monotonic())
 
     async def _run_one(self, job: ClaimedJob, ctx: JobContext) -> None:
         logger.debug("job started job_id=%s kind=%s attempt=%s", job.job_id, job.kind, job.attempt)
         try:
             result = await execute(job, self._resolve(job.kind), ctx, self._threads)
-            completion = result_to_completion(job, result, now=self._now(), policy=self._policy)
+            progress, checkpoint, changed = ctx.state.take_unflushed()
+            completion = result_to_completion(
+                job,
+                result,
+                now=self._now(),
+                policy=self._policy,
+                progress=progress if changed else None,
+                checkpoint=checkpoint if changed else None,
+            )
             self._completer.submit(completion)
             logger.debug("job finished job_id=%s outcome=%s", job.job_id, completion.outcome.value)
         finally:

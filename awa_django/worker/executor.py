@@ -76,8 +76,14 @@ def result_to_completion(
     now: datetime,
     policy: RetryPolicy,
     rng: Callable[[], float] = random.random,
+    progress: dict[str, Any] | None = None,
+    checkpoint: dict[str, Any] | None = None,
 ) -> Completion:
-    """Map a handler result to the storage transition that closes the attempt."""
+    """Map a handler result to the storage transition that closes the attempt.
+
+    ``progress``/``checkpoint`` are what the attempt reported and not yet flushed; they are
+    saved for the next attempt unless the job completed (success clears them).
+    """
     exc = result.error
 
     def close(
@@ -94,6 +100,8 @@ def result_to_completion(
             outcome=outcome,
             run_at=run_at,
             error=error,
+            progress=None if outcome is Outcome.COMPLETED else progress,
+            checkpoint=None if outcome is Outcome.COMPLETED else checkpoint,
         )
 
     if exc is None:

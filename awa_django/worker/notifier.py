@@ -1,43 +1,55 @@
-"""LISTEN/NOTIFY wakeups: one connection listens on the ``awa`` channel for all queues.
+"""LISTEN/NOTIFY wakeups: one connection listens for new work and for cancelled attempts.
 
-Enqueue and promotion send ``pg_notify('awa', <queue>)``; Postgres delivers it at commit. The
-payload names the queue, so one channel serves every queue and no identifier is ever built
-from a queue name. Notifications are only a hint: dispatchers also poll, so a lost notification
-or a dropped connection delays work by at most the poll interval, and the listener reconnects.
+Enqueue and promotion send ``pg_notify('awa', <queue>)``; cancel and rescue send
+``pg_notify('awa_cancel', '<job_id>:<run_lease>')``. Postgres delivers both at commit. The
+payloads carry the names, so no identifier is ever built from a queue name. Notifications are a
+hint: dispatchers also poll and heartbeats report closed attempts, so a lost notification or a
+dropped connection only delays things; the listener reconnects.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
 
 from psycopg import AsyncConnection
 
 logger = logging.getLogger(__name__)
 
-CHANNEL = "awa"
+WORK_CHANNEL: Final = "awa"
+CANCEL_CHANNEL: Final = "awa_cancel"
+LISTEN_STATEMENTS: Final = ("LISTEN awa", "LISTEN awa_cancel")
 
 
 class Notifier:
-    """Calls ``on_queue(queue)`` for every notification until stopped."""
+    """Calls ``on_queue(queue)`` for new work and ``on_cancel(job_id, run_lease)`` for closed
+    attempts, until stopped."""
 
-    def __init__(self, connect: Callable[[], object], on_queue: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[AsyncConnection[Any]]],
+        *,
+        on_queue: Callable[[str], None],
+        on_cancel: Callable[[int, int], None],
+    ) -> None:
         self._connect = connect
         self._on_queue = on_queue
+        self._on_cancel = on_cancel
         self.listening = asyncio.Event()
 
     async def run(self, stopping: asyncio.Event) -> None:
         delay = 0.5
         while not stopping.is_set():
             try:
-                conn: AsyncConnection[object] = await self._connect()  # type: ignore[misc]
-                async with conn:
-                    await conn.execute("LISTEN awa")
+                async with await self._connect() as conn:
+                    for statement in LISTEN_STATEMENTS:
+                        await conn.execute(statement)
                     self.listening.set()
                     delay = 0.5
                     async for notify in conn.notifies():
-                        self._on_queue(notify.payload)
+                        self._dispatch(notify.channel, notify.payload)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -45,3 +57,11 @@ class Notifier:
                 logger.exception("listen connection lost, reconnecting in %.1fs", delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
+
+    def _dispatch(self, channel: str, payload: str) -> None:
+        if channel == WORK_CHANNEL:
+            self._on_queue(payload)
+            return
+        job_id, _, run_lease = payload.partition(":")
+        if job_id.isdigit() and run_lease.isdigit():
+            self._on_cancel(int(job_id), int(run_lease))

@@ -1,10 +1,15 @@
 """Wires one worker process together and runs it until it is told to stop (or, in burst mode,
 until there is nothing left to do).
 
-Pieces: a dispatcher per queue, one completer, one promoter, one LISTEN notifier, a thread pool
-for sync handlers and a pool of autocommit connections. Shutdown order: stop claiming, raise the
-cancel flags of running attempts, wait for in-flight jobs up to the shutdown timeout, flush the
-completer, close connections.
+Pieces: a dispatcher per queue, one completer, one heartbeat, one LISTEN notifier, a thread
+pool for sync handlers, a pool of autocommit connections and, unless disabled, the leader
+elector with the maintenance tasks it runs while leading. A process with no queues runs
+maintenance alone (``awa_maintenance``).
+
+Shutdown order: stop claiming, raise the cancel flags of running attempts, wait for in-flight
+jobs up to the shutdown timeout while heartbeats continue, flush the completer, then stop the
+heartbeat, release leadership and close connections. Attempts still running at the deadline
+are left open in storage and rescued like a crashed worker's: never lost.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,15 +31,38 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.jobs import Job
+from awa_django.maintenance.leader import LeaderElector
+from awa_django.maintenance.promoter import Promoter
+from awa_django.maintenance.rescuer import Rescuer
+from awa_django.maintenance.retention import RetentionCleaner
+from awa_django.maintenance.rings import RingMaintainer
+from awa_django.maintenance.service import MaintenanceTask, run_task
 from awa_django.storage.backlog import seconds_until_next_due
 from awa_django.worker import connections
 from awa_django.worker.completer import Completer
-from awa_django.worker.dispatcher import Dispatcher
+from awa_django.worker.dispatcher import Dispatcher, RunningAttempt
 from awa_django.worker.executor import RetryPolicy
+from awa_django.worker.heartbeat import Heartbeat
 from awa_django.worker.notifier import Notifier
-from awa_django.worker.promoter import Promoter
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MaintenanceConfig:
+    """What the maintenance leader runs, and how often (units in the names)."""
+
+    leader_interval_s: float
+    rescue_interval_s: float
+    staleness_s: float
+    rescue_batch_size: int
+    ring_interval_s: float
+    ring_lock_timeout_ms: int
+    completed_retention_s: float
+    failed_retention_s: float
+    dlq_retention_s: float
+    cleanup_interval_s: float
+    cleanup_batch_size: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,6 +71,7 @@ class WorkerConfig:
 
     database_alias: str
     queues: Mapping[str, int]  # queue name -> concurrency
+    deadlines: Mapping[str, float]  # queue name -> attempt deadline in seconds (0: none)
     claim_batch_size: int
     poll_interval_s: float
     promote_interval_s: float
@@ -51,6 +80,9 @@ class WorkerConfig:
     completion_flush_s: float
     retry_policy: RetryPolicy
     shutdown_timeout_s: float
+    heartbeat_interval_s: float
+    # None: this process never competes for leadership (--no-maintenance).
+    maintenance: MaintenanceConfig | None
     # Burst mode: exit once nothing is runnable, in flight, or due within burst_wait_s.
     burst: bool = False
     burst_wait_s: float = 0.0
@@ -73,11 +105,17 @@ def config_from_settings(
     burst: bool = False,
     burst_wait_s: float = 0.0,
     shutdown_timeout_s: float | None = None,
+    maintenance: bool = True,
 ) -> WorkerConfig:
-    """A worker config from ``AWA`` settings; ``queues`` defaults to every declared queue."""
+    """A worker config from ``AWA`` settings; ``queues`` defaults to every declared queue
+    (pass an empty mapping for a maintenance-only process)."""
+    chosen = (
+        dict(queues) if queues is not None else {n: q.concurrency for n, q in conf.QUEUES.items()}
+    )
     return WorkerConfig(
         database_alias=conf.DATABASE_ALIAS,
-        queues=dict(queues) if queues else {n: q.concurrency for n, q in conf.QUEUES.items()},
+        queues=chosen,
+        deadlines={name: conf.QUEUES[name].deadline_s for name in chosen},
         claim_batch_size=conf.CLAIM_BATCH_SIZE,
         poll_interval_s=conf.POLL_INTERVAL_S,
         promote_interval_s=conf.PROMOTE_INTERVAL_S,
@@ -92,6 +130,22 @@ def config_from_settings(
         shutdown_timeout_s=(
             conf.SHUTDOWN_TIMEOUT_S if shutdown_timeout_s is None else shutdown_timeout_s
         ),
+        heartbeat_interval_s=conf.HEARTBEAT_INTERVAL_S,
+        maintenance=MaintenanceConfig(
+            leader_interval_s=conf.LEADER_ELECTION_INTERVAL_S,
+            rescue_interval_s=conf.RESCUE_INTERVAL_S,
+            staleness_s=conf.HEARTBEAT_STALENESS_S,
+            rescue_batch_size=conf.RESCUE_BATCH_SIZE,
+            ring_interval_s=conf.RING_INTERVAL_S,
+            ring_lock_timeout_ms=conf.RING_LOCK_TIMEOUT_MS,
+            completed_retention_s=conf.COMPLETED_RETENTION_S,
+            failed_retention_s=conf.FAILED_RETENTION_S,
+            dlq_retention_s=conf.DLQ_RETENTION_S,
+            cleanup_interval_s=conf.CLEANUP_INTERVAL_S,
+            cleanup_batch_size=conf.CLEANUP_BATCH_SIZE,
+        )
+        if maintenance
+        else None,
         burst=burst,
         burst_wait_s=burst_wait_s,
     )
@@ -103,6 +157,38 @@ def worker_identity() -> str:
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def maintenance_tasks(
+    pool: AsyncConnectionPool[Any], config: WorkerConfig, promoter: Promoter
+) -> list[MaintenanceTask]:
+    """The tasks the elected leader runs."""
+    m = config.maintenance
+    assert m is not None
+    return [
+        promoter,
+        Rescuer(
+            pool,
+            interval_s=m.rescue_interval_s,
+            staleness_s=m.staleness_s,
+            batch_size=m.rescue_batch_size,
+            policy=config.retry_policy,
+            now=_utcnow,
+        ),
+        RingMaintainer(
+            pool,
+            interval_s=m.ring_interval_s,
+            completed_retention_s=m.completed_retention_s,
+            failed_retention_s=m.failed_retention_s,
+            lock_timeout_ms=m.ring_lock_timeout_ms,
+        ),
+        RetentionCleaner(
+            pool,
+            interval_s=m.cleanup_interval_s,
+            dlq_retention_s=m.dlq_retention_s,
+            batch_size=m.cleanup_batch_size,
+        ),
+    ]
 
 
 class WorkerRuntime:
@@ -117,6 +203,8 @@ class WorkerRuntime:
         self.stopping = asyncio.Event()
         self.ready = asyncio.Event()
         self._dispatchers: dict[str, Dispatcher] = {}
+        self._notifier: Notifier | None = None
+        self.leader: LeaderElector | None = None
 
     def request_stop(self) -> None:
         """Begin a graceful shutdown (safe to call more than once)."""
@@ -125,16 +213,36 @@ class WorkerRuntime:
             for dispatcher in self._dispatchers.values():
                 dispatcher.cancel_in_flight()
 
+    def running_attempts(self) -> Iterator[RunningAttempt]:
+        for dispatcher in self._dispatchers.values():
+            yield from dispatcher.attempts()
+
+    def _on_dispatcher_done(self, task: asyncio.Task[None]) -> None:
+        # A dispatcher only returns when stopping; anything else is a bug that must not leave
+        # the process looking alive while claiming nothing.
+        if not task.cancelled() and task.exception() is not None:
+            logger.error(
+                "dispatcher crashed, stopping the worker task=%s",
+                task.get_name(),
+                exc_info=task.exception(),
+            )
+            self.request_stop()
+
     def _on_notify(self, queue: str) -> None:
         dispatcher = self._dispatchers.get(queue)
         if dispatcher is not None:
             dispatcher.poke()
 
+    def _on_cancel(self, job_id: int, run_lease: int) -> None:
+        for dispatcher in self._dispatchers.values():
+            if dispatcher.cancel_attempt(job_id, run_lease):
+                logger.info("attempt cancelled job_id=%s run_lease=%s", job_id, run_lease)
+
     async def run(self) -> RunSummary:
         config = self.config
-        pool = await connections.open_pool(config.database_alias, max_size=3 + len(config.queues))
+        pool = await connections.open_pool(config.database_alias, max_size=4 + len(config.queues))
         threads = ThreadPoolExecutor(
-            max_workers=sum(config.queues.values()), thread_name_prefix="awa-job"
+            max_workers=max(1, sum(config.queues.values())), thread_name_prefix="awa-job"
         )
         completer = Completer(
             pool, batch_size=config.completion_batch_size, flush_s=config.completion_flush_s
@@ -142,11 +250,11 @@ class WorkerRuntime:
         promoter = Promoter(
             pool, interval_s=config.promote_interval_s, batch_size=config.promote_batch_size
         )
-        notifier = Notifier(lambda: connections.connect(config.database_alias), self._on_notify)
         for queue, concurrency in config.queues.items():
             self._dispatchers[queue] = Dispatcher(
                 queue=queue,
                 concurrency=concurrency,
+                deadline_s=config.deadlines.get(queue, 0.0),
                 claim_batch_size=config.claim_batch_size,
                 poll_interval_s=config.poll_interval_s,
                 claimed_by=self.identity,
@@ -158,30 +266,33 @@ class WorkerRuntime:
                 now=_utcnow,
             )
         completer.start()
-        background = [
-            asyncio.create_task(notifier.run(self.stopping), name="awa-notifier"),
-            asyncio.create_task(promoter.run(self.stopping), name="awa-promoter"),
-        ]
+        drained = asyncio.Event()  # set once in-flight work is done: heartbeats and leadership stop
+        background = self._start_background(pool, promoter, completer, drained)
         dispatch = [
             asyncio.create_task(d.run(self.stopping), name=f"awa-dispatch-{q}")
             for q, d in self._dispatchers.items()
         ]
-        if config.burst:
-            background.append(asyncio.create_task(self._watch_burst(pool, promoter, completer)))
-        await asyncio.wait_for(notifier.listening.wait(), timeout=30)
+        for task in dispatch:
+            task.add_done_callback(self._on_dispatcher_done)
+        await self._wait_listening()
         self.ready.set()
         logger.info(
-            "worker ready identity=%s queues=%s burst=%s",
+            "worker ready identity=%s queues=%s maintenance=%s burst=%s",
             self.identity,
             dict(config.queues),
+            config.maintenance is not None,
             config.burst,
         )
         try:
             await self.stopping.wait()
         finally:
             abandoned = await self._drain(dispatch, completer)
+            drained.set()
+            # The listener only ends by cancellation; the other background tasks watch
+            # `drained` and finish their current pass (the leader releases its lock).
             for task in background:
-                task.cancel()
+                if task.get_name() in ("awa-notifier", "awa-burst"):
+                    task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             await completer.stop()
             await pool.close()
@@ -202,6 +313,53 @@ class WorkerRuntime:
             summary.abandoned,
         )
         return summary
+
+    def _start_background(
+        self,
+        pool: AsyncConnectionPool[Any],
+        promoter: Promoter,
+        completer: Completer,
+        drained: asyncio.Event,
+    ) -> list[asyncio.Task[None]]:
+        config = self.config
+        tasks: list[asyncio.Task[None]] = []
+        if config.queues:
+            self._notifier = Notifier(
+                lambda: connections.connect(config.database_alias),
+                on_queue=self._on_notify,
+                on_cancel=self._on_cancel,
+            )
+            tasks.append(asyncio.create_task(self._notifier.run(drained), name="awa-notifier"))
+            heartbeat = Heartbeat(
+                pool,
+                self.running_attempts,
+                interval_s=config.heartbeat_interval_s,
+                claimed_by=self.identity,
+            )
+            tasks.append(asyncio.create_task(heartbeat.run(drained), name="awa-heartbeat"))
+        if config.maintenance is not None:
+            leader = LeaderElector(
+                lambda: connections.connect(config.database_alias),
+                retry_interval_s=config.maintenance.leader_interval_s,
+            )
+            self.leader = leader
+            tasks.append(asyncio.create_task(leader.run(drained), name="awa-leader"))
+            for task in maintenance_tasks(pool, config, promoter):
+                tasks.append(
+                    asyncio.create_task(
+                        run_task(task, is_leader=lambda: leader.is_leader, stopping=drained),
+                        name=f"awa-maintenance-{task.name}",
+                    )
+                )
+        if config.burst:
+            tasks.append(
+                asyncio.create_task(self._watch_burst(pool, promoter, completer), name="awa-burst")
+            )
+        return tasks
+
+    async def _wait_listening(self) -> None:
+        if self._notifier is not None:
+            await asyncio.wait_for(self._notifier.listening.wait(), timeout=30)
 
     async def _drain(self, dispatch: list[asyncio.Task[None]], completer: Completer) -> int:
         """Stop claiming, then give in-flight jobs until the shutdown timeout to finish."""
@@ -230,7 +388,7 @@ class WorkerRuntime:
             if not all(d.idle for d in self._dispatchers.values()):
                 continue
             await completer.drain()
-            if await promoter.run_once():
+            if (await promoter.run_once()).moved:
                 for dispatcher in self._dispatchers.values():
                     dispatcher.poke()
                 continue

@@ -27,8 +27,10 @@ def run(coro_fn, *args: Any, **kwargs: Any):
     return asyncio.run(main())
 
 
-def claim(queue: str = "default", limit: int = 100, who: str = "test") -> list[ClaimedJob]:
-    return run(claim_ready, queue=queue, limit=limit, claimed_by=who)
+def claim(
+    queue: str = "default", limit: int = 100, who: str = "test", deadline_s: float = 0
+) -> list[ClaimedJob]:
+    return run(claim_ready, queue=queue, limit=limit, claimed_by=who, deadline_s=deadline_s)
 
 
 def completion(

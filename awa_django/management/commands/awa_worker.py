@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import logging
-import os
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
 from awa_django.conf import QUEUE_NAME_PATTERN, get_settings
 from awa_django.discovery import discover_jobs
-from awa_django.jobs import registry
-from awa_django.worker import shutdown
-from awa_django.worker.runtime import (
-    RunSummary,
-    WorkerConfig,
-    WorkerRuntime,
-    config_from_settings,
-)
-
-_LEVELS = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
+from awa_django.management.process import configure_logging, run_process
+from awa_django.worker.runtime import config_from_settings
 
 
 def queue_option(value: str) -> tuple[str, int | None]:
@@ -75,6 +64,11 @@ class Command(BaseCommand):
             help="In burst mode, also wait for scheduled or retrying jobs due within SECONDS.",
         )
         parser.add_argument(
+            "--no-maintenance",
+            action="store_true",
+            help="Never become the maintenance leader (run awa_maintenance elsewhere instead).",
+        )
+        parser.add_argument(
             "--shutdown-timeout",
             type=non_negative_seconds,
             default=None,
@@ -84,7 +78,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        self._configure_logging(options["verbosity"])
+        configure_logging(self.stderr, options["verbosity"])
         conf = get_settings()
         queues: dict[str, int] = {}
         for name, concurrency in options["queues"]:
@@ -97,32 +91,10 @@ class Command(BaseCommand):
         discover_jobs()
         config = config_from_settings(
             conf,
-            queues=queues,
+            queues=queues or None,
             burst=options["burst"],
             burst_wait_s=options["burst_wait"],
             shutdown_timeout_s=options["shutdown_timeout"],
+            maintenance=not options["no_maintenance"],
         )
-        summary = asyncio.run(self._run(config))
-        if summary.abandoned:
-            # Abandoned sync handlers still occupy pool threads, which the interpreter would
-            # join at exit; their attempts are left for rescue, so leave without waiting.
-            logging.shutdown()
-            self.stdout.flush()
-            self.stderr.flush()
-            os._exit(0)
-
-    async def _run(self, config: WorkerConfig) -> RunSummary:
-        runtime = WorkerRuntime(config, registry.get)
-        shutdown.install(asyncio.get_running_loop(), runtime.request_stop)
-        return await runtime.run()
-
-    def _configure_logging(self, verbosity: int) -> None:
-        # Respect the project's LOGGING; only add a handler when none would print our lines.
-        logger = logging.getLogger("awa_django")
-        logger.setLevel(_LEVELS.get(verbosity, logging.INFO))
-        if not logger.hasHandlers():
-            handler = logging.StreamHandler(self.stderr)
-            handler.setFormatter(
-                logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-            )
-            logger.addHandler(handler)
+        run_process(config, self.stdout, self.stderr)

@@ -2,14 +2,25 @@
 -- table someone else created in schema awa (for example through a search_path that includes it)
 -- makes this fail loudly instead of being dropped with ours.
 DROP VIEW awa.jobs;
+DROP FUNCTION awa.cancel_job(bigint, text);
+DROP FUNCTION awa.prune_lease_ring(integer);
+DROP FUNCTION awa.rotate_lease_ring();
+DROP FUNCTION awa.prune_queue_ring(double precision, double precision, integer);
+DROP FUNCTION awa.queue_slot_blocker(integer, double precision);
+DROP FUNCTION awa.rotate_queue_ring();
+DROP FUNCTION awa.queue_slot_has_rows(integer);
+DROP FUNCTION awa.find_rescuable(double precision, integer);
 DROP FUNCTION awa.promote_due(text, integer);
+DROP FUNCTION awa.heartbeat_attempts(integer[], text[], smallint[], smallint[], bigint[],
+                                     bigint[], bigint[], jsonb[], jsonb[], text);
 DROP FUNCTION awa.close_attempts(integer[], text[], smallint[], smallint[], bigint[], bigint[],
-                                 bigint[], text[], timestamptz[], jsonb[]);
-DROP FUNCTION awa.claim_ready(text, integer, text);
+                                 bigint[], text[], timestamptz[], jsonb[], jsonb[], jsonb[]);
+DROP FUNCTION awa.claim_ready(text, integer, text, double precision);
 DROP FUNCTION awa.enqueue_job(text, text, smallint, jsonb, integer, timestamptz, jsonb, text[]);
 DROP FUNCTION awa.reserve_lane(text, smallint, smallint, integer, boolean);
 DROP TYPE awa.claimed_job;
-DROP TABLE awa.dlq_entries, awa.deferred_jobs, awa.done_entries, awa.claim_receipts,
+DROP TABLE awa.dlq_entries, awa.deferred_jobs, awa.attempt_state, awa.leases,
+           awa.lease_ring_rotations, awa.done_entries, awa.claim_receipts,
            awa.ready_tombstones, awa.ready_entries, awa.queue_lanes, awa.queue_meta,
            awa.queue_ring_rotations, awa.ring_config;
 DROP SEQUENCE awa.lane_seq, awa.job_id_seq;

@@ -110,6 +110,8 @@ CREATE TABLE awa.claim_receipts (
     attempt integer NOT NULL,
     claimed_at timestamptz NOT NULL DEFAULT now(),
     claimed_by text NOT NULL,
+    -- Hard deadline of the attempt (the queue's deadline after the claim); NULL disables it.
+    deadline_at timestamptz,
     PRIMARY KEY (queue, priority, shard, lane_seq, ready_slot)
 ) PARTITION BY LIST (ready_slot);
 -- Job lookups (the awa.jobs view, operators) by id.
@@ -155,6 +157,59 @@ $$;
 
 -- Genesis cursor: generation 0 on slot 0.
 INSERT INTO awa.queue_ring_rotations (generation, slot) VALUES (0, 0);
+
+-- ---------------------------------------------------------------------------------------------
+-- Materialized execution: the lease ring and attempt state
+-- ---------------------------------------------------------------------------------------------
+
+-- A lease is the mutable record of an attempt that lives long enough to heartbeat. Short
+-- attempts never get one: their receipt is enough. A lease is created by the owning worker's
+-- first heartbeat, updated by later ones and deleted when the attempt closes; whole lease slots
+-- are truncated once empty, which reclaims the dead versions heartbeats leave behind.
+CREATE TABLE awa.leases (
+    job_id bigint NOT NULL,
+    run_lease bigint NOT NULL,
+    lease_slot integer NOT NULL,
+    ready_slot integer NOT NULL,
+    queue text NOT NULL,
+    priority smallint NOT NULL,
+    shard smallint NOT NULL,
+    lane_seq bigint NOT NULL,
+    claimed_by text NOT NULL,
+    heartbeat_at timestamptz NOT NULL DEFAULT now(),
+    materialized_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (job_id, run_lease, lease_slot)
+) PARTITION BY LIST (lease_slot);
+
+CREATE TABLE awa.lease_ring_rotations (
+    generation bigint PRIMARY KEY,
+    slot integer NOT NULL,
+    rotated_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO awa.lease_ring_rotations (generation, slot) VALUES (0, 0);
+
+DO $$
+DECLARE
+    v_slots constant integer := 8;
+BEGIN
+    INSERT INTO awa.ring_config (ring, slot_count) VALUES ('lease', v_slots);
+    FOR v_slot IN 0 .. v_slots - 1 LOOP
+        EXECUTE format('CREATE TABLE awa.%I PARTITION OF awa.leases FOR VALUES IN (%s)',
+                       'leases_' || v_slot, v_slot);
+    END LOOP;
+END
+$$;
+
+-- Progress and checkpoint of a job, kept across its attempts (retry, snooze, rescue, cancel,
+-- failure) and deleted when it completes. Written only by heartbeat flushes and non-successful
+-- closures, so it sees a few writes per long or failing job, none for a short successful one.
+CREATE TABLE awa.attempt_state (
+    job_id bigint PRIMARY KEY,
+    run_lease bigint NOT NULL,
+    progress jsonb,
+    checkpoint jsonb,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
 
 -- ---------------------------------------------------------------------------------------------
 -- Backlog and hold tables (plain)
@@ -226,7 +281,9 @@ CREATE TYPE awa.claimed_job AS (
     created_at timestamptz,
     metadata jsonb,
     tags text[],
-    errors jsonb
+    errors jsonb,
+    progress jsonb,
+    checkpoint jsonb
 );
 
 -- Reserves p_count positions on one lane for the calling transaction.
@@ -306,7 +363,11 @@ $$;
 -- committed ready rows past it. The cursor read is a separate statement after the lock, so it
 -- sees the receipts of the claimer that held the lane before us. Receipts are appended in the
 -- same transaction: a claim that rolls back leaves the cursor where it was. Nothing is updated.
-CREATE FUNCTION awa.claim_ready(p_queue text, p_limit integer, p_claimed_by text)
+--
+-- p_deadline_s > 0 gives each attempt a hard deadline; progress and checkpoint saved by earlier
+-- attempts of the job come back with it.
+CREATE FUNCTION awa.claim_ready(p_queue text, p_limit integer, p_claimed_by text,
+                                p_deadline_s double precision)
 RETURNS SETOF awa.claimed_job LANGUAGE plpgsql AS $$
 DECLARE
     v_lane record;
@@ -340,15 +401,19 @@ BEGIN
              LIMIT v_remaining
         ), receipts AS (
             INSERT INTO awa.claim_receipts (queue, priority, shard, lane_seq, ready_slot, job_id,
-                                            run_lease, attempt, claimed_by)
+                                            run_lease, attempt, claimed_by, deadline_at)
             SELECT p.queue, p.priority, p.shard, p.lane_seq, p.ready_slot, p.job_id,
-                   p.run_lease + 1, p.attempt + 1, p_claimed_by
+                   p.run_lease + 1, p.attempt + 1, p_claimed_by,
+                   CASE WHEN p_deadline_s > 0
+                        THEN now() + make_interval(secs => p_deadline_s) END
               FROM picked p
         )
         SELECT p.queue, p.priority, p.shard, p.lane_seq, p.ready_slot, p.job_id, p.kind, p.args,
                p.attempt + 1, p.run_lease + 1, p.max_attempts, p.run_at, p.created_at,
-               p.metadata, p.tags, p.errors
-          FROM picked p ORDER BY p.lane_seq;
+               p.metadata, p.tags, p.errors, s.progress, s.checkpoint
+          FROM picked p
+          LEFT JOIN awa.attempt_state s ON s.job_id = p.job_id
+         ORDER BY p.lane_seq;
         GET DIAGNOSTICS v_claimed = ROW_COUNT;
         v_remaining := v_remaining - v_claimed;
         EXIT WHEN v_remaining <= 0;
@@ -364,17 +429,19 @@ $$;
 -- inserts nothing and is missing from the result: the caller reports it as stale.
 -- Retryable and snoozed outcomes append the job to the deferred backlog in the same statement,
 -- carrying its body from the retained ready row. A retry appends this attempt's error to the
--- job's error list; a snooze gives the attempt back.
+-- job's error list; a snooze gives the attempt back. A closed attempt's lease (if it had one)
+-- is deleted; its progress and checkpoint are saved for the next attempt, or deleted when the
+-- job completed. p_progress/p_checkpoint elements are NULL when the attempt reported none.
 CREATE FUNCTION awa.close_attempts(
     p_ready_slot integer[], p_queue text[], p_priority smallint[], p_shard smallint[],
     p_lane_seq bigint[], p_job_id bigint[], p_run_lease bigint[], p_outcome text[],
-    p_run_at timestamptz[], p_error jsonb[]
+    p_run_at timestamptz[], p_error jsonb[], p_progress jsonb[], p_checkpoint jsonb[]
 ) RETURNS TABLE (job_id bigint, run_lease bigint) LANGUAGE sql AS $$
     WITH batch AS (
         SELECT * FROM unnest(p_ready_slot, p_queue, p_priority, p_shard, p_lane_seq, p_job_id,
-                             p_run_lease, p_outcome, p_run_at, p_error)
+                             p_run_lease, p_outcome, p_run_at, p_error, p_progress, p_checkpoint)
             AS b(ready_slot, queue, priority, shard, lane_seq, job_id, run_lease, outcome,
-                 run_at, error)
+                 run_at, error, progress, checkpoint)
     ), live AS (
         SELECT b.*, c.attempt
           FROM batch b
@@ -409,8 +476,78 @@ CREATE FUNCTION awa.close_attempts(
             ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
            AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
          WHERE c.outcome IN ('retryable', 'snoozed')
+    ), released AS (
+        DELETE FROM awa.leases x USING closed c
+         WHERE x.job_id = c.job_id AND x.run_lease = c.run_lease
+    ), forgotten AS (
+        DELETE FROM awa.attempt_state s USING closed c
+         WHERE s.job_id = c.job_id AND c.outcome = 'completed'
+    ), saved AS (
+        INSERT INTO awa.attempt_state (job_id, run_lease, progress, checkpoint)
+        SELECT c.job_id, c.run_lease, l.progress, l.checkpoint
+          FROM closed c
+          JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease
+         WHERE c.outcome <> 'completed' AND (l.progress IS NOT NULL OR l.checkpoint IS NOT NULL)
+        ON CONFLICT (job_id) DO UPDATE
+           SET run_lease = excluded.run_lease,
+               progress = coalesce(excluded.progress, awa.attempt_state.progress),
+               checkpoint = coalesce(excluded.checkpoint, awa.attempt_state.checkpoint),
+               updated_at = now()
+         WHERE awa.attempt_state.run_lease <= excluded.run_lease
     )
     SELECT c.job_id, c.run_lease FROM closed c
+$$;
+
+-- Keeps a batch of one worker's live attempts alive and saves their reported progress, in one
+-- statement; returns the attempts that are still open. An attempt missing from the result was
+-- closed by someone else (rescue, cancel): the worker raises its cancel flag.
+-- The first heartbeat of an attempt materializes its lease in the current lease slot; later
+-- ones update heartbeat_at. Progress is saved only for attempts whose lease is current.
+CREATE FUNCTION awa.heartbeat_attempts(
+    p_ready_slot integer[], p_queue text[], p_priority smallint[], p_shard smallint[],
+    p_lane_seq bigint[], p_job_id bigint[], p_run_lease bigint[], p_progress jsonb[],
+    p_checkpoint jsonb[], p_claimed_by text
+) RETURNS TABLE (job_id bigint, run_lease bigint) LANGUAGE sql AS $$
+    WITH batch AS (
+        SELECT * FROM unnest(p_ready_slot, p_queue, p_priority, p_shard, p_lane_seq, p_job_id,
+                             p_run_lease, p_progress, p_checkpoint)
+            AS b(ready_slot, queue, priority, shard, lane_seq, job_id, run_lease, progress,
+                 checkpoint)
+    ), open AS (
+        SELECT b.*
+          FROM batch b
+          JOIN awa.claim_receipts c
+            ON c.queue = b.queue AND c.priority = b.priority AND c.shard = b.shard
+           AND c.lane_seq = b.lane_seq AND c.ready_slot = b.ready_slot
+           AND c.job_id = b.job_id AND c.run_lease = b.run_lease
+         WHERE NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                            WHERE d.job_id = b.job_id AND d.run_lease = b.run_lease
+                              AND d.ready_slot = b.ready_slot)
+    ), beat AS (
+        UPDATE awa.leases x SET heartbeat_at = now()
+          FROM open o WHERE x.job_id = o.job_id AND x.run_lease = o.run_lease
+        RETURNING x.job_id, x.run_lease
+    ), materialized AS (
+        INSERT INTO awa.leases (job_id, run_lease, lease_slot, ready_slot, queue, priority,
+                                shard, lane_seq, claimed_by)
+        SELECT o.job_id, o.run_lease,
+               (SELECT r.slot FROM awa.lease_ring_rotations r ORDER BY r.generation DESC LIMIT 1),
+               o.ready_slot, o.queue, o.priority, o.shard, o.lane_seq, p_claimed_by
+          FROM open o
+         WHERE NOT EXISTS (SELECT 1 FROM beat b
+                            WHERE b.job_id = o.job_id AND b.run_lease = o.run_lease)
+    ), saved AS (
+        INSERT INTO awa.attempt_state (job_id, run_lease, progress, checkpoint)
+        SELECT o.job_id, o.run_lease, o.progress, o.checkpoint
+          FROM open o WHERE o.progress IS NOT NULL OR o.checkpoint IS NOT NULL
+        ON CONFLICT (job_id) DO UPDATE
+           SET run_lease = excluded.run_lease,
+               progress = coalesce(excluded.progress, awa.attempt_state.progress),
+               checkpoint = coalesce(excluded.checkpoint, awa.attempt_state.checkpoint),
+               updated_at = now()
+         WHERE awa.attempt_state.run_lease <= excluded.run_lease
+    )
+    SELECT o.job_id, o.run_lease FROM open o
 $$;
 
 -- Moves due deferred jobs of one state into the ready ring, at most p_limit per call, and
@@ -475,6 +612,324 @@ BEGIN
         v_moved := v_moved + v_lane.n;
     END LOOP;
     RETURN v_moved;
+END
+$$;
+
+-- Open attempts the leader must rescue: past their hard deadline, or silent for longer than the
+-- staleness window (newest lease heartbeat, or the claim itself for an attempt that never
+-- heartbeated). Read-only: the leader closes them through awa.close_attempts, whose guard makes
+-- a race with the attempt's own completion resolve to exactly one closure.
+CREATE FUNCTION awa.find_rescuable(p_staleness_s double precision, p_limit integer)
+RETURNS TABLE (reason text, job awa.claimed_job) LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN c.deadline_at IS NOT NULL AND c.deadline_at < now()
+                THEN 'deadline' ELSE 'heartbeat' END,
+           ROW(c.queue, c.priority, c.shard, c.lane_seq, c.ready_slot, c.job_id, r.kind, r.args,
+               c.attempt, c.run_lease, r.max_attempts, r.run_at, r.created_at, r.metadata,
+               r.tags, r.errors, NULL::jsonb, NULL::jsonb)::awa.claimed_job
+      FROM awa.claim_receipts c
+      JOIN awa.ready_entries r
+        ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
+       AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
+     WHERE NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                        WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                          AND d.ready_slot = c.ready_slot)
+       AND ((c.deadline_at IS NOT NULL AND c.deadline_at < now())
+            OR coalesce((SELECT max(x.heartbeat_at) FROM awa.leases x
+                          WHERE x.job_id = c.job_id AND x.run_lease = c.run_lease),
+                        c.claimed_at) < now() - make_interval(secs => p_staleness_s))
+     LIMIT p_limit
+$$;
+
+-- True when any queue-ring table holds a row in slot p_slot.
+CREATE FUNCTION awa.queue_slot_has_rows(p_slot integer) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM awa.ready_entries WHERE ready_slot = p_slot)
+        OR EXISTS (SELECT 1 FROM awa.claim_receipts WHERE ready_slot = p_slot)
+        OR EXISTS (SELECT 1 FROM awa.done_entries WHERE ready_slot = p_slot)
+        OR EXISTS (SELECT 1 FROM awa.ready_tombstones WHERE ready_slot = p_slot)
+$$;
+
+-- Appends the next queue-ring cursor, or says why not. 'skipped_idle': the current slot holds
+-- nothing, so there is nothing to seal (an idle ring stops rotating and writes nothing);
+-- 'skipped_busy': the incoming slot still holds rows its prune has not reclaimed;
+-- 'skipped_locked': another rotation or prune is running. The append is a compare-and-swap on
+-- the generation primary key, so two rotators can never both advance.
+CREATE FUNCTION awa.rotate_queue_ring() RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    v_current record;
+    v_next integer;
+BEGIN
+    -- 1096237394 = 'AWAR': serialises rotate and prune of the queue ring (objid 1).
+    IF NOT pg_try_advisory_xact_lock(1096237394, 1) THEN
+        RETURN 'skipped_locked';
+    END IF;
+    SELECT r.generation, r.slot INTO v_current
+      FROM awa.queue_ring_rotations r ORDER BY r.generation DESC LIMIT 1;
+    IF NOT awa.queue_slot_has_rows(v_current.slot) THEN
+        RETURN 'skipped_idle';
+    END IF;
+    v_next := (v_current.slot + 1) % (SELECT slot_count FROM awa.ring_config WHERE ring = 'queue');
+    IF awa.queue_slot_has_rows(v_next) THEN
+        RETURN 'skipped_busy';
+    END IF;
+    INSERT INTO awa.queue_ring_rotations (generation, slot)
+    VALUES (v_current.generation + 1, v_next) ON CONFLICT DO NOTHING;
+    RETURN CASE WHEN FOUND THEN 'rotated' ELSE 'skipped_locked' END;
+END
+$$;
+
+-- Why slot p_slot may not be truncated yet, or NULL when it may: an unclaimed (and not
+-- tombstoned) ready row, an open receipt (claimed, not closed), or a completed job still inside
+-- its retention. Failed and cancelled history inside its retention does not block: prune
+-- carries it forward.
+CREATE FUNCTION awa.queue_slot_blocker(p_slot integer, p_completed_retention_s double precision)
+RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT CASE
+        WHEN EXISTS (
+            SELECT 1 FROM awa.ready_entries r
+             WHERE r.ready_slot = p_slot
+               AND NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
+                                WHERE c.ready_slot = p_slot AND c.queue = r.queue
+                                  AND c.priority = r.priority AND c.shard = r.shard
+                                  AND c.lane_seq = r.lane_seq)
+               AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t
+                                WHERE t.ready_slot = p_slot AND t.queue = r.queue
+                                  AND t.priority = r.priority AND t.shard = r.shard
+                                  AND t.lane_seq = r.lane_seq))
+            THEN 'pending_ready'
+        WHEN EXISTS (
+            SELECT 1 FROM awa.claim_receipts c
+             WHERE c.ready_slot = p_slot
+               AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                                WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                                  AND d.ready_slot = p_slot))
+            THEN 'open_attempt'
+        WHEN EXISTS (
+            SELECT 1 FROM awa.done_entries d
+             WHERE d.ready_slot = p_slot AND d.outcome = 'completed'
+               AND d.finalized_at > now() - make_interval(secs => p_completed_retention_s))
+            THEN 'retention'
+    END
+$$;
+
+-- Truncates the oldest sealed queue-ring slot when it is proven inactive, and returns what
+-- happened ('pruned', 'nothing_to_prune', 'skipped_locked', or the blocker's name).
+--
+-- DESIGN.md §3 property 4: the proof runs once cheaply, then again after taking ACCESS
+-- EXCLUSIVE locks on the slot's partitions under a short lock_timeout, so a row that committed
+-- while we waited is seen before anything is truncated. Failed and cancelled jobs still inside
+-- p_failed_retention_s are first copied into the current slot, ready body, receipt, closure and
+-- tombstone together, so their history survives the prune and the copies are never claimable.
+CREATE FUNCTION awa.prune_queue_ring(
+    p_completed_retention_s double precision, p_failed_retention_s double precision,
+    p_lock_timeout_ms integer
+) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    v_current record;
+    v_slots integer;
+    v_slot integer;
+    v_blocker text;
+    v_carried bigint[];
+    v_cutoff timestamptz := now() - make_interval(secs => p_failed_retention_s);
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(1096237394, 1) THEN
+        RETURN 'skipped_locked';
+    END IF;
+    SELECT r.generation, r.slot INTO v_current
+      FROM awa.queue_ring_rotations r ORDER BY r.generation DESC LIMIT 1;
+    SELECT slot_count INTO v_slots FROM awa.ring_config WHERE ring = 'queue';
+    -- Slots after the current one, in ring order, are oldest first.
+    FOR v_step IN 1 .. v_slots - 1 LOOP
+        v_slot := (v_current.slot + v_step) % v_slots;
+        EXIT WHEN awa.queue_slot_has_rows(v_slot);
+        v_slot := NULL;
+    END LOOP;
+    IF v_slot IS NULL THEN
+        RETURN 'nothing_to_prune';
+    END IF;
+    v_blocker := awa.queue_slot_blocker(v_slot, p_completed_retention_s);
+    IF v_blocker IS NOT NULL THEN
+        RETURN v_blocker;
+    END IF;
+    PERFORM set_config('lock_timeout', p_lock_timeout_ms || 'ms', true);
+    BEGIN
+        EXECUTE format('LOCK TABLE awa.%I, awa.%I, awa.%I, awa.%I IN ACCESS EXCLUSIVE MODE',
+                       'ready_entries_' || v_slot, 'claim_receipts_' || v_slot,
+                       'done_entries_' || v_slot, 'ready_tombstones_' || v_slot);
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN 'skipped_locked';
+    END;
+    v_blocker := awa.queue_slot_blocker(v_slot, p_completed_retention_s);
+    IF v_blocker IS NOT NULL THEN
+        RETURN v_blocker;
+    END IF;
+
+    -- Lane positions are unique across the ring (one global sequence), so they name the rows.
+    v_carried := ARRAY(
+        SELECT d.lane_seq FROM awa.done_entries d
+         WHERE d.ready_slot = v_slot AND d.outcome IN ('failed', 'cancelled')
+           AND d.finalized_at > v_cutoff
+        UNION
+        SELECT t.lane_seq FROM awa.ready_tombstones t
+         WHERE t.ready_slot = v_slot AND t.created_at > v_cutoff);
+    INSERT INTO awa.ready_entries
+    SELECT r.queue, r.priority, r.shard, r.lane_seq, v_current.slot, v_current.generation,
+           r.job_id, r.kind, r.args, r.attempt, r.run_lease, r.max_attempts, r.run_at,
+           r.created_at, r.metadata, r.tags, r.errors
+      FROM awa.ready_entries r WHERE r.ready_slot = v_slot AND r.lane_seq = ANY (v_carried);
+    INSERT INTO awa.claim_receipts
+    SELECT c.queue, c.priority, c.shard, c.lane_seq, v_current.slot, c.job_id, c.run_lease,
+           c.attempt, c.claimed_at, c.claimed_by, c.deadline_at
+      FROM awa.claim_receipts c WHERE c.ready_slot = v_slot AND c.lane_seq = ANY (v_carried);
+    INSERT INTO awa.done_entries
+    SELECT d.job_id, d.run_lease, v_current.slot, d.queue, d.priority, d.shard, d.lane_seq,
+           d.attempt, d.outcome, d.error, d.finalized_at
+      FROM awa.done_entries d WHERE d.ready_slot = v_slot AND d.lane_seq = ANY (v_carried);
+    INSERT INTO awa.ready_tombstones
+    SELECT t.queue, t.priority, t.shard, t.lane_seq, v_current.slot, t.job_id, t.reason,
+           t.created_at
+      FROM awa.ready_tombstones t WHERE t.ready_slot = v_slot AND t.lane_seq = ANY (v_carried);
+
+    EXECUTE format('TRUNCATE awa.%I, awa.%I, awa.%I, awa.%I',
+                   'ready_entries_' || v_slot, 'claim_receipts_' || v_slot,
+                   'done_entries_' || v_slot, 'ready_tombstones_' || v_slot);
+    RETURN 'pruned';
+END
+$$;
+
+-- The lease ring: rotate when the incoming slot is empty, prune (truncate) the oldest non-current
+-- slot once every lease in it has been deleted. Both only under the lease-ring lock (objid 2).
+CREATE FUNCTION awa.rotate_lease_ring() RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    v_current record;
+    v_next integer;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(1096237394, 2) THEN
+        RETURN 'skipped_locked';
+    END IF;
+    SELECT r.generation, r.slot INTO v_current
+      FROM awa.lease_ring_rotations r ORDER BY r.generation DESC LIMIT 1;
+    IF NOT EXISTS (SELECT 1 FROM awa.leases WHERE lease_slot = v_current.slot) THEN
+        RETURN 'skipped_idle';
+    END IF;
+    v_next := (v_current.slot + 1) % (SELECT slot_count FROM awa.ring_config WHERE ring = 'lease');
+    IF EXISTS (SELECT 1 FROM awa.leases WHERE lease_slot = v_next) THEN
+        RETURN 'skipped_busy';
+    END IF;
+    INSERT INTO awa.lease_ring_rotations (generation, slot)
+    VALUES (v_current.generation + 1, v_next) ON CONFLICT DO NOTHING;
+    RETURN CASE WHEN FOUND THEN 'rotated' ELSE 'skipped_locked' END;
+END
+$$;
+
+CREATE FUNCTION awa.prune_lease_ring(p_lock_timeout_ms integer) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_current integer;
+    v_slots integer;
+    v_slot integer;
+    v_pruned integer := 0;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(1096237394, 2) THEN
+        RETURN 'skipped_locked';
+    END IF;
+    SELECT r.slot INTO v_current FROM awa.lease_ring_rotations r
+     ORDER BY r.generation DESC LIMIT 1;
+    SELECT slot_count INTO v_slots FROM awa.ring_config WHERE ring = 'lease';
+    PERFORM set_config('lock_timeout', p_lock_timeout_ms || 'ms', true);
+    FOR v_step IN 1 .. v_slots - 1 LOOP
+        v_slot := (v_current + v_step) % v_slots;
+        -- Only slots whose every lease was deleted; the truncate drops their dead versions.
+        CONTINUE WHEN EXISTS (SELECT 1 FROM awa.leases WHERE lease_slot = v_slot);
+        BEGIN
+            EXECUTE format('LOCK TABLE awa.%I IN ACCESS EXCLUSIVE MODE', 'leases_' || v_slot);
+        EXCEPTION WHEN lock_not_available THEN
+            CONTINUE;
+        END;
+        CONTINUE WHEN EXISTS (SELECT 1 FROM awa.leases WHERE lease_slot = v_slot);
+        IF pg_relation_size(format('awa.%I', 'leases_' || v_slot)) > 0 THEN
+            EXECUTE format('TRUNCATE awa.%I', 'leases_' || v_slot);
+            v_pruned := v_pruned + 1;
+        END IF;
+    END LOOP;
+    RETURN CASE WHEN v_pruned > 0 THEN 'pruned' ELSE 'nothing_to_prune' END;
+END
+$$;
+
+-- Cancels a job by id, whatever it is doing, and says what happened:
+-- 'cancelled_running' (its open attempt is closed as cancelled and its worker told through
+-- NOTIFY awa_cancel, so a late completion is stale), 'cancelled_queued' (a tombstone makes the
+-- ready row unclaimable), 'cancelled_scheduled' (moved out of the backlog as a tombstoned ready
+-- row), or 'not_cancellable' / 'not_found'.
+-- A queued job's lane row is locked FOR UPDATE first: claimers skip a locked lane, so a claim
+-- cannot slip in between our check and the tombstone.
+CREATE FUNCTION awa.cancel_job(p_job_id bigint, p_reason text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_state text;
+    v_row record;
+    v_lane record;
+BEGIN
+    SELECT j.state INTO v_state FROM awa.jobs j WHERE j.job_id = p_job_id;
+    IF NOT FOUND THEN
+        RETURN 'not_found';
+    END IF;
+    IF v_state IN ('scheduled', 'retryable') THEN
+        DELETE FROM awa.deferred_jobs d WHERE d.job_id = p_job_id RETURNING d.* INTO v_row;
+        IF NOT FOUND THEN
+            RETURN 'not_cancellable';
+        END IF;
+        SELECT * INTO v_lane FROM awa.reserve_lane(v_row.queue, v_row.priority, 0::smallint, 1,
+                                                    true);
+        INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot,
+                                       ready_generation, job_id, kind, args, attempt, run_lease,
+                                       max_attempts, run_at, created_at, metadata, tags, errors)
+        VALUES (v_row.queue, v_row.priority, 0, v_lane.lane_seqs[1], v_lane.ready_slot,
+                v_lane.ready_generation, v_row.job_id, v_row.kind, v_row.args, v_row.attempt,
+                v_row.run_lease, v_row.max_attempts, v_row.run_at, v_row.created_at,
+                v_row.metadata, v_row.tags, v_row.errors);
+        INSERT INTO awa.ready_tombstones (queue, priority, shard, lane_seq, ready_slot, job_id,
+                                          reason)
+        VALUES (v_row.queue, v_row.priority, 0, v_lane.lane_seqs[1], v_lane.ready_slot,
+                p_job_id, p_reason);
+        RETURN 'cancelled_scheduled';
+    END IF;
+    IF v_state = 'available' THEN
+        SELECT r.* INTO v_row FROM awa.ready_entries r
+         WHERE r.job_id = p_job_id ORDER BY r.run_lease DESC LIMIT 1;
+        PERFORM 1 FROM awa.queue_lanes l
+          WHERE l.queue = v_row.queue AND l.priority = v_row.priority AND l.shard = v_row.shard
+          FOR UPDATE;
+        IF NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
+                        WHERE c.queue = v_row.queue AND c.priority = v_row.priority
+                          AND c.shard = v_row.shard AND c.lane_seq = v_row.lane_seq
+                          AND c.ready_slot = v_row.ready_slot) THEN
+            INSERT INTO awa.ready_tombstones (queue, priority, shard, lane_seq, ready_slot,
+                                              job_id, reason)
+            VALUES (v_row.queue, v_row.priority, v_row.shard, v_row.lane_seq, v_row.ready_slot,
+                    p_job_id, p_reason)
+            ON CONFLICT DO NOTHING;
+            RETURN 'cancelled_queued';
+        END IF;
+        -- Claimed after all: fall through to the running case.
+    END IF;
+    SELECT c.* INTO v_row FROM awa.claim_receipts c
+     WHERE c.job_id = p_job_id ORDER BY c.run_lease DESC LIMIT 1;
+    IF FOUND AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                              WHERE d.job_id = v_row.job_id AND d.run_lease = v_row.run_lease
+                                AND d.ready_slot = v_row.ready_slot) THEN
+        IF EXISTS (SELECT 1 FROM awa.close_attempts(
+                ARRAY[v_row.ready_slot], ARRAY[v_row.queue], ARRAY[v_row.priority],
+                ARRAY[v_row.shard], ARRAY[v_row.lane_seq], ARRAY[v_row.job_id],
+                ARRAY[v_row.run_lease], ARRAY['cancelled'], ARRAY[NULL::timestamptz],
+                ARRAY[jsonb_build_object('attempt', v_row.attempt, 'at', now(),
+                                         'reason', p_reason)],
+                ARRAY[NULL::jsonb], ARRAY[NULL::jsonb])) THEN
+            PERFORM pg_notify('awa_cancel', v_row.job_id || ':' || v_row.run_lease);
+            RETURN 'cancelled_running';
+        END IF;
+    END IF;
+    RETURN 'not_cancellable';
 END
 $$;
 

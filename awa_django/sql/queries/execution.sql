@@ -7,4 +7,27 @@ SELECT job_id, run_lease
   FROM awa.close_attempts(%(ready_slot)s::integer[], %(queue)s::text[],
                           %(priority)s::smallint[], %(shard)s::smallint[],
                           %(lane_seq)s::bigint[], %(job_id)s::bigint[], %(run_lease)s::bigint[],
-                          %(outcome)s::text[], %(run_at)s::timestamptz[], %(error)s::jsonb[])
+                          %(outcome)s::text[], %(run_at)s::timestamptz[], %(error)s::jsonb[],
+                          %(progress)s::jsonb[], %(checkpoint)s::jsonb[])
+
+-- name: heartbeat_attempts
+-- Heartbeats one worker's live attempts and saves their progress in one statement; returns the
+-- attempts still open.
+SELECT job_id, run_lease
+  FROM awa.heartbeat_attempts(%(ready_slot)s::integer[], %(queue)s::text[],
+                              %(priority)s::smallint[], %(shard)s::smallint[],
+                              %(lane_seq)s::bigint[], %(job_id)s::bigint[],
+                              %(run_lease)s::bigint[], %(progress)s::jsonb[],
+                              %(checkpoint)s::jsonb[], %(claimed_by)s)
+
+-- name: find_rescuable
+-- Open attempts past their deadline or silent beyond the staleness window (read-only).
+SELECT reason, (job).queue, (job).priority, (job).shard, (job).lane_seq, (job).ready_slot,
+       (job).job_id, (job).kind, (job).args, (job).attempt, (job).run_lease,
+       (job).max_attempts, (job).run_at, (job).created_at, (job).metadata, (job).tags,
+       (job).errors, (job).progress, (job).checkpoint
+  FROM awa.find_rescuable(%(staleness_s)s::double precision, %(limit)s::integer)
+
+-- name: notify_cancel
+-- Tells the workers that an attempt was closed under them, so its owner raises the cancel flag.
+SELECT pg_notify('awa_cancel', attempt) FROM unnest(%(attempts)s::text[]) AS attempt

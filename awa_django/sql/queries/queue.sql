@@ -27,5 +27,10 @@ SELECT pg_notify('awa', %(queue)s)
 -- name: claim_ready
 -- Claims up to `limit` jobs of one queue, appending receipts (see awa.claim_ready for locking).
 SELECT queue, priority, shard, lane_seq, ready_slot, job_id, kind, args, attempt, run_lease,
-       max_attempts, run_at, created_at, metadata, tags, errors
-  FROM awa.claim_ready(%(queue)s, %(limit)s::integer, %(claimed_by)s)
+       max_attempts, run_at, created_at, metadata, tags, errors, progress, checkpoint
+  FROM awa.claim_ready(%(queue)s, %(limit)s::integer, %(claimed_by)s,
+                       %(deadline_s)s::double precision)
+
+-- name: cancel_job
+-- Cancels one job whatever its state; returns what happened (see awa.cancel_job).
+SELECT awa.cancel_job(%(job_id)s::bigint, %(reason)s) AS outcome

@@ -1,0 +1,1 @@
+"""Cluster-wide maintenance: leader election and the tasks only the leader runs."""

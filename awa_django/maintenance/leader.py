@@ -1,0 +1,97 @@
+"""Leader election for cluster-wide maintenance.
+
+How it works: every worker (and every ``awa_maintenance`` process) keeps one dedicated
+connection and tries ``pg_try_advisory_lock`` on a fixed key every ``retry_interval_s``. The
+lock is session-scoped, so exactly one session in the cluster holds it, and PostgreSQL releases
+it the moment that session ends: a leader whose process dies, or whose connection drops, loses
+leadership without any cooperation, and another process wins the next attempt within one retry
+interval.
+
+While leading, the elector pings its connection every ``retry_interval_s``. A failed ping means
+the session, and with it the lock, may be gone: the elector steps down at once and clears
+``is_leader`` before anything else runs. A deposed leader must never run another maintenance
+pass on the strength of an old win; services check ``is_leader`` before each pass, and every
+maintenance statement is itself safe to run twice (guards in SQL), so the worst case of a stale
+check is a duplicate no-op, never a wrong write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from psycopg import AsyncConnection
+
+from awa_django.storage import control
+
+logger = logging.getLogger(__name__)
+
+# 'AWA_MAIN' as a 64-bit advisory lock key.
+LEADER_LOCK_KEY: Final = 0x4157415F4D41494E
+
+
+class LeaderElector:
+    """Holds (or keeps trying for) the maintenance leader lock."""
+
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[AsyncConnection[Any]]],
+        *,
+        retry_interval_s: float,
+    ) -> None:
+        self._connect = connect
+        self._retry_interval_s = retry_interval_s
+        self._conn: AsyncConnection[Any] | None = None
+        self.is_leader = False
+        self.became_leader = asyncio.Event()
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        try:
+            while not stopping.is_set():
+                await self._tick()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), timeout=self._retry_interval_s)
+        finally:
+            await self._release()
+
+    async def _tick(self) -> None:
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = await self._connect()
+            if self.is_leader:
+                await control.ping(self._conn)
+                return
+            if await control.try_leader_lock(self._conn, key=LEADER_LOCK_KEY):
+                self.is_leader = True
+                self.became_leader.set()
+                logger.info("became maintenance leader")
+        except Exception:
+            if self.is_leader:
+                logger.warning("lost maintenance leadership: leader connection failed")
+            else:
+                logger.exception("leader election attempt failed")
+            self._step_down()
+            await self._close()
+
+    def _step_down(self) -> None:
+        self.is_leader = False
+        self.became_leader.clear()
+
+    async def _release(self) -> None:
+        """Give up leadership on shutdown so another process can take over at once."""
+        was_leader = self.is_leader
+        self._step_down()
+        if was_leader and self._conn is not None and not self._conn.closed:
+            with contextlib.suppress(Exception):
+                await control.release_leader_lock(self._conn, key=LEADER_LOCK_KEY)
+            logger.info("released maintenance leadership")
+        await self._close()
+
+    async def _close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.close()
+        self._conn = None

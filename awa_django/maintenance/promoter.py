@@ -1,0 +1,46 @@
+"""Promotion: moves due scheduled and retryable jobs into the ready ring (leader task).
+
+``FOR UPDATE SKIP LOCKED`` in the promotion statement lets a burst worker promote too without
+moving a job twice; the literal states in each query keep the partial indexes in use however
+large the backlog.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from awa_django.storage.backlog import promote_due
+
+
+@dataclass(frozen=True, slots=True)
+class PromoterResult:
+    moved: int
+
+    @property
+    def changed(self) -> bool:
+        return self.moved > 0
+
+
+class Promoter:
+    """Moves due deferred jobs, repeating at once while batches come back full."""
+
+    name = "promoter"
+
+    def __init__(
+        self, pool: AsyncConnectionPool[Any], *, interval_s: float, batch_size: int
+    ) -> None:
+        self._pool = pool
+        self.interval_s = interval_s
+        self._batch_size = batch_size
+
+    async def run_once(self) -> PromoterResult:
+        total = 0
+        while True:
+            async with self._pool.connection() as conn:
+                moved = await promote_due(conn, limit=self._batch_size)
+            total += moved
+            if moved < self._batch_size:
+                return PromoterResult(total)

@@ -1,0 +1,48 @@
+"""Retention cleanup (leader task): dead-letter entries past ``DLQ_RETENTION_S``, deleted in
+bounded batches so one pass never holds long locks or builds a huge transaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from awa_django.storage.control import delete_expired_dlq
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionResult:
+    dlq_deleted: int
+
+    @property
+    def changed(self) -> bool:
+        return self.dlq_deleted > 0
+
+
+class RetentionCleaner:
+    name = "retention"
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Any],
+        *,
+        interval_s: float,
+        dlq_retention_s: float,
+        batch_size: int,
+    ) -> None:
+        self._pool = pool
+        self.interval_s = interval_s
+        self._dlq_retention_s = dlq_retention_s
+        self._batch_size = batch_size
+
+    async def run_once(self) -> RetentionResult:
+        deleted = 0
+        while True:
+            async with self._pool.connection() as conn:
+                batch = await delete_expired_dlq(
+                    conn, retention_s=self._dlq_retention_s, limit=self._batch_size
+                )
+            deleted += batch
+            if batch < self._batch_size:
+                return RetentionResult(deleted)

@@ -1,0 +1,21 @@
+"""``manage.py awa_maintenance``: compete for maintenance leadership and, while leading, run
+the cluster-wide maintenance tasks; runs no jobs. For deployments that want maintenance in a
+dedicated process (start workers with ``--no-maintenance`` then, or let both compete)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from awa_django.conf import get_settings
+from awa_django.management.process import configure_logging, run_process
+from awa_django.worker.runtime import config_from_settings
+
+
+class Command(BaseCommand):
+    help = "Run the awa maintenance leader loop (promotion, rescue, rings, retention) alone."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        configure_logging(self.stderr, options["verbosity"])
+        run_process(config_from_settings(get_settings(), queues={}), self.stdout, self.stderr)

@@ -1,0 +1,40 @@
+-- Control plane: leadership, ring rotation and prune, retention.
+
+-- name: try_leader_lock
+-- Tries the session-scoped maintenance leader lock (held until released or the session ends).
+SELECT pg_try_advisory_lock(%(key)s::bigint) AS acquired
+
+-- name: release_leader_lock
+-- Gives the leader lock back on shutdown so another process can take over at once.
+SELECT pg_advisory_unlock(%(key)s::bigint) AS released
+
+-- name: ping
+-- Proves the leader's session (and so its lock) is still alive.
+SELECT 1
+
+-- name: rotate_queue_ring
+-- One rotation attempt of the queue ring (see awa.rotate_queue_ring).
+SELECT awa.rotate_queue_ring() AS outcome
+
+-- name: prune_queue_ring
+-- One prune attempt of the oldest sealed queue-ring slot (see awa.prune_queue_ring).
+SELECT awa.prune_queue_ring(%(completed_retention_s)s::double precision,
+                            %(failed_retention_s)s::double precision,
+                            %(lock_timeout_ms)s::integer) AS outcome
+
+-- name: rotate_lease_ring
+-- One rotation attempt of the lease ring.
+SELECT awa.rotate_lease_ring() AS outcome
+
+-- name: prune_lease_ring
+-- Truncates emptied lease slots.
+SELECT awa.prune_lease_ring(%(lock_timeout_ms)s::integer) AS outcome
+
+-- name: delete_expired_dlq
+-- Deletes one bounded batch of DLQ entries older than the retention; returns how many.
+WITH expired AS (
+    SELECT job_id FROM awa.dlq_entries
+     WHERE dlq_at < now() - make_interval(secs => %(retention_s)s::double precision)
+     ORDER BY dlq_at LIMIT %(limit)s::integer
+)
+DELETE FROM awa.dlq_entries d USING expired e WHERE d.job_id = e.job_id

@@ -1,0 +1,72 @@
+"""Control plane: the maintenance leader lock, ring rotation and prune, retention cleanup."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from awa_django.sql import queries
+
+_SQL = queries("control")
+
+
+async def _scalar(
+    conn: AsyncConnection[Any], block: str, params: dict[str, Any] | None = None
+) -> Any:
+    cursor = await conn.execute(_SQL[block], params)
+    row = await cursor.fetchone()
+    return None if row is None else row[0]
+
+
+async def try_leader_lock(conn: AsyncConnection[Any], *, key: int) -> bool:
+    """Try the session-scoped leader lock on this connection."""
+    return bool(await _scalar(conn, "try_leader_lock", {"key": key}))
+
+
+async def release_leader_lock(conn: AsyncConnection[Any], *, key: int) -> bool:
+    return bool(await _scalar(conn, "release_leader_lock", {"key": key}))
+
+
+async def ping(conn: AsyncConnection[Any]) -> None:
+    await _scalar(conn, "ping")
+
+
+async def rotate_queue_ring(conn: AsyncConnection[Any]) -> str:
+    return str(await _scalar(conn, "rotate_queue_ring"))
+
+
+async def prune_queue_ring(
+    conn: AsyncConnection[Any],
+    *,
+    completed_retention_s: float,
+    failed_retention_s: float,
+    lock_timeout_ms: int,
+) -> str:
+    return str(
+        await _scalar(
+            conn,
+            "prune_queue_ring",
+            {
+                "completed_retention_s": completed_retention_s,
+                "failed_retention_s": failed_retention_s,
+                "lock_timeout_ms": lock_timeout_ms,
+            },
+        )
+    )
+
+
+async def rotate_lease_ring(conn: AsyncConnection[Any]) -> str:
+    return str(await _scalar(conn, "rotate_lease_ring"))
+
+
+async def prune_lease_ring(conn: AsyncConnection[Any], *, lock_timeout_ms: int) -> str:
+    return str(await _scalar(conn, "prune_lease_ring", {"lock_timeout_ms": lock_timeout_ms}))
+
+
+async def delete_expired_dlq(conn: AsyncConnection[Any], *, retention_s: float, limit: int) -> int:
+    """Delete one bounded batch of expired DLQ entries; returns how many went."""
+    cursor = await conn.execute(
+        _SQL["delete_expired_dlq"], {"retention_s": retention_s, "limit": limit}
+    )
+    return cursor.rowcount
