@@ -99,3 +99,40 @@ def sleepy(ctx: JobContext, seconds: float = 1.0) -> None:
     while time.monotonic() < deadline:
         time.sleep(0.02)
     record_run(ctx, "sleepy-end")
+
+
+@awa.job(kind="tests.slow_first")
+def slow_first(ctx: JobContext, seconds: float = 30.0, honour_cancel: bool = True) -> None:
+    """Attempt 1 saves a checkpoint and then runs long; later attempts finish at once and record
+    the checkpoint they were handed."""
+    if ctx.attempt == 1:
+        ctx.set_progress(50, "halfway", checkpoint={"step": 1})
+        record_run(ctx, "slow-start")
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not (honour_cancel and ctx.is_cancelled()):
+            time.sleep(0.02)
+        record_run(ctx, "slow-cancelled" if ctx.is_cancelled() else "slow-end")
+        return
+    record_run(ctx, f"resumed checkpoint={ctx.checkpoint}")
+
+
+@awa.job(kind="tests.checkpointed_retry")
+def checkpointed_retry(ctx: JobContext) -> None:
+    progress = ctx.progress or {}
+    record_run(
+        ctx,
+        f"checkpoint={ctx.checkpoint} progress={progress.get('percent')} {progress.get('message')}",
+    )
+    if ctx.attempt == 1:
+        ctx.set_progress(10, "page 3 of 9", checkpoint={"page": 3})
+        raise RuntimeError("transient")
+
+
+@awa.job(kind="tests.cooperative")
+def cooperative(ctx: JobContext, seconds: float = 20.0) -> None:
+    """Runs until cancelled, then returns normally (its completion must then be stale)."""
+    record_run(ctx, "coop-start")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not ctx.is_cancelled():
+        time.sleep(0.02)
+    record_run(ctx, "coop-saw-cancel" if ctx.is_cancelled() else "coop-timeout")

@@ -1,0 +1,337 @@
+"""Rescue, ring rotation and prune, progress/checkpoint and cancel, against real PostgreSQL.
+
+Maintenance passes are driven directly with ``run_once``; workers run in-process."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connection, connections, transaction
+from django.test import override_settings
+
+import awa_django as awa
+from awa_django.maintenance.rescuer import Rescuer
+from awa_django.maintenance.rings import RingMaintainer
+from awa_django.storage.execution import (
+    Completion,
+    LiveAttempt,
+    Outcome,
+    close_attempts,
+    heartbeat_attempts,
+)
+from awa_django.storage.queue import claim_ready
+from awa_django.worker.connections import connect, open_pool
+from awa_django.worker.executor import RetryPolicy
+from tests.conftest import BackgroundWorker, run_burst, wait_until
+from tests.jobs import checkpointed_retry, cooperative, noop, record
+
+pytestmark = pytest.mark.usefixtures("awa_db")
+
+POLICY = RetryPolicy(base_s=0.01, max_s=1, jitter=0)
+FAST = {
+    "QUEUES": {"default": {"concurrency": 4}, "email": {"concurrency": 2}},
+    "RETRY_BACKOFF_BASE_S": 0.02,
+    "RETRY_JITTER": 0,
+    "POLL_INTERVAL_S": 0.1,
+    "PROMOTE_INTERVAL_S": 0.05,
+    "LEADER_ELECTION_INTERVAL_S": 0.1,
+}
+
+
+def run(fn, *args: Any, **kwargs: Any):
+    async def main():
+        async with await connect("default") as conn:
+            return await fn(conn, *args, **kwargs)
+
+    return asyncio.run(main())
+
+
+def with_pool(make_task, **kwargs: Any):
+    async def main():
+        pool = await open_pool("default", max_size=2)
+        try:
+            return await make_task(pool, **kwargs).run_once()
+        finally:
+            await pool.close()
+
+    return asyncio.run(main())
+
+
+def rescue(staleness_s: float = 60.0):
+    return with_pool(
+        lambda pool: Rescuer(
+            pool,
+            interval_s=1,
+            staleness_s=staleness_s,
+            batch_size=100,
+            policy=POLICY,
+            now=lambda: datetime.now(UTC),
+        )
+    )
+
+
+def rings(completed_retention_s: float = 0.0, failed_retention_s: float = 3600.0):
+    return with_pool(
+        lambda pool: RingMaintainer(
+            pool,
+            interval_s=1,
+            completed_retention_s=completed_retention_s,
+            failed_retention_s=failed_retention_s,
+            lock_timeout_ms=200,
+        )
+    )
+
+
+def claim(deadline_s: float = 0.0):
+    return run(claim_ready, queue="default", limit=100, claimed_by="dead", deadline_s=deadline_s)
+
+
+def complete(job, outcome=Outcome.COMPLETED, **extra):
+    return run(
+        close_attempts,
+        [
+            Completion(
+                job_id=job.job_id,
+                run_lease=job.run_lease,
+                queue=job.queue,
+                priority=job.priority,
+                shard=job.shard,
+                lane_seq=job.lane_seq,
+                ready_slot=job.ready_slot,
+                outcome=outcome,
+                **extra,
+            )
+        ],
+    )
+
+
+def scalar(sql: str, params: list[Any] | None = None) -> Any:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params or [])
+        return cursor.fetchone()[0]
+
+
+def pause(seconds: float) -> None:
+    scalar("SELECT pg_sleep(%s)", [seconds])
+
+
+# -- rescue ------------------------------------------------------------------------------------
+
+
+def test_silent_attempt_is_rescued_and_its_late_completion_is_stale():
+    job_id = awa.enqueue("k.x", args={}, max_attempts=3)
+    (job,) = claim()
+    assert rescue(staleness_s=60).rescued == 0  # still fresh
+    pause(0.05)
+    result = rescue(staleness_s=0.01)
+    assert (result.found, result.rescued) == (1, 1)
+    record_ = awa.get_job(job_id)
+    assert record_.state == "retryable"
+    assert record_.errors[-1]["type"] == "awa_django.exceptions.AttemptRescued"
+    assert "heartbeat stale" in record_.errors[-1]["message"]
+    assert complete(job) == set()  # the rescued attempt's worker reports too late
+
+
+def test_exhausted_job_is_failed_by_rescue():
+    job_id = awa.enqueue("k.x", args={}, max_attempts=1)
+    claim()
+    pause(0.05)
+    rescue(staleness_s=0.01)
+    assert awa.get_job(job_id).state == "failed"
+
+
+def test_deadline_rescue_and_heartbeats_keep_a_long_attempt_alive():
+    overdue_id = awa.enqueue("k.deadline", args={})
+    (overdue,) = claim(deadline_s=0.01)
+    alive_id = awa.enqueue("k.alive", args={})
+    (alive,) = claim()
+    pause(0.05)
+    beat = LiveAttempt(
+        job_id=alive.job_id,
+        run_lease=alive.run_lease,
+        queue=alive.queue,
+        priority=alive.priority,
+        shard=alive.shard,
+        lane_seq=alive.lane_seq,
+        ready_slot=alive.ready_slot,
+        checkpoint={"at": 1},
+    )
+    assert run(heartbeat_attempts, [beat], claimed_by="w") == {(alive_id, 1)}
+    assert scalar("SELECT count(*) FROM awa.leases WHERE job_id = %s", [alive_id]) == 1
+    # Staleness longer than the heartbeat's age but shorter than the claim's.
+    result = rescue(staleness_s=0.04)
+    assert result.rescued == 1
+    assert "hard deadline exceeded" in awa.get_job(overdue_id).errors[-1]["message"]
+    assert awa.get_job(alive_id).state == "running"
+    # A heartbeat for an attempt closed elsewhere comes back as no longer open.
+    overdue_beat = LiveAttempt(
+        job_id=overdue.job_id,
+        run_lease=overdue.run_lease,
+        queue=overdue.queue,
+        priority=overdue.priority,
+        shard=overdue.shard,
+        lane_seq=overdue.lane_seq,
+        ready_slot=overdue.ready_slot,
+    )
+    assert run(heartbeat_attempts, [overdue_beat], claimed_by="w") == set()
+    # Closing the attempt deletes its lease.
+    complete(alive)
+    assert scalar("SELECT count(*) FROM awa.leases WHERE job_id = %s", [alive_id]) == 0
+
+
+# -- rings -------------------------------------------------------------------------------------
+
+
+def slot_of(job_id: int) -> int:
+    return scalar("SELECT max(ready_slot) FROM awa.ready_entries WHERE job_id = %s", [job_id])
+
+
+def test_rotation_seals_a_slot_and_an_idle_ring_stops_rotating():
+    assert rings().queue_rotation == "skipped_idle"
+    first = awa.enqueue("k.r", args={})
+    assert rings().queue_rotation == "rotated"
+    second = awa.enqueue("k.r", args={})
+    assert (slot_of(first), slot_of(second)) == (0, 1)
+    generation = scalar("SELECT max(generation) FROM awa.queue_ring_rotations")
+    rings()  # slot 1 now holds a row: rotates again; then idle
+    assert rings().queue_rotation == "skipped_idle"
+    assert scalar("SELECT max(generation) FROM awa.queue_ring_rotations") == generation + 1
+
+
+def test_prune_waits_for_claims_closures_and_retention_then_truncates():
+    job_id = awa.enqueue("k.p", args={})
+    rings()  # seal slot 0
+    assert rings().queue_prune == "pending_ready"
+    (job,) = claim()
+    assert rings().queue_prune == "open_attempt"
+    complete(job)
+    assert rings(completed_retention_s=3600).queue_prune == "retention"
+    assert rings(completed_retention_s=0).queue_prune == "pruned"
+    assert awa.get_job(job_id) is None  # history reclaimed with the slot
+    assert scalar("SELECT count(*) FROM awa.ready_entries_0") == 0
+
+
+def test_prune_carries_failed_history_within_retention_and_never_loses_a_live_job():
+    failed_id = awa.enqueue("k.f", args={}, max_attempts=1)
+    (failed,) = claim()
+    complete(failed, Outcome.FAILED, error={"message": "boom"})
+    waiting_id = awa.enqueue("k.w", args={})  # same slot, never claimed
+    rings()  # seal slot 0
+    assert rings().queue_prune == "pending_ready"
+    (waiting,) = claim()
+    complete(waiting)
+    assert rings().queue_prune == "pruned"
+    job = awa.get_job(failed_id)
+    assert (job.state, job.errors[-1]["message"]) == ("failed", "boom")
+    assert slot_of(failed_id) != 0
+    assert awa.get_job(waiting_id) is None
+    # The carried copy is closed history: nothing becomes claimable again.
+    assert claim() == []
+
+
+def test_rotation_and_prune_under_load_account_for_every_job_once():
+    committed: list[int] = []
+    stop = threading.Event()
+
+    def producer(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            while not stop.is_set():
+                try:
+                    with transaction.atomic():
+                        ids = [
+                            record.enqueue(n=rng.randint(0, 9)) for _ in range(rng.randint(1, 3))
+                        ]
+                        if rng.random() < 0.2:
+                            raise RuntimeError("rollback")
+                    committed.extend(ids)
+                except RuntimeError:
+                    pass
+        finally:
+            connections.close_all()
+
+    overrides = {**FAST, "RING_INTERVAL_S": 0.1, "COMPLETED_RETENTION_S": 0}
+    with override_settings(AWA=overrides):
+        worker = BackgroundWorker().start()
+        producers = [threading.Thread(target=producer, args=(seed,)) for seed in range(3)]
+        for thread in producers:
+            thread.start()
+        wait_until(lambda: len(committed) > 600, timeout=60)
+        stop.set()
+        for thread in producers:
+            thread.join(30)
+
+        def runs_so_far() -> int:
+            return scalar("SELECT count(DISTINCT job_id) FROM tests_job_runs")
+
+        wait_until(lambda: runs_so_far() == len(committed), timeout=60)
+        worker.stop()
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT job_id, count(*) FROM tests_job_runs GROUP BY job_id")
+        runs = dict(cursor.fetchall())
+    assert runs == {job_id: 1 for job_id in committed}
+    generations = scalar("SELECT max(generation) FROM awa.queue_ring_rotations")
+    retained = scalar("SELECT count(*) FROM awa.done_entries")
+    assert generations >= 5, "the ring should have rotated repeatedly"
+    assert retained < len(committed), "prune should have reclaimed completed history"
+
+
+# -- progress, checkpoint and cancel ----------------------------------------------------------
+
+
+def notes(job_id: int) -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT note FROM tests_job_runs WHERE job_id = %s ORDER BY id", [job_id])
+        return [row[0] for row in cursor.fetchall()]
+
+
+@override_settings(AWA=FAST)
+def test_checkpoint_survives_a_retry_and_is_cleared_on_success():
+    job_id = checkpointed_retry.enqueue()
+    run_burst(burst_wait_s=5)
+    assert notes(job_id) == [
+        "checkpoint=None progress=None None",
+        "checkpoint={'page': 3} progress=10 page 3 of 9",
+    ]
+    assert awa.get_job(job_id).state == "completed"
+    assert scalar("SELECT count(*) FROM awa.attempt_state WHERE job_id = %s", [job_id]) == 0
+
+
+def test_cancel_queued_and_scheduled_jobs_never_run():
+    queued = record.enqueue(n=1)
+    scheduled = awa.enqueue(record, args={"n": 2}, run_at=timedelta(milliseconds=1))
+    assert awa.cancel(queued) and awa.cancel(scheduled)
+    pause(0.01)
+    run_burst()
+    assert {awa.get_job(queued).state, awa.get_job(scheduled).state} == {"cancelled"}
+    assert notes(queued) == notes(scheduled) == []
+    assert not awa.cancel(queued)  # already cancelled
+
+
+def test_cancel_running_job_raises_its_flag_and_ignores_its_late_completion():
+    with override_settings(AWA=FAST):
+        worker = BackgroundWorker().start()
+        try:
+            job_id = cooperative.enqueue()
+            wait_until(lambda: notes(job_id) == ["coop-start"])
+            assert awa.cancel(job_id, reason="operator changed their mind")
+            wait_until(lambda: notes(job_id) == ["coop-start", "coop-saw-cancel"])
+        finally:
+            summary = worker.stop()
+    job = awa.get_job(job_id)
+    assert job.state == "cancelled"
+    assert job.errors[-1]["reason"] == "operator changed their mind"
+    assert summary.stale == 1  # the handler's normal return after the cancel
+
+
+def test_cancel_finished_or_unknown_job_returns_false():
+    assert not awa.cancel(987654321)
+    job_id = noop.enqueue(n=1)
+    run_burst()
+    assert not awa.cancel(job_id)
