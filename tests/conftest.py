@@ -110,7 +110,9 @@ def test_database_url() -> str:
 class WorkerProcess:
     """A real ``manage.py awa_worker`` subprocess on the test database."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *args: str, env: dict[str, str] | None = None, command: str = "awa_worker"
+    ) -> None:
         full_env = {
             **os.environ,
             "DATABASE_URL": test_database_url(),
@@ -120,7 +122,7 @@ class WorkerProcess:
         }
         self.log = bytearray()
         self.proc = subprocess.Popen(
-            [sys.executable, "manage.py", "awa_worker", "-v", "2", *args],
+            [sys.executable, "manage.py", command, "-v", "2", *args],
             cwd=REPO_ROOT,
             env=full_env,
             stdout=subprocess.PIPE,
@@ -159,8 +161,10 @@ def worker_process(awa_db: None) -> Iterator[Callable[..., WorkerProcess]]:
     """Start real worker subprocesses; any still running are killed after the test."""
     started: list[WorkerProcess] = []
 
-    def start(*args: str, env: dict[str, str] | None = None) -> WorkerProcess:
-        process = WorkerProcess(*args, env=env)
+    def start(
+        *args: str, env: dict[str, str] | None = None, command: str = "awa_worker"
+    ) -> WorkerProcess:
+        process = WorkerProcess(*args, env=env, command=command)
         started.append(process)
         return process
 

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -44,10 +45,17 @@ async def run_task(
             await asyncio.wait_for(stopping.wait(), timeout=delay)
         if stopping.is_set() or not is_leader():
             continue
+        started = time.monotonic()
         try:
             result = await task.run_once()
         except Exception:
             logger.exception("maintenance pass failed task=%s", task.name)
             continue
         level = logging.INFO if result.changed else logging.DEBUG
-        logger.log(level, "maintenance pass task=%s result=%s", task.name, result)
+        logger.log(
+            level,
+            "maintenance pass task=%s result=%s duration_ms=%.1f",
+            task.name,
+            result,
+            (time.monotonic() - started) * 1000,
+        )

@@ -23,6 +23,9 @@ def connection_kwargs(alias: str) -> dict[str, Any]:
     for key in _DJANGO_ONLY:
         params.pop(key, None)
     params.setdefault("application_name", "awa_worker")
+    # The worker's statements scan many small partitions whose cost estimates can cross the JIT
+    # threshold; compiling them takes far longer (hundreds of ms) than running them.
+    params["options"] = f"{params.get('options', '')} -c jit=off".strip()
     return params
 
 

@@ -864,7 +864,7 @@ $$;
 -- A queued job's lane row is locked FOR UPDATE first: claimers skip a locked lane, so a claim
 -- cannot slip in between our check and the tombstone.
 CREATE FUNCTION awa.cancel_job(p_job_id bigint, p_reason text) RETURNS text
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
     v_state text;
     v_row record;
