@@ -12,6 +12,7 @@ import json
 import math
 import typing
 from collections.abc import Callable, Mapping
+from functools import cache
 from typing import Any, Final
 
 from awa_django.exceptions import InvalidJob
@@ -52,7 +53,8 @@ def _has_tuple(value: object) -> bool:
     return False
 
 
-def handler_parameters(func: Callable[..., object]) -> list[inspect.Parameter]:
+@cache
+def handler_parameters(func: Callable[..., object]) -> tuple[inspect.Parameter, ...]:
     """The handler's parameters after the leading context parameter."""
     params = list(inspect.signature(func).parameters.values())
     if not params or params[0].kind not in (
@@ -69,9 +71,10 @@ def handler_parameters(func: Callable[..., object]) -> list[inspect.Parameter]:
                 f"job handler {func.__qualname__}: parameter {param.name!r} must be passable "
                 "by keyword (job arguments are stored by name)"
             )
-    return params[1:]
+    return tuple(params[1:])
 
 
+@cache
 def _annotations(func: Callable[..., object]) -> dict[str, Any]:
     try:
         return typing.get_type_hints(func)

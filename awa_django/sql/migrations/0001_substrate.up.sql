@@ -366,9 +366,12 @@ $$;
 --
 -- p_deadline_s > 0 gives each attempt a hard deadline; progress and checkpoint saved by earlier
 -- attempts of the job come back with it.
+--
+-- Custom plans on every call: a generic plan cached while a partition was nearly empty keeps
+-- seq-scanning it for the cursor lookup after it has grown.
 CREATE FUNCTION awa.claim_ready(p_queue text, p_limit integer, p_claimed_by text,
                                 p_deadline_s double precision)
-RETURNS SETOF awa.claimed_job LANGUAGE plpgsql AS $$
+RETURNS SETOF awa.claimed_job LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     v_lane record;
     v_cursor bigint;
