@@ -178,6 +178,10 @@ CREATE TABLE awa.leases (
     claimed_by text NOT NULL,
     heartbeat_at timestamptz NOT NULL DEFAULT now(),
     materialized_at timestamptz NOT NULL DEFAULT now(),
+    -- A parked or sequential external wait (the callbacks feature fills these; rescue will
+    -- close attempts whose callback_timeout_at has passed).
+    callback_id uuid,
+    callback_timeout_at timestamptz,
     PRIMARY KEY (job_id, run_lease, lease_slot)
 ) PARTITION BY LIST (lease_slot);
 
