@@ -23,6 +23,7 @@ from typing import Any
 from django.db import connection
 
 import awa_django as awa
+from awa_django.testing import reset_queue
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 QUEUE = "bench"
@@ -59,20 +60,8 @@ def job_args(i: int) -> dict[str, Any]:
 
 
 def reset() -> None:
-    """Empty every awa table except static configuration and put the ring back at genesis.
-
-    Same as ``truncate_awa_tables`` in tests/conftest.py: partitions are emptied through their
-    parents, ``ring_config`` is written once by the migration and must stay.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT string_agg(format('%I.%I', n.nspname, c.relname), ', ') FROM pg_class c "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'awa' "
-            "AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relname <> 'ring_config'"
-        )
-        (tables,) = cursor.fetchone()
-        cursor.execute(f"TRUNCATE {tables}")
-        cursor.execute("INSERT INTO awa.queue_ring_rotations (generation, slot) VALUES (0, 0)")
+    """Empty every awa table and put the rings back at genesis, as the test suite does."""
+    reset_queue()
 
 
 def _scalar(sql: str) -> Any:
@@ -124,14 +113,24 @@ class WorkerProcess:
             "PYTHONUNBUFFERED": "1",
         }
         argv = [
-            sys.executable, "manage.py", "awa_worker", "--burst",
-            "--queue", f"{QUEUE}={concurrency}", "-v", "1",
+            sys.executable,
+            "manage.py",
+            "awa_worker",
+            "--burst",
+            "--queue",
+            f"{QUEUE}={concurrency}",
+            "-v",
+            "1",
         ]
         self.lines: list[str] = []
         self.ready_at: float | None = None
         self.started_at = time.perf_counter()
         self.proc = subprocess.Popen(
-            argv, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            argv,
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)

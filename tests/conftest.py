@@ -17,6 +17,7 @@ from django.db import connection
 
 from awa_django.conf import get_settings
 from awa_django.jobs import registry
+from awa_django.testing import reset_queue
 from awa_django.worker.runtime import RunSummary, WorkerRuntime, config_from_settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -38,17 +39,10 @@ def wait_until(
 
 
 def truncate_awa_tables() -> None:
-    """Empty every awa table except static configuration, and reset the ring to genesis."""
+    """Empty the awa schema (``awa_django.testing.reset_queue``) and the runs the handlers log."""
+    reset_queue()
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT string_agg(format('%I.%I', n.nspname, c.relname), ', ') FROM pg_class c "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'awa' "
-            "AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relname <> 'ring_config'"
-        )
-        (tables,) = cursor.fetchone()
-        cursor.execute(f"TRUNCATE {tables}, tests_job_runs")
-        cursor.execute("INSERT INTO awa.queue_ring_rotations (generation, slot) VALUES (0, 0)")
-        cursor.execute("INSERT INTO awa.lease_ring_rotations (generation, slot) VALUES (0, 0)")
+        cursor.execute("TRUNCATE tests_job_runs")
 
 
 @pytest.fixture

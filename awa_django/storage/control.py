@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
 
 from awa_django.sql import queries
@@ -70,3 +71,8 @@ async def delete_expired_dlq(conn: AsyncConnection[Any], *, retention_s: float, 
         _SQL["delete_expired_dlq"], {"retention_s": retention_s, "limit": limit}
     )
     return cursor.rowcount
+
+
+def reset_all(cursor: CursorWrapper) -> None:
+    """Delete every job and put the rings back at genesis (test suites and benchmarks only)."""
+    cursor.execute(_SQL["reset_all"])

@@ -38,3 +38,20 @@ WITH expired AS (
      ORDER BY dlq_at LIMIT %(limit)s::integer
 )
 DELETE FROM awa.dlq_entries d USING expired e WHERE d.job_id = e.job_id
+
+-- name: reset_all
+-- Empties every awa table except static ring configuration and puts both rings back at
+-- genesis. For test suites and benchmarks only: it deletes every job.
+DO $$
+DECLARE
+    v_tables text;
+BEGIN
+    SELECT string_agg(format('%I.%I', n.nspname, c.relname), ', ') INTO v_tables
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = 'awa' AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+       AND c.relname <> 'ring_config';
+    EXECUTE 'TRUNCATE ' || v_tables;
+    INSERT INTO awa.queue_ring_rotations (generation, slot) VALUES (0, 0);
+    INSERT INTO awa.lease_ring_rotations (generation, slot) VALUES (0, 0);
+END
+$$
