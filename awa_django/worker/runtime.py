@@ -394,8 +394,21 @@ class WorkerRuntime:
                 continue
             async with pool.connection() as conn:
                 due_in = await seconds_until_next_due(conn, queues=queues)
-            if due_in is None or due_in > self.config.burst_wait_s:
-                logger.info("burst finished: nothing runnable or due soon")
-                self.request_stop()
-                return
-            await asyncio.sleep(max(due_in, 0.0) + 0.01)
+            if due_in is not None and due_in <= self.config.burst_wait_s:
+                await asyncio.sleep(max(due_in, 0.0) + 0.01)
+                continue
+            # Work may have become ready since the dispatchers last looked (the leader's own
+            # promotion pass, a NOTIFY in flight): one more claim round must come back empty.
+            if await self._claimed_in_confirmation_round():
+                continue
+            logger.info("burst finished: nothing runnable or due soon")
+            self.request_stop()
+            return
+
+    async def _claimed_in_confirmation_round(self) -> bool:
+        before = sum(d.claimed_count for d in self._dispatchers.values())
+        for dispatcher in self._dispatchers.values():
+            dispatcher.poke()
+        while not all(d.idle for d in self._dispatchers.values()):
+            await asyncio.sleep(0.01)
+        return sum(d.claimed_count for d in self._dispatchers.values()) != before
