@@ -7,6 +7,7 @@
 #   make lint                       ruff check
 #   make bench                      benchmarks on a throwaway Postgres (docs/benchmarks.md)
 #   make bench BENCH_ARGS='--jobs 2000 --reps 1'   ... a quick run
+#   make bench-pinned               10-minute bloat run under a pinned MVCC horizon
 #
 # Set DATABASE_URL to use an existing database instead of a throwaway one.
 # Test another interpreter / Django without touching the default venv:
@@ -58,3 +59,8 @@ FORCE:
 
 bench: $(STAMP)
 	$(WITH_POSTGRES) $(VENV_PYTHON) -m benchmarks.run $(BENCH_ARGS)
+
+.PHONY: bench-pinned
+PINNED_ARGS ?=
+bench-pinned: $(STAMP)
+	$(WITH_POSTGRES) $(VENV_PYTHON) -m benchmarks.pinned_horizon $(PINNED_ARGS)
