@@ -47,6 +47,21 @@ class Completion:
     progress: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None
 
+    @classmethod
+    def of(cls, job: ClaimedJob, outcome: Outcome, **details: Any) -> Completion:
+        """The completion of ``job``'s attempt, addressed by its receipt."""
+        return cls(
+            job_id=job.job_id,
+            run_lease=job.run_lease,
+            queue=job.queue,
+            priority=job.priority,
+            shard=job.shard,
+            lane_seq=job.lane_seq,
+            ready_slot=job.ready_slot,
+            outcome=outcome,
+            **details,
+        )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LiveAttempt:
@@ -61,6 +76,20 @@ class LiveAttempt:
     ready_slot: int
     progress: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, job: ClaimedJob, **details: Any) -> LiveAttempt:
+        """``job``'s running attempt, addressed by its receipt."""
+        return cls(
+            job_id=job.job_id,
+            run_lease=job.run_lease,
+            queue=job.queue,
+            priority=job.priority,
+            shard=job.shard,
+            lane_seq=job.lane_seq,
+            ready_slot=job.ready_slot,
+            **details,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -89,19 +89,14 @@ def result_to_completion(
     def close(
         outcome: Outcome, *, run_at: datetime | None = None, error: dict[str, Any] | None = None
     ) -> Completion:
-        return Completion(
-            job_id=job.job_id,
-            run_lease=job.run_lease,
-            queue=job.queue,
-            priority=job.priority,
-            shard=job.shard,
-            lane_seq=job.lane_seq,
-            ready_slot=job.ready_slot,
-            outcome=outcome,
+        kept = outcome is not Outcome.COMPLETED  # success clears progress and checkpoint
+        return Completion.of(
+            job,
+            outcome,
             run_at=run_at,
             error=error,
-            progress=None if outcome is Outcome.COMPLETED else progress,
-            checkpoint=None if outcome is Outcome.COMPLETED else checkpoint,
+            progress=progress if kept else None,
+            checkpoint=checkpoint if kept else None,
         )
 
     if exc is None:

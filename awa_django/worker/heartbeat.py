@@ -60,23 +60,12 @@ class Heartbeat:
             progress, checkpoint, changed = attempt.ctx.state.take_unflushed()
             if not changed and now - attempt.started < self._interval_s:
                 continue
-            job = attempt.job
-            batch.append(
-                (
-                    attempt,
-                    LiveAttempt(
-                        job_id=job.job_id,
-                        run_lease=job.run_lease,
-                        queue=job.queue,
-                        priority=job.priority,
-                        shard=job.shard,
-                        lane_seq=job.lane_seq,
-                        ready_slot=job.ready_slot,
-                        progress=progress if changed else None,
-                        checkpoint=checkpoint if changed else None,
-                    ),
-                )
+            live = LiveAttempt.of(
+                attempt.job,
+                progress=progress if changed else None,
+                checkpoint=checkpoint if changed else None,
             )
+            batch.append((attempt, live))
         if not batch:
             return 0
         try:

@@ -92,22 +92,7 @@ def claim(deadline_s: float = 0.0):
 
 
 def complete(job, outcome=Outcome.COMPLETED, **extra):
-    return run(
-        close_attempts,
-        [
-            Completion(
-                job_id=job.job_id,
-                run_lease=job.run_lease,
-                queue=job.queue,
-                priority=job.priority,
-                shard=job.shard,
-                lane_seq=job.lane_seq,
-                ready_slot=job.ready_slot,
-                outcome=outcome,
-                **extra,
-            )
-        ],
-    )
+    return run(close_attempts, [Completion.of(job, outcome, **extra)])
 
 
 def scalar(sql: str, params: list[Any] | None = None) -> Any:
@@ -151,16 +136,7 @@ def test_deadline_rescue_and_heartbeats_keep_a_long_attempt_alive():
     alive_id = awa.enqueue("k.alive", args={})
     (alive,) = claim()
     pause(0.05)
-    beat = LiveAttempt(
-        job_id=alive.job_id,
-        run_lease=alive.run_lease,
-        queue=alive.queue,
-        priority=alive.priority,
-        shard=alive.shard,
-        lane_seq=alive.lane_seq,
-        ready_slot=alive.ready_slot,
-        checkpoint={"at": 1},
-    )
+    beat = LiveAttempt.of(alive, checkpoint={"at": 1})
     assert run(heartbeat_attempts, [beat], claimed_by="w") == {(alive_id, 1)}
     assert scalar("SELECT count(*) FROM awa.leases WHERE job_id = %s", [alive_id]) == 1
     # Staleness longer than the heartbeat's age but shorter than the claim's.
@@ -169,15 +145,7 @@ def test_deadline_rescue_and_heartbeats_keep_a_long_attempt_alive():
     assert "hard deadline exceeded" in awa.get_job(overdue_id).errors[-1]["message"]
     assert awa.get_job(alive_id).state == "running"
     # A heartbeat for an attempt closed elsewhere comes back as no longer open.
-    overdue_beat = LiveAttempt(
-        job_id=overdue.job_id,
-        run_lease=overdue.run_lease,
-        queue=overdue.queue,
-        priority=overdue.priority,
-        shard=overdue.shard,
-        lane_seq=overdue.lane_seq,
-        ready_slot=overdue.ready_slot,
-    )
+    overdue_beat = LiveAttempt.of(overdue)
     assert run(heartbeat_attempts, [overdue_beat], claimed_by="w") == set()
     # Closing the attempt deletes its lease.
     complete(alive)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -36,18 +37,9 @@ def claim(
 def completion(
     job: ClaimedJob, outcome: Outcome = Outcome.COMPLETED, **overrides: Any
 ) -> Completion:
-    fields = dict(
-        job_id=job.job_id,
-        run_lease=job.run_lease,
-        queue=job.queue,
-        priority=job.priority,
-        shard=job.shard,
-        lane_seq=job.lane_seq,
-        ready_slot=job.ready_slot,
-        outcome=outcome,
-    )
-    fields.update(overrides)
-    return Completion(**fields)
+    if "run_lease" in overrides:
+        job = dataclasses.replace(job, run_lease=overrides.pop("run_lease"))
+    return Completion.of(job, outcome, **overrides)
 
 
 def close(*completions: Completion) -> set[tuple[int, int]]:
