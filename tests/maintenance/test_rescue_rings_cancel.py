@@ -5,7 +5,9 @@ Maintenance passes are driven directly with ``run_once``; workers run in-process
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+import signal
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -202,7 +204,7 @@ def test_prune_carries_failed_history_within_retention_and_never_loses_a_live_jo
     assert claim() == []
 
 
-def test_rotation_and_prune_under_load_account_for_every_job_once():
+def test_rotation_and_prune_under_load_account_for_every_job_once(worker_process):
     committed: list[int] = []
     stop = threading.Event()
 
@@ -223,22 +225,25 @@ def test_rotation_and_prune_under_load_account_for_every_job_once():
         finally:
             connections.close_all()
 
+    # Two real worker processes; whichever leads rotates and prunes every 100 ms.
     overrides = {**FAST, "RING_INTERVAL_S": 0.1, "COMPLETED_RETENTION_S": 0}
-    with override_settings(AWA=overrides):
-        worker = BackgroundWorker().start()
-        producers = [threading.Thread(target=producer, args=(seed,)) for seed in range(3)]
-        for thread in producers:
-            thread.start()
-        wait_until(lambda: len(committed) > 600, timeout=60)
-        stop.set()
-        for thread in producers:
-            thread.join(30)
+    env = {"AWA_OVERRIDES": json.dumps(overrides)}
+    workers = [worker_process("--queue", "default=4", env=env).wait_ready() for _ in range(2)]
+    producers = [threading.Thread(target=producer, args=(seed,)) for seed in range(3)]
+    for thread in producers:
+        thread.start()
+    wait_until(lambda: len(committed) > 600, timeout=60)
+    stop.set()
+    for thread in producers:
+        thread.join(30)
 
-        def runs_so_far() -> int:
-            return scalar("SELECT count(DISTINCT job_id) FROM tests_job_runs")
+    def runs_so_far() -> int:
+        return scalar("SELECT count(DISTINCT job_id) FROM tests_job_runs")
 
-        wait_until(lambda: runs_so_far() == len(committed), timeout=60)
-        worker.stop()
+    wait_until(lambda: runs_so_far() == len(committed), timeout=60)
+    for worker in workers:
+        worker.proc.send_signal(signal.SIGTERM)
+    assert [worker.wait() for worker in workers] == [0, 0]
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT job_id, count(*) FROM tests_job_runs GROUP BY job_id")
@@ -248,6 +253,9 @@ def test_rotation_and_prune_under_load_account_for_every_job_once():
     retained = scalar("SELECT count(*) FROM awa.done_entries")
     assert generations >= 5, "the ring should have rotated repeatedly"
     assert retained < len(committed), "prune should have reclaimed completed history"
+    # Whatever history is still retained says completed; nothing is waiting or open.
+    remaining = {job.state for job in awa.get_jobs(committed)}
+    assert remaining <= {"completed"}
 
 
 # -- progress, checkpoint and cancel ----------------------------------------------------------
