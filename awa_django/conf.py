@@ -57,7 +57,7 @@ class AwaSettings:
     JOB_MODULES: tuple[str, ...] = ()
     # Poll fallback when no NOTIFY arrives.
     POLL_INTERVAL_S: float = 1.0
-    # How often the worker moves due scheduled/retryable jobs into the ready ring.
+    # How often the maintenance leader moves due scheduled/retryable jobs into the ready ring.
     PROMOTE_INTERVAL_S: float = 1.0
     # Most deferred jobs moved per promotion statement.
     PROMOTE_BATCH_SIZE: int = 1000

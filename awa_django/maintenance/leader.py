@@ -62,7 +62,11 @@ class LeaderElector:
             if self._conn is None or self._conn.closed:
                 self._conn = await self._connect()
             if self.is_leader:
-                await control.ping(self._conn)
+                # Bounded: on a dead network the ping would otherwise hang until TCP gives up
+                # (hours), and a leader that cannot reach its session must step down.
+                await asyncio.wait_for(
+                    control.ping(self._conn), timeout=max(5.0, 3 * self._retry_interval_s)
+                )
                 return
             if await control.try_leader_lock(self._conn, key=LEADER_LOCK_KEY):
                 self.is_leader = True
