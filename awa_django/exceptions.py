@@ -69,3 +69,7 @@ class Cancel(JobOutcome):
 
 class TerminalError(JobOutcome):
     """Fail this job now, whatever attempts remain. Subclass it for domain errors."""
+
+
+class InvalidReturnValue(TerminalError):
+    """A handler's return value cannot be kept: it is not JSON or exceeds the size cap."""

@@ -46,6 +46,9 @@ class Completion:
     # Progress and checkpoint the attempt reported; None leaves the saved ones unchanged.
     progress: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None
+    # A completed attempt's return value as JSON text, kept only for handlers that return a
+    # ``StoredReturn`` (django.tasks results); None stores nothing.
+    result_json: str | None = None
 
     @classmethod
     def of(cls, job: ClaimedJob, outcome: Outcome, **details: Any) -> Completion:
@@ -104,6 +107,11 @@ def _json_or_none(value: dict[str, Any] | None) -> Jsonb | None:
     return None if value is None else Jsonb(value)
 
 
+def _json_text_or_none(text: str | None) -> Jsonb | None:
+    # Already serialized (and size-checked) by the executor: pass the text through unchanged.
+    return None if text is None else Jsonb(text, dumps=str)
+
+
 async def close_attempts(
     conn: AsyncConnection[Any], completions: Sequence[Completion]
 ) -> set[tuple[int, int]]:
@@ -124,6 +132,7 @@ async def close_attempts(
             "error": [_json_or_none(c.error) for c in completions],
             "progress": [_json_or_none(c.progress) for c in completions],
             "checkpoint": [_json_or_none(c.checkpoint) for c in completions],
+            "result": [_json_text_or_none(c.result_json) for c in completions],
         },
     )
     return {(int(job_id), int(lease)) for job_id, lease in await cursor.fetchall()}

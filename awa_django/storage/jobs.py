@@ -34,10 +34,20 @@ class JobRecord:
     tags: list[str]
     errors: list[dict[str, Any]]
     finalized_at: datetime | None
+    # The JSON return value a completed job kept (django.tasks results); None otherwise.
+    result: Any = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    """One claim of a job: which worker started an attempt, and when."""
+
+    claimed_by: str
+    claimed_at: datetime
 
 
 # Django's connection hands jsonb back as text (its JSONField parses it), so these are decoded here.
-_JSON_COLUMNS = ("args", "metadata", "errors")
+_JSON_COLUMNS = ("args", "metadata", "errors", "result")
 
 
 def get_jobs(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[JobRecord]:
@@ -52,3 +62,12 @@ def get_jobs(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[JobRecord]:
                 values[column] = json.loads(values[column])
         records.append(JobRecord(**values))
     return records
+
+
+def get_claims(cursor: CursorWrapper, job_ids: Sequence[int]) -> dict[int, list[Claim]]:
+    """The claims of ``job_ids``, oldest first, by job id (jobs never claimed are left out)."""
+    cursor.execute(_SQL["get_claims"], {"job_ids": list(job_ids)})
+    claims: dict[int, list[Claim]] = {}
+    for job_id, claimed_by, claimed_at in cursor.fetchall():
+        claims.setdefault(job_id, []).append(Claim(claimed_by=claimed_by, claimed_at=claimed_at))
+    return claims

@@ -20,8 +20,11 @@ from typing import Any, Final
 
 from django.db import close_old_connections
 
+from awa_django.arguments import to_json_text
 from awa_django.exceptions import (
     Cancel,
+    InvalidJob,
+    InvalidReturnValue,
     JobOutcome,
     RetryAfter,
     Snooze,
@@ -35,6 +38,9 @@ from awa_django.storage.queue import ClaimedJob
 logger = logging.getLogger(__name__)
 
 TRACEBACK_LINES: Final = 20
+# Largest return value (JSON text, UTF-8 bytes) a job may keep: results live in the done row,
+# which every read of the job loads, so big payloads belong in the caller's own storage.
+MAX_RESULT_BYTES: Final = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,6 +61,35 @@ class HandlerResult:
     """What a handler did: returned (``error`` is None) or raised/returned an outcome or error."""
 
     error: BaseException | None = None
+    # The return value to keep with the completed job, as JSON text (see ``StoredReturn``).
+    result_json: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredReturn:
+    """Returned by a handler whose return value must be kept with the job (django.tasks).
+
+    Build it with ``StoredReturn.of(value)``: the value is checked once, in the handler, so an
+    unstorable value fails the attempt like any other error. Plain ``@awa.job`` return values
+    are not stored, so ordinary jobs pay nothing for this.
+    """
+
+    json: str
+
+    @classmethod
+    def of(cls, value: object) -> StoredReturn:
+        """``value`` as JSON text within ``MAX_RESULT_BYTES``, else ``InvalidReturnValue``."""
+        try:
+            text = to_json_text(value, what="return value")
+        except InvalidJob as exc:
+            raise InvalidReturnValue(str(exc)) from None
+        size = len(text.encode())
+        if size > MAX_RESULT_BYTES:
+            raise InvalidReturnValue(
+                f"return value is {size} bytes of JSON, over the {MAX_RESULT_BYTES}-byte cap; "
+                "store large results yourself and return a reference to them"
+            )
+        return cls(text)
 
 
 def error_entry(exc: BaseException, *, attempt: int, at: datetime) -> dict[str, Any]:
@@ -97,6 +132,7 @@ def result_to_completion(
             error=error,
             progress=progress if kept else None,
             checkpoint=checkpoint if kept else None,
+            result_json=None if kept else result.result_json,
         )
 
     if exc is None:
@@ -162,4 +198,6 @@ async def execute(
         return HandlerResult(exc)
     if isinstance(value, JobOutcome):
         return HandlerResult(value)
+    if isinstance(value, StoredReturn):
+        return HandlerResult(result_json=value.json)
     return HandlerResult()

@@ -14,7 +14,8 @@ DROP FUNCTION awa.promote_due(text, integer);
 DROP FUNCTION awa.heartbeat_attempts(integer[], text[], smallint[], smallint[], bigint[],
                                      bigint[], bigint[], jsonb[], jsonb[], text);
 DROP FUNCTION awa.close_attempts(integer[], text[], smallint[], smallint[], bigint[], bigint[],
-                                 bigint[], text[], timestamptz[], jsonb[], jsonb[], jsonb[]);
+                                 bigint[], text[], timestamptz[], jsonb[], jsonb[], jsonb[],
+                                 jsonb[]);
 DROP FUNCTION awa.claim_ready(text, integer, text, double precision);
 DROP FUNCTION awa.enqueue_job(text, text, smallint, jsonb, integer, timestamptz, jsonb, text[]);
 DROP FUNCTION awa.reserve_lane(text, smallint, smallint, integer, boolean);

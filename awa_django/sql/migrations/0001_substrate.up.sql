@@ -121,7 +121,8 @@ CREATE INDEX claim_receipts_job_id ON awa.claim_receipts (job_id);
 -- (job_id, run_lease) is the run_lease guard: the first closer of an attempt wins, a later or
 -- stale write for the same attempt conflicts and changes nothing. Terminal outcomes
 -- (completed, failed, cancelled) are the job's terminal fact; body columns stay in the retained
--- ready row of the same slot.
+-- ready row of the same slot. ``result`` is a completed attempt's JSON return value, written only
+-- for handlers that ask to keep one (django.tasks results); NULL otherwise.
 CREATE TABLE awa.done_entries (
     job_id bigint NOT NULL,
     run_lease bigint NOT NULL,
@@ -135,6 +136,7 @@ CREATE TABLE awa.done_entries (
         CHECK (outcome IN ('completed', 'failed', 'cancelled', 'retryable', 'snoozed')),
     error jsonb,
     finalized_at timestamptz NOT NULL DEFAULT now(),
+    result jsonb,
     PRIMARY KEY (job_id, run_lease, ready_slot)
 ) PARTITION BY LIST (ready_slot);
 
@@ -442,13 +444,15 @@ $$;
 CREATE FUNCTION awa.close_attempts(
     p_ready_slot integer[], p_queue text[], p_priority smallint[], p_shard smallint[],
     p_lane_seq bigint[], p_job_id bigint[], p_run_lease bigint[], p_outcome text[],
-    p_run_at timestamptz[], p_error jsonb[], p_progress jsonb[], p_checkpoint jsonb[]
+    p_run_at timestamptz[], p_error jsonb[], p_progress jsonb[], p_checkpoint jsonb[],
+    p_result jsonb[]
 ) RETURNS TABLE (job_id bigint, run_lease bigint) LANGUAGE sql AS $$
     WITH batch AS (
         SELECT * FROM unnest(p_ready_slot, p_queue, p_priority, p_shard, p_lane_seq, p_job_id,
-                             p_run_lease, p_outcome, p_run_at, p_error, p_progress, p_checkpoint)
+                             p_run_lease, p_outcome, p_run_at, p_error, p_progress, p_checkpoint,
+                             p_result)
             AS b(ready_slot, queue, priority, shard, lane_seq, job_id, run_lease, outcome,
-                 run_at, error, progress, checkpoint)
+                 run_at, error, progress, checkpoint, result)
     ), live AS (
         SELECT b.*, c.attempt
           FROM batch b
@@ -458,9 +462,9 @@ CREATE FUNCTION awa.close_attempts(
            AND c.job_id = b.job_id AND c.run_lease = b.run_lease
     ), closed AS (
         INSERT INTO awa.done_entries (job_id, run_lease, ready_slot, queue, priority, shard,
-                                      lane_seq, attempt, outcome, error)
+                                      lane_seq, attempt, outcome, error, result)
         SELECT l.job_id, l.run_lease, l.ready_slot, l.queue, l.priority, l.shard, l.lane_seq,
-               l.attempt, l.outcome, l.error
+               l.attempt, l.outcome, l.error, l.result
           FROM live l
         ON CONFLICT DO NOTHING
         RETURNING done_entries.job_id, done_entries.run_lease, done_entries.ready_slot,
@@ -790,7 +794,7 @@ BEGIN
       FROM awa.claim_receipts c WHERE c.ready_slot = v_slot AND c.lane_seq = ANY (v_carried);
     INSERT INTO awa.done_entries
     SELECT d.job_id, d.run_lease, v_current.slot, d.queue, d.priority, d.shard, d.lane_seq,
-           d.attempt, d.outcome, d.error, d.finalized_at
+           d.attempt, d.outcome, d.error, d.finalized_at, d.result
       FROM awa.done_entries d WHERE d.ready_slot = v_slot AND d.lane_seq = ANY (v_carried);
     INSERT INTO awa.ready_tombstones
     SELECT t.queue, t.priority, t.shard, t.lane_seq, v_current.slot, t.job_id, t.reason,
@@ -931,7 +935,7 @@ BEGIN
                 ARRAY[v_row.run_lease], ARRAY['cancelled'], ARRAY[NULL::timestamptz],
                 ARRAY[jsonb_build_object('attempt', v_row.attempt, 'at', now(),
                                          'reason', p_reason)],
-                ARRAY[NULL::jsonb], ARRAY[NULL::jsonb])) THEN
+                ARRAY[NULL::jsonb], ARRAY[NULL::jsonb], ARRAY[NULL::jsonb])) THEN
             PERFORM pg_notify('awa_cancel', v_row.job_id || ':' || v_row.run_lease);
             RETURN 'cancelled_running';
         END IF;
@@ -948,7 +952,8 @@ WITH facts AS (
     SELECT r.job_id, 2 * r.run_lease + 1 AS position,
            CASE WHEN t.job_id IS NULL THEN 'available' ELSE 'cancelled' END AS state,
            r.kind, r.queue, r.priority, r.args, r.attempt, r.run_lease, r.max_attempts, r.run_at,
-           r.created_at, r.metadata, r.tags, r.errors, NULL::timestamptz AS finalized_at
+           r.created_at, r.metadata, r.tags, r.errors, NULL::timestamptz AS finalized_at,
+           NULL::jsonb AS result
       FROM awa.ready_entries r
       LEFT JOIN awa.ready_tombstones t
         ON t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
@@ -956,7 +961,7 @@ WITH facts AS (
     UNION ALL
     SELECT c.job_id, 2 * c.run_lease, 'running', r.kind, r.queue, r.priority, r.args, c.attempt,
            c.run_lease, r.max_attempts, r.run_at, r.created_at, r.metadata, r.tags, r.errors,
-           NULL
+           NULL, NULL
       FROM awa.claim_receipts c
       JOIN awa.ready_entries r
         ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
@@ -965,7 +970,7 @@ WITH facts AS (
     SELECT d.job_id, 2 * d.run_lease + 0.5, d.outcome, r.kind, r.queue, r.priority, r.args,
            d.attempt, d.run_lease, r.max_attempts, r.run_at, r.created_at, r.metadata, r.tags,
            CASE WHEN d.error IS NULL THEN r.errors ELSE r.errors || jsonb_build_array(d.error) END,
-           d.finalized_at
+           d.finalized_at, d.result
       FROM awa.done_entries d
       JOIN awa.ready_entries r
         ON r.queue = d.queue AND r.priority = d.priority AND r.shard = d.shard
@@ -973,16 +978,16 @@ WITH facts AS (
     UNION ALL
     SELECT f.job_id, 2 * f.run_lease + 0.75, f.state, f.kind, f.queue, f.priority, f.args,
            f.attempt, f.run_lease, f.max_attempts, f.run_at, f.created_at, f.metadata, f.tags,
-           f.errors, NULL
+           f.errors, NULL, NULL
       FROM awa.deferred_jobs f
     UNION ALL
     SELECT q.job_id, 2 * q.original_run_lease + 0.9, 'dlq', q.kind, q.queue, q.priority, q.args,
            q.attempt, q.original_run_lease, q.max_attempts, NULL, q.created_at, q.metadata,
-           q.tags, q.errors, q.dlq_at
+           q.tags, q.errors, q.dlq_at, NULL
       FROM awa.dlq_entries q
 )
 SELECT DISTINCT ON (job_id)
        job_id, state, kind, queue, priority, args, attempt, run_lease, max_attempts, run_at,
-       created_at, metadata, tags, errors, finalized_at
+       created_at, metadata, tags, errors, finalized_at, result
   FROM facts
  ORDER BY job_id, position DESC;

@@ -8,7 +8,7 @@ SELECT job_id, run_lease
                           %(priority)s::smallint[], %(shard)s::smallint[],
                           %(lane_seq)s::bigint[], %(job_id)s::bigint[], %(run_lease)s::bigint[],
                           %(outcome)s::text[], %(run_at)s::timestamptz[], %(error)s::jsonb[],
-                          %(progress)s::jsonb[], %(checkpoint)s::jsonb[])
+                          %(progress)s::jsonb[], %(checkpoint)s::jsonb[], %(result)s::jsonb[])
 
 -- name: heartbeat_attempts
 -- Heartbeats one worker's live attempts and saves their progress in one statement; returns the
