@@ -1,23 +1,26 @@
-"""Retention cleanup (leader task): dead-letter entries past ``DLQ_RETENTION_S``, deleted in
-bounded batches so one pass never holds long locks or builds a huge transaction."""
+"""Retention cleanup (leader task): dead-letter entries past ``DLQ_RETENTION_S`` and failed or
+cancelled history past ``FAILED_RETENTION_S``, deleted in bounded batches so one pass never
+holds long locks or builds a huge transaction."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from awa_django.storage.control import delete_expired_dlq
+from awa_django.storage.control import delete_expired_dlq, delete_expired_terminal_history
 
 
 @dataclass(frozen=True, slots=True)
 class RetentionResult:
     dlq_deleted: int
+    history_deleted: int
 
     @property
     def changed(self) -> bool:
-        return self.dlq_deleted > 0
+        return self.dlq_deleted > 0 or self.history_deleted > 0
 
 
 class RetentionCleaner:
@@ -29,20 +32,26 @@ class RetentionCleaner:
         *,
         interval_s: float,
         dlq_retention_s: float,
+        failed_retention_s: float,
         batch_size: int,
     ) -> None:
         self._pool = pool
         self.interval_s = interval_s
         self._dlq_retention_s = dlq_retention_s
+        self._failed_retention_s = failed_retention_s
         self._batch_size = batch_size
 
     async def run_once(self) -> RetentionResult:
+        return RetentionResult(
+            await self._drain(delete_expired_dlq, self._dlq_retention_s),
+            await self._drain(delete_expired_terminal_history, self._failed_retention_s),
+        )
+
+    async def _drain(self, delete: Callable[..., Awaitable[int]], retention_s: float) -> int:
         deleted = 0
         while True:
             async with self._pool.connection() as conn:
-                batch = await delete_expired_dlq(
-                    conn, retention_s=self._dlq_retention_s, limit=self._batch_size
-                )
+                batch = await delete(conn, retention_s=retention_s, limit=self._batch_size)
             deleted += batch
             if batch < self._batch_size:
-                return RetentionResult(deleted)
+                return deleted

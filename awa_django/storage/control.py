@@ -73,6 +73,16 @@ async def delete_expired_dlq(conn: AsyncConnection[Any], *, retention_s: float, 
     return cursor.rowcount
 
 
+async def delete_expired_terminal_history(
+    conn: AsyncConnection[Any], *, retention_s: float, limit: int
+) -> int:
+    """Delete one bounded batch of failed/cancelled history past its retention."""
+    cursor = await conn.execute(
+        _SQL["delete_expired_terminal_history"], {"retention_s": retention_s, "limit": limit}
+    )
+    return cursor.rowcount
+
+
 def reset_all(cursor: CursorWrapper) -> None:
     """Delete every job and put the rings back at genesis (test suites and benchmarks only)."""
     cursor.execute(_SQL["reset_all"])

@@ -186,6 +186,7 @@ def maintenance_tasks(
             pool,
             interval_s=m.cleanup_interval_s,
             dlq_retention_s=m.dlq_retention_s,
+            failed_retention_s=m.failed_retention_s,
             batch_size=m.cleanup_batch_size,
         ),
     ]

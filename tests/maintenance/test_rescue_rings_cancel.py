@@ -198,10 +198,53 @@ def test_prune_carries_failed_history_within_retention_and_never_loses_a_live_jo
     assert rings().queue_prune == "pruned"
     job = awa.get_job(failed_id)
     assert (job.state, job.errors[-1]["message"]) == ("failed", "boom")
-    assert slot_of(failed_id) != 0
+    assert slot_of(failed_id) is None  # out of the ring, into terminal_history
+    assert scalar("SELECT count(*) FROM awa.terminal_history WHERE job_id = %s", [failed_id]) == 1
     assert awa.get_job(waiting_id) is None
-    # The carried copy is closed history: nothing becomes claimable again.
     assert claim() == []
+    # Retained history does not keep the ring busy: with no traffic it goes idle.
+    assert rings().queue_rotation == "skipped_idle"
+
+
+def test_failed_history_past_retention_is_deleted():
+    from awa_django.maintenance.retention import RetentionCleaner
+
+    failed_id = awa.enqueue("k.f", args={}, max_attempts=1)
+    (failed,) = claim()
+    complete(failed, Outcome.FAILED, error={"message": "boom"})
+    rings()
+    rings()  # seal slot 0, then prune it into terminal_history
+    assert awa.get_job(failed_id).state == "failed"
+    result = with_pool(
+        lambda pool: RetentionCleaner(
+            pool, interval_s=1, dlq_retention_s=3600, failed_retention_s=0, batch_size=10
+        )
+    )
+    assert result.history_deleted == 1
+    assert awa.get_job(failed_id) is None
+
+
+def test_orphan_lease_from_a_late_heartbeat_is_removed_by_lease_prune():
+    job_id = awa.enqueue("k.o", args={})
+    (job,) = claim()
+    complete(job)
+    # A heartbeat that raced the closure would have re-created the lease; simulate its insert.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.leases (job_id, run_lease, lease_slot, ready_slot, queue, priority, "
+            "shard, lane_seq, claimed_by) VALUES (%s, %s, 0, %s, %s, %s, %s, %s, 'w')",
+            [
+                job_id,
+                job.run_lease,
+                job.ready_slot,
+                job.queue,
+                job.priority,
+                job.shard,
+                job.lane_seq,
+            ],
+        )
+    rings()
+    assert scalar("SELECT count(*) FROM awa.leases") == 0
 
 
 def test_rotation_and_prune_under_load_account_for_every_job_once(worker_process):
@@ -304,6 +347,48 @@ def test_cancel_running_job_raises_its_flag_and_ignores_its_late_completion():
     assert job.state == "cancelled"
     assert job.errors[-1]["reason"] == "operator changed their mind"
     assert summary.stale == 1  # the handler's normal return after the cancel
+
+
+def test_cancel_wins_against_a_concurrent_promotion():
+    """The job is promoted while cancel waits for its deferred row: cancel still lands."""
+    job_id = awa.enqueue(record, args={"n": 1}, run_at=timedelta(milliseconds=1))
+    pause(0.01)
+    promoted = threading.Event()
+    release = threading.Event()
+
+    def promote_and_hold() -> None:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT awa.promote_due('scheduled', 10)")
+                promoted.set()
+                release.wait(10)
+        finally:
+            connections.close_all()
+
+    promoter = threading.Thread(target=promote_and_hold)
+    promoter.start()
+    assert promoted.wait(10)
+    outcome: list[bool] = []
+    canceller = threading.Thread(
+        target=lambda: (outcome.append(awa.cancel(job_id)), connections.close_all())
+    )
+    canceller.start()
+    pause(0.2)  # cancel now waits on the promoter's row lock
+    release.set()
+    promoter.join(10)
+    canceller.join(10)
+    assert outcome == [True]
+    run_burst()
+    assert awa.get_job(job_id).state == "cancelled"
+    assert notes(job_id) == []
+
+
+def test_cancelled_queued_job_reports_reason_and_time():
+    job_id = record.enqueue(n=1)
+    awa.cancel(job_id, reason="duplicate order")
+    job = awa.get_job(job_id)
+    assert job.errors[-1]["reason"] == "duplicate order"
+    assert job.finalized_at is not None
 
 
 def test_cancel_finished_or_unknown_job_returns_false():

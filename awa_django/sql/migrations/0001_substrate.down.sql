@@ -20,7 +20,7 @@ DROP FUNCTION awa.claim_ready(text, integer, text, double precision);
 DROP FUNCTION awa.enqueue_job(text, text, smallint, jsonb, integer, timestamptz, jsonb, text[]);
 DROP FUNCTION awa.reserve_lane(text, smallint, smallint, integer, boolean);
 DROP TYPE awa.claimed_job;
-DROP TABLE awa.dlq_entries, awa.deferred_jobs, awa.attempt_state, awa.leases,
+DROP TABLE awa.terminal_history, awa.dlq_entries, awa.deferred_jobs, awa.attempt_state, awa.leases,
            awa.lease_ring_rotations, awa.done_entries, awa.claim_receipts,
            awa.ready_tombstones, awa.ready_entries, awa.queue_lanes, awa.queue_meta,
            awa.queue_ring_rotations, awa.ring_config;

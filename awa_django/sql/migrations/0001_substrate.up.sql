@@ -266,6 +266,30 @@ CREATE TABLE awa.dlq_entries (
 );
 CREATE INDEX dlq_entries_queue_dlq_at ON awa.dlq_entries (queue, dlq_at DESC);
 
+-- Failed and cancelled jobs whose ring slot was pruned while they were still inside
+-- FAILED_RETENTION_S: one hydrated row per job, deleted by the leader's retention cleanup.
+-- Failures are rare next to completions, so a plain table with row deletes stays small.
+CREATE TABLE awa.terminal_history (
+    job_id bigint PRIMARY KEY,
+    run_lease bigint NOT NULL,
+    state text NOT NULL CHECK (state IN ('failed', 'cancelled')),
+    kind text NOT NULL,
+    queue text NOT NULL,
+    priority smallint NOT NULL,
+    args jsonb NOT NULL,
+    attempt integer NOT NULL,
+    max_attempts integer NOT NULL,
+    run_at timestamptz,
+    created_at timestamptz NOT NULL,
+    metadata jsonb NOT NULL,
+    tags text[] NOT NULL,
+    errors jsonb NOT NULL,
+    progress jsonb,
+    checkpoint jsonb,
+    finalized_at timestamptz NOT NULL
+);
+CREATE INDEX terminal_history_finalized_at ON awa.terminal_history (finalized_at);
+
 -- ---------------------------------------------------------------------------------------------
 -- Storage functions
 -- ---------------------------------------------------------------------------------------------
@@ -729,8 +753,9 @@ $$;
 -- DESIGN.md §3 property 4: the proof runs once cheaply, then again after taking ACCESS
 -- EXCLUSIVE locks on the slot's partitions under a short lock_timeout, so a row that committed
 -- while we waited is seen before anything is truncated. Failed and cancelled jobs still inside
--- p_failed_retention_s are first copied into the current slot, ready body, receipt, closure and
--- tombstone together, so their history survives the prune and the copies are never claimable.
+-- p_failed_retention_s are first copied out of the ring into awa.terminal_history (a plain
+-- table with its own retention), so their history survives the prune without keeping the ring
+-- busy.
 CREATE FUNCTION awa.prune_queue_ring(
     p_completed_retention_s double precision, p_failed_retention_s double precision,
     p_lock_timeout_ms integer
@@ -740,7 +765,6 @@ DECLARE
     v_slots integer;
     v_slot integer;
     v_blocker text;
-    v_carried bigint[];
     v_cutoff timestamptz := now() - make_interval(secs => p_failed_retention_s);
 BEGIN
     IF NOT pg_try_advisory_xact_lock(1096237394, 1) THEN
@@ -775,31 +799,29 @@ BEGIN
         RETURN v_blocker;
     END IF;
 
-    -- Lane positions are unique across the ring (one global sequence), so they name the rows.
-    v_carried := ARRAY(
-        SELECT d.lane_seq FROM awa.done_entries d
-         WHERE d.ready_slot = v_slot AND d.outcome IN ('failed', 'cancelled')
-           AND d.finalized_at > v_cutoff
-        UNION
-        SELECT t.lane_seq FROM awa.ready_tombstones t
-         WHERE t.ready_slot = v_slot AND t.created_at > v_cutoff);
-    INSERT INTO awa.ready_entries
-    SELECT r.queue, r.priority, r.shard, r.lane_seq, v_current.slot, v_current.generation,
-           r.job_id, r.kind, r.args, r.attempt, r.run_lease, r.max_attempts, r.run_at,
-           r.created_at, r.metadata, r.tags, r.errors
-      FROM awa.ready_entries r WHERE r.ready_slot = v_slot AND r.lane_seq = ANY (v_carried);
-    INSERT INTO awa.claim_receipts
-    SELECT c.queue, c.priority, c.shard, c.lane_seq, v_current.slot, c.job_id, c.run_lease,
-           c.attempt, c.claimed_at, c.claimed_by, c.deadline_at
-      FROM awa.claim_receipts c WHERE c.ready_slot = v_slot AND c.lane_seq = ANY (v_carried);
-    INSERT INTO awa.done_entries
-    SELECT d.job_id, d.run_lease, v_current.slot, d.queue, d.priority, d.shard, d.lane_seq,
-           d.attempt, d.outcome, d.error, d.finalized_at, d.result
-      FROM awa.done_entries d WHERE d.ready_slot = v_slot AND d.lane_seq = ANY (v_carried);
-    INSERT INTO awa.ready_tombstones
-    SELECT t.queue, t.priority, t.shard, t.lane_seq, v_current.slot, t.job_id, t.reason,
-           t.created_at
-      FROM awa.ready_tombstones t WHERE t.ready_slot = v_slot AND t.lane_seq = ANY (v_carried);
+    -- Failed and cancelled jobs whose terminal fact is in this slot leave the ring as one
+    -- hydrated row each, with their saved progress and checkpoint; the attempt state of every
+    -- job that ends here is then released.
+    INSERT INTO awa.terminal_history (job_id, run_lease, state, kind, queue, priority, args,
+                                      attempt, max_attempts, run_at, created_at, metadata,
+                                      tags, errors, progress, checkpoint, finalized_at)
+    SELECT j.job_id, j.run_lease, j.state, j.kind, j.queue, j.priority, j.args, j.attempt,
+           j.max_attempts, j.run_at, j.created_at, j.metadata, j.tags, j.errors, s.progress,
+           s.checkpoint, j.finalized_at
+      FROM awa.jobs j
+      LEFT JOIN awa.attempt_state s ON s.job_id = j.job_id
+     WHERE j.job_id IN (SELECT d.job_id FROM awa.done_entries d
+                         WHERE d.ready_slot = v_slot AND d.outcome IN ('failed', 'cancelled')
+                        UNION
+                        SELECT t.job_id FROM awa.ready_tombstones t WHERE t.ready_slot = v_slot)
+       AND j.state IN ('failed', 'cancelled') AND j.finalized_at > v_cutoff
+    ON CONFLICT (job_id) DO NOTHING;
+    DELETE FROM awa.attempt_state s
+     WHERE s.job_id IN (SELECT d.job_id FROM awa.done_entries d
+                         WHERE d.ready_slot = v_slot
+                           AND d.outcome IN ('completed', 'failed', 'cancelled')
+                        UNION
+                        SELECT t.job_id FROM awa.ready_tombstones t WHERE t.ready_slot = v_slot);
 
     EXECUTE format('TRUNCATE awa.%I, awa.%I, awa.%I, awa.%I',
                    'ready_entries_' || v_slot, 'claim_receipts_' || v_slot,
@@ -847,6 +869,14 @@ BEGIN
     SELECT r.slot INTO v_current FROM awa.lease_ring_rotations r
      ORDER BY r.generation DESC LIMIT 1;
     SELECT slot_count INTO v_slots FROM awa.ring_config WHERE ring = 'lease';
+    -- A heartbeat racing the attempt's closure can re-create a lease the closure just deleted;
+    -- such orphans (closed attempt, or receipt already pruned) are removed here so the lease
+    -- slot can empty and be truncated.
+    DELETE FROM awa.leases x
+     WHERE EXISTS (SELECT 1 FROM awa.done_entries d
+                    WHERE d.job_id = x.job_id AND d.run_lease = x.run_lease)
+        OR NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
+                        WHERE c.job_id = x.job_id AND c.run_lease = x.run_lease);
     PERFORM set_config('lock_timeout', p_lock_timeout_ms || 'ms', true);
     FOR v_step IN 1 .. v_slots - 1 LOOP
         v_slot := (v_current + v_step) % v_slots;
@@ -888,8 +918,12 @@ BEGIN
     IF v_state IN ('scheduled', 'retryable') THEN
         DELETE FROM awa.deferred_jobs d WHERE d.job_id = p_job_id RETURNING d.* INTO v_row;
         IF NOT FOUND THEN
-            RETURN 'not_cancellable';
+            -- Promoted while we waited for its row lock: the job is now in the ready ring (a
+            -- fresh statement sees the promoter's commit), so cancel it there.
+            SELECT j.state INTO v_state FROM awa.jobs j WHERE j.job_id = p_job_id;
         END IF;
+    END IF;
+    IF v_state IN ('scheduled', 'retryable') THEN
         SELECT * INTO v_lane FROM awa.reserve_lane(v_row.queue, v_row.priority, 0::smallint, 1,
                                                     true);
         INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot,
@@ -952,7 +986,12 @@ WITH facts AS (
     SELECT r.job_id, 2 * r.run_lease + 1 AS position,
            CASE WHEN t.job_id IS NULL THEN 'available' ELSE 'cancelled' END AS state,
            r.kind, r.queue, r.priority, r.args, r.attempt, r.run_lease, r.max_attempts, r.run_at,
-           r.created_at, r.metadata, r.tags, r.errors, NULL::timestamptz AS finalized_at,
+           r.created_at, r.metadata, r.tags,
+           CASE WHEN t.job_id IS NULL THEN r.errors
+                ELSE r.errors || jsonb_build_array(jsonb_build_object(
+                         'attempt', r.attempt, 'at', t.created_at, 'reason', t.reason))
+           END AS errors,
+           t.created_at AS finalized_at,
            NULL::jsonb AS result
       FROM awa.ready_entries r
       LEFT JOIN awa.ready_tombstones t
@@ -980,6 +1019,11 @@ WITH facts AS (
            f.attempt, f.run_lease, f.max_attempts, f.run_at, f.created_at, f.metadata, f.tags,
            f.errors, NULL, NULL
       FROM awa.deferred_jobs f
+    UNION ALL
+    SELECT h.job_id, 2 * h.run_lease + 0.6, h.state, h.kind, h.queue, h.priority, h.args,
+           h.attempt, h.run_lease, h.max_attempts, h.run_at, h.created_at, h.metadata, h.tags,
+           h.errors, h.finalized_at, NULL
+      FROM awa.terminal_history h
     UNION ALL
     SELECT q.job_id, 2 * q.original_run_lease + 0.9, 'dlq', q.kind, q.queue, q.priority, q.args,
            q.attempt, q.original_run_lease, q.max_attempts, NULL, q.created_at, q.metadata,

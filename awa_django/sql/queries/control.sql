@@ -39,6 +39,15 @@ WITH expired AS (
 )
 DELETE FROM awa.dlq_entries d USING expired e WHERE d.job_id = e.job_id
 
+-- name: delete_expired_terminal_history
+-- Deletes one bounded batch of failed/cancelled history older than the retention.
+WITH expired AS (
+    SELECT job_id FROM awa.terminal_history
+     WHERE finalized_at < now() - make_interval(secs => %(retention_s)s::double precision)
+     ORDER BY finalized_at LIMIT %(limit)s::integer
+)
+DELETE FROM awa.terminal_history h USING expired e WHERE h.job_id = e.job_id
+
 -- name: reset_all
 -- Empties every awa table except static ring configuration and puts both rings back at
 -- genesis. For test suites and benchmarks only: it deletes every job.
