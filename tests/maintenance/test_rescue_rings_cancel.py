@@ -110,12 +110,21 @@ def pause(seconds: float) -> None:
 # -- rescue ------------------------------------------------------------------------------------
 
 
+def age_claims(seconds: float = 3600) -> None:
+    """Move every claim back in time, as if its worker had gone silent that long ago."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE awa.claim_receipts SET claimed_at = claimed_at - make_interval(secs => %s)",
+            [seconds],
+        )
+
+
 def test_silent_attempt_is_rescued_and_its_late_completion_is_stale():
     job_id = awa.enqueue("k.x", args={}, max_attempts=3)
     (job,) = claim()
     assert rescue(staleness_s=60).rescued == 0  # still fresh
-    pause(0.05)
-    result = rescue(staleness_s=0.01)
+    age_claims()
+    result = rescue(staleness_s=60)
     assert (result.found, result.rescued) == (1, 1)
     record_ = awa.get_job(job_id)
     assert record_.state == "retryable"
@@ -127,8 +136,8 @@ def test_silent_attempt_is_rescued_and_its_late_completion_is_stale():
 def test_exhausted_job_is_failed_by_rescue():
     job_id = awa.enqueue("k.x", args={}, max_attempts=1)
     claim()
-    pause(0.05)
-    rescue(staleness_s=0.01)
+    age_claims()
+    rescue(staleness_s=60)
     assert awa.get_job(job_id).state == "failed"
 
 
@@ -137,12 +146,13 @@ def test_deadline_rescue_and_heartbeats_keep_a_long_attempt_alive():
     (overdue,) = claim(deadline_s=0.01)
     alive_id = awa.enqueue("k.alive", args={})
     (alive,) = claim()
-    pause(0.05)
+    pause(0.05)  # the overdue attempt's deadline is now in the past
+    age_claims()  # both claims look an hour old
     beat = LiveAttempt.of(alive, checkpoint={"at": 1})
     assert run(heartbeat_attempts, [beat], claimed_by="w") == {(alive_id, 1)}
     assert scalar("SELECT count(*) FROM awa.leases WHERE job_id = %s", [alive_id]) == 1
-    # Staleness longer than the heartbeat's age but shorter than the claim's.
-    result = rescue(staleness_s=0.04)
+    # The heartbeat is fresh although the claim is old: only the overdue attempt goes.
+    result = rescue(staleness_s=60)
     assert result.rescued == 1
     assert "hard deadline exceeded" in awa.get_job(overdue_id).errors[-1]["message"]
     assert awa.get_job(alive_id).state == "running"
