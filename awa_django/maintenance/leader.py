@@ -46,7 +46,6 @@ class LeaderElector:
         self._retry_interval_s = retry_interval_s
         self._conn: AsyncConnection[Any] | None = None
         self.is_leader = False
-        self.became_leader = asyncio.Event()
 
     async def run(self, stopping: asyncio.Event) -> None:
         try:
@@ -70,7 +69,6 @@ class LeaderElector:
                 return
             if await control.try_leader_lock(self._conn, key=LEADER_LOCK_KEY):
                 self.is_leader = True
-                self.became_leader.set()
                 logger.info("became maintenance leader")
         except Exception:
             if self.is_leader:
@@ -82,7 +80,6 @@ class LeaderElector:
 
     def _step_down(self) -> None:
         self.is_leader = False
-        self.became_leader.clear()
 
     async def _release(self) -> None:
         """Give up leadership on shutdown so another process can take over at once."""

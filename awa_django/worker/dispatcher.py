@@ -46,7 +46,6 @@ class Permits:
     """Counts free execution slots; ``reserve`` waits for at least one and takes up to ``n``."""
 
     def __init__(self, total: int) -> None:
-        self.total = total
         self.free = total
         self._released = asyncio.Event()
 
@@ -64,10 +63,6 @@ class Permits:
     def release(self, n: int = 1) -> None:
         self.free += n
         self._released.set()
-
-    @property
-    def in_use(self) -> int:
-        return self.total - self.free
 
 
 @dataclass(slots=True)

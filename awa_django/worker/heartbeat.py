@@ -39,7 +39,6 @@ class Heartbeat:
         self._running = running
         self._interval_s = interval_s
         self._claimed_by = claimed_by
-        self.beats = 0
 
     async def run(self, stopped: asyncio.Event) -> None:
         while not stopped.is_set():
@@ -78,7 +77,6 @@ class Heartbeat:
                 if live.progress is not None or live.checkpoint is not None:
                     attempt.ctx.state.mark_unflushed()
             raise
-        self.beats += 1
         for attempt, live in batch:
             if (live.job_id, live.run_lease) not in still_open:
                 logger.warning(

@@ -61,7 +61,7 @@ class Notifier:
     def _dispatch(self, channel: str, payload: str) -> None:
         if channel == WORK_CHANNEL:
             self._on_queue(payload)
-            return
-        job_id, _, run_lease = payload.partition(":")
-        if job_id.isdigit() and run_lease.isdigit():
-            self._on_cancel(int(job_id), int(run_lease))
+        elif channel == CANCEL_CHANNEL:
+            job_id, _, run_lease = payload.partition(":")
+            if job_id.isdigit() and run_lease.isdigit():
+                self._on_cancel(int(job_id), int(run_lease))
