@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from django.apps import apps
+from django.utils.module_loading import import_string
 
 from awa_django.arguments import bind_arguments, handler_parameters, to_json_text
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN
@@ -188,12 +189,23 @@ class Job(Generic[P, R]):
 
 
 class JobRegistry:
-    """Handlers known to this process, by kind. Tests may ``unregister`` what they add."""
+    """Handlers known to this process, by kind. Tests may ``unregister`` what they add.
+
+    Kinds under a resolver's prefix (``"django.tasks:"``) are not registered one by one: the
+    resolver, named by dotted path and imported on first use, builds their handler on demand.
+    """
 
     def __init__(self) -> None:
         self._jobs: list[Job[Any, Any]] = []
         # Built on first lookup: kinds resolve app labels, which needs the app registry.
         self._by_kind: dict[str, Job[Any, Any]] | None = None
+        self._resolvers: dict[str, str] = {}
+        self._resolved: dict[str, Job[Any, Any] | None] = {}
+
+    def add_resolver(self, prefix: str, resolver_path: str) -> None:
+        """Resolve kinds starting with ``prefix`` through the function at ``resolver_path``
+        (``(kind) -> Job | None``); imported lazily so optional dependencies stay optional."""
+        self._resolvers[prefix] = resolver_path
 
     def add(self, job: Job[Any, Any]) -> None:
         self._jobs.append(job)
@@ -207,13 +219,22 @@ class JobRegistry:
         if self._by_kind is None:
             # Later registrations win, so a reloaded module replaces its older handler.
             self._by_kind = {job.kind: job for job in self._jobs}
-        return self._by_kind.get(kind)
+        found = self._by_kind.get(kind)
+        if found is None and kind not in self._resolved:
+            for prefix, resolver_path in self._resolvers.items():
+                if kind.startswith(prefix):
+                    # Misses are cached too: the worker looks a kind up for every claimed job.
+                    self._resolved[kind] = import_string(resolver_path)(kind)
+                    break
+        return found if found is not None else self._resolved.get(kind)
 
     def kinds(self) -> list[str]:
         return sorted({job.kind for job in self._jobs})
 
 
 registry = JobRegistry()
+# Django's own @task functions, stored by module path (see awa_django.tasks).
+registry.add_resolver("django.tasks:", "awa_django.tasks.runner.resolve")
 
 
 @overload

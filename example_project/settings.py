@@ -75,6 +75,14 @@ AWA = {
 # Any other AWA key, as JSON: the test suite uses it to give worker subprocesses short intervals.
 AWA.update(env.json("AWA_OVERRIDES", default={}))
 
+# Django's own @task functions run on awa (django.tasks on Django 6, the backport on 5.2).
+TASKS = {
+    "default": {
+        "BACKEND": "awa_django.tasks.AwaBackend",
+        "QUEUES": ["default", "email"],
+    }
+}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

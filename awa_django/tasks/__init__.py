@@ -1,0 +1,12 @@
+"""Django's ``django.tasks`` framework on awa: ``TASKS = {"default": {"BACKEND":
+"awa_django.tasks.AwaBackend"}}`` (docs/django-tasks.md).
+
+Needs Django 6's built-in ``django.tasks`` or, on Django 5.2, the ``django-tasks`` backport
+(``pip install awa-django[tasks-backport]``).
+"""
+
+from __future__ import annotations
+
+from awa_django.tasks.backend import AwaBackend, awa_priority
+
+__all__ = ["AwaBackend", "awa_priority"]

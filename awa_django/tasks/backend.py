@@ -1,0 +1,219 @@
+"""``AwaBackend``: Django's ``django.tasks`` API on the awa queue.
+
+A task is stored as an awa job of kind ``"django.tasks:<module_path>"`` with arguments
+``{"args": [...], "kwargs": {...}}``; the worker re-imports the task by that path
+(``awa_django.tasks.runner``). Enqueue is the ordinary awa insert on Django's connection, inside
+the caller's transaction. Result ids are ``str(job_id)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any, Final
+
+from asgiref.sync import sync_to_async
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connections, transaction
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from awa_django.conf import get_settings
+from awa_django.storage.jobs import Claim, JobRecord, get_claims, get_jobs
+from awa_django.tasks.compat import (
+    BaseTaskBackend,
+    Task,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    task_enqueued,
+)
+
+KIND_PREFIX: Final = "django.tasks:"
+# Job metadata key holding what a TaskResult needs that awa does not store itself.
+METADATA_KEY: Final = "django_tasks"
+# Stands in for the exception of a cancelled job, whose stored error only has a reason.
+CANCELLED_PATH: Final = "awa_django.exceptions.Cancel"
+
+_STATUS: Final[Mapping[str, TaskResultStatus]] = {
+    "available": TaskResultStatus.READY,
+    "scheduled": TaskResultStatus.READY,
+    "retryable": TaskResultStatus.READY,
+    "running": TaskResultStatus.RUNNING,
+    "completed": TaskResultStatus.SUCCESSFUL,
+    "failed": TaskResultStatus.FAILED,
+    "cancelled": TaskResultStatus.FAILED,
+    "dlq": TaskResultStatus.FAILED,
+}
+
+
+def awa_priority(priority: int) -> int:
+    """Django's -100..100 (higher runs sooner) onto awa's 1 (most urgent)..4, monotonically.
+
+    Django's default 0 lands on awa's default 2, and anything above it on 1, so a task given a
+    higher priority always runs ahead of default-priority work: 1..100 → 1, 0 → 2,
+    -50..-1 → 3, -100..-51 → 4.
+    """
+    if priority > 0:
+        return 1
+    if priority == 0:
+        return 2
+    return 3 if priority >= -50 else 4
+
+
+def task_error(entry: Mapping[str, Any]) -> TaskError:
+    """One stored awa error (or cancel reason) as Django's ``TaskError``."""
+    if "type" in entry:
+        return TaskError(exception_class_path=entry["type"], traceback=entry.get("traceback", ""))
+    return TaskError(exception_class_path=CANCELLED_PATH, traceback=str(entry.get("reason", "")))
+
+
+class AwaBackend(BaseTaskBackend):
+    """Runs ``@task`` functions on awa: ``TASKS = {"default": {"BACKEND":
+    "awa_django.tasks.AwaBackend"}}``. See docs/django-tasks.md for ``OPTIONS``."""
+
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        # Django builds backends at import time (``@task`` validates against one): read options
+        # only, never the database or ``settings.AWA``.
+        super().__init__(alias, params)
+        unknown = set(self.options) - {"max_attempts", "tags", "queue_map"}
+        if unknown:
+            raise ImproperlyConfigured(
+                f"TASKS[{alias!r}]['OPTIONS'] has unknown keys {sorted(unknown)}; awa accepts "
+                "max_attempts, tags and queue_map"
+            )
+        self.max_attempts: int | None = self.options.get("max_attempts")
+        self.tags: tuple[str, ...] = tuple(self.options.get("tags", ()))
+        self.queue_map: dict[str, str] = dict(self.options.get("queue_map", {}))
+
+    def validate_task(self, task: Task) -> None:
+        # The backport types run_after as a datetime only; a timedelta (from now) is accepted
+        # here too, as Django's own documentation allows, and resolved at enqueue.
+        if isinstance(task.run_after, timedelta):
+            super().validate_task(replace(task, run_after=None))
+            return
+        super().validate_task(task)
+
+    def awa_queue(self, queue_name: str) -> str:
+        """The awa queue a Django queue name runs on (``OPTIONS["queue_map"]``, else itself)."""
+        return self.queue_map.get(queue_name, queue_name)
+
+    def enqueue(self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]) -> TaskResult:
+        self.validate_task(task)
+        result, deferred = self._insert(task, args, kwargs)
+        if not deferred:
+            task_enqueued.send(type(self), task_result=result)
+        return result
+
+    async def aenqueue(
+        self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> TaskResult:
+        self.validate_task(task)
+        result, deferred = await sync_to_async(self._insert, thread_sensitive=True)(
+            task, args, kwargs
+        )
+        if not deferred:
+            await task_enqueued.asend(type(self), task_result=result)
+        return result
+
+    def _insert(
+        self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> tuple[TaskResult, bool]:
+        """Insert the job; returns its result and whether ``task_enqueued`` was left to commit
+        (inside a transaction the signal waits for it, and never fires on rollback)."""
+        from awa_django.enqueue import enqueue
+
+        run_after = task.run_after
+        if isinstance(run_after, timedelta):
+            run_after = timezone.now() + run_after
+        job_args = {"args": list(args), "kwargs": dict(kwargs)}
+        job_id = enqueue(
+            f"{KIND_PREFIX}{task.module_path}",
+            args=job_args,
+            queue=self.awa_queue(task.queue_name),
+            priority=awa_priority(task.priority),
+            run_at=run_after,
+            max_attempts=self.max_attempts,
+            metadata={
+                METADATA_KEY: {
+                    "priority": task.priority,
+                    "queue_name": task.queue_name,
+                    "run_after": None if run_after is None else run_after.isoformat(),
+                    "backend": self.alias,
+                }
+            },
+            tags=self.tags,
+        )
+        stored_task = task if run_after is task.run_after else task.using(run_after=run_after)
+        result = TaskResult(
+            task=stored_task,
+            id=str(job_id),
+            status=TaskResultStatus.READY,
+            enqueued_at=timezone.now(),
+            started_at=None,
+            finished_at=None,
+            last_attempted_at=None,
+            args=job_args["args"],
+            kwargs=job_args["kwargs"],
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+        )
+        alias = get_settings().DATABASE_ALIAS
+        if not connections[alias].in_atomic_block:
+            return result, False
+        transaction.on_commit(
+            partial(task_enqueued.send, type(self), task_result=result), using=alias
+        )
+        return result, True
+
+    def get_result(self, result_id: str) -> TaskResult:
+        try:
+            job_id = int(result_id)
+        except (TypeError, ValueError):
+            raise TaskResultDoesNotExist(result_id) from None
+        with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
+            records = get_jobs(cursor, [job_id])
+            if not records or not records[0].kind.startswith(KIND_PREFIX):
+                raise TaskResultDoesNotExist(result_id)
+            claims = get_claims(cursor, [job_id]).get(job_id, [])
+        return self.result_from_record(records[0], claims)
+
+    def result_from_record(self, record: JobRecord, claims: Sequence[Claim]) -> TaskResult:
+        """The ``TaskResult`` of a stored job: its state, errors and one worker id per claim."""
+        meta = record.metadata.get(METADATA_KEY, {})
+        task = import_string(record.kind.removeprefix(KIND_PREFIX))
+        run_after = meta.get("run_after")
+        task = task.using(
+            priority=meta.get("priority", task.priority),
+            queue_name=meta.get("queue_name", task.queue_name),
+            run_after=None if run_after is None else datetime.fromisoformat(run_after),
+            backend=meta.get("backend", self.alias),
+        )
+        status = _STATUS[record.state]
+        finished = status in (TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED)
+        result = TaskResult(
+            task=task,
+            id=str(record.job_id),
+            status=status,
+            enqueued_at=record.created_at,
+            started_at=claims[0].claimed_at if claims else None,
+            finished_at=record.finalized_at if finished else None,
+            last_attempted_at=claims[-1].claimed_at if claims else None,
+            args=record.args.get("args", []),
+            kwargs=record.args.get("kwargs", {}),
+            backend=self.alias,
+            errors=[task_error(entry) for entry in record.errors],
+            worker_ids=[claim.claimed_by for claim in claims],
+        )
+        if status == TaskResultStatus.SUCCESSFUL:
+            object.__setattr__(result, "_return_value", record.result)
+        return result

@@ -1,0 +1,74 @@
+"""Django ``@task`` functions the django.tasks backend tests enqueue. Worker subprocesses import
+them by module path (``tests.tasks.tasks.<name>``); each run is logged to ``tests_job_runs``."""
+
+from __future__ import annotations
+
+import time
+
+from asgiref.sync import sync_to_async
+from django.db import connection
+
+from awa_django.tasks.compat import TaskContext, task
+
+
+def log_run(note: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("INSERT INTO tests_job_runs (note) VALUES (%s)", [note])
+
+
+@task
+def add(a: int, b: int) -> int:
+    log_run(f"add {a} {b}")
+    return a + b
+
+
+@task(queue_name="email")
+async def shout(text: str) -> str:
+    await sync_to_async(log_run)(f"shout {text}")
+    return text.upper()
+
+
+@task(takes_context=True)
+def with_context(context: TaskContext, label: str) -> dict:
+    log_run(f"context {label}")
+    result = context.task_result
+    return {"attempt": context.attempt, "id": result.id, "workers": len(result.worker_ids)}
+
+
+@task(priority=50)
+def urgent(label: str) -> None:
+    log_run(f"urgent {label}")
+
+
+@task(priority=-100)
+def lazy(label: str) -> None:
+    log_run(f"lazy {label}")
+
+
+@task(takes_context=True)
+def flaky(context: TaskContext) -> str:
+    log_run(f"flaky {context.attempt}")
+    if context.attempt == 1:
+        raise ConnectionError("first attempt fails")
+    return "recovered"
+
+
+@task
+def always_fails() -> None:
+    raise ValueError("never works")
+
+
+@task
+def huge_result() -> str:
+    return "x" * (65 * 1024)
+
+
+@task
+def not_json() -> object:
+    return {1, 2}
+
+
+@task
+def nap(seconds: float) -> None:
+    log_run("nap start")
+    time.sleep(seconds)

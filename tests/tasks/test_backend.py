@@ -1,0 +1,285 @@
+"""Django's own ``@task`` code on ``AwaBackend``: transactional enqueue, the awa worker running
+tasks by module path, results read back with ``get_result``/``refresh`` and the standard signals."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connection, transaction
+from django.test import override_settings
+from django.utils import timezone
+
+import awa_django as awa
+from awa_django.tasks import AwaBackend, awa_priority
+from awa_django.tasks.compat import (
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    task_backends,
+    task_enqueued,
+    task_finished,
+    task_started,
+)
+from tests.conftest import BackgroundWorker, run_burst, wait_until
+from tests.tasks import tasks
+
+pytestmark = pytest.mark.usefixtures("awa_db")
+
+FAST_RETRY = {
+    "QUEUES": {"default": {"concurrency": 1}, "email": {"concurrency": 1}},
+    "RETRY_BACKOFF_BASE_S": 0.02,
+    "RETRY_JITTER": 0,
+    "POLL_INTERVAL_S": 0.1,
+    "PROMOTE_INTERVAL_S": 0.05,
+}
+
+
+def close_connection() -> None:
+    # Looked up in the calling thread: Django connections are per thread.
+    connection.close()
+
+
+@pytest.fixture(autouse=True)
+def close_async_thread_connection() -> Iterator[None]:
+    """Async tasks read their result on asgiref's shared thread; its connection must not
+    outlive the test database."""
+    yield
+    asyncio.run(sync_to_async(close_connection)())
+
+
+def notes() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT note FROM tests_job_runs ORDER BY id")
+        return [row[0] for row in cursor.fetchall()]
+
+
+@pytest.fixture
+def received() -> Iterator[list[tuple[str, type, str, TaskResultStatus]]]:
+    """Every django.tasks signal sent, as (signal, sender, result id, status)."""
+    log: list[tuple[str, type, str, TaskResultStatus]] = []
+    receivers = {}
+    for name, signal in (
+        ("enqueued", task_enqueued),
+        ("started", task_started),
+        ("finished", task_finished),
+    ):
+
+        def receiver(sender, task_result, _name=name, **kwargs):
+            log.append((_name, sender, task_result.id, task_result.status))
+
+        receivers[name] = receiver
+        signal.connect(receiver, weak=False)
+    yield log
+    task_enqueued.disconnect(receivers["enqueued"])
+    task_started.disconnect(receivers["started"])
+    task_finished.disconnect(receivers["finished"])
+
+
+def test_the_configured_backend_is_awa_with_every_feature():
+    backend = task_backends["default"]
+    assert isinstance(backend, AwaBackend)
+    assert backend.supports_defer and backend.supports_async_task
+    assert backend.supports_get_result and backend.supports_priority
+
+
+def test_priority_mapping_is_monotonic_and_keeps_the_default():
+    mapped = [awa_priority(p) for p in range(-100, 101)]
+    assert mapped == sorted(mapped, reverse=True)
+    assert set(mapped) == {1, 2, 3, 4}
+    assert awa_priority(0) == 2 and awa_priority(1) == 1 and awa_priority(-100) == 4
+
+
+def test_committed_tasks_run_and_results_read_back():
+    with transaction.atomic():
+        added = tasks.add.enqueue(2, b=3)
+        shouted = tasks.shout.enqueue("hi")
+        contextual = tasks.with_context.enqueue(label="one")
+    assert added.status == TaskResultStatus.READY and len(added.id) <= 64
+    assert tasks.add.get_result(added.id).status == TaskResultStatus.READY
+
+    run_burst()
+
+    added.refresh()
+    assert added.status == TaskResultStatus.SUCCESSFUL and added.return_value == 5
+    assert added.args == [2] and added.kwargs == {"b": 3}
+    assert added.attempts == 1 and added.errors == []
+    assert added.enqueued_at <= added.started_at <= added.finished_at
+    assert added.last_attempted_at == added.started_at
+    assert tasks.shout.get_result(shouted.id).return_value == "HI"
+    assert awa.get_job(int(shouted.id)).queue == "email"
+    context_result = tasks.with_context.get_result(contextual.id)
+    assert context_result.return_value == {"attempt": 1, "id": contextual.id, "workers": 1}
+    assert sorted(notes()) == ["add 2 3", "context one", "shout hi"]
+
+
+def test_rolled_back_enqueue_never_runs_and_sends_nothing(received):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        result = tasks.add.enqueue(1, 1)
+        raise RuntimeError("business failure")
+    run_burst()
+    assert notes() == []
+    assert received == []
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.add.get_result(result.id)
+
+
+def test_signals_in_order_and_enqueued_only_after_commit(received):
+    with transaction.atomic():
+        result = tasks.add.enqueue(1, 2)
+        assert received == []
+    assert received == [("enqueued", AwaBackend, result.id, TaskResultStatus.READY)]
+    run_burst()
+    assert received == [
+        ("enqueued", AwaBackend, result.id, TaskResultStatus.READY),
+        ("started", AwaBackend, result.id, TaskResultStatus.RUNNING),
+        ("finished", AwaBackend, result.id, TaskResultStatus.SUCCESSFUL),
+    ]
+
+
+def test_async_enqueue_and_get_result(received):
+    async def main() -> tuple[str, TaskResultStatus]:
+        result = await tasks.shout.aenqueue("async")
+        fetched = await tasks.shout.aget_result(result.id)
+        await sync_to_async(close_connection)()
+        return result.id, fetched.status
+
+    result_id, status = asyncio.run(main())
+    assert status == TaskResultStatus.READY
+    assert received == [("enqueued", AwaBackend, result_id, TaskResultStatus.READY)]
+    run_burst()
+    assert tasks.shout.get_result(result_id).return_value == "ASYNC"
+    assert [name for name, *_ in received] == ["enqueued", "started", "finished"]
+
+
+def test_priority_orders_work_and_is_kept_on_the_result():
+    lazy = tasks.lazy.enqueue(label="first enqueued")
+    plain = tasks.add.enqueue(0, 0)
+    urgent = tasks.urgent.enqueue(label="last enqueued")
+    assert [awa.get_job(int(r.id)).priority for r in (urgent, plain, lazy)] == [1, 2, 4]
+    run_burst(queues={"default": 1})
+    assert notes() == ["urgent last enqueued", "add 0 0", "lazy first enqueued"]
+    assert tasks.urgent.get_result(urgent.id).task.priority == 50
+
+
+@pytest.mark.parametrize("delay", [timedelta(hours=1), "datetime"])
+def test_run_after_defers_the_task(delay):
+    run_after = timezone.now() + timedelta(hours=1) if delay == "datetime" else delay
+    result = tasks.add.using(run_after=run_after).enqueue(1, 1)
+    assert awa.get_job(int(result.id)).state == "scheduled"
+    run_burst()
+    fetched = tasks.add.get_result(result.id)
+    assert fetched.status == TaskResultStatus.READY and notes() == []
+    assert fetched.task.run_after > timezone.now() + timedelta(minutes=59)
+
+
+@override_settings(AWA=FAST_RETRY)
+def test_retry_then_success_reads_as_ready_then_successful(received):
+    result = tasks.flaky.enqueue()
+    run_burst(burst_wait_s=5)
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL and result.return_value == "recovered"
+    assert notes() == ["flaky 1", "flaky 2"]
+    assert result.attempts == 2 and len(result.worker_ids) == 2
+    assert [e.exception_class_path for e in result.errors] == ["builtins.ConnectionError"]
+    assert "first attempt fails" in result.errors[0].traceback
+    assert result.errors[0].exception_class is ConnectionError
+    assert result.started_at < result.last_attempted_at
+    finished = [status for name, _, _, status in received if name == "finished"]
+    assert finished == [TaskResultStatus.READY, TaskResultStatus.SUCCESSFUL]
+
+
+@override_settings(
+    AWA=FAST_RETRY,
+    TASKS={
+        "default": {
+            "BACKEND": "awa_django.tasks.AwaBackend",
+            "QUEUES": ["default", "email"],
+            "OPTIONS": {"max_attempts": 2, "tags": ["django-task"]},
+        }
+    },
+)
+def test_exhaustion_fails_with_one_error_per_attempt_and_options_apply():
+    result = tasks.always_fails.enqueue()
+    job = awa.get_job(int(result.id))
+    assert job.max_attempts == 2 and job.tags == ["django-task"]
+    run_burst(burst_wait_s=5)
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED and result.is_finished
+    assert len(result.errors) == 2 and result.attempts == 2
+    assert {e.exception_class_path for e in result.errors} == {"builtins.ValueError"}
+    assert result.finished_at is not None
+    with pytest.raises(ValueError, match="failed"):
+        result.return_value  # noqa: B018
+
+
+def test_cancel_before_it_runs_reads_as_failed_without_attempts():
+    result = tasks.add.enqueue(1, 1)
+    assert awa.cancel(int(result.id), reason="changed my mind")
+    run_burst()
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED and notes() == []
+    assert result.attempts == 0
+    assert [(e.exception_class_path, e.traceback) for e in result.errors] == [
+        ("awa_django.exceptions.Cancel", "changed my mind")
+    ]
+
+
+def test_cancel_while_running_reads_as_failed_with_the_reason():
+    worker = BackgroundWorker().start()
+    try:
+        result = tasks.nap.enqueue(1.0)
+        wait_until(lambda: notes() == ["nap start"])
+        assert tasks.nap.get_result(result.id).status == TaskResultStatus.RUNNING
+        assert awa.cancel(int(result.id), reason="no longer needed")
+    finally:
+        worker.stop()
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED and result.attempts == 1
+    assert [e.exception_class_path for e in result.errors] == ["awa_django.exceptions.Cancel"]
+    assert result.errors[0].traceback == "no longer needed"
+
+
+@pytest.mark.parametrize(
+    ("task_name", "message"), [("huge_result", "byte cap"), ("not_json", "JSON serializable")]
+)
+def test_unstorable_return_value_fails_the_task(task_name, message):
+    result = getattr(tasks, task_name).enqueue()
+    run_burst()
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED and result.attempts == 1
+    assert result.errors[0].exception_class_path == "awa_django.exceptions.InvalidReturnValue"
+    assert message in result.errors[0].traceback
+
+
+def test_results_of_plain_awa_jobs_are_not_task_results():
+    from tests.jobs import noop
+
+    job_id = noop.enqueue()
+    with pytest.raises(TaskResultDoesNotExist):
+        task_backends["default"].get_result(str(job_id))
+    with pytest.raises(TaskResultDoesNotExist):
+        task_backends["default"].get_result("not-an-id")
+
+
+def test_a_real_worker_process_runs_tasks(worker_process):
+    with transaction.atomic():
+        added = tasks.add.enqueue(20, 22)
+        shouted = tasks.shout.enqueue("from a worker")
+        contextual = tasks.with_context.enqueue(label="process")
+    worker = worker_process("--burst")
+    assert worker.wait(timeout=60) == 0, worker.output
+    added.refresh()
+    assert added.return_value == 42 and added.worker_ids[0] != ""
+    assert tasks.shout.get_result(shouted.id).return_value == "FROM A WORKER"
+    assert tasks.with_context.get_result(contextual.id).return_value["attempt"] == 1
+
+
+def test_a_task_the_worker_cannot_import_fails_as_an_unknown_kind():
+    job_id = awa.enqueue("django.tasks:tests.tasks.missing_module.gone", args={"args": []})
+    run_burst()
+    job = awa.get_job(job_id)
+    assert job.state == "failed"
+    assert job.errors[0]["type"] == "awa_django.exceptions.UnknownJobKind"
