@@ -8,19 +8,20 @@ the caller's transaction. Result ids are ``str(job_id)``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Final
 
 from asgiref.sync import sync_to_async
+from django.core.checks import CheckMessage, Error
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from awa_django.conf import get_settings
+from awa_django.conf import get_settings, problems
 from awa_django.storage.jobs import Claim, JobRecord, get_claims, get_jobs
 from awa_django.tasks.compat import (
     BaseTaskBackend,
@@ -105,6 +106,22 @@ class AwaBackend(BaseTaskBackend):
     def awa_queue(self, queue_name: str) -> str:
         """The awa queue a Django queue name runs on (``OPTIONS["queue_map"]``, else itself)."""
         return self.queue_map.get(queue_name, queue_name)
+
+    def check(self, **kwargs: Any) -> Iterable[CheckMessage]:
+        """Every Django queue this backend accepts must be an awa queue (``awa.E101``);
+        otherwise enqueue would fail at run time."""
+        yield from super().check(**kwargs)
+        if problems():
+            return  # the AWA settings checks report those first
+        declared = get_settings().QUEUES
+        for queue_name in sorted(self.queues):
+            if self.awa_queue(queue_name) not in declared:
+                yield Error(
+                    f"TASKS[{self.alias!r}] queue {queue_name!r} runs on awa queue "
+                    f"{self.awa_queue(queue_name)!r}, which AWA['QUEUES'] does not declare.",
+                    hint="Declare it in AWA['QUEUES'] or map it with OPTIONS['queue_map'].",
+                    id="awa.E101",
+                )
 
     def enqueue(self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]) -> TaskResult:
         self.validate_task(task)

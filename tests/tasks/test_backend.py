@@ -9,8 +9,10 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import awa_django as awa
@@ -228,7 +230,9 @@ def test_cancel_before_it_runs_reads_as_failed_without_attempts():
 
 
 def test_cancel_while_running_reads_as_failed_with_the_reason():
-    worker = BackgroundWorker().start()
+    # No maintenance: a prune would move the cancelled job out of the ring, and its claims
+    # (worker ids) with it, before the assertions below.
+    worker = BackgroundWorker(maintenance=False).start()
     try:
         result = tasks.nap.enqueue(1.0)
         wait_until(lambda: notes() == ["nap start"])
@@ -283,3 +287,23 @@ def test_a_task_the_worker_cannot_import_fails_as_an_unknown_kind():
     job = awa.get_job(job_id)
     assert job.state == "failed"
     assert job.errors[0]["type"] == "awa_django.exceptions.UnknownJobKind"
+
+
+def test_building_the_backend_touches_no_database():
+    with CaptureQueriesContext(connection) as queries:
+        backend = AwaBackend("other", {"OPTIONS": {"max_attempts": 3, "tags": ["t"]}})
+    assert len(queries) == 0
+    assert backend.max_attempts == 3 and backend.tags == ("t",)
+
+
+def test_unknown_options_are_refused():
+    with pytest.raises(ImproperlyConfigured, match="unknown keys"):
+        AwaBackend("other", {"OPTIONS": {"max_attempt": 3}})
+
+
+def test_check_reports_queues_awa_does_not_declare():
+    backend = AwaBackend(
+        "other",
+        {"QUEUES": ["default", "nope", "mapped"], "OPTIONS": {"queue_map": {"mapped": "email"}}},
+    )
+    assert [(m.id, "'nope'" in m.msg) for m in backend.check()] == [("awa.E101", True)]
