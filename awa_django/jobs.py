@@ -224,9 +224,18 @@ class JobRegistry:
             for prefix, resolver_path in self._resolvers.items():
                 if kind.startswith(prefix):
                     # Misses are cached too: the worker looks a kind up for every claimed job.
-                    self._resolved[kind] = import_string(resolver_path)(kind)
+                    self._resolved[kind] = self._resolve(resolver_path, kind)
                     break
         return found if found is not None else self._resolved.get(kind)
+
+    @staticmethod
+    def _resolve(resolver_path: str, kind: str) -> Job[Any, Any] | None:
+        try:
+            resolver = import_string(resolver_path)
+        except ImportError:
+            # Its optional dependency (e.g. django.tasks) is missing here: an unknown kind.
+            return None
+        return resolver(kind)  # type: ignore[no-any-return]
 
     def kinds(self) -> list[str]:
         return sorted({job.kind for job in self._jobs})

@@ -307,3 +307,12 @@ def test_check_reports_queues_awa_does_not_declare():
         {"QUEUES": ["default", "nope", "mapped"], "OPTIONS": {"queue_map": {"mapped": "email"}}},
     )
     assert [(m.id, "'nope'" in m.msg) for m in backend.check()] == [("awa.E101", True)]
+
+
+def test_a_resolver_whose_dependency_is_missing_leaves_the_kind_unknown():
+    from awa_django.jobs import JobRegistry
+
+    registry = JobRegistry()
+    registry.add_resolver("x:", "no_such_module.resolve")
+    assert registry.get("x:anything") is None
+    assert registry.get("django.tasks:tests.tasks.tasks.add") is None
