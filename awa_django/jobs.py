@@ -237,9 +237,6 @@ class JobRegistry:
             return None
         return resolver(kind)  # type: ignore[no-any-return]
 
-    def kinds(self) -> list[str]:
-        return sorted({job.kind for job in self._jobs})
-
 
 registry = JobRegistry()
 # Django's own @task functions, stored by module path (see awa_django.tasks).

@@ -145,6 +145,9 @@ class Dispatcher:
             # flight must still wake the next sleep.
             self._wakeup.clear()
             jobs = await self._claim(wanted)
+            # Idle means "last claim found nothing and nothing runs"; any claimed job clears it,
+            # whatever woke us (poke, poll or a drained batch).
+            self.idle = not jobs and not self._running
             self.permits.release(wanted - len(jobs))
             if any(self._is_async(job) for job in jobs):
                 await self._refresh_loop_thread_connection()
@@ -152,8 +155,6 @@ class Dispatcher:
                 self._start(job)
             if len(jobs) == wanted:
                 continue
-            if not jobs and not self._running:
-                self.idle = True
             await self._sleep(stopping)
 
     async def _claim(self, limit: int) -> list[ClaimedJob]:
