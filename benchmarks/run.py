@@ -40,19 +40,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--reps", type=int, default=3, help="repetitions of each measurement")
     parser.add_argument(
-        "--concurrency", type=int, nargs="+", default=[8, 32],
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=[8, 32],
         help="worker concurrencies to drain with",
     )
     parser.add_argument(
-        "--only", nargs="+", choices=("copy", "single", "drain"),
-        default=["copy", "single", "drain"], help="run only these measurements",
+        "--only",
+        nargs="+",
+        choices=("copy", "single", "drain"),
+        default=["copy", "single", "drain"],
+        help="run only these measurements",
     )
     parser.add_argument(
-        "--no-warmup", action="store_true",
+        "--no-warmup",
+        action="store_true",
         help="skip the statistics warm-up (planner statistics then depend on autovacuum timing)",
     )
     parser.add_argument(
-        "--output", type=Path, default=None,
+        "--output",
+        type=Path,
+        default=None,
         help="results file (default: benchmarks/results/<UTC time>-<commit>.json)",
     )
     args = parser.parse_args(argv)
@@ -83,24 +92,34 @@ def build_measurements(args: argparse.Namespace) -> list[Measurement]:
 
     found: list[Measurement] = []
     if "copy" in args.only:
-        found.append(Measurement(
-            "copy_enqueue", f"enqueue_many: {args.jobs} jobs, one COPY call",
-            lambda: scenarios.measure_copy_enqueue(args.jobs, SYNC_KIND),
-        ))
+        found.append(
+            Measurement(
+                "copy_enqueue",
+                f"enqueue_many: {args.jobs} jobs, one COPY call",
+                lambda: scenarios.measure_copy_enqueue(args.jobs, SYNC_KIND),
+            )
+        )
     if "single" in args.only:
-        found.append(Measurement(
-            "single_enqueue", f"enqueue: {args.single_jobs} jobs, a commit each",
-            lambda: scenarios.measure_single_enqueue(args.single_jobs, SYNC_KIND),
-        ))
+        found.append(
+            Measurement(
+                "single_enqueue",
+                f"enqueue: {args.single_jobs} jobs, a commit each",
+                lambda: scenarios.measure_single_enqueue(args.single_jobs, SYNC_KIND),
+            )
+        )
     if "drain" in args.only:
         for mode, kind in (("sync", SYNC_KIND), ("async", ASYNC_KIND)):
             for concurrency in args.concurrency:
-                found.append(Measurement(
-                    f"drain_{mode}_c{concurrency}",
-                    f"drain {args.jobs} no-op {mode} jobs, concurrency {concurrency}",
-                    # Default arguments bind this iteration's values, not the last ones.
-                    lambda kind=kind, c=concurrency: scenarios.measure_drain(args.jobs, kind, c),
-                ))
+                found.append(
+                    Measurement(
+                        f"drain_{mode}_c{concurrency}",
+                        f"drain {args.jobs} no-op {mode} jobs, concurrency {concurrency}",
+                        # Default arguments bind this iteration's values, not the last ones.
+                        lambda kind=kind, c=concurrency: scenarios.measure_drain(
+                            args.jobs, kind, c
+                        ),
+                    )
+                )
     return found
 
 
@@ -117,10 +136,7 @@ def _notes(measurement: Measurement) -> str:
     process = statistics.median(e["process_s"] for e in extras)
     busy = [e["machine_cpu_busy"] for e in extras if e.get("machine_cpu_busy") is not None]
     cpu = f", CPUs {statistics.median(busy):.0%} busy" if busy else ""
-    return (
-        f"{claim:.1f} jobs/claim, {done:.1f} jobs/completion stmt, "
-        f"process {process:.1f}s{cpu}"
-    )
+    return f"{claim:.1f} jobs/claim, {done:.1f} jobs/completion stmt, process {process:.1f}s{cpu}"
 
 
 def print_table(measurements: list[Measurement], reps: int) -> None:
@@ -128,15 +144,17 @@ def print_table(measurements: list[Measurement], reps: int) -> None:
     rows = []
     for m in measurements:
         s = m.summary()
-        rows.append((
-            m.label, _fmt_rate(s["median"]), f"{_fmt_rate(s['min'])}-{_fmt_rate(s['max'])}",
-            _notes(m),
-        ))
+        rows.append(
+            (
+                m.label,
+                _fmt_rate(s["median"]),
+                f"{_fmt_rate(s['min'])}-{_fmt_rate(s['max'])}",
+                _notes(m),
+            )
+        )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(4)]
     for i, row in enumerate([header, *rows]):
-        print(
-            f"{row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:>{widths[2]}}  {row[3]}"
-        )
+        print(f"{row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:>{widths[2]}}  {row[3]}")
         if i == 0:
             print("  ".join("-" * w for w in widths))
 
@@ -194,8 +212,11 @@ def main(argv: list[str] | None = None) -> int:
     results = {
         "environment": env,
         "parameters": {
-            "jobs": args.jobs, "single_jobs": args.single_jobs, "reps": args.reps,
-            "concurrency": args.concurrency, "args_bytes": scenarios.ARGS_BYTES,
+            "jobs": args.jobs,
+            "single_jobs": args.single_jobs,
+            "reps": args.reps,
+            "concurrency": args.concurrency,
+            "args_bytes": scenarios.ARGS_BYTES,
             "statistics_warmup": not args.no_warmup,
         },
         "measurements": {
