@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Final
 
 from django.db import connections, transaction
 
 from awa_django.conf import get_settings
+from awa_django.jobs import Job
+from awa_django.signals import job_cancelled
+from awa_django.storage.jobs import get_jobs
 from awa_django.storage.queue import cancel_job
+from awa_django.telemetry import get_telemetry
 
 CANCELLED: Final = frozenset({"cancelled_running", "cancelled_queued", "cancelled_scheduled"})
 
@@ -22,4 +27,25 @@ def cancel(job_id: int, *, reason: str = "cancelled by operator") -> bool:
     """
     alias = get_settings().DATABASE_ALIAS
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        return cancel_job(cursor, job_id=job_id, reason=reason) in CANCELLED
+        if cancel_job(cursor, job_id=job_id, reason=reason) not in CANCELLED:
+            return False
+        telemetry = get_telemetry()
+        if job_cancelled.has_listeners() or telemetry.enabled:
+            # Read only when someone listens; both run once the caller's transaction commits.
+            (record,) = get_jobs(cursor, [job_id])
+            telemetry_cb = partial(telemetry.cancelled, kind=record.kind, queue=record.queue)
+            transaction.on_commit(telemetry_cb, using=alias)
+            transaction.on_commit(
+                partial(
+                    job_cancelled.send,
+                    sender=Job,
+                    job_id=job_id,
+                    run_lease=record.run_lease,
+                    kind=record.kind,
+                    queue=record.queue,
+                    attempt=record.attempt,
+                    reason=reason,
+                ),
+                using=alias,
+            )
+        return True

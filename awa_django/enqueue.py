@@ -27,6 +27,7 @@ from awa_django.signals import job_enqueued
 from awa_django.storage import backlog
 from awa_django.storage import queue as queue_storage
 from awa_django.storage.queue import NewJob
+from awa_django.telemetry import get_telemetry
 
 RunAt = datetime | timedelta | None
 MAX_TAGS = 20
@@ -127,6 +128,8 @@ def _options(
     if metadata is not None and not isinstance(metadata, Mapping):
         raise InvalidJob(f"metadata must be a dict, got {metadata!r}", field="metadata")
     meta = dict(metadata or {})
+    # The enqueue site's trace context, so the job's span continues this trace.
+    get_telemetry().inject(meta)
     tag_tuple = tuple(tags or ())
     if len(tag_tuple) > MAX_TAGS or not all(isinstance(t, str) and t for t in tag_tuple):
         raise InvalidJob(
@@ -164,7 +167,13 @@ def _bind(kind: str, job: Job[Any, Any] | None, args: Mapping[str, Any] | None) 
 
 
 def _announce(alias: str, job_ids: list[int], options: _Options) -> None:
-    # Receivers run after commit, never for a job that rolled back.
+    # Receivers and the enqueued counter run after commit, never for a job that rolled back.
+    telemetry = get_telemetry()
+    if telemetry.enabled:
+        transaction.on_commit(
+            partial(telemetry.enqueued, kind=options.kind, queue=options.queue, count=len(job_ids)),
+            using=alias,
+        )
     if job_enqueued.has_listeners():
         transaction.on_commit(
             partial(

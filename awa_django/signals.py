@@ -1,6 +1,11 @@
 """Django signals awa_django sends. Declarations only; receivers live in the user's code.
 
-Every signal is sent after the transaction that caused it commits.
+Every signal is sent after the write that caused it commits. ``sender`` is always
+``awa_django.jobs.Job``. The worker-side signals (retried, snoozed, failed, rescued, and
+cancelled by a handler) are sent with ``asend_robust`` from the worker's event loop, so sync
+receivers run in a thread and a receiver that raises is logged, never fatal to the worker;
+keep receivers cheap, they run on the completion path. Every one of them has ``job_id``,
+``run_lease``, ``kind``, ``queue`` and ``attempt`` (the attempt that just closed).
 """
 
 from __future__ import annotations
@@ -10,3 +15,21 @@ from django.dispatch import Signal
 # Sent after the enqueueing transaction commits, with ``job_ids``, ``kind`` and ``queue``;
 # ``sender`` is ``awa_django.jobs.Job``. Never sent for a job that rolled back.
 job_enqueued = Signal()
+
+# An attempt failed and the job will run again at ``run_at``; ``error`` is the stored error entry.
+job_retried = Signal()
+
+# The handler snoozed; the job runs again at ``run_at`` (a snooze does not use up an attempt).
+job_snoozed = Signal()
+
+# The job failed for good (terminal error, attempts exhausted, unknown kind, or a rescue of its
+# last attempt); ``error`` is the stored error entry.
+job_failed = Signal()
+
+# The job was cancelled, with ``reason``: by its handler (``awa.Cancel``), or through
+# ``awa.cancel`` (sent on commit of the caller's transaction, never after a rollback).
+job_cancelled = Signal()
+
+# The leader closed an attempt its worker no longer reported on (``reason``: "deadline" or
+# "heartbeat"); ``outcome`` is "retryable" or "failed" (then ``job_failed`` is sent too).
+job_rescued = Signal()

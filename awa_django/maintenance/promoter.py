@@ -13,6 +13,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.storage.backlog import promote_due
+from awa_django.telemetry import get_telemetry
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,4 +44,5 @@ class Promoter:
                 moved = await promote_due(conn, limit=self._batch_size)
             total += moved
             if moved < self._batch_size:
+                get_telemetry().promoted(total)
                 return PromoterResult(total)

@@ -9,6 +9,7 @@ that still runs one raises its cancel flag.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,8 +18,12 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.exceptions import AttemptRescued
+from awa_django.logs import job_extra
 from awa_django.storage.execution import close_attempts, find_rescuable, notify_cancel
+from awa_django.worker.completer import report_closed
 from awa_django.worker.executor import HandlerResult, RetryPolicy, result_to_completion
+
+logger = logging.getLogger(__name__)
 
 REASONS = {
     "deadline": "hard deadline exceeded",
@@ -77,4 +82,15 @@ class Rescuer:
             ]
             closed = await close_attempts(conn, completions)
             await notify_cancel(conn, sorted(closed))
+        reasons = {item.job.job_id: item.reason for item in found}
+        for completion in completions:
+            if (completion.job_id, completion.run_lease) in closed:
+                logger.warning(
+                    "attempt rescued job_id=%s reason=%s outcome=%s",
+                    completion.job_id,
+                    reasons[completion.job_id],
+                    completion.outcome.value,
+                    extra=job_extra(completion),
+                )
+        await report_closed(completions, closed, rescue_reasons=reasons)
         return RescuerResult(len(found), len(closed))

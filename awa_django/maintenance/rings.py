@@ -14,6 +14,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.storage import control
+from awa_django.telemetry import get_telemetry
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,4 +65,8 @@ class RingMaintainer:
             lease_prune = await control.prune_lease_ring(
                 conn, lock_timeout_ms=self._lock_timeout_ms
             )
+        get_telemetry().ring_pass(
+            rotations=(queue_rotation, lease_rotation).count("rotated"),
+            prunes=(queue_prune, lease_prune).count("pruned"),
+        )
         return RingResult(queue_rotation, queue_prune, lease_rotation, lease_prune)

@@ -3,26 +3,48 @@ runtime as the process's main loop, with OS signals wired to a graceful shutdown
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import os
 from typing import Final, TextIO
 
 from awa_django.jobs import registry
+from awa_django.logs import JsonFormatter
 from awa_django.worker import shutdown
 from awa_django.worker.runtime import RunSummary, WorkerConfig, WorkerRuntime
 
 VERBOSITY_LEVELS: Final = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
+LOG_FORMATS: Final = ("text", "json")
 
 
-def configure_logging(stream: TextIO, verbosity: int) -> None:
-    """Set awa_django's log level from ``-v``; add a handler only when none would print."""
+def add_log_format_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="Format of the log handler the command adds when logging is not configured: "
+        "text lines, or one JSON object per line with the job fields (job_id, kind, ...).",
+    )
+
+
+def configure_logging(stream: TextIO, verbosity: int, log_format: str = "text") -> None:
+    """Set awa_django's log level from ``-v``; add a handler only when none would print.
+
+    ``log_format="json"`` puts a ``JsonFormatter`` on that handler, or, when ``LOGGING``
+    already attached handlers to the ``awa_django`` logger itself, on those: asking for JSON
+    on the command line must not be silently ignored. Handlers further up (root) are left
+    alone; configure ``awa_django.logs.JsonFormatter`` in ``LOGGING`` for them.
+    """
     logger = logging.getLogger("awa_django")
     logger.setLevel(VERBOSITY_LEVELS.get(verbosity, logging.INFO))
     if not logger.hasHandlers():
         handler = logging.StreamHandler(stream)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         logger.addHandler(handler)
+    if log_format == "json":
+        for handler in logger.handlers:
+            handler.setFormatter(JsonFormatter())
 
 
 def run_process(config: WorkerConfig, *streams: TextIO) -> RunSummary:

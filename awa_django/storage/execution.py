@@ -49,6 +49,9 @@ class Completion:
     # A completed attempt's return value as JSON text, kept only for handlers that return a
     # ``StoredReturn`` (django.tasks results); None stores nothing.
     result_json: str | None = None
+    # Carried for signals, metrics and logs only (never written): saves re-reading the job.
+    kind: str = ""
+    attempt: int = 0
 
     @classmethod
     def of(cls, job: ClaimedJob, outcome: Outcome, **details: Any) -> Completion:
@@ -62,6 +65,8 @@ class Completion:
             lane_seq=job.lane_seq,
             ready_slot=job.ready_slot,
             outcome=outcome,
+            kind=job.kind,
+            attempt=job.attempt,
             **details,
         )
 

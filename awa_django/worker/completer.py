@@ -12,11 +12,75 @@ import asyncio
 import logging
 from typing import Any
 
+from django.dispatch import Signal
 from psycopg_pool import AsyncConnectionPool
 
-from awa_django.storage.execution import Completion, close_attempts
+from awa_django import signals
+from awa_django.jobs import Job
+from awa_django.logs import job_extra
+from awa_django.storage.execution import Completion, Outcome, close_attempts
+from awa_django.telemetry import get_telemetry
 
 logger = logging.getLogger(__name__)
+
+_OUTCOME_SIGNALS: dict[Outcome, Signal] = {
+    Outcome.RETRYABLE: signals.job_retried,
+    Outcome.SNOOZED: signals.job_snoozed,
+    Outcome.FAILED: signals.job_failed,
+    Outcome.CANCELLED: signals.job_cancelled,
+}
+
+
+def _signal_kwargs(completion: Completion) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "job_id": completion.job_id,
+        "run_lease": completion.run_lease,
+        "kind": completion.kind,
+        "queue": completion.queue,
+        "attempt": completion.attempt,
+    }
+    if completion.outcome in (Outcome.RETRYABLE, Outcome.SNOOZED):
+        kwargs["run_at"] = completion.run_at
+    if completion.outcome is Outcome.CANCELLED:
+        kwargs["reason"] = (completion.error or {}).get("reason", "")
+    elif completion.outcome in (Outcome.RETRYABLE, Outcome.FAILED):
+        kwargs["error"] = completion.error
+    return kwargs
+
+
+async def _send(signal: Signal, **kwargs: Any) -> None:
+    # Robust: a receiver that raises must not stop completions from being written.
+    for receiver, result in await signal.asend_robust(sender=Job, **kwargs):
+        if isinstance(result, Exception):
+            logger.error(
+                "signal receiver failed receiver=%r",
+                receiver,
+                exc_info=result,
+                extra={"job_id": kwargs["job_id"]},
+            )
+
+
+async def report_closed(
+    completions: list[Completion], closed: set[tuple[int, int]], *, rescue_reasons: dict[int, str]
+) -> None:
+    """Count and announce the attempts of ``completions`` that actually ``closed`` (written,
+    hence committed: worker writes are autocommit). ``rescue_reasons`` maps the job ids the
+    leader rescued to why; stale completions are never reported."""
+    telemetry = get_telemetry()
+    for completion in completions:
+        if (completion.job_id, completion.run_lease) not in closed:
+            continue
+        reason = rescue_reasons.get(completion.job_id)
+        telemetry.closed(completion, rescued=reason is not None)
+        if reason is not None and signals.job_rescued.has_listeners():
+            await _send(
+                signals.job_rescued,
+                **_signal_kwargs(completion) | {"reason": reason},
+                outcome=completion.outcome.value,
+            )
+        signal = _OUTCOME_SIGNALS.get(completion.outcome)
+        if signal is not None and signal.has_listeners():
+            await _send(signal, **_signal_kwargs(completion))
 
 
 class Completer:
@@ -87,4 +151,6 @@ class Completer:
                     completion.job_id,
                     completion.run_lease,
                     completion.outcome.value,
+                    extra=job_extra(completion),
                 )
+        await report_closed(batch, closed, rescue_reasons={})

@@ -24,8 +24,11 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.exceptions import Cancel, RetryAfter, Snooze
 from awa_django.jobs import AttemptProgress, Job, JobContext
+from awa_django.logs import job_extra
 from awa_django.storage.queue import ClaimedJob, claim_ready
+from awa_django.telemetry import get_telemetry
 from awa_django.worker.completer import Completer
 from awa_django.worker.executor import RetryPolicy, execute, result_to_completion
 
@@ -107,6 +110,7 @@ class Dispatcher:
         self._now = now
         self._wakeup = asyncio.Event()
         self._running: dict[asyncio.Task[None], RunningAttempt] = {}
+        self._telemetry = get_telemetry()
         # True once a claim came back empty with nothing in flight; cleared by any wakeup.
         self.idle = False
         self.claimed_count = 0
@@ -201,13 +205,28 @@ class Dispatcher:
             created_at=job.created_at,
             state=AttemptProgress(job.progress, job.checkpoint),
         )
+        self._telemetry.claimed(job, now=self._now())
         task = asyncio.create_task(self._run_one(job, ctx), name=f"awa-job-{job.job_id}")
         self._running[task] = RunningAttempt(job=job, ctx=ctx, started=time.monotonic())
 
     async def _run_one(self, job: ClaimedJob, ctx: JobContext) -> None:
-        logger.debug("job started job_id=%s kind=%s attempt=%s", job.job_id, job.kind, job.attempt)
+        logger.debug(
+            "job started job_id=%s kind=%s attempt=%s",
+            job.job_id,
+            job.kind,
+            job.attempt,
+            extra=job_extra(job),
+        )
+        started = time.monotonic()
         try:
-            result = await execute(job, self._resolve(job.kind), ctx, self._threads)
+            with self._telemetry.job_span(job) as span:
+                result = await execute(job, self._resolve(job.kind), ctx, self._threads)
+                # Asked-for outcomes are not failures; errors (terminal ones too) are.
+                if result.error is not None and not isinstance(
+                    result.error, Snooze | Cancel | RetryAfter
+                ):
+                    span.failed(result.error)
+            duration_s = time.monotonic() - started
             progress, checkpoint, changed = ctx.state.take_unflushed()
             completion = result_to_completion(
                 job,
@@ -218,8 +237,15 @@ class Dispatcher:
                 checkpoint=checkpoint if changed else None,
             )
             self._completer.submit(completion)
-            logger.debug("job finished job_id=%s outcome=%s", job.job_id, completion.outcome.value)
+            logger.debug(
+                "job finished job_id=%s outcome=%s",
+                job.job_id,
+                completion.outcome.value,
+                extra=job_extra(job, duration_ms=round(duration_s * 1000, 3)),
+            )
         finally:
+            # In the finally so an attempt abandoned at shutdown leaves in_flight too.
+            self._telemetry.finished(job, duration_s=time.monotonic() - started)
             self._running.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
             self.permits.release()
             if not self._running:

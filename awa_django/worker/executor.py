@@ -9,6 +9,7 @@ retry backoff; it is tested without a database.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import random
 import traceback
@@ -32,6 +33,7 @@ from awa_django.exceptions import (
     UnknownJobKind,
 )
 from awa_django.jobs import Job, JobContext
+from awa_django.logs import job_extra
 from awa_django.storage.execution import Completion, Outcome
 from awa_django.storage.queue import ClaimedJob
 
@@ -165,6 +167,25 @@ def _run_sync(func: Callable[..., Any], ctx: JobContext, args: dict[str, Any]) -
         close_old_connections()
 
 
+def _log_failure(job: ClaimedJob, exc: Exception) -> None:
+    # The last failure goes out with its traceback at ERROR, so error trackers that hook the
+    # logging module catch it; failures that will be retried are WARNING without one.
+    final = isinstance(exc, TerminalError) or job.attempt >= job.max_attempts
+    if isinstance(exc, JobOutcome) and not isinstance(exc, TerminalError):
+        return
+    logger.log(
+        logging.ERROR if final else logging.WARNING,
+        "job failed job_id=%s kind=%s attempt=%s final=%s error=%r",
+        job.job_id,
+        job.kind,
+        job.attempt,
+        final,
+        exc,
+        exc_info=exc if final else None,
+        extra=job_extra(job),
+    )
+
+
 async def execute(
     job: ClaimedJob, handler: Job[Any, Any] | None, ctx: JobContext, threads: ThreadPoolExecutor
 ) -> HandlerResult:
@@ -174,6 +195,7 @@ async def execute(
             "unknown job kind job_id=%s kind=%s: no handler registered in this worker",
             job.job_id,
             job.kind,
+            extra=job_extra(job),
         )
         return HandlerResult(
             UnknownJobKind(f"unknown job kind {job.kind!r}: no handler registered in this worker")
@@ -183,18 +205,15 @@ async def execute(
             value = await handler.func(ctx, **job.args)
         else:
             loop = asyncio.get_running_loop()
-            value = await loop.run_in_executor(threads, _run_sync, handler.func, ctx, job.args)
+            # The copied context carries the job's span into the thread, so spans the handler
+            # (or its instrumented libraries) opens are children of it.
+            value = await loop.run_in_executor(
+                threads, contextvars.copy_context().run, _run_sync, handler.func, ctx, job.args
+            )
     except asyncio.CancelledError:
         raise
     except Exception as exc:
-        if not isinstance(exc, JobOutcome):
-            logger.warning(
-                "job failed job_id=%s kind=%s attempt=%s error=%r",
-                job.job_id,
-                job.kind,
-                job.attempt,
-                exc,
-            )
+        _log_failure(job, exc)
         return HandlerResult(exc)
     if isinstance(value, JobOutcome):
         return HandlerResult(value)

@@ -4,18 +4,26 @@ dedicated process (start workers with ``--no-maintenance`` then, or let both com
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from django.core.management.base import BaseCommand
 
 from awa_django.conf import get_settings
-from awa_django.management.process import configure_logging, run_process
+from awa_django.management.process import (
+    add_log_format_argument,
+    configure_logging,
+    run_process,
+)
 from awa_django.worker.runtime import config_from_settings
 
 
 class Command(BaseCommand):
     help = "Run the awa maintenance leader loop (promotion, rescue, rings, retention) alone."
 
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_log_format_argument(parser)
+
     def handle(self, *args: Any, **options: Any) -> None:
-        configure_logging(self.stderr, options["verbosity"])
+        configure_logging(self.stderr, options["verbosity"], options["log_format"])
         run_process(config_from_settings(get_settings(), queues={}), self.stdout, self.stderr)

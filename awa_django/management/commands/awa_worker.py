@@ -9,7 +9,11 @@ from django.core.management.base import BaseCommand, CommandError
 
 from awa_django.conf import QUEUE_NAME_PATTERN, get_settings
 from awa_django.discovery import discover_jobs
-from awa_django.management.process import configure_logging, run_process
+from awa_django.management.process import (
+    add_log_format_argument,
+    configure_logging,
+    run_process,
+)
 from awa_django.worker.runtime import config_from_settings
 
 
@@ -76,9 +80,10 @@ class Command(BaseCommand):
             help="How long a stopping worker lets in-flight jobs finish "
             "(default AWA['SHUTDOWN_TIMEOUT_S']).",
         )
+        add_log_format_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        configure_logging(self.stderr, options["verbosity"])
+        configure_logging(self.stderr, options["verbosity"], options["log_format"])
         conf = get_settings()
         queues: dict[str, int] = {}
         for name, concurrency in options["queues"]:

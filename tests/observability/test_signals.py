@@ -1,0 +1,167 @@
+"""awa's own signals: one per attempt that really closed, none for stale completions, and
+``job_cancelled`` from ``awa.cancel`` only once the caller's transaction commits."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from django.db import transaction
+from django.dispatch import Signal
+from django.test import override_settings
+
+import awa_django as awa
+from awa_django import signals
+from awa_django.jobs import Job
+from awa_django.maintenance.rescuer import Rescuer
+from awa_django.storage.execution import Completion, Outcome
+from awa_django.worker.completer import Completer
+from awa_django.worker.connections import open_pool
+from awa_django.worker.executor import RetryPolicy
+from tests.conftest import run_burst
+from tests.jobs import always_fails, cancels, noop, retry_after, snooze_once, terminal
+from tests.maintenance.test_rescue_rings_cancel import age_claims, claim
+
+pytestmark = pytest.mark.usefixtures("awa_db")
+
+FAST_RETRY = {
+    "QUEUES": {"default": {"concurrency": 4}},
+    "RETRY_BACKOFF_BASE_S": 0.02,
+    "RETRY_JITTER": 0,
+    "POLL_INTERVAL_S": 0.1,
+    "PROMOTE_INTERVAL_S": 0.05,
+}
+SIGNALS = {
+    "retried": signals.job_retried,
+    "snoozed": signals.job_snoozed,
+    "failed": signals.job_failed,
+    "cancelled": signals.job_cancelled,
+    "rescued": signals.job_rescued,
+}
+
+
+@pytest.fixture
+def received() -> Iterator[list[tuple[str, dict[str, Any]]]]:
+    """Every awa signal sent during the test, as (name, kwargs) in order."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    receivers = []
+    for name, signal in SIGNALS.items():
+
+        def receiver(sender: Any, signal: Signal, _name: str = name, **kwargs: Any) -> None:
+            assert sender is Job
+            events.append((_name, kwargs))
+
+        signal.connect(receiver, weak=False)
+        receivers.append((signal, receiver))
+    yield events
+    for signal, receiver in receivers:
+        signal.disconnect(receiver)
+
+
+def of(events: list[tuple[str, dict[str, Any]]], job_id: int) -> list[tuple[str, int]]:
+    return [(name, kw["attempt"]) for name, kw in events if kw["job_id"] == job_id]
+
+
+@override_settings(AWA=FAST_RETRY)
+def test_worker_sends_one_signal_per_closed_attempt(received):
+    ok = noop.enqueue()
+    retried = retry_after.enqueue(seconds=0.05)
+    snoozed = snooze_once.enqueue()
+    cancelled = cancels.enqueue()
+    failed_terminal = terminal.enqueue()
+    exhausted = always_fails.enqueue(message="nope")
+    run_burst(burst_wait_s=5)
+
+    assert of(received, ok) == []
+    assert of(received, retried) == [("retried", 1)]
+    assert of(received, snoozed) == [("snoozed", 1)]
+    assert of(received, cancelled) == [("cancelled", 1)]
+    assert of(received, failed_terminal) == [("failed", 1)]
+    assert of(received, exhausted) == [("retried", 1), ("retried", 2), ("failed", 3)]
+
+    kwargs = {name: kw for name, kw in received if kw["job_id"] == cancelled}["cancelled"]
+    assert kwargs == {
+        "job_id": cancelled,
+        "run_lease": 1,
+        "kind": "tests.cancels",
+        "queue": "default",
+        "attempt": 1,
+        "reason": "not needed any more",
+    }
+    (failed_kwargs,) = [kw for name, kw in received if kw["job_id"] == failed_terminal]
+    assert failed_kwargs["error"]["message"] == "card declined"
+    (retried_kwargs,) = [kw for name, kw in received if kw["job_id"] == retried]
+    assert retried_kwargs["run_at"] is not None and retried_kwargs["error"] is not None
+
+
+def complete_with_completer(completion: Completion) -> int:
+    async def main() -> int:
+        pool = await open_pool("default", max_size=2)
+        completer = Completer(pool, batch_size=10, flush_s=0.01)
+        completer.start()
+        try:
+            completer.submit(completion)
+            await completer.drain()
+        finally:
+            await completer.stop()
+            await pool.close()
+        return completer.stale_count
+
+    return asyncio.run(main())
+
+
+def rescue_once() -> None:
+    async def main() -> None:
+        pool = await open_pool("default", max_size=2)
+        try:
+            await Rescuer(
+                pool,
+                interval_s=1,
+                staleness_s=60,
+                batch_size=100,
+                policy=RetryPolicy(base_s=0.01, max_s=1, jitter=0),
+                now=lambda: datetime.now(UTC),
+            ).run_once()
+        finally:
+            await pool.close()
+
+    asyncio.run(main())
+
+
+def test_rescue_sends_rescued_and_the_late_completion_sends_nothing(received):
+    job_id = awa.enqueue("k.x", args={}, max_attempts=3)
+    (job,) = claim()
+    age_claims()
+    rescue_once()
+    assert of(received, job_id) == [("rescued", 1), ("retried", 1)]
+    assert received[0][1]["reason"] == "heartbeat"
+    assert received[0][1]["outcome"] == "retryable"
+
+    # The rescued attempt's own worker reports a failure afterwards: stale, so no signal.
+    stale = complete_with_completer(
+        Completion.of(job, Outcome.FAILED, error={"attempt": 1, "message": "late"})
+    )
+    assert stale == 1
+    assert of(received, job_id) == [("rescued", 1), ("retried", 1)]
+
+
+def test_job_cancelled_is_sent_only_after_commit(received):
+    job_id = noop.enqueue()
+    with transaction.atomic():
+        assert awa.cancel(job_id, reason="changed my mind")
+        assert received == []  # not before the commit
+    assert of(received, job_id) == [("cancelled", 0)]
+    assert received[0][1]["reason"] == "changed my mind"
+    assert received[0][1]["kind"] == "tests.noop"
+
+
+def test_job_cancelled_is_never_sent_after_a_rollback(received):
+    job_id = noop.enqueue()
+    with pytest.raises(RuntimeError), transaction.atomic():
+        assert awa.cancel(job_id)
+        raise RuntimeError("roll back")
+    assert received == []
+    assert awa.get_job(job_id).state == "available"

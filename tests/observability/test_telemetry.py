@@ -1,0 +1,141 @@
+"""OpenTelemetry: counters and histograms after a real burst, the enqueue -> execute trace link,
+and a worker that runs unchanged when opentelemetry cannot be imported."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import awa_django as awa
+from awa_django.telemetry import TRACEPARENT_KEY, OtelTelemetry, Telemetry, get_telemetry
+from tests.conftest import run_burst
+from tests.jobs import always_fails, noop, record
+
+pytestmark = pytest.mark.usefixtures("awa_db")
+
+_READER = InMemoryMetricReader()
+_EXPORTER = InMemorySpanExporter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def otel_sdk() -> None:
+    """Install SDK providers once: OpenTelemetry allows one global provider per process."""
+    metrics.set_meter_provider(MeterProvider(metric_readers=[_READER]))
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+    trace.set_tracer_provider(provider)
+
+
+@pytest.fixture(autouse=True)
+def fresh_telemetry() -> Iterator[None]:
+    get_telemetry.cache_clear()
+    _EXPORTER.clear()
+    yield
+    get_telemetry.cache_clear()
+
+
+def points() -> dict[tuple[str, frozenset[tuple[str, Any]]], Any]:
+    """Every data point collected now, by (metric name, attributes)."""
+    found = {}
+    data = _READER.get_metrics_data()
+    for resource in data.resource_metrics if data else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    found[(metric.name, frozenset(point.attributes.items()))] = point
+    return found
+
+
+def value(collected: dict, name: str, **attributes: Any) -> float:
+    point = collected.get((name, frozenset(attributes.items())))
+    if point is None:
+        return 0
+    return point.count if hasattr(point, "count") else point.value
+
+
+def test_a_burst_records_job_counters_and_histograms():
+    assert isinstance(get_telemetry(), OtelTelemetry)
+    before = points()
+    for n in range(3):
+        noop.enqueue(n=n)
+    always_fails.enqueue(message="x")
+    run_burst()
+    after = points()
+
+    def delta(name: str, kind: str, **extra: Any) -> float:
+        attrs = {"queue": "default", "kind": kind, **extra}
+        return value(after, name, **attrs) - value(before, name, **attrs)
+
+    assert delta("awa.job.enqueued", "tests.noop") == 3
+    assert delta("awa.job.claimed", "tests.noop") == 3
+    assert delta("awa.job.completed", "tests.noop") == 3
+    assert delta("awa.job.duration", "tests.noop") == 3  # histogram count
+    assert delta("awa.job.wait", "tests.noop") == 3
+    assert delta("awa.job.retried", "tests.always_fails") == 1
+    # Nothing is left running once the burst is over.
+    assert value(after, "awa.job.in_flight", queue="default") == 0
+
+
+def test_cancel_counts_after_commit():
+    before = points()
+    awa.cancel(noop.enqueue())
+    after = points()
+    attrs = {"queue": "default", "kind": "tests.noop"}
+    assert (
+        value(after, "awa.job.cancelled", **attrs) - value(before, "awa.job.cancelled", **attrs)
+        == 1
+    )
+
+
+def test_job_span_is_a_child_of_the_enqueueing_span():
+    tracer = trace.get_tracer("tests")
+    with tracer.start_as_current_span("view") as view_span:
+        job_id = record.enqueue(n=7)
+    untraced_id = noop.enqueue()
+    assert TRACEPARENT_KEY in awa.get_job(job_id).metadata
+    assert TRACEPARENT_KEY not in awa.get_job(untraced_id).metadata
+    run_burst()
+
+    spans = {span.name: span for span in _EXPORTER.get_finished_spans()}
+    job_span = spans["job.execute tests.record"]
+    view = view_span.get_span_context()
+    assert job_span.parent is not None
+    assert job_span.parent.span_id == view.span_id
+    assert job_span.context.trace_id == view.trace_id
+    assert job_span.attributes["awa.job.id"] == job_id
+    # A job enqueued outside any span starts its own trace.
+    assert spans["job.execute tests.noop"].parent is None
+
+
+def test_a_failing_handler_marks_its_span_as_error():
+    always_fails.enqueue(message="bad")
+    run_burst()
+    (span,) = [s for s in _EXPORTER.get_finished_spans() if s.name.endswith("always_fails")]
+    assert span.status.status_code is trace.StatusCode.ERROR
+    assert span.events[0].name == "exception"
+
+
+def test_without_opentelemetry_everything_still_runs(monkeypatch):
+    # An entry of None makes every ``import opentelemetry...`` raise ImportError.
+    monkeypatch.setitem(sys.modules, "opentelemetry", None)
+    get_telemetry.cache_clear()
+    telemetry = get_telemetry()
+    assert type(telemetry) is Telemetry and not telemetry.enabled
+    tracer = trace.get_tracer("tests")
+    with tracer.start_as_current_span("view"):
+        job_id = record.enqueue(n=1)
+    assert TRACEPARENT_KEY not in awa.get_job(job_id).metadata
+    always_fails.enqueue()
+    awa.cancel(noop.enqueue())
+    summary = run_burst()
+    assert summary.claimed == 2
+    assert awa.get_job(job_id).state == "completed"
