@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import awa_django as awa
 from awa_django.telemetry import TRACEPARENT_KEY, OtelTelemetry, Telemetry, get_telemetry
 from tests.conftest import run_burst
-from tests.jobs import always_fails, noop, record
+from tests.jobs import always_fails, noop, record, terminal
 
 pytestmark = pytest.mark.usefixtures("awa_db")
 
@@ -80,7 +80,8 @@ def test_a_burst_records_job_counters_and_histograms():
     assert delta("awa.job.completed", "tests.noop") == 3
     assert delta("awa.job.duration", "tests.noop") == 3  # histogram count
     assert delta("awa.job.wait", "tests.noop") == 3
-    assert delta("awa.job.retried", "tests.always_fails") == 1
+    # A slow run may reach the 1 s retry too; at least the first failure was counted.
+    assert delta("awa.job.retried", "tests.always_fails") >= 1
     # Nothing is left running once the burst is over.
     assert value(after, "awa.job.in_flight", queue="default") == 0
 
@@ -119,7 +120,7 @@ def test_job_span_is_a_child_of_the_enqueueing_span():
 def test_a_failing_handler_marks_its_span_as_error():
     always_fails.enqueue(message="bad")
     run_burst()
-    (span,) = [s for s in _EXPORTER.get_finished_spans() if s.name.endswith("always_fails")]
+    span = next(s for s in _EXPORTER.get_finished_spans() if s.name.endswith("always_fails"))
     assert span.status.status_code is trace.StatusCode.ERROR
     assert span.events[0].name == "exception"
 
@@ -134,7 +135,7 @@ def test_without_opentelemetry_everything_still_runs(monkeypatch):
     with tracer.start_as_current_span("view"):
         job_id = record.enqueue(n=1)
     assert TRACEPARENT_KEY not in awa.get_job(job_id).metadata
-    always_fails.enqueue()
+    terminal.enqueue()
     awa.cancel(noop.enqueue())
     summary = run_burst()
     assert summary.claimed == 2
