@@ -210,13 +210,16 @@ class Dispatcher:
         self._running[task] = RunningAttempt(job=job, ctx=ctx, started=time.monotonic())
 
     async def _run_one(self, job: ClaimedJob, ctx: JobContext) -> None:
-        logger.debug(
-            "job started job_id=%s kind=%s attempt=%s",
-            job.job_id,
-            job.kind,
-            job.attempt,
-            extra=job_extra(job),
-        )
+        # Guarded: the extra dict would otherwise be built per job with DEBUG off.
+        debug = logger.isEnabledFor(logging.DEBUG)
+        if debug:
+            logger.debug(
+                "job started job_id=%s kind=%s attempt=%s",
+                job.job_id,
+                job.kind,
+                job.attempt,
+                extra=job_extra(job),
+            )
         started = time.monotonic()
         try:
             with self._telemetry.job_span(job) as span:
@@ -237,12 +240,13 @@ class Dispatcher:
                 checkpoint=checkpoint if changed else None,
             )
             self._completer.submit(completion)
-            logger.debug(
-                "job finished job_id=%s outcome=%s",
-                job.job_id,
-                completion.outcome.value,
-                extra=job_extra(job, duration_ms=round(duration_s * 1000, 3)),
-            )
+            if debug:
+                logger.debug(
+                    "job finished job_id=%s outcome=%s",
+                    job.job_id,
+                    completion.outcome.value,
+                    extra=job_extra(job, duration_ms=round(duration_s * 1000, 3)),
+                )
         finally:
             # In the finally so an attempt abandoned at shutdown leaves in_flight too.
             self._telemetry.finished(job, duration_s=time.monotonic() - started)
