@@ -21,10 +21,13 @@ from django.db import connections, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from awa_django.conf import get_settings, problems
+from awa_django.conf import MAX_ATTEMPTS_LIMIT, get_settings, problems
+from awa_django.enqueue import MAX_TAGS, enqueue
 from awa_django.storage.jobs import Claim, JobRecord, get_claims, get_jobs
+from awa_django.tasks.awa_task import AwaTask
 from awa_django.tasks.compat import (
     BaseTaskBackend,
+    InvalidTask,
     Task,
     TaskError,
     TaskResult,
@@ -72,10 +75,34 @@ def task_error(entry: Mapping[str, Any]) -> TaskError:
     return TaskError(exception_class_path=CANCELLED_PATH, traceback=str(entry.get("reason", "")))
 
 
+def validate_awa_options(task: AwaTask) -> None:
+    """Raise ``InvalidTask`` for per-task awa options that ``awa.enqueue`` would refuse."""
+    attempts = task.max_attempts
+    if attempts is not None and (
+        isinstance(attempts, bool)
+        or not isinstance(attempts, int)
+        or not 1 <= attempts <= MAX_ATTEMPTS_LIMIT
+    ):
+        raise InvalidTask(
+            f"max_attempts must be an integer 1..{MAX_ATTEMPTS_LIMIT}, got {attempts!r}"
+        )
+    tags = task.tags
+    if tags is not None and (
+        not isinstance(tags, tuple)
+        or len(tags) > MAX_TAGS
+        or not all(isinstance(tag, str) and tag for tag in tags)
+    ):
+        raise InvalidTask(
+            f"tags must be a list of at most {MAX_TAGS} non-empty strings, got {tags!r}"
+        )
+
+
 class AwaBackend(BaseTaskBackend):
     """Runs ``@task`` functions on awa: ``TASKS = {"default": {"BACKEND":
-    "awa_django.tasks.AwaBackend"}}``. See docs/django-tasks.md for ``OPTIONS``."""
+    "awa_django.tasks.AwaBackend"}}``. See docs/django-tasks.md for ``OPTIONS`` and the
+    per-task ``max_attempts``/``tags`` of ``AwaTask``."""
 
+    task_class = AwaTask
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
@@ -96,6 +123,10 @@ class AwaBackend(BaseTaskBackend):
         self.queue_map: dict[str, str] = dict(self.options.get("queue_map", {}))
 
     def validate_task(self, task: Task) -> None:
+        # Refused where the task is declared or copied (Task.__post_init__ calls this), not at
+        # some later enqueue.
+        if isinstance(task, AwaTask):
+            validate_awa_options(task)
         # The backport types run_after as a datetime only; a timedelta (from now) is accepted
         # here too, as Django's own documentation allows, and resolved at enqueue.
         if isinstance(task.run_after, timedelta):
@@ -146,28 +177,34 @@ class AwaBackend(BaseTaskBackend):
     ) -> tuple[TaskResult, bool]:
         """Insert the job; returns its result and whether ``task_enqueued`` was left to commit
         (inside a transaction the signal waits for it, and never fires on rollback)."""
-        from awa_django.enqueue import enqueue
-
         run_after = task.run_after
         if isinstance(run_after, timedelta):
             run_after = timezone.now() + run_after
         job_args = {"args": list(args), "kwargs": dict(kwargs)}
+        task_meta: dict[str, Any] = {
+            "priority": task.priority,
+            "queue_name": task.queue_name,
+            "run_after": None if run_after is None else run_after.isoformat(),
+            "backend": self.alias,
+        }
+        # Per-task awa options win over OPTIONS; only the ones set are recorded, so the result
+        # task read back carries them and a stock task's job is unchanged.
+        max_attempts, tags = self.max_attempts, self.tags
+        if isinstance(task, AwaTask):
+            if task.max_attempts is not None:
+                max_attempts = task_meta["max_attempts"] = task.max_attempts
+            if task.tags is not None:
+                tags = task.tags
+                task_meta["tags"] = list(tags)
         job_id = enqueue(
             f"{KIND_PREFIX}{task.module_path}",
             args=job_args,
             queue=self.awa_queue(task.queue_name),
             priority=awa_priority(task.priority),
             run_at=run_after,
-            max_attempts=self.max_attempts,
-            metadata={
-                METADATA_KEY: {
-                    "priority": task.priority,
-                    "queue_name": task.queue_name,
-                    "run_after": None if run_after is None else run_after.isoformat(),
-                    "backend": self.alias,
-                }
-            },
-            tags=self.tags,
+            max_attempts=max_attempts,
+            metadata={METADATA_KEY: task_meta},
+            tags=tags,
         )
         stored_task = task if run_after is task.run_after else task.using(run_after=run_after)
         result = TaskResult(
@@ -209,11 +246,18 @@ class AwaBackend(BaseTaskBackend):
         meta = record.metadata.get(METADATA_KEY, {})
         task = import_string(record.kind.removeprefix(KIND_PREFIX))
         run_after = meta.get("run_after")
+        # The per-call awa options the job was enqueued with (absent: the task's own stand).
+        awa_options: dict[str, Any] = (
+            {"max_attempts": meta.get("max_attempts"), "tags": meta.get("tags")}
+            if isinstance(task, AwaTask)
+            else {}
+        )
         task = task.using(
             priority=meta.get("priority", task.priority),
             queue_name=meta.get("queue_name", task.queue_name),
             run_after=None if run_after is None else datetime.fromisoformat(run_after),
             backend=meta.get("backend", self.alias),
+            **awa_options,
         )
         status = _STATUS[record.state]
         finished = status in (TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED)

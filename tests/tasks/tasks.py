@@ -72,3 +72,9 @@ def not_json() -> object:
 def nap(seconds: float) -> None:
     log_run("nap start")
     time.sleep(seconds)
+
+
+@task(max_attempts=3, tags=["declared"])
+def tagged(label: str) -> str:
+    log_run(f"tagged {label}")
+    return label

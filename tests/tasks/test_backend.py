@@ -16,8 +16,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 import awa_django as awa
-from awa_django.tasks import AwaBackend, awa_priority
+from awa_django.conf import get_settings
+from awa_django.tasks import AwaBackend, AwaTask, awa_priority
+from awa_django.tasks.backend import METADATA_KEY
 from awa_django.tasks.compat import (
+    InvalidTask,
     TaskResultDoesNotExist,
     TaskResultStatus,
     task_backends,
@@ -215,6 +218,75 @@ def test_exhaustion_fails_with_one_error_per_attempt_and_options_apply():
     assert result.finished_at is not None
     with pytest.raises(ValueError, match="failed"):
         result.return_value  # noqa: B018
+
+
+@override_settings(
+    AWA=FAST_RETRY,
+    TASKS={
+        "default": {
+            "BACKEND": "awa_django.tasks.AwaBackend",
+            "QUEUES": ["default", "email"],
+            "OPTIONS": {"max_attempts": 5, "tags": ["django-task"]},
+        }
+    },
+)
+def test_per_call_max_attempts_overrides_the_options_default():
+    result = tasks.always_fails.using(max_attempts=2).enqueue()
+    job = awa.get_job(int(result.id))
+    # max_attempts was set on the task, tags were not: they still come from OPTIONS.
+    assert job.max_attempts == 2 and job.tags == ["django-task"]
+    run_burst(burst_wait_s=5)
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    assert result.attempts == 2 and len(result.errors) == 2
+    assert tasks.always_fails.get_result(result.id).task.max_attempts == 2
+    # The task itself is untouched: using() returned a copy.
+    assert tasks.always_fails.max_attempts is None
+
+
+def test_tags_and_max_attempts_from_the_decorator_and_per_call_reach_the_job():
+    declared = tasks.tagged.enqueue("declared")
+    per_call = tasks.tagged.using(tags=["billing", "eu"], priority=10).enqueue("per call")
+    untagged = tasks.tagged.using(tags=[]).enqueue("untagged")
+    assert awa.get_job(int(declared.id)).tags == ["declared"]
+    assert awa.get_job(int(per_call.id)).tags == ["billing", "eu"]
+    assert awa.get_job(int(untagged.id)).tags == []
+    assert {awa.get_job(int(r.id)).max_attempts for r in (declared, per_call, untagged)} == {3}
+    assert awa.get_job(int(per_call.id)).priority == 1
+    run_burst()
+    fetched = tasks.tagged.get_result(per_call.id)
+    assert fetched.status == TaskResultStatus.SUCCESSFUL and fetched.return_value == "per call"
+    assert fetched.task.tags == ("billing", "eu") and fetched.task.max_attempts == 3
+    assert fetched.task.priority == 10
+
+
+def test_stock_tasks_are_unchanged_by_the_extension():
+    assert isinstance(tasks.add, AwaTask)
+    assert tasks.add.max_attempts is None and tasks.add.tags is None
+    result = tasks.add.using(priority=5).enqueue(1, 2)
+    job = awa.get_job(int(result.id))
+    assert job.max_attempts == get_settings().DEFAULT_MAX_ATTEMPTS and job.tags == []
+    assert set(job.metadata[METADATA_KEY]) == {"priority", "queue_name", "run_after", "backend"}
+    run_burst()
+    fetched = tasks.add.get_result(result.id)
+    assert fetched.return_value == 3 and fetched.task.priority == 5
+    assert fetched.task.max_attempts is None and fetched.task.tags is None
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"max_attempts": 0},
+        {"max_attempts": 1001},
+        {"max_attempts": True},
+        {"tags": "billing"},
+        {"tags": [""]},
+        {"tags": [f"t{i}" for i in range(21)]},
+    ],
+)
+def test_invalid_awa_options_are_refused_where_the_task_is_copied(options):
+    with pytest.raises(InvalidTask):
+        tasks.add.using(**options)
 
 
 def test_cancel_before_it_runs_reads_as_failed_without_attempts():
