@@ -96,6 +96,8 @@ class AwaSettings:
     # How often the leader runs retention cleanup, and the most rows one statement deletes.
     CLEANUP_INTERVAL_S: float = 60.0
     CLEANUP_BATCH_SIZE: int = 1000
+    # How often the leader measures queue depth and lag for the OpenTelemetry gauges.
+    QUEUE_STATS_INTERVAL_S: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +122,7 @@ _POSITIVE_NUMBERS: Final = (
     "LEADER_ELECTION_INTERVAL_S",
     "RING_INTERVAL_S",
     "CLEANUP_INTERVAL_S",
+    "QUEUE_STATS_INTERVAL_S",
 )
 _NON_NEGATIVE_NUMBERS: Final = ("COMPLETED_RETENTION_S", "FAILED_RETENTION_S", "DLQ_RETENTION_S")
 _POSITIVE_INTEGERS: Final = (

@@ -10,18 +10,24 @@ Traces: ``inject`` stores the enqueue site's W3C trace context in the job's meta
 ``awa:traceparent`` (only when a span is active), and ``job_span`` runs the handler inside a
 ``job.execute <kind>`` span whose parent is that stored context, so a view's trace continues
 into its job. Names are tabled in ``docs/observability.md``.
+
+Gauges: the leader's ``QueueStats`` task hands each pass's per-queue depths to ``queue_depths``;
+the observable gauges ``awa.queue.depth`` and ``awa.queue.lag`` report that latest snapshot when
+the SDK collects, and nothing once it is older than the publisher said it may be (a process that
+lost leadership stops reporting instead of repeating old numbers).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator, MutableMapping
+import time
+from collections.abc import Iterable, Iterator, MutableMapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
 from awa_django.storage.execution import Completion, Outcome
-from awa_django.storage.queue import ClaimedJob
+from awa_django.storage.queue import ClaimedJob, QueueDepth
 
 TRACEPARENT_KEY: Final = "awa:traceparent"
 INSTRUMENTATION_NAME: Final = "awa_django"
@@ -73,10 +79,47 @@ class Telemetry:
     def ring_pass(self, *, rotations: int, prunes: int) -> None:
         """A ring maintenance pass rotated and pruned that many slots."""
 
+    def queue_depths(self, depths: Sequence[QueueDepth], *, stale_after_s: float) -> None:
+        """The leader measured ``depths``; report them for up to ``stale_after_s`` seconds."""
+
     @contextlib.contextmanager
     def job_span(self, job: ClaimedJob) -> Iterator[JobSpan]:
         """Run the handler of ``job`` inside this context manager."""
         yield _NOOP_SPAN
+
+
+class _DepthSnapshot:
+    """The latest leader measurement, read by the queue gauges' callbacks."""
+
+    def __init__(self) -> None:
+        # (monotonic expiry, depths) in one tuple, swapped whole, so the SDK's collection
+        # thread never pairs a new snapshot with an old expiry.
+        self._current: tuple[float, tuple[QueueDepth, ...]] = (0.0, ())
+
+    def publish(self, depths: Sequence[QueueDepth], *, stale_after_s: float) -> None:
+        self._current = (time.monotonic() + stale_after_s, tuple(depths))
+
+    def fresh(self) -> tuple[QueueDepth, ...]:
+        until, depths = self._current
+        return depths if time.monotonic() < until else ()
+
+
+_SNAPSHOT: Final = _DepthSnapshot()
+
+
+def _observe_depth(options: Any) -> Iterable[Any]:
+    from opentelemetry.metrics import Observation
+
+    for depth in _SNAPSHOT.fresh():
+        for state in ("available", "scheduled", "retryable", "running"):
+            yield Observation(getattr(depth, state), {"queue": depth.queue, "state": state})
+
+
+def _observe_lag(options: Any) -> Iterable[Any]:
+    from opentelemetry.metrics import Observation
+
+    for depth in _SNAPSHOT.fresh():
+        yield Observation(depth.lag_s, {"queue": depth.queue})
 
 
 class _OtelJobSpan(JobSpan):
@@ -129,6 +172,20 @@ class OtelTelemetry(Telemetry):
         self._promoted = meter.create_counter("awa.maintenance.promoted", unit="{job}")
         self._rotations = meter.create_counter("awa.ring.rotations", unit="{rotation}")
         self._prunes = meter.create_counter("awa.ring.prunes", unit="{prune}")
+        # The callbacks are module functions: the SDK keeps the first registration of a name,
+        # so callbacks bound to this instance would go stale when the cache is rebuilt.
+        meter.create_observable_gauge(
+            "awa.queue.depth",
+            callbacks=[_observe_depth],
+            unit="{job}",
+            description="Jobs per queue and state, measured by the maintenance leader",
+        )
+        meter.create_observable_gauge(
+            "awa.queue.lag",
+            callbacks=[_observe_lag],
+            unit="s",
+            description="Age of the oldest waiting job's run_at, per queue",
+        )
 
     def enqueued(self, *, kind: str, queue: str, count: int = 1) -> None:
         self._counters["awa.job.enqueued"].add(count, {"queue": queue, "kind": kind})
@@ -171,6 +228,9 @@ class OtelTelemetry(Telemetry):
             self._rotations.add(rotations)
         if prunes:
             self._prunes.add(prunes)
+
+    def queue_depths(self, depths: Sequence[QueueDepth], *, stale_after_s: float) -> None:
+        _SNAPSHOT.publish(depths, stale_after_s=stale_after_s)
 
     @contextlib.contextmanager
     def job_span(self, job: ClaimedJob) -> Iterator[JobSpan]:

@@ -64,6 +64,19 @@ class ClaimedJob:
     checkpoint: dict[str, Any] | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueDepth:
+    """How many jobs of one queue are in each live state, and how late its oldest waiting job is."""
+
+    queue: str
+    available: int
+    scheduled: int
+    retryable: int
+    running: int
+    # Seconds since the run_at of the oldest waiting ready row; 0 when nothing waits.
+    lag_s: float
+
+
 def enqueue_job(cursor: CursorWrapper, job: NewJob) -> int:
     """Enqueue one job in the cursor's transaction; returns its id."""
     cursor.execute(
@@ -152,3 +165,10 @@ def cancel_job(cursor: CursorWrapper, *, job_id: int, reason: str) -> str:
     row = cursor.fetchone()
     assert row is not None  # the function always answers
     return str(row[0])
+
+
+async def queue_depths(conn: AsyncConnection[Any]) -> list[QueueDepth]:
+    """Depth and lag of every known queue, in one statement (autocommit connection)."""
+    async with conn.cursor(row_factory=class_row(QueueDepth)) as cursor:
+        await cursor.execute(_SQL["queue_depths"])
+        return await cursor.fetchall()

@@ -33,6 +33,7 @@ from awa_django.conf import AwaSettings
 from awa_django.jobs import Job
 from awa_django.maintenance.leader import LeaderElector
 from awa_django.maintenance.promoter import Promoter
+from awa_django.maintenance.queue_stats import QueueStats
 from awa_django.maintenance.rescuer import Rescuer
 from awa_django.maintenance.retention import RetentionCleaner
 from awa_django.maintenance.rings import RingMaintainer
@@ -63,6 +64,7 @@ class MaintenanceConfig:
     dlq_retention_s: float
     cleanup_interval_s: float
     cleanup_batch_size: int
+    queue_stats_interval_s: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,6 +145,7 @@ def config_from_settings(
             dlq_retention_s=conf.DLQ_RETENTION_S,
             cleanup_interval_s=conf.CLEANUP_INTERVAL_S,
             cleanup_batch_size=conf.CLEANUP_BATCH_SIZE,
+            queue_stats_interval_s=conf.QUEUE_STATS_INTERVAL_S,
         )
         if maintenance
         else None,
@@ -189,6 +192,7 @@ def maintenance_tasks(
             failed_retention_s=m.failed_retention_s,
             batch_size=m.cleanup_batch_size,
         ),
+        QueueStats(pool, interval_s=m.queue_stats_interval_s),
     ]
 
 

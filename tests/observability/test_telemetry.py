@@ -1,5 +1,6 @@
 """OpenTelemetry: counters and histograms after a real burst, the enqueue -> execute trace link,
-and a worker that runs unchanged when opentelemetry cannot be imported."""
+the leader's queue gauges, and a worker that runs unchanged when opentelemetry cannot be
+imported."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import awa_django as awa
 from awa_django.telemetry import TRACEPARENT_KEY, OtelTelemetry, Telemetry, get_telemetry
 from tests.conftest import run_burst
 from tests.jobs import always_fails, noop, record, terminal
+from tests.maintenance.test_queue_stats import make_mix, run_pass
 
 pytestmark = pytest.mark.usefixtures("awa_db")
 
@@ -123,6 +125,25 @@ def test_a_failing_handler_marks_its_span_as_error():
     span = next(s for s in _EXPORTER.get_finished_spans() if s.name.endswith("always_fails"))
     assert span.status.status_code is trace.StatusCode.ERROR
     assert span.events[0].name == "exception"
+
+
+def test_queue_gauges_report_the_latest_leader_pass():
+    make_mix()
+    result = run_pass()
+    collected = points()
+
+    for depth in result.depths:
+        for state in ("available", "scheduled", "retryable", "running"):
+            assert value(collected, "awa.queue.depth", queue=depth.queue, state=state) == getattr(
+                depth, state
+            )
+        assert value(collected, "awa.queue.lag", queue=depth.queue) == depth.lag_s
+    assert value(collected, "awa.queue.depth", queue="default", state="available") == 2
+    assert value(collected, "awa.queue.depth", queue="default", state="scheduled") == 1
+    assert value(collected, "awa.queue.depth", queue="default", state="retryable") == 1
+    assert value(collected, "awa.queue.depth", queue="default", state="running") == 1
+    assert value(collected, "awa.queue.depth", queue="email", state="available") == 1
+    assert value(collected, "awa.queue.lag", queue="default") > 0
 
 
 def test_without_opentelemetry_everything_still_runs(monkeypatch):

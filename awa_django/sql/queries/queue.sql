@@ -34,3 +34,53 @@ SELECT queue, priority, shard, lane_seq, ready_slot, job_id, kind, args, attempt
 -- name: cancel_job
 -- Cancels one job whatever its state; returns what happened (see awa.cancel_job).
 SELECT awa.cancel_job(%(job_id)s::bigint, %(reason)s) AS outcome
+
+-- name: queue_depths
+-- Per queue: waiting ready rows (no receipt, no tombstone) and the age of the oldest one's
+-- run_at, scheduled and retryable backlog (literal states, as the partial indexes are built),
+-- and open attempts (a receipt without its closure). Every queue with a lane or a deferred job
+-- gets a row, so a drained queue reports zeros instead of vanishing.
+WITH waiting AS (
+    SELECT r.queue, count(*) AS available, min(r.run_at) AS oldest_run_at
+      FROM awa.ready_entries r
+     WHERE NOT EXISTS (
+               SELECT 1 FROM awa.claim_receipts c
+                WHERE c.queue = r.queue AND c.priority = r.priority AND c.shard = r.shard
+                  AND c.lane_seq = r.lane_seq AND c.ready_slot = r.ready_slot)
+       AND NOT EXISTS (
+               SELECT 1 FROM awa.ready_tombstones t
+                WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
+                  AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
+     GROUP BY r.queue
+), scheduled AS (
+    SELECT queue, count(*) AS scheduled FROM awa.deferred_jobs
+     WHERE state = 'scheduled' GROUP BY queue
+), retryable AS (
+    SELECT queue, count(*) AS retryable FROM awa.deferred_jobs
+     WHERE state = 'retryable' GROUP BY queue
+), running AS (
+    SELECT c.queue, count(*) AS running
+      FROM awa.claim_receipts c
+     WHERE NOT EXISTS (
+               SELECT 1 FROM awa.done_entries d
+                WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                  AND d.ready_slot = c.ready_slot)
+     GROUP BY c.queue
+), queues AS (
+    SELECT queue FROM awa.queue_lanes
+    UNION SELECT queue FROM scheduled
+    UNION SELECT queue FROM retryable
+)
+SELECT q.queue,
+       coalesce(w.available, 0)::integer AS available,
+       coalesce(s.scheduled, 0)::integer AS scheduled,
+       coalesce(y.retryable, 0)::integer AS retryable,
+       coalesce(n.running, 0)::integer AS running,
+       greatest(coalesce(extract(epoch FROM now() - w.oldest_run_at), 0), 0)::double precision
+           AS lag_s
+  FROM queues q
+  LEFT JOIN waiting w ON w.queue = q.queue
+  LEFT JOIN scheduled s ON s.queue = q.queue
+  LEFT JOIN retryable y ON y.queue = q.queue
+  LEFT JOIN running n ON n.queue = q.queue
+ ORDER BY q.queue
