@@ -113,6 +113,8 @@ class Dispatcher:
         self._telemetry = get_telemetry()
         # True once a claim came back empty with nothing in flight; cleared by any wakeup.
         self.idle = False
+        # Claims started so far: lets the burst check wait for a claim that began after it.
+        self.claim_rounds = 0
         self.claimed_count = 0
 
     def poke(self) -> None:
@@ -148,6 +150,9 @@ class Dispatcher:
             # Cleared before the claim, not after: a NOTIFY that lands while the claim is in
             # flight must still wake the next sleep.
             self._wakeup.clear()
+            # A claim in flight proves nothing about work committed after it started.
+            self.idle = False
+            self.claim_rounds += 1
             jobs = await self._claim(wanted)
             # Idle means "last claim found nothing and nothing runs"; any claimed job clears it,
             # whatever woke us (poke, poll or a drained batch).

@@ -412,8 +412,10 @@ class WorkerRuntime:
 
     async def _claimed_in_confirmation_round(self) -> bool:
         before = sum(d.claimed_count for d in self._dispatchers.values())
+        rounds = {d: d.claim_rounds for d in self._dispatchers.values()}
         for dispatcher in self._dispatchers.values():
             dispatcher.poke()
-        while not all(d.idle for d in self._dispatchers.values()):
+        # Only a claim that started after the poke can have seen the newest commits.
+        while not all(d.idle and d.claim_rounds > rounds[d] for d in self._dispatchers.values()):
             await asyncio.sleep(0.01)
         return sum(d.claimed_count for d in self._dispatchers.values()) != before
