@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Final
 
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
@@ -25,6 +25,28 @@ class Outcome(StrEnum):
     CANCELLED = "cancelled"
     RETRYABLE = "retryable"
     SNOOZED = "snoozed"
+
+
+_ADDRESS_FIELDS: Final = (
+    "ready_slot",
+    "queue",
+    "priority",
+    "shard",
+    "lane_seq",
+    "job_id",
+    "run_lease",
+)
+
+
+def receipt_address(item: Any) -> dict[str, Any]:
+    """The fields that name an attempt's receipt (and so guard its writes), from a claimed job
+    or any value carrying them."""
+    return {name: getattr(item, name) for name in _ADDRESS_FIELDS}
+
+
+def address_arrays(items: Sequence[Any]) -> dict[str, list[Any]]:
+    """The receipt address of a batch as parallel arrays, the shape the SQL functions unnest."""
+    return {name: [getattr(item, name) for item in items] for name in _ADDRESS_FIELDS}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,13 +79,7 @@ class Completion:
     def of(cls, job: ClaimedJob, outcome: Outcome, **details: Any) -> Completion:
         """The completion of ``job``'s attempt, addressed by its receipt."""
         return cls(
-            job_id=job.job_id,
-            run_lease=job.run_lease,
-            queue=job.queue,
-            priority=job.priority,
-            shard=job.shard,
-            lane_seq=job.lane_seq,
-            ready_slot=job.ready_slot,
+            **receipt_address(job),
             outcome=outcome,
             kind=job.kind,
             attempt=job.attempt,
@@ -89,13 +105,7 @@ class LiveAttempt:
     def of(cls, job: ClaimedJob, **details: Any) -> LiveAttempt:
         """``job``'s running attempt, addressed by its receipt."""
         return cls(
-            job_id=job.job_id,
-            run_lease=job.run_lease,
-            queue=job.queue,
-            priority=job.priority,
-            shard=job.shard,
-            lane_seq=job.lane_seq,
-            ready_slot=job.ready_slot,
+            **receipt_address(job),
             **details,
         )
 
@@ -125,13 +135,7 @@ async def close_attempts(
     cursor = await conn.execute(
         _SQL["close_attempts"],
         {
-            "ready_slot": [c.ready_slot for c in completions],
-            "queue": [c.queue for c in completions],
-            "priority": [c.priority for c in completions],
-            "shard": [c.shard for c in completions],
-            "lane_seq": [c.lane_seq for c in completions],
-            "job_id": [c.job_id for c in completions],
-            "run_lease": [c.run_lease for c in completions],
+            **address_arrays(completions),
             "outcome": [c.outcome.value for c in completions],
             "run_at": [c.run_at for c in completions],
             "error": [_json_or_none(c.error) for c in completions],
@@ -151,13 +155,7 @@ async def heartbeat_attempts(
     cursor = await conn.execute(
         _SQL["heartbeat_attempts"],
         {
-            "ready_slot": [a.ready_slot for a in attempts],
-            "queue": [a.queue for a in attempts],
-            "priority": [a.priority for a in attempts],
-            "shard": [a.shard for a in attempts],
-            "lane_seq": [a.lane_seq for a in attempts],
-            "job_id": [a.job_id for a in attempts],
-            "run_lease": [a.run_lease for a in attempts],
+            **address_arrays(attempts),
             "progress": [_json_or_none(a.progress) for a in attempts],
             "checkpoint": [_json_or_none(a.checkpoint) for a in attempts],
             "claimed_by": claimed_by,
