@@ -6,18 +6,33 @@ The public API, re-exported; ``import awa_django as awa`` and use ``awa.job``, `
 from __future__ import annotations
 
 from awa_django.actions import cancel
+from awa_django.callbacks.external import (
+    callback_url,
+    complete_external,
+    fail_external,
+    heartbeat_callback,
+    resume_external,
+    retry_external,
+)
+from awa_django.callbacks.signing import sign_callback
 from awa_django.enqueue import enqueue, enqueue_many, enqueue_on_commit
 from awa_django.exceptions import (
     AttemptRescued,
     AwaError,
+    CallbackError,
+    CallbackFailed,
     Cancel,
     ConfigError,
+    InvalidCallback,
     InvalidJob,
     JobOutcome,
     RetryAfter,
     Snooze,
+    StaleCallback,
     TerminalError,
+    UnknownCallback,
     UnknownJobKind,
+    WaitForCallback,
 )
 from awa_django.jobs import Job, JobContext, job
 from awa_django.records import get_job, get_jobs
@@ -26,8 +41,11 @@ from awa_django.storage.jobs import JobRecord
 __all__ = [
     "AttemptRescued",
     "AwaError",
+    "CallbackError",
+    "CallbackFailed",
     "Cancel",
     "ConfigError",
+    "InvalidCallback",
     "InvalidJob",
     "Job",
     "JobContext",
@@ -35,13 +53,23 @@ __all__ = [
     "JobRecord",
     "RetryAfter",
     "Snooze",
+    "StaleCallback",
     "TerminalError",
+    "UnknownCallback",
     "UnknownJobKind",
+    "WaitForCallback",
+    "callback_url",
     "cancel",
+    "complete_external",
     "enqueue",
     "enqueue_many",
     "enqueue_on_commit",
+    "fail_external",
     "get_job",
     "get_jobs",
+    "heartbeat_callback",
     "job",
+    "resume_external",
+    "retry_external",
+    "sign_callback",
 ]

@@ -9,6 +9,7 @@ from django.apps import AppConfig
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
+from django.urls import NoReverseMatch, reverse
 
 from awa_django import conf
 
@@ -48,3 +49,38 @@ def check_migrations(
             )
         ]
     return []
+
+
+@register(Tags.security)
+def check_callback_endpoint(
+    app_configs: Sequence[AppConfig] | None = None, **_: Any
+) -> list[CheckMessage]:
+    """A mounted callback endpoint without ``CALLBACK_SECRET`` refuses everything, or (with
+    ``CALLBACK_ALLOW_UNSIGNED``) accepts anyone's callbacks: both deserve a warning."""
+    if conf.problems():
+        return []
+    settings = conf.get_settings()
+    if settings.CALLBACK_SECRET:
+        return []
+    try:
+        reverse("awa_django:callback", kwargs={"token": "1-1-" + "0" * 32, "action": "complete"})
+    except NoReverseMatch:
+        return []  # awa_django.urls is not included: there is no endpoint to protect
+    if settings.CALLBACK_ALLOW_UNSIGNED:
+        return [
+            Warning(
+                "The awa callback endpoint accepts unsigned requests: anyone who learns a "
+                "callback token can resolve its job.",
+                id="awa.W051",
+                hint="Set AWA['CALLBACK_SECRET'] and sign callbacks (docs/callbacks.md).",
+            )
+        ]
+    return [
+        Warning(
+            "The awa callback endpoint is mounted but AWA['CALLBACK_SECRET'] is not set: it "
+            "refuses every request (503).",
+            id="awa.W050",
+            hint="Set AWA['CALLBACK_SECRET'] (e.g. secrets.token_hex(32)), or "
+            "AWA['CALLBACK_ALLOW_UNSIGNED'] = True for local development only.",
+        )
+    ]

@@ -24,6 +24,8 @@ PRIORITY_MIN: Final = 1
 PRIORITY_MAX: Final = 4
 MAX_ATTEMPTS_LIMIT: Final = 1000
 QUEUE_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
+# Shortest CALLBACK_SECRET accepted: 32 characters, e.g. 16 random bytes as hex.
+MIN_CALLBACK_SECRET_LENGTH: Final = 32
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,6 +100,17 @@ class AwaSettings:
     CLEANUP_BATCH_SIZE: int = 1000
     # How often the leader measures queue depth and lag for the OpenTelemetry gauges.
     QUEUE_STATS_INTERVAL_S: float = 30.0
+    # Shared secret that signs HTTP callbacks (HMAC-SHA256, docs/callbacks.md); "" leaves the
+    # callback endpoint refusing every request unless CALLBACK_ALLOW_UNSIGNED.
+    CALLBACK_SECRET: str = ""
+    # Serve the callback endpoint without signatures when no secret is set (development only).
+    CALLBACK_ALLOW_UNSIGNED: bool = False
+    # A signed callback is accepted this long after (or before) its timestamp.
+    CALLBACK_MAX_AGE_S: float = 300.0
+    # Largest callback request body the endpoint reads (larger ones get 413).
+    CALLBACK_MAX_BODY_BYTES: int = 65536
+    # Scheme and host awa.callback_url() puts before the endpoint's path ("" : path only).
+    CALLBACK_BASE_URL: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +307,55 @@ def _scalar_problems(raw: Mapping[str, Any], defaults: AwaSettings) -> list[Prob
     return found
 
 
+def _callback_problems(raw: Mapping[str, Any]) -> list[Problem]:
+    found: list[Problem] = []
+    secret = raw.get("CALLBACK_SECRET", "")
+    if not isinstance(secret, str) or 0 < len(secret) < MIN_CALLBACK_SECRET_LENGTH:
+        found.append(
+            Problem(
+                "awa.E050",
+                f"AWA['CALLBACK_SECRET'] must be a string of at least "
+                f"{MIN_CALLBACK_SECRET_LENGTH} characters (e.g. secrets.token_hex(32)), "
+                "or empty to disable signed callbacks.",
+            )
+        )
+    allow = raw.get("CALLBACK_ALLOW_UNSIGNED", False)
+    if not isinstance(allow, bool):
+        found.append(
+            Problem(
+                "awa.E051", f"AWA['CALLBACK_ALLOW_UNSIGNED'] must be True or False, got {allow!r}."
+            )
+        )
+    max_age = raw.get("CALLBACK_MAX_AGE_S", 300.0)
+    if not _is_number(max_age) or max_age <= 0:
+        found.append(
+            Problem(
+                "awa.E052",
+                f"AWA['CALLBACK_MAX_AGE_S'] must be a positive number of seconds, got {max_age!r}.",
+            )
+        )
+    max_body = raw.get("CALLBACK_MAX_BODY_BYTES", 65536)
+    if not _is_int(max_body) or max_body < 1:
+        found.append(
+            Problem(
+                "awa.E053",
+                f"AWA['CALLBACK_MAX_BODY_BYTES'] must be a positive integer, got {max_body!r}.",
+            )
+        )
+    base_url = raw.get("CALLBACK_BASE_URL", "")
+    if not isinstance(base_url, str) or (
+        base_url and not re.match(r"^https?://[^/?#\s]+(/[^?#\s]*)?$", base_url)
+    ):
+        found.append(
+            Problem(
+                "awa.E054",
+                "AWA['CALLBACK_BASE_URL'] must be empty or an absolute http(s) URL such as "
+                f"'https://app.example.com', got {base_url!r}.",
+            )
+        )
+    return found
+
+
 def problems() -> list[Problem]:
     """Every invalid value in ``settings.AWA`` (empty when the settings are usable)."""
     raw = getattr(settings, "AWA", {})
@@ -309,6 +371,7 @@ def problems() -> list[Problem]:
     found += _database_problems(raw.get("DATABASE_ALIAS", defaults.DATABASE_ALIAS))
     found += _queue_problems(raw.get("QUEUES", {"default": {}}))
     found += _scalar_problems(raw, defaults)
+    found += _callback_problems(raw)
     return found
 
 

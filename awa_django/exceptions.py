@@ -73,3 +73,32 @@ class TerminalError(JobOutcome):
 
 class InvalidReturnValue(TerminalError):
     """A handler's return value cannot be kept: it is not JSON or exceeds the size cap."""
+
+
+class CallbackError(AwaError):
+    """A callback token cannot be used as asked; the subclasses say why."""
+
+
+class UnknownCallback(CallbackError, LookupError):
+    """The token is malformed or names no attempt that storage knows (HTTP 404)."""
+
+
+class StaleCallback(CallbackError):
+    """The token's attempt closed, or its callback was resolved, resumed or replaced (HTTP 409)."""
+
+
+class InvalidCallback(CallbackError, ValueError):
+    """A callback call has a bad argument (payload, timeout, delay); the message names it."""
+
+
+class CallbackFailed(AwaError):
+    """Recorded as the error of an attempt an outside system reported as failed."""
+
+
+class WaitForCallback(JobOutcome):
+    """Returned (or raised) by a handler to park its attempt until an outside system resolves
+    the callback ``token`` (from ``ctx.register_callback``); the worker slot is freed at once."""
+
+    def __init__(self, token: str) -> None:
+        super().__init__(f"waiting for callback on attempt token {token.rsplit('-', 1)[0]}")
+        self.token = token

@@ -11,8 +11,8 @@ import asyncio
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Concatenate, Final, Generic, ParamSpec, TypeVar, overload
 
 from django.apps import apps
 from django.utils.module_loading import import_string
@@ -22,9 +22,11 @@ from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN
 from awa_django.exceptions import InvalidJob
 
 if TYPE_CHECKING:
+    from awa_django.callbacks.waiting import AttemptCallbacks
     from awa_django.enqueue import RunAt
 
 P = ParamSpec("P")
+DEFAULT_CALLBACK_TIMEOUT: Final = timedelta(hours=1)
 R = TypeVar("R")
 
 
@@ -77,6 +79,8 @@ class JobContext:
     created_at: datetime
     cancel_event: threading.Event = field(default_factory=threading.Event, repr=False)
     state: AttemptProgress = field(default_factory=lambda: AttemptProgress(None, None), repr=False)
+    # Set by the worker running the attempt; None outside a worker (callbacks need one).
+    callbacks: AttemptCallbacks | None = field(default=None, repr=False)
 
     def is_cancelled(self) -> bool:
         """True once the worker asks this attempt to stop: shutdown, cancel or rescue."""
@@ -96,6 +100,40 @@ class JobContext:
             to_json_text(dict(checkpoint), what="checkpoint")
             saved = dict(checkpoint)
         self.state.update({"percent": percent, "message": str(message)}, saved)
+
+    def _callbacks(self) -> AttemptCallbacks:
+        if self.callbacks is None:
+            raise RuntimeError("callbacks need the attempt to run in an awa worker")
+        return self.callbacks
+
+    def register_callback(self, timeout: timedelta | float = DEFAULT_CALLBACK_TIMEOUT) -> str:
+        """Register a callback on this attempt and return its token: hand the token (or
+        ``awa.callback_url(token)``) to the outside system, then ``return
+        awa.WaitForCallback(token)`` to park, or ``ctx.wait_for_callback(token)`` to wait here.
+        Unresolved after ``timeout``, the attempt is rescued (retried, or failed when out of
+        attempts). A new registration replaces the attempt's earlier callback. Sync handlers
+        only; async ones use ``aregister_callback``."""
+        callbacks = self._callbacks()
+        return callbacks.run_sync(
+            lambda: callbacks.register(timeout), async_name="aregister_callback"
+        )
+
+    async def aregister_callback(
+        self, timeout: timedelta | float = DEFAULT_CALLBACK_TIMEOUT
+    ) -> str:
+        """``register_callback`` for async handlers."""
+        return await self._callbacks().register(timeout)
+
+    async def wait_for_callback(self, token: str) -> Any:
+        """Suspend until ``awa.resume_external(token, payload)`` and return its payload; the
+        attempt keeps its worker slot and carries on. Raises ``StaleCallback`` if the attempt is
+        closed meanwhile (external complete/fail/retry, callback timeout, cancel)."""
+        return await self._callbacks().wait(token)
+
+    def wait_for_callback_sync(self, token: str) -> Any:
+        """``wait_for_callback`` for sync handlers."""
+        callbacks = self._callbacks()
+        return callbacks.run_sync(lambda: callbacks.wait(token), async_name="wait_for_callback")
 
     @property
     def progress(self) -> dict[str, Any] | None:

@@ -15,6 +15,11 @@ env = environ.Env(
     DEBUG=(bool, False),
     SECRET_KEY=(str, "example-only-not-secret"),
     AWA_RETRY_BACKOFF_BASE_S=(float, 1.0),
+    # Signs callbacks between the shop and its (fake) payment provider; >= 32 characters.
+    AWA_CALLBACK_SECRET=(str, "example-only-callback-secret-not-for-production"),
+    # Where this site is reachable: callback URLs handed to the provider start with it.
+    AWA_CALLBACK_BASE_URL=(str, "http://127.0.0.1:8000"),
+    SHOP_PAYMENT_PROVIDER_URL=(str, "http://127.0.0.1:8000/shop/provider/charges/"),
 )
 
 DEBUG = env("DEBUG")
@@ -69,11 +74,16 @@ AWA = {
         "email": {"concurrency": 4},
     },
     "RETRY_BACKOFF_BASE_S": env("AWA_RETRY_BACKOFF_BASE_S"),
+    "CALLBACK_SECRET": env("AWA_CALLBACK_SECRET"),
+    "CALLBACK_BASE_URL": env("AWA_CALLBACK_BASE_URL"),
     # Extra handler modules, e.g. the test suite's (every app's jobs.py is found anyway).
     "JOB_MODULES": env.list("AWA_JOB_MODULES", default=[]),
 }
 # Any other AWA key, as JSON: the test suite uses it to give worker subprocesses short intervals.
 AWA.update(env.json("AWA_OVERRIDES", default={}))
+
+# The fake payment provider the shop's collect_payment job calls (example_project/shop/provider.py).
+SHOP_PAYMENT_PROVIDER_URL = env("SHOP_PAYMENT_PROVIDER_URL")
 
 # Django's own @task functions run on awa (django.tasks on Django 6, the backport on 5.2).
 TASKS = {

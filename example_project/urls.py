@@ -1,4 +1,4 @@
-"""URLs of the example project: the admin and the shop's JSON endpoints."""
+"""URLs of the example project: the admin, the shop's JSON endpoints and awa's callbacks."""
 
 from __future__ import annotations
 
@@ -8,4 +8,5 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("shop/", include("example_project.shop.urls")),
+    path("awa/", include("awa_django.urls")),
 ]

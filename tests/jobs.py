@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 from django.db import connection
@@ -136,3 +137,35 @@ def cooperative(ctx: JobContext, seconds: float = 20.0) -> None:
     while time.monotonic() < deadline and not ctx.is_cancelled():
         time.sleep(0.02)
     record_run(ctx, "coop-saw-cancel" if ctx.is_cancelled() else "coop-timeout")
+
+
+# -- callbacks ---------------------------------------------------------------------------------
+
+
+@awa.job(kind="tests.parks", max_attempts=2)
+def parks(ctx: JobContext, timeout_s: float = 3600.0) -> awa.WaitForCallback:
+    """Registers a callback, records its token and parks the attempt."""
+    token = ctx.register_callback(timeout=timeout_s)
+    record_run(ctx, f"token={token}")
+    return awa.WaitForCallback(token)
+
+
+@awa.job(kind="tests.waits")
+async def waits(ctx: JobContext) -> None:
+    """Waits in the same attempt for a resume, then records the payload it got."""
+    from asgiref.sync import sync_to_async
+
+    token = await ctx.aregister_callback(timeout=3600)
+    await sync_to_async(record_and_close)(ctx, f"token={token}")
+    payload = await ctx.wait_for_callback(token)
+    await sync_to_async(record_and_close)(ctx, f"resumed={json.dumps(payload, sort_keys=True)}")
+
+
+@awa.job(kind="tests.waits_sync")
+def waits_sync(ctx: JobContext) -> None:
+    """``waits`` for a sync handler, twice in one attempt."""
+    for step in (1, 2):
+        token = ctx.register_callback(timeout=3600)
+        record_run(ctx, f"token={token}")
+        payload = ctx.wait_for_callback_sync(token)
+        record_run(ctx, f"resumed{step}={json.dumps(payload)}")

@@ -1,5 +1,6 @@
-"""Rescue (leader task): attempts past their hard deadline, or silent beyond the heartbeat
-staleness window, are closed and their jobs made retryable (or failed when out of attempts).
+"""Rescue (leader task): attempts past their hard deadline, silent beyond the heartbeat
+staleness window, or waiting on a callback past its timeout, are closed and their jobs made
+retryable (or failed when out of attempts).
 
 The attempt is closed through the same guarded statement a worker uses, so if its worker
 completes it at the same moment exactly one of the two closures lands, and a later completion
@@ -19,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.exceptions import AttemptRescued
 from awa_django.logs import job_extra
+from awa_django.storage.callbacks import lock_timed_out_callbacks
 from awa_django.storage.execution import close_attempts, find_rescuable, notify_cancel
 from awa_django.worker.completer import report_closed
 from awa_django.worker.executor import HandlerResult, RetryPolicy, result_to_completion
@@ -28,6 +30,7 @@ logger = logging.getLogger(__name__)
 REASONS = {
     "deadline": "hard deadline exceeded",
     "heartbeat": "heartbeat stale: the worker running this attempt stopped reporting",
+    "callback_timeout": "callback timed out: no external result before its timeout",
 }
 
 
@@ -71,17 +74,32 @@ class Rescuer:
             if not found:
                 return RescuerResult(0, 0)
             now = self._now()
-            completions = [
-                result_to_completion(
-                    item.job,
-                    HandlerResult(AttemptRescued(REASONS[item.reason])),
-                    now=now,
-                    policy=self._policy,
-                )
-                for item in found
-            ]
-            closed = await close_attempts(conn, completions)
-            await notify_cancel(conn, sorted(closed))
+            async with conn.transaction():
+                # An external resolution holds the lease of its callback while it closes the
+                # attempt; take the same lock first (skipping held ones until the next pass) so
+                # the two never wait on each other the other way round.
+                waiting = [
+                    (i.job.job_id, i.job.run_lease) for i in found if i.reason == "callback_timeout"
+                ]
+                if waiting:
+                    locked = await lock_timed_out_callbacks(conn, waiting)
+                    found = [
+                        i
+                        for i in found
+                        if i.reason != "callback_timeout"
+                        or (i.job.job_id, i.job.run_lease) in locked
+                    ]
+                completions = [
+                    result_to_completion(
+                        item.job,
+                        HandlerResult(AttemptRescued(REASONS[item.reason])),
+                        now=now,
+                        policy=self._policy,
+                    )
+                    for item in found
+                ]
+                closed = await close_attempts(conn, completions)
+                await notify_cancel(conn, sorted(closed))
         reasons = {item.job.job_id: item.reason for item in found}
         for completion in completions:
             if (completion.job_id, completion.run_lease) in closed:

@@ -47,6 +47,7 @@ _STATUS: Final[Mapping[str, TaskResultStatus]] = {
     "scheduled": TaskResultStatus.READY,
     "retryable": TaskResultStatus.READY,
     "running": TaskResultStatus.RUNNING,
+    "waiting_external": TaskResultStatus.RUNNING,
     "completed": TaskResultStatus.SUCCESSFUL,
     "failed": TaskResultStatus.FAILED,
     "cancelled": TaskResultStatus.FAILED,

@@ -18,19 +18,22 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from psycopg_pool import AsyncConnectionPool
 
-from awa_django.exceptions import Cancel, RetryAfter, Snooze
+from awa_django.exceptions import Cancel, RetryAfter, Snooze, WaitForCallback
 from awa_django.jobs import AttemptProgress, Job, JobContext
 from awa_django.logs import job_extra
 from awa_django.storage.queue import ClaimedJob, claim_ready
 from awa_django.telemetry import get_telemetry
 from awa_django.worker.completer import Completer
 from awa_django.worker.executor import RetryPolicy, execute, result_to_completion
+
+if TYPE_CHECKING:
+    from awa_django.callbacks.waiting import CallbackHub
 
 logger = logging.getLogger(__name__)
 
@@ -95,8 +98,10 @@ class Dispatcher:
         resolve: Callable[[str], Job[Any, Any] | None],
         policy: RetryPolicy,
         now: Callable[[], datetime],
+        callbacks: CallbackHub | None = None,
     ) -> None:
         self.queue = queue
+        self._callbacks = callbacks
         self._deadline_s = deadline_s
         self.permits = Permits(concurrency)
         self._claim_batch_size = claim_batch_size
@@ -209,6 +214,7 @@ class Dispatcher:
             tags=tuple(job.tags),
             created_at=job.created_at,
             state=AttemptProgress(job.progress, job.checkpoint),
+            callbacks=None if self._callbacks is None else self._callbacks.for_attempt(job),
         )
         self._telemetry.claimed(job, now=self._now())
         task = asyncio.create_task(self._run_one(job, ctx), name=f"awa-job-{job.job_id}")
@@ -229,6 +235,13 @@ class Dispatcher:
         try:
             with self._telemetry.job_span(job) as span:
                 result = await execute(job, self._resolve(job.kind), ctx, self._threads)
+                if isinstance(result.error, WaitForCallback) and self._callbacks is not None:
+                    refused = await self._callbacks.park(job, result.error)
+                    if refused is None:
+                        # Parked (or already resolved): the attempt stays open in storage
+                        # without this worker, whose slot is freed below.
+                        return
+                    result = refused
                 # Asked-for outcomes are not failures; errors (terminal ones too) are.
                 if result.error is not None and not isinstance(
                     result.error, Snooze | Cancel | RetryAfter

@@ -22,6 +22,7 @@ from typing import Any, Final
 from django.db import close_old_connections
 
 from awa_django.arguments import to_json_text
+from awa_django.conf import AwaSettings
 from awa_django.exceptions import (
     Cancel,
     InvalidJob,
@@ -52,6 +53,14 @@ class RetryPolicy:
     base_s: float
     max_s: float
     jitter: float
+
+    @classmethod
+    def from_settings(cls, conf: AwaSettings) -> RetryPolicy:
+        return cls(
+            base_s=conf.RETRY_BACKOFF_BASE_S,
+            max_s=conf.RETRY_BACKOFF_MAX_S,
+            jitter=conf.RETRY_JITTER,
+        )
 
     def backoff_seconds(self, attempt: int, rng: Callable[[], float]) -> float:
         delay = min(self.base_s * 2 ** max(attempt - 1, 0), self.max_s)

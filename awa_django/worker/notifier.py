@@ -20,7 +20,9 @@ logger = logging.getLogger(__name__)
 
 WORK_CHANNEL: Final = "awa"
 CANCEL_CHANNEL: Final = "awa_cancel"
-LISTEN_STATEMENTS: Final = ("LISTEN awa", "LISTEN awa_cancel")
+# A sequential callback wait was resumed: '<job_id>:<run_lease>'.
+CALLBACK_CHANNEL: Final = "awa_callback"
+LISTEN_STATEMENTS: Final = ("LISTEN awa", "LISTEN awa_cancel", "LISTEN awa_callback")
 
 
 class Notifier:
@@ -33,10 +35,12 @@ class Notifier:
         *,
         on_queue: Callable[[str], None],
         on_cancel: Callable[[int, int], None],
+        on_callback: Callable[[int, int], None] | None = None,
     ) -> None:
         self._connect = connect
         self._on_queue = on_queue
         self._on_cancel = on_cancel
+        self._on_callback = on_callback
         self.listening = asyncio.Event()
 
     async def run(self, stopping: asyncio.Event) -> None:
@@ -65,3 +69,7 @@ class Notifier:
             job_id, _, run_lease = payload.partition(":")
             if job_id.isdigit() and run_lease.isdigit():
                 self._on_cancel(int(job_id), int(run_lease))
+        elif channel == CALLBACK_CHANNEL and self._on_callback is not None:
+            job_id, _, run_lease = payload.partition(":")
+            if job_id.isdigit() and run_lease.isdigit():
+                self._on_callback(int(job_id), int(run_lease))

@@ -29,6 +29,7 @@ from asgiref.sync import sync_to_async
 from django.db import connections as db_connections
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.callbacks.waiting import CallbackHub
 from awa_django.conf import AwaSettings
 from awa_django.jobs import Job
 from awa_django.maintenance.leader import LeaderElector
@@ -124,11 +125,7 @@ def config_from_settings(
         promote_batch_size=conf.PROMOTE_BATCH_SIZE,
         completion_batch_size=conf.COMPLETION_BATCH_SIZE,
         completion_flush_s=conf.COMPLETION_FLUSH_S,
-        retry_policy=RetryPolicy(
-            base_s=conf.RETRY_BACKOFF_BASE_S,
-            max_s=conf.RETRY_BACKOFF_MAX_S,
-            jitter=conf.RETRY_JITTER,
-        ),
+        retry_policy=RetryPolicy.from_settings(conf),
         shutdown_timeout_s=(
             conf.SHUTDOWN_TIMEOUT_S if shutdown_timeout_s is None else shutdown_timeout_s
         ),
@@ -209,6 +206,7 @@ class WorkerRuntime:
         self.ready = asyncio.Event()
         self._dispatchers: dict[str, Dispatcher] = {}
         self._notifier: Notifier | None = None
+        self._callbacks: CallbackHub | None = None
         self.leader: LeaderElector | None = None
 
     def request_stop(self) -> None:
@@ -239,6 +237,8 @@ class WorkerRuntime:
             dispatcher.poke()
 
     def _on_cancel(self, job_id: int, run_lease: int) -> None:
+        if self._callbacks is not None:
+            self._callbacks.wake(job_id, run_lease)
         for dispatcher in self._dispatchers.values():
             if dispatcher.cancel_attempt(job_id, run_lease):
                 logger.info("attempt cancelled job_id=%s run_lease=%s", job_id, run_lease)
@@ -255,6 +255,13 @@ class WorkerRuntime:
         promoter = Promoter(
             pool, interval_s=config.promote_interval_s, batch_size=config.promote_batch_size
         )
+        self._callbacks = CallbackHub(
+            pool,
+            loop=asyncio.get_running_loop(),
+            claimed_by=self.identity,
+            poll_interval_s=config.poll_interval_s,
+            stopping=self.stopping,
+        )
         for queue, concurrency in config.queues.items():
             self._dispatchers[queue] = Dispatcher(
                 queue=queue,
@@ -269,6 +276,7 @@ class WorkerRuntime:
                 resolve=self._resolve,
                 policy=config.retry_policy,
                 now=_utcnow,
+                callbacks=self._callbacks,
             )
         completer.start()
         drained = asyncio.Event()  # set once in-flight work is done: heartbeats and leadership stop
@@ -333,6 +341,7 @@ class WorkerRuntime:
                 lambda: connections.connect(config.database_alias),
                 on_queue=self._on_notify,
                 on_cancel=self._on_cancel,
+                on_callback=self._callbacks.wake if self._callbacks is not None else None,
             )
             tasks.append(asyncio.create_task(self._notifier.run(drained), name="awa-notifier"))
             heartbeat = Heartbeat(

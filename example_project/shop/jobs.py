@@ -11,10 +11,16 @@ The worker imports this module (every installed app's ``jobs.py`` is discovered)
 - ``wait_for_stock``: ``Snooze``, check again later (gives the attempt back).
 - ``fulfil_order``: ``Cancel`` when the customer cancelled the order meanwhile.
 - ``charge_card``: a ``TerminalError`` subclass; no point retrying a declined card.
+- ``collect_payment``: parks on a callback until the (fake) payment provider answers.
 """
 
 from __future__ import annotations
 
+import json
+import urllib.request
+from datetime import timedelta
+
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -124,3 +130,42 @@ def charge_card(ctx: awa.JobContext, order_id: int, card_number: str) -> None:
         raise PaymentDeclined(f"card ending {card_number[-4:]} was declined")
     if not Order.objects.filter(pk=order_id).update(status=Order.Status.PAID):
         raise OrderMissing(f"order #{order_id} does not exist")
+
+
+@awa.job(max_attempts=3)
+def collect_payment(
+    ctx: awa.JobContext, order_id: int, card: str = "4242424242424242"
+) -> awa.WaitForCallback:
+    """Ask the payment provider to charge the order, then park until it calls back.
+
+    The provider answers at once that the charge is pending and later POSTs the outcome to the
+    signed callback URLs it was given: ``complete`` with the charge (kept as this job's result)
+    or ``fail`` (the job retries, and fails after its 3 attempts). No worker slot is held while
+    the provider works; if it never calls back, the callback times out and the job retries.
+    """
+    order = Order.objects.filter(pk=order_id).first()
+    if order is None:
+        raise OrderMissing(f"order #{order_id} does not exist")
+    token = ctx.register_callback(timeout=timedelta(minutes=30))
+    request_charge(
+        amount=str(order.amount),
+        card=card,
+        reference=f"order-{order_id}",
+        token=token,
+        complete_url=awa.callback_url(token, "complete"),
+        fail_url=awa.callback_url(token, "fail"),
+    )
+    return awa.WaitForCallback(token)
+
+
+def request_charge(**charge: str) -> None:
+    """POST a charge request to the payment provider (``SHOP_PAYMENT_PROVIDER_URL``)."""
+    request = urllib.request.Request(
+        settings.SHOP_PAYMENT_PROVIDER_URL,
+        data=json.dumps(charge).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        if response.status != 202:
+            raise RuntimeError(f"payment provider answered {response.status}")

@@ -1,6 +1,12 @@
 -- Reverses 0001_substrate. Objects are dropped by name and the schema without CASCADE, so a
 -- table someone else created in schema awa (for example through a search_path that includes it)
 -- makes this fail loudly instead of being dropped with ours.
+-- ==== callbacks ====
+DROP FUNCTION awa.take_callback_payload(bigint, bigint, uuid);
+DROP FUNCTION awa.lock_callback(bigint, bigint, uuid);
+DROP FUNCTION awa.park_callback(bigint, bigint, uuid);
+DROP FUNCTION awa.register_callback(bigint, bigint, uuid, double precision, text);
+DROP FUNCTION awa.callback_status(bigint, bigint, uuid);
 DROP VIEW awa.jobs;
 DROP FUNCTION awa.cancel_job(bigint, text);
 DROP FUNCTION awa.prune_lease_ring(integer);

@@ -180,10 +180,20 @@ CREATE TABLE awa.leases (
     claimed_by text NOT NULL,
     heartbeat_at timestamptz NOT NULL DEFAULT now(),
     materialized_at timestamptz NOT NULL DEFAULT now(),
-    -- A parked or sequential external wait (the callbacks feature fills these; rescue will
-    -- close attempts whose callback_timeout_at has passed).
+    -- A parked or sequential external wait: set while a callback is registered and unresolved
+    -- (see "callbacks" at the end of this file); rescue closes it once callback_timeout_at
+    -- has passed.
     callback_id uuid,
     callback_timeout_at timestamptz,
+    -- The handler returned WaitForCallback and freed its worker slot.
+    callback_parked_at timestamptz,
+    -- A sequential wait was resumed; its payload waits here for the handler to take it.
+    callback_resumed_at timestamptz,
+    callback_payload jsonb,
+    -- A resumed attempt's fresh hard deadline; NULL: the claim's deadline_at applies.
+    deadline_at timestamptz,
+    CONSTRAINT leases_callback_timeout
+        CHECK ((callback_id IS NULL) = (callback_timeout_at IS NULL)),
     PRIMARY KEY (job_id, run_lease, lease_slot)
 ) PARTITION BY LIST (lease_slot);
 
@@ -653,11 +663,14 @@ $$;
 -- Open attempts the leader must rescue: past their hard deadline, or silent for longer than the
 -- staleness window (newest lease heartbeat, or the claim itself for an attempt that never
 -- heartbeated). Read-only: the leader closes them through awa.close_attempts, whose guard makes
--- a race with the attempt's own completion resolve to exactly one closure.
+-- a race with the attempt's own completion resolve to exactly one closure. An attempt with a
+-- registered, unresumed callback is judged by its callback timeout alone; a resumed one by the
+-- fresh deadline its lease carries.
 CREATE FUNCTION awa.find_rescuable(p_staleness_s double precision, p_limit integer)
 RETURNS TABLE (reason text, job awa.claimed_job) LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN c.deadline_at IS NOT NULL AND c.deadline_at < now()
-                THEN 'deadline' ELSE 'heartbeat' END,
+    SELECT CASE WHEN l.callback_timeout_at IS NOT NULL THEN 'callback_timeout'
+                WHEN coalesce(l.deadline_at, c.deadline_at) < now() THEN 'deadline'
+                ELSE 'heartbeat' END,
            ROW(c.queue, c.priority, c.shard, c.lane_seq, c.ready_slot, c.job_id, r.kind, r.args,
                c.attempt, c.run_lease, r.max_attempts, r.run_at, r.created_at, r.metadata,
                r.tags, r.errors, NULL::jsonb, NULL::jsonb)::awa.claimed_job
@@ -665,13 +678,18 @@ RETURNS TABLE (reason text, job awa.claimed_job) LANGUAGE sql STABLE AS $$
       JOIN awa.ready_entries r
         ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
        AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
+      LEFT JOIN LATERAL (
+          SELECT max(x.heartbeat_at) AS heartbeat_at, max(x.deadline_at) AS deadline_at,
+                 max(x.callback_timeout_at) FILTER (WHERE x.callback_resumed_at IS NULL)
+                     AS callback_timeout_at
+            FROM awa.leases x WHERE x.job_id = c.job_id AND x.run_lease = c.run_lease) l ON true
      WHERE NOT EXISTS (SELECT 1 FROM awa.done_entries d
                         WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
                           AND d.ready_slot = c.ready_slot)
-       AND ((c.deadline_at IS NOT NULL AND c.deadline_at < now())
-            OR coalesce((SELECT max(x.heartbeat_at) FROM awa.leases x
-                          WHERE x.job_id = c.job_id AND x.run_lease = c.run_lease),
-                        c.claimed_at) < now() - make_interval(secs => p_staleness_s))
+       AND CASE WHEN l.callback_timeout_at IS NOT NULL THEN l.callback_timeout_at < now()
+                ELSE coalesce(l.deadline_at, c.deadline_at) < now()
+                  OR coalesce(l.heartbeat_at, c.claimed_at)
+                         < now() - make_interval(secs => p_staleness_s) END
      LIMIT p_limit
 $$;
 
@@ -998,7 +1016,13 @@ WITH facts AS (
         ON t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
        AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot
     UNION ALL
-    SELECT c.job_id, 2 * c.run_lease, 'running', r.kind, r.queue, r.priority, r.args, c.attempt,
+    SELECT c.job_id, 2 * c.run_lease,
+           -- An attempt with an unresumed callback waits on an outside system (docs/callbacks.md).
+           CASE WHEN EXISTS (SELECT 1 FROM awa.leases x
+                              WHERE x.job_id = c.job_id AND x.run_lease = c.run_lease
+                                AND x.callback_id IS NOT NULL AND x.callback_resumed_at IS NULL)
+                THEN 'waiting_external' ELSE 'running' END,
+           r.kind, r.queue, r.priority, r.args, c.attempt,
            c.run_lease, r.max_attempts, r.run_at, r.created_at, r.metadata, r.tags, r.errors,
            NULL, NULL
       FROM awa.claim_receipts c
@@ -1035,3 +1059,138 @@ SELECT DISTINCT ON (job_id)
        created_at, metadata, tags, errors, finalized_at, result
   FROM facts
  ORDER BY job_id, position DESC;
+
+-- ==== callbacks ====
+-- External waits (docs/callbacks.md). A handler registers a callback on its attempt's lease:
+-- callback_id and callback_timeout_at are set while the attempt waits on an outside system
+-- (queue health counts such leases as waiting_external). A parked attempt (the handler returned
+-- WaitForCallback and gave its worker slot back) also has callback_parked_at; a sequential wait
+-- that was resumed holds the payload until its handler takes it, which clears the callback.
+-- While a callback is registered the attempt is rescued only at callback_timeout_at: nobody
+-- heartbeats a parked attempt, and the queue's deadline was sized for running, not waiting.
+-- A resumed attempt runs against a fresh deadline (lease deadline_at) of the queue's length.
+-- These writes touch the lease ring only, never a queue-ring table.
+
+-- Where callback p_callback_id of attempt (p_job_id, p_run_lease) stands: 'unknown' (no such
+-- attempt), 'closed:<outcome>' (the attempt has closed), 'resumed' (a resume payload waits for
+-- its handler), 'waiting' (registered, unresolved) or 'replaced' (the attempt is open but this
+-- callback is not registered on it any more).
+CREATE FUNCTION awa.callback_status(p_job_id bigint, p_run_lease bigint, p_callback_id uuid)
+RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT CASE
+        WHEN NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
+                          WHERE c.job_id = p_job_id AND c.run_lease = p_run_lease)
+            THEN 'unknown'
+        WHEN EXISTS (SELECT 1 FROM awa.done_entries d
+                      WHERE d.job_id = p_job_id AND d.run_lease = p_run_lease)
+            THEN 'closed:' || (SELECT d.outcome FROM awa.done_entries d
+                                WHERE d.job_id = p_job_id AND d.run_lease = p_run_lease LIMIT 1)
+        WHEN EXISTS (SELECT 1 FROM awa.leases x
+                      WHERE x.job_id = p_job_id AND x.run_lease = p_run_lease
+                        AND x.callback_id = p_callback_id AND x.callback_resumed_at IS NOT NULL)
+            THEN 'resumed'
+        WHEN EXISTS (SELECT 1 FROM awa.leases x
+                      WHERE x.job_id = p_job_id AND x.run_lease = p_run_lease
+                        AND x.callback_id = p_callback_id)
+            THEN 'waiting'
+        ELSE 'replaced'
+    END
+$$;
+
+-- Registers callback p_callback_id on an open attempt, replacing any earlier one, and returns
+-- its timeout; NULL when the attempt is not open. The lease is materialized if the attempt has
+-- not heartbeated yet.
+CREATE FUNCTION awa.register_callback(p_job_id bigint, p_run_lease bigint, p_callback_id uuid,
+                                      p_timeout_s double precision, p_claimed_by text)
+RETURNS timestamptz LANGUAGE plpgsql AS $$
+DECLARE
+    v_receipt record;
+    v_timeout_at timestamptz := now() + make_interval(secs => p_timeout_s);
+BEGIN
+    SELECT c.* INTO v_receipt FROM awa.claim_receipts c
+     WHERE c.job_id = p_job_id AND c.run_lease = p_run_lease;
+    IF NOT FOUND OR EXISTS (SELECT 1 FROM awa.done_entries d
+                             WHERE d.job_id = p_job_id AND d.run_lease = p_run_lease) THEN
+        RETURN NULL;
+    END IF;
+    UPDATE awa.leases x
+       SET callback_id = p_callback_id, callback_timeout_at = v_timeout_at,
+           callback_parked_at = NULL, callback_resumed_at = NULL, callback_payload = NULL
+     WHERE x.job_id = p_job_id AND x.run_lease = p_run_lease;
+    IF NOT FOUND THEN
+        INSERT INTO awa.leases (job_id, run_lease, lease_slot, ready_slot, queue, priority, shard,
+                                lane_seq, claimed_by, callback_id, callback_timeout_at)
+        VALUES (p_job_id, p_run_lease,
+                (SELECT r.slot FROM awa.lease_ring_rotations r ORDER BY r.generation DESC LIMIT 1),
+                v_receipt.ready_slot, v_receipt.queue, v_receipt.priority, v_receipt.shard,
+                v_receipt.lane_seq, p_claimed_by, p_callback_id, v_timeout_at)
+        ON CONFLICT (job_id, run_lease, lease_slot) DO UPDATE
+           SET callback_id = excluded.callback_id,
+               callback_timeout_at = excluded.callback_timeout_at,
+               callback_parked_at = NULL, callback_resumed_at = NULL, callback_payload = NULL;
+    END IF;
+    RETURN v_timeout_at;
+END
+$$;
+
+-- Marks a registered callback as parked (its handler returned and freed the worker slot) and
+-- returns awa.callback_status as it was: 'waiting' means it is now parked.
+CREATE FUNCTION awa.park_callback(p_job_id bigint, p_run_lease bigint, p_callback_id uuid)
+RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE awa.leases x SET callback_parked_at = now()
+     WHERE x.job_id = p_job_id AND x.run_lease = p_run_lease AND x.callback_id = p_callback_id
+       AND x.callback_resumed_at IS NULL;
+    RETURN awa.callback_status(p_job_id, p_run_lease, p_callback_id);
+END
+$$;
+
+-- Locks the lease of a callback for an external resolution and says where it stands; for a
+-- 'waiting' callback also returns its attempt, for the guarded close. Locking the lease first
+-- serialises resolutions of one callback (complete, fail, retry, resume, heartbeat) and the
+-- callback-timeout rescue, which takes the same lock before it closes.
+CREATE FUNCTION awa.lock_callback(p_job_id bigint, p_run_lease bigint, p_callback_id uuid)
+RETURNS TABLE (status text, job awa.claimed_job) LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM awa.leases x
+      WHERE x.job_id = p_job_id AND x.run_lease = p_run_lease AND x.callback_id = p_callback_id
+      FOR UPDATE;
+    status := awa.callback_status(p_job_id, p_run_lease, p_callback_id);
+    IF status = 'waiting' THEN
+        job := (SELECT ROW(c.queue, c.priority, c.shard, c.lane_seq, c.ready_slot, c.job_id,
+                           r.kind, r.args, c.attempt, c.run_lease, r.max_attempts, r.run_at,
+                           r.created_at, r.metadata, r.tags, r.errors, NULL::jsonb,
+                           NULL::jsonb)::awa.claimed_job
+                  FROM awa.claim_receipts c
+                  JOIN awa.ready_entries r
+                    ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
+                   AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
+                 WHERE c.job_id = p_job_id AND c.run_lease = p_run_lease);
+    END IF;
+    RETURN NEXT;
+END
+$$;
+
+-- Hands a resumed payload to the waiting handler and clears the callback (the attempt is running
+-- again); returns the callback's status before the take, and the payload when it was 'resumed'.
+CREATE FUNCTION awa.take_callback_payload(p_job_id bigint, p_run_lease bigint,
+                                          p_callback_id uuid)
+RETURNS TABLE (status text, payload jsonb) LANGUAGE plpgsql AS $$
+BEGIN
+    SELECT x.callback_payload INTO payload FROM awa.leases x
+     WHERE x.job_id = p_job_id AND x.run_lease = p_run_lease AND x.callback_id = p_callback_id
+       AND x.callback_resumed_at IS NOT NULL
+       FOR UPDATE;
+    IF FOUND THEN
+        UPDATE awa.leases x
+           SET callback_id = NULL, callback_timeout_at = NULL, callback_parked_at = NULL,
+               callback_resumed_at = NULL, callback_payload = NULL, heartbeat_at = now()
+         WHERE x.job_id = p_job_id AND x.run_lease = p_run_lease
+           AND x.callback_id = p_callback_id;
+        status := 'resumed';
+    ELSE
+        status := awa.callback_status(p_job_id, p_run_lease, p_callback_id);
+    END IF;
+    RETURN NEXT;
+END
+$$;

@@ -1,0 +1,192 @@
+"""Resolving callbacks from outside the worker: views, webhooks, shells, other jobs.
+
+Each call takes a token, locks its callback's lease, checks that the callback still waits, and
+acts in the caller's database transaction (so a webhook can update its own rows and resolve the
+job atomically; on an error nothing is written). Complete, fail and retry close the attempt
+through the same run_lease-guarded statement a worker uses, with the same retry policy, so a
+callback resolves at most once and loses cleanly to a rescue or cancel that closed it first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import Any, Final, TypeVar
+
+from asgiref.sync import async_to_sync
+from django.db import OperationalError, connections, transaction
+from django.db.backends.utils import CursorWrapper
+from django.urls import reverse
+
+from awa_django.arguments import to_json_text
+from awa_django.callbacks.tokens import describe, parse_token
+from awa_django.conf import get_settings
+from awa_django.exceptions import (
+    CallbackFailed,
+    InvalidCallback,
+    InvalidJob,
+    InvalidReturnValue,
+    RetryAfter,
+    StaleCallback,
+    UnknownCallback,
+)
+from awa_django.storage.callbacks import (
+    CallbackRef,
+    extend_callback,
+    lock_callback,
+    resume_callback,
+)
+from awa_django.storage.execution import close_attempts_in, notify_cancel_in
+from awa_django.storage.queue import ClaimedJob
+from awa_django.worker.completer import report_closed
+from awa_django.worker.executor import (
+    MAX_RESULT_BYTES,
+    HandlerResult,
+    RetryPolicy,
+    StoredReturn,
+    result_to_completion,
+)
+
+ACTIONS: Final = ("complete", "fail", "retry", "heartbeat", "resume")
+# PostgreSQL's deadlock_detected: a worker closing the same attempt the other way round.
+_DEADLOCK: Final = "40P01"
+
+T = TypeVar("T")
+
+
+def status_error(status: str, ref: CallbackRef) -> UnknownCallback | StaleCallback:
+    """The error for a callback that is not ``waiting`` (a status of awa.callback_status)."""
+    name = describe(ref)
+    if status == "unknown":
+        return UnknownCallback(f"no such attempt: {name} (unknown token, or history pruned)")
+    if status.startswith("closed:"):
+        return StaleCallback(f"{name} is stale: the attempt already closed as {status[7:]}")
+    if status == "resumed":
+        return StaleCallback(f"{name} was already resumed; its handler has not taken it yet")
+    return StaleCallback(f"{name} is stale: it was resolved, resumed or replaced by a newer one")
+
+
+def seconds(value: timedelta | float, *, name: str, allow_zero: bool) -> float:
+    """``value`` (a timedelta or seconds) as finite seconds, else ``InvalidCallback``."""
+    number = value.total_seconds() if isinstance(value, timedelta) else value
+    if (
+        isinstance(number, bool)
+        or not isinstance(number, int | float)
+        or not math.isfinite(number)
+        or number < 0
+        or (number == 0 and not allow_zero)
+    ):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise InvalidCallback(f"{name} must be a timedelta or seconds {bound}, got {value!r}")
+    return float(number)
+
+
+def _payload_json(payload: Any) -> str:
+    try:
+        return StoredReturn.of(payload).json
+    except InvalidReturnValue as exc:
+        raise InvalidCallback(f"payload: {exc}") from None
+
+
+def _in_transaction(token: str, act: Callable[[CursorWrapper, CallbackRef, ClaimedJob], T]) -> T:
+    """Lock ``token``'s callback and run ``act`` on it while it still waits, atomically."""
+    ref = parse_token(token)
+    alias = get_settings().DATABASE_ALIAS
+    try:
+        with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+            locked = lock_callback(cursor, ref)
+            if locked.job is None:
+                raise status_error(locked.status, ref)
+            return act(cursor, ref, locked.job)
+    except OperationalError as exc:
+        # We lost a deadlock to a closer that takes locks the other way round (a worker
+        # completing the attempt itself, or a cancel): that closer wins and we changed nothing.
+        if getattr(exc.__cause__, "sqlstate", None) == _DEADLOCK:
+            raise StaleCallback(f"{describe(ref)} was closed concurrently") from exc
+        raise
+
+
+def _close(token: str, result: HandlerResult) -> str:
+    conf = get_settings()
+
+    def close(cursor: CursorWrapper, ref: CallbackRef, job: ClaimedJob) -> str:
+        completion = result_to_completion(
+            job, result, now=datetime.now(UTC), policy=RetryPolicy.from_settings(conf)
+        )
+        closed = close_attempts_in(cursor, [completion])
+        if not closed:
+            raise StaleCallback(f"{describe(ref)} was closed concurrently")
+        # A sequential handler still waiting on this attempt learns that it is over.
+        notify_cancel_in(cursor, sorted(closed))
+        transaction.on_commit(
+            partial(async_to_sync(report_closed), [completion], closed, rescue_reasons={}),
+            using=conf.DATABASE_ALIAS,
+        )
+        return completion.outcome.value
+
+    return _in_transaction(token, close)
+
+
+def complete_external(token: str, payload: Any = None) -> str:
+    """Complete the waiting attempt of ``token``; a non-None JSON ``payload`` (up to 64 KiB) is
+    kept as the job's result. Returns ``"completed"``."""
+    kept = None if payload is None else _payload_json(payload)
+    return _close(token, HandlerResult(result_json=kept))
+
+
+def fail_external(token: str, error: str) -> str:
+    """Record ``error`` as the attempt's failure: the job retries with backoff, or fails once out
+    of attempts. Returns ``"retryable"`` or ``"failed"``."""
+    if not isinstance(error, str) or not error.strip():
+        raise InvalidCallback(f"error must be a non-empty string, got {error!r}")
+    return _close(token, HandlerResult(CallbackFailed(error)))
+
+
+def retry_external(token: str, delay: timedelta | float = 0.0) -> str:
+    """Close the attempt and run the job again after ``delay`` (counts as an attempt: fails once
+    out of attempts). Returns ``"retryable"`` or ``"failed"``."""
+    delay_s = seconds(delay, name="delay", allow_zero=True)
+    return _close(token, HandlerResult(RetryAfter(delay_s, "retry requested by external callback")))
+
+
+def heartbeat_callback(token: str, timeout: timedelta | float) -> datetime:
+    """Keep waiting: the callback now times out ``timeout`` from now. Returns the new timeout."""
+    timeout_s = seconds(timeout, name="timeout", allow_zero=False)
+
+    def extend(cursor: CursorWrapper, ref: CallbackRef, job: ClaimedJob) -> datetime:
+        return extend_callback(cursor, ref, timeout_s=timeout_s)
+
+    return _in_transaction(token, extend)
+
+
+def resume_external(token: str, payload: Any = None) -> None:
+    """Wake the handler waiting in ``ctx.wait_for_callback(token)``, which returns ``payload``
+    (JSON, up to 64 KiB) and carries on in the same attempt."""
+    try:
+        text = to_json_text(payload, what="payload")
+    except InvalidJob as exc:
+        raise InvalidCallback(str(exc)) from None
+    size = len(text.encode())
+    if size > MAX_RESULT_BYTES:
+        raise InvalidCallback(f"payload is {size} bytes of JSON, over {MAX_RESULT_BYTES}")
+
+    def resume(cursor: CursorWrapper, ref: CallbackRef, job: ClaimedJob) -> None:
+        if not resume_callback(cursor, ref, text):
+            raise StaleCallback(
+                f"{describe(ref)} is parked (its handler returned WaitForCallback): nothing waits "
+                "for a payload; resolve it with complete, fail or retry"
+            )
+
+    _in_transaction(token, resume)
+
+
+def callback_url(token: str, action: str = "complete") -> str:
+    """Where an outside system POSTs to resolve ``token``: ``AWA["CALLBACK_BASE_URL"]`` and the
+    path of the ``awa_django.urls`` endpoint (just the path when no base URL is set)."""
+    if action not in ACTIONS:
+        raise InvalidCallback(f"action must be one of {list(ACTIONS)}, got {action!r}")
+    parse_token(token)
+    path = reverse("awa_django:callback", kwargs={"token": token, "action": action})
+    return get_settings().CALLBACK_BASE_URL.rstrip("/") + path

@@ -1,0 +1,111 @@
+"""Execution plane, external waits: registering, parking, resuming and resolving callbacks.
+
+A callback lives on its attempt's lease (``callback_id``, ``callback_timeout_at``); every call
+here names the attempt by ``(job_id, run_lease)`` and the callback by its id, so a token of an
+older attempt, or one its handler replaced, can never touch the current one. The worker's side
+runs on its autocommit pool; external resolutions run on a Django cursor, inside the caller's
+transaction, and close attempts through ``execution.close_attempts_in``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.backends.utils import CursorWrapper
+from psycopg import AsyncConnection
+
+from awa_django.sql import queries
+from awa_django.storage.queue import ClaimedJob
+
+_SQL = queries("callbacks")
+
+
+@dataclass(frozen=True, slots=True)
+class CallbackRef:
+    """One callback of one attempt."""
+
+    job_id: int
+    run_lease: int
+    callback_id: uuid.UUID
+
+    def params(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "run_lease": self.run_lease, "callback_id": self.callback_id}
+
+
+@dataclass(frozen=True, slots=True)
+class LockedCallback:
+    """A callback locked for resolution: its status and, when ``waiting``, its attempt."""
+
+    status: str
+    job: ClaimedJob | None
+
+
+async def register_callback(
+    conn: AsyncConnection[Any], ref: CallbackRef, *, timeout_s: float, claimed_by: str
+) -> datetime | None:
+    """Register ``ref`` on its open attempt; returns its timeout, None if the attempt closed."""
+    cursor = await conn.execute(
+        _SQL["register_callback"],
+        {**ref.params(), "timeout_s": timeout_s, "claimed_by": claimed_by},
+    )
+    row = await cursor.fetchone()
+    return None if row is None else row[0]
+
+
+async def park_callback(conn: AsyncConnection[Any], ref: CallbackRef) -> str:
+    """Mark ``ref`` parked; returns its status (``waiting`` when it is now parked)."""
+    cursor = await conn.execute(_SQL["park_callback"], ref.params())
+    row = await cursor.fetchone()
+    assert row is not None  # the function always answers
+    return str(row[0])
+
+
+async def take_callback_payload(conn: AsyncConnection[Any], ref: CallbackRef) -> tuple[str, Any]:
+    """A resumed payload, taken once: ``("resumed", payload)``; else ``(status, None)``."""
+    cursor = await conn.execute(_SQL["take_callback_payload"], ref.params())
+    row = await cursor.fetchone()
+    assert row is not None  # the function always answers
+    return str(row[0]), row[1]
+
+
+def lock_callback(cursor: CursorWrapper, ref: CallbackRef) -> LockedCallback:
+    """Lock ``ref``'s lease until the transaction ends and say where the callback stands."""
+    cursor.execute(_SQL["lock_callback"], ref.params())
+    names = [column.name for column in cursor.description or ()]
+    row = cursor.fetchone()
+    assert row is not None  # the function always answers
+    values = dict(zip(names, row, strict=True))
+    status = values.pop("status")
+    job = ClaimedJob(**values) if status == "waiting" else None
+    return LockedCallback(status=status, job=job)
+
+
+def resume_callback(cursor: CursorWrapper, ref: CallbackRef, payload_json: str) -> bool:
+    """Store a payload (JSON text) for a sequential wait and wake its worker at commit; False
+    when the callback is parked (no handler is waiting for a payload)."""
+    cursor.execute(_SQL["resume_callback"], {**ref.params(), "payload": payload_json})
+    return cursor.fetchone() is not None
+
+
+def extend_callback(cursor: CursorWrapper, ref: CallbackRef, *, timeout_s: float) -> datetime:
+    """Move ``ref``'s timeout to now + ``timeout_s`` (the callback must be locked and waiting)."""
+    cursor.execute(_SQL["extend_callback"], {**ref.params(), "timeout_s": timeout_s})
+    row = cursor.fetchone()
+    assert row is not None  # locked and waiting: the row is there
+    return row[0]  # type: ignore[no-any-return]
+
+
+async def lock_timed_out_callbacks(
+    conn: AsyncConnection[Any], attempts: Sequence[tuple[int, int]]
+) -> set[tuple[int, int]]:
+    """Lock the leases of these expired callbacks (in the caller's transaction), skipping any an
+    external resolution holds; returns the attempts locked."""
+    cursor = await conn.execute(
+        _SQL["lock_timed_out_callbacks"],
+        {"job_id": [job for job, _ in attempts], "run_lease": [lease for _, lease in attempts]},
+    )
+    return {(int(job_id), int(lease)) for job_id, lease in await cursor.fetchall()}
