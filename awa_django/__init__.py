@@ -5,7 +5,8 @@ The public API, re-exported; ``import awa_django as awa`` and use ``awa.job``, `
 
 from __future__ import annotations
 
-from awa_django.actions import cancel
+from awa_django import descriptors, dlq, health, queues, runtimes
+from awa_django.actions import cancel, retry
 from awa_django.callbacks.external import (
     callback_url,
     complete_external,
@@ -23,6 +24,7 @@ from awa_django.exceptions import (
     CallbackFailed,
     Cancel,
     ConfigError,
+    ConfirmationRequired,
     InvalidCallback,
     InvalidJob,
     JobOutcome,
@@ -35,7 +37,7 @@ from awa_django.exceptions import (
     WaitForCallback,
 )
 from awa_django.jobs import Job, JobContext, job
-from awa_django.records import get_job, get_jobs
+from awa_django.records import get_job, get_jobs, list_jobs
 from awa_django.storage.jobs import JobRecord
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "CallbackFailed",
     "Cancel",
     "ConfigError",
+    "ConfirmationRequired",
     "InvalidCallback",
     "InvalidJob",
     "Job",
@@ -61,15 +64,22 @@ __all__ = [
     "callback_url",
     "cancel",
     "complete_external",
+    "descriptors",
+    "dlq",
     "enqueue",
     "enqueue_many",
     "enqueue_on_commit",
     "fail_external",
     "get_job",
     "get_jobs",
+    "health",
     "heartbeat_callback",
     "job",
+    "list_jobs",
+    "queues",
     "resume_external",
+    "retry",
     "retry_external",
+    "runtimes",
     "sign_callback",
 ]

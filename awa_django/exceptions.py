@@ -102,3 +102,8 @@ class WaitForCallback(JobOutcome):
     def __init__(self, token: str) -> None:
         super().__init__(f"waiting for callback on attempt token {token.rsplit('-', 1)[0]}")
         self.token = token
+
+
+class ConfirmationRequired(AwaError, ValueError):
+    """A destructive operator action was called without its filter or confirmation
+    (``all=True`` for an unfiltered bulk DLQ action, ``confirm=True`` for a drain)."""

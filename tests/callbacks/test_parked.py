@@ -249,3 +249,39 @@ def test_cancel_closes_a_parked_attempt_and_its_token_goes_stale(worker):
     assert state(job_id) == "cancelled"
     with pytest.raises(awa.StaleCallback, match="cancelled"):
         awa.complete_external(token)
+
+
+def test_exhausted_callbacks_on_a_dlq_queue_land_in_the_dlq():
+    """Timeout rescue and external failure close through the same path as a worker, so a
+    DLQ-enabled queue's routing applies to both."""
+    queues = {"default": {"concurrency": 2, "dlq": True}}
+    with override_settings(AWA={**FAST, "QUEUES": queues}):
+        worker = BackgroundWorker(maintenance=False).start()
+        try:
+            timed_out = parks.enqueue()  # max_attempts=2
+            failed = parks.enqueue()
+            for job_id in (timed_out, failed):
+                wait_for_token(job_id)
+                wait_for_state(job_id, "waiting_external")
+            expire_callbacks()
+            assert rescue().rescued == 2
+            scalar("SELECT awa.promote_due('retryable', 100)")
+            second = wait_for_token(failed, 2)
+            wait_for_token(timed_out, 2)
+            wait_for_state(timed_out, "waiting_external")
+            wait_for_state(failed, "waiting_external")
+            assert awa.fail_external(second, "provider gave up") == "failed"
+            scalar(
+                "UPDATE awa.leases SET callback_timeout_at = now() - interval '1 second' "
+                "WHERE job_id = %s RETURNING 1",
+                [timed_out],
+            )
+            assert rescue().rescued == 1
+        finally:
+            worker.stop()
+    for job_id, message in ((timed_out, "callback timed out"), (failed, "provider gave up")):
+        entry = awa.dlq.get(job_id)
+        assert entry is not None
+        assert entry.dlq_reason == "attempts_exhausted"
+        assert message in entry.errors[-1]["message"]
+        assert state(job_id) == "dlq"
