@@ -197,11 +197,13 @@ def enqueue(
     max_attempts: int | None = None,
     metadata: Mapping[str, Any] | None = None,
     tags: Sequence[str] | None = None,
+    eager: bool | None = None,
 ) -> int:
     """Enqueue one job in the current transaction and return its id.
 
     ``run_at`` in the future (a datetime, or a timedelta from now) schedules the job; otherwise
-    it is runnable as soon as the transaction commits.
+    it is runnable as soon as the transaction commits. ``eager`` (default ``AWA["EAGER"]``)
+    runs it in this process once the transaction commits (docs/testing.md#eager-mode).
     """
     kind, job = _resolve_job(kind_or_job)
     bound = _bind(kind, job, args)
@@ -232,7 +234,18 @@ def enqueue(
             ),
         )
     _announce(alias, [job_id], options)
+    _maybe_eager(alias, options, [job_id], eager)
     return job_id
+
+
+def _maybe_eager(alias: str, options: _Options, job_ids: list[int], eager: bool | None) -> None:
+    if not (get_settings().EAGER if eager is None else eager):
+        return
+    if options.run_at is not None and options.run_at > timezone.now():
+        return  # scheduled: a worker (or run_jobs) runs it when it is due
+    from awa_django.eager import run_after_commit
+
+    run_after_commit(alias, options.queue, job_ids)
 
 
 def enqueue_on_commit(
@@ -292,6 +305,7 @@ def enqueue_many(
     max_attempts: int | None = None,
     metadata: Mapping[str, Any] | None = None,
     tags: Sequence[str] | None = None,
+    eager: bool | None = None,
 ) -> list[int]:
     """Enqueue one job per argument dict with a single COPY; returns the ids in order.
 
@@ -342,4 +356,5 @@ def enqueue_many(
                 now=now,
             )
     _announce(alias, job_ids, options)
+    _maybe_eager(alias, options, job_ids, eager)
     return job_ids

@@ -53,15 +53,20 @@ _JSON_COLUMNS = ("args", "metadata", "errors", "result")
 def get_jobs(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[JobRecord]:
     """The current records of ``job_ids`` (unknown ids are left out), ordered by id."""
     cursor.execute(_SQL["get_jobs"], {"job_ids": list(job_ids)})
+    return [JobRecord(**values) for values in decoded_rows(cursor, _JSON_COLUMNS)]
+
+
+def decoded_rows(cursor: CursorWrapper, json_columns: Sequence[str]) -> list[dict[str, Any]]:
+    """The fetched rows as dicts by column name, with ``json_columns`` parsed from text."""
     names = [col.name for col in cursor.description]
-    records = []
+    rows = []
     for row in cursor.fetchall():
         values = dict(zip(names, row, strict=True))
-        for column in _JSON_COLUMNS:
+        for column in json_columns:
             if isinstance(values[column], str):
                 values[column] = json.loads(values[column])
-        records.append(JobRecord(**values))
-    return records
+        rows.append(values)
+    return rows
 
 
 def get_claims(cursor: CursorWrapper, job_ids: Sequence[int]) -> dict[int, list[Claim]]:

@@ -154,9 +154,14 @@ async def claim_ready(
     async with conn.cursor(row_factory=class_row(ClaimedJob)) as cursor:
         await cursor.execute(
             _SQL["claim_ready"],
-            {"queue": queue, "limit": limit, "claimed_by": claimed_by, "deadline_s": deadline_s},
+            claim_params(queue=queue, limit=limit, claimed_by=claimed_by, deadline_s=deadline_s),
         )
         return await cursor.fetchall()
+
+
+def claim_params(*, queue: str, limit: int, claimed_by: str, deadline_s: float) -> dict[str, Any]:
+    """The parameters of the claim statement (shared by the worker and in-process runs)."""
+    return {"queue": queue, "limit": limit, "claimed_by": claimed_by, "deadline_s": deadline_s}
 
 
 def cancel_job(cursor: CursorWrapper, *, job_id: int, reason: str) -> str:
