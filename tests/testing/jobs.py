@@ -34,3 +34,10 @@ def broken_sql(ctx: JobContext) -> None:
     record_run(ctx, "before the bad statement")
     with connection.cursor() as cursor:
         cursor.execute("SELECT * FROM no_such_table_dx")
+
+
+@awa.job(kind="dx.cancels_itself")
+def cancels_itself(ctx: JobContext) -> None:
+    # The operator's cancel closes the running attempt first; this attempt's own completion
+    # must then be refused by the run_lease guard.
+    awa.cancel(ctx.job_id, reason="withdrawn while running")

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
-from django.test import TestCase
+from django.test import TestCase, TransactionTestCase
 
 import awa_django as awa
 from awa_django import signals
@@ -20,11 +20,12 @@ from awa_django.testing import (
     enqueued_jobs,
     make_due,
     perform,
+    reset_queue,
     run_jobs,
     work_one,
 )
 from tests.jobs import always_fails, cancels, noop, snooze_once
-from tests.testing.jobs import broken_sql, flaky, greet, greet_async
+from tests.testing.jobs import broken_sql, cancels_itself, flaky, greet, greet_async
 
 
 def runs() -> list[str]:
@@ -144,6 +145,31 @@ class RunJobsInTestCase(TestCase):
         finally:
             signals.job_retried.disconnect(receiver)
         assert seen == [(job_id, 1)]
+
+    def test_a_completion_after_someone_else_closed_the_attempt_is_stale(self):
+        job_id = cancels_itself.enqueue()
+
+        (ran,) = run_jobs().jobs
+
+        assert (ran.outcome, ran.closed) == (Outcome.COMPLETED, False)
+        assert awa.get_job(job_id).state == "cancelled"
+
+
+class RunJobsInTransactionTestCase(TransactionTestCase):
+    def tearDown(self):
+        reset_queue()
+        with connection.cursor() as cursor:
+            cursor.execute("TRUNCATE tests_job_runs")
+
+    def test_runs_commit_like_a_worker(self):
+        job_id = flaky.enqueue()
+
+        assert run_jobs().retried == 1
+        assert not connection.in_atomic_block
+        make_due([job_id])
+        assert run_jobs().completed == 1
+        assert runs() == ["flaky attempt 1", "flaky attempt 2"]
+        assert_not_enqueued()
 
 
 class AssertionsInTestCase(TestCase):
