@@ -89,15 +89,16 @@ class InlineRunner:
     def work(self, job: ClaimedJob) -> RanJob:
         """Run a claimed job's handler here and close its attempt."""
         ctx = context_for(job)
-        # Inside a (test) transaction a database error in the handler would abort the whole
-        # transaction; a savepoint confines it to the handler's own writes.
-        savepoint = transaction.savepoint(using=self.alias)
-        result = execute_inline(job, self._resolve(job.kind), ctx)
-        if savepoint is not None:
-            if isinstance(result.error, DatabaseError):
-                transaction.savepoint_rollback(savepoint, using=self.alias)
-            else:
-                transaction.savepoint_commit(savepoint, using=self.alias)
+        handler = self._resolve(job.kind)
+        if connections[self.alias].in_atomic_block:
+            # Inside a (test) transaction a database error in the handler would abort the whole
+            # transaction; a savepoint confines it to the handler's own writes.
+            with transaction.atomic(using=self.alias):
+                result = execute_inline(job, handler, ctx)
+                if isinstance(result.error, DatabaseError):
+                    transaction.set_rollback(True, using=self.alias)
+        else:
+            result = execute_inline(job, handler, ctx)
         progress, checkpoint, changed = ctx.state.take_unflushed()
         completion = result_to_completion(
             job,
