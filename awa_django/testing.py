@@ -26,6 +26,7 @@ from awa_django.jobs import Job, JobContext, registry
 from awa_django.storage import inline as inline_storage
 from awa_django.storage.control import reset_all
 from awa_django.storage.execution import Outcome
+from awa_django.storage.inspect import list_jobs
 from awa_django.storage.jobs import JobRecord, get_jobs
 from awa_django.worker.inline import InlineRunner, RanJob
 from awa_django.worker.runtime import RunSummary, WorkerRuntime, config_from_settings
@@ -35,6 +36,7 @@ R = TypeVar("R")
 
 # States of a job that is still waiting to run.
 WAITING_STATES: Final = ("available", "scheduled", "retryable")
+_PAGE_SIZE: Final = 1000
 
 __all__ = [
     "WAITING_STATES",
@@ -190,8 +192,24 @@ def enqueued_jobs(
     """Jobs waiting to run (or in ``states``), oldest first, filtered by kind, by ``args``
     (every given argument equal, others ignored) and by queue."""
     kind = None if fn_or_kind is None else _kind(fn_or_kind)
+    found: list[JobRecord] = []
     with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
-        found = inline_storage.find_jobs(cursor, kind=kind, queue=queue, states=states)
+        for state in states:
+            before_id = None
+            while True:  # the operators' newest-first pages, all of them
+                page = list_jobs(
+                    cursor,
+                    queue=queue,
+                    kind=kind,
+                    state=state,
+                    limit=_PAGE_SIZE,
+                    before_id=before_id,
+                )
+                found += page
+                if len(page) < _PAGE_SIZE:
+                    break
+                before_id = page[-1].job_id
+    found.sort(key=lambda record: record.job_id)
     return [record for record in found if _matches(record, args)]
 
 

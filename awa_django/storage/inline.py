@@ -8,7 +8,7 @@ claims and closures join that transaction (or autocommit, as the worker's do, ou
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -17,17 +17,17 @@ from django.db.backends.utils import CursorWrapper
 from awa_django.sql import queries
 from awa_django.storage.backlog import PROMOTE_BLOCKS
 from awa_django.storage.execution import Completion, close_params
-from awa_django.storage.jobs import JobRecord, decoded_rows
+from awa_django.storage.jobs import fetch_dicts
 from awa_django.storage.queue import ClaimedJob, claim_params
 
 _SQL = queries("inline")
 _QUEUE_SQL = queries("queue")
 _BACKLOG_SQL = queries("backlog")
 _EXECUTION_SQL = queries("execution")
+_RUNTIME_SQL = queries("runtime")
 
 # Django's connection hands jsonb back as text.
 _CLAIMED_JSON: Final = ("args", "metadata", "errors", "progress", "checkpoint")
-_RECORD_JSON: Final = ("args", "metadata", "errors", "result")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +46,7 @@ def claim_ready(
         _QUEUE_SQL["claim_ready"],
         claim_params(queue=queue, limit=limit, claimed_by=claimed_by, deadline_s=deadline_s),
     )
-    return [ClaimedJob(**values) for values in decoded_rows(cursor, _CLAIMED_JSON)]
+    return [ClaimedJob(**values) for values in fetch_dicts(cursor, _CLAIMED_JSON)]
 
 
 def close_attempts(
@@ -67,19 +67,19 @@ def promote_due(cursor: CursorWrapper, *, limit: int) -> int:
     return moved
 
 
+def publish_queue_policies(cursor: CursorWrapper, dlq_enabled: Mapping[str, bool]) -> None:
+    """Publish each queue's DLQ policy where the close statement reads it, as workers do."""
+    cursor.execute(
+        _RUNTIME_SQL["sync_queue_policies"],
+        {"queues": list(dlq_enabled), "dlq_enabled": list(dlq_enabled.values())},
+    )
+
+
 def next_ready(cursor: CursorWrapper, *, queue: str) -> NextReady | None:
     """The job the next claim of ``queue`` would take, or None when nothing is ready."""
     cursor.execute(_SQL["next_ready"], {"queue": queue})
     row = cursor.fetchone()
     return None if row is None else NextReady(int(row[0]), str(row[1]))
-
-
-def find_jobs(
-    cursor: CursorWrapper, *, kind: str | None, queue: str | None, states: Sequence[str]
-) -> list[JobRecord]:
-    """Current records of the jobs in ``states``, of ``kind`` and ``queue`` when given."""
-    cursor.execute(_SQL["find_jobs"], {"kind": kind, "queue": queue, "states": list(states)})
-    return [JobRecord(**values) for values in decoded_rows(cursor, _RECORD_JSON)]
 
 
 def shift_deferred(cursor: CursorWrapper, *, seconds: float) -> int:

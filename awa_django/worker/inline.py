@@ -62,6 +62,15 @@ class InlineRunner:
         self._resolve = resolve
         self.identity = f"inline:{worker_identity()}"
 
+    def publish_policies(self) -> None:
+        """Publish the queues' DLQ policies from settings, as a worker does when it starts, so
+        terminal failures are routed the same way."""
+        conf = get_settings()
+        with connections[self.alias].cursor() as cursor:
+            storage.publish_queue_policies(
+                cursor, {name: queue.dlq for name, queue in conf.QUEUES.items()}
+            )
+
     def promote(self) -> int:
         """Move every due scheduled and retryable job into its lane; returns how many moved."""
         with connections[self.alias].cursor() as cursor:
@@ -133,6 +142,7 @@ class InlineRunner:
         ``max_jobs`` ran). With ``kinds``, a queue is worked only while its next job is of one
         of them: jobs are claimed in queue order, never skipped."""
         ran: list[RanJob] = []
+        self.publish_policies()
         while max_jobs is None or len(ran) < max_jobs:
             self.promote()
             progressed = False
@@ -161,6 +171,7 @@ class InlineRunner:
         to it."""
         pending = set(job_ids)
         ran: list[RanJob] = []
+        self.publish_policies()
         while pending:
             jobs = self.claim(queue, len(pending))
             if not jobs:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.db import connection
-from django.test import TestCase, TransactionTestCase
+from django.test import TestCase, TransactionTestCase, override_settings
 
 import awa_django as awa
 from awa_django import signals
@@ -153,6 +154,15 @@ class RunJobsInTestCase(TestCase):
 
         assert (ran.outcome, ran.closed) == (Outcome.COMPLETED, False)
         assert awa.get_job(job_id).state == "cancelled"
+
+    def test_a_queue_with_a_dead_letter_queue_routes_terminal_failures_there(self):
+        queues = {"default": {"dlq": True}, "email": {}}
+        with override_settings(AWA={**settings.AWA, "QUEUES": queues}):
+            job_id = awa.enqueue(always_fails, args={}, max_attempts=1)
+
+            assert run_jobs().failed == 1
+
+        assert awa.get_job(job_id).state == "dlq"
 
 
 class RunJobsInTransactionTestCase(TransactionTestCase):

@@ -1,16 +1,6 @@
 -- In-process runs (awa_django.testing, eager mode): reads and clock moves on Django's connection.
 -- Claims, promotions and closures reuse the worker's blocks (queue, backlog, execution).
 
--- name: find_jobs
--- Current state of jobs by kind, queue and state (NULL filters match anything), oldest first.
-SELECT job_id, state, kind, queue, priority, args, attempt, run_lease, max_attempts, run_at,
-       created_at, metadata, tags, errors, finalized_at, result
-  FROM awa.jobs
- WHERE (%(kind)s::text IS NULL OR kind = %(kind)s::text)
-   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-   AND state = ANY (%(states)s::text[])
- ORDER BY job_id
-
 -- name: next_ready
 -- The job a claim of one queue would take next: the head of its most urgent lane that has an
 -- unclaimed, untombstoned ready row (the order awa.claim_ready walks).
