@@ -21,7 +21,7 @@ import socket
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,6 +34,7 @@ from awa_django.jobs import Job
 from awa_django.maintenance.leader import LeaderElector
 from awa_django.maintenance.promoter import Promoter
 from awa_django.maintenance.queue_stats import QueueStats
+from awa_django.maintenance.rate_ledger import RateLedgerCleaner
 from awa_django.maintenance.rescuer import Rescuer
 from awa_django.maintenance.retention import RetentionCleaner
 from awa_django.maintenance.rings import RingMaintainer
@@ -45,6 +46,8 @@ from awa_django.worker.dispatcher import Dispatcher, RunningAttempt
 from awa_django.worker.executor import RetryPolicy
 from awa_django.worker.heartbeat import Heartbeat
 from awa_django.worker.notifier import Notifier
+from awa_django.worker.rate_limit import RateLimit
+from awa_django.worker.weighted import QueueShare, WeightedPermits
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +68,7 @@ class MaintenanceConfig:
     cleanup_interval_s: float
     cleanup_batch_size: int
     queue_stats_interval_s: float
+    rate_ledger_interval_s: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,6 +92,15 @@ class WorkerConfig:
     # Burst mode: exit once nothing is runnable, in flight, or due within burst_wait_s.
     burst: bool = False
     burst_wait_s: float = 0.0
+    # Priority aging interval per queue in seconds (0 or missing: no aging).
+    aging_s: Mapping[str, float] = field(default_factory=dict)
+    # Queues whose lanes run one job at a time (sequential_lanes).
+    sequential: frozenset[str] = frozenset()
+    # Rate-limited queues only.
+    rate_limits: Mapping[str, RateLimit] = field(default_factory=dict)
+    # Weighted mode: the process-wide limit and each queue's share (None: hard-reserved).
+    worker_concurrency: int | None = None
+    shares: Mapping[str, QueueShare] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,11 +159,26 @@ def config_from_settings(
             cleanup_interval_s=conf.CLEANUP_INTERVAL_S,
             cleanup_batch_size=conf.CLEANUP_BATCH_SIZE,
             queue_stats_interval_s=conf.QUEUE_STATS_INTERVAL_S,
+            rate_ledger_interval_s=conf.CLEANUP_INTERVAL_S,
         )
         if maintenance
         else None,
         burst=burst,
         burst_wait_s=burst_wait_s,
+        aging_s={name: conf.QUEUES[name].aging_interval_s for name in chosen},
+        rate_limits={
+            name: RateLimit(
+                rate=limit[0], burst=limit[1], fleet=conf.QUEUES[name].rate_limit_scope == "fleet"
+            )
+            for name in chosen
+            if (limit := conf.QUEUES[name].rate_limit) is not None
+        },
+        sequential=frozenset(name for name in chosen if conf.QUEUES[name].sequential_lanes),
+        worker_concurrency=conf.WORKER_CONCURRENCY,
+        shares={
+            name: QueueShare(conf.QUEUES[name].min_concurrency, conf.QUEUES[name].weight)
+            for name in chosen
+        },
     )
 
 
@@ -193,6 +221,9 @@ def maintenance_tasks(
             batch_size=m.cleanup_batch_size,
         ),
         QueueStats(pool, interval_s=m.queue_stats_interval_s),
+        RateLedgerCleaner(
+            pool, interval_s=m.rate_ledger_interval_s, batch_size=m.cleanup_batch_size
+        ),
     ]
 
 
@@ -246,11 +277,20 @@ class WorkerRuntime:
     async def run(self) -> RunSummary:
         config = self.config
         pool = await connections.open_pool(config.database_alias, max_size=4 + len(config.queues))
+        weighted = (
+            WeightedPermits(config.worker_concurrency, config.shares)
+            if config.worker_concurrency is not None
+            else None
+        )
         threads = ThreadPoolExecutor(
-            max_workers=max(1, sum(config.queues.values())), thread_name_prefix="awa-job"
+            max_workers=max(1, config.worker_concurrency or sum(config.queues.values())),
+            thread_name_prefix="awa-job",
         )
         completer = Completer(
-            pool, batch_size=config.completion_batch_size, flush_s=config.completion_flush_s
+            pool,
+            batch_size=config.completion_batch_size,
+            flush_s=config.completion_flush_s,
+            wake_after_close=config.sequential,
         )
         promoter = Promoter(
             pool, interval_s=config.promote_interval_s, batch_size=config.promote_batch_size
@@ -269,6 +309,10 @@ class WorkerRuntime:
                 resolve=self._resolve,
                 policy=config.retry_policy,
                 now=_utcnow,
+                aging_s=config.aging_s.get(queue, 0.0),
+                sequential=queue in config.sequential,
+                permits=weighted.for_queue(queue) if weighted is not None else None,
+                rate_limit=config.rate_limits.get(queue),
             )
         completer.start()
         drained = asyncio.Event()  # set once in-flight work is done: heartbeats and leadership stop

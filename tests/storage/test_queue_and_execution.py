@@ -31,7 +31,9 @@ def run(coro_fn, *args: Any, **kwargs: Any):
 def claim(
     queue: str = "default", limit: int = 100, who: str = "test", deadline_s: float = 0
 ) -> list[ClaimedJob]:
-    return run(claim_ready, queue=queue, limit=limit, claimed_by=who, deadline_s=deadline_s)
+    return run(
+        claim_ready, queue=queue, limit=limit, claimed_by=who, deadline_s=deadline_s, aging_s=0
+    )
 
 
 def completion(
@@ -159,11 +161,12 @@ def test_snooze_gives_the_attempt_back():
 
 
 def test_promotion_respects_run_at_and_keeps_identity():
-    due = awa.enqueue("k.d", args={"a": 1}, run_at=timedelta(milliseconds=1))
+    # Far enough ahead that a loaded machine cannot reach run_at before the enqueue runs.
+    due = awa.enqueue("k.d", args={"a": 1}, run_at=timedelta(milliseconds=300))
     later = awa.enqueue("k.d", args={"a": 2}, run_at=timedelta(hours=1))
     assert claim() == []
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_sleep(0.01)")
+        cursor.execute("SELECT pg_sleep(0.35)")
     assert run(promote_due, limit=10) == 1
     (job,) = claim()
     assert (job.job_id, job.args, job.attempt, job.run_lease) == (due, {"a": 1}, 1, 1)
@@ -223,9 +226,10 @@ def test_promotion_skips_a_lane_whose_producer_has_not_committed():
     try:
         assert holding.wait(10)
         # A scheduled job takes no lane lock, so it can be added while the lane is held.
-        due = awa.enqueue("k.d", args={}, run_at=timedelta(milliseconds=1))
+        # Far enough ahead that a loaded machine cannot reach run_at before the enqueue runs.
+        due = awa.enqueue("k.d", args={}, run_at=timedelta(milliseconds=300))
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_sleep(0.01)")
+            cursor.execute("SELECT pg_sleep(0.35)")
         assert run(promote_due, limit=10) == 0
         assert awa.get_job(due).state == "scheduled"
     finally:
