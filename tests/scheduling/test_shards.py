@@ -19,11 +19,16 @@ from awa_django.worker.connections import connect
 pytestmark = pytest.mark.usefixtures("awa_db")
 
 
-def claim(limit: int = 1000) -> list[ClaimedJob]:
+def claim(limit: int = 1000, aging_s: float = 0) -> list[ClaimedJob]:
     async def main() -> list[ClaimedJob]:
         async with await connect("default") as conn:
             return await claim_ready(
-                conn, queue="default", limit=limit, claimed_by="test", deadline_s=0, aging_s=0
+                conn,
+                queue="default",
+                limit=limit,
+                claimed_by="test",
+                deadline_s=0,
+                aging_s=aging_s,
             )
 
     return asyncio.run(main())
@@ -79,14 +84,25 @@ def test_claimers_cover_every_shard_and_keep_fifo_within_each():
         assert sorted(ids, key=position.__getitem__) == ids
 
 
-def test_the_longest_waiting_shard_head_is_served_first():
+def test_with_aging_the_longest_waiting_shard_head_is_served_first():
     set_enqueue_shards("default", 4)
     first = awa.enqueue("k.s", args={}, ordering_key="a")
     later = [awa.enqueue("k.s", args={}, ordering_key=k) for k in "bcdefgh"]
-    others = [j for j in later if shard_of(j) != shard_of(first)]
-    assert others, "every key hashed to one shard"
-    (job,) = claim(limit=1)
+    assert any(shard_of(j) != shard_of(first) for j in later), "every key hashed to one shard"
+    (job,) = claim(limit=1, aging_s=60)
     assert job.job_id == first
+
+
+def test_without_aging_claims_rotate_over_the_shards_of_a_busy_queue():
+    set_enqueue_shards("default", 4)
+    for key in "abcdefgh":
+        awa.enqueue_many("k.s", [{}] * 50, ordering_key=key)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT DISTINCT shard FROM awa.ready_entries")
+        with_work = {row[0] for row in cursor.fetchall()}
+    assert len(with_work) > 1
+    # Every claim starts at a random shard: a shard left out of 40 claims has odds below 1e-4.
+    assert {j.shard for _ in range(40) for j in claim(limit=1)} == with_work
 
 
 def test_bad_shard_counts_and_keys_are_rejected_and_nothing_changes():

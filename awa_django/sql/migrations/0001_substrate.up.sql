@@ -1110,18 +1110,31 @@ LANGUAGE sql STABLE AS $$
                 ELSE p_priority END
 $$;
 
--- The lanes of p_queue that have a claimable head, best first: by the head's effective
--- priority, then its run_at (the longest-waiting head wins a tie, which also keeps shards of one
--- priority fair), then the lane. ``bound`` is the next lane's head priority (32767 for the
--- last): awa.claim_ready takes a lane's rows only while they are at least that urgent. A queue
--- with a single lane skips the head reads: there is nothing to order.
+-- The lanes of p_queue in the order a claim visits them, with each lane's ``bound``: the
+-- effective priority of the next lane's head (32767 for the last, or when there is no aging);
+-- awa.claim_ready takes a lane's rows only while they are at least that urgent.
+--
+-- With aging, only lanes with a claimable head are returned, best first: by the head's
+-- effective priority, then its run_at (the longest-waiting head wins a tie, which also orders
+-- shards of one priority), then the lane. That costs a cursor and a head read per lane, so
+-- without aging (or with a single lane) the order is static instead, as cheap as before aging
+-- existed: by priority, and within a priority from a random shard onwards, so every shard of a
+-- busy queue gets served.
 CREATE FUNCTION awa.claim_order(p_queue text, p_aging_s double precision)
 RETURNS TABLE (priority smallint, shard smallint, bound integer)
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_lanes integer;
+    v_shards integer;
 BEGIN
-    IF (SELECT count(*) FROM awa.queue_lanes l WHERE l.queue = p_queue) <= 1 THEN
-        RETURN QUERY SELECT l.priority, l.shard, 32767 FROM awa.queue_lanes l
-                      WHERE l.queue = p_queue;
+    SELECT count(*), max(l.shard) + 1 INTO v_lanes, v_shards
+      FROM awa.queue_lanes l WHERE l.queue = p_queue;
+    IF v_lanes <= 1 OR p_aging_s <= 0 THEN
+        RETURN QUERY
+        WITH rotation AS (SELECT floor(random() * v_shards)::integer AS offset_by)
+        SELECT l.priority, l.shard, 32767 FROM awa.queue_lanes l, rotation o
+         WHERE l.queue = p_queue
+         ORDER BY l.priority, (l.shard + o.offset_by) % v_shards;
         RETURN;
     END IF;
     RETURN QUERY
