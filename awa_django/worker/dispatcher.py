@@ -7,6 +7,12 @@ and starts one task per job. Each task runs the handler, hands the completion to
 and returns its permit. A permit is always taken before the claim, so every claimed job already
 has a slot in this process. When a claim fills every permit it asked for, the dispatcher claims
 again at once instead of sleeping: there is probably more work.
+
+Scheduling (docs/scheduling.md): in weighted mode the permits are this queue's view of one
+process-wide limit (``worker.weighted``); a queue with a per-process rate limit waits for a
+token before it takes permits (``worker.rate_limit``), one with a fleet-wide limit claims
+through the database's budget and sleeps as long as that budget says; priority aging is
+applied on one claim per refresh period.
 """
 
 from __future__ import annotations
