@@ -441,6 +441,34 @@ def _queue_settings(name: str, options: Mapping[str, Any]) -> QueueSettings:
     return QueueSettings(name=name, **values)
 
 
+def scheduling_warnings() -> list[Problem]:
+    """Queue options that are valid but have no effect in the chosen concurrency mode."""
+    raw = getattr(settings, "AWA", {})
+    queues = raw.get("QUEUES", {}) if isinstance(raw, Mapping) else {}
+    if problems() or not isinstance(queues, Mapping):
+        return []
+    weighted = raw.get("WORKER_CONCURRENCY") is not None
+    found: list[Problem] = []
+    for name, options in queues.items():
+        if not weighted and ({"min_concurrency", "weight"} & set(options)):
+            found.append(
+                Problem(
+                    "awa.W040",
+                    f"AWA['QUEUES'][{name!r}] sets min_concurrency/weight, which only apply in "
+                    "weighted mode; set AWA['WORKER_CONCURRENCY'] or remove them.",
+                )
+            )
+        if weighted and "concurrency" in options:
+            found.append(
+                Problem(
+                    "awa.W041",
+                    f"AWA['QUEUES'][{name!r}] sets concurrency, which weighted mode "
+                    "(AWA['WORKER_CONCURRENCY']) does not use; use min_concurrency and weight.",
+                )
+            )
+    return found
+
+
 @cache
 def get_settings() -> AwaSettings:
     """The validated settings; raises ``ConfigError`` when ``settings.AWA`` is invalid."""

@@ -74,3 +74,14 @@ def test_valid_scheduling_settings_reach_the_worker_config():
     assert config.rate_limits == {"email": RateLimit(rate=5.0, burst=10, fleet=True)}
     assert config.shares == {"default": QueueShare(2, 3), "email": QueueShare(0, 1)}
     assert config.sequential == frozenset({"email"})
+
+
+def test_options_of_the_other_concurrency_mode_are_warned_about():
+    with override_settings(AWA={"QUEUES": {"default": {"min_concurrency": 2}}}):
+        assert [p.id for p in conf.scheduling_warnings()] == ["awa.W040"]
+    weighted = {"WORKER_CONCURRENCY": 4, "QUEUES": {"default": {"concurrency": 2}}}
+    with override_settings(AWA=weighted):
+        assert [p.id for p in conf.scheduling_warnings()] == ["awa.W041"]
+        call_command("check")  # warnings do not fail the check
+    with override_settings(AWA={"QUEUES": {"default": {"concurrency": 2}}}):
+        assert conf.scheduling_warnings() == []
