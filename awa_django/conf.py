@@ -49,6 +49,12 @@ class QueueSettings:
     # Each (priority, shard) lane runs one job at a time across the fleet, so jobs sharing an
     # ordering key finish in enqueue order (docs/scheduling.md).
     sequential_lanes: bool = False
+    # Terminal failures go to the dead-letter queue (awa.dlq) instead of failed history.
+    dlq: bool = False
+    # Descriptor shown to operators (admin, awa_queues); empty when not declared.
+    display_name: str = ""
+    description: str = ""
+    owner: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,6 +121,11 @@ class AwaSettings:
     # None: every queue has its own hard-reserved concurrency. An integer: weighted mode, one
     # limit for the whole worker process shared by its queues (min_concurrency, weight).
     WORKER_CONCURRENCY: int | None = None
+    # How often each worker writes its runtime snapshot and refreshes its descriptors.
+    RUNTIME_SNAPSHOT_INTERVAL_S: float = 10.0
+    # A runtime silent this long is not live (the leader deletes its row), and a descriptor no
+    # live runtime refreshed for this long is stale.
+    RUNTIME_STALE_AFTER_S: float = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +140,10 @@ _QUEUE_OPTIONS: Final = frozenset(
     {
         "concurrency",
         "deadline_s",
+        "dlq",
+        "display_name",
+        "description",
+        "owner",
         "aging_interval_s",
         "rate_limit",
         "rate_limit_scope",
@@ -137,6 +152,7 @@ _QUEUE_OPTIONS: Final = frozenset(
         "sequential_lanes",
     }
 )
+_QUEUE_TEXT_OPTIONS: Final = ("display_name", "description", "owner")
 RATE_LIMIT_SCOPES: Final = ("process", "fleet")
 _POSITIVE_NUMBERS: Final = (
     "POLL_INTERVAL_S",
@@ -219,6 +235,50 @@ def _queue_problems(raw_queues: object) -> list[Problem]:
                 )
             )
         found += _scheduling_problems(name, options)
+        found += _queue_operator_problems(name, options)
+    return found
+
+
+def _queue_operator_problems(name: str, options: Mapping[str, Any]) -> list[Problem]:
+    found: list[Problem] = []
+    dlq = options.get("dlq", False)
+    if not isinstance(dlq, bool):
+        found.append(
+            Problem(
+                "awa.E020",
+                f"AWA['QUEUES'][{name!r}]['dlq'] must be True or False, got {dlq!r}.",
+            )
+        )
+    for option in _QUEUE_TEXT_OPTIONS:
+        value = options.get(option, "")
+        if not isinstance(value, str):
+            found.append(
+                Problem(
+                    "awa.E021",
+                    f"AWA['QUEUES'][{name!r}][{option!r}] must be a string, got {value!r}.",
+                )
+            )
+    return found
+
+
+def _runtime_problems(raw: Mapping[str, Any], defaults: AwaSettings) -> list[Problem]:
+    found: list[Problem] = []
+    interval = raw.get("RUNTIME_SNAPSHOT_INTERVAL_S", defaults.RUNTIME_SNAPSHOT_INTERVAL_S)
+    stale = raw.get("RUNTIME_STALE_AFTER_S", defaults.RUNTIME_STALE_AFTER_S)
+    for key, value in (("RUNTIME_SNAPSHOT_INTERVAL_S", interval), ("RUNTIME_STALE_AFTER_S", stale)):
+        if not _is_number(value) or value <= 0:
+            found.append(
+                Problem("awa.E022", f"AWA[{key!r}] must be a positive number, got {value!r}.")
+            )
+    if _is_number(interval) and _is_number(stale) and stale < 2 * interval:
+        found.append(
+            Problem(
+                "awa.E023",
+                f"AWA['RUNTIME_STALE_AFTER_S'] ({stale}) must be at least 2 x "
+                f"RUNTIME_SNAPSHOT_INTERVAL_S ({interval}), or live workers look stale between "
+                "snapshots.",
+            )
+        )
     return found
 
 
@@ -429,6 +489,7 @@ def problems() -> list[Problem]:
     found += _database_problems(raw.get("DATABASE_ALIAS", defaults.DATABASE_ALIAS))
     found += _queue_problems(raw.get("QUEUES", {"default": {}}))
     found += _scalar_problems(raw, defaults)
+    found += _runtime_problems(raw, defaults)
     found += _weighted_problems(raw)
     return found
 

@@ -144,3 +144,18 @@ def keyed(ctx: JobContext, key: str, seq: int, seconds: float = 0.02) -> None:
     record_run(ctx, f"start {key} {seq}")
     time.sleep(seconds)
     record_run(ctx, f"end {key} {seq}")
+
+
+@awa.job(
+    kind="tests.fails_through_lease",
+    max_attempts=1,
+    description="Fails while its run_lease is at most last_failing_lease",
+    owner="tests",
+    docs_url="https://example.invalid/fails",
+)
+def fails_through_lease(ctx: JobContext, last_failing_lease: int = 1) -> None:
+    """Records every run; raises until the attempt's run_lease passes ``last_failing_lease``
+    (so a DLQ retry, which gets a larger lease, succeeds)."""
+    record_run(ctx, f"lease={ctx.run_lease} attempt={ctx.attempt}")
+    if ctx.run_lease <= last_failing_lease:
+        raise RuntimeError(f"failing on lease {ctx.run_lease}")
