@@ -147,8 +147,14 @@ def work_one(job_id: int) -> RanJob:
             f"job {job_id} is not next in queue {record.queue!r}: job "
             f"{head.job_id if head else None} is ahead of it; use run_jobs()"
         )
-    (job,) = runner.claim(record.queue, 1)
-    return runner.work(job)
+    claimed = runner.claim(record.queue, 1)
+    if not claimed:
+        raise AssertionError(f"job {job_id} could not be claimed (its lane is busy or paused)")
+    ran = runner.work(claimed[0])
+    if ran.job_id != job_id:
+        # Priority aging can put another lane's job first; it was claimed, so it ran.
+        raise AssertionError(f"the claim took job {ran.job_id} (now {ran.outcome}), not {job_id}")
+    return ran
 
 
 def perform(fn: Job[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:

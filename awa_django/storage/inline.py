@@ -39,12 +39,26 @@ class NextReady:
 
 
 def claim_ready(
-    cursor: CursorWrapper, *, queue: str, limit: int, claimed_by: str, deadline_s: float
+    cursor: CursorWrapper,
+    *,
+    queue: str,
+    limit: int,
+    claimed_by: str,
+    deadline_s: float,
+    aging_s: float,
+    sequential: bool,
 ) -> list[ClaimedJob]:
     """``storage.queue.claim_ready`` on a Django cursor."""
     cursor.execute(
         _QUEUE_SQL["claim_ready"],
-        claim_params(queue=queue, limit=limit, claimed_by=claimed_by, deadline_s=deadline_s),
+        claim_params(
+            queue=queue,
+            limit=limit,
+            claimed_by=claimed_by,
+            deadline_s=deadline_s,
+            aging_s=aging_s,
+            sequential=sequential,
+        ),
     )
     return [ClaimedJob(**values) for values in fetch_dicts(cursor, _CLAIMED_JSON)]
 

@@ -57,7 +57,7 @@ class InlineRunner:
     def __init__(self, resolve: Callable[[str], Job[Any, Any] | None] = registry.get) -> None:
         conf = get_settings()
         self.alias = conf.DATABASE_ALIAS
-        self._deadlines = {name: queue.deadline_s for name, queue in conf.QUEUES.items()}
+        self._queues = conf.QUEUES
         self._policy = RetryPolicy.from_settings(conf)
         self._resolve = resolve
         self.identity = f"inline:{worker_identity()}"
@@ -86,13 +86,18 @@ class InlineRunner:
             return storage.next_ready(cursor, queue=queue)
 
     def claim(self, queue: str, limit: int) -> list[ClaimedJob]:
+        """Claim as a worker of ``queue`` would: its deadline, priority aging and sequential
+        lanes (rate limits are a worker's pacing and do not apply here)."""
+        options = self._queues[queue]
         with connections[self.alias].cursor() as cursor:
             return storage.claim_ready(
                 cursor,
                 queue=queue,
                 limit=limit,
                 claimed_by=self.identity,
-                deadline_s=self._deadlines.get(queue, 0.0),
+                deadline_s=options.deadline_s,
+                aging_s=options.aging_interval_s,
+                sequential=options.sequential_lanes,
             )
 
     def work(self, job: ClaimedJob) -> RanJob:
