@@ -38,7 +38,7 @@ from awa_django.storage.callbacks import (
     lock_callback,
     resume_callback,
 )
-from awa_django.storage.execution import close_attempts_in, notify_cancel_in
+from awa_django.storage.inline import close_attempts, notify_cancel
 from awa_django.storage.queue import ClaimedJob
 from awa_django.worker.completer import report_closed
 from awa_django.worker.executor import (
@@ -115,11 +115,11 @@ def _close(token: str, result: HandlerResult) -> str:
         completion = result_to_completion(
             job, result, now=datetime.now(UTC), policy=RetryPolicy.from_settings(conf)
         )
-        closed = close_attempts_in(cursor, [completion])
+        closed = close_attempts(cursor, [completion])
         if not closed:
             raise StaleCallback(f"{describe(ref)} was closed concurrently")
         # A sequential handler still waiting on this attempt learns that it is over.
-        notify_cancel_in(cursor, sorted(closed))
+        notify_cancel(cursor, sorted(closed))
         transaction.on_commit(
             partial(async_to_sync(report_closed), [completion], closed, rescue_reasons={}),
             using=conf.DATABASE_ALIAS,

@@ -4,7 +4,8 @@ A callback lives on its attempt's lease (``callback_id``, ``callback_timeout_at`
 here names the attempt by ``(job_id, run_lease)`` and the callback by its id, so a token of an
 older attempt, or one its handler replaced, can never touch the current one. The worker's side
 runs on its autocommit pool; external resolutions run on a Django cursor, inside the caller's
-transaction, and close attempts through ``execution.close_attempts_in``.
+transaction, and close attempts through the worker's close statement on that cursor
+(``storage.inline.close_attempts``).
 """
 
 from __future__ import annotations
@@ -13,15 +14,18 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
 
 from awa_django.sql import queries
+from awa_django.storage.jobs import fetch_dicts
 from awa_django.storage.queue import ClaimedJob
 
 _SQL = queries("callbacks")
+# jsonb columns of the attempt lock_callback returns (Django's connection hands them back as text).
+_CLAIMED_JSON: Final = ("args", "metadata", "errors", "progress", "checkpoint")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,10 +79,7 @@ async def take_callback_payload(conn: AsyncConnection[Any], ref: CallbackRef) ->
 def lock_callback(cursor: CursorWrapper, ref: CallbackRef) -> LockedCallback:
     """Lock ``ref``'s lease until the transaction ends and say where the callback stands."""
     cursor.execute(_SQL["lock_callback"], ref.params())
-    names = [column.name for column in cursor.description or ()]
-    row = cursor.fetchone()
-    assert row is not None  # the function always answers
-    values = dict(zip(names, row, strict=True))
+    (values,) = fetch_dicts(cursor, _CLAIMED_JSON)  # the function always answers one row
     status = values.pop("status")
     job = ClaimedJob(**values) if status == "waiting" else None
     return LockedCallback(status=status, job=job)

@@ -8,7 +8,6 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
-from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
@@ -128,7 +127,17 @@ def _json_text_or_none(text: str | None) -> Jsonb | None:
     return None if text is None else Jsonb(text, dumps=str)
 
 
-def _close_params(completions: Sequence[Completion]) -> dict[str, list[Any]]:
+async def close_attempts(
+    conn: AsyncConnection[Any], completions: Sequence[Completion]
+) -> set[tuple[int, int]]:
+    """Write a batch of completions in one statement; returns the (job_id, run_lease) pairs that
+    closed. Anything missing was stale: an older lease, or an attempt closed by someone else."""
+    cursor = await conn.execute(_SQL["close_attempts"], close_params(completions))
+    return {(int(job_id), int(lease)) for job_id, lease in await cursor.fetchall()}
+
+
+def close_params(completions: Sequence[Completion]) -> dict[str, list[Any]]:
+    """The parameters of the close statement (shared by the worker and in-process runs)."""
     return {
         **address_arrays(completions),
         "outcome": [c.outcome.value for c in completions],
@@ -138,23 +147,6 @@ def _close_params(completions: Sequence[Completion]) -> dict[str, list[Any]]:
         "checkpoint": [_json_or_none(c.checkpoint) for c in completions],
         "result": [_json_text_or_none(c.result_json) for c in completions],
     }
-
-
-async def close_attempts(
-    conn: AsyncConnection[Any], completions: Sequence[Completion]
-) -> set[tuple[int, int]]:
-    """Write a batch of completions in one statement; returns the (job_id, run_lease) pairs that
-    closed. Anything missing was stale: an older lease, or an attempt closed by someone else."""
-    cursor = await conn.execute(_SQL["close_attempts"], _close_params(completions))
-    return {(int(job_id), int(lease)) for job_id, lease in await cursor.fetchall()}
-
-
-def close_attempts_in(
-    cursor: CursorWrapper, completions: Sequence[Completion]
-) -> set[tuple[int, int]]:
-    """``close_attempts`` on a Django cursor, inside its transaction (external callbacks)."""
-    cursor.execute(_SQL["close_attempts"], _close_params(completions))
-    return {(int(job_id), int(lease)) for job_id, lease in cursor.fetchall()}
 
 
 async def heartbeat_attempts(
@@ -194,13 +186,5 @@ async def notify_cancel(conn: AsyncConnection[Any], attempts: Sequence[tuple[int
     """Tell every worker that these attempts were closed, so their owner raises the cancel flag."""
     if attempts:
         await conn.execute(
-            _SQL["notify_cancel"], {"attempts": [f"{job}:{lease}" for job, lease in attempts]}
-        )
-
-
-def notify_cancel_in(cursor: CursorWrapper, attempts: Sequence[tuple[int, int]]) -> None:
-    """``notify_cancel`` on a Django cursor: delivered when its transaction commits."""
-    if attempts:
-        cursor.execute(
             _SQL["notify_cancel"], {"attempts": [f"{job}:{lease}" for job, lease in attempts]}
         )

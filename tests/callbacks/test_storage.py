@@ -28,7 +28,12 @@ def claim_and_register(*, deadline_s: float, timeout_s: float = 3600.0) -> str:
     async def main() -> str:
         async with await connect("default") as conn:
             (job,) = await claim_ready(
-                conn, queue="default", limit=1, claimed_by="test", deadline_s=deadline_s
+                conn,
+                queue="default",
+                limit=1,
+                claimed_by="test",
+                deadline_s=deadline_s,
+                aging_s=0.0,
             )
             ref = new_callback(job.job_id, job.run_lease)
             assert await register_callback(conn, ref, timeout_s=timeout_s, claimed_by="test")
