@@ -5,7 +5,9 @@ The public API, re-exported; ``import awa_django as awa`` and use ``awa.job``, `
 
 from __future__ import annotations
 
-from awa_django.actions import cancel
+from awa_django import cron
+from awa_django.actions import cancel, cancel_unique
+from awa_django.cron.declarations import periodic
 from awa_django.enqueue import enqueue, enqueue_many, enqueue_on_commit
 from awa_django.exceptions import (
     AttemptRescued,
@@ -13,15 +15,18 @@ from awa_django.exceptions import (
     Cancel,
     ConfigError,
     InvalidJob,
+    InvalidSchedule,
     JobOutcome,
     RetryAfter,
     Snooze,
     TerminalError,
+    UniqueConflict,
     UnknownJobKind,
 )
 from awa_django.jobs import Job, JobContext, job
 from awa_django.records import get_job, get_jobs
 from awa_django.storage.jobs import JobRecord
+from awa_django.unique import Unique
 
 __all__ = [
     "AttemptRescued",
@@ -29,6 +34,7 @@ __all__ = [
     "Cancel",
     "ConfigError",
     "InvalidJob",
+    "InvalidSchedule",
     "Job",
     "JobContext",
     "JobOutcome",
@@ -36,12 +42,17 @@ __all__ = [
     "RetryAfter",
     "Snooze",
     "TerminalError",
+    "Unique",
+    "UniqueConflict",
     "UnknownJobKind",
     "cancel",
+    "cancel_unique",
+    "cron",
     "enqueue",
     "enqueue_many",
     "enqueue_on_commit",
     "get_job",
     "get_jobs",
     "job",
+    "periodic",
 ]

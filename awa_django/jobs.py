@@ -20,6 +20,7 @@ from django.utils.module_loading import import_string
 from awa_django.arguments import bind_arguments, handler_parameters, to_json_text
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN
 from awa_django.exceptions import InvalidJob
+from awa_django.unique import Unique
 
 if TYPE_CHECKING:
     from awa_django.enqueue import RunAt
@@ -129,15 +130,22 @@ class Job(Generic[P, R]):
         queue: str | None,
         priority: int | None,
         max_attempts: int | None,
+        unique: Unique | None = None,
     ) -> None:
         handler_parameters(func)  # fail at import time on a signature we cannot call
         _check_option("priority", priority, PRIORITY_MIN, PRIORITY_MAX)
         _check_option("max_attempts", max_attempts, 1, MAX_ATTEMPTS_LIMIT)
+        if unique is not None and not isinstance(unique, Unique):
+            raise InvalidJob(
+                f"@awa.job unique must be an awa.Unique, got {unique!r}", field="unique"
+            )
         self.func = func
         self._kind = kind
         self.queue = queue
         self.priority = priority
         self.max_attempts = max_attempts
+        # Deduplication applied to every enqueue of this job (None: not unique).
+        self.unique = unique
         self.is_async = asyncio.iscoroutinefunction(func)
         self.__doc__ = func.__doc__
         self.__name__ = func.__name__
@@ -256,6 +264,7 @@ def job(
     queue: str | None = None,
     priority: int | None = None,
     max_attempts: int | None = None,
+    unique: Unique | None = None,
 ) -> Callable[[Callable[Concatenate[JobContext, P], R]], Job[P, R]]: ...
 
 
@@ -267,15 +276,24 @@ def job(
     queue: str | None = None,
     priority: int | None = None,
     max_attempts: int | None = None,
+    unique: Unique | None = None,
 ) -> Job[P, R] | Callable[[Callable[Concatenate[JobContext, P], R]], Job[P, R]]:
     """Register a sync or async function as a job handler (bare ``@job`` or ``@job(...)``).
 
     Options left unset fall back to ``AWA`` defaults at enqueue time; an enqueue call can still
-    override queue, priority and max_attempts.
+    override queue, priority and max_attempts. ``unique=awa.Unique(...)`` deduplicates every
+    enqueue of the job (docs/scheduling.md).
     """
 
     def decorate(fn: Callable[Concatenate[JobContext, P], R]) -> Job[P, R]:
-        registered = Job(fn, kind=kind, queue=queue, priority=priority, max_attempts=max_attempts)
+        registered = Job(
+            fn,
+            kind=kind,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            unique=unique,
+        )
         registry.add(registered)
         return registered
 

@@ -136,3 +136,8 @@ def cooperative(ctx: JobContext, seconds: float = 20.0) -> None:
     while time.monotonic() < deadline and not ctx.is_cancelled():
         time.sleep(0.02)
     record_run(ctx, "coop-saw-cancel" if ctx.is_cancelled() else "coop-timeout")
+
+
+@awa.job(kind="tests.unique_record", unique=awa.Unique())
+def unique_record(ctx: JobContext, n: int = 0) -> None:
+    record_run(ctx, f"unique {n}")
