@@ -267,3 +267,17 @@ def test_sweeper_resumes_across_passes_on_a_large_table():
 
     assert asyncio.run(passes()) == [200, 200, 50, 0]
     assert claimed_job_ids() == []
+
+
+def test_running_and_completing_a_unique_job_never_touches_its_claim():
+    job_id = awa.enqueue(record, args={"n": 1}, unique=ACTIVE)
+
+    def claim_version():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT xmin::text, job_id FROM awa.unique_claims")
+            return cursor.fetchall()
+
+    before = claim_version()
+    run_burst()
+    assert awa.get_job(job_id).state == "completed"
+    assert claim_version() == before  # released lazily, by the next enqueue of the key
