@@ -1121,7 +1121,7 @@ CREATE INDEX unique_claims_expires_at ON awa.unique_claims (expires_at)
 -- 1096237397 = 'AWAU': the unique-key lock class; keys hashing alike merely share a lock.
 CREATE FUNCTION awa.lock_unique_keys(p_keys bytea[])
 RETURNS TABLE (unique_key bytea, job_id bigint, state text)
-LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $$
+LANGUAGE plpgsql AS $$
 DECLARE
     v_key bytea;
     v_claim record;
@@ -1135,6 +1135,8 @@ BEGIN
          WHERE c.unique_key = ANY (p_keys)
     LOOP
         -- One job at a time, by id, so the view is read through its per-table job_id indexes.
+        -- The cached generic plan keeps that (job_id is no partition key); planning the view
+        -- afresh on every call would cost more than the lookup itself.
         SELECT j.state INTO v_state FROM awa.jobs j WHERE j.job_id = v_claim.job_id;
         IF FOUND AND v_state = ANY (v_claim.states) THEN
             unique_key := v_claim.unique_key;
