@@ -66,6 +66,8 @@ class CronEvaluator:
         self._pool = pool
         self.interval_s = interval_s
         self._max_catch_up = max_catch_up
+        # Schedules already reported as unusable, so a bad row is logged once, not every pass.
+        self._reported: set[tuple[str, str, str]] = set()
 
     async def read_due(self) -> list[DueSchedule]:
         async with self._pool.connection() as conn:
@@ -77,7 +79,12 @@ class CronEvaluator:
             ticks = due_ticks(schedule, max_catch_up=self._max_catch_up)
         except InvalidSchedule as exc:
             # Written by a deployment whose croniter accepts what ours does not: leave it to them.
-            logger.error("cron schedule cannot be evaluated name=%s error=%s", schedule.name, exc)
+            version = (schedule.name, schedule.cron_expr, schedule.timezone)
+            if version not in self._reported:
+                self._reported.add(version)
+                logger.error(
+                    "cron schedule cannot be evaluated name=%s error=%s", schedule.name, exc
+                )
             return None
         if not ticks:
             return None

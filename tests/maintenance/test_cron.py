@@ -477,3 +477,22 @@ def test_leader_fires_due_schedules_in_a_running_worker():
             wait_until(lambda: len(cron_jobs("tests.live")) >= 2, timeout=20)
         finally:
             worker.stop()
+
+
+def test_a_stored_schedule_this_process_cannot_parse_is_skipped_and_reported_once(caplog):
+    store(name="tests.good", schedule="* * * * *")
+    age_schedule("tests.good", 1)
+    sql(
+        "INSERT INTO awa.cron_jobs (name, cron_expr, timezone, kind, queue, args, priority, "
+        "max_attempts, tags, metadata, missed_fire_policy) VALUES ('tests.alien', "
+        "'every tuesday', 'UTC', 'tests.record', 'default', '{}', 2, 3, '{}', '{}', 'coalesce')"
+    )
+    age_schedule("tests.alien", 5)
+
+    async def scenario(evaluator: CronEvaluator) -> Any:
+        return [await evaluator.run_once(), await evaluator.run_once()]
+
+    first, second = evaluate(scenario)
+    assert (first.enqueued, second.enqueued) == (1, 0)
+    reports = [r for r in caplog.records if "cannot be evaluated" in r.getMessage()]
+    assert len(reports) == 1 and "tests.alien" in reports[0].getMessage()
