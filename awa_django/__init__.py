@@ -5,8 +5,8 @@ The public API, re-exported; ``import awa_django as awa`` and use ``awa.job``, `
 
 from __future__ import annotations
 
-from awa_django import cron
-from awa_django.actions import cancel, cancel_unique
+from awa_django import cron, descriptors, dlq, health, queues, runtimes
+from awa_django.actions import cancel, cancel_unique, retry
 from awa_django.cron.declarations import periodic
 from awa_django.enqueue import enqueue, enqueue_many, enqueue_on_commit
 from awa_django.exceptions import (
@@ -14,6 +14,7 @@ from awa_django.exceptions import (
     AwaError,
     Cancel,
     ConfigError,
+    ConfirmationRequired,
     InvalidJob,
     InvalidSchedule,
     JobOutcome,
@@ -24,7 +25,7 @@ from awa_django.exceptions import (
     UnknownJobKind,
 )
 from awa_django.jobs import Job, JobContext, job
-from awa_django.records import get_job, get_jobs
+from awa_django.records import get_job, get_jobs, list_jobs
 from awa_django.storage.jobs import JobRecord
 from awa_django.unique import Unique
 
@@ -33,6 +34,7 @@ __all__ = [
     "AwaError",
     "Cancel",
     "ConfigError",
+    "ConfirmationRequired",
     "InvalidJob",
     "InvalidSchedule",
     "Job",
@@ -48,11 +50,18 @@ __all__ = [
     "cancel",
     "cancel_unique",
     "cron",
+    "descriptors",
+    "dlq",
     "enqueue",
     "enqueue_many",
     "enqueue_on_commit",
     "get_job",
     "get_jobs",
+    "health",
     "job",
+    "list_jobs",
     "periodic",
+    "queues",
+    "retry",
+    "runtimes",
 ]

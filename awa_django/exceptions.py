@@ -93,3 +93,8 @@ class UniqueConflict(AwaError):
     def __init__(self, message: str, *, job_id: int) -> None:
         super().__init__(message)
         self.job_id = job_id
+
+
+class ConfirmationRequired(AwaError, ValueError):
+    """A destructive operator action was called without its filter or confirmation
+    (``all=True`` for an unfiltered bulk DLQ action, ``confirm=True`` for a drain)."""

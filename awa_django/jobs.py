@@ -131,6 +131,9 @@ class Job(Generic[P, R]):
         priority: int | None,
         max_attempts: int | None,
         unique: Unique | None = None,
+        description: str = "",
+        owner: str = "",
+        docs_url: str = "",
     ) -> None:
         handler_parameters(func)  # fail at import time on a signature we cannot call
         _check_option("priority", priority, PRIORITY_MIN, PRIORITY_MAX)
@@ -139,6 +142,9 @@ class Job(Generic[P, R]):
             raise InvalidJob(
                 f"@awa.job unique must be an awa.Unique, got {unique!r}", field="unique"
             )
+        for name, text in (("description", description), ("owner", owner), ("docs_url", docs_url)):
+            if not isinstance(text, str):
+                raise InvalidJob(f"@awa.job {name} must be a string, got {text!r}", field=name)
         self.func = func
         self._kind = kind
         self.queue = queue
@@ -146,6 +152,10 @@ class Job(Generic[P, R]):
         self.max_attempts = max_attempts
         # Deduplication applied to every enqueue of this job (None: not unique).
         self.unique = unique
+        # Descriptor for operators (awa.descriptors): published by workers, shown in the admin.
+        self.description = description
+        self.owner = owner
+        self.docs_url = docs_url
         self.is_async = asyncio.iscoroutinefunction(func)
         self.__doc__ = func.__doc__
         self.__name__ = func.__name__
@@ -219,6 +229,10 @@ class JobRegistry:
         self._jobs.append(job)
         self._by_kind = None
 
+    def jobs(self) -> list[Job[Any, Any]]:
+        """Every registered handler (resolver-built ones excluded), in registration order."""
+        return list(self._jobs)
+
     def unregister(self, job: Job[Any, Any]) -> None:
         self._jobs.remove(job)
         self._by_kind = None
@@ -265,6 +279,9 @@ def job(
     priority: int | None = None,
     max_attempts: int | None = None,
     unique: Unique | None = None,
+    description: str = "",
+    owner: str = "",
+    docs_url: str = "",
 ) -> Callable[[Callable[Concatenate[JobContext, P], R]], Job[P, R]]: ...
 
 
@@ -277,12 +294,16 @@ def job(
     priority: int | None = None,
     max_attempts: int | None = None,
     unique: Unique | None = None,
+    description: str = "",
+    owner: str = "",
+    docs_url: str = "",
 ) -> Job[P, R] | Callable[[Callable[Concatenate[JobContext, P], R]], Job[P, R]]:
     """Register a sync or async function as a job handler (bare ``@job`` or ``@job(...)``).
 
     Options left unset fall back to ``AWA`` defaults at enqueue time; an enqueue call can still
     override queue, priority and max_attempts. ``unique=awa.Unique(...)`` deduplicates every
-    enqueue of the job (docs/scheduling.md).
+    enqueue of the job (docs/scheduling.md). ``description``, ``owner`` and ``docs_url``
+    describe the kind to operators (see ``awa_django.descriptors``).
     """
 
     def decorate(fn: Callable[Concatenate[JobContext, P], R]) -> Job[P, R]:
@@ -293,6 +314,9 @@ def job(
             priority=priority,
             max_attempts=max_attempts,
             unique=unique,
+            description=description,
+            owner=owner,
+            docs_url=docs_url,
         )
         registry.add(registered)
         return registered
