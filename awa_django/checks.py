@@ -62,3 +62,14 @@ def check_cron(app_configs: Sequence[AppConfig] | None = None, **_: Any) -> list
         Error(str(problem), id=problem.check_id, hint="See docs/scheduling.md.")
         for problem in declarations.schedule_problems()
     ]
+
+
+@register()
+def check_scheduling_settings(
+    app_configs: Sequence[AppConfig] | None = None, **_: Any
+) -> list[CheckMessage]:
+    """Scheduling options that have no effect in the chosen concurrency mode."""
+    return [
+        Warning(problem.message, id=problem.id, hint="See docs/scheduling.md.")
+        for problem in conf.scheduling_warnings()
+    ]

@@ -34,6 +34,9 @@ from awa_django.unique import OnConflict, Unique, UniqueKey, check_on_conflict, 
 
 RunAt = datetime | timedelta | None
 MAX_TAGS = 20
+MAX_ORDERING_KEY_LENGTH = 200
+# Where a job's ordering key travels: awa.enqueue_shard hashes it to pick the lane.
+ORDERING_KEY_METADATA = "awa:ordering_key"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,6 +104,7 @@ def _options(
     run_at: RunAt,
     metadata: Mapping[str, Any] | None,
     tags: Sequence[str] | None,
+    ordering_key: str | None = None,
 ) -> _Options:
     conf = get_settings()
     chosen_queue = queue_name or (job.queue if job else None) or conf.DEFAULT_QUEUE
@@ -131,6 +135,19 @@ def _options(
     if metadata is not None and not isinstance(metadata, Mapping):
         raise InvalidJob(f"metadata must be a dict, got {metadata!r}", field="metadata")
     meta = dict(metadata or {})
+    if ordering_key is not None:
+        if not isinstance(ordering_key, str) or not ordering_key:
+            raise InvalidJob(
+                f"ordering_key must be a non-empty string, got {ordering_key!r}",
+                field="ordering_key",
+            )
+        if len(ordering_key) > MAX_ORDERING_KEY_LENGTH:
+            raise InvalidJob(
+                f"ordering_key must be at most {MAX_ORDERING_KEY_LENGTH} characters, got "
+                f"{len(ordering_key)}",
+                field="ordering_key",
+            )
+        meta[ORDERING_KEY_METADATA] = ordering_key
     # The enqueue site's trace context, so the job's span continues this trace.
     get_telemetry().inject(meta)
     tag_tuple = tuple(tags or ())
@@ -280,13 +297,16 @@ def enqueue(
     tags: Sequence[str] | None = None,
     unique: Unique | None = None,
     on_conflict: OnConflict = "raise",
+    ordering_key: str | None = None,
 ) -> int:
     """Enqueue one job in the current transaction and return its id.
 
     ``run_at`` in the future (a datetime, or a timedelta from now) schedules the job; otherwise
     it is runnable as soon as the transaction commits. ``unique`` (default: the job's own)
     deduplicates: while a job with the same key is in a covered state, this raises
-    ``UniqueConflict``, or with ``on_conflict="return"`` returns that job's id.
+    ``UniqueConflict``, or with ``on_conflict="return"`` returns that job's id. Jobs with the
+    same ``ordering_key`` go to the same enqueue shard of their queue, so they are claimed in
+    enqueue order even when the queue is split into shards (docs/scheduling.md).
     """
     kind, job = _resolve_job(kind_or_job)
     bound = _bind(kind, job, args)
@@ -301,6 +321,7 @@ def enqueue(
         run_at=run_at,
         metadata=metadata,
         tags=tags,
+        ordering_key=ordering_key,
     )
     args_json = to_json_text(bound, what=f"args of job {kind!r}")
     alias = get_settings().DATABASE_ALIAS
@@ -341,6 +362,7 @@ def enqueue_on_commit(
     metadata: Mapping[str, Any] | None = None,
     tags: Sequence[str] | None = None,
     using: str | None = None,
+    ordering_key: str | None = None,
 ) -> None:
     """Validate now and enqueue after the current transaction commits (opt-in deferral).
 
@@ -360,6 +382,7 @@ def enqueue_on_commit(
         run_at=run_at,
         metadata=metadata,
         tags=tags,
+        ordering_key=ordering_key,
     )
     transaction.on_commit(
         partial(
@@ -374,6 +397,7 @@ def enqueue_on_commit(
             max_attempts=max_attempts,
             metadata=metadata,
             tags=tags,
+            ordering_key=ordering_key,
         ),
         using=using,
     )
@@ -391,12 +415,14 @@ def enqueue_many(
     tags: Sequence[str] | None = None,
     unique: Unique | None = None,
     on_conflict: OnConflict = "raise",
+    ordering_key: str | None = None,
 ) -> list[int]:
     """Enqueue one job per argument dict with a single COPY; returns the ids in order.
 
-    Every argument dict is validated before anything is written. All jobs share one lane, so
-    the batch reserves its positions with one lock and one round trip. With ``unique`` (or a
-    unique job), a job whose key is held raises ``UniqueConflict`` and nothing is written; with
+    Every argument dict is validated before anything is written. All jobs share one lane (on a
+    sharded queue: the shard of ``ordering_key``, or one picked at random), so the batch
+    reserves its positions with one lock and one round trip. With ``unique`` (or a unique job),
+    a job whose key is held raises ``UniqueConflict`` and nothing is written; with
     ``on_conflict="return"`` its position gets the holder's id (or the id of the earlier job of
     the batch with the same key).
     """
@@ -413,6 +439,7 @@ def enqueue_many(
         run_at=run_at,
         metadata=metadata,
         tags=tags,
+        ordering_key=ordering_key,
     )
     if not bound:
         return []
@@ -452,6 +479,7 @@ def enqueue_many(
                 tags=options.tags,
                 run_at=options.run_at or now,
                 now=now,
+                ordering_key=ordering_key,
             )
         if batch is not None:
             batch.record(cursor, job_ids)

@@ -143,6 +143,14 @@ def unique_record(ctx: JobContext, n: int = 0) -> None:
     record_run(ctx, f"unique {n}")
 
 
+@awa.job(kind="tests.keyed")
+def keyed(ctx: JobContext, key: str, seq: int, seconds: float = 0.02) -> None:
+    """Records when it starts and ends, so tests can check per-key execution order."""
+    record_run(ctx, f"start {key} {seq}")
+    time.sleep(seconds)
+    record_run(ctx, f"end {key} {seq}")
+
+
 @awa.job(
     kind="tests.fails_through_lease",
     max_attempts=1,

@@ -13,6 +13,8 @@ The worker imports this module (every installed app's ``jobs.py`` is discovered)
 - ``charge_card``: a ``TerminalError`` subclass; no point retrying a declined card.
 - ``cancel_stale_orders``: periodic (``@awa.periodic``), every night at 03:00 UTC.
 - ``send_payment_reminder``: unique (``awa.Unique``), at most one queued reminder per order.
+- ``push_order_event`` (queue "partners"): rate-limited fleet-wide; an order's events share an
+  ordering key, so they reach the partner one after another, in the order they happened.
 """
 
 from __future__ import annotations
@@ -158,3 +160,15 @@ def send_payment_reminder(ctx: awa.JobContext, order_id: int) -> None:
         order_id=order.pk,
         job_id=ctx.job_id,
     )
+
+
+@awa.job(queue="partners")
+def push_order_event(ctx: awa.JobContext, order_id: int, event: str) -> None:
+    """Tell the marketplace partner what happened to an order.
+
+    Enqueue with ``ordering_key=f"order-{order_id}"``: the key pins an order's events to one
+    enqueue shard of the sequential "partners" queue, so they run strictly in enqueue order
+    while other orders' events run in parallel, all within the partner's rate limit.
+    """
+    if not Order.objects.filter(pk=order_id).exists():
+        raise OrderMissing(f"order #{order_id} does not exist")
