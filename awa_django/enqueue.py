@@ -298,6 +298,7 @@ def enqueue(
     unique: Unique | None = None,
     on_conflict: OnConflict = "raise",
     ordering_key: str | None = None,
+    eager: bool | None = None,
 ) -> int:
     """Enqueue one job in the current transaction and return its id.
 
@@ -306,7 +307,9 @@ def enqueue(
     deduplicates: while a job with the same key is in a covered state, this raises
     ``UniqueConflict``, or with ``on_conflict="return"`` returns that job's id. Jobs with the
     same ``ordering_key`` go to the same enqueue shard of their queue, so they are claimed in
-    enqueue order even when the queue is split into shards (docs/scheduling.md).
+    enqueue order even when the queue is split into shards (docs/scheduling.md). ``eager``
+    (default ``AWA["EAGER"]``) runs it in this process once the transaction commits
+    (docs/testing.md#eager-mode).
     """
     kind, job = _resolve_job(kind_or_job)
     bound = _bind(kind, job, args)
@@ -348,7 +351,18 @@ def enqueue(
             job_id = queue_storage.enqueue_job(cursor, new_job)
             batch.record(cursor, [job_id])
     _announce(alias, [job_id], options)
+    _maybe_eager(alias, options, [job_id], eager)
     return job_id
+
+
+def _maybe_eager(alias: str, options: _Options, job_ids: list[int], eager: bool | None) -> None:
+    if not (get_settings().EAGER if eager is None else eager):
+        return
+    if options.run_at is not None and options.run_at > timezone.now():
+        return  # scheduled: a worker (or run_jobs) runs it when it is due
+    from awa_django.eager import run_after_commit
+
+    run_after_commit(alias, options.queue, job_ids)
 
 
 def enqueue_on_commit(
@@ -416,6 +430,7 @@ def enqueue_many(
     unique: Unique | None = None,
     on_conflict: OnConflict = "raise",
     ordering_key: str | None = None,
+    eager: bool | None = None,
 ) -> list[int]:
     """Enqueue one job per argument dict with a single COPY; returns the ids in order.
 
@@ -484,4 +499,6 @@ def enqueue_many(
         if batch is not None:
             batch.record(cursor, job_ids)
     _announce(alias, job_ids, options)
+    if job_ids:
+        _maybe_eager(alias, options, job_ids, eager)
     return job_ids if batch is None else batch.result(job_ids)
