@@ -5,8 +5,8 @@ The public API, re-exported; ``import awa_django as awa`` and use ``awa.job``, `
 
 from __future__ import annotations
 
-from awa_django import descriptors, dlq, health, queues, runtimes
-from awa_django.actions import cancel, retry
+from awa_django import cron, descriptors, dlq, health, queues, runtimes
+from awa_django.actions import cancel, cancel_unique, retry
 from awa_django.callbacks.external import (
     callback_url,
     complete_external,
@@ -16,6 +16,7 @@ from awa_django.callbacks.external import (
     retry_external,
 )
 from awa_django.callbacks.signing import sign_callback
+from awa_django.cron.declarations import periodic
 from awa_django.enqueue import enqueue, enqueue_many, enqueue_on_commit
 from awa_django.exceptions import (
     AttemptRescued,
@@ -27,11 +28,13 @@ from awa_django.exceptions import (
     ConfirmationRequired,
     InvalidCallback,
     InvalidJob,
+    InvalidSchedule,
     JobOutcome,
     RetryAfter,
     Snooze,
     StaleCallback,
     TerminalError,
+    UniqueConflict,
     UnknownCallback,
     UnknownJobKind,
     WaitForCallback,
@@ -39,6 +42,7 @@ from awa_django.exceptions import (
 from awa_django.jobs import Job, JobContext, job
 from awa_django.records import get_job, get_jobs, list_jobs
 from awa_django.storage.jobs import JobRecord
+from awa_django.unique import Unique
 
 __all__ = [
     "AttemptRescued",
@@ -50,6 +54,7 @@ __all__ = [
     "ConfirmationRequired",
     "InvalidCallback",
     "InvalidJob",
+    "InvalidSchedule",
     "Job",
     "JobContext",
     "JobOutcome",
@@ -58,12 +63,16 @@ __all__ = [
     "Snooze",
     "StaleCallback",
     "TerminalError",
+    "Unique",
+    "UniqueConflict",
     "UnknownCallback",
     "UnknownJobKind",
     "WaitForCallback",
     "callback_url",
     "cancel",
+    "cancel_unique",
     "complete_external",
+    "cron",
     "descriptors",
     "dlq",
     "enqueue",
@@ -76,6 +85,7 @@ __all__ = [
     "heartbeat_callback",
     "job",
     "list_jobs",
+    "periodic",
     "queues",
     "resume_external",
     "retry",

@@ -13,6 +13,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.urls import NoReverseMatch, reverse
 
 from awa_django import conf
+from awa_django.cron import declarations
 
 
 @register()
@@ -84,6 +85,19 @@ def check_callback_endpoint(
             hint="Set AWA['CALLBACK_SECRET'] (e.g. secrets.token_hex(32)), or "
             "AWA['CALLBACK_ALLOW_UNSIGNED'] = True for local development only.",
         )
+    ]
+
+
+@register()
+def check_cron(app_configs: Sequence[AppConfig] | None = None, **_: Any) -> list[CheckMessage]:
+    """Every declared schedule (``@awa.periodic`` and ``AWA["CRON"]``) resolves: a valid cron
+    expression (awa.E030), timezone (E031) and options (E032), unique names (E033), and
+    well-formed ``AWA["CRON"]`` entries (E034)."""
+    if conf.problems():
+        return []
+    return [
+        Error(str(problem), id=problem.check_id, hint="See docs/scheduling.md.")
+        for problem in declarations.schedule_problems()
     ]
 
 

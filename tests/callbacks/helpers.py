@@ -83,6 +83,16 @@ def expire_callbacks() -> None:
         )
 
 
+def promote_retries() -> None:
+    """Promote every retryable job once it is due (no leader runs the promoter in these tests)."""
+
+    def promoted() -> bool:
+        scalar("SELECT awa.promote_due('retryable', 100)")
+        return scalar("SELECT count(*) FROM awa.deferred_jobs WHERE state = 'retryable'") == 0
+
+    wait_until(promoted, timeout=10)
+
+
 def rescue(staleness_s: float = 3600.0, batch_size: int = 500) -> RescuerResult:
     async def main() -> RescuerResult:
         pool = await open_pool("default", max_size=2)

@@ -13,6 +13,7 @@ from tests.callbacks.helpers import (
     FAST,
     expire_callbacks,
     notes,
+    promote_retries,
     rescue,
     scalar,
     snapshot,
@@ -183,7 +184,7 @@ def test_callback_timeout_is_rescued_through_retry_then_failed():
             with pytest.raises(awa.StaleCallback, match="retryable"):
                 awa.complete_external(first)
             # The retry runs when promoted; the promoter is a leader task, so promote by hand.
-            scalar("SELECT awa.promote_due('retryable', 100)")
+            promote_retries()
             second = wait_for_token(job_id, 2)
             wait_for_state(job_id, "waiting_external")
             expire_callbacks()
@@ -265,7 +266,7 @@ def test_exhausted_callbacks_on_a_dlq_queue_land_in_the_dlq():
                 wait_for_state(job_id, "waiting_external")
             expire_callbacks()
             assert rescue().rescued == 2
-            scalar("SELECT awa.promote_due('retryable', 100)")
+            promote_retries()
             second = wait_for_token(failed, 2)
             wait_for_token(timed_out, 2)
             wait_for_state(timed_out, "waiting_external")

@@ -7,6 +7,12 @@ DROP FUNCTION awa.lock_callback(bigint, bigint, uuid);
 DROP FUNCTION awa.park_callback(bigint, bigint, uuid);
 DROP FUNCTION awa.register_callback(bigint, bigint, uuid, double precision, text);
 DROP FUNCTION awa.callback_status(bigint, bigint, uuid);
+-- ==== Cron schedules and unique claims ====
+DROP FUNCTION awa.sweep_unique_claims(integer, bytea);
+DROP FUNCTION awa.lock_unique_keys(bytea[]);
+DROP TABLE awa.unique_claims;
+DROP FUNCTION awa.fire_cron(text, timestamptz, timestamptz, timestamptz[]);
+DROP TABLE awa.cron_jobs;
 
 -- ==== Scheduling: fleet-wide rate limits (schedb) ====
 DROP FUNCTION awa.claim_ready_limited(text, integer, text, double precision, double precision,
