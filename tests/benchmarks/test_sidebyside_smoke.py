@@ -73,10 +73,14 @@ def test_every_system_runs_every_workload_exactly_once(tmp_path: Path) -> None:
 
     charts = tmp_path / "charts"
     plotted = subprocess.run(
-        [sys.executable, "-m", "benchmarks.sidebyside.plot", str(output), "--out", str(charts)],
+        [sys.executable, "-m", "benchmarks.sidebyside.plot", str(output), "--out", str(charts),
+         "--markdown"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert plotted.returncode == 0, plotted.stderr
+    table = [line for line in plotted.stdout.splitlines() if line.startswith("|")]
+    assert table[0] == "| measurement | awa_django | awa_pg | procrastinate | pgqueuer |"
+    assert any(line.startswith("| pickup latency") for line in table)
     svgs = sorted(p.name for p in charts.glob("*.svg"))
     assert svgs == [
         "bench-drain.svg", "bench-enqueue.svg", "bench-latency.svg", "bench-scaleout.svg",
