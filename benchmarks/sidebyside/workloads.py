@@ -68,13 +68,18 @@ def _stop_all(
     }
 
 
-def enqueue_bulk(dbs: Databases, system: System, jobs: int) -> Result:
+def _timed_enqueue(
+    dbs: Databases,
+    system: System,
+    jobs: int,
+    enqueue: Callable[[list[dict[str, Any]]], None],
+) -> Result:
     url = dbs.fresh(system)
     args = _args(jobs)
     system.open(url)
     try:
         start = time.perf_counter()
-        system.enqueue_bulk(args)
+        enqueue(args)
         seconds = time.perf_counter() - start
     finally:
         system.close()
@@ -83,24 +88,21 @@ def enqueue_bulk(dbs: Databases, system: System, jobs: int) -> Result:
         if (left := system.outstanding(conn)) != jobs:
             problems.append(f"{left} jobs outstanding after enqueueing {jobs}")
     return {"jobs": jobs, "seconds": seconds, "jobs_per_s": jobs / seconds, "problems": problems}
+
+
+def enqueue_bulk(dbs: Databases, system: System, jobs: int) -> Result:
+    """One call of the system's bulk path with every job."""
+    return _timed_enqueue(dbs, system, jobs, system.enqueue_bulk)
 
 
 def enqueue_single(dbs: Databases, system: System, jobs: int) -> Result:
-    url = dbs.fresh(system)
-    args = _args(jobs)
-    system.open(url)
-    try:
-        start = time.perf_counter()
+    """One call per job, each committed before the next."""
+
+    def one_by_one(args: list[dict[str, Any]]) -> None:
         for a in args:
             system.enqueue_one(a)
-        seconds = time.perf_counter() - start
-    finally:
-        system.close()
-    problems: list[str] = []
-    with psycopg.connect(url, autocommit=True) as conn:
-        if (left := system.outstanding(conn)) != jobs:
-            problems.append(f"{left} jobs outstanding after enqueueing {jobs}")
-    return {"jobs": jobs, "seconds": seconds, "jobs_per_s": jobs / seconds, "problems": problems}
+
+    return _timed_enqueue(dbs, system, jobs, one_by_one)
 
 
 def drain(
