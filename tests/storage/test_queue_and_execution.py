@@ -159,11 +159,13 @@ def test_snooze_gives_the_attempt_back():
 
 
 def test_promotion_respects_run_at_and_keeps_identity():
-    due = awa.enqueue("k.d", args={"a": 1}, run_at=timedelta(milliseconds=1))
+    # A second, not a millisecond: on a loaded machine a run_at only just ahead can already
+    # have passed when the insert runs, and the job then goes straight to the ready ring.
+    due = awa.enqueue("k.d", args={"a": 1}, run_at=timedelta(seconds=1))
     later = awa.enqueue("k.d", args={"a": 2}, run_at=timedelta(hours=1))
     assert claim() == []
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_sleep(0.01)")
+        cursor.execute("SELECT pg_sleep(1.05)")
     assert run(promote_due, limit=10) == 1
     (job,) = claim()
     assert (job.job_id, job.args, job.attempt, job.run_lease) == (due, {"a": 1}, 1, 1)
