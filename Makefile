@@ -5,6 +5,7 @@
 #   make test PYTEST_ARGS='-k foo'  ... with extra pytest arguments
 #   make demo                       run the awa_demo management command
 #   make lint                       ruff check
+#   make typecheck                  mypy on awa_django/ and the typed-API usage checks
 #   make bench                      awa_django vs awa-pg, procrastinate, pgqueuer on a
 #                                   throwaway Postgres, then charts (docs/benchmarks.md)
 #   make bench BENCH_ARGS='--jobs 2000 --reps 1 --soak-seconds 60'   ... a quick run
@@ -54,6 +55,11 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+
+.PHONY: typecheck
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy awa_django tests/typecheck
 
 FORCE:
 

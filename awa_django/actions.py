@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import datetime
 from functools import partial
-from typing import Final
+from typing import Any, Final
 
 from django.db import connections, transaction
+from django.utils import timezone
 
 from awa_django.conf import get_settings
+from awa_django.dlq import retry_options
+from awa_django.enqueue import RunAt, _bind, _chosen_unique, _options, _resolve_job
+from awa_django.exceptions import InvalidJob
 from awa_django.jobs import Job
 from awa_django.signals import job_cancelled
+from awa_django.storage import dlq as dlq_storage
 from awa_django.storage.jobs import get_jobs
 from awa_django.storage.queue import cancel_job
+from awa_django.storage.unique import unique_holder
 from awa_django.telemetry import get_telemetry
+from awa_django.unique import Unique, unique_key
 
 CANCELLED: Final = frozenset({"cancelled_running", "cancelled_queued", "cancelled_scheduled"})
 
@@ -49,3 +58,65 @@ def cancel(job_id: int, *, reason: str = "cancelled by operator") -> bool:
                 using=alias,
             )
         return True
+
+
+def cancel_unique(
+    kind_or_job: str | Job[Any, Any],
+    *,
+    args: Mapping[str, Any] | None = None,
+    queue: str | None = None,
+    unique: Unique | None = None,
+    at: datetime | None = None,
+    reason: str = "cancelled by operator",
+) -> int | None:
+    """Cancel the job holding a unique key, without knowing its id; returns that job's id, or
+    None when no job holds the key or it had already finished.
+
+    The key is computed as ``enqueue`` computes it: from the job's kind, ``args``, ``queue``
+    and ``unique`` (default: the job's own), with the period bucket of ``at`` (default: now).
+    """
+    kind, job = _resolve_job(kind_or_job)
+    bound = _bind(kind, job, args)
+    chosen = _chosen_unique(job, unique)
+    if chosen is None:
+        raise InvalidJob(
+            f"job {kind!r} is not unique: pass the unique= it was enqueued with", field="unique"
+        )
+    options = _options(
+        kind,
+        job,
+        queue_name=queue,
+        priority=None,
+        max_attempts=None,
+        run_at=None,
+        metadata=None,
+        tags=None,
+    )
+    key = unique_key(chosen, kind=kind, queue=options.queue, args=bound, now=at or timezone.now())
+    alias = get_settings().DATABASE_ALIAS
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        holder = unique_holder(cursor, key=key.digest)
+        if holder is None or not cancel(holder, reason=reason):
+            return None
+        return holder
+
+
+def retry(
+    job_id: int, *, run_at: RunAt = None, queue: str | None = None, priority: int | None = None
+) -> bool:
+    """Run a finished-unsuccessfully job again: one held in the DLQ, or a ``failed`` or
+    ``cancelled`` one (still in history). Returns False for any other state (or no such job).
+
+    It goes back as a fresh attempt (see ``awa.dlq.retry``, whose options it takes): same id,
+    error history kept, attempt count reset, a larger run_lease than any before.
+    """
+    when, to_queue, to_priority = retry_options(run_at, queue, priority)
+    alias = get_settings().DATABASE_ALIAS
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        dlq_storage.move_jobs(
+            cursor, [job_id], states=["failed", "cancelled"], reason="operator_retry"
+        )
+        retried = dlq_storage.retry_entries(
+            cursor, [job_id], run_at=when, queue=to_queue, priority=to_priority
+        )
+    return bool(retried)

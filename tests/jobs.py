@@ -136,3 +136,31 @@ def cooperative(ctx: JobContext, seconds: float = 20.0) -> None:
     while time.monotonic() < deadline and not ctx.is_cancelled():
         time.sleep(0.02)
     record_run(ctx, "coop-saw-cancel" if ctx.is_cancelled() else "coop-timeout")
+
+
+@awa.job(kind="tests.unique_record", unique=awa.Unique())
+def unique_record(ctx: JobContext, n: int = 0) -> None:
+    record_run(ctx, f"unique {n}")
+
+
+@awa.job(kind="tests.keyed")
+def keyed(ctx: JobContext, key: str, seq: int, seconds: float = 0.02) -> None:
+    """Records when it starts and ends, so tests can check per-key execution order."""
+    record_run(ctx, f"start {key} {seq}")
+    time.sleep(seconds)
+    record_run(ctx, f"end {key} {seq}")
+
+
+@awa.job(
+    kind="tests.fails_through_lease",
+    max_attempts=1,
+    description="Fails while its run_lease is at most last_failing_lease",
+    owner="tests",
+    docs_url="https://example.invalid/fails",
+)
+def fails_through_lease(ctx: JobContext, last_failing_lease: int = 1) -> None:
+    """Records every run; raises until the attempt's run_lease passes ``last_failing_lease``
+    (so a DLQ retry, which gets a larger lease, succeeds)."""
+    record_run(ctx, f"lease={ctx.run_lease} attempt={ctx.attempt}")
+    if ctx.run_lease <= last_failing_lease:
+        raise RuntimeError(f"failing on lease {ctx.run_lease}")

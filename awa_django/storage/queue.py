@@ -75,6 +75,11 @@ class QueueDepth:
     running: int
     # Seconds since the run_at of the oldest waiting ready row; 0 when nothing waits.
     lag_s: float
+    # Open attempts parked on an external callback (their lease has a callback_id); not
+    # counted in ``running``.
+    waiting_external: int = 0
+    # Entries held in the dead-letter queue.
+    dlq: int = 0
 
 
 def enqueue_job(cursor: CursorWrapper, job: NewJob) -> int:
@@ -109,12 +114,21 @@ def copy_ready(
     tags: Sequence[str],
     run_at: datetime,
     now: datetime,
+    ordering_key: str | None = None,
 ) -> list[int]:
-    """Append a batch of immediate jobs to one lane with COPY; returns their ids in order."""
+    """Append a batch of immediate jobs to one lane with COPY; returns their ids in order.
+
+    The lane's shard is the ordering key's (or a random one when there is none)."""
     cursor.execute(
-        _SQL["reserve_ready_batch"], {"queue": queue, "priority": priority, "count": len(args_list)}
+        _SQL["reserve_ready_batch"],
+        {
+            "queue": queue,
+            "priority": priority,
+            "count": len(args_list),
+            "ordering_key": ordering_key,
+        },
     )
-    slot, generation, lane_seqs, job_ids = cursor.fetchone()
+    slot, generation, lane_seqs, job_ids, shard = cursor.fetchone()
     meta = Jsonb(metadata)
     tag_list = list(tags)
     empty_errors = Jsonb([])
@@ -125,7 +139,7 @@ def copy_ready(
                 (
                     queue,
                     priority,
-                    0,
+                    shard,
                     lane_seq,
                     slot,
                     generation,
@@ -147,16 +161,57 @@ def copy_ready(
 
 
 async def claim_ready(
-    conn: AsyncConnection[Any], *, queue: str, limit: int, claimed_by: str, deadline_s: float
+    conn: AsyncConnection[Any],
+    *,
+    queue: str,
+    limit: int,
+    claimed_by: str,
+    deadline_s: float,
+    aging_s: float,
+    sequential: bool = False,
 ) -> list[ClaimedJob]:
     """Claim up to ``limit`` jobs of ``queue`` in one round trip (autocommit connection);
-    ``deadline_s`` > 0 gives each attempt a hard deadline."""
+    ``deadline_s`` > 0 gives each attempt a hard deadline, ``aging_s`` > 0 raises a waiting
+    job's priority one step per that many seconds (0 disables aging), ``sequential`` runs each
+    lane one job at a time."""
     async with conn.cursor(row_factory=class_row(ClaimedJob)) as cursor:
         await cursor.execute(
             _SQL["claim_ready"],
-            {"queue": queue, "limit": limit, "claimed_by": claimed_by, "deadline_s": deadline_s},
+            claim_params(
+                queue=queue,
+                limit=limit,
+                claimed_by=claimed_by,
+                deadline_s=deadline_s,
+                aging_s=aging_s,
+                sequential=sequential,
+            ),
         )
         return await cursor.fetchall()
+
+
+async def notify_queues(conn: AsyncConnection[Any], queues: Sequence[str]) -> None:
+    """Wake the workers of ``queues`` (autocommit connection: delivered at once)."""
+    await conn.execute(_SQL["notify_queues"], {"queues": list(queues)})
+
+
+def claim_params(
+    *,
+    queue: str,
+    limit: int,
+    claimed_by: str,
+    deadline_s: float,
+    aging_s: float,
+    sequential: bool,
+) -> dict[str, Any]:
+    """The parameters of the claim statement (shared by the worker and in-process runs)."""
+    return {
+        "queue": queue,
+        "limit": limit,
+        "claimed_by": claimed_by,
+        "deadline_s": deadline_s,
+        "aging_s": aging_s,
+        "sequential": sequential,
+    }
 
 
 def cancel_job(cursor: CursorWrapper, *, job_id: int, reason: str) -> str:
@@ -172,3 +227,10 @@ async def queue_depths(conn: AsyncConnection[Any]) -> list[QueueDepth]:
     async with conn.cursor(row_factory=class_row(QueueDepth)) as cursor:
         await cursor.execute(_SQL["queue_depths"])
         return await cursor.fetchall()
+
+
+def read_queue_depths(cursor: CursorWrapper) -> list[QueueDepth]:
+    """``queue_depths`` on a Django cursor, for operator reads."""
+    cursor.execute(_SQL["queue_depths"])
+    names = [col.name for col in cursor.description]
+    return [QueueDepth(**dict(zip(names, row, strict=True))) for row in cursor.fetchall()]

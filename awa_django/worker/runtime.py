@@ -21,7 +21,7 @@ import socket
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,21 +30,31 @@ from django.db import connections as db_connections
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
-from awa_django.jobs import Job
+from awa_django.cron.declarations import declared_schedules
+from awa_django.descriptors import Declarations, declared
+from awa_django.exceptions import ConfigError, InvalidSchedule
+from awa_django.jobs import Job, registry
+from awa_django.maintenance.cron_evaluator import CronEvaluator
 from awa_django.maintenance.leader import LeaderElector
 from awa_django.maintenance.promoter import Promoter
 from awa_django.maintenance.queue_stats import QueueStats
+from awa_django.maintenance.rate_ledger import RateLedgerCleaner
 from awa_django.maintenance.rescuer import Rescuer
 from awa_django.maintenance.retention import RetentionCleaner
 from awa_django.maintenance.rings import RingMaintainer
 from awa_django.maintenance.service import MaintenanceTask, run_task
+from awa_django.maintenance.unique_sweeper import UniqueClaimSweeper
 from awa_django.storage.backlog import seconds_until_next_due
+from awa_django.storage.cron import sync_cron_jobs
 from awa_django.worker import connections
 from awa_django.worker.completer import Completer
 from awa_django.worker.dispatcher import Dispatcher, RunningAttempt
 from awa_django.worker.executor import RetryPolicy
 from awa_django.worker.heartbeat import Heartbeat
 from awa_django.worker.notifier import Notifier
+from awa_django.worker.rate_limit import RateLimit
+from awa_django.worker.reporter import RuntimeReporter
+from awa_django.worker.weighted import QueueShare, WeightedPermits
 
 logger = logging.getLogger(__name__)
 
@@ -65,12 +75,17 @@ class MaintenanceConfig:
     cleanup_interval_s: float
     cleanup_batch_size: int
     queue_stats_interval_s: float
+    cron_interval_s: float
+    cron_max_catch_up: int
+    rate_ledger_interval_s: float
+    runtime_stale_after_s: float = 60.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerConfig:
     """Everything one worker process needs, resolved from settings and command options."""
 
+    # A Django alias or a libpq DSN (AWA["WORKER_DATABASE"]): the worker's own connections.
     database_alias: str
     queues: Mapping[str, int]  # queue name -> concurrency
     deadlines: Mapping[str, float]  # queue name -> attempt deadline in seconds (0: none)
@@ -88,6 +103,18 @@ class WorkerConfig:
     # Burst mode: exit once nothing is runnable, in flight, or due within burst_wait_s.
     burst: bool = False
     burst_wait_s: float = 0.0
+    # Priority aging interval per queue in seconds (0 or missing: no aging).
+    aging_s: Mapping[str, float] = field(default_factory=dict)
+    # Queues whose lanes run one job at a time (sequential_lanes).
+    sequential: frozenset[str] = frozenset()
+    # Rate-limited queues only.
+    rate_limits: Mapping[str, RateLimit] = field(default_factory=dict)
+    # Weighted mode: the process-wide limit and each queue's share (None: hard-reserved).
+    worker_concurrency: int | None = None
+    shares: Mapping[str, QueueShare] = field(default_factory=dict)
+    # What this process declares (DLQ policies, descriptors), published with its snapshot.
+    declared: Declarations = field(default_factory=Declarations)
+    runtime_snapshot_interval_s: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +142,7 @@ def config_from_settings(
         dict(queues) if queues is not None else {n: q.concurrency for n, q in conf.QUEUES.items()}
     )
     return WorkerConfig(
-        database_alias=conf.DATABASE_ALIAS,
+        database_alias=conf.WORKER_DATABASE or conf.DATABASE_ALIAS,
         queues=chosen,
         deadlines={name: conf.QUEUES[name].deadline_s for name in chosen},
         claim_batch_size=conf.CLAIM_BATCH_SIZE,
@@ -124,11 +151,7 @@ def config_from_settings(
         promote_batch_size=conf.PROMOTE_BATCH_SIZE,
         completion_batch_size=conf.COMPLETION_BATCH_SIZE,
         completion_flush_s=conf.COMPLETION_FLUSH_S,
-        retry_policy=RetryPolicy(
-            base_s=conf.RETRY_BACKOFF_BASE_S,
-            max_s=conf.RETRY_BACKOFF_MAX_S,
-            jitter=conf.RETRY_JITTER,
-        ),
+        retry_policy=RetryPolicy.from_settings(conf),
         shutdown_timeout_s=(
             conf.SHUTDOWN_TIMEOUT_S if shutdown_timeout_s is None else shutdown_timeout_s
         ),
@@ -146,11 +169,31 @@ def config_from_settings(
             cleanup_interval_s=conf.CLEANUP_INTERVAL_S,
             cleanup_batch_size=conf.CLEANUP_BATCH_SIZE,
             queue_stats_interval_s=conf.QUEUE_STATS_INTERVAL_S,
+            cron_interval_s=conf.CRON_INTERVAL_S,
+            cron_max_catch_up=conf.CRON_MAX_CATCH_UP,
+            rate_ledger_interval_s=conf.CLEANUP_INTERVAL_S,
+            runtime_stale_after_s=conf.RUNTIME_STALE_AFTER_S,
         )
         if maintenance
         else None,
         burst=burst,
         burst_wait_s=burst_wait_s,
+        aging_s={name: conf.QUEUES[name].aging_interval_s for name in chosen},
+        rate_limits={
+            name: RateLimit(
+                rate=limit[0], burst=limit[1], fleet=conf.QUEUES[name].rate_limit_scope == "fleet"
+            )
+            for name in chosen
+            if (limit := conf.QUEUES[name].rate_limit) is not None
+        },
+        sequential=frozenset(name for name in chosen if conf.QUEUES[name].sequential_lanes),
+        worker_concurrency=conf.WORKER_CONCURRENCY,
+        shares={
+            name: QueueShare(conf.QUEUES[name].min_concurrency, conf.QUEUES[name].weight)
+            for name in chosen
+        },
+        declared=declared(conf, registry.jobs()),
+        runtime_snapshot_interval_s=conf.RUNTIME_SNAPSHOT_INTERVAL_S,
     )
 
 
@@ -191,8 +234,16 @@ def maintenance_tasks(
             dlq_retention_s=m.dlq_retention_s,
             failed_retention_s=m.failed_retention_s,
             batch_size=m.cleanup_batch_size,
+            runtime_stale_after_s=m.runtime_stale_after_s,
         ),
         QueueStats(pool, interval_s=m.queue_stats_interval_s),
+        CronEvaluator(pool, interval_s=m.cron_interval_s, max_catch_up=m.cron_max_catch_up),
+        UniqueClaimSweeper(
+            pool, interval_s=m.cleanup_interval_s, max_per_pass=10 * m.cleanup_batch_size
+        ),
+        RateLedgerCleaner(
+            pool, interval_s=m.rate_ledger_interval_s, batch_size=m.cleanup_batch_size
+        ),
     ]
 
 
@@ -210,6 +261,7 @@ class WorkerRuntime:
         self._dispatchers: dict[str, Dispatcher] = {}
         self._notifier: Notifier | None = None
         self.leader: LeaderElector | None = None
+        self._dispatch_tasks: list[asyncio.Task[None]] = []
 
     def request_stop(self) -> None:
         """Begin a graceful shutdown (safe to call more than once)."""
@@ -233,6 +285,16 @@ class WorkerRuntime:
             )
             self.request_stop()
 
+    def _snapshot_state(self) -> tuple[int, bool, bool, bool]:
+        """(in-flight jobs, leading, healthy, shutting down) for the runtime snapshot. Healthy:
+        every dispatcher is still running (a crashed one stops the worker anyway)."""
+        in_flight = sum(len(d.in_flight) for d in self._dispatchers.values())
+        leading = self.leader is not None and self.leader.is_leader
+        stopping = self.stopping.is_set()
+        # Dispatchers end by design once stopping; before that an ended one has crashed.
+        healthy = stopping or not any(task.done() for task in self._dispatch_tasks)
+        return in_flight, leading, healthy, stopping
+
     def _on_notify(self, queue: str) -> None:
         dispatcher = self._dispatchers.get(queue)
         if dispatcher is not None:
@@ -245,12 +307,29 @@ class WorkerRuntime:
 
     async def run(self) -> RunSummary:
         config = self.config
+        try:
+            schedules = [schedule.as_row() for schedule in declared_schedules()]
+        except InvalidSchedule as exc:
+            raise ConfigError(f"{exc} ({exc.check_id}; run manage.py check for all)") from None
         pool = await connections.open_pool(config.database_alias, max_size=4 + len(config.queues))
+        if schedules:
+            # Each deployment adds or updates the schedules it declares and deletes none.
+            async with pool.connection() as conn:
+                await sync_cron_jobs(conn, schedules)
+        weighted = (
+            WeightedPermits(config.worker_concurrency, config.shares)
+            if config.worker_concurrency is not None
+            else None
+        )
         threads = ThreadPoolExecutor(
-            max_workers=max(1, sum(config.queues.values())), thread_name_prefix="awa-job"
+            max_workers=max(1, config.worker_concurrency or sum(config.queues.values())),
+            thread_name_prefix="awa-job",
         )
         completer = Completer(
-            pool, batch_size=config.completion_batch_size, flush_s=config.completion_flush_s
+            pool,
+            batch_size=config.completion_batch_size,
+            flush_s=config.completion_flush_s,
+            wake_after_close=config.sequential,
         )
         promoter = Promoter(
             pool, interval_s=config.promote_interval_s, batch_size=config.promote_batch_size
@@ -269,14 +348,33 @@ class WorkerRuntime:
                 resolve=self._resolve,
                 policy=config.retry_policy,
                 now=_utcnow,
+                aging_s=config.aging_s.get(queue, 0.0),
+                sequential=queue in config.sequential,
+                permits=weighted.for_queue(queue) if weighted is not None else None,
+                rate_limit=config.rate_limits.get(queue),
             )
+        reporter = RuntimeReporter(
+            pool,
+            instance_id=self.identity,
+            queues=dict(config.queues),
+            declared=config.declared,
+            interval_s=config.runtime_snapshot_interval_s,
+            started_at=_utcnow(),
+            state=self._snapshot_state,
+        )
+        # Before the first claim: close_attempts must know the DLQ policies of our queues.
+        await reporter.report_once()
         completer.start()
         drained = asyncio.Event()  # set once in-flight work is done: heartbeats and leadership stop
         background = self._start_background(pool, promoter, completer, drained)
+        background.append(
+            asyncio.create_task(reporter.run(self.stopping, drained), name="awa-reporter")
+        )
         dispatch = [
             asyncio.create_task(d.run(self.stopping), name=f"awa-dispatch-{q}")
             for q, d in self._dispatchers.items()
         ]
+        self._dispatch_tasks = dispatch
         for task in dispatch:
             task.add_done_callback(self._on_dispatcher_done)
         await self._wait_listening()
@@ -300,6 +398,7 @@ class WorkerRuntime:
                     task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             await completer.stop()
+            await reporter.withdraw()
             await pool.close()
             threads.shutdown(wait=False, cancel_futures=True)
             # The connection async handlers used through sync_to_async lives on asgiref's thread.

@@ -31,7 +31,9 @@ def run(coro_fn, *args: Any, **kwargs: Any):
 def claim(
     queue: str = "default", limit: int = 100, who: str = "test", deadline_s: float = 0
 ) -> list[ClaimedJob]:
-    return run(claim_ready, queue=queue, limit=limit, claimed_by=who, deadline_s=deadline_s)
+    return run(
+        claim_ready, queue=queue, limit=limit, claimed_by=who, deadline_s=deadline_s, aging_s=0
+    )
 
 
 def completion(
@@ -159,13 +161,11 @@ def test_snooze_gives_the_attempt_back():
 
 
 def test_promotion_respects_run_at_and_keeps_identity():
-    # A second, not a millisecond: on a loaded machine a run_at only just ahead can already
-    # have passed when the insert runs, and the job then goes straight to the ready ring.
-    due = awa.enqueue("k.d", args={"a": 1}, run_at=timedelta(seconds=1))
+    due = awa.enqueue("k.d", args={"a": 1}, run_at=timedelta(milliseconds=500))
     later = awa.enqueue("k.d", args={"a": 2}, run_at=timedelta(hours=1))
     assert claim() == []
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_sleep(1.05)")
+        cursor.execute("SELECT pg_sleep(0.6)")
     assert run(promote_due, limit=10) == 1
     (job,) = claim()
     assert (job.job_id, job.args, job.attempt, job.run_lease) == (due, {"a": 1}, 1, 1)
@@ -176,10 +176,10 @@ def test_promotion_respects_run_at_and_keeps_identity():
 
 
 def test_promotion_skips_paused_queues():
-    awa.enqueue("k.d", args={}, run_at=timedelta(milliseconds=1), queue="email")
+    awa.enqueue("k.d", args={}, run_at=timedelta(milliseconds=500), queue="email")
     with connection.cursor() as cursor:
         cursor.execute("INSERT INTO awa.queue_meta (queue, paused) VALUES ('email', true)")
-        cursor.execute("SELECT pg_sleep(0.01)")
+        cursor.execute("SELECT pg_sleep(0.6)")
     assert run(promote_due, limit=10) == 0
 
 
@@ -225,9 +225,9 @@ def test_promotion_skips_a_lane_whose_producer_has_not_committed():
     try:
         assert holding.wait(10)
         # A scheduled job takes no lane lock, so it can be added while the lane is held.
-        due = awa.enqueue("k.d", args={}, run_at=timedelta(milliseconds=1))
+        due = awa.enqueue("k.d", args={}, run_at=timedelta(milliseconds=500))
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_sleep(0.01)")
+            cursor.execute("SELECT pg_sleep(0.6)")
         assert run(promote_due, limit=10) == 0
         assert awa.get_job(due).state == "scheduled"
     finally:

@@ -1,6 +1,32 @@
 -- Reverses 0001_substrate. Objects are dropped by name and the schema without CASCADE, so a
 -- table someone else created in schema awa (for example through a search_path that includes it)
 -- makes this fail loudly instead of being dropped with ours.
+-- ==== Cron schedules and unique claims ====
+DROP FUNCTION awa.sweep_unique_claims(integer, bytea);
+DROP FUNCTION awa.lock_unique_keys(bytea[]);
+DROP TABLE awa.unique_claims;
+DROP FUNCTION awa.fire_cron(text, timestamptz, timestamptz, timestamptz[]);
+DROP TABLE awa.cron_jobs;
+
+-- ==== Scheduling: fleet-wide rate limits (schedb) ====
+DROP FUNCTION awa.claim_ready_limited(text, integer, text, double precision, double precision,
+                                      boolean, double precision, integer);
+DROP TABLE awa.rate_ledger;
+
+-- ==== Scheduling: enqueue shards, ordering keys and priority aging (schedb) ====
+DROP FUNCTION awa.claim_order(text, double precision);
+DROP FUNCTION awa.effective_priority(smallint, timestamptz, double precision);
+DROP FUNCTION awa.enqueue_shard(text, text);
+ALTER TABLE awa.queue_meta DROP COLUMN enqueue_shards;
+
+-- ==== ops: dead-letter queue, descriptors, runtime instances, queue health ====
+DROP FUNCTION awa.drain_queue(text, text);
+DROP FUNCTION awa.dlq_move(bigint[], text[], text);
+DROP FUNCTION awa.dlq_retry(bigint[], timestamptz, text, smallint);
+DROP TABLE awa.queue_stat_samples, awa.runtime_instances, awa.kind_descriptors,
+           awa.queue_descriptors;
+DROP INDEX awa.done_entries_finalized_at, awa.dlq_entries_kind_dlq_at, awa.dlq_entries_dlq_at;
+-- ==== end ops ====
 DROP VIEW awa.jobs;
 DROP FUNCTION awa.cancel_job(bigint, text);
 DROP FUNCTION awa.prune_lease_ring(integer);
@@ -16,7 +42,8 @@ DROP FUNCTION awa.heartbeat_attempts(integer[], text[], smallint[], smallint[], 
 DROP FUNCTION awa.close_attempts(integer[], text[], smallint[], smallint[], bigint[], bigint[],
                                  bigint[], text[], timestamptz[], jsonb[], jsonb[], jsonb[],
                                  jsonb[]);
-DROP FUNCTION awa.claim_ready(text, integer, text, double precision);
+DROP FUNCTION awa.claim_ready(text, integer, text, double precision, double precision,
+                                boolean);
 DROP FUNCTION awa.enqueue_job(text, text, smallint, jsonb, integer, timestamptz, jsonb, text[]);
 DROP FUNCTION awa.reserve_lane(text, smallint, smallint, integer, boolean);
 DROP TYPE awa.claimed_job;

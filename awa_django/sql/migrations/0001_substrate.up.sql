@@ -39,7 +39,10 @@ CREATE TABLE awa.queue_meta (
     queue text PRIMARY KEY,
     paused boolean NOT NULL DEFAULT false,
     paused_at timestamptz,
-    paused_by text
+    paused_by text,
+    -- AWA["QUEUES"][queue]["dlq"], published by the workers serving the queue (see awa.dlq
+    -- routing in close_attempts): terminal failures of this queue go to awa.dlq_entries.
+    dlq_enabled boolean NOT NULL DEFAULT false
 );
 
 -- A lane is one ordered (queue, priority, shard) stream. The row is inserted once, on first use,
@@ -365,6 +368,7 @@ CREATE FUNCTION awa.enqueue_job(
 DECLARE
     v_job_id bigint := nextval('awa.job_id_seq');
     v_lane record;
+    v_shard smallint;
 BEGIN
     IF p_run_at IS NOT NULL AND p_run_at > now() THEN
         INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
@@ -374,11 +378,12 @@ BEGIN
                 p_run_at, now(), p_metadata, p_tags, '[]');
         RETURN v_job_id;
     END IF;
-    SELECT * INTO v_lane FROM awa.reserve_lane(p_queue, p_priority, 0::smallint, 1, true);
+    v_shard := awa.enqueue_shard(p_queue, p_metadata ->> 'awa:ordering_key');
+    SELECT * INTO v_lane FROM awa.reserve_lane(p_queue, p_priority, v_shard, 1, true);
     INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot, ready_generation,
                                    job_id, kind, args, attempt, run_lease, max_attempts, run_at,
                                    created_at, metadata, tags, errors)
-    VALUES (p_queue, p_priority, 0, v_lane.lane_seqs[1], v_lane.ready_slot,
+    VALUES (p_queue, p_priority, v_shard, v_lane.lane_seqs[1], v_lane.ready_slot,
             v_lane.ready_generation, v_job_id, p_kind, p_args, 0, 0, p_max_attempts,
             coalesce(p_run_at, now()), now(), p_metadata, p_tags, '[]');
     PERFORM pg_notify('awa', p_queue);
@@ -386,7 +391,7 @@ BEGIN
 END
 $$;
 
--- Claims up to p_limit ready jobs of one queue, lane by lane in priority order.
+-- Claims up to p_limit ready jobs of one queue, lane by lane in effective priority order.
 --
 -- A claimer locks the lane row FOR UPDATE SKIP LOCKED (one claimer per lane at a time; others
 -- move on), then derives the lane cursor from the newest receipt of the lane and reads the next
@@ -394,62 +399,98 @@ $$;
 -- sees the receipts of the claimer that held the lane before us. Receipts are appended in the
 -- same transaction: a claim that rolls back leaves the cursor where it was. Nothing is updated.
 --
+-- Lanes are visited in the order awa.claim_order gives (priority aging: p_aging_s > 0 lets a
+-- waiting row gain one priority step per p_aging_s seconds). A lane yields only the prefix of
+-- rows whose effective priority does not exceed the next lane's head (its bound), so a batch
+-- never takes fresh low-priority rows behind an aged head ahead of more urgent work; when a
+-- lane was cut short that way, another round serves the lanes again in the new order.
+--
+-- p_sequential runs each lane one job at a time across the fleet: a lane whose newest claim is
+-- still open is skipped, and a lane yields one row per claim. Jobs sharing an ordering key
+-- (one lane) then run strictly one after another, in enqueue order.
+--
 -- p_deadline_s > 0 gives each attempt a hard deadline; progress and checkpoint saved by earlier
 -- attempts of the job come back with it.
 --
 -- Custom plans on every call: a generic plan cached while a partition was nearly empty keeps
 -- seq-scanning it for the cursor lookup after it has grown.
 CREATE FUNCTION awa.claim_ready(p_queue text, p_limit integer, p_claimed_by text,
-                                p_deadline_s double precision)
+                                p_deadline_s double precision, p_aging_s double precision,
+                                p_sequential boolean)
 RETURNS SETOF awa.claimed_job LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     v_lane record;
     v_cursor bigint;
     v_remaining integer := p_limit;
     v_claimed integer;
+    v_round_claimed integer;
+    v_again boolean := true;
 BEGIN
     IF EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = p_queue AND m.paused) THEN
         RETURN;
     END IF;
-    FOR v_lane IN
-        SELECT l.priority, l.shard FROM awa.queue_lanes l
-         WHERE l.queue = p_queue ORDER BY l.priority, l.shard
-    LOOP
-        PERFORM 1 FROM awa.queue_lanes l
-          WHERE l.queue = p_queue AND l.priority = v_lane.priority AND l.shard = v_lane.shard
-          FOR UPDATE SKIP LOCKED;
-        CONTINUE WHEN NOT FOUND;
-        SELECT coalesce(max(c.lane_seq), 0) INTO v_cursor FROM awa.claim_receipts c
-         WHERE c.queue = p_queue AND c.priority = v_lane.priority AND c.shard = v_lane.shard;
-        RETURN QUERY
-        WITH picked AS (
-            SELECT r.* FROM awa.ready_entries r
-             WHERE r.queue = p_queue AND r.priority = v_lane.priority
-               AND r.shard = v_lane.shard AND r.lane_seq > v_cursor
-               AND NOT EXISTS (
-                   SELECT 1 FROM awa.ready_tombstones t
-                    WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
-                      AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
-             ORDER BY r.lane_seq
-             LIMIT v_remaining
-        ), receipts AS (
-            INSERT INTO awa.claim_receipts (queue, priority, shard, lane_seq, ready_slot, job_id,
-                                            run_lease, attempt, claimed_by, deadline_at)
-            SELECT p.queue, p.priority, p.shard, p.lane_seq, p.ready_slot, p.job_id,
-                   p.run_lease + 1, p.attempt + 1, p_claimed_by,
-                   CASE WHEN p_deadline_s > 0
-                        THEN now() + make_interval(secs => p_deadline_s) END
+    WHILE v_again AND v_remaining > 0 LOOP
+        v_again := false;
+        v_round_claimed := 0;
+        FOR v_lane IN SELECT * FROM awa.claim_order(p_queue, p_aging_s) LOOP
+            -- Locks taken in an earlier round are ours already; this returns at once for them.
+            PERFORM 1 FROM awa.queue_lanes l
+              WHERE l.queue = p_queue AND l.priority = v_lane.priority AND l.shard = v_lane.shard
+              FOR UPDATE SKIP LOCKED;
+            CONTINUE WHEN NOT FOUND;
+            SELECT coalesce(max(c.lane_seq), 0) INTO v_cursor FROM awa.claim_receipts c
+             WHERE c.queue = p_queue AND c.priority = v_lane.priority AND c.shard = v_lane.shard;
+            CONTINUE WHEN p_sequential AND EXISTS (
+                SELECT 1 FROM awa.claim_receipts c
+                 WHERE c.queue = p_queue AND c.priority = v_lane.priority
+                   AND c.shard = v_lane.shard AND c.lane_seq = v_cursor
+                   AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                                    WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                                      AND d.ready_slot = c.ready_slot));
+            RETURN QUERY
+            WITH candidates AS (
+                SELECT r.*, awa.effective_priority(r.priority, r.run_at, p_aging_s) AS effective
+                  FROM awa.ready_entries r
+                 WHERE r.queue = p_queue AND r.priority = v_lane.priority
+                   AND r.shard = v_lane.shard AND r.lane_seq > v_cursor
+                   AND NOT EXISTS (
+                       SELECT 1 FROM awa.ready_tombstones t
+                        WHERE t.queue = r.queue AND t.priority = r.priority
+                          AND t.shard = r.shard AND t.lane_seq = r.lane_seq
+                          AND t.ready_slot = r.ready_slot)
+                 ORDER BY r.lane_seq
+                 LIMIT CASE WHEN p_sequential THEN 1 ELSE v_remaining END
+            ), picked AS (
+                -- The lane's FIFO prefix within the bound: the first row past it ends the take.
+                SELECT * FROM (
+                    SELECT c.*, bool_and(c.effective <= v_lane.bound)
+                                    OVER (ORDER BY c.lane_seq) AS within_bound
+                      FROM candidates c) b
+                 WHERE b.within_bound
+            ), receipts AS (
+                INSERT INTO awa.claim_receipts (queue, priority, shard, lane_seq, ready_slot,
+                                                job_id, run_lease, attempt, claimed_by,
+                                                deadline_at)
+                SELECT p.queue, p.priority, p.shard, p.lane_seq, p.ready_slot, p.job_id,
+                       p.run_lease + 1, p.attempt + 1, p_claimed_by,
+                       CASE WHEN p_deadline_s > 0
+                            THEN now() + make_interval(secs => p_deadline_s) END
+                  FROM picked p
+            )
+            SELECT p.queue, p.priority, p.shard, p.lane_seq, p.ready_slot, p.job_id, p.kind,
+                   p.args, p.attempt + 1, p.run_lease + 1, p.max_attempts, p.run_at,
+                   p.created_at, p.metadata, p.tags, p.errors, s.progress, s.checkpoint
               FROM picked p
-        )
-        SELECT p.queue, p.priority, p.shard, p.lane_seq, p.ready_slot, p.job_id, p.kind, p.args,
-               p.attempt + 1, p.run_lease + 1, p.max_attempts, p.run_at, p.created_at,
-               p.metadata, p.tags, p.errors, s.progress, s.checkpoint
-          FROM picked p
-          LEFT JOIN awa.attempt_state s ON s.job_id = p.job_id
-         ORDER BY p.lane_seq;
-        GET DIAGNOSTICS v_claimed = ROW_COUNT;
-        v_remaining := v_remaining - v_claimed;
-        EXIT WHEN v_remaining <= 0;
+              LEFT JOIN awa.attempt_state s ON s.job_id = p.job_id
+             ORDER BY p.lane_seq;
+            GET DIAGNOSTICS v_claimed = ROW_COUNT;
+            -- Only a bound below the lane's own priority can cut it short of v_remaining.
+            v_again := v_again OR (v_claimed < v_remaining AND v_lane.bound < v_lane.priority);
+            v_remaining := v_remaining - v_claimed;
+            v_round_claimed := v_round_claimed + v_claimed;
+            EXIT WHEN v_remaining <= 0;
+        END LOOP;
+        EXIT WHEN v_round_claimed = 0;
     END LOOP;
 END
 $$;
@@ -511,6 +552,26 @@ CREATE FUNCTION awa.close_attempts(
             ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
            AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
          WHERE c.outcome IN ('retryable', 'snoozed')
+    ), dead AS (
+        -- Terminal failures of DLQ-enabled queues are parked for an operator. Every closer
+        -- (worker, rescue, cancel, callback timeout) goes through here, so all of them route.
+        INSERT INTO awa.dlq_entries (job_id, kind, queue, priority, args, attempt,
+                                     original_run_lease, max_attempts, created_at, metadata,
+                                     tags, errors, dlq_reason)
+        SELECT r.job_id, r.kind, r.queue, r.priority, r.args, c.attempt, c.run_lease,
+               r.max_attempts, r.created_at, r.metadata, r.tags,
+               CASE WHEN l.error IS NULL THEN r.errors ELSE r.errors || jsonb_build_array(l.error)
+               END,
+               CASE WHEN c.attempt >= r.max_attempts THEN 'attempts_exhausted'
+                    ELSE 'terminal_error' END
+          FROM closed c
+          JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease
+          JOIN awa.ready_entries r
+            ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
+           AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
+          JOIN awa.queue_meta m ON m.queue = c.queue AND m.dlq_enabled
+         WHERE c.outcome = 'failed'
+        ON CONFLICT (job_id) DO NOTHING
     ), released AS (
         DELETE FROM awa.leases x USING closed c
          WHERE x.job_id = c.job_id AND x.run_lease = c.run_lease
@@ -1035,3 +1096,512 @@ SELECT DISTINCT ON (job_id)
        created_at, metadata, tags, errors, finalized_at, result
   FROM facts
  ORDER BY job_id, position DESC;
+
+-- ==== Scheduling: enqueue shards, ordering keys and priority aging (schedb) ====
+
+-- How many lanes per (queue, priority) producers spread a queue's immediate jobs over. Changed
+-- only by operators (awa_shards); 1 keeps the queue strictly FIFO per priority.
+ALTER TABLE awa.queue_meta
+    ADD COLUMN enqueue_shards smallint NOT NULL DEFAULT 1
+        CHECK (enqueue_shards BETWEEN 1 AND 64);
+
+-- The shard a new ready row of p_queue goes to: the same shard for every job with the same
+-- ordering key (a stable hash, so related jobs stay in one FIFO lane), a random one otherwise
+-- (spreading producers and claimers over the lanes). A queue without a meta row has one shard.
+CREATE FUNCTION awa.enqueue_shard(p_queue text, p_ordering_key text) RETURNS smallint
+LANGUAGE sql VOLATILE AS $$
+    SELECT coalesce(
+        (SELECT CASE WHEN m.enqueue_shards = 1 THEN 0
+                     WHEN p_ordering_key IS NOT NULL
+                     -- hashtextextended is the hash partitioning uses: stable across versions.
+                     THEN (hashtextextended(p_ordering_key, 0) & 9223372036854775807)
+                          % m.enqueue_shards
+                     ELSE floor(random() * m.enqueue_shards) END
+           FROM awa.queue_meta m WHERE m.queue = p_queue),
+        0)::smallint
+$$;
+
+-- A waiting row's priority at claim time: one step more urgent per p_aging_s seconds since its
+-- run_at, never above 1; p_aging_s <= 0 disables aging. Computed, never written back.
+CREATE FUNCTION awa.effective_priority(p_priority smallint, p_run_at timestamptz,
+                                       p_aging_s double precision) RETURNS integer
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN p_aging_s > 0
+                THEN greatest(1, p_priority - least(
+                         floor(greatest(extract(epoch FROM now() - p_run_at), 0) / p_aging_s),
+                         32767)::integer)
+                ELSE p_priority END
+$$;
+
+-- The lanes of p_queue in the order a claim visits them, with each lane's ``bound``: the
+-- effective priority of the next lane's head (32767 for the last, or when there is no aging);
+-- awa.claim_ready takes a lane's rows only while they are at least that urgent.
+--
+-- With aging, only lanes with a claimable head are returned, best first: by the head's
+-- effective priority, then its run_at (the longest-waiting head wins a tie, which also orders
+-- shards of one priority), then the lane. That costs a cursor and a head read per lane, so
+-- without aging (or with a single lane) the order is static instead, as cheap as before aging
+-- existed: by priority, and within a priority from a random shard onwards, so every shard of a
+-- busy queue gets served.
+CREATE FUNCTION awa.claim_order(p_queue text, p_aging_s double precision)
+RETURNS TABLE (priority smallint, shard smallint, bound integer)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_lanes integer;
+    v_shards integer;
+BEGIN
+    SELECT count(*), max(l.shard) + 1 INTO v_lanes, v_shards
+      FROM awa.queue_lanes l WHERE l.queue = p_queue;
+    IF v_lanes <= 1 OR p_aging_s <= 0 THEN
+        RETURN QUERY
+        WITH rotation AS (SELECT floor(random() * v_shards)::integer AS offset_by)
+        SELECT l.priority, l.shard, 32767 FROM awa.queue_lanes l, rotation o
+         WHERE l.queue = p_queue
+         ORDER BY l.priority, (l.shard + o.offset_by) % v_shards;
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH heads AS (
+        SELECT l.priority, l.shard, h.effective, h.run_at
+          FROM awa.queue_lanes l
+          CROSS JOIN LATERAL (
+              SELECT awa.effective_priority(r.priority, r.run_at, p_aging_s) AS effective,
+                     r.run_at
+                FROM awa.ready_entries r
+               WHERE r.queue = l.queue AND r.priority = l.priority AND r.shard = l.shard
+                 AND r.lane_seq > (SELECT coalesce(max(c.lane_seq), 0)
+                                     FROM awa.claim_receipts c
+                                    WHERE c.queue = l.queue AND c.priority = l.priority
+                                      AND c.shard = l.shard)
+                 AND NOT EXISTS (
+                     SELECT 1 FROM awa.ready_tombstones t
+                      WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
+                        AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
+               ORDER BY r.lane_seq
+               LIMIT 1) h
+         WHERE l.queue = p_queue
+    )
+    SELECT h.priority, h.shard, coalesce(lead(h.effective) OVER w, 32767)
+      FROM heads h
+    WINDOW w AS (ORDER BY h.effective, h.run_at, h.priority, h.shard)
+     ORDER BY h.effective, h.run_at, h.priority, h.shard;
+END
+$$;
+
+-- ==== Scheduling: fleet-wide rate limits (schedb) ====
+
+-- Append-only ledger of the claims of fleet-limited queues. Each row carries the token bucket's
+-- state after its claim as a single timestamp (GCRA): ``full_at`` is when the bucket would be
+-- full again, so the bucket at time t holds burst - max(full_at - t, 0) * rate tokens. Only the
+-- newest row of a queue is ever read; the leader deletes superseded rows in bounded batches. A
+-- claim appends a row instead of updating a per-queue counter, so there is no hot row.
+CREATE TABLE awa.rate_ledger (
+    queue text NOT NULL,
+    entry bigint GENERATED ALWAYS AS IDENTITY,
+    claimed_at timestamptz NOT NULL,
+    jobs integer NOT NULL CHECK (jobs > 0),
+    full_at timestamptz NOT NULL,
+    PRIMARY KEY (queue, entry)
+);
+
+-- Claims like awa.claim_ready, but never more than the queue's fleet-wide token bucket
+-- (p_rate jobs per second, p_burst saved up) allows. Returns one row per claimed job (job set,
+-- throttled_for_s NULL), then, when the budget rather than the work ran out, one row with a
+-- NULL job and the seconds until the next token.
+--
+-- The budget is read and spent under a transaction-scoped advisory lock per queue, so two
+-- claimers can never both spend the same tokens; claims of a fleet-limited queue queue up
+-- behind each other for the length of one claim. Times come from clock_timestamp(): now() would
+-- be the start of a transaction that may have waited for the lock.
+CREATE FUNCTION awa.claim_ready_limited(
+    p_queue text, p_limit integer, p_claimed_by text, p_deadline_s double precision,
+    p_aging_s double precision, p_sequential boolean, p_rate double precision, p_burst integer
+) RETURNS TABLE (job awa.claimed_job, throttled_for_s double precision)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz;
+    v_full_at timestamptz;
+    v_debt_s double precision;
+    v_allowed integer;
+    v_claimed integer := 0;
+BEGIN
+    -- 1096237396 = 'AWAT': the rate-limit lock class.
+    PERFORM pg_advisory_xact_lock(1096237396, hashtext(p_queue));
+    v_now := clock_timestamp();
+    SELECT l.full_at INTO v_full_at FROM awa.rate_ledger l
+     WHERE l.queue = p_queue ORDER BY l.entry DESC LIMIT 1;
+    v_debt_s := greatest(extract(epoch FROM coalesce(v_full_at, v_now) - v_now), 0);
+    v_allowed := least(p_limit, floor(p_burst - v_debt_s * p_rate)::integer);
+    IF v_allowed > 0 THEN
+        RETURN QUERY SELECT c, NULL::double precision
+                       FROM awa.claim_ready(p_queue, v_allowed, p_claimed_by, p_deadline_s,
+                                            p_aging_s, p_sequential) c;
+        GET DIAGNOSTICS v_claimed = ROW_COUNT;
+        IF v_claimed > 0 THEN
+            INSERT INTO awa.rate_ledger (queue, claimed_at, jobs, full_at)
+            VALUES (p_queue, v_now, v_claimed,
+                    v_now + make_interval(secs => v_debt_s + v_claimed / p_rate));
+        END IF;
+    END IF;
+    -- Throttled only when the claim took every job the budget allowed: fewer means the queue
+    -- ran out of work first.
+    IF v_allowed < p_limit AND v_claimed = greatest(v_allowed, 0) THEN
+        RETURN QUERY SELECT NULL::awa.claimed_job,
+                            greatest(v_debt_s + v_claimed / p_rate - (p_burst - 1) / p_rate,
+                                     0.001);
+    END IF;
+END
+$$;
+
+-- ==== ops: dead-letter queue, descriptors, runtime instances, queue health ====
+-- Operator surfaces (docs/operations.md). Routing into awa.dlq_entries happens in
+-- awa.close_attempts (the `dead` step) for queues whose queue_meta.dlq_enabled is set.
+
+-- Listing and retention read the DLQ newest or oldest first, across queues.
+CREATE INDEX dlq_entries_dlq_at ON awa.dlq_entries (dlq_at, job_id);
+CREATE INDEX dlq_entries_kind_dlq_at ON awa.dlq_entries (kind, dlq_at DESC);
+
+-- Closures by time, for the leader's completed/failed counts. BRIN: closures are appended in
+-- roughly finalized_at order, so a block-range summary finds the recent ones while costing the
+-- hot path next to nothing (no per-row btree insert).
+CREATE INDEX done_entries_finalized_at ON awa.done_entries USING brin (finalized_at);
+
+-- What code declares about a queue (AWA["QUEUES"][name]) and a job kind (@awa.job), upserted by
+-- every worker at start and with each runtime snapshot. descriptor_hash covers the content;
+-- refreshed_at says when a live worker last vouched for it (stale when nobody did recently).
+CREATE TABLE awa.queue_descriptors (
+    queue text PRIMARY KEY,
+    display_name text NOT NULL,
+    description text NOT NULL,
+    owner text NOT NULL,
+    dlq_enabled boolean NOT NULL,
+    descriptor_hash text NOT NULL,
+    changed_at timestamptz NOT NULL DEFAULT now(),
+    refreshed_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE awa.kind_descriptors (
+    kind text PRIMARY KEY,
+    queue text,
+    description text NOT NULL,
+    owner text NOT NULL,
+    docs_url text NOT NULL,
+    descriptor_hash text NOT NULL,
+    changed_at timestamptz NOT NULL DEFAULT now(),
+    refreshed_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- One row per live worker (or awa_maintenance) process, rewritten every
+-- RUNTIME_SNAPSHOT_INTERVAL_S; the leader deletes rows silent for RUNTIME_STALE_AFTER_S.
+-- queue_hashes / kind_hashes are the descriptor hashes this process declares, so drift (two
+-- live processes declaring one queue differently) is visible.
+CREATE TABLE awa.runtime_instances (
+    instance_id text PRIMARY KEY,
+    hostname text NOT NULL,
+    pid integer NOT NULL,
+    version text NOT NULL,
+    started_at timestamptz NOT NULL,
+    last_seen_at timestamptz NOT NULL DEFAULT now(),
+    queues jsonb NOT NULL,
+    in_flight integer NOT NULL,
+    is_leader boolean NOT NULL,
+    healthy boolean NOT NULL,
+    shutting_down boolean NOT NULL,
+    queue_hashes jsonb NOT NULL,
+    kind_hashes jsonb NOT NULL
+);
+
+-- The leader's queue-stats pass appends one sample per queue (depth by state, lag, and the
+-- completions and failures since the previous pass) for the last-hour charts and throughput.
+-- A plain table of a few hundred rows per queue, trimmed by the same pass.
+CREATE TABLE awa.queue_stat_samples (
+    queue text NOT NULL,
+    sampled_at timestamptz NOT NULL,
+    available integer NOT NULL,
+    scheduled integer NOT NULL,
+    retryable integer NOT NULL,
+    running integer NOT NULL,
+    waiting_external integer NOT NULL,
+    dlq integer NOT NULL,
+    lag_s double precision NOT NULL,
+    completed integer NOT NULL,
+    failed integer NOT NULL,
+    PRIMARY KEY (queue, sampled_at)
+);
+CREATE INDEX queue_stat_samples_sampled_at ON awa.queue_stat_samples (sampled_at);
+
+-- Puts DLQ entries back as fresh attempts and returns the ids it moved: attempt 0, the error
+-- history kept, run_lease one past the failed attempt's. The step keeps every later fact of the
+-- job ranked after every earlier one in awa.jobs even when the job never ran under that lease (a
+-- cancelled job's tombstoned ready row sits at the same lease), and the next claim takes a
+-- larger lease still.
+-- p_run_at in the future defers the job (scheduled); NULL or past makes it ready at once.
+-- p_queue / p_priority (NULL: keep) move it to another lane.
+CREATE FUNCTION awa.dlq_retry(p_job_ids bigint[], p_run_at timestamptz, p_queue text,
+                              p_priority smallint)
+RETURNS SETOF bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_lane record;
+    v_ready record;
+BEGIN
+    IF p_run_at IS NOT NULL AND p_run_at > now() THEN
+        RETURN QUERY
+        WITH taken AS (
+            DELETE FROM awa.dlq_entries d WHERE d.job_id = ANY (p_job_ids) RETURNING d.*
+        )
+        INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
+                                       run_lease, max_attempts, run_at, created_at, metadata,
+                                       tags, errors)
+        SELECT t.job_id, 'scheduled', t.kind, coalesce(p_queue, t.queue),
+               coalesce(p_priority, t.priority), t.args, 0, t.original_run_lease + 1,
+               t.max_attempts, p_run_at, t.created_at, t.metadata, t.tags, t.errors
+          FROM taken t
+        RETURNING job_id;
+        RETURN;
+    END IF;
+    FOR v_lane IN
+        SELECT coalesce(p_queue, d.queue) AS queue, coalesce(p_priority, d.priority) AS priority,
+               count(*)::integer AS n
+          FROM awa.dlq_entries d WHERE d.job_id = ANY (p_job_ids)
+         GROUP BY 1, 2 ORDER BY 1, 2
+    LOOP
+        -- Positions are reserved for the rows seen above; an entry a concurrent retry took
+        -- meanwhile just leaves an unused position, like a rolled-back producer.
+        SELECT * INTO v_ready FROM awa.reserve_lane(v_lane.queue, v_lane.priority, 0::smallint,
+                                                     v_lane.n, true);
+        RETURN QUERY
+        WITH taken AS (
+            DELETE FROM awa.dlq_entries d
+             WHERE d.job_id = ANY (p_job_ids) AND coalesce(p_queue, d.queue) = v_lane.queue
+               AND coalesce(p_priority, d.priority) = v_lane.priority
+            RETURNING d.*
+        ), numbered AS (
+            SELECT t.*, row_number() OVER (ORDER BY t.job_id) AS position FROM taken t
+        )
+        INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot,
+                                       ready_generation, job_id, kind, args, attempt, run_lease,
+                                       max_attempts, run_at, created_at, metadata, tags, errors)
+        SELECT v_lane.queue, v_lane.priority, 0, v_ready.lane_seqs[n.position],
+               v_ready.ready_slot, v_ready.ready_generation, n.job_id, n.kind, n.args, 0,
+               n.original_run_lease + 1, n.max_attempts, now(), n.created_at, n.metadata, n.tags,
+               n.errors
+          FROM numbered n
+        RETURNING job_id;
+        PERFORM pg_notify('awa', v_lane.queue);
+    END LOOP;
+END
+$$;
+
+-- Moves failed (or cancelled) jobs into the DLQ with p_reason and returns the ids it moved:
+-- jobs whose current state is one of p_states, still in the ring or in terminal_history (whose
+-- row goes, so the job is held in one place). A job already in the DLQ is left alone.
+CREATE FUNCTION awa.dlq_move(p_job_ids bigint[], p_states text[], p_reason text)
+RETURNS SETOF bigint LANGUAGE sql AS $$
+    WITH moved AS (
+        INSERT INTO awa.dlq_entries (job_id, kind, queue, priority, args, attempt,
+                                     original_run_lease, max_attempts, created_at, metadata,
+                                     tags, errors, dlq_reason)
+        SELECT j.job_id, j.kind, j.queue, j.priority, j.args, j.attempt, j.run_lease,
+               j.max_attempts, j.created_at, j.metadata, j.tags, j.errors, p_reason
+          FROM awa.jobs j
+         WHERE j.job_id = ANY (p_job_ids) AND j.state = ANY (p_states)
+        ON CONFLICT (job_id) DO NOTHING
+        RETURNING job_id
+    ), forgotten AS (
+        DELETE FROM awa.terminal_history h USING moved m WHERE h.job_id = m.job_id
+    )
+    SELECT m.job_id FROM moved m ORDER BY m.job_id
+$$;
+
+-- Cancels every pending job of a queue (available, scheduled, retryable) through
+-- awa.cancel_job, so each is withdrawn the way a single cancel would; returns how many.
+-- Running attempts are left to finish.
+CREATE FUNCTION awa.drain_queue(p_queue text, p_reason text) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_job_id bigint;
+    v_cancelled integer := 0;
+BEGIN
+    FOR v_job_id IN
+        SELECT d.job_id FROM awa.deferred_jobs d WHERE d.queue = p_queue
+        UNION
+        SELECT r.job_id FROM awa.ready_entries r
+         WHERE r.queue = p_queue
+           AND NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
+                            WHERE c.queue = r.queue AND c.priority = r.priority
+                              AND c.shard = r.shard AND c.lane_seq = r.lane_seq
+                              AND c.ready_slot = r.ready_slot)
+           AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t
+                            WHERE t.queue = r.queue AND t.priority = r.priority
+                              AND t.shard = r.shard AND t.lane_seq = r.lane_seq
+                              AND t.ready_slot = r.ready_slot)
+    LOOP
+        IF awa.cancel_job(v_job_id, p_reason) IN ('cancelled_queued', 'cancelled_scheduled') THEN
+            v_cancelled := v_cancelled + 1;
+        END IF;
+    END LOOP;
+    RETURN v_cancelled;
+END
+$$;
+
+-- ==== Cron schedules and unique claims ====
+
+-- One row per periodic schedule. Deployments upsert the schedules they declare and never delete
+-- one (removal is an explicit operator action). last_fire_at is the newest tick enqueued: the
+-- leader's compare-and-swap on it (awa.fire_cron) is what keeps a tick from firing twice across
+-- a leader failover. resumed_at takes part in the same swap, so ticks that fell inside a pause
+-- are never fired by an evaluation that read the row before the pause.
+CREATE TABLE awa.cron_jobs (
+    name text PRIMARY KEY,
+    cron_expr text NOT NULL,
+    timezone text NOT NULL,
+    kind text NOT NULL,
+    queue text NOT NULL,
+    args jsonb NOT NULL,
+    priority smallint NOT NULL,
+    max_attempts integer NOT NULL,
+    tags text[] NOT NULL,
+    metadata jsonb NOT NULL,
+    missed_fire_policy text NOT NULL CHECK (missed_fire_policy IN ('coalesce', 'catch_up')),
+    last_fire_at timestamptz,
+    paused_at timestamptz,
+    paused_by text,
+    resumed_at timestamptz,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Enqueues the given ticks of one schedule, oldest first, if and only if the schedule is
+-- unpaused and still stands where the caller read it; returns the new job ids (none when the
+-- swap lost). The UPDATE takes the schedule's row lock, so a concurrent pause either commits
+-- first (the re-checked WHERE then fails) or waits for this fire to commit; a second leader
+-- that read the same row blocks here and then finds last_fire_at moved. The jobs are enqueued
+-- in the same transaction as the swap: both commit or neither does.
+CREATE FUNCTION awa.fire_cron(p_name text, p_expected_last timestamptz,
+                              p_expected_resumed timestamptz, p_ticks timestamptz[])
+RETURNS SETOF bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_row awa.cron_jobs;
+    v_tick timestamptz;
+BEGIN
+    UPDATE awa.cron_jobs c SET last_fire_at = p_ticks[array_upper(p_ticks, 1)]
+     WHERE c.name = p_name AND c.paused_at IS NULL
+       AND c.last_fire_at IS NOT DISTINCT FROM p_expected_last
+       AND c.resumed_at IS NOT DISTINCT FROM p_expected_resumed
+    RETURNING c.* INTO v_row;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    FOREACH v_tick IN ARRAY p_ticks LOOP
+        RETURN NEXT awa.enqueue_job(
+            v_row.kind, v_row.queue, v_row.priority, v_row.args, v_row.max_attempts, NULL,
+            v_row.metadata || jsonb_build_object(
+                'awa_cron', jsonb_build_object('name', v_row.name, 'fire_at', v_tick)),
+            v_row.tags);
+    END LOOP;
+END
+$$;
+
+-- Who holds a unique key. A claim belongs to one job and covers the states it was enqueued
+-- with; it is never touched by the worker's hot path. A job that left those states (or whose
+-- history was pruned) still owns the row until the next enqueue of the key takes it over:
+-- awa.lock_unique_keys checks the holder's current state, so the release is exact without a
+-- write at every transition.
+CREATE TABLE awa.unique_claims (
+    unique_key bytea PRIMARY KEY,
+    job_id bigint NOT NULL,
+    kind text NOT NULL,
+    queue text NOT NULL,
+    states text[] NOT NULL,
+    -- End of the period bucket the key belongs to (NULL for keys without a period): past it,
+    -- no enqueue can compute this key again, so the claim can be dropped without a state check.
+    expires_at timestamptz,
+    claimed_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX unique_claims_expires_at ON awa.unique_claims (expires_at)
+    WHERE expires_at IS NOT NULL;
+
+-- Locks the given unique keys for the calling transaction, in key order (two batches sharing
+-- keys cannot deadlock on each other), and returns the keys still held: whose holder job is in
+-- one of its covered states right now. Each key's transaction-scoped advisory lock is held until
+-- the caller commits, so a concurrent producer of the same key waits here and then, reading
+-- with a fresh snapshot after the lock, sees this caller's committed claim.
+-- 1096237397 = 'AWAU': the unique-key lock class; keys hashing alike merely share a lock.
+CREATE FUNCTION awa.lock_unique_keys(p_keys bytea[])
+RETURNS TABLE (unique_key bytea, job_id bigint, state text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_key bytea;
+    v_claim record;
+    v_state text;
+BEGIN
+    FOR v_key IN SELECT DISTINCT k FROM unnest(p_keys) AS k ORDER BY k LOOP
+        PERFORM pg_advisory_xact_lock(1096237397, hashtext(encode(v_key, 'hex')));
+    END LOOP;
+    FOR v_claim IN
+        SELECT c.unique_key, c.job_id, c.states FROM awa.unique_claims c
+         WHERE c.unique_key = ANY (p_keys)
+    LOOP
+        -- One job at a time, by id, so the view is read through its per-table job_id indexes.
+        -- The cached generic plan keeps that (job_id is no partition key); planning the view
+        -- afresh on every call would cost more than the lookup itself.
+        SELECT j.state INTO v_state FROM awa.jobs j WHERE j.job_id = v_claim.job_id;
+        IF FOUND AND v_state = ANY (v_claim.states) THEN
+            unique_key := v_claim.unique_key;
+            job_id := v_claim.job_id;
+            state := v_state;
+            RETURN NEXT;
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- Deletes unique claims that can no longer conflict, at most p_limit of each kind per call, and
+-- returns how many went and where the scan of keys without a period stopped (NULL at the end of
+-- the table, so the caller starts over). Claims of an ended period go without a check: no
+-- enqueue computes those keys again (one minute of grace covers producers whose clock lags).
+-- Any other claim goes once its holder left its covered states or was pruned, checked after
+-- taking the key's lock with a fresh snapshot, so a producer that took the key over meanwhile
+-- is seen; a key a producer holds right now is skipped until the next pass. Nothing depends on
+-- this cleanup for correctness: it only keeps the table from growing with dead keys.
+CREATE FUNCTION awa.sweep_unique_claims(p_limit integer, p_after bytea)
+RETURNS TABLE (deleted integer, next_after bytea) LANGUAGE plpgsql AS $$
+DECLARE
+    v_key bytea;
+    v_job_id bigint;
+    v_states text[];
+    v_state text;
+    v_seen integer := 0;
+    v_count integer;
+BEGIN
+    deleted := 0;
+    WITH ended AS (
+        SELECT c.unique_key FROM awa.unique_claims c
+         WHERE c.expires_at < now() - interval '1 minute'
+         ORDER BY c.expires_at LIMIT p_limit
+    )
+    DELETE FROM awa.unique_claims c USING ended e WHERE c.unique_key = e.unique_key;
+    GET DIAGNOSTICS deleted = ROW_COUNT;
+    FOR v_key IN
+        SELECT c.unique_key FROM awa.unique_claims c
+         WHERE c.expires_at IS NULL AND c.unique_key > coalesce(p_after, '\x'::bytea)
+         ORDER BY c.unique_key LIMIT p_limit
+    LOOP
+        v_seen := v_seen + 1;
+        next_after := v_key;
+        CONTINUE WHEN NOT pg_try_advisory_xact_lock(1096237397, hashtext(encode(v_key, 'hex')));
+        SELECT c.job_id, c.states INTO v_job_id, v_states FROM awa.unique_claims c
+         WHERE c.unique_key = v_key;
+        CONTINUE WHEN NOT FOUND;
+        SELECT j.state INTO v_state FROM awa.jobs j WHERE j.job_id = v_job_id;
+        CONTINUE WHEN FOUND AND v_state = ANY (v_states);
+        DELETE FROM awa.unique_claims c WHERE c.unique_key = v_key AND c.job_id = v_job_id;
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        deleted := deleted + v_count;
+    END LOOP;
+    IF v_seen < p_limit THEN
+        next_after := NULL;
+    END IF;
+    RETURN NEXT;
+END
+$$;

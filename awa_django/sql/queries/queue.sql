@@ -8,11 +8,15 @@ SELECT awa.enqueue_job(%(kind)s, %(queue)s, %(priority)s::smallint, %(args)s::js
                        %(tags)s::text[]) AS job_id
 
 -- name: reserve_ready_batch
--- Reserves job ids and lane positions for a COPY of n immediate jobs on one lane; the lane lock
--- is held until the caller's transaction ends.
+-- Reserves job ids and lane positions for a COPY of n immediate jobs on one lane (one shard,
+-- chosen by the batch's ordering key or at random); the lane lock is held until the caller's
+-- transaction ends.
 SELECT lane.ready_slot, lane.ready_generation, lane.lane_seqs,
-       ARRAY(SELECT nextval('awa.job_id_seq') FROM generate_series(1, %(count)s)) AS job_ids
-  FROM awa.reserve_lane(%(queue)s, %(priority)s::smallint, 0::smallint, %(count)s, true) AS lane
+       ARRAY(SELECT nextval('awa.job_id_seq') FROM generate_series(1, %(count)s)) AS job_ids,
+       pick.shard
+  FROM (SELECT awa.enqueue_shard(%(queue)s, %(ordering_key)s) AS shard) AS pick
+ CROSS JOIN LATERAL awa.reserve_lane(%(queue)s, %(priority)s::smallint, pick.shard, %(count)s,
+                                     true) AS lane
 
 -- name: copy_ready
 -- COPY target for a reserved batch of immediate jobs.
@@ -24,12 +28,18 @@ COPY awa.ready_entries (queue, priority, shard, lane_seq, ready_slot, ready_gene
 -- Wakes the workers of a queue when the caller's transaction commits.
 SELECT pg_notify('awa', %(queue)s)
 
+-- name: notify_queues
+-- Wakes the workers of several queues at once (on an autocommit connection: delivered now).
+SELECT pg_notify('awa', q) FROM unnest(%(queues)s::text[]) AS q
+
 -- name: claim_ready
--- Claims up to `limit` jobs of one queue, appending receipts (see awa.claim_ready for locking).
+-- Claims up to `limit` jobs of one queue, appending receipts (see awa.claim_ready for locking
+-- and priority aging).
 SELECT queue, priority, shard, lane_seq, ready_slot, job_id, kind, args, attempt, run_lease,
        max_attempts, run_at, created_at, metadata, tags, errors, progress, checkpoint
   FROM awa.claim_ready(%(queue)s, %(limit)s::integer, %(claimed_by)s,
-                       %(deadline_s)s::double precision)
+                       %(deadline_s)s::double precision, %(aging_s)s::double precision,
+                       %(sequential)s::boolean)
 
 -- name: cancel_job
 -- Cancels one job whatever its state; returns what happened (see awa.cancel_job).
@@ -38,8 +48,9 @@ SELECT awa.cancel_job(%(job_id)s::bigint, %(reason)s) AS outcome
 -- name: queue_depths
 -- Per queue: waiting ready rows (no receipt, no tombstone) and the age of the oldest one's
 -- run_at, scheduled and retryable backlog (literal states, as the partial indexes are built),
--- and open attempts (a receipt without its closure). Every queue with a lane or a deferred job
--- gets a row, so a drained queue reports zeros instead of vanishing.
+-- open attempts (a receipt without its closure) split into running and waiting_external (its
+-- lease has a callback_id), and DLQ entries. Every queue with a lane, a deferred job or a DLQ
+-- entry gets a row, so a drained queue reports zeros instead of vanishing.
 WITH waiting AS (
     SELECT r.queue, count(*) AS available, min(r.run_at) AS oldest_run_at
       FROM awa.ready_entries r
@@ -59,17 +70,26 @@ WITH waiting AS (
     SELECT queue, count(*) AS retryable FROM awa.deferred_jobs
      WHERE state = 'retryable' GROUP BY queue
 ), running AS (
-    SELECT c.queue, count(*) AS running
+    SELECT c.queue,
+           count(*) FILTER (WHERE NOT w.waiting) AS running,
+           count(*) FILTER (WHERE w.waiting) AS waiting_external
       FROM awa.claim_receipts c
+     CROSS JOIN LATERAL (
+               SELECT EXISTS (SELECT 1 FROM awa.leases x
+                               WHERE x.job_id = c.job_id AND x.run_lease = c.run_lease
+                                 AND x.callback_id IS NOT NULL) AS waiting) w
      WHERE NOT EXISTS (
                SELECT 1 FROM awa.done_entries d
                 WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
                   AND d.ready_slot = c.ready_slot)
      GROUP BY c.queue
+), dead AS (
+    SELECT queue, count(*) AS dlq FROM awa.dlq_entries GROUP BY queue
 ), queues AS (
     SELECT queue FROM awa.queue_lanes
     UNION SELECT queue FROM scheduled
     UNION SELECT queue FROM retryable
+    UNION SELECT queue FROM dead
 )
 SELECT q.queue,
        coalesce(w.available, 0)::integer AS available,
@@ -77,10 +97,13 @@ SELECT q.queue,
        coalesce(y.retryable, 0)::integer AS retryable,
        coalesce(n.running, 0)::integer AS running,
        greatest(coalesce(extract(epoch FROM now() - w.oldest_run_at), 0), 0)::double precision
-           AS lag_s
+           AS lag_s,
+       coalesce(n.waiting_external, 0)::integer AS waiting_external,
+       coalesce(x.dlq, 0)::integer AS dlq
   FROM queues q
   LEFT JOIN waiting w ON w.queue = q.queue
   LEFT JOIN scheduled s ON s.queue = q.queue
   LEFT JOIN retryable y ON y.queue = q.queue
   LEFT JOIN running n ON n.queue = q.queue
+  LEFT JOIN dead x ON x.queue = q.queue
  ORDER BY q.queue
