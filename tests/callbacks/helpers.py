@@ -51,6 +51,17 @@ def wait_for_token(job_id: int, count: int = 1, timeout: float = 20.0) -> str:
     return tokens(job_id)[count - 1]
 
 
+def wait_parked(job_id: int, timeout: float = 20.0) -> None:
+    """Wait until the job's attempt is parked: registered, and its slot given back."""
+    wait_until(
+        lambda: scalar(
+            "SELECT count(*) FROM awa.leases WHERE job_id = %s AND callback_parked_at IS NOT NULL",
+            [job_id],
+        ),
+        timeout,
+    )
+
+
 def state(job_id: int) -> str:
     return awa.get_job(job_id).state
 

@@ -10,7 +10,14 @@ import pytest
 from django.test import Client, override_settings
 
 import awa_django as awa
-from tests.callbacks.helpers import FAST, SECRET, snapshot, wait_for_state, wait_for_token
+from tests.callbacks.helpers import (
+    FAST,
+    SECRET,
+    snapshot,
+    wait_for_state,
+    wait_for_token,
+    wait_parked,
+)
 from tests.conftest import BackgroundWorker
 from tests.jobs import parks, waits
 
@@ -50,7 +57,7 @@ def signed(client: Client, token: str, action: str, payload: object, **sign: obj
 def parked_job() -> tuple[int, str]:
     job_id = parks.enqueue()
     token = wait_for_token(job_id)
-    wait_for_state(job_id, "waiting_external")
+    wait_parked(job_id)
     return job_id, token
 
 

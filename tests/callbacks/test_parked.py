@@ -21,6 +21,7 @@ from tests.callbacks.helpers import (
     tokens,
     wait_for_state,
     wait_for_token,
+    wait_parked,
 )
 from tests.conftest import BackgroundWorker, wait_until
 from tests.jobs import parks, record
@@ -41,7 +42,7 @@ def worker():
 def test_parked_attempt_frees_its_slot_and_completes_externally(worker):
     parked = parks.enqueue()
     token = wait_for_token(parked)
-    wait_for_state(parked, "waiting_external")
+    wait_parked(parked)
     # Concurrency 1: this job can only run because the parked one gave its slot back.
     other = record.enqueue(n=7)
     wait_for_state(other, "completed")
@@ -66,12 +67,12 @@ def test_parked_attempt_frees_its_slot_and_completes_externally(worker):
 def test_external_fail_retries_then_fails_when_out_of_attempts(worker):
     job_id = parks.enqueue()  # max_attempts=2
     first = wait_for_token(job_id)
-    wait_for_state(job_id, "waiting_external")
+    wait_parked(job_id)
     assert awa.fail_external(first, "card declined by issuer") == "retryable"
     # The retry runs a new attempt, which registers a new callback.
     second = wait_for_token(job_id, 2)
     assert second != first
-    wait_for_state(job_id, "waiting_external")
+    wait_parked(job_id)
     assert awa.fail_external(second, "card declined again") == "failed"
     job = awa.get_job(job_id)
     assert job.state == "failed"
@@ -82,7 +83,7 @@ def test_external_fail_retries_then_fails_when_out_of_attempts(worker):
 def test_external_retry_runs_the_job_again_after_the_delay(worker):
     job_id = parks.enqueue()
     first = wait_for_token(job_id)
-    wait_for_state(job_id, "waiting_external")
+    wait_parked(job_id)
     assert awa.retry_external(first, timedelta(seconds=0.2)) == "retryable"
     assert awa.get_job(job_id).state in ("retryable", "available", "running", "waiting_external")
     wait_for_token(job_id, 2)
@@ -92,7 +93,7 @@ def test_external_retry_runs_the_job_again_after_the_delay(worker):
 def test_duplicate_and_stale_tokens_are_rejected_and_change_nothing(worker):
     job_id = parks.enqueue()
     token = wait_for_token(job_id)
-    wait_for_state(job_id, "waiting_external")
+    wait_parked(job_id)
     assert awa.complete_external(token) == "completed"
     before = snapshot(job_id)
     for resolve in (
@@ -118,7 +119,7 @@ def test_duplicate_and_stale_tokens_are_rejected_and_change_nothing(worker):
 def test_resume_is_refused_for_a_parked_callback(worker):
     job_id = parks.enqueue()
     token = wait_for_token(job_id)
-    wait_for_state(job_id, "waiting_external")
+    wait_parked(job_id)
     before = snapshot(job_id)
     with pytest.raises(awa.StaleCallback, match="parked"):
         awa.resume_external(token, {"x": 1})
@@ -128,7 +129,7 @@ def test_resume_is_refused_for_a_parked_callback(worker):
 def test_heartbeat_extends_the_timeout(worker):
     job_id = parks.enqueue(timeout_s=5.0)
     token = wait_for_token(job_id)
-    wait_for_state(job_id, "waiting_external")
+    wait_parked(job_id)
     old = scalar("SELECT callback_timeout_at FROM awa.leases WHERE job_id = %s", [job_id])
     new = awa.heartbeat_callback(token, timedelta(hours=2))
     assert new - old > timedelta(hours=1)
@@ -140,7 +141,7 @@ def test_heartbeat_extends_the_timeout(worker):
 def test_bad_payload_is_refused_with_nothing_changed(worker):
     job_id = parks.enqueue()
     token = wait_for_token(job_id)
-    wait_for_state(job_id, "waiting_external")
+    wait_parked(job_id)
     before = snapshot(job_id)
     with pytest.raises(awa.InvalidCallback, match="payload"):
         awa.complete_external(token, {"big": "x" * 70_000})
@@ -154,7 +155,7 @@ def test_complete_inside_a_rolled_back_transaction_changes_nothing(worker):
 
     job_id = parks.enqueue()
     token = wait_for_token(job_id)
-    wait_for_state(job_id, "waiting_external")
+    wait_parked(job_id)
     before = snapshot(job_id)
     with pytest.raises(RuntimeError), transaction.atomic():
         awa.complete_external(token)
@@ -173,7 +174,7 @@ def test_callback_timeout_is_rescued_through_retry_then_failed():
         try:
             job_id = parks.enqueue()  # max_attempts=2
             first = wait_for_token(job_id)
-            wait_for_state(job_id, "waiting_external")
+            wait_parked(job_id)
             # Staleness 0: a parked attempt is never rescued for silence, only on its timeout.
             assert rescue(staleness_s=0.001).rescued == 0
             expire_callbacks()
@@ -186,7 +187,7 @@ def test_callback_timeout_is_rescued_through_retry_then_failed():
             # The retry runs when promoted; the promoter is a leader task, so promote by hand.
             promote_retries()
             second = wait_for_token(job_id, 2)
-            wait_for_state(job_id, "waiting_external")
+            wait_parked(job_id)
             expire_callbacks()
             assert rescue().rescued == 1
             job = awa.get_job(job_id)
@@ -205,7 +206,7 @@ def test_queue_deadline_does_not_rescue_a_parked_attempt():
         try:
             job_id = parks.enqueue()
             token = wait_for_token(job_id)
-            wait_for_state(job_id, "waiting_external")
+            wait_parked(job_id)
             wait_until(
                 lambda: scalar(
                     "SELECT bool_and(deadline_at < now()) FROM awa.claim_receipts "
@@ -227,10 +228,10 @@ def test_stale_token_after_a_reclaim_is_rejected():
         try:
             job_id = parks.enqueue()
             first = wait_for_token(job_id)
-            wait_for_state(job_id, "waiting_external")
+            wait_parked(job_id)
             awa.retry_external(first)
             second = wait_for_token(job_id, 2)
-            wait_for_state(job_id, "waiting_external")
+            wait_parked(job_id)
             before = snapshot(job_id)
             with pytest.raises(awa.StaleCallback, match="retryable"):
                 awa.complete_external(first)
@@ -245,7 +246,7 @@ def test_stale_token_after_a_reclaim_is_rejected():
 def test_cancel_closes_a_parked_attempt_and_its_token_goes_stale(worker):
     job_id = parks.enqueue()
     token = wait_for_token(job_id)
-    wait_for_state(job_id, "waiting_external")
+    wait_parked(job_id)
     assert awa.cancel(job_id, reason="customer gave up")
     assert state(job_id) == "cancelled"
     with pytest.raises(awa.StaleCallback, match="cancelled"):
@@ -263,14 +264,14 @@ def test_exhausted_callbacks_on_a_dlq_queue_land_in_the_dlq():
             failed = parks.enqueue()
             for job_id in (timed_out, failed):
                 wait_for_token(job_id)
-                wait_for_state(job_id, "waiting_external")
+                wait_parked(job_id)
             expire_callbacks()
             assert rescue().rescued == 2
             promote_retries()
             second = wait_for_token(failed, 2)
             wait_for_token(timed_out, 2)
-            wait_for_state(timed_out, "waiting_external")
-            wait_for_state(failed, "waiting_external")
+            wait_parked(timed_out)
+            wait_parked(failed)
             assert awa.fail_external(second, "provider gave up") == "failed"
             scalar(
                 "UPDATE awa.leases SET callback_timeout_at = now() - interval '1 second' "

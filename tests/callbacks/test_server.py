@@ -20,7 +20,15 @@ import awa_django as awa
 from example_project.shop.jobs import collect_payment
 from example_project.shop.models import Order
 from tests import conftest
-from tests.callbacks.helpers import FAST, SECRET, notes, snapshot, wait_for_state, wait_for_token
+from tests.callbacks.helpers import (
+    FAST,
+    SECRET,
+    notes,
+    snapshot,
+    wait_for_state,
+    wait_for_token,
+    wait_parked,
+)
 from tests.conftest import REPO_ROOT, BackgroundWorker, wait_until
 from tests.jobs import parks
 
@@ -95,7 +103,7 @@ def test_real_server_refuses_a_bad_signature_and_accepts_a_good_one(server):
         try:
             job_id = parks.enqueue()
             token = wait_for_token(job_id)
-            wait_for_state(job_id, "waiting_external")
+            wait_parked(job_id)
         finally:
             worker.stop()
     before = snapshot(job_id)
