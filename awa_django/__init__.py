@@ -5,7 +5,8 @@ The public API, re-exported; ``import awa_django as awa`` and use ``awa.job``, `
 
 from __future__ import annotations
 
-from awa_django.actions import cancel
+from awa_django import descriptors, dlq, health, queues, runtimes
+from awa_django.actions import cancel, retry
 from awa_django.enqueue import enqueue, enqueue_many, enqueue_on_commit
 from awa_django.exceptions import (
     AttemptRescued,
@@ -20,7 +21,7 @@ from awa_django.exceptions import (
     UnknownJobKind,
 )
 from awa_django.jobs import Job, JobContext, job
-from awa_django.records import get_job, get_jobs
+from awa_django.records import get_job, get_jobs, list_jobs
 from awa_django.storage.jobs import JobRecord
 
 __all__ = [
@@ -38,10 +39,17 @@ __all__ = [
     "TerminalError",
     "UnknownJobKind",
     "cancel",
+    "descriptors",
+    "dlq",
     "enqueue",
     "enqueue_many",
     "enqueue_on_commit",
     "get_job",
     "get_jobs",
+    "health",
     "job",
+    "list_jobs",
+    "queues",
+    "retry",
+    "runtimes",
 ]

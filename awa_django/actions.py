@@ -8,8 +8,11 @@ from typing import Final
 from django.db import connections, transaction
 
 from awa_django.conf import get_settings
+from awa_django.dlq import retry_options
+from awa_django.enqueue import RunAt
 from awa_django.jobs import Job
 from awa_django.signals import job_cancelled
+from awa_django.storage import dlq as dlq_storage
 from awa_django.storage.jobs import get_jobs
 from awa_django.storage.queue import cancel_job
 from awa_django.telemetry import get_telemetry
@@ -49,3 +52,24 @@ def cancel(job_id: int, *, reason: str = "cancelled by operator") -> bool:
                 using=alias,
             )
         return True
+
+
+def retry(
+    job_id: int, *, run_at: RunAt = None, queue: str | None = None, priority: int | None = None
+) -> bool:
+    """Run a finished-unsuccessfully job again: one held in the DLQ, or a ``failed`` or
+    ``cancelled`` one (still in history). Returns False for any other state (or no such job).
+
+    It goes back as a fresh attempt (see ``awa.dlq.retry``, whose options it takes): same id,
+    error history kept, attempt count reset, a larger run_lease than any before.
+    """
+    when, to_queue, to_priority = retry_options(run_at, queue, priority)
+    alias = get_settings().DATABASE_ALIAS
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        dlq_storage.move_jobs(
+            cursor, [job_id], states=["failed", "cancelled"], reason="operator_retry"
+        )
+        retried = dlq_storage.retry_entries(
+            cursor, [job_id], run_at=when, queue=to_queue, priority=to_priority
+        )
+    return bool(retried)

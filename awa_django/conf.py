@@ -35,6 +35,12 @@ class QueueSettings:
     concurrency: int = 10
     # Hard deadline of one attempt, after which the leader rescues it; 0 disables.
     deadline_s: float = 300.0
+    # Terminal failures go to the dead-letter queue (awa.dlq) instead of failed history.
+    dlq: bool = False
+    # Descriptor shown to operators (admin, awa_queues); empty when not declared.
+    display_name: str = ""
+    description: str = ""
+    owner: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,6 +104,11 @@ class AwaSettings:
     CLEANUP_BATCH_SIZE: int = 1000
     # How often the leader measures queue depth and lag for the OpenTelemetry gauges.
     QUEUE_STATS_INTERVAL_S: float = 30.0
+    # How often each worker writes its runtime snapshot and refreshes its descriptors.
+    RUNTIME_SNAPSHOT_INTERVAL_S: float = 10.0
+    # A runtime silent this long is not live (the leader deletes its row), and a descriptor no
+    # live runtime refreshed for this long is stale.
+    RUNTIME_STALE_AFTER_S: float = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +119,10 @@ class Problem:
     message: str
 
 
-_QUEUE_OPTIONS: Final = frozenset({"concurrency", "deadline_s"})
+_QUEUE_OPTIONS: Final = frozenset(
+    {"concurrency", "deadline_s", "dlq", "display_name", "description", "owner"}
+)
+_QUEUE_TEXT_OPTIONS: Final = ("display_name", "description", "owner")
 _POSITIVE_NUMBERS: Final = (
     "POLL_INTERVAL_S",
     "PROMOTE_INTERVAL_S",
@@ -189,6 +203,50 @@ def _queue_problems(raw_queues: object) -> list[Problem]:
                     f"(0 disables the deadline), got {deadline!r}.",
                 )
             )
+        found += _queue_operator_problems(name, options)
+    return found
+
+
+def _queue_operator_problems(name: str, options: Mapping[str, Any]) -> list[Problem]:
+    found: list[Problem] = []
+    dlq = options.get("dlq", False)
+    if not isinstance(dlq, bool):
+        found.append(
+            Problem(
+                "awa.E020",
+                f"AWA['QUEUES'][{name!r}]['dlq'] must be True or False, got {dlq!r}.",
+            )
+        )
+    for option in _QUEUE_TEXT_OPTIONS:
+        value = options.get(option, "")
+        if not isinstance(value, str):
+            found.append(
+                Problem(
+                    "awa.E021",
+                    f"AWA['QUEUES'][{name!r}][{option!r}] must be a string, got {value!r}.",
+                )
+            )
+    return found
+
+
+def _runtime_problems(raw: Mapping[str, Any], defaults: AwaSettings) -> list[Problem]:
+    found: list[Problem] = []
+    interval = raw.get("RUNTIME_SNAPSHOT_INTERVAL_S", defaults.RUNTIME_SNAPSHOT_INTERVAL_S)
+    stale = raw.get("RUNTIME_STALE_AFTER_S", defaults.RUNTIME_STALE_AFTER_S)
+    for key, value in (("RUNTIME_SNAPSHOT_INTERVAL_S", interval), ("RUNTIME_STALE_AFTER_S", stale)):
+        if not _is_number(value) or value <= 0:
+            found.append(
+                Problem("awa.E022", f"AWA[{key!r}] must be a positive number, got {value!r}.")
+            )
+    if _is_number(interval) and _is_number(stale) and stale < 2 * interval:
+        found.append(
+            Problem(
+                "awa.E023",
+                f"AWA['RUNTIME_STALE_AFTER_S'] ({stale}) must be at least 2 x "
+                f"RUNTIME_SNAPSHOT_INTERVAL_S ({interval}), or live workers look stale between "
+                "snapshots.",
+            )
+        )
     return found
 
 
@@ -309,6 +367,7 @@ def problems() -> list[Problem]:
     found += _database_problems(raw.get("DATABASE_ALIAS", defaults.DATABASE_ALIAS))
     found += _queue_problems(raw.get("QUEUES", {"default": {}}))
     found += _scalar_problems(raw, defaults)
+    found += _runtime_problems(raw, defaults)
     return found
 
 

@@ -73,3 +73,8 @@ class TerminalError(JobOutcome):
 
 class InvalidReturnValue(TerminalError):
     """A handler's return value cannot be kept: it is not JSON or exceeds the size cap."""
+
+
+class ConfirmationRequired(AwaError, ValueError):
+    """A destructive operator action was called without its filter or confirmation
+    (``all=True`` for an unfiltered bulk DLQ action, ``confirm=True`` for a drain)."""

@@ -129,15 +129,25 @@ class Job(Generic[P, R]):
         queue: str | None,
         priority: int | None,
         max_attempts: int | None,
+        description: str = "",
+        owner: str = "",
+        docs_url: str = "",
     ) -> None:
         handler_parameters(func)  # fail at import time on a signature we cannot call
         _check_option("priority", priority, PRIORITY_MIN, PRIORITY_MAX)
         _check_option("max_attempts", max_attempts, 1, MAX_ATTEMPTS_LIMIT)
+        for name, text in (("description", description), ("owner", owner), ("docs_url", docs_url)):
+            if not isinstance(text, str):
+                raise InvalidJob(f"@awa.job {name} must be a string, got {text!r}", field=name)
         self.func = func
         self._kind = kind
         self.queue = queue
         self.priority = priority
         self.max_attempts = max_attempts
+        # Descriptor for operators (awa.descriptors): published by workers, shown in the admin.
+        self.description = description
+        self.owner = owner
+        self.docs_url = docs_url
         self.is_async = asyncio.iscoroutinefunction(func)
         self.__doc__ = func.__doc__
         self.__name__ = func.__name__
@@ -211,6 +221,10 @@ class JobRegistry:
         self._jobs.append(job)
         self._by_kind = None
 
+    def jobs(self) -> list[Job[Any, Any]]:
+        """Every registered handler (resolver-built ones excluded), in registration order."""
+        return list(self._jobs)
+
     def unregister(self, job: Job[Any, Any]) -> None:
         self._jobs.remove(job)
         self._by_kind = None
@@ -256,6 +270,9 @@ def job(
     queue: str | None = None,
     priority: int | None = None,
     max_attempts: int | None = None,
+    description: str = "",
+    owner: str = "",
+    docs_url: str = "",
 ) -> Callable[[Callable[Concatenate[JobContext, P], R]], Job[P, R]]: ...
 
 
@@ -267,15 +284,28 @@ def job(
     queue: str | None = None,
     priority: int | None = None,
     max_attempts: int | None = None,
+    description: str = "",
+    owner: str = "",
+    docs_url: str = "",
 ) -> Job[P, R] | Callable[[Callable[Concatenate[JobContext, P], R]], Job[P, R]]:
     """Register a sync or async function as a job handler (bare ``@job`` or ``@job(...)``).
 
     Options left unset fall back to ``AWA`` defaults at enqueue time; an enqueue call can still
-    override queue, priority and max_attempts.
+    override queue, priority and max_attempts. ``description``, ``owner`` and ``docs_url``
+    describe the kind to operators (see ``awa_django.descriptors``).
     """
 
     def decorate(fn: Callable[Concatenate[JobContext, P], R]) -> Job[P, R]:
-        registered = Job(fn, kind=kind, queue=queue, priority=priority, max_attempts=max_attempts)
+        registered = Job(
+            fn,
+            kind=kind,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            description=description,
+            owner=owner,
+            docs_url=docs_url,
+        )
         registry.add(registered)
         return registered
 

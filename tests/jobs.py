@@ -136,3 +136,18 @@ def cooperative(ctx: JobContext, seconds: float = 20.0) -> None:
     while time.monotonic() < deadline and not ctx.is_cancelled():
         time.sleep(0.02)
     record_run(ctx, "coop-saw-cancel" if ctx.is_cancelled() else "coop-timeout")
+
+
+@awa.job(
+    kind="tests.fails_through_lease",
+    max_attempts=1,
+    description="Fails while its run_lease is at most last_failing_lease",
+    owner="tests",
+    docs_url="https://example.invalid/fails",
+)
+def fails_through_lease(ctx: JobContext, last_failing_lease: int = 1) -> None:
+    """Records every run; raises until the attempt's run_lease passes ``last_failing_lease``
+    (so a DLQ retry, which gets a larger lease, succeeds)."""
+    record_run(ctx, f"lease={ctx.run_lease} attempt={ctx.attempt}")
+    if ctx.run_lease <= last_failing_lease:
+        raise RuntimeError(f"failing on lease {ctx.run_lease}")

@@ -1,20 +1,25 @@
-"""Queue depth and lag for the ``awa.queue.depth`` and ``awa.queue.lag`` gauges (leader task).
+"""Queue depth, lag and throughput samples (leader task).
 
-One statement per pass measures every queue; the result goes to telemetry, whose observable
-gauges report it when the SDK collects. Only the leader measures, so a fleet reports each queue
-once instead of once per worker. Without OpenTelemetry nobody would read the numbers, so the
-pass skips the query.
+One statement per pass measures every queue; the pass stores one sample per queue in
+``awa.queue_stat_samples`` (with the completions and failures closed since the previous pass),
+which the queue-health API and chart read, and hands the depths to telemetry, whose observable
+gauges ``awa.queue.depth`` and ``awa.queue.lag`` report them when an OpenTelemetry SDK collects.
+Only the leader measures, so a fleet measures each queue once instead of once per worker.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.storage.health import record_samples
 from awa_django.storage.queue import QueueDepth, queue_depths
 from awa_django.telemetry import get_telemetry
+
+# Samples are kept this long: the health page charts the last hour.
+SAMPLE_KEEP_S: Final = 2 * 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,12 +28,12 @@ class QueueStatsResult:
 
     @property
     def changed(self) -> bool:
-        # A read-only pass: logged at DEBUG like an idle pass of any other task.
+        # A measuring pass: logged at DEBUG like an idle pass of any other task.
         return False
 
 
 class QueueStats:
-    """Measures every queue once per pass and publishes the snapshot to telemetry."""
+    """Measures every queue once per pass, stores the samples and publishes to telemetry."""
 
     name = "queue_stats"
 
@@ -37,12 +42,13 @@ class QueueStats:
         self.interval_s = interval_s
 
     async def run_once(self) -> QueueStatsResult:
-        telemetry = get_telemetry()
-        if not telemetry.enabled:
-            return QueueStatsResult(())
         async with self._pool.connection() as conn:
             depths = tuple(await queue_depths(conn))
-        # Two intervals (the loop jitters each by up to 10%) before a snapshot that was not
-        # refreshed, because this process stopped leading or the pass failed, stops reporting.
-        telemetry.queue_depths(depths, stale_after_s=2 * self.interval_s)
+            await record_samples(conn, depths, interval_s=self.interval_s, keep_s=SAMPLE_KEEP_S)
+        telemetry = get_telemetry()
+        if telemetry.enabled:
+            # Two intervals (the loop jitters each by up to 10%) before a snapshot that was not
+            # refreshed, because this process stopped leading or the pass failed, stops
+            # reporting.
+            telemetry.queue_depths(depths, stale_after_s=2 * self.interval_s)
         return QueueStatsResult(depths)

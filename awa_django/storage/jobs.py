@@ -47,21 +47,26 @@ class Claim:
 
 
 # Django's connection hands jsonb back as text (its JSONField parses it), so these are decoded here.
-_JSON_COLUMNS = ("args", "metadata", "errors", "result")
+JSON_COLUMNS = ("args", "metadata", "errors", "result")
+
+
+def fetch_dicts(cursor: CursorWrapper, json_columns: Sequence[str]) -> list[dict[str, Any]]:
+    """The rows of the executed statement as dicts, with ``json_columns`` decoded."""
+    names = [col.name for col in cursor.description]
+    rows = []
+    for row in cursor.fetchall():
+        values = dict(zip(names, row, strict=True))
+        for column in json_columns:
+            if isinstance(values[column], str):
+                values[column] = json.loads(values[column])
+        rows.append(values)
+    return rows
 
 
 def get_jobs(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[JobRecord]:
     """The current records of ``job_ids`` (unknown ids are left out), ordered by id."""
     cursor.execute(_SQL["get_jobs"], {"job_ids": list(job_ids)})
-    names = [col.name for col in cursor.description]
-    records = []
-    for row in cursor.fetchall():
-        values = dict(zip(names, row, strict=True))
-        for column in _JSON_COLUMNS:
-            if isinstance(values[column], str):
-                values[column] = json.loads(values[column])
-        records.append(JobRecord(**values))
-    return records
+    return [JobRecord(**values) for values in fetch_dicts(cursor, JSON_COLUMNS)]
 
 
 def get_claims(cursor: CursorWrapper, job_ids: Sequence[int]) -> dict[int, list[Claim]]:

@@ -75,6 +75,11 @@ class QueueDepth:
     running: int
     # Seconds since the run_at of the oldest waiting ready row; 0 when nothing waits.
     lag_s: float
+    # Open attempts parked on an external callback (their lease has a callback_id); not
+    # counted in ``running``.
+    waiting_external: int = 0
+    # Entries held in the dead-letter queue.
+    dlq: int = 0
 
 
 def enqueue_job(cursor: CursorWrapper, job: NewJob) -> int:
@@ -172,3 +177,10 @@ async def queue_depths(conn: AsyncConnection[Any]) -> list[QueueDepth]:
     async with conn.cursor(row_factory=class_row(QueueDepth)) as cursor:
         await cursor.execute(_SQL["queue_depths"])
         return await cursor.fetchall()
+
+
+def read_queue_depths(cursor: CursorWrapper) -> list[QueueDepth]:
+    """``queue_depths`` on a Django cursor, for operator reads."""
+    cursor.execute(_SQL["queue_depths"])
+    names = [col.name for col in cursor.description]
+    return [QueueDepth(**dict(zip(names, row, strict=True))) for row in cursor.fetchall()]

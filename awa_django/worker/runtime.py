@@ -21,7 +21,7 @@ import socket
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,7 +30,8 @@ from django.db import connections as db_connections
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
-from awa_django.jobs import Job
+from awa_django.descriptors import Declarations, declared
+from awa_django.jobs import Job, registry
 from awa_django.maintenance.leader import LeaderElector
 from awa_django.maintenance.promoter import Promoter
 from awa_django.maintenance.queue_stats import QueueStats
@@ -45,6 +46,7 @@ from awa_django.worker.dispatcher import Dispatcher, RunningAttempt
 from awa_django.worker.executor import RetryPolicy
 from awa_django.worker.heartbeat import Heartbeat
 from awa_django.worker.notifier import Notifier
+from awa_django.worker.reporter import RuntimeReporter
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +67,7 @@ class MaintenanceConfig:
     cleanup_interval_s: float
     cleanup_batch_size: int
     queue_stats_interval_s: float
+    runtime_stale_after_s: float = 60.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,6 +91,9 @@ class WorkerConfig:
     # Burst mode: exit once nothing is runnable, in flight, or due within burst_wait_s.
     burst: bool = False
     burst_wait_s: float = 0.0
+    # What this process declares (DLQ policies, descriptors), published with its snapshot.
+    declared: Declarations = field(default_factory=Declarations)
+    runtime_snapshot_interval_s: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,11 +152,14 @@ def config_from_settings(
             cleanup_interval_s=conf.CLEANUP_INTERVAL_S,
             cleanup_batch_size=conf.CLEANUP_BATCH_SIZE,
             queue_stats_interval_s=conf.QUEUE_STATS_INTERVAL_S,
+            runtime_stale_after_s=conf.RUNTIME_STALE_AFTER_S,
         )
         if maintenance
         else None,
         burst=burst,
         burst_wait_s=burst_wait_s,
+        declared=declared(conf, registry.jobs()),
+        runtime_snapshot_interval_s=conf.RUNTIME_SNAPSHOT_INTERVAL_S,
     )
 
 
@@ -191,6 +200,7 @@ def maintenance_tasks(
             dlq_retention_s=m.dlq_retention_s,
             failed_retention_s=m.failed_retention_s,
             batch_size=m.cleanup_batch_size,
+            runtime_stale_after_s=m.runtime_stale_after_s,
         ),
         QueueStats(pool, interval_s=m.queue_stats_interval_s),
     ]
@@ -210,6 +220,7 @@ class WorkerRuntime:
         self._dispatchers: dict[str, Dispatcher] = {}
         self._notifier: Notifier | None = None
         self.leader: LeaderElector | None = None
+        self._dispatch_tasks: list[asyncio.Task[None]] = []
 
     def request_stop(self) -> None:
         """Begin a graceful shutdown (safe to call more than once)."""
@@ -232,6 +243,16 @@ class WorkerRuntime:
                 exc_info=task.exception(),
             )
             self.request_stop()
+
+    def _snapshot_state(self) -> tuple[int, bool, bool, bool]:
+        """(in-flight jobs, leading, healthy, shutting down) for the runtime snapshot. Healthy:
+        every dispatcher is still running (a crashed one stops the worker anyway)."""
+        in_flight = sum(len(d.in_flight) for d in self._dispatchers.values())
+        leading = self.leader is not None and self.leader.is_leader
+        stopping = self.stopping.is_set()
+        # Dispatchers end by design once stopping; before that an ended one has crashed.
+        healthy = stopping or not any(task.done() for task in self._dispatch_tasks)
+        return in_flight, leading, healthy, stopping
 
     def _on_notify(self, queue: str) -> None:
         dispatcher = self._dispatchers.get(queue)
@@ -270,13 +291,28 @@ class WorkerRuntime:
                 policy=config.retry_policy,
                 now=_utcnow,
             )
+        reporter = RuntimeReporter(
+            pool,
+            instance_id=self.identity,
+            queues=dict(config.queues),
+            declared=config.declared,
+            interval_s=config.runtime_snapshot_interval_s,
+            started_at=_utcnow(),
+            state=self._snapshot_state,
+        )
+        # Before the first claim: close_attempts must know the DLQ policies of our queues.
+        await reporter.report_once()
         completer.start()
         drained = asyncio.Event()  # set once in-flight work is done: heartbeats and leadership stop
         background = self._start_background(pool, promoter, completer, drained)
+        background.append(
+            asyncio.create_task(reporter.run(self.stopping, drained), name="awa-reporter")
+        )
         dispatch = [
             asyncio.create_task(d.run(self.stopping), name=f"awa-dispatch-{q}")
             for q, d in self._dispatchers.items()
         ]
+        self._dispatch_tasks = dispatch
         for task in dispatch:
             task.add_done_callback(self._on_dispatcher_done)
         await self._wait_listening()
@@ -300,6 +336,7 @@ class WorkerRuntime:
                     task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             await completer.stop()
+            await reporter.withdraw()
             await pool.close()
             threads.shutdown(wait=False, cancel_futures=True)
             # The connection async handlers used through sync_to_async lives on asgiref's thread.

@@ -8,6 +8,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 
 import awa_django as awa
 from awa_django.maintenance.queue_stats import QueueStats, QueueStatsResult
@@ -90,10 +91,14 @@ def test_a_drained_queue_reports_zeros():
     )
 
 
-def test_without_opentelemetry_the_query_is_skipped(monkeypatch):
+def test_without_opentelemetry_the_pass_still_stores_samples(monkeypatch):
     # An entry of None makes every ``import opentelemetry...`` raise ImportError.
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
     get_telemetry.cache_clear()
     noop.enqueue()
     result = run_pass()
-    assert result.depths == () and not result.changed
+    assert [(d.queue, d.available) for d in result.depths] == [("default", 1)]
+    assert not result.changed
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT queue, available FROM awa.queue_stat_samples")
+        assert cursor.fetchall() == [("default", 1)]

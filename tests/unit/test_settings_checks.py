@@ -35,6 +35,10 @@ def problem_ids(**awa_settings):
         ({"QUEUES": BASE_QUEUES, "CLAIM_BATCH_SIZE": 1.5}, "awa.E010"),
         ({"QUEUES": BASE_QUEUES, "RETRY_JITTER": 2}, "awa.E010"),
         ({"QUEUES": BASE_QUEUES, "JOB_MODULES": "tests.jobs"}, "awa.E011"),
+        ({"QUEUES": {"default": {"dlq": "yes"}}}, "awa.E020"),
+        ({"QUEUES": {"default": {"owner": 7}}}, "awa.E021"),
+        ({"QUEUES": BASE_QUEUES, "RUNTIME_SNAPSHOT_INTERVAL_S": 0}, "awa.E022"),
+        ({"QUEUES": BASE_QUEUES, "RUNTIME_STALE_AFTER_S": 5}, "awa.E023"),
     ],
 )
 def test_invalid_setting_is_reported_with_its_id(awa_settings, expected):

@@ -1,6 +1,14 @@
 -- Reverses 0001_substrate. Objects are dropped by name and the schema without CASCADE, so a
 -- table someone else created in schema awa (for example through a search_path that includes it)
 -- makes this fail loudly instead of being dropped with ours.
+-- ==== ops: dead-letter queue, descriptors, runtime instances, queue health ====
+DROP FUNCTION awa.drain_queue(text, text);
+DROP FUNCTION awa.dlq_move(bigint[], text[], text);
+DROP FUNCTION awa.dlq_retry(bigint[], timestamptz, text, smallint);
+DROP TABLE awa.queue_stat_samples, awa.runtime_instances, awa.kind_descriptors,
+           awa.queue_descriptors;
+DROP INDEX awa.done_entries_finalized_at, awa.dlq_entries_kind_dlq_at, awa.dlq_entries_dlq_at;
+-- ==== end ops ====
 DROP VIEW awa.jobs;
 DROP FUNCTION awa.cancel_job(bigint, text);
 DROP FUNCTION awa.prune_lease_ring(integer);

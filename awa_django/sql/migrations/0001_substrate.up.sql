@@ -39,7 +39,10 @@ CREATE TABLE awa.queue_meta (
     queue text PRIMARY KEY,
     paused boolean NOT NULL DEFAULT false,
     paused_at timestamptz,
-    paused_by text
+    paused_by text,
+    -- AWA["QUEUES"][queue]["dlq"], published by the workers serving the queue (see awa.dlq
+    -- routing in close_attempts): terminal failures of this queue go to awa.dlq_entries.
+    dlq_enabled boolean NOT NULL DEFAULT false
 );
 
 -- A lane is one ordered (queue, priority, shard) stream. The row is inserted once, on first use,
@@ -511,6 +514,26 @@ CREATE FUNCTION awa.close_attempts(
             ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
            AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
          WHERE c.outcome IN ('retryable', 'snoozed')
+    ), dead AS (
+        -- Terminal failures of DLQ-enabled queues are parked for an operator. Every closer
+        -- (worker, rescue, cancel, callback timeout) goes through here, so all of them route.
+        INSERT INTO awa.dlq_entries (job_id, kind, queue, priority, args, attempt,
+                                     original_run_lease, max_attempts, created_at, metadata,
+                                     tags, errors, dlq_reason)
+        SELECT r.job_id, r.kind, r.queue, r.priority, r.args, c.attempt, c.run_lease,
+               r.max_attempts, r.created_at, r.metadata, r.tags,
+               CASE WHEN l.error IS NULL THEN r.errors ELSE r.errors || jsonb_build_array(l.error)
+               END,
+               CASE WHEN c.attempt >= r.max_attempts THEN 'attempts_exhausted'
+                    ELSE 'terminal_error' END
+          FROM closed c
+          JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease
+          JOIN awa.ready_entries r
+            ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
+           AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
+          JOIN awa.queue_meta m ON m.queue = c.queue AND m.dlq_enabled
+         WHERE c.outcome = 'failed'
+        ON CONFLICT (job_id) DO NOTHING
     ), released AS (
         DELETE FROM awa.leases x USING closed c
          WHERE x.job_id = c.job_id AND x.run_lease = c.run_lease
@@ -1035,3 +1058,194 @@ SELECT DISTINCT ON (job_id)
        created_at, metadata, tags, errors, finalized_at, result
   FROM facts
  ORDER BY job_id, position DESC;
+
+-- ==== ops: dead-letter queue, descriptors, runtime instances, queue health ====
+-- Operator surfaces (docs/operations.md). Routing into awa.dlq_entries happens in
+-- awa.close_attempts (the `dead` step) for queues whose queue_meta.dlq_enabled is set.
+
+-- Listing and retention read the DLQ newest or oldest first, across queues.
+CREATE INDEX dlq_entries_dlq_at ON awa.dlq_entries (dlq_at, job_id);
+CREATE INDEX dlq_entries_kind_dlq_at ON awa.dlq_entries (kind, dlq_at DESC);
+
+-- Closures by time, for the leader's completed/failed counts. BRIN: closures are appended in
+-- roughly finalized_at order, so a block-range summary finds the recent ones while costing the
+-- hot path next to nothing (no per-row btree insert).
+CREATE INDEX done_entries_finalized_at ON awa.done_entries USING brin (finalized_at);
+
+-- What code declares about a queue (AWA["QUEUES"][name]) and a job kind (@awa.job), upserted by
+-- every worker at start and with each runtime snapshot. descriptor_hash covers the content;
+-- refreshed_at says when a live worker last vouched for it (stale when nobody did recently).
+CREATE TABLE awa.queue_descriptors (
+    queue text PRIMARY KEY,
+    display_name text NOT NULL,
+    description text NOT NULL,
+    owner text NOT NULL,
+    dlq_enabled boolean NOT NULL,
+    descriptor_hash text NOT NULL,
+    changed_at timestamptz NOT NULL DEFAULT now(),
+    refreshed_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE awa.kind_descriptors (
+    kind text PRIMARY KEY,
+    queue text,
+    description text NOT NULL,
+    owner text NOT NULL,
+    docs_url text NOT NULL,
+    descriptor_hash text NOT NULL,
+    changed_at timestamptz NOT NULL DEFAULT now(),
+    refreshed_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- One row per live worker (or awa_maintenance) process, rewritten every
+-- RUNTIME_SNAPSHOT_INTERVAL_S; the leader deletes rows silent for RUNTIME_STALE_AFTER_S.
+-- queue_hashes / kind_hashes are the descriptor hashes this process declares, so drift (two
+-- live processes declaring one queue differently) is visible.
+CREATE TABLE awa.runtime_instances (
+    instance_id text PRIMARY KEY,
+    hostname text NOT NULL,
+    pid integer NOT NULL,
+    version text NOT NULL,
+    started_at timestamptz NOT NULL,
+    last_seen_at timestamptz NOT NULL DEFAULT now(),
+    queues jsonb NOT NULL,
+    in_flight integer NOT NULL,
+    is_leader boolean NOT NULL,
+    healthy boolean NOT NULL,
+    shutting_down boolean NOT NULL,
+    queue_hashes jsonb NOT NULL,
+    kind_hashes jsonb NOT NULL
+);
+
+-- The leader's queue-stats pass appends one sample per queue (depth by state, lag, and the
+-- completions and failures since the previous pass) for the last-hour charts and throughput.
+-- A plain table of a few hundred rows per queue, trimmed by the same pass.
+CREATE TABLE awa.queue_stat_samples (
+    queue text NOT NULL,
+    sampled_at timestamptz NOT NULL,
+    available integer NOT NULL,
+    scheduled integer NOT NULL,
+    retryable integer NOT NULL,
+    running integer NOT NULL,
+    waiting_external integer NOT NULL,
+    dlq integer NOT NULL,
+    lag_s double precision NOT NULL,
+    completed integer NOT NULL,
+    failed integer NOT NULL,
+    PRIMARY KEY (queue, sampled_at)
+);
+CREATE INDEX queue_stat_samples_sampled_at ON awa.queue_stat_samples (sampled_at);
+
+-- Puts DLQ entries back as fresh attempts and returns the ids it moved: attempt 0, the error
+-- history kept, run_lease one past the failed attempt's. The step keeps every later fact of the
+-- job ranked after every earlier one in awa.jobs even when the job never ran under that lease (a
+-- cancelled job's tombstoned ready row sits at the same lease), and the next claim takes a
+-- larger lease still.
+-- p_run_at in the future defers the job (scheduled); NULL or past makes it ready at once.
+-- p_queue / p_priority (NULL: keep) move it to another lane.
+CREATE FUNCTION awa.dlq_retry(p_job_ids bigint[], p_run_at timestamptz, p_queue text,
+                              p_priority smallint)
+RETURNS SETOF bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_lane record;
+    v_ready record;
+BEGIN
+    IF p_run_at IS NOT NULL AND p_run_at > now() THEN
+        RETURN QUERY
+        WITH taken AS (
+            DELETE FROM awa.dlq_entries d WHERE d.job_id = ANY (p_job_ids) RETURNING d.*
+        )
+        INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
+                                       run_lease, max_attempts, run_at, created_at, metadata,
+                                       tags, errors)
+        SELECT t.job_id, 'scheduled', t.kind, coalesce(p_queue, t.queue),
+               coalesce(p_priority, t.priority), t.args, 0, t.original_run_lease + 1,
+               t.max_attempts, p_run_at, t.created_at, t.metadata, t.tags, t.errors
+          FROM taken t
+        RETURNING job_id;
+        RETURN;
+    END IF;
+    FOR v_lane IN
+        SELECT coalesce(p_queue, d.queue) AS queue, coalesce(p_priority, d.priority) AS priority,
+               count(*)::integer AS n
+          FROM awa.dlq_entries d WHERE d.job_id = ANY (p_job_ids)
+         GROUP BY 1, 2 ORDER BY 1, 2
+    LOOP
+        -- Positions are reserved for the rows seen above; an entry a concurrent retry took
+        -- meanwhile just leaves an unused position, like a rolled-back producer.
+        SELECT * INTO v_ready FROM awa.reserve_lane(v_lane.queue, v_lane.priority, 0::smallint,
+                                                     v_lane.n, true);
+        RETURN QUERY
+        WITH taken AS (
+            DELETE FROM awa.dlq_entries d
+             WHERE d.job_id = ANY (p_job_ids) AND coalesce(p_queue, d.queue) = v_lane.queue
+               AND coalesce(p_priority, d.priority) = v_lane.priority
+            RETURNING d.*
+        ), numbered AS (
+            SELECT t.*, row_number() OVER (ORDER BY t.job_id) AS position FROM taken t
+        )
+        INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot,
+                                       ready_generation, job_id, kind, args, attempt, run_lease,
+                                       max_attempts, run_at, created_at, metadata, tags, errors)
+        SELECT v_lane.queue, v_lane.priority, 0, v_ready.lane_seqs[n.position],
+               v_ready.ready_slot, v_ready.ready_generation, n.job_id, n.kind, n.args, 0,
+               n.original_run_lease + 1, n.max_attempts, now(), n.created_at, n.metadata, n.tags,
+               n.errors
+          FROM numbered n
+        RETURNING job_id;
+        PERFORM pg_notify('awa', v_lane.queue);
+    END LOOP;
+END
+$$;
+
+-- Moves failed (or cancelled) jobs into the DLQ with p_reason and returns the ids it moved:
+-- jobs whose current state is one of p_states, still in the ring or in terminal_history (whose
+-- row goes, so the job is held in one place). A job already in the DLQ is left alone.
+CREATE FUNCTION awa.dlq_move(p_job_ids bigint[], p_states text[], p_reason text)
+RETURNS SETOF bigint LANGUAGE sql AS $$
+    WITH moved AS (
+        INSERT INTO awa.dlq_entries (job_id, kind, queue, priority, args, attempt,
+                                     original_run_lease, max_attempts, created_at, metadata,
+                                     tags, errors, dlq_reason)
+        SELECT j.job_id, j.kind, j.queue, j.priority, j.args, j.attempt, j.run_lease,
+               j.max_attempts, j.created_at, j.metadata, j.tags, j.errors, p_reason
+          FROM awa.jobs j
+         WHERE j.job_id = ANY (p_job_ids) AND j.state = ANY (p_states)
+        ON CONFLICT (job_id) DO NOTHING
+        RETURNING job_id
+    ), forgotten AS (
+        DELETE FROM awa.terminal_history h USING moved m WHERE h.job_id = m.job_id
+    )
+    SELECT m.job_id FROM moved m ORDER BY m.job_id
+$$;
+
+-- Cancels every pending job of a queue (available, scheduled, retryable) through
+-- awa.cancel_job, so each is withdrawn the way a single cancel would; returns how many.
+-- Running attempts are left to finish.
+CREATE FUNCTION awa.drain_queue(p_queue text, p_reason text) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_job_id bigint;
+    v_cancelled integer := 0;
+BEGIN
+    FOR v_job_id IN
+        SELECT d.job_id FROM awa.deferred_jobs d WHERE d.queue = p_queue
+        UNION
+        SELECT r.job_id FROM awa.ready_entries r
+         WHERE r.queue = p_queue
+           AND NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
+                            WHERE c.queue = r.queue AND c.priority = r.priority
+                              AND c.shard = r.shard AND c.lane_seq = r.lane_seq
+                              AND c.ready_slot = r.ready_slot)
+           AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t
+                            WHERE t.queue = r.queue AND t.priority = r.priority
+                              AND t.shard = r.shard AND t.lane_seq = r.lane_seq
+                              AND t.ready_slot = r.ready_slot)
+    LOOP
+        IF awa.cancel_job(v_job_id, p_reason) IN ('cancelled_queued', 'cancelled_scheduled') THEN
+            v_cancelled := v_cancelled + 1;
+        END IF;
+    END LOOP;
+    RETURN v_cancelled;
+END
+$$;

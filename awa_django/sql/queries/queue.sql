@@ -38,8 +38,9 @@ SELECT awa.cancel_job(%(job_id)s::bigint, %(reason)s) AS outcome
 -- name: queue_depths
 -- Per queue: waiting ready rows (no receipt, no tombstone) and the age of the oldest one's
 -- run_at, scheduled and retryable backlog (literal states, as the partial indexes are built),
--- and open attempts (a receipt without its closure). Every queue with a lane or a deferred job
--- gets a row, so a drained queue reports zeros instead of vanishing.
+-- open attempts (a receipt without its closure) split into running and waiting_external (its
+-- lease has a callback_id), and DLQ entries. Every queue with a lane, a deferred job or a DLQ
+-- entry gets a row, so a drained queue reports zeros instead of vanishing.
 WITH waiting AS (
     SELECT r.queue, count(*) AS available, min(r.run_at) AS oldest_run_at
       FROM awa.ready_entries r
@@ -59,17 +60,26 @@ WITH waiting AS (
     SELECT queue, count(*) AS retryable FROM awa.deferred_jobs
      WHERE state = 'retryable' GROUP BY queue
 ), running AS (
-    SELECT c.queue, count(*) AS running
+    SELECT c.queue,
+           count(*) FILTER (WHERE NOT w.waiting) AS running,
+           count(*) FILTER (WHERE w.waiting) AS waiting_external
       FROM awa.claim_receipts c
+     CROSS JOIN LATERAL (
+               SELECT EXISTS (SELECT 1 FROM awa.leases x
+                               WHERE x.job_id = c.job_id AND x.run_lease = c.run_lease
+                                 AND x.callback_id IS NOT NULL) AS waiting) w
      WHERE NOT EXISTS (
                SELECT 1 FROM awa.done_entries d
                 WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
                   AND d.ready_slot = c.ready_slot)
      GROUP BY c.queue
+), dead AS (
+    SELECT queue, count(*) AS dlq FROM awa.dlq_entries GROUP BY queue
 ), queues AS (
     SELECT queue FROM awa.queue_lanes
     UNION SELECT queue FROM scheduled
     UNION SELECT queue FROM retryable
+    UNION SELECT queue FROM dead
 )
 SELECT q.queue,
        coalesce(w.available, 0)::integer AS available,
@@ -77,10 +87,13 @@ SELECT q.queue,
        coalesce(y.retryable, 0)::integer AS retryable,
        coalesce(n.running, 0)::integer AS running,
        greatest(coalesce(extract(epoch FROM now() - w.oldest_run_at), 0), 0)::double precision
-           AS lag_s
+           AS lag_s,
+       coalesce(n.waiting_external, 0)::integer AS waiting_external,
+       coalesce(x.dlq, 0)::integer AS dlq
   FROM queues q
   LEFT JOIN waiting w ON w.queue = q.queue
   LEFT JOIN scheduled s ON s.queue = q.queue
   LEFT JOIN retryable y ON y.queue = q.queue
   LEFT JOIN running n ON n.queue = q.queue
+  LEFT JOIN dead x ON x.queue = q.queue
  ORDER BY q.queue

@@ -1,0 +1,243 @@
+"""The dead-letter queue, for operators: ``awa.dlq.list/get/retry/retry_bulk/purge/purge_bulk/
+depth/depths/move_failed``.
+
+A queue opts in with ``AWA["QUEUES"][name]["dlq"] = True``. Its jobs that fail terminally
+(attempts exhausted, ``TerminalError``, rescue or callback timeout on the last attempt) are then
+held in the DLQ instead of failed history, with their error history and the run_lease of the
+attempt that failed, until an operator retries or purges them or ``DLQ_RETENTION_S`` passes.
+
+Every function runs on ``AWA["DATABASE_ALIAS"]`` in its own transaction (or the caller's, when
+one is open). Bulk actions need a filter (``queue``, ``kind``, ``reason``, ``older_than``) or an
+explicit ``all=True``; without either they raise ``ConfirmationRequired`` and change nothing.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Final
+
+from django.db import connections, transaction
+from django.db.backends.utils import CursorWrapper
+
+from awa_django.conf import PRIORITY_MAX, PRIORITY_MIN, get_settings
+from awa_django.enqueue import RunAt, _check_int, _resolve_run_at
+from awa_django.exceptions import ConfirmationRequired, InvalidJob
+from awa_django.storage import dlq as storage
+from awa_django.storage.dlq import DlqEntry, DlqFilter
+
+__all__ = [
+    "DlqEntry",
+    "depth",
+    "depths",
+    "get",
+    "list",
+    "move_failed",
+    "purge",
+    "purge_bulk",
+    "retry",
+    "retry_bulk",
+]
+
+# Rows one statement of a bulk action touches; each batch commits on its own.
+BULK_BATCH_SIZE: Final = 1000
+Age = timedelta | float | int | None
+
+
+def _older_than_s(older_than: Age) -> float | None:
+    if older_than is None:
+        return None
+    seconds = older_than.total_seconds() if isinstance(older_than, timedelta) else older_than
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+        raise InvalidJob(
+            f"older_than must be a timedelta or seconds >= 0, got {older_than!r}",
+            field="older_than",
+        )
+    return float(seconds)
+
+
+def _queue(name: str | None, *, field: str) -> str | None:
+    if name is not None and name not in get_settings().QUEUES:
+        raise InvalidJob(
+            f"unknown queue {name!r}; declared queues are {sorted(get_settings().QUEUES)}",
+            field=field,
+        )
+    return name
+
+
+def _filter(
+    *, queue: str | None, kind: str | None, reason: str | None, older_than: Age, all: bool
+) -> DlqFilter:
+    where = DlqFilter(queue=queue, kind=kind, reason=reason, older_than_s=_older_than_s(older_than))
+    if where == DlqFilter() and not all:
+        raise ConfirmationRequired(
+            "a bulk DLQ action needs a filter (queue=, kind=, reason=, older_than=) or all=True"
+        )
+    return where
+
+
+def _cursor() -> tuple[str, CursorWrapper]:
+    alias = get_settings().DATABASE_ALIAS
+    return alias, connections[alias].cursor()
+
+
+def list(
+    *,
+    queue: str | None = None,
+    kind: str | None = None,
+    reason: str | None = None,
+    older_than: Age = None,
+    limit: int = 100,
+    before: tuple[datetime, int] | None = None,
+) -> builtins.list[DlqEntry]:
+    """Entries newest first, filtered; page on with ``before=(last.dlq_at, last.job_id)``."""
+    where = DlqFilter(queue=queue, kind=kind, reason=reason, older_than_s=_older_than_s(older_than))
+    _, cursor = _cursor()
+    with cursor:
+        return storage.list_entries(cursor, where, limit=limit, before=before)
+
+
+def get(job_id: int) -> DlqEntry | None:
+    """The entry of one job, or None when it is not in the DLQ."""
+    _, cursor = _cursor()
+    with cursor:
+        found = storage.get_entries(cursor, [job_id])
+    return found[0] if found else None
+
+
+def depth(queue: str | None = None) -> int:
+    """Entries in the DLQ, of one queue or of all."""
+    counts = depths()
+    return counts.get(queue, 0) if queue is not None else sum(counts.values())
+
+
+def depths() -> dict[str, int]:
+    """Entries per queue; queues with none are left out."""
+    _, cursor = _cursor()
+    with cursor:
+        return storage.depths(cursor)
+
+
+def retry_options(
+    run_at: RunAt, queue: str | None, priority: int | None
+) -> tuple[datetime | None, str | None, int | None]:
+    """Validated (run_at, queue, priority) of a retry; None keeps the job's own."""
+    chosen_priority = (
+        None
+        if priority is None
+        else _check_int(priority, name="priority", low=PRIORITY_MIN, high=PRIORITY_MAX)
+    )
+    return _resolve_run_at(run_at), _queue(queue, field="queue"), chosen_priority
+
+
+def retry(
+    job_id: int, *, run_at: RunAt = None, queue: str | None = None, priority: int | None = None
+) -> bool:
+    """Put one entry back as a fresh attempt; False when the job is not in the DLQ.
+
+    The job keeps its id and error history; its attempt count starts again and its next
+    run_lease is larger than the failed one's. ``run_at`` (datetime or timedelta) defers it;
+    ``queue`` / ``priority`` move it to another lane.
+    """
+    when, to_queue, to_priority = retry_options(run_at, queue, priority)
+    alias, cursor = _cursor()
+    with transaction.atomic(using=alias), cursor:
+        moved = storage.retry_entries(
+            cursor, [job_id], run_at=when, queue=to_queue, priority=to_priority
+        )
+    return bool(moved)
+
+
+def _bulk(alias: str, step: Callable[[CursorWrapper], int]) -> int:
+    total = 0
+    while True:
+        with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+            done = step(cursor)
+        total += done
+        if done < BULK_BATCH_SIZE:
+            return total
+
+
+def retry_bulk(
+    *,
+    queue: str | None = None,
+    kind: str | None = None,
+    reason: str | None = None,
+    older_than: Age = None,
+    all: bool = False,
+    run_at: RunAt = None,
+    to_queue: str | None = None,
+    priority: int | None = None,
+) -> int:
+    """Retry every matching entry (see ``retry``); returns how many went back."""
+    where = _filter(queue=queue, kind=kind, reason=reason, older_than=older_than, all=all)
+    when, chosen_queue, chosen_priority = retry_options(run_at, to_queue, priority)
+    alias = get_settings().DATABASE_ALIAS
+
+    def step(cursor: CursorWrapper) -> int:
+        ids = storage.matching_ids(cursor, where, limit=BULK_BATCH_SIZE)
+        storage.retry_entries(
+            cursor, ids, run_at=when, queue=chosen_queue, priority=chosen_priority
+        )
+        return len(ids)
+
+    return _bulk(alias, step)
+
+
+def purge(job_id: int) -> bool:
+    """Delete one entry for good; False when the job is not in the DLQ."""
+    alias, cursor = _cursor()
+    with transaction.atomic(using=alias), cursor:
+        return bool(storage.purge_entries(cursor, [job_id]))
+
+
+def purge_bulk(
+    *,
+    queue: str | None = None,
+    kind: str | None = None,
+    reason: str | None = None,
+    older_than: Age = None,
+    all: bool = False,
+) -> int:
+    """Delete every matching entry; returns how many."""
+    where = _filter(queue=queue, kind=kind, reason=reason, older_than=older_than, all=all)
+
+    def step(cursor: CursorWrapper) -> int:
+        ids = storage.matching_ids(cursor, where, limit=BULK_BATCH_SIZE)
+        storage.purge_entries(cursor, ids)
+        return len(ids)
+
+    return _bulk(get_settings().DATABASE_ALIAS, step)
+
+
+def move_failed(
+    *,
+    queue: str | None = None,
+    kind: str | None = None,
+    older_than: Age = None,
+    all: bool = False,
+    job_ids: builtins.list[int] | None = None,
+) -> int:
+    """Move failed jobs (still in the ring, or in terminal history) into the DLQ, so they can
+    be retried; returns how many moved. ``older_than`` counts from when the job failed.
+    ``job_ids`` moves exactly those jobs (the ones that are failed); otherwise a filter or
+    ``all=True`` is needed. Works whatever the queue's DLQ policy."""
+    alias = get_settings().DATABASE_ALIAS
+    if job_ids is not None:
+        with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+            return len(
+                storage.move_jobs(cursor, job_ids, states=["failed"], reason="moved_from_failed")
+            )
+    where = _filter(queue=queue, kind=kind, reason=None, older_than=older_than, all=all)
+    total = 0
+    after_id = 0
+    while True:
+        with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+            ids = storage.failed_job_ids(cursor, where, after_id=after_id, limit=BULK_BATCH_SIZE)
+            total += len(
+                storage.move_jobs(cursor, ids, states=["failed"], reason="moved_from_failed")
+            )
+        if len(ids) < BULK_BATCH_SIZE:
+            return total
+        after_id = ids[-1]

@@ -1,0 +1,91 @@
+"""Health checks for operators and probes: ``awa.health.check()`` and ``manage.py awa_health``.
+
+Healthy means all of: the database answers; every migration is applied; a live runtime holds
+maintenance leadership (so promotion, rescue, ring prune and retention run); and every queue in
+``AWA["QUEUES"]`` is served by at least one live worker (a queue nobody serves is *stale*: its
+jobs wait forever). "Live" means a runtime snapshot newer than ``RUNTIME_STALE_AFTER_S``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from django.db import DatabaseError, connections
+from django.db.migrations.executor import MigrationExecutor
+
+from awa_django import runtimes
+from awa_django.conf import get_settings
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One health check: its name, whether it passed, and what it found."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class HealthReport:
+    checks: tuple[Check, ...]
+
+    @property
+    def healthy(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"healthy": self.healthy, "checks": [asdict(c) for c in self.checks]}
+
+
+def _database(alias: str) -> Check:
+    try:
+        with connections[alias].cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError as exc:
+        return Check("database", False, f"database {alias!r} unreachable: {exc}".strip())
+    return Check("database", True, f"database {alias!r} answers")
+
+
+def _migrations(alias: str) -> Check:
+    executor = MigrationExecutor(connections[alias])
+    plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    if plan:
+        pending = ", ".join(f"{m.app_label}.{m.name}" for m, _ in plan)
+        return Check("migrations", False, f"unapplied migrations: {pending}")
+    return Check("migrations", True, "all migrations applied")
+
+
+def _leader(live: list[runtimes.RuntimeInstance]) -> Check:
+    leaders = [r for r in live if r.is_leader]
+    if not leaders:
+        return Check(
+            "leader",
+            False,
+            "no live runtime holds maintenance leadership: run awa_worker or awa_maintenance",
+        )
+    leader = max(leaders, key=lambda r: r.last_seen_at)
+    return Check("leader", True, f"leader {leader.instance_id} (pid {leader.pid})")
+
+
+def _queues(live: list[runtimes.RuntimeInstance]) -> Check:
+    served = {queue for r in live if not r.shutting_down for queue in r.queues}
+    stale = sorted(set(get_settings().QUEUES) - served)
+    if stale:
+        return Check("queues", False, f"no live worker serves: {', '.join(stale)}")
+    return Check("queues", True, f"every declared queue is served ({len(served)} served)")
+
+
+def check() -> HealthReport:
+    """Run every check; later checks are skipped (failed) when the database is down."""
+    alias = get_settings().DATABASE_ALIAS
+    database = _database(alias)
+    if not database.ok:
+        skipped = [Check(n, False, "skipped: database unreachable") for n in ("migrations",)]
+        return HealthReport((database, *skipped))
+    migrations = _migrations(alias)
+    if not migrations.ok:
+        return HealthReport((database, migrations))
+    live = [r for r in runtimes.list() if r.live]
+    return HealthReport((database, migrations, _leader(live), _queues(live)))

@@ -1,0 +1,60 @@
+"""``manage.py awa_queues``: per-queue health as a table, or JSON with ``--json``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from awa_django import queues
+from awa_django.management.output import table, to_json
+
+HEADERS = (
+    "queue",
+    "available",
+    "scheduled",
+    "retryable",
+    "running",
+    "waiting",
+    "dlq",
+    "lag_s",
+    "done/h",
+    "failed/h",
+    "per_min",
+    "paused",
+)
+
+
+class Command(BaseCommand):
+    help = (
+        "Show every queue's depth by state, DLQ depth, lag, completed and failed in the last "
+        "hour, throughput and pause state."
+    )
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        found = queues.stats()
+        if options["json"]:
+            self.stdout.write(to_json(found))
+            return
+        rows = [
+            (
+                q.queue,
+                q.available,
+                q.scheduled,
+                q.retryable,
+                q.running,
+                q.waiting_external,
+                q.dlq,
+                f"{q.lag_s:.1f}",
+                q.completed_last_hour,
+                q.failed_last_hour,
+                f"{q.throughput_per_min:.1f}",
+                f"yes ({q.paused_by})" if q.paused else "no",
+            )
+            for q in found
+        ]
+        self.stdout.write(table(HEADERS, rows))

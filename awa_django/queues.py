@@ -1,0 +1,146 @@
+"""Queue health and control, for operators: ``awa.queues.stats()``, ``history()``,
+``pause()``, ``resume()`` and ``drain()``.
+
+Live depths come from one indexed statement over the queue plane (the same one the leader's
+gauges use); completed and failed counts and throughput come from the samples the maintenance
+leader stores every ``QUEUE_STATS_INTERVAL_S`` — there is no per-job counter row. Without a
+running leader the live depths are still exact, the hourly numbers stop moving.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from django.db import connections, transaction
+
+from awa_django.conf import get_settings
+from awa_django.exceptions import ConfirmationRequired, InvalidJob
+from awa_django.storage import health as storage
+from awa_django.storage.health import QueueSample
+from awa_django.storage.queue import QueueDepth, read_queue_depths
+
+__all__ = ["QueueSample", "QueueStats", "drain", "history", "pause", "resume", "stats"]
+
+HOUR_S: Final = 3600.0
+THROUGHPUT_WINDOW_MIN: Final = 5
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueStats:
+    """One queue's health. Depths are live; ``completed_last_hour``, ``failed_last_hour`` and
+    ``throughput_per_min`` (completions per minute over the last five minutes) come from the
+    leader's samples."""
+
+    queue: str
+    # Declared in this process's AWA["QUEUES"] (a queue only seen in the database is not).
+    declared: bool
+    available: int
+    scheduled: int
+    retryable: int
+    running: int
+    waiting_external: int
+    dlq: int
+    # Seconds since the run_at of the oldest available job; 0 when none waits.
+    lag_s: float
+    completed_last_hour: int
+    failed_last_hour: int
+    throughput_per_min: float
+    paused: bool
+    paused_at: datetime | None
+    paused_by: str | None
+    dlq_enabled: bool
+
+    @property
+    def pending(self) -> int:
+        """Jobs that have not started: available, scheduled and retryable."""
+        return self.available + self.scheduled + self.retryable
+
+
+def _alias() -> str:
+    return get_settings().DATABASE_ALIAS
+
+
+def stats() -> list[QueueStats]:
+    """Every declared queue, and any other queue the database knows, by name."""
+    conf = get_settings()
+    with connections[conf.DATABASE_ALIAS].cursor() as cursor:
+        depths = {d.queue: d for d in read_queue_depths(cursor)}
+        totals = storage.sample_totals(cursor, window_s=HOUR_S)
+        meta = storage.meta_rows(cursor)
+    names = sorted(set(conf.QUEUES) | set(depths) | set(meta))
+    found = []
+    for name in names:
+        depth = depths.get(name) or QueueDepth(
+            queue=name, available=0, scheduled=0, retryable=0, running=0, lag_s=0.0
+        )
+        completed, failed, completed_5m = totals.get(name, (0, 0, 0))
+        row = meta.get(name, {})
+        found.append(
+            QueueStats(
+                queue=name,
+                declared=name in conf.QUEUES,
+                available=depth.available,
+                scheduled=depth.scheduled,
+                retryable=depth.retryable,
+                running=depth.running,
+                waiting_external=depth.waiting_external,
+                dlq=depth.dlq,
+                lag_s=depth.lag_s,
+                completed_last_hour=completed,
+                failed_last_hour=failed,
+                throughput_per_min=completed_5m / THROUGHPUT_WINDOW_MIN,
+                paused=bool(row.get("paused", False)),
+                paused_at=row.get("paused_at"),
+                paused_by=row.get("paused_by"),
+                dlq_enabled=bool(row.get("dlq_enabled", False)),
+            )
+        )
+    return found
+
+
+def history(queue: str | None = None, *, window_s: float = HOUR_S) -> list[QueueSample]:
+    """The leader's samples of the last ``window_s`` (one queue, or all), oldest first: the
+    series behind a depth and throughput chart."""
+    with connections[_alias()].cursor() as cursor:
+        return storage.samples(cursor, queue=queue, window_s=window_s)
+
+
+def _declared(queue: str) -> str:
+    declared = get_settings().QUEUES
+    if queue not in declared:
+        raise InvalidJob(
+            f"unknown queue {queue!r}; declared queues are {sorted(declared)}", field="queue"
+        )
+    return queue
+
+
+def pause(queue: str, *, by: str = "operator") -> None:
+    """Pause ``queue``: workers claim nothing from it and promotion leaves its due jobs in the
+    backlog until it is resumed. Enqueueing still works; running jobs finish."""
+    alias = _alias()
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        storage.pause(cursor, queue=_declared(queue), by=by)
+
+
+def resume(queue: str) -> None:
+    """Resume ``queue`` and wake its workers (no-op when it is not paused)."""
+    alias = _alias()
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        storage.resume(cursor, queue=_declared(queue))
+
+
+def drain(queue: str, *, confirm: bool = False, reason: str = "drained by operator") -> int:
+    """Cancel every pending job of ``queue`` (available, scheduled, retryable) and return how
+    many; running jobs are left to finish. Irreversible, so ``confirm=True`` is required
+    (``ConfirmationRequired`` otherwise). Pause the queue first to stop new work being
+    claimed meanwhile; jobs enqueued after the drain are kept."""
+    _declared(queue)
+    if not confirm:
+        raise ConfirmationRequired(
+            f"draining {queue!r} cancels its pending jobs: pass confirm=True"
+        )
+    alias = _alias()
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        return storage.drain(cursor, queue=queue, reason=reason)

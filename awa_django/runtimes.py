@@ -1,0 +1,50 @@
+"""Runtime instances: one row per running worker (or ``awa_maintenance``) process, rewritten
+every ``RUNTIME_SNAPSHOT_INTERVAL_S``. ``awa.runtimes.list()`` shows them all, ``leader()`` the
+live maintenance leader. A row silent for ``RUNTIME_STALE_AFTER_S`` is not ``live`` and is
+deleted by the leader; a process that stops cleanly deletes its own row."""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connections
+
+from awa_django.conf import get_settings
+from awa_django.storage.runtime import list_runtimes
+
+__all__ = ["RuntimeInstance", "leader", "list"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeInstance:
+    """One process's latest snapshot."""
+
+    instance_id: str
+    hostname: str
+    pid: int
+    version: str
+    started_at: datetime
+    last_seen_at: datetime
+    queues: dict[str, int]  # queue served -> concurrency
+    in_flight: int
+    is_leader: bool
+    healthy: bool
+    shutting_down: bool
+    # Refreshed within RUNTIME_STALE_AFTER_S.
+    live: bool
+
+
+def list() -> builtins.list[RuntimeInstance]:
+    """Every runtime row, newest start first."""
+    conf = get_settings()
+    with connections[conf.DATABASE_ALIAS].cursor() as cursor:
+        rows = list_runtimes(cursor, stale_after_s=conf.RUNTIME_STALE_AFTER_S)
+    return [RuntimeInstance(**row) for row in rows]
+
+
+def leader() -> RuntimeInstance | None:
+    """The live runtime that reports holding maintenance leadership, if any."""
+    leaders = [r for r in list() if r.live and r.is_leader]
+    return max(leaders, key=lambda r: r.last_seen_at) if leaders else None

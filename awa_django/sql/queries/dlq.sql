@@ -1,0 +1,72 @@
+-- Dead-letter queue: listing, retry, purge and moving failed jobs in (see awa.dlq_retry and
+-- awa.dlq_move in the substrate migration). A NULL filter parameter matches everything.
+
+-- name: list_dlq
+-- One page of entries, newest first, after the (dlq_at, job_id) keyset of the previous page.
+SELECT job_id, kind, queue, priority, args, attempt, original_run_lease, max_attempts,
+       created_at, metadata, tags, errors, dlq_reason, dlq_at
+  FROM awa.dlq_entries d
+ WHERE (%(queue)s::text IS NULL OR d.queue = %(queue)s::text)
+   AND (%(kind)s::text IS NULL OR d.kind = %(kind)s::text)
+   AND (%(reason)s::text IS NULL OR d.dlq_reason = %(reason)s::text)
+   AND (%(older_than_s)s::double precision IS NULL
+        OR d.dlq_at < now() - make_interval(secs => %(older_than_s)s::double precision))
+   AND (%(before_at)s::timestamptz IS NULL
+        OR (d.dlq_at, d.job_id) < (%(before_at)s::timestamptz, %(before_id)s::bigint))
+ ORDER BY d.dlq_at DESC, d.job_id DESC
+ LIMIT %(limit)s::integer
+
+-- name: get_dlq
+-- The entries of the given jobs.
+SELECT job_id, kind, queue, priority, args, attempt, original_run_lease, max_attempts,
+       created_at, metadata, tags, errors, dlq_reason, dlq_at
+  FROM awa.dlq_entries WHERE job_id = ANY (%(job_ids)s::bigint[]) ORDER BY job_id
+
+-- name: matching_dlq_ids
+-- One batch of entry ids matching the filters, oldest first, locked so a concurrent bulk
+-- action takes the next batch instead of the same one.
+SELECT d.job_id
+  FROM awa.dlq_entries d
+ WHERE (%(queue)s::text IS NULL OR d.queue = %(queue)s::text)
+   AND (%(kind)s::text IS NULL OR d.kind = %(kind)s::text)
+   AND (%(reason)s::text IS NULL OR d.dlq_reason = %(reason)s::text)
+   AND (%(older_than_s)s::double precision IS NULL
+        OR d.dlq_at < now() - make_interval(secs => %(older_than_s)s::double precision))
+ ORDER BY d.dlq_at, d.job_id
+ LIMIT %(limit)s::integer
+   FOR UPDATE SKIP LOCKED
+
+-- name: retry_dlq
+-- Puts entries back as fresh attempts (ready, or scheduled at run_at); returns the ids moved.
+SELECT job_id FROM awa.dlq_retry(%(job_ids)s::bigint[], %(run_at)s::timestamptz,
+                                 %(queue)s::text, %(priority)s::smallint) AS job_id
+
+-- name: purge_dlq
+-- Deletes entries; returns the ids deleted.
+DELETE FROM awa.dlq_entries WHERE job_id = ANY (%(job_ids)s::bigint[]) RETURNING job_id
+
+-- name: dlq_depths
+-- Entries per queue.
+SELECT queue, count(*)::integer AS depth FROM awa.dlq_entries GROUP BY queue ORDER BY queue
+
+-- name: failed_job_ids
+-- One batch of failed jobs not yet in the DLQ (closures in the ring, or terminal history),
+-- matching the filters; older_than_s is measured from when the job failed.
+SELECT j.job_id
+  FROM awa.jobs j
+ WHERE j.job_id IN (SELECT d.job_id FROM awa.done_entries d WHERE d.outcome = 'failed'
+                    UNION
+                    SELECT h.job_id FROM awa.terminal_history h WHERE h.state = 'failed')
+   AND j.state = 'failed'
+   AND j.job_id > %(after_id)s::bigint
+   AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+   AND (%(kind)s::text IS NULL OR j.kind = %(kind)s::text)
+   AND (%(older_than_s)s::double precision IS NULL
+        OR j.finalized_at < now() - make_interval(secs => %(older_than_s)s::double precision))
+ ORDER BY j.job_id
+ LIMIT %(limit)s::integer
+
+-- name: move_to_dlq
+-- Moves jobs in one of the given states into the DLQ with a reason; returns the ids moved.
+SELECT job_id FROM awa.dlq_move(%(job_ids)s::bigint[], %(states)s::text[], %(reason)s::text)
+    AS job_id

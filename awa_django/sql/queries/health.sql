@@ -1,0 +1,77 @@
+-- Queue health: the leader's samples, pause/resume/drain, and the reads behind awa.queues.
+
+-- name: record_queue_samples
+-- Appends one sample per measured queue: its depths, and the completions and failures closed
+-- since the previous pass (found through the BRIN index on done_entries.finalized_at; the
+-- first pass counts one interval back).
+WITH since AS (
+    SELECT coalesce(max(sampled_at), now() - make_interval(secs => %(interval_s)s::double precision))
+           AS at
+      FROM awa.queue_stat_samples
+), closed AS (
+    SELECT d.queue,
+           count(*) FILTER (WHERE d.outcome = 'completed') AS completed,
+           count(*) FILTER (WHERE d.outcome = 'failed') AS failed
+      FROM awa.done_entries d, since
+     WHERE d.finalized_at > since.at AND d.finalized_at <= now()
+     GROUP BY d.queue
+), batch AS (
+    SELECT * FROM unnest(%(queues)s::text[], %(available)s::integer[], %(scheduled)s::integer[],
+                         %(retryable)s::integer[], %(running)s::integer[],
+                         %(waiting_external)s::integer[], %(dlq)s::integer[],
+                         %(lag_s)s::double precision[])
+        AS b(queue, available, scheduled, retryable, running, waiting_external, dlq, lag_s)
+)
+INSERT INTO awa.queue_stat_samples (queue, sampled_at, available, scheduled, retryable, running,
+                                    waiting_external, dlq, lag_s, completed, failed)
+SELECT b.queue, now(), b.available, b.scheduled, b.retryable, b.running, b.waiting_external,
+       b.dlq, b.lag_s, coalesce(c.completed, 0), coalesce(c.failed, 0)
+  FROM batch b LEFT JOIN closed c ON c.queue = b.queue
+ON CONFLICT (queue, sampled_at) DO NOTHING
+
+-- name: trim_queue_samples
+-- Drops samples older than the kept window.
+DELETE FROM awa.queue_stat_samples
+ WHERE sampled_at < now() - make_interval(secs => %(keep_s)s::double precision)
+
+-- name: queue_sample_totals
+-- Per queue over the samples of the last window: completions, failures, and completions of the
+-- last five minutes (throughput).
+SELECT queue, sum(completed)::integer AS completed, sum(failed)::integer AS failed,
+       coalesce(sum(completed) FILTER (WHERE sampled_at > now() - interval '5 minutes'), 0)
+           ::integer AS completed_5m
+  FROM awa.queue_stat_samples
+ WHERE sampled_at > now() - make_interval(secs => %(window_s)s::double precision)
+ GROUP BY queue
+
+-- name: queue_samples
+-- The samples of one queue (or all, when NULL) over the last window, oldest first.
+SELECT queue, sampled_at, available, scheduled, retryable, running, waiting_external, dlq,
+       lag_s, completed, failed
+  FROM awa.queue_stat_samples
+ WHERE sampled_at > now() - make_interval(secs => %(window_s)s::double precision)
+   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+ ORDER BY sampled_at, queue
+
+-- name: queue_meta_rows
+-- Pause state (and DLQ switch) of every queue that has a control row.
+SELECT queue, paused, paused_at, paused_by, dlq_enabled FROM awa.queue_meta ORDER BY queue
+
+-- name: pause_queue
+-- Pauses a queue: workers claim nothing from it and promotion leaves its due jobs deferred.
+INSERT INTO awa.queue_meta (queue, paused, paused_at, paused_by)
+VALUES (%(queue)s, true, now(), %(by)s)
+ON CONFLICT (queue) DO UPDATE SET paused = true, paused_at = now(), paused_by = excluded.paused_by
+
+-- name: resume_queue
+-- Resumes a queue and wakes its workers.
+WITH resumed AS (
+    UPDATE awa.queue_meta SET paused = false, paused_at = NULL, paused_by = NULL
+     WHERE queue = %(queue)s AND paused
+    RETURNING queue
+)
+SELECT pg_notify('awa', queue) FROM resumed
+
+-- name: drain_queue
+-- Cancels every pending job of a queue; returns how many (see awa.drain_queue).
+SELECT awa.drain_queue(%(queue)s, %(reason)s) AS cancelled

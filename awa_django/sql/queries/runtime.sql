@@ -1,0 +1,110 @@
+-- Descriptors and runtime instances: what workers declare and report about themselves.
+
+-- name: sync_queue_policies
+-- Publishes each queue's DLQ policy where close_attempts reads it; rows that already agree are
+-- not rewritten.
+INSERT INTO awa.queue_meta (queue, dlq_enabled)
+SELECT * FROM unnest(%(queues)s::text[], %(dlq_enabled)s::boolean[])
+ON CONFLICT (queue) DO UPDATE SET dlq_enabled = excluded.dlq_enabled
+ WHERE awa.queue_meta.dlq_enabled IS DISTINCT FROM excluded.dlq_enabled
+
+-- name: upsert_queue_descriptors
+-- Upserts queue descriptors; changed_at moves only when the content hash changes.
+INSERT INTO awa.queue_descriptors AS q (queue, display_name, description, owner, dlq_enabled,
+                                        descriptor_hash)
+SELECT * FROM unnest(%(queues)s::text[], %(display_names)s::text[], %(descriptions)s::text[],
+                     %(owners)s::text[], %(dlq_enabled)s::boolean[], %(hashes)s::text[])
+ON CONFLICT (queue) DO UPDATE
+   SET display_name = excluded.display_name, description = excluded.description,
+       owner = excluded.owner, dlq_enabled = excluded.dlq_enabled,
+       descriptor_hash = excluded.descriptor_hash,
+       changed_at = CASE WHEN q.descriptor_hash = excluded.descriptor_hash THEN q.changed_at
+                         ELSE now() END,
+       refreshed_at = now()
+
+-- name: upsert_kind_descriptors
+-- Upserts job-kind descriptors; changed_at moves only when the content hash changes.
+INSERT INTO awa.kind_descriptors AS k (kind, queue, description, owner, docs_url,
+                                       descriptor_hash)
+SELECT * FROM unnest(%(kinds)s::text[], %(queues)s::text[], %(descriptions)s::text[],
+                     %(owners)s::text[], %(docs_urls)s::text[], %(hashes)s::text[])
+ON CONFLICT (kind) DO UPDATE
+   SET queue = excluded.queue, description = excluded.description, owner = excluded.owner,
+       docs_url = excluded.docs_url, descriptor_hash = excluded.descriptor_hash,
+       changed_at = CASE WHEN k.descriptor_hash = excluded.descriptor_hash THEN k.changed_at
+                         ELSE now() END,
+       refreshed_at = now()
+
+-- name: upsert_runtime
+-- Writes one process's runtime snapshot.
+INSERT INTO awa.runtime_instances (instance_id, hostname, pid, version, started_at,
+                                   last_seen_at, queues, in_flight, is_leader, healthy,
+                                   shutting_down, queue_hashes, kind_hashes)
+VALUES (%(instance_id)s, %(hostname)s, %(pid)s, %(version)s, %(started_at)s, now(),
+        %(queues)s::jsonb, %(in_flight)s, %(is_leader)s, %(healthy)s, %(shutting_down)s,
+        %(queue_hashes)s::jsonb, %(kind_hashes)s::jsonb)
+ON CONFLICT (instance_id) DO UPDATE
+   SET last_seen_at = now(), queues = excluded.queues, in_flight = excluded.in_flight,
+       is_leader = excluded.is_leader, healthy = excluded.healthy,
+       shutting_down = excluded.shutting_down, queue_hashes = excluded.queue_hashes,
+       kind_hashes = excluded.kind_hashes
+
+-- name: delete_runtime
+-- Removes a stopping process's row.
+DELETE FROM awa.runtime_instances WHERE instance_id = %(instance_id)s
+
+-- name: delete_stale_runtimes
+-- Leader cleanup: rows of processes silent for longer than the staleness window.
+DELETE FROM awa.runtime_instances
+ WHERE last_seen_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
+
+-- name: list_runtimes
+-- Every runtime row, with whether it is live; the newest first.
+SELECT instance_id, hostname, pid, version, started_at, last_seen_at, queues, in_flight,
+       is_leader, healthy, shutting_down,
+       last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
+           AS live
+  FROM awa.runtime_instances
+ ORDER BY started_at DESC, instance_id
+
+-- name: list_queue_descriptors
+-- Queue descriptors with their derived state: stale (no live runtime refreshed it within the
+-- window) and drift (live runtimes declare it with different hashes), and each live runtime's
+-- hash.
+WITH live AS (
+    SELECT instance_id, queue_hashes FROM awa.runtime_instances
+     WHERE last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
+)
+SELECT d.queue, d.display_name, d.description, d.owner, d.dlq_enabled, d.descriptor_hash,
+       d.changed_at, d.refreshed_at,
+       d.refreshed_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
+           AS stale,
+       coalesce(h.hashes, '{}'::jsonb) AS runtime_hashes,
+       coalesce(h.distinct_hashes, 0) > 1 AS drift
+  FROM awa.queue_descriptors d
+  LEFT JOIN LATERAL (
+      SELECT jsonb_object_agg(l.instance_id, l.queue_hashes ->> d.queue) AS hashes,
+             count(DISTINCT l.queue_hashes ->> d.queue) AS distinct_hashes
+        FROM live l WHERE l.queue_hashes ? d.queue
+  ) h ON true
+ ORDER BY d.queue
+
+-- name: list_kind_descriptors
+-- Job-kind descriptors with stale and drift, as for queues.
+WITH live AS (
+    SELECT instance_id, kind_hashes FROM awa.runtime_instances
+     WHERE last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
+)
+SELECT d.kind, d.queue, d.description, d.owner, d.docs_url, d.descriptor_hash, d.changed_at,
+       d.refreshed_at,
+       d.refreshed_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
+           AS stale,
+       coalesce(h.hashes, '{}'::jsonb) AS runtime_hashes,
+       coalesce(h.distinct_hashes, 0) > 1 AS drift
+  FROM awa.kind_descriptors d
+  LEFT JOIN LATERAL (
+      SELECT jsonb_object_agg(l.instance_id, l.kind_hashes ->> d.kind) AS hashes,
+             count(DISTINCT l.kind_hashes ->> d.kind) AS distinct_hashes
+        FROM live l WHERE l.kind_hashes ? d.kind
+  ) h ON true
+ ORDER BY d.kind

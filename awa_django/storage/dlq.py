@@ -1,0 +1,136 @@
+"""Dead-letter queue storage: entries, retry, purge and moving failed jobs in.
+
+Routing itself happens in ``awa.close_attempts`` (every terminal failure of a queue whose
+``queue_meta.dlq_enabled`` is set lands in ``awa.dlq_entries``); this module is the operator
+side. Every function runs in the cursor's transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from django.db.backends.utils import CursorWrapper
+
+from awa_django.sql import queries
+from awa_django.storage.jobs import fetch_dicts
+
+_SQL = queries("dlq")
+_JSON_COLUMNS: Final = ("args", "metadata", "errors")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DlqEntry:
+    """A job held in the dead-letter queue. ``errors`` is its whole error history, oldest first
+    (each entry has ``attempt``, ``at``, ``type``, ``message`` and ``traceback``);
+    ``dlq_reason`` is ``attempts_exhausted``, ``terminal_error`` or the reason given when it was
+    moved in by an operator (``moved_from_failed``, ``operator_retry``)."""
+
+    job_id: int
+    kind: str
+    queue: str
+    priority: int
+    args: dict[str, Any]
+    attempt: int
+    # run_lease of the attempt that failed; a retry's next attempt gets a larger one.
+    original_run_lease: int
+    max_attempts: int
+    created_at: datetime
+    metadata: dict[str, Any]
+    tags: list[str]
+    errors: list[dict[str, Any]]
+    dlq_reason: str
+    dlq_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DlqFilter:
+    """Which entries a list or bulk action covers; None matches everything."""
+
+    queue: str | None = None
+    kind: str | None = None
+    reason: str | None = None
+    # Only entries that entered the DLQ more than this many seconds ago.
+    older_than_s: float | None = None
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "queue": self.queue,
+            "kind": self.kind,
+            "reason": self.reason,
+            "older_than_s": self.older_than_s,
+        }
+
+
+def list_entries(
+    cursor: CursorWrapper,
+    where: DlqFilter,
+    *,
+    limit: int,
+    before: tuple[datetime, int] | None = None,
+) -> list[DlqEntry]:
+    """Up to ``limit`` entries, newest first, strictly before the ``(dlq_at, job_id)`` keyset."""
+    before_at, before_id = before if before is not None else (None, None)
+    cursor.execute(
+        _SQL["list_dlq"],
+        {**where.params(), "limit": limit, "before_at": before_at, "before_id": before_id},
+    )
+    return [DlqEntry(**values) for values in fetch_dicts(cursor, _JSON_COLUMNS)]
+
+
+def get_entries(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[DlqEntry]:
+    cursor.execute(_SQL["get_dlq"], {"job_ids": list(job_ids)})
+    return [DlqEntry(**values) for values in fetch_dicts(cursor, _JSON_COLUMNS)]
+
+
+def matching_ids(cursor: CursorWrapper, where: DlqFilter, *, limit: int) -> list[int]:
+    """One locked batch of entry ids matching ``where``, oldest first."""
+    cursor.execute(_SQL["matching_dlq_ids"], {**where.params(), "limit": limit})
+    return [int(job_id) for (job_id,) in cursor.fetchall()]
+
+
+def retry_entries(
+    cursor: CursorWrapper,
+    job_ids: Sequence[int],
+    *,
+    run_at: datetime | None,
+    queue: str | None,
+    priority: int | None,
+) -> list[int]:
+    """Put entries back as fresh attempts; returns the ids that were in the DLQ."""
+    cursor.execute(
+        _SQL["retry_dlq"],
+        {"job_ids": list(job_ids), "run_at": run_at, "queue": queue, "priority": priority},
+    )
+    return [int(job_id) for (job_id,) in cursor.fetchall()]
+
+
+def purge_entries(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[int]:
+    cursor.execute(_SQL["purge_dlq"], {"job_ids": list(job_ids)})
+    return [int(job_id) for (job_id,) in cursor.fetchall()]
+
+
+def depths(cursor: CursorWrapper) -> dict[str, int]:
+    """Entries per queue (queues with none are left out)."""
+    cursor.execute(_SQL["dlq_depths"])
+    return {queue: int(depth) for queue, depth in cursor.fetchall()}
+
+
+def failed_job_ids(
+    cursor: CursorWrapper, where: DlqFilter, *, after_id: int, limit: int
+) -> list[int]:
+    """One batch of ids of failed jobs (ring or terminal history) above ``after_id``."""
+    cursor.execute(_SQL["failed_job_ids"], {**where.params(), "after_id": after_id, "limit": limit})
+    return [int(job_id) for (job_id,) in cursor.fetchall()]
+
+
+def move_jobs(
+    cursor: CursorWrapper, job_ids: Sequence[int], *, states: Sequence[str], reason: str
+) -> list[int]:
+    """Move jobs whose current state is in ``states`` into the DLQ; returns the ids moved."""
+    cursor.execute(
+        _SQL["move_to_dlq"], {"job_ids": list(job_ids), "states": list(states), "reason": reason}
+    )
+    return [int(job_id) for (job_id,) in cursor.fetchall()]

@@ -1,0 +1,89 @@
+"""Queue health storage: the leader's per-queue samples, pause/resume/drain, and the reads the
+``awa.queues`` API is built from."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.backends.utils import CursorWrapper
+from psycopg import AsyncConnection
+
+from awa_django.sql import queries
+from awa_django.storage.jobs import fetch_dicts
+from awa_django.storage.queue import QueueDepth
+
+_SQL = queries("health")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueSample:
+    """One leader measurement of one queue; ``completed`` and ``failed`` count the attempts
+    closed since the previous sample."""
+
+    queue: str
+    sampled_at: datetime
+    available: int
+    scheduled: int
+    retryable: int
+    running: int
+    waiting_external: int
+    dlq: int
+    lag_s: float
+    completed: int
+    failed: int
+
+
+async def record_samples(
+    conn: AsyncConnection[Any], depths: Sequence[QueueDepth], *, interval_s: float, keep_s: float
+) -> None:
+    """Append one sample per queue in ``depths`` and drop samples older than ``keep_s``."""
+    async with conn.transaction():
+        await conn.execute(
+            _SQL["record_queue_samples"],
+            {
+                "interval_s": interval_s,
+                "queues": [d.queue for d in depths],
+                "available": [d.available for d in depths],
+                "scheduled": [d.scheduled for d in depths],
+                "retryable": [d.retryable for d in depths],
+                "running": [d.running for d in depths],
+                "waiting_external": [d.waiting_external for d in depths],
+                "dlq": [d.dlq for d in depths],
+                "lag_s": [d.lag_s for d in depths],
+            },
+        )
+        await conn.execute(_SQL["trim_queue_samples"], {"keep_s": keep_s})
+
+
+def sample_totals(cursor: CursorWrapper, *, window_s: float) -> dict[str, tuple[int, int, int]]:
+    """Per queue: (completed, failed) over the window and completions of the last 5 minutes."""
+    cursor.execute(_SQL["queue_sample_totals"], {"window_s": window_s})
+    return {queue: (c, f, c5) for queue, c, f, c5 in cursor.fetchall()}
+
+
+def samples(cursor: CursorWrapper, *, queue: str | None, window_s: float) -> list[QueueSample]:
+    cursor.execute(_SQL["queue_samples"], {"queue": queue, "window_s": window_s})
+    return [QueueSample(**row) for row in fetch_dicts(cursor, ())]
+
+
+def meta_rows(cursor: CursorWrapper) -> dict[str, dict[str, Any]]:
+    cursor.execute(_SQL["queue_meta_rows"])
+    return {row["queue"]: row for row in fetch_dicts(cursor, ())}
+
+
+def pause(cursor: CursorWrapper, *, queue: str, by: str) -> None:
+    cursor.execute(_SQL["pause_queue"], {"queue": queue, "by": by})
+
+
+def resume(cursor: CursorWrapper, *, queue: str) -> None:
+    cursor.execute(_SQL["resume_queue"], {"queue": queue})
+
+
+def drain(cursor: CursorWrapper, *, queue: str, reason: str) -> int:
+    cursor.execute(_SQL["drain_queue"], {"queue": queue, "reason": reason})
+    row = cursor.fetchone()
+    assert row is not None  # the function always answers
+    return int(row[0])

@@ -1,0 +1,121 @@
+"""Descriptors and runtime instances: the writes workers make about themselves (async, on the
+worker's pool) and the reads operators make (sync, on Django's connection)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final
+
+from django.db.backends.utils import CursorWrapper
+from psycopg import AsyncConnection
+
+from awa_django.sql import queries
+from awa_django.storage.jobs import fetch_dicts
+
+if TYPE_CHECKING:
+    from awa_django.descriptors import Declarations
+
+_SQL = queries("runtime")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeSnapshot:
+    """What one process reports about itself every snapshot interval."""
+
+    instance_id: str
+    hostname: str
+    pid: int
+    version: str
+    started_at: datetime
+    queues: dict[str, int]  # queue served -> concurrency
+    in_flight: int
+    is_leader: bool
+    healthy: bool
+    shutting_down: bool
+
+
+async def publish_declarations(conn: AsyncConnection[Any], declared: Declarations) -> None:
+    """Publish DLQ policies and upsert queue and kind descriptors, in one transaction."""
+    queues = declared.queues
+    kinds = declared.kinds
+    async with conn.transaction():
+        if queues:
+            await conn.execute(
+                _SQL["sync_queue_policies"],
+                {"queues": [q.queue for q in queues], "dlq_enabled": [q.dlq for q in queues]},
+            )
+            await conn.execute(
+                _SQL["upsert_queue_descriptors"],
+                {
+                    "queues": [q.queue for q in queues],
+                    "display_names": [q.display_name for q in queues],
+                    "descriptions": [q.description for q in queues],
+                    "owners": [q.owner for q in queues],
+                    "dlq_enabled": [q.dlq for q in queues],
+                    "hashes": [q.hash for q in queues],
+                },
+            )
+        if kinds:
+            await conn.execute(
+                _SQL["upsert_kind_descriptors"],
+                {
+                    "kinds": [k.kind for k in kinds],
+                    "queues": [k.queue for k in kinds],
+                    "descriptions": [k.description for k in kinds],
+                    "owners": [k.owner for k in kinds],
+                    "docs_urls": [k.docs_url for k in kinds],
+                    "hashes": [k.hash for k in kinds],
+                },
+            )
+
+
+async def write_snapshot(
+    conn: AsyncConnection[Any], snapshot: RuntimeSnapshot, declared: Declarations
+) -> None:
+    await conn.execute(
+        _SQL["upsert_runtime"],
+        {
+            "instance_id": snapshot.instance_id,
+            "hostname": snapshot.hostname,
+            "pid": snapshot.pid,
+            "version": snapshot.version,
+            "started_at": snapshot.started_at,
+            "queues": json.dumps(snapshot.queues),
+            "in_flight": snapshot.in_flight,
+            "is_leader": snapshot.is_leader,
+            "healthy": snapshot.healthy,
+            "shutting_down": snapshot.shutting_down,
+            "queue_hashes": json.dumps({q.queue: q.hash for q in declared.queues}),
+            "kind_hashes": json.dumps({k.kind: k.hash for k in declared.kinds}),
+        },
+    )
+
+
+async def delete_runtime(conn: AsyncConnection[Any], *, instance_id: str) -> None:
+    await conn.execute(_SQL["delete_runtime"], {"instance_id": instance_id})
+
+
+async def delete_stale_runtimes(conn: AsyncConnection[Any], *, stale_after_s: float) -> int:
+    cursor = await conn.execute(_SQL["delete_stale_runtimes"], {"stale_after_s": stale_after_s})
+    return cursor.rowcount
+
+
+_RUNTIME_JSON: Final = ("queues",)
+_DESCRIPTOR_JSON: Final = ("runtime_hashes",)
+
+
+def list_runtimes(cursor: CursorWrapper, *, stale_after_s: float) -> list[dict[str, Any]]:
+    cursor.execute(_SQL["list_runtimes"], {"stale_after_s": stale_after_s})
+    return fetch_dicts(cursor, _RUNTIME_JSON)
+
+
+def list_descriptors(
+    cursor: CursorWrapper, *, of: str, stale_after_s: float
+) -> Sequence[dict[str, Any]]:
+    """Queue (``of="queue"``) or kind (``of="kind"``) descriptors with stale and drift."""
+    block = {"queue": "list_queue_descriptors", "kind": "list_kind_descriptors"}[of]
+    cursor.execute(_SQL[block], {"stale_after_s": stale_after_s})
+    return fetch_dicts(cursor, _DESCRIPTOR_JSON)

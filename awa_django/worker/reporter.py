@@ -1,0 +1,107 @@
+"""Runtime reporting: a worker publishes its declarations (DLQ policies, queue and kind
+descriptors) and a snapshot of itself at start, then every ``interval_s`` until it stops, and
+deletes its snapshot row on a clean exit.
+
+Publishing at start, before the first claim, is what makes a queue's DLQ policy known to
+``awa.close_attempts`` by the time its jobs can fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import Callable
+from datetime import datetime
+from importlib import metadata
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from awa_django.descriptors import Declarations
+from awa_django.storage.runtime import (
+    RuntimeSnapshot,
+    delete_runtime,
+    publish_declarations,
+    write_snapshot,
+)
+from awa_django.worker.dispatcher import wait_for_any
+
+logger = logging.getLogger(__name__)
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("awa-django")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class RuntimeReporter:
+    """Writes one process's declarations and snapshot; ``state()`` supplies the live fields
+    (in-flight count, leader flag, health, shutting down)."""
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Any],
+        *,
+        instance_id: str,
+        queues: dict[str, int],
+        declared: Declarations,
+        interval_s: float,
+        started_at: datetime,
+        state: Callable[[], tuple[int, bool, bool, bool]],
+    ) -> None:
+        self._pool = pool
+        self._declared = declared
+        self._interval_s = interval_s
+        self._state = state
+        self._identity = {
+            "instance_id": instance_id,
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "version": package_version(),
+            "started_at": started_at,
+            "queues": queues,
+        }
+
+    def snapshot(self) -> RuntimeSnapshot:
+        in_flight, is_leader, healthy, shutting_down = self._state()
+        return RuntimeSnapshot(
+            **self._identity,
+            in_flight=in_flight,
+            is_leader=is_leader,
+            healthy=healthy,
+            shutting_down=shutting_down,
+        )
+
+    async def report_once(self) -> None:
+        async with self._pool.connection() as conn:
+            await publish_declarations(conn, self._declared)
+            await write_snapshot(conn, self.snapshot(), self._declared)
+
+    async def run(self, stopping: asyncio.Event, stopped: asyncio.Event) -> None:
+        """Report every ``interval_s`` until ``stopped``, and once more as soon as ``stopping``
+        is set (so the row says shutting down while in-flight jobs drain). A failed write is
+        logged and retried next time; the row just ages meanwhile."""
+        announced = False
+        while not stopped.is_set():
+            await wait_for_any(
+                stopped, *(() if announced else (stopping,)), timeout=self._interval_s
+            )
+            if stopped.is_set():
+                return
+            announced = stopping.is_set()
+            try:
+                await self.report_once()
+            except Exception:
+                logger.exception("runtime snapshot failed")
+
+    async def withdraw(self) -> None:
+        """Delete this process's row (clean shutdown)."""
+        try:
+            async with self._pool.connection() as conn:
+                await delete_runtime(conn, instance_id=str(self._identity["instance_id"]))
+        except Exception:
+            logger.exception("could not delete the runtime row; the leader will")

@@ -1,0 +1,143 @@
+"""Queue health: live depths by state, the leader's samples (completed, failed, throughput,
+history), pause, resume and drain, against real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+
+import awa_django as awa
+from awa_django.exceptions import ConfirmationRequired, InvalidJob
+from awa_django.maintenance.queue_stats import QueueStats
+from awa_django.storage.queue import claim_ready
+from awa_django.worker.connections import connect, open_pool
+from tests.conftest import run_burst
+from tests.jobs import noop, retry_after, terminal
+
+pytestmark = pytest.mark.usefixtures("awa_db")
+
+
+@pytest.fixture(autouse=True)
+def queues_with_dlq():
+    with override_settings(AWA={"QUEUES": {"default": {"dlq": True}, "email": {}}}):
+        yield
+
+
+def claim(queue: str, n: int) -> list[int]:
+    async def main() -> list[int]:
+        async with await connect("default") as conn:
+            jobs = await claim_ready(conn, queue=queue, limit=n, claimed_by="t", deadline_s=0)
+            return [j.job_id for j in jobs]
+
+    return asyncio.run(main())
+
+
+def park_on_callback(job_id: int) -> None:
+    """Give a running attempt a lease with a callback_id: how a callback wait is stored."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.leases (job_id, run_lease, lease_slot, ready_slot, queue, priority, "
+            "shard, lane_seq, claimed_by, callback_id) "
+            "SELECT job_id, run_lease, 0, ready_slot, queue, priority, shard, lane_seq, "
+            "claimed_by, gen_random_uuid() FROM awa.claim_receipts WHERE job_id = %s",
+            [job_id],
+        )
+
+
+def stats_pass() -> None:
+    async def main() -> None:
+        pool = await open_pool("default", max_size=1)
+        try:
+            await QueueStats(pool, interval_s=30.0).run_once()
+        finally:
+            await pool.close()
+
+    asyncio.run(main())
+
+
+def by_queue() -> dict[str, awa.queues.QueueStats]:
+    return {q.queue: q for q in awa.queues.stats()}
+
+
+def test_stats_count_every_state_from_live_queries_and_samples():
+    noop.enqueue()
+    awa.enqueue(terminal)  # -> DLQ
+    awa.enqueue(terminal, queue="email")  # -> failed
+    retry_after.enqueue(seconds=3600)  # -> retryable
+    run_burst()
+    stats_pass()  # the leader's sample counts the 1 completion and 2 failures
+    running, waiting = noop.enqueue(), noop.enqueue()
+    assert sorted(claim("default", 2)) == sorted([running, waiting])
+    park_on_callback(waiting)
+    noop.enqueue()
+    noop.enqueue()
+    awa.enqueue(noop, run_at=timedelta(hours=1))
+
+    default = by_queue()["default"]
+    assert (
+        default.available,
+        default.scheduled,
+        default.retryable,
+        default.running,
+        default.waiting_external,
+        default.dlq,
+    ) == (2, 1, 1, 1, 1, 1)
+    assert default.pending == 4
+    assert default.completed_last_hour == 1  # retry_after's attempt closed as retryable
+    assert default.failed_last_hour == 1
+    assert default.throughput_per_min == pytest.approx(1 / 5)
+    assert default.lag_s >= 0 and default.declared and default.dlq_enabled
+    email = by_queue()["email"]
+    assert (email.failed_last_hour, email.dlq, email.dlq_enabled) == (1, 0, False)
+
+
+def test_history_returns_the_leaders_samples_oldest_first():
+    noop.enqueue()
+    stats_pass()
+    run_burst()
+    stats_pass()
+    samples = awa.queues.history("default")
+    assert [(s.available, s.completed) for s in samples] == [(1, 0), (0, 1)]
+    assert samples[0].sampled_at < samples[1].sampled_at
+    assert awa.queues.history("email") == []
+
+
+def test_pause_stops_claims_until_resume():
+    awa.queues.pause("default", by="alice")
+    job_id = noop.enqueue()
+    run_burst()
+    paused = by_queue()["default"]
+    assert paused.paused and paused.paused_by == "alice" and paused.available == 1
+    assert awa.get_job(job_id).state == "available"
+    awa.queues.resume("default")
+    run_burst()
+    assert awa.get_job(job_id).state == "completed"
+    assert not by_queue()["default"].paused
+    with pytest.raises(InvalidJob, match="unknown queue"):
+        awa.queues.pause("nope")
+
+
+def test_drain_needs_confirmation_and_cancels_only_pending_jobs():
+    running = noop.enqueue()
+    claim("default", 1)
+    available = noop.enqueue()
+    scheduled = awa.enqueue(noop, run_at=timedelta(hours=1))
+    other = noop.enqueue()
+    awa.enqueue(noop, queue="email")
+    with pytest.raises(ConfirmationRequired):
+        awa.queues.drain("default")
+    assert awa.get_job(available).state == "available"
+
+    assert awa.queues.drain("default", confirm=True) == 3
+    states = {j.job_id: j.state for j in awa.get_jobs([running, available, scheduled, other])}
+    assert states == {
+        running: "running",
+        available: "cancelled",
+        scheduled: "cancelled",
+        other: "cancelled",
+    }
+    assert by_queue()["email"].available == 1
