@@ -3,6 +3,6 @@ installed (Django imports this module through admin autodiscovery)."""
 
 from __future__ import annotations
 
-from awa_django.admin import jobs
+from awa_django.admin import dlq, fleet, health, jobs
 
-__all__ = ["jobs"]
+__all__ = ["dlq", "fleet", "health", "jobs"]

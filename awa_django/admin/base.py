@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import connections
 from django.db.backends.utils import CursorWrapper
+from django.forms import Form
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
@@ -38,6 +39,12 @@ def query_with(query: QueryDict, **changes: object) -> str:
         else:
             updated[key] = str(value)
     return updated.urlencode()
+
+
+def report_form_errors(request: HttpRequest, form: Form) -> None:
+    """Each invalid field of an action form as an error message naming the field."""
+    for field, errors in form.errors.items():
+        messages.error(request, f"{field}: {' '.join(str(error) for error in errors)}")
 
 
 class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]

@@ -11,7 +11,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from awa_django.actions import cancel
+from awa_django.actions import cancel, retry
 from awa_django.admin.base import OperatorAdmin, View, awa_cursor, query_with
 from awa_django.models import Job
 from awa_django.storage.browse import (
@@ -26,6 +26,8 @@ from awa_django.storage.jobs import get_jobs
 PAGE_SIZE: Final = 50
 # States cancel can still act on; the others already ended.
 CANCELLABLE: Final = frozenset({"available", "scheduled", "retryable", "running"})
+# States awa.retry puts back as a fresh attempt.
+RETRYABLE: Final = frozenset({"dlq", "failed", "cancelled"})
 
 
 class JobSearchForm(forms.Form):
@@ -45,6 +47,7 @@ class JobAdmin(OperatorAdmin):
             ("", self.changelist, ""),
             ("<int:job_id>/", self.detail, "change"),
             ("<int:job_id>/cancel/", require_POST(self.cancel_job), "cancel"),
+            ("<int:job_id>/retry/", require_POST(self.retry_job), "retry"),
         ]
 
     def changelist(self, request: HttpRequest) -> HttpResponse:
@@ -97,6 +100,11 @@ class JobAdmin(OperatorAdmin):
                 "job": job,
                 "attempts": attempts,
                 "saved": progress,
+                "retry_url": (
+                    reverse(self.url_name("retry"), args=[job_id])
+                    if job.state in RETRYABLE
+                    else None
+                ),
                 "cancel_url": (
                     reverse(self.url_name("cancel"), args=[job_id])
                     if job.state in CANCELLABLE
@@ -111,4 +119,14 @@ class JobAdmin(OperatorAdmin):
             messages.success(request, f"Job {job_id} cancelled.")
         else:
             messages.warning(request, f"Job {job_id} was not cancelled: it had already ended.")
+        return HttpResponseRedirect(reverse(self.url_name("change"), args=[job_id]))
+
+    def retry_job(self, request: HttpRequest, job_id: int) -> HttpResponse:
+        self.require_change(request)
+        if retry(job_id):
+            messages.success(request, f"Job {job_id} retried.")
+        else:
+            messages.warning(
+                request, f"Job {job_id} was not retried: it is not failed, cancelled or dead."
+            )
         return HttpResponseRedirect(reverse(self.url_name("change"), args=[job_id]))

@@ -30,7 +30,14 @@ def viewer_client(awa_db: None) -> Client:
     client.force_login(
         staff_user(
             "viewer",
-            ["view_job", "view_deadletter", "view_queue"],
+            [
+                "view_job",
+                "view_deadletter",
+                "view_queue",
+                "view_queuedescriptor",
+                "view_kinddescriptor",
+                "view_runtimeinstance",
+            ],
         )
     )
     return client

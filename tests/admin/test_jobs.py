@@ -9,7 +9,7 @@ from django.db import connection
 from django.urls import reverse
 
 import awa_django as awa
-from tests.conftest import run_burst
+from tests.conftest import BackgroundWorker, run_burst, wait_until
 from tests.jobs import noop
 
 LIST = "admin:awa_django_job_changelist"
@@ -166,3 +166,100 @@ def test_user_without_permission_gets_403(outsider_client):
 def test_anonymous_user_is_sent_to_login(client):
     response = client.get(reverse(LIST))
     assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def retry_url(job_id: int) -> str:
+    return reverse("admin:awa_django_job_retry", args=[job_id])
+
+
+def test_retry_a_failed_job_from_the_detail_page(operator_client):
+    job_id = awa.enqueue("tests.always_fails", args={}, max_attempts=1)
+    run_burst()
+    failed = awa.get_job(job_id)
+    assert failed.state == "failed"
+    assert retry_url(job_id).encode() in operator_client.get(detail_url(job_id)).content
+
+    response = operator_client.post(retry_url(job_id), follow=True)
+
+    assert f"Job {job_id} retried." in response.content.decode()
+    retried = awa.get_job(job_id)
+    assert retried.state == "available" and retried.errors == failed.errors
+    run_burst()
+    assert awa.get_job(job_id).run_lease > failed.run_lease
+
+
+def test_retry_a_dead_letter_job_from_the_job_page(operator_client):
+    job_id = awa.enqueue("tests.always_fails", args={}, max_attempts=1)
+    run_burst()
+    awa.dlq.move_failed(job_ids=[job_id])
+    page = operator_client.get(detail_url(job_id))
+    assert page.context["job"].state == "dlq"
+    assert reverse("admin:awa_django_deadletter_change", args=[job_id]).encode() in page.content
+
+    operator_client.post(retry_url(job_id))
+
+    assert awa.get_job(job_id).state == "available"
+
+
+def test_a_completed_job_offers_no_retry_and_refuses_one(operator_client):
+    job_id = awa.enqueue("tests.noop", args={})
+    run_burst()
+    page = operator_client.get(detail_url(job_id))
+    assert b"retry-job" not in page.content and b"cancel-job" not in page.content
+
+    response = operator_client.post(retry_url(job_id), follow=True)
+
+    assert "is not failed, cancelled or dead" in response.content.decode()
+    assert awa.get_job(job_id).state == "completed"
+
+
+def test_viewer_gets_403_on_a_crafted_retry(viewer_client):
+    job_id = awa.enqueue("tests.always_fails", args={}, max_attempts=1)
+    run_burst()
+    assert b"retry-job" not in viewer_client.get(detail_url(job_id)).content
+    assert viewer_client.post(retry_url(job_id)).status_code == 403
+    assert awa.get_job(job_id).state == "failed"
+
+
+def test_a_running_job_is_found_and_cancelled(operator_client):
+    job_id = awa.enqueue("tests.slow_first", args={"seconds": 30})
+    worker = BackgroundWorker(maintenance=False).start()
+    try:
+        wait_until(lambda: awa.get_job(job_id).state == "running")
+        assert listed_ids(operator_client.get(reverse(LIST), {"state": "running"})) == [job_id]
+        page = operator_client.get(detail_url(job_id))
+        assert [a.outcome for a in page.context["attempts"]] == [None]
+        assert b"cancel-job" in page.content
+
+        operator_client.post(cancel_url(job_id))
+
+        assert awa.get_job(job_id).state == "cancelled"
+    finally:
+        worker.stop()
+
+
+def test_failed_history_kept_past_its_ring_slot_is_listed(operator_client):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.terminal_history (job_id, run_lease, state, kind, queue, priority, "
+            "args, attempt, max_attempts, created_at, metadata, tags, errors, finalized_at) "
+            "VALUES (nextval('awa.job_id_seq'), 3, 'failed', 'tests.old', 'email', 2, '{}', 3, "
+            "3, now(), '{}', '{}', '[]', now()) RETURNING job_id"
+        )
+        (job_id,) = cursor.fetchone()
+    awa.enqueue("tests.noop", args={})
+
+    response = operator_client.get(reverse(LIST), {"state": "failed", "queue": "email"})
+
+    assert listed_ids(response) == [job_id]
+    assert operator_client.get(detail_url(job_id)).context["job"].kind == "tests.old"
+
+
+def test_retry_a_cancelled_job(operator_client):
+    job_id = awa.enqueue("tests.noop", args={}, run_at=timedelta(hours=1))
+    awa.cancel(job_id)
+    assert retry_url(job_id).encode() in operator_client.get(detail_url(job_id)).content
+
+    operator_client.post(retry_url(job_id))
+
+    assert awa.get_job(job_id).state == "available"
