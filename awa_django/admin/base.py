@@ -41,6 +41,11 @@ def query_with(query: QueryDict, **changes: object) -> str:
     return updated.urlencode()
 
 
+def queue_choices() -> list[tuple[str, str]]:
+    """The queues declared in ``AWA["QUEUES"]``, as form choices."""
+    return [(name, name) for name in sorted(get_settings().QUEUES)]
+
+
 def report_form_errors(request: HttpRequest, form: Form) -> None:
     """Each invalid field of an action form as an error message naming the field."""
     for field, errors in form.errors.items():

@@ -4,7 +4,7 @@ and purge them, with a confirmation page before purging. Everything goes through
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Final
+from typing import Any, Final
 
 from django import forms
 from django.contrib import admin, messages
@@ -15,8 +15,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from awa_django import dlq
-from awa_django.admin.base import OperatorAdmin, View, query_with, report_form_errors
-from awa_django.conf import get_settings
+from awa_django.admin.base import (
+    OperatorAdmin,
+    View,
+    query_with,
+    queue_choices,
+    report_form_errors,
+)
 from awa_django.exceptions import InvalidJob
 from awa_django.models import DeadLetter
 
@@ -30,13 +35,18 @@ AGES: Final = {
 REASONS: Final = ("attempts_exhausted", "terminal_error", "moved_from_failed")
 
 
-def queue_choices() -> list[tuple[str, str]]:
-    return [(name, name) for name in sorted(get_settings().QUEUES)]
+def any_queue_choices() -> list[tuple[str, str]]:
+    return [("", "any queue"), *queue_choices()]
+
+
+def target_queue_choices() -> list[tuple[str, str]]:
+    return [("", "same queue"), *queue_choices()]
 
 
 class DlqFilterForm(forms.Form):
     job_id = forms.IntegerField(required=False, min_value=1, label="Job id")
-    queue = forms.ChoiceField(required=False)
+    # Callable choices are read per form, so they follow AWA["QUEUES"] (override_settings too).
+    queue = forms.ChoiceField(required=False, choices=any_queue_choices)
     kind = forms.CharField(required=False, max_length=200)
     reason = forms.ChoiceField(
         required=False, choices=[("", "any reason"), *((r, r) for r in REASONS)]
@@ -49,21 +59,17 @@ class DlqFilterForm(forms.Form):
     before_at = forms.DateTimeField(required=False, widget=forms.HiddenInput)
     before_id = forms.IntegerField(required=False, widget=forms.HiddenInput)
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.fields["queue"].choices = [("", "any queue"), *queue_choices()]  # type: ignore[attr-defined]
-
 
 class JobIdsField(forms.Field):
     """Repeated ``job_ids`` values as a list of positive integers (the DLQ says which it holds)."""
 
     widget = forms.MultipleHiddenInput
 
-    def to_python(self, value: object) -> list[int]:
+    def to_python(self, value: Any) -> list[int]:
         if not value:
             raise ValidationError("select at least one job")
         try:
-            ids = [int(item) for item in value]  # type: ignore[attr-defined]
+            ids = [int(item) for item in value]
         except (TypeError, ValueError):
             raise ValidationError("job ids must be whole numbers") from None
         if min(ids) < 1:
@@ -76,12 +82,8 @@ class SelectionForm(forms.Form):
 
     action = forms.ChoiceField(choices=[("retry", "retry"), ("purge", "purge")])
     job_ids = JobIdsField()
-    to_queue = forms.ChoiceField(required=False)
+    to_queue = forms.ChoiceField(required=False, choices=target_queue_choices)
     confirmed = forms.BooleanField(required=False)
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.fields["to_queue"].choices = [("", "same queue"), *queue_choices()]  # type: ignore[attr-defined]
 
 
 @admin.register(DeadLetter)

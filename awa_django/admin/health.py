@@ -18,7 +18,13 @@ from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
 from awa_django import queues
-from awa_django.admin.base import OperatorAdmin, View, awa_cursor, report_form_errors
+from awa_django.admin.base import (
+    OperatorAdmin,
+    View,
+    awa_cursor,
+    queue_choices,
+    report_form_errors,
+)
 from awa_django.admin.chart import Series, line_chart
 from awa_django.conf import get_settings
 from awa_django.exceptions import InvalidJob
@@ -32,12 +38,8 @@ class QueueActionForm(forms.Form):
     action = forms.ChoiceField(
         choices=[("pause", "pause"), ("resume", "resume"), ("drain", "drain")]
     )
-    queue = forms.ChoiceField()
+    queue = forms.ChoiceField(choices=queue_choices)
     confirmed = forms.BooleanField(required=False)
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.fields["queue"].choices = [(q, q) for q in sorted(get_settings().QUEUES)]  # type: ignore[attr-defined]
 
 
 def snapshot_stats(

@@ -75,11 +75,12 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
 
 
 @pytest.fixture
-def screenshots() -> Iterator[Path]:
+def screenshots(capsys: pytest.CaptureFixture[str]) -> Iterator[Path]:
     shutil.rmtree(ARTIFACTS, ignore_errors=True)
     ARTIFACTS.mkdir(parents=True)
     yield ARTIFACTS
-    print(f"\nbrowser screenshots saved in {ARTIFACTS}")
+    with capsys.disabled():  # shown even when pytest captures output
+        print(f"\nbrowser screenshots saved in {ARTIFACTS}")
 
 
 def seed_last_hour(queue: str) -> None:
