@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from importlib import metadata
 from typing import Any
@@ -57,19 +58,24 @@ class RuntimeReporter:
         self._declared = declared
         self._interval_s = interval_s
         self._state = state
-        self._identity = {
-            "instance_id": instance_id,
-            "hostname": socket.gethostname(),
-            "pid": os.getpid(),
-            "version": package_version(),
-            "started_at": started_at,
-            "queues": queues,
-        }
+        # The fields that never change; snapshot() fills in the live ones.
+        self._base = RuntimeSnapshot(
+            instance_id=instance_id,
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
+            version=package_version(),
+            started_at=started_at,
+            queues=queues,
+            in_flight=0,
+            is_leader=False,
+            healthy=True,
+            shutting_down=False,
+        )
 
     def snapshot(self) -> RuntimeSnapshot:
         in_flight, is_leader, healthy, shutting_down = self._state()
-        return RuntimeSnapshot(
-            **self._identity,
+        return replace(
+            self._base,
             in_flight=in_flight,
             is_leader=is_leader,
             healthy=healthy,
@@ -102,6 +108,6 @@ class RuntimeReporter:
         """Delete this process's row (clean shutdown)."""
         try:
             async with self._pool.connection() as conn:
-                await delete_runtime(conn, instance_id=str(self._identity["instance_id"]))
+                await delete_runtime(conn, instance_id=self._base.instance_id)
         except Exception:
             logger.exception("could not delete the runtime row; the leader will")

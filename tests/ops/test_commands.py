@@ -147,7 +147,11 @@ def test_awa_health_exit_codes(worker_process):
     assert not checks["leader"]["ok"] and not checks["queues"]["ok"]
     assert "default" in checks["queues"]["detail"]
 
-    fast = {"AWA_OVERRIDES": json.dumps({"LEADER_ELECTION_INTERVAL_S": 0.1})}
+    fast = {
+        "AWA_OVERRIDES": json.dumps(
+            {"LEADER_ELECTION_INTERVAL_S": 0.1, "RUNTIME_SNAPSHOT_INTERVAL_S": 0.5}
+        )
+    }
     worker = worker_process(env=fast).wait_ready()  # every queue of the example settings
     healthy = manage("awa_health")
     for _ in range(50):

@@ -50,7 +50,7 @@ def test_a_worker_reports_its_snapshot_and_deletes_it_on_exit():
             {"default": 3},
         )
         assert row.live and row.healthy and not row.shutting_down
-        assert awa.runtimes.leader() == row
+        assert awa.runtimes.leader().instance_id == row.instance_id
 
         sleepy.enqueue(seconds=1.5)
         wait_until(lambda: awa.runtimes.list()[0].in_flight == 1)

@@ -159,11 +159,11 @@ def test_snooze_gives_the_attempt_back():
 
 
 def test_promotion_respects_run_at_and_keeps_identity():
-    due = awa.enqueue("k.d", args={"a": 1}, run_at=timedelta(milliseconds=1))
+    due = awa.enqueue("k.d", args={"a": 1}, run_at=timedelta(milliseconds=500))
     later = awa.enqueue("k.d", args={"a": 2}, run_at=timedelta(hours=1))
     assert claim() == []
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_sleep(0.01)")
+        cursor.execute("SELECT pg_sleep(0.6)")
     assert run(promote_due, limit=10) == 1
     (job,) = claim()
     assert (job.job_id, job.args, job.attempt, job.run_lease) == (due, {"a": 1}, 1, 1)
@@ -174,10 +174,10 @@ def test_promotion_respects_run_at_and_keeps_identity():
 
 
 def test_promotion_skips_paused_queues():
-    awa.enqueue("k.d", args={}, run_at=timedelta(milliseconds=1), queue="email")
+    awa.enqueue("k.d", args={}, run_at=timedelta(milliseconds=500), queue="email")
     with connection.cursor() as cursor:
         cursor.execute("INSERT INTO awa.queue_meta (queue, paused) VALUES ('email', true)")
-        cursor.execute("SELECT pg_sleep(0.01)")
+        cursor.execute("SELECT pg_sleep(0.6)")
     assert run(promote_due, limit=10) == 0
 
 
@@ -223,9 +223,9 @@ def test_promotion_skips_a_lane_whose_producer_has_not_committed():
     try:
         assert holding.wait(10)
         # A scheduled job takes no lane lock, so it can be added while the lane is held.
-        due = awa.enqueue("k.d", args={}, run_at=timedelta(milliseconds=1))
+        due = awa.enqueue("k.d", args={}, run_at=timedelta(milliseconds=500))
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_sleep(0.01)")
+            cursor.execute("SELECT pg_sleep(0.6)")
         assert run(promote_due, limit=10) == 0
         assert awa.get_job(due).state == "scheduled"
     finally:
