@@ -48,8 +48,9 @@ class RuntimeInstanceAdmin(ReadOnlyOperatorAdmin):
 
     def changelist(self, request: HttpRequest) -> HttpResponse:
         self.require_view(request)
-        instances = runtimes.list()
-        leader = next((r for r in instances if r.is_leader and r.live), None)
         return self.render(
-            request, "runtimes.html", "Runtimes", {"runtimes": instances, "leader": leader}
+            request,
+            "runtimes.html",
+            "Runtimes",
+            {"runtimes": runtimes.list(), "leader": runtimes.leader()},
         )

@@ -34,6 +34,8 @@ def test_two_workers_declaring_a_queue_differently_show_drift(operator_client, w
     first = worker_process(env=worker_env("charges cards")).wait_ready()
     second = worker_process(env=worker_env("refunds cards")).wait_ready()
     wait_until(lambda: len([r for r in runtimes.list() if r.live]) == 2, timeout=30)
+    # A worker reports its leadership with the snapshot after it won the election.
+    wait_until(lambda: runtimes.leader() is not None, timeout=30)
 
     page = operator_client.get(reverse(QUEUE_DESCRIPTORS))
 

@@ -75,7 +75,7 @@ def test_charts_plot_the_last_hour_of_samples(operator_client):
     assert "available" in depth and "<polyline" in depth
     # No CDN, no script: the chart is inline SVG.
     assert b"<script src=" not in response.content.split(b'id="content-main"')[1]
-    assert b"No samples yet" in response.content  # email has none
+    assert b"No samples in the last hour" in response.content  # email has none
 
 
 def test_page_queries_stay_constant_with_1000_jobs(operator_client, django_assert_num_queries):

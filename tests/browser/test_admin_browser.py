@@ -1,6 +1,8 @@
 """A real browser in the real admin: headless Chromium (Debian's, through its chromedriver)
 logs into the example project's live server, opens queue health and the DLQ, retries a dead
-job that a real worker process then completes, and saves screenshots of every step.
+job that a real worker process then completes, purges another after its confirmation page, and
+sees descriptor drift once a second worker declares the queue differently; it saves screenshots
+of every step.
 
 Screenshots go to artifacts/browser/ at the repository root (gitignored); the path is printed.
 """
@@ -23,7 +25,7 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.wait import WebDriverWait
 
 import awa_django as awa
-from awa_django import queues
+from awa_django import queues, runtimes
 from tests.conftest import REPO_ROOT, wait_until
 
 CHROMIUM = "/usr/bin/chromium"
@@ -182,6 +184,18 @@ def test_operator_retries_a_dead_job_from_the_admin(
     # Gone from the DLQ; the failed attempt stays in ring history until its slot is pruned.
     assert awa.dlq.get(doomed) is None and awa.get_job(doomed).state == "failed"
 
+    # A second worker deploys a different description of the default queue: drift.
+    redeployed = json.loads(json.dumps(WORKER_SETTINGS))
+    redeployed["QUEUES"]["default"]["description"] = "Orders, payments and refunds"
+    worker_process(
+        env={
+            "AWA_OVERRIDES": json.dumps(redeployed),
+            "AWA_JOB_MODULES": "tests.jobs,tests.browser.handlers",
+        }
+    ).wait_ready()
+    wait_until(lambda: len([r for r in runtimes.list() if r.live]) == 2, timeout=30)
+    wait_until(lambda: runtimes.leader() is not None, timeout=30)
+
     browser.get(f"{live_server.url}/admin/awa_django/runtimeinstance/")
     wait_for(browser, "#leader")
     assert "Maintenance leader" in browser.find_element(By.ID, "leader").text
@@ -189,7 +203,8 @@ def test_operator_retries_a_dead_job_from_the_admin(
 
     browser.get(f"{live_server.url}/admin/awa_django/queuedescriptor/")
     wait_for(browser, "#queue-descriptors")
-    assert "Orders and payments" in browser.find_element(By.ID, "queue-descriptors").text
+    assert "drift" in browser.find_element(By.ID, "queue-default").text
+    assert "current" in browser.find_element(By.ID, "queue-email").text
     browser.save_screenshot(str(screenshots / "09-queue-descriptors.png"))
 
     assert sorted(p.name for p in screenshots.glob("*.png")) == [
