@@ -48,3 +48,14 @@ def check_migrations(
             )
         ]
     return []
+
+
+@register()
+def check_scheduling_settings(
+    app_configs: Sequence[AppConfig] | None = None, **_: Any
+) -> list[CheckMessage]:
+    """Scheduling options that have no effect in the chosen concurrency mode."""
+    return [
+        Warning(problem.message, id=problem.id, hint="See docs/scheduling.md.")
+        for problem in conf.scheduling_warnings()
+    ]

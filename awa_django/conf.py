@@ -35,6 +35,20 @@ class QueueSettings:
     concurrency: int = 10
     # Hard deadline of one attempt, after which the leader rescues it; 0 disables.
     deadline_s: float = 300.0
+    # A waiting job gains one priority step per this many seconds at claim time; 0 disables.
+    aging_interval_s: float = 60.0
+    # Token bucket (jobs per second, burst) applied before claims; None: unlimited.
+    rate_limit: tuple[float, int] | None = None
+    # "process": each worker process has its own bucket; "fleet": one budget for every worker,
+    # kept in PostgreSQL (docs/scheduling.md).
+    rate_limit_scope: str = "process"
+    # Weighted mode (AWA["WORKER_CONCURRENCY"] set): permits kept for this queue whenever it has
+    # work, and its share of the capacity other queues leave idle.
+    min_concurrency: int = 0
+    weight: int = 1
+    # Each (priority, shard) lane runs one job at a time across the fleet, so jobs sharing an
+    # ordering key finish in enqueue order (docs/scheduling.md).
+    sequential_lanes: bool = False
     # Terminal failures go to the dead-letter queue (awa.dlq) instead of failed history.
     dlq: bool = False
     # Descriptor shown to operators (admin, awa_queues); empty when not declared.
@@ -104,6 +118,9 @@ class AwaSettings:
     CLEANUP_BATCH_SIZE: int = 1000
     # How often the leader measures queue depth and lag for the OpenTelemetry gauges.
     QUEUE_STATS_INTERVAL_S: float = 30.0
+    # None: every queue has its own hard-reserved concurrency. An integer: weighted mode, one
+    # limit for the whole worker process shared by its queues (min_concurrency, weight).
+    WORKER_CONCURRENCY: int | None = None
     # How often each worker writes its runtime snapshot and refreshes its descriptors.
     RUNTIME_SNAPSHOT_INTERVAL_S: float = 10.0
     # A runtime silent this long is not live (the leader deletes its row), and a descriptor no
@@ -120,9 +137,23 @@ class Problem:
 
 
 _QUEUE_OPTIONS: Final = frozenset(
-    {"concurrency", "deadline_s", "dlq", "display_name", "description", "owner"}
+    {
+        "concurrency",
+        "deadline_s",
+        "dlq",
+        "display_name",
+        "description",
+        "owner",
+        "aging_interval_s",
+        "rate_limit",
+        "rate_limit_scope",
+        "min_concurrency",
+        "weight",
+        "sequential_lanes",
+    }
 )
 _QUEUE_TEXT_OPTIONS: Final = ("display_name", "description", "owner")
+RATE_LIMIT_SCOPES: Final = ("process", "fleet")
 _POSITIVE_NUMBERS: Final = (
     "POLL_INTERVAL_S",
     "PROMOTE_INTERVAL_S",
@@ -203,6 +234,7 @@ def _queue_problems(raw_queues: object) -> list[Problem]:
                     f"(0 disables the deadline), got {deadline!r}.",
                 )
             )
+        found += _scheduling_problems(name, options)
         found += _queue_operator_problems(name, options)
     return found
 
@@ -248,6 +280,96 @@ def _runtime_problems(raw: Mapping[str, Any], defaults: AwaSettings) -> list[Pro
             )
         )
     return found
+
+
+def _scheduling_problems(name: str, options: Mapping[str, Any]) -> list[Problem]:
+    """Priority aging, rate limit and weighted-mode options of one queue."""
+    found: list[Problem] = []
+    where = f"AWA['QUEUES'][{name!r}]"
+    aging = options.get("aging_interval_s", 60.0)
+    if not _is_number(aging) or aging < 0:
+        found.append(
+            Problem(
+                "awa.E040",
+                f"{where}['aging_interval_s'] must be a number of seconds >= 0 "
+                f"(0 disables priority aging), got {aging!r}.",
+            )
+        )
+    rate_limit = options.get("rate_limit")
+    if rate_limit is not None and not (
+        isinstance(rate_limit, list | tuple)
+        and len(rate_limit) == 2
+        and _is_number(rate_limit[0])
+        and rate_limit[0] > 0
+        and _is_int(rate_limit[1])
+        and rate_limit[1] >= 1
+    ):
+        found.append(
+            Problem(
+                "awa.E041",
+                f"{where}['rate_limit'] must be (jobs_per_second > 0, burst >= 1 integer) or "
+                f"None, got {rate_limit!r}.",
+            )
+        )
+    scope = options.get("rate_limit_scope", "process")
+    if scope not in RATE_LIMIT_SCOPES:
+        found.append(
+            Problem(
+                "awa.E042",
+                f"{where}['rate_limit_scope'] must be one of {list(RATE_LIMIT_SCOPES)}, "
+                f"got {scope!r}.",
+            )
+        )
+    sequential = options.get("sequential_lanes", False)
+    if not isinstance(sequential, bool):
+        found.append(
+            Problem(
+                "awa.E046",
+                f"{where}['sequential_lanes'] must be True or False, got {sequential!r}.",
+            )
+        )
+    for key, low in (("min_concurrency", 0), ("weight", 1)):
+        value = options.get(key, low)
+        if not _is_int(value) or value < low:
+            found.append(
+                Problem(
+                    "awa.E043",
+                    f"{where}[{key!r}] must be an integer >= {low}, got {value!r}.",
+                )
+            )
+    return found
+
+
+def _weighted_problems(raw: Mapping[str, Any]) -> list[Problem]:
+    """AWA['WORKER_CONCURRENCY'] and how the queues' minimums fit in it."""
+    limit = raw.get("WORKER_CONCURRENCY")
+    queues = raw.get("QUEUES", {"default": {}})
+    if limit is None:
+        return []
+    if not _is_int(limit) or limit < 1:
+        return [
+            Problem(
+                "awa.E044",
+                "AWA['WORKER_CONCURRENCY'] must be None (per-queue concurrency) or a positive "
+                f"integer (weighted mode), got {limit!r}.",
+            )
+        ]
+    if not isinstance(queues, Mapping):
+        return []
+    minimums = {
+        name: options.get("min_concurrency", 0)
+        for name, options in queues.items()
+        if isinstance(options, Mapping)
+    }
+    if all(_is_int(v) for v in minimums.values()) and sum(minimums.values()) > limit:
+        return [
+            Problem(
+                "awa.E045",
+                f"The queues' min_concurrency add up to {sum(minimums.values())}, more than "
+                f"AWA['WORKER_CONCURRENCY'] ({limit}); lower them or raise the limit.",
+            )
+        ]
+    return []
 
 
 def _database_problems(alias: object) -> list[Problem]:
@@ -368,6 +490,43 @@ def problems() -> list[Problem]:
     found += _queue_problems(raw.get("QUEUES", {"default": {}}))
     found += _scalar_problems(raw, defaults)
     found += _runtime_problems(raw, defaults)
+    found += _weighted_problems(raw)
+    return found
+
+
+def _queue_settings(name: str, options: Mapping[str, Any]) -> QueueSettings:
+    values = dict(options)
+    if values.get("rate_limit") is not None:
+        rate, burst = values["rate_limit"]
+        values["rate_limit"] = (float(rate), int(burst))
+    return QueueSettings(name=name, **values)
+
+
+def scheduling_warnings() -> list[Problem]:
+    """Queue options that are valid but have no effect in the chosen concurrency mode."""
+    raw = getattr(settings, "AWA", {})
+    queues = raw.get("QUEUES", {}) if isinstance(raw, Mapping) else {}
+    if problems() or not isinstance(queues, Mapping):
+        return []
+    weighted = raw.get("WORKER_CONCURRENCY") is not None
+    found: list[Problem] = []
+    for name, options in queues.items():
+        if not weighted and ({"min_concurrency", "weight"} & set(options)):
+            found.append(
+                Problem(
+                    "awa.W040",
+                    f"AWA['QUEUES'][{name!r}] sets min_concurrency/weight, which only apply in "
+                    "weighted mode; set AWA['WORKER_CONCURRENCY'] or remove them.",
+                )
+            )
+        if weighted and "concurrency" in options:
+            found.append(
+                Problem(
+                    "awa.W041",
+                    f"AWA['QUEUES'][{name!r}] sets concurrency, which weighted mode "
+                    "(AWA['WORKER_CONCURRENCY']) does not use; use min_concurrency and weight.",
+                )
+            )
     return found
 
 
@@ -381,7 +540,7 @@ def get_settings() -> AwaSettings:
     values = dict(raw)
     queues = raw.get("QUEUES", {"default": {}})
     values["QUEUES"] = MappingProxyType(
-        {name: QueueSettings(name=name, **options) for name, options in queues.items()}
+        {name: _queue_settings(name, options) for name, options in queues.items()}
     )
     values["JOB_MODULES"] = tuple(raw.get("JOB_MODULES", ()))
     return AwaSettings(**values)

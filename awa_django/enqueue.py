@@ -31,6 +31,9 @@ from awa_django.telemetry import get_telemetry
 
 RunAt = datetime | timedelta | None
 MAX_TAGS = 20
+MAX_ORDERING_KEY_LENGTH = 200
+# Where a job's ordering key travels: awa.enqueue_shard hashes it to pick the lane.
+ORDERING_KEY_METADATA = "awa:ordering_key"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,6 +101,7 @@ def _options(
     run_at: RunAt,
     metadata: Mapping[str, Any] | None,
     tags: Sequence[str] | None,
+    ordering_key: str | None = None,
 ) -> _Options:
     conf = get_settings()
     chosen_queue = queue_name or (job.queue if job else None) or conf.DEFAULT_QUEUE
@@ -128,6 +132,19 @@ def _options(
     if metadata is not None and not isinstance(metadata, Mapping):
         raise InvalidJob(f"metadata must be a dict, got {metadata!r}", field="metadata")
     meta = dict(metadata or {})
+    if ordering_key is not None:
+        if not isinstance(ordering_key, str) or not ordering_key:
+            raise InvalidJob(
+                f"ordering_key must be a non-empty string, got {ordering_key!r}",
+                field="ordering_key",
+            )
+        if len(ordering_key) > MAX_ORDERING_KEY_LENGTH:
+            raise InvalidJob(
+                f"ordering_key must be at most {MAX_ORDERING_KEY_LENGTH} characters, got "
+                f"{len(ordering_key)}",
+                field="ordering_key",
+            )
+        meta[ORDERING_KEY_METADATA] = ordering_key
     # The enqueue site's trace context, so the job's span continues this trace.
     get_telemetry().inject(meta)
     tag_tuple = tuple(tags or ())
@@ -197,11 +214,14 @@ def enqueue(
     max_attempts: int | None = None,
     metadata: Mapping[str, Any] | None = None,
     tags: Sequence[str] | None = None,
+    ordering_key: str | None = None,
 ) -> int:
     """Enqueue one job in the current transaction and return its id.
 
     ``run_at`` in the future (a datetime, or a timedelta from now) schedules the job; otherwise
-    it is runnable as soon as the transaction commits.
+    it is runnable as soon as the transaction commits. Jobs with the same ``ordering_key`` go
+    to the same enqueue shard of their queue, so they are claimed in enqueue order even when
+    the queue is split into shards (docs/scheduling.md).
     """
     kind, job = _resolve_job(kind_or_job)
     bound = _bind(kind, job, args)
@@ -214,6 +234,7 @@ def enqueue(
         run_at=run_at,
         metadata=metadata,
         tags=tags,
+        ordering_key=ordering_key,
     )
     args_json = to_json_text(bound, what=f"args of job {kind!r}")
     alias = get_settings().DATABASE_ALIAS
@@ -246,6 +267,7 @@ def enqueue_on_commit(
     metadata: Mapping[str, Any] | None = None,
     tags: Sequence[str] | None = None,
     using: str | None = None,
+    ordering_key: str | None = None,
 ) -> None:
     """Validate now and enqueue after the current transaction commits (opt-in deferral).
 
@@ -265,6 +287,7 @@ def enqueue_on_commit(
         run_at=run_at,
         metadata=metadata,
         tags=tags,
+        ordering_key=ordering_key,
     )
     transaction.on_commit(
         partial(
@@ -277,6 +300,7 @@ def enqueue_on_commit(
             max_attempts=max_attempts,
             metadata=metadata,
             tags=tags,
+            ordering_key=ordering_key,
         ),
         using=using,
     )
@@ -292,11 +316,13 @@ def enqueue_many(
     max_attempts: int | None = None,
     metadata: Mapping[str, Any] | None = None,
     tags: Sequence[str] | None = None,
+    ordering_key: str | None = None,
 ) -> list[int]:
     """Enqueue one job per argument dict with a single COPY; returns the ids in order.
 
-    Every argument dict is validated before anything is written. All jobs share one lane, so
-    the batch reserves its positions with one lock and one round trip.
+    Every argument dict is validated before anything is written. All jobs share one lane (on a
+    sharded queue: the shard of ``ordering_key``, or one picked at random), so the batch
+    reserves its positions with one lock and one round trip.
     """
     kind, job = _resolve_job(kind_or_job)
     bound = [_bind(kind, job, args) for args in args_list]
@@ -309,6 +335,7 @@ def enqueue_many(
         run_at=run_at,
         metadata=metadata,
         tags=tags,
+        ordering_key=ordering_key,
     )
     if not bound:
         return []
@@ -340,6 +367,7 @@ def enqueue_many(
                 tags=options.tags,
                 run_at=options.run_at or now,
                 now=now,
+                ordering_key=ordering_key,
             )
     _announce(alias, job_ids, options)
     return job_ids

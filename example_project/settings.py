@@ -67,6 +67,14 @@ AWA = {
     "QUEUES": {
         "default": {"concurrency": 8},
         "email": {"concurrency": 4},
+        # The marketplace partner takes 5 calls a second from all our workers together and
+        # needs an order's events in the order they happened (docs/scheduling.md).
+        "partners": {
+            "concurrency": 4,
+            "rate_limit": (5, 2),
+            "rate_limit_scope": "fleet",
+            "sequential_lanes": True,
+        },
     },
     "RETRY_BACKOFF_BASE_S": env("AWA_RETRY_BACKOFF_BASE_S"),
     # Extra handler modules, e.g. the test suite's (every app's jobs.py is found anyway).

@@ -138,6 +138,14 @@ def cooperative(ctx: JobContext, seconds: float = 20.0) -> None:
     record_run(ctx, "coop-saw-cancel" if ctx.is_cancelled() else "coop-timeout")
 
 
+@awa.job(kind="tests.keyed")
+def keyed(ctx: JobContext, key: str, seq: int, seconds: float = 0.02) -> None:
+    """Records when it starts and ends, so tests can check per-key execution order."""
+    record_run(ctx, f"start {key} {seq}")
+    time.sleep(seconds)
+    record_run(ctx, f"end {key} {seq}")
+
+
 @awa.job(
     kind="tests.fails_through_lease",
     max_attempts=1,

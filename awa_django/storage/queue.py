@@ -114,12 +114,21 @@ def copy_ready(
     tags: Sequence[str],
     run_at: datetime,
     now: datetime,
+    ordering_key: str | None = None,
 ) -> list[int]:
-    """Append a batch of immediate jobs to one lane with COPY; returns their ids in order."""
+    """Append a batch of immediate jobs to one lane with COPY; returns their ids in order.
+
+    The lane's shard is the ordering key's (or a random one when there is none)."""
     cursor.execute(
-        _SQL["reserve_ready_batch"], {"queue": queue, "priority": priority, "count": len(args_list)}
+        _SQL["reserve_ready_batch"],
+        {
+            "queue": queue,
+            "priority": priority,
+            "count": len(args_list),
+            "ordering_key": ordering_key,
+        },
     )
-    slot, generation, lane_seqs, job_ids = cursor.fetchone()
+    slot, generation, lane_seqs, job_ids, shard = cursor.fetchone()
     meta = Jsonb(metadata)
     tag_list = list(tags)
     empty_errors = Jsonb([])
@@ -130,7 +139,7 @@ def copy_ready(
                 (
                     queue,
                     priority,
-                    0,
+                    shard,
                     lane_seq,
                     slot,
                     generation,
@@ -152,16 +161,37 @@ def copy_ready(
 
 
 async def claim_ready(
-    conn: AsyncConnection[Any], *, queue: str, limit: int, claimed_by: str, deadline_s: float
+    conn: AsyncConnection[Any],
+    *,
+    queue: str,
+    limit: int,
+    claimed_by: str,
+    deadline_s: float,
+    aging_s: float,
+    sequential: bool = False,
 ) -> list[ClaimedJob]:
     """Claim up to ``limit`` jobs of ``queue`` in one round trip (autocommit connection);
-    ``deadline_s`` > 0 gives each attempt a hard deadline."""
+    ``deadline_s`` > 0 gives each attempt a hard deadline, ``aging_s`` > 0 raises a waiting
+    job's priority one step per that many seconds (0 disables aging), ``sequential`` runs each
+    lane one job at a time."""
     async with conn.cursor(row_factory=class_row(ClaimedJob)) as cursor:
         await cursor.execute(
             _SQL["claim_ready"],
-            {"queue": queue, "limit": limit, "claimed_by": claimed_by, "deadline_s": deadline_s},
+            {
+                "queue": queue,
+                "limit": limit,
+                "claimed_by": claimed_by,
+                "deadline_s": deadline_s,
+                "aging_s": aging_s,
+                "sequential": sequential,
+            },
         )
         return await cursor.fetchall()
+
+
+async def notify_queues(conn: AsyncConnection[Any], queues: Sequence[str]) -> None:
+    """Wake the workers of ``queues`` (autocommit connection: delivered at once)."""
+    await conn.execute(_SQL["notify_queues"], {"queues": list(queues)})
 
 
 def cancel_job(cursor: CursorWrapper, *, job_id: int, reason: str) -> str:

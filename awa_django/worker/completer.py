@@ -19,6 +19,7 @@ from awa_django import signals
 from awa_django.jobs import Job
 from awa_django.logs import job_extra
 from awa_django.storage.execution import Completion, Outcome, close_attempts
+from awa_django.storage.queue import notify_queues
 from awa_django.telemetry import get_telemetry
 
 logger = logging.getLogger(__name__)
@@ -86,8 +87,18 @@ async def report_closed(
 class Completer:
     """Batches completions and writes them on a pooled connection."""
 
-    def __init__(self, pool: AsyncConnectionPool[Any], *, batch_size: int, flush_s: float) -> None:
+    def __init__(
+        self,
+        pool: AsyncConnectionPool[Any],
+        *,
+        batch_size: int,
+        flush_s: float,
+        wake_after_close: frozenset[str] = frozenset(),
+    ) -> None:
         self._pool = pool
+        # Sequential-lane queues: a closed attempt frees its lane, so every worker of the queue
+        # is woken instead of waiting for its next poll.
+        self._wake_after_close = wake_after_close
         self._batch_size = batch_size
         self._flush_s = flush_s
         self._pending: list[Completion] = []
@@ -143,6 +154,20 @@ class Completer:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
         self.written_count += len(closed)
+        freed = sorted(
+            {
+                c.queue
+                for c in batch
+                if c.queue in self._wake_after_close and (c.job_id, c.run_lease) in closed
+            }
+        )
+        if freed:
+            try:
+                async with self._pool.connection() as conn:
+                    await notify_queues(conn, freed)
+            except Exception:
+                # The closures are written; the workers find the freed lanes at their next poll.
+                logger.exception("waking sequential queues failed queues=%s", freed)
         for completion in batch:
             if (completion.job_id, completion.run_lease) not in closed:
                 self.stale_count += 1

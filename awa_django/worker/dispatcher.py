@@ -7,6 +7,12 @@ and starts one task per job. Each task runs the handler, hands the completion to
 and returns its permit. A permit is always taken before the claim, so every claimed job already
 has a slot in this process. When a claim fills every permit it asked for, the dispatcher claims
 again at once instead of sleeping: there is probably more work.
+
+Scheduling (docs/scheduling.md): in weighted mode the permits are this queue's view of one
+process-wide limit (``worker.weighted``); a queue with a per-process rate limit waits for a
+token before it takes permits (``worker.rate_limit``), one with a fleet-wide limit claims
+through the database's budget and sleeps as long as that budget says; priority aging is
+applied on one claim per refresh period.
 """
 
 from __future__ import annotations
@@ -28,11 +34,17 @@ from awa_django.exceptions import Cancel, RetryAfter, Snooze
 from awa_django.jobs import AttemptProgress, Job, JobContext
 from awa_django.logs import job_extra
 from awa_django.storage.queue import ClaimedJob, claim_ready
+from awa_django.storage.rate_limits import claim_ready_limited
 from awa_django.telemetry import get_telemetry
 from awa_django.worker.completer import Completer
 from awa_django.worker.executor import RetryPolicy, execute, result_to_completion
+from awa_django.worker.rate_limit import RateLimit, TokenBucket
+from awa_django.worker.weighted import QueuePermits
 
 logger = logging.getLogger(__name__)
+
+# Longest time between two claims that compare lanes by aged priority (see _claim_aging_s).
+AGING_REFRESH_MAX_S = 1.0
 
 
 async def wait_for_any(*events: asyncio.Event, timeout: float | None = None) -> None:
@@ -67,6 +79,10 @@ class Permits:
         self.free += n
         self._released.set()
 
+    def settle(self, reserved: int, claimed: int) -> None:
+        """Give back the permits a claim did not use."""
+        self.release(reserved - claimed)
+
 
 @dataclass(slots=True)
 class RunningAttempt:
@@ -95,10 +111,26 @@ class Dispatcher:
         resolve: Callable[[str], Job[Any, Any] | None],
         policy: RetryPolicy,
         now: Callable[[], datetime],
+        aging_s: float,
+        sequential: bool = False,
+        permits: QueuePermits | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> None:
         self.queue = queue
         self._deadline_s = deadline_s
-        self.permits = Permits(concurrency)
+        self._aging_s = aging_s
+        self._sequential = sequential
+        self._next_aged_claim = 0.0  # monotonic time from which a claim applies aging again
+        # Weighted mode hands in a view of the process-wide limit; otherwise permits are ours.
+        self.permits: Permits | QueuePermits = permits or Permits(concurrency)
+        self._rate_limit = rate_limit
+        self._bucket = (
+            TokenBucket(rate_limit.rate, rate_limit.burst)
+            if rate_limit is not None and not rate_limit.fleet
+            else None
+        )
+        # Seconds the fleet-wide budget told the last claim to wait (None: not held back).
+        self._throttled_for_s: float | None = None
         self._claim_batch_size = claim_batch_size
         self._poll_interval_s = poll_interval_s
         self._claimed_by = claimed_by
@@ -144,7 +176,13 @@ class Dispatcher:
 
     async def run(self, stopping: asyncio.Event) -> None:
         while not stopping.is_set():
-            wanted = await self.permits.reserve(self._claim_batch_size, stopping)
+            batch = self._claim_batch_size
+            if self._bucket is not None:
+                # Tokens before permits: a queue waiting for its rate holds no shared capacity.
+                batch = await self._bucket.budget(batch, stopping)
+                if not batch:
+                    break
+            wanted = await self.permits.reserve(batch, stopping)
             if not wanted:
                 break
             # Cleared before the claim, not after: a NOTIFY that lands while the claim is in
@@ -154,28 +192,67 @@ class Dispatcher:
             self.idle = False
             self.claim_rounds += 1
             jobs = await self._claim(wanted)
+            if self._bucket is not None:
+                self._bucket.spend(len(jobs))
             # Idle means "last claim found nothing and nothing runs"; any claimed job clears it,
-            # whatever woke us (poke, poll or a drained batch).
-            self.idle = not jobs and not self._running
-            self.permits.release(wanted - len(jobs))
+            # whatever woke us (poke, poll or a drained batch). A claim held back by the fleet's
+            # rate budget is not idle: work is waiting.
+            self.idle = not jobs and not self._running and self._throttled_for_s is None
+            self.permits.settle(wanted, len(jobs))
             if any(self._is_async(job) for job in jobs):
                 await self._refresh_loop_thread_connection()
             for job in jobs:
                 self._start(job)
             if len(jobs) == wanted:
                 continue
+            if self._throttled_for_s is not None:
+                await wait_for_any(stopping, timeout=self._throttled_for_s)
+                continue
             await self._sleep(stopping)
 
+    def _claim_aging_s(self) -> float:
+        """The aging interval this claim applies (0: static priority order).
+
+        An aged claim reads the head of every lane of the queue, which costs a few times a
+        static one; a job gains a step only once per interval, so comparing the lanes on one
+        claim per tenth of the interval (at least once a second) is as good as on every claim.
+        """
+        if self._aging_s <= 0:
+            return 0.0
+        now = time.monotonic()
+        if now < self._next_aged_claim:
+            return 0.0
+        self._next_aged_claim = now + min(self._aging_s / 10, AGING_REFRESH_MAX_S)
+        return self._aging_s
+
     async def _claim(self, limit: int) -> list[ClaimedJob]:
+        self._throttled_for_s = None
+        aging_s = self._claim_aging_s()
         try:
             async with self._pool.connection() as conn:
-                jobs = await claim_ready(
-                    conn,
-                    queue=self.queue,
-                    limit=limit,
-                    claimed_by=self._claimed_by,
-                    deadline_s=self._deadline_s,
-                )
+                if self._rate_limit is not None and self._rate_limit.fleet:
+                    limited = await claim_ready_limited(
+                        conn,
+                        queue=self.queue,
+                        limit=limit,
+                        claimed_by=self._claimed_by,
+                        deadline_s=self._deadline_s,
+                        aging_s=aging_s,
+                        sequential=self._sequential,
+                        rate=self._rate_limit.rate,
+                        burst=self._rate_limit.burst,
+                    )
+                    jobs, self._throttled_for_s = limited.jobs, limited.throttled_for_s
+                else:
+                    jobs = await claim_ready(
+                        conn,
+                        queue=self.queue,
+                        limit=limit,
+                        claimed_by=self._claimed_by,
+                        deadline_s=self._deadline_s,
+                        aging_s=aging_s,
+                        sequential=self._sequential,
+                    )
         except Exception:
             logger.exception("claim failed queue=%s", self.queue)
             return []

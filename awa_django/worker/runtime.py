@@ -35,6 +35,7 @@ from awa_django.jobs import Job, registry
 from awa_django.maintenance.leader import LeaderElector
 from awa_django.maintenance.promoter import Promoter
 from awa_django.maintenance.queue_stats import QueueStats
+from awa_django.maintenance.rate_ledger import RateLedgerCleaner
 from awa_django.maintenance.rescuer import Rescuer
 from awa_django.maintenance.retention import RetentionCleaner
 from awa_django.maintenance.rings import RingMaintainer
@@ -46,7 +47,9 @@ from awa_django.worker.dispatcher import Dispatcher, RunningAttempt
 from awa_django.worker.executor import RetryPolicy
 from awa_django.worker.heartbeat import Heartbeat
 from awa_django.worker.notifier import Notifier
+from awa_django.worker.rate_limit import RateLimit
 from awa_django.worker.reporter import RuntimeReporter
+from awa_django.worker.weighted import QueueShare, WeightedPermits
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +70,7 @@ class MaintenanceConfig:
     cleanup_interval_s: float
     cleanup_batch_size: int
     queue_stats_interval_s: float
+    rate_ledger_interval_s: float
     runtime_stale_after_s: float = 60.0
 
 
@@ -91,6 +95,15 @@ class WorkerConfig:
     # Burst mode: exit once nothing is runnable, in flight, or due within burst_wait_s.
     burst: bool = False
     burst_wait_s: float = 0.0
+    # Priority aging interval per queue in seconds (0 or missing: no aging).
+    aging_s: Mapping[str, float] = field(default_factory=dict)
+    # Queues whose lanes run one job at a time (sequential_lanes).
+    sequential: frozenset[str] = frozenset()
+    # Rate-limited queues only.
+    rate_limits: Mapping[str, RateLimit] = field(default_factory=dict)
+    # Weighted mode: the process-wide limit and each queue's share (None: hard-reserved).
+    worker_concurrency: int | None = None
+    shares: Mapping[str, QueueShare] = field(default_factory=dict)
     # What this process declares (DLQ policies, descriptors), published with its snapshot.
     declared: Declarations = field(default_factory=Declarations)
     runtime_snapshot_interval_s: float = 10.0
@@ -152,12 +165,27 @@ def config_from_settings(
             cleanup_interval_s=conf.CLEANUP_INTERVAL_S,
             cleanup_batch_size=conf.CLEANUP_BATCH_SIZE,
             queue_stats_interval_s=conf.QUEUE_STATS_INTERVAL_S,
+            rate_ledger_interval_s=conf.CLEANUP_INTERVAL_S,
             runtime_stale_after_s=conf.RUNTIME_STALE_AFTER_S,
         )
         if maintenance
         else None,
         burst=burst,
         burst_wait_s=burst_wait_s,
+        aging_s={name: conf.QUEUES[name].aging_interval_s for name in chosen},
+        rate_limits={
+            name: RateLimit(
+                rate=limit[0], burst=limit[1], fleet=conf.QUEUES[name].rate_limit_scope == "fleet"
+            )
+            for name in chosen
+            if (limit := conf.QUEUES[name].rate_limit) is not None
+        },
+        sequential=frozenset(name for name in chosen if conf.QUEUES[name].sequential_lanes),
+        worker_concurrency=conf.WORKER_CONCURRENCY,
+        shares={
+            name: QueueShare(conf.QUEUES[name].min_concurrency, conf.QUEUES[name].weight)
+            for name in chosen
+        },
         declared=declared(conf, registry.jobs()),
         runtime_snapshot_interval_s=conf.RUNTIME_SNAPSHOT_INTERVAL_S,
     )
@@ -203,6 +231,9 @@ def maintenance_tasks(
             runtime_stale_after_s=m.runtime_stale_after_s,
         ),
         QueueStats(pool, interval_s=m.queue_stats_interval_s),
+        RateLedgerCleaner(
+            pool, interval_s=m.rate_ledger_interval_s, batch_size=m.cleanup_batch_size
+        ),
     ]
 
 
@@ -267,11 +298,20 @@ class WorkerRuntime:
     async def run(self) -> RunSummary:
         config = self.config
         pool = await connections.open_pool(config.database_alias, max_size=4 + len(config.queues))
+        weighted = (
+            WeightedPermits(config.worker_concurrency, config.shares)
+            if config.worker_concurrency is not None
+            else None
+        )
         threads = ThreadPoolExecutor(
-            max_workers=max(1, sum(config.queues.values())), thread_name_prefix="awa-job"
+            max_workers=max(1, config.worker_concurrency or sum(config.queues.values())),
+            thread_name_prefix="awa-job",
         )
         completer = Completer(
-            pool, batch_size=config.completion_batch_size, flush_s=config.completion_flush_s
+            pool,
+            batch_size=config.completion_batch_size,
+            flush_s=config.completion_flush_s,
+            wake_after_close=config.sequential,
         )
         promoter = Promoter(
             pool, interval_s=config.promote_interval_s, batch_size=config.promote_batch_size
@@ -290,6 +330,10 @@ class WorkerRuntime:
                 resolve=self._resolve,
                 policy=config.retry_policy,
                 now=_utcnow,
+                aging_s=config.aging_s.get(queue, 0.0),
+                sequential=queue in config.sequential,
+                permits=weighted.for_queue(queue) if weighted is not None else None,
+                rate_limit=config.rate_limits.get(queue),
             )
         reporter = RuntimeReporter(
             pool,

@@ -11,6 +11,8 @@ The worker imports this module (every installed app's ``jobs.py`` is discovered)
 - ``wait_for_stock``: ``Snooze``, check again later (gives the attempt back).
 - ``fulfil_order``: ``Cancel`` when the customer cancelled the order meanwhile.
 - ``charge_card``: a ``TerminalError`` subclass; no point retrying a declined card.
+- ``push_order_event`` (queue "partners"): rate-limited fleet-wide; an order's events share an
+  ordering key, so they reach the partner one after another, in the order they happened.
 """
 
 from __future__ import annotations
@@ -123,4 +125,16 @@ def charge_card(ctx: awa.JobContext, order_id: int, card_number: str) -> None:
     if card_number in DECLINED_CARDS:
         raise PaymentDeclined(f"card ending {card_number[-4:]} was declined")
     if not Order.objects.filter(pk=order_id).update(status=Order.Status.PAID):
+        raise OrderMissing(f"order #{order_id} does not exist")
+
+
+@awa.job(queue="partners")
+def push_order_event(ctx: awa.JobContext, order_id: int, event: str) -> None:
+    """Tell the marketplace partner what happened to an order.
+
+    Enqueue with ``ordering_key=f"order-{order_id}"``: the key pins an order's events to one
+    enqueue shard of the sequential "partners" queue, so they run strictly in enqueue order
+    while other orders' events run in parallel, all within the partner's rate limit.
+    """
+    if not Order.objects.filter(pk=order_id).exists():
         raise OrderMissing(f"order #{order_id} does not exist")

@@ -36,7 +36,7 @@ def claim_one(queue: str) -> None:
     async def main() -> None:
         async with await connect("default") as conn:
             claimed = await claim_ready(
-                conn, queue=queue, limit=1, claimed_by="tests", deadline_s=0
+                conn, queue=queue, limit=1, claimed_by="tests", deadline_s=0, aging_s=0
             )
             assert len(claimed) == 1
 

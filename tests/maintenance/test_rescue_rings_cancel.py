@@ -90,7 +90,14 @@ def rings(completed_retention_s: float = 0.0, failed_retention_s: float = 3600.0
 
 
 def claim(deadline_s: float = 0.0):
-    return run(claim_ready, queue="default", limit=100, claimed_by="dead", deadline_s=deadline_s)
+    return run(
+        claim_ready,
+        queue="default",
+        limit=100,
+        claimed_by="dead",
+        deadline_s=deadline_s,
+        aging_s=0,
+    )
 
 
 def complete(job, outcome=Outcome.COMPLETED, **extra):

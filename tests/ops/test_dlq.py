@@ -239,7 +239,7 @@ def test_attempts_the_rescuer_closes_on_their_last_attempt_route_too():
         try:
             async with pool.connection() as conn:
                 claimed = await claim_ready(
-                    conn, queue="default", limit=1, claimed_by="gone", deadline_s=0
+                    conn, queue="default", limit=1, claimed_by="gone", deadline_s=0, aging_s=0
                 )
                 assert [c.job_id for c in claimed] == [job_id]
             rescuer = Rescuer(

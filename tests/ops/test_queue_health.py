@@ -30,7 +30,9 @@ def queues_with_dlq():
 def claim(queue: str, n: int) -> list[int]:
     async def main() -> list[int]:
         async with await connect("default") as conn:
-            jobs = await claim_ready(conn, queue=queue, limit=n, claimed_by="t", deadline_s=0)
+            jobs = await claim_ready(
+                conn, queue=queue, limit=n, claimed_by="t", deadline_s=0, aging_s=0
+            )
             return [j.job_id for j in jobs]
 
     return asyncio.run(main())

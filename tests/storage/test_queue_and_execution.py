@@ -31,7 +31,9 @@ def run(coro_fn, *args: Any, **kwargs: Any):
 def claim(
     queue: str = "default", limit: int = 100, who: str = "test", deadline_s: float = 0
 ) -> list[ClaimedJob]:
-    return run(claim_ready, queue=queue, limit=limit, claimed_by=who, deadline_s=deadline_s)
+    return run(
+        claim_ready, queue=queue, limit=limit, claimed_by=who, deadline_s=deadline_s, aging_s=0
+    )
 
 
 def completion(

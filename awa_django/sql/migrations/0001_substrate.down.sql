@@ -1,6 +1,18 @@
 -- Reverses 0001_substrate. Objects are dropped by name and the schema without CASCADE, so a
 -- table someone else created in schema awa (for example through a search_path that includes it)
 -- makes this fail loudly instead of being dropped with ours.
+
+-- ==== Scheduling: fleet-wide rate limits (schedb) ====
+DROP FUNCTION awa.claim_ready_limited(text, integer, text, double precision, double precision,
+                                      boolean, double precision, integer);
+DROP TABLE awa.rate_ledger;
+
+-- ==== Scheduling: enqueue shards, ordering keys and priority aging (schedb) ====
+DROP FUNCTION awa.claim_order(text, double precision);
+DROP FUNCTION awa.effective_priority(smallint, timestamptz, double precision);
+DROP FUNCTION awa.enqueue_shard(text, text);
+ALTER TABLE awa.queue_meta DROP COLUMN enqueue_shards;
+
 -- ==== ops: dead-letter queue, descriptors, runtime instances, queue health ====
 DROP FUNCTION awa.drain_queue(text, text);
 DROP FUNCTION awa.dlq_move(bigint[], text[], text);
@@ -24,7 +36,8 @@ DROP FUNCTION awa.heartbeat_attempts(integer[], text[], smallint[], smallint[], 
 DROP FUNCTION awa.close_attempts(integer[], text[], smallint[], smallint[], bigint[], bigint[],
                                  bigint[], text[], timestamptz[], jsonb[], jsonb[], jsonb[],
                                  jsonb[]);
-DROP FUNCTION awa.claim_ready(text, integer, text, double precision);
+DROP FUNCTION awa.claim_ready(text, integer, text, double precision, double precision,
+                                boolean);
 DROP FUNCTION awa.enqueue_job(text, text, smallint, jsonb, integer, timestamptz, jsonb, text[]);
 DROP FUNCTION awa.reserve_lane(text, smallint, smallint, integer, boolean);
 DROP TYPE awa.claimed_job;

@@ -368,6 +368,7 @@ CREATE FUNCTION awa.enqueue_job(
 DECLARE
     v_job_id bigint := nextval('awa.job_id_seq');
     v_lane record;
+    v_shard smallint;
 BEGIN
     IF p_run_at IS NOT NULL AND p_run_at > now() THEN
         INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
@@ -377,11 +378,12 @@ BEGIN
                 p_run_at, now(), p_metadata, p_tags, '[]');
         RETURN v_job_id;
     END IF;
-    SELECT * INTO v_lane FROM awa.reserve_lane(p_queue, p_priority, 0::smallint, 1, true);
+    v_shard := awa.enqueue_shard(p_queue, p_metadata ->> 'awa:ordering_key');
+    SELECT * INTO v_lane FROM awa.reserve_lane(p_queue, p_priority, v_shard, 1, true);
     INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot, ready_generation,
                                    job_id, kind, args, attempt, run_lease, max_attempts, run_at,
                                    created_at, metadata, tags, errors)
-    VALUES (p_queue, p_priority, 0, v_lane.lane_seqs[1], v_lane.ready_slot,
+    VALUES (p_queue, p_priority, v_shard, v_lane.lane_seqs[1], v_lane.ready_slot,
             v_lane.ready_generation, v_job_id, p_kind, p_args, 0, 0, p_max_attempts,
             coalesce(p_run_at, now()), now(), p_metadata, p_tags, '[]');
     PERFORM pg_notify('awa', p_queue);
@@ -389,7 +391,7 @@ BEGIN
 END
 $$;
 
--- Claims up to p_limit ready jobs of one queue, lane by lane in priority order.
+-- Claims up to p_limit ready jobs of one queue, lane by lane in effective priority order.
 --
 -- A claimer locks the lane row FOR UPDATE SKIP LOCKED (one claimer per lane at a time; others
 -- move on), then derives the lane cursor from the newest receipt of the lane and reads the next
@@ -397,62 +399,98 @@ $$;
 -- sees the receipts of the claimer that held the lane before us. Receipts are appended in the
 -- same transaction: a claim that rolls back leaves the cursor where it was. Nothing is updated.
 --
+-- Lanes are visited in the order awa.claim_order gives (priority aging: p_aging_s > 0 lets a
+-- waiting row gain one priority step per p_aging_s seconds). A lane yields only the prefix of
+-- rows whose effective priority does not exceed the next lane's head (its bound), so a batch
+-- never takes fresh low-priority rows behind an aged head ahead of more urgent work; when a
+-- lane was cut short that way, another round serves the lanes again in the new order.
+--
+-- p_sequential runs each lane one job at a time across the fleet: a lane whose newest claim is
+-- still open is skipped, and a lane yields one row per claim. Jobs sharing an ordering key
+-- (one lane) then run strictly one after another, in enqueue order.
+--
 -- p_deadline_s > 0 gives each attempt a hard deadline; progress and checkpoint saved by earlier
 -- attempts of the job come back with it.
 --
 -- Custom plans on every call: a generic plan cached while a partition was nearly empty keeps
 -- seq-scanning it for the cursor lookup after it has grown.
 CREATE FUNCTION awa.claim_ready(p_queue text, p_limit integer, p_claimed_by text,
-                                p_deadline_s double precision)
+                                p_deadline_s double precision, p_aging_s double precision,
+                                p_sequential boolean)
 RETURNS SETOF awa.claimed_job LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     v_lane record;
     v_cursor bigint;
     v_remaining integer := p_limit;
     v_claimed integer;
+    v_round_claimed integer;
+    v_again boolean := true;
 BEGIN
     IF EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = p_queue AND m.paused) THEN
         RETURN;
     END IF;
-    FOR v_lane IN
-        SELECT l.priority, l.shard FROM awa.queue_lanes l
-         WHERE l.queue = p_queue ORDER BY l.priority, l.shard
-    LOOP
-        PERFORM 1 FROM awa.queue_lanes l
-          WHERE l.queue = p_queue AND l.priority = v_lane.priority AND l.shard = v_lane.shard
-          FOR UPDATE SKIP LOCKED;
-        CONTINUE WHEN NOT FOUND;
-        SELECT coalesce(max(c.lane_seq), 0) INTO v_cursor FROM awa.claim_receipts c
-         WHERE c.queue = p_queue AND c.priority = v_lane.priority AND c.shard = v_lane.shard;
-        RETURN QUERY
-        WITH picked AS (
-            SELECT r.* FROM awa.ready_entries r
-             WHERE r.queue = p_queue AND r.priority = v_lane.priority
-               AND r.shard = v_lane.shard AND r.lane_seq > v_cursor
-               AND NOT EXISTS (
-                   SELECT 1 FROM awa.ready_tombstones t
-                    WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
-                      AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
-             ORDER BY r.lane_seq
-             LIMIT v_remaining
-        ), receipts AS (
-            INSERT INTO awa.claim_receipts (queue, priority, shard, lane_seq, ready_slot, job_id,
-                                            run_lease, attempt, claimed_by, deadline_at)
-            SELECT p.queue, p.priority, p.shard, p.lane_seq, p.ready_slot, p.job_id,
-                   p.run_lease + 1, p.attempt + 1, p_claimed_by,
-                   CASE WHEN p_deadline_s > 0
-                        THEN now() + make_interval(secs => p_deadline_s) END
+    WHILE v_again AND v_remaining > 0 LOOP
+        v_again := false;
+        v_round_claimed := 0;
+        FOR v_lane IN SELECT * FROM awa.claim_order(p_queue, p_aging_s) LOOP
+            -- Locks taken in an earlier round are ours already; this returns at once for them.
+            PERFORM 1 FROM awa.queue_lanes l
+              WHERE l.queue = p_queue AND l.priority = v_lane.priority AND l.shard = v_lane.shard
+              FOR UPDATE SKIP LOCKED;
+            CONTINUE WHEN NOT FOUND;
+            SELECT coalesce(max(c.lane_seq), 0) INTO v_cursor FROM awa.claim_receipts c
+             WHERE c.queue = p_queue AND c.priority = v_lane.priority AND c.shard = v_lane.shard;
+            CONTINUE WHEN p_sequential AND EXISTS (
+                SELECT 1 FROM awa.claim_receipts c
+                 WHERE c.queue = p_queue AND c.priority = v_lane.priority
+                   AND c.shard = v_lane.shard AND c.lane_seq = v_cursor
+                   AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                                    WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                                      AND d.ready_slot = c.ready_slot));
+            RETURN QUERY
+            WITH candidates AS (
+                SELECT r.*, awa.effective_priority(r.priority, r.run_at, p_aging_s) AS effective
+                  FROM awa.ready_entries r
+                 WHERE r.queue = p_queue AND r.priority = v_lane.priority
+                   AND r.shard = v_lane.shard AND r.lane_seq > v_cursor
+                   AND NOT EXISTS (
+                       SELECT 1 FROM awa.ready_tombstones t
+                        WHERE t.queue = r.queue AND t.priority = r.priority
+                          AND t.shard = r.shard AND t.lane_seq = r.lane_seq
+                          AND t.ready_slot = r.ready_slot)
+                 ORDER BY r.lane_seq
+                 LIMIT CASE WHEN p_sequential THEN 1 ELSE v_remaining END
+            ), picked AS (
+                -- The lane's FIFO prefix within the bound: the first row past it ends the take.
+                SELECT * FROM (
+                    SELECT c.*, bool_and(c.effective <= v_lane.bound)
+                                    OVER (ORDER BY c.lane_seq) AS within_bound
+                      FROM candidates c) b
+                 WHERE b.within_bound
+            ), receipts AS (
+                INSERT INTO awa.claim_receipts (queue, priority, shard, lane_seq, ready_slot,
+                                                job_id, run_lease, attempt, claimed_by,
+                                                deadline_at)
+                SELECT p.queue, p.priority, p.shard, p.lane_seq, p.ready_slot, p.job_id,
+                       p.run_lease + 1, p.attempt + 1, p_claimed_by,
+                       CASE WHEN p_deadline_s > 0
+                            THEN now() + make_interval(secs => p_deadline_s) END
+                  FROM picked p
+            )
+            SELECT p.queue, p.priority, p.shard, p.lane_seq, p.ready_slot, p.job_id, p.kind,
+                   p.args, p.attempt + 1, p.run_lease + 1, p.max_attempts, p.run_at,
+                   p.created_at, p.metadata, p.tags, p.errors, s.progress, s.checkpoint
               FROM picked p
-        )
-        SELECT p.queue, p.priority, p.shard, p.lane_seq, p.ready_slot, p.job_id, p.kind, p.args,
-               p.attempt + 1, p.run_lease + 1, p.max_attempts, p.run_at, p.created_at,
-               p.metadata, p.tags, p.errors, s.progress, s.checkpoint
-          FROM picked p
-          LEFT JOIN awa.attempt_state s ON s.job_id = p.job_id
-         ORDER BY p.lane_seq;
-        GET DIAGNOSTICS v_claimed = ROW_COUNT;
-        v_remaining := v_remaining - v_claimed;
-        EXIT WHEN v_remaining <= 0;
+              LEFT JOIN awa.attempt_state s ON s.job_id = p.job_id
+             ORDER BY p.lane_seq;
+            GET DIAGNOSTICS v_claimed = ROW_COUNT;
+            -- Only a bound below the lane's own priority can cut it short of v_remaining.
+            v_again := v_again OR (v_claimed < v_remaining AND v_lane.bound < v_lane.priority);
+            v_remaining := v_remaining - v_claimed;
+            v_round_claimed := v_round_claimed + v_claimed;
+            EXIT WHEN v_remaining <= 0;
+        END LOOP;
+        EXIT WHEN v_round_claimed = 0;
     END LOOP;
 END
 $$;
@@ -1058,6 +1096,162 @@ SELECT DISTINCT ON (job_id)
        created_at, metadata, tags, errors, finalized_at, result
   FROM facts
  ORDER BY job_id, position DESC;
+
+-- ==== Scheduling: enqueue shards, ordering keys and priority aging (schedb) ====
+
+-- How many lanes per (queue, priority) producers spread a queue's immediate jobs over. Changed
+-- only by operators (awa_shards); 1 keeps the queue strictly FIFO per priority.
+ALTER TABLE awa.queue_meta
+    ADD COLUMN enqueue_shards smallint NOT NULL DEFAULT 1
+        CHECK (enqueue_shards BETWEEN 1 AND 64);
+
+-- The shard a new ready row of p_queue goes to: the same shard for every job with the same
+-- ordering key (a stable hash, so related jobs stay in one FIFO lane), a random one otherwise
+-- (spreading producers and claimers over the lanes). A queue without a meta row has one shard.
+CREATE FUNCTION awa.enqueue_shard(p_queue text, p_ordering_key text) RETURNS smallint
+LANGUAGE sql VOLATILE AS $$
+    SELECT coalesce(
+        (SELECT CASE WHEN m.enqueue_shards = 1 THEN 0
+                     WHEN p_ordering_key IS NOT NULL
+                     -- hashtextextended is the hash partitioning uses: stable across versions.
+                     THEN (hashtextextended(p_ordering_key, 0) & 9223372036854775807)
+                          % m.enqueue_shards
+                     ELSE floor(random() * m.enqueue_shards) END
+           FROM awa.queue_meta m WHERE m.queue = p_queue),
+        0)::smallint
+$$;
+
+-- A waiting row's priority at claim time: one step more urgent per p_aging_s seconds since its
+-- run_at, never above 1; p_aging_s <= 0 disables aging. Computed, never written back.
+CREATE FUNCTION awa.effective_priority(p_priority smallint, p_run_at timestamptz,
+                                       p_aging_s double precision) RETURNS integer
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN p_aging_s > 0
+                THEN greatest(1, p_priority - least(
+                         floor(greatest(extract(epoch FROM now() - p_run_at), 0) / p_aging_s),
+                         32767)::integer)
+                ELSE p_priority END
+$$;
+
+-- The lanes of p_queue in the order a claim visits them, with each lane's ``bound``: the
+-- effective priority of the next lane's head (32767 for the last, or when there is no aging);
+-- awa.claim_ready takes a lane's rows only while they are at least that urgent.
+--
+-- With aging, only lanes with a claimable head are returned, best first: by the head's
+-- effective priority, then its run_at (the longest-waiting head wins a tie, which also orders
+-- shards of one priority), then the lane. That costs a cursor and a head read per lane, so
+-- without aging (or with a single lane) the order is static instead, as cheap as before aging
+-- existed: by priority, and within a priority from a random shard onwards, so every shard of a
+-- busy queue gets served.
+CREATE FUNCTION awa.claim_order(p_queue text, p_aging_s double precision)
+RETURNS TABLE (priority smallint, shard smallint, bound integer)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_lanes integer;
+    v_shards integer;
+BEGIN
+    SELECT count(*), max(l.shard) + 1 INTO v_lanes, v_shards
+      FROM awa.queue_lanes l WHERE l.queue = p_queue;
+    IF v_lanes <= 1 OR p_aging_s <= 0 THEN
+        RETURN QUERY
+        WITH rotation AS (SELECT floor(random() * v_shards)::integer AS offset_by)
+        SELECT l.priority, l.shard, 32767 FROM awa.queue_lanes l, rotation o
+         WHERE l.queue = p_queue
+         ORDER BY l.priority, (l.shard + o.offset_by) % v_shards;
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH heads AS (
+        SELECT l.priority, l.shard, h.effective, h.run_at
+          FROM awa.queue_lanes l
+          CROSS JOIN LATERAL (
+              SELECT awa.effective_priority(r.priority, r.run_at, p_aging_s) AS effective,
+                     r.run_at
+                FROM awa.ready_entries r
+               WHERE r.queue = l.queue AND r.priority = l.priority AND r.shard = l.shard
+                 AND r.lane_seq > (SELECT coalesce(max(c.lane_seq), 0)
+                                     FROM awa.claim_receipts c
+                                    WHERE c.queue = l.queue AND c.priority = l.priority
+                                      AND c.shard = l.shard)
+                 AND NOT EXISTS (
+                     SELECT 1 FROM awa.ready_tombstones t
+                      WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
+                        AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
+               ORDER BY r.lane_seq
+               LIMIT 1) h
+         WHERE l.queue = p_queue
+    )
+    SELECT h.priority, h.shard, coalesce(lead(h.effective) OVER w, 32767)
+      FROM heads h
+    WINDOW w AS (ORDER BY h.effective, h.run_at, h.priority, h.shard)
+     ORDER BY h.effective, h.run_at, h.priority, h.shard;
+END
+$$;
+
+-- ==== Scheduling: fleet-wide rate limits (schedb) ====
+
+-- Append-only ledger of the claims of fleet-limited queues. Each row carries the token bucket's
+-- state after its claim as a single timestamp (GCRA): ``full_at`` is when the bucket would be
+-- full again, so the bucket at time t holds burst - max(full_at - t, 0) * rate tokens. Only the
+-- newest row of a queue is ever read; the leader deletes superseded rows in bounded batches. A
+-- claim appends a row instead of updating a per-queue counter, so there is no hot row.
+CREATE TABLE awa.rate_ledger (
+    queue text NOT NULL,
+    entry bigint GENERATED ALWAYS AS IDENTITY,
+    claimed_at timestamptz NOT NULL,
+    jobs integer NOT NULL CHECK (jobs > 0),
+    full_at timestamptz NOT NULL,
+    PRIMARY KEY (queue, entry)
+);
+
+-- Claims like awa.claim_ready, but never more than the queue's fleet-wide token bucket
+-- (p_rate jobs per second, p_burst saved up) allows. Returns one row per claimed job (job set,
+-- throttled_for_s NULL), then, when the budget rather than the work ran out, one row with a
+-- NULL job and the seconds until the next token.
+--
+-- The budget is read and spent under a transaction-scoped advisory lock per queue, so two
+-- claimers can never both spend the same tokens; claims of a fleet-limited queue queue up
+-- behind each other for the length of one claim. Times come from clock_timestamp(): now() would
+-- be the start of a transaction that may have waited for the lock.
+CREATE FUNCTION awa.claim_ready_limited(
+    p_queue text, p_limit integer, p_claimed_by text, p_deadline_s double precision,
+    p_aging_s double precision, p_sequential boolean, p_rate double precision, p_burst integer
+) RETURNS TABLE (job awa.claimed_job, throttled_for_s double precision)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz;
+    v_full_at timestamptz;
+    v_debt_s double precision;
+    v_allowed integer;
+    v_claimed integer := 0;
+BEGIN
+    -- 1096237396 = 'AWAT': the rate-limit lock class.
+    PERFORM pg_advisory_xact_lock(1096237396, hashtext(p_queue));
+    v_now := clock_timestamp();
+    SELECT l.full_at INTO v_full_at FROM awa.rate_ledger l
+     WHERE l.queue = p_queue ORDER BY l.entry DESC LIMIT 1;
+    v_debt_s := greatest(extract(epoch FROM coalesce(v_full_at, v_now) - v_now), 0);
+    v_allowed := least(p_limit, floor(p_burst - v_debt_s * p_rate)::integer);
+    IF v_allowed > 0 THEN
+        RETURN QUERY SELECT c, NULL::double precision
+                       FROM awa.claim_ready(p_queue, v_allowed, p_claimed_by, p_deadline_s,
+                                            p_aging_s, p_sequential) c;
+        GET DIAGNOSTICS v_claimed = ROW_COUNT;
+        IF v_claimed > 0 THEN
+            INSERT INTO awa.rate_ledger (queue, claimed_at, jobs, full_at)
+            VALUES (p_queue, v_now, v_claimed,
+                    v_now + make_interval(secs => v_debt_s + v_claimed / p_rate));
+        END IF;
+    END IF;
+    -- Throttled only when the claim took every job the budget allowed: fewer means the queue
+    -- ran out of work first.
+    IF v_allowed < p_limit AND v_claimed = greatest(v_allowed, 0) THEN
+        RETURN QUERY SELECT NULL::awa.claimed_job,
+                            greatest(v_debt_s + v_claimed / p_rate - (p_burst - 1) / p_rate,
+                                     0.001);
+    END IF;
+END
+$$;
 
 -- ==== ops: dead-letter queue, descriptors, runtime instances, queue health ====
 -- Operator surfaces (docs/operations.md). Routing into awa.dlq_entries happens in

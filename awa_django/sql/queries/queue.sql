@@ -8,11 +8,15 @@ SELECT awa.enqueue_job(%(kind)s, %(queue)s, %(priority)s::smallint, %(args)s::js
                        %(tags)s::text[]) AS job_id
 
 -- name: reserve_ready_batch
--- Reserves job ids and lane positions for a COPY of n immediate jobs on one lane; the lane lock
--- is held until the caller's transaction ends.
+-- Reserves job ids and lane positions for a COPY of n immediate jobs on one lane (one shard,
+-- chosen by the batch's ordering key or at random); the lane lock is held until the caller's
+-- transaction ends.
 SELECT lane.ready_slot, lane.ready_generation, lane.lane_seqs,
-       ARRAY(SELECT nextval('awa.job_id_seq') FROM generate_series(1, %(count)s)) AS job_ids
-  FROM awa.reserve_lane(%(queue)s, %(priority)s::smallint, 0::smallint, %(count)s, true) AS lane
+       ARRAY(SELECT nextval('awa.job_id_seq') FROM generate_series(1, %(count)s)) AS job_ids,
+       pick.shard
+  FROM (SELECT awa.enqueue_shard(%(queue)s, %(ordering_key)s) AS shard) AS pick
+ CROSS JOIN LATERAL awa.reserve_lane(%(queue)s, %(priority)s::smallint, pick.shard, %(count)s,
+                                     true) AS lane
 
 -- name: copy_ready
 -- COPY target for a reserved batch of immediate jobs.
@@ -24,12 +28,18 @@ COPY awa.ready_entries (queue, priority, shard, lane_seq, ready_slot, ready_gene
 -- Wakes the workers of a queue when the caller's transaction commits.
 SELECT pg_notify('awa', %(queue)s)
 
+-- name: notify_queues
+-- Wakes the workers of several queues at once (on an autocommit connection: delivered now).
+SELECT pg_notify('awa', q) FROM unnest(%(queues)s::text[]) AS q
+
 -- name: claim_ready
--- Claims up to `limit` jobs of one queue, appending receipts (see awa.claim_ready for locking).
+-- Claims up to `limit` jobs of one queue, appending receipts (see awa.claim_ready for locking
+-- and priority aging).
 SELECT queue, priority, shard, lane_seq, ready_slot, job_id, kind, args, attempt, run_lease,
        max_attempts, run_at, created_at, metadata, tags, errors, progress, checkpoint
   FROM awa.claim_ready(%(queue)s, %(limit)s::integer, %(claimed_by)s,
-                       %(deadline_s)s::double precision)
+                       %(deadline_s)s::double precision, %(aging_s)s::double precision,
+                       %(sequential)s::boolean)
 
 -- name: cancel_job
 -- Cancels one job whatever its state; returns what happened (see awa.cancel_job).

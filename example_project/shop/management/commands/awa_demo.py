@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
 from io import StringIO
+from itertools import pairwise
 from typing import Any
 
 from django.conf import settings
@@ -30,6 +31,7 @@ import awa_django as awa
 from awa_django.conf import get_settings
 from awa_django.discovery import discover_jobs
 from awa_django.jobs import registry
+from awa_django.shards import set_enqueue_shards
 from awa_django.worker.runtime import RunSummary, WorkerRuntime, config_from_settings
 from example_project.shop import jobs
 from example_project.shop.models import Order, SentEmail
@@ -383,6 +385,8 @@ class Command(BaseCommand):
             )
         )
 
+        self.enqueue_partner_events(story, alice=alice, bob=bob)
+
         # Bulk: three imported orders and their receipts, the jobs written with one COPY.
         with transaction.atomic():
             imported = Order.objects.bulk_create(
@@ -433,6 +437,49 @@ class Command(BaseCommand):
         except awa.InvalidJob as exc:
             story.invalid_rejected = exc.field == "order_id"
             self.out(f"   code: send_receipt.enqueue(order_id='forty-two') -> InvalidJob: {exc}")
+
+    def enqueue_partner_events(self, story: Story, *, alice: int, bob: int) -> None:
+        """Order events for a partner: a rate-limited queue split into shards, each order's
+        events kept in order by its ordering key."""
+        set_enqueue_shards("partners", 4)
+        events = ("placed", "paid", "shipped")
+        for order_id in (alice, bob):
+            ids = [
+                awa.enqueue(
+                    jobs.push_order_event,
+                    args={"order_id": order_id, "event": event},
+                    ordering_key=f"order-{order_id}",
+                )
+                for event in events
+            ]
+            for job_id in ids:
+                story.expected.append(
+                    Expected(
+                        story="ordering_key, rate limit",
+                        job_id=job_id,
+                        state="completed",
+                        attempt=1,
+                        pickups=1,
+                        errors=0,
+                    )
+                )
+            story.effects.append(self.finished_in_order(order_id, ids))
+        self.out(
+            "   code: 2 orders x 3 partner events on 'partners' (4 shards, 5 jobs/s fleet-wide), "
+            "ordering_key per order"
+        )
+
+    def finished_in_order(
+        self, order_id: int, job_ids: list[int]
+    ) -> tuple[str, Callable[[], bool]]:
+        def check() -> bool:
+            records = {r.job_id: r for r in awa.get_jobs(job_ids)}
+            finished = [records[j].finalized_at for j in job_ids if j in records]
+            return len(finished) == len(job_ids) and all(
+                a is not None and b is not None and a < b for a, b in pairwise(finished)
+            )
+
+        return f"order #{order_id}'s partner events finished in the order they happened", check
 
     def receipt_sent(self, order_id: int, job_id: int) -> tuple[str, Callable[[], bool]]:
         def check() -> bool:

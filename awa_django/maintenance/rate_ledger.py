@@ -1,0 +1,41 @@
+"""Rate ledger cleanup (leader task): fleet-limited claims append one ledger row each and only
+a queue's newest row is read, so older rows are deleted in bounded batches. Dead tuples stay
+bounded by the rate-limited claims of one interval."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from awa_django.storage.rate_limits import delete_superseded_rate_entries
+
+
+@dataclass(frozen=True, slots=True)
+class RateLedgerResult:
+    deleted: int
+
+    @property
+    def changed(self) -> bool:
+        return self.deleted > 0
+
+
+class RateLedgerCleaner:
+    name = "rate_ledger"
+
+    def __init__(
+        self, pool: AsyncConnectionPool[Any], *, interval_s: float, batch_size: int
+    ) -> None:
+        self._pool = pool
+        self.interval_s = interval_s
+        self._batch_size = batch_size
+
+    async def run_once(self) -> RateLedgerResult:
+        deleted = 0
+        while True:
+            async with self._pool.connection() as conn:
+                batch = await delete_superseded_rate_entries(conn, limit=self._batch_size)
+            deleted += batch
+            if batch < self._batch_size:
+                return RateLedgerResult(deleted)

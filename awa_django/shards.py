@@ -1,0 +1,58 @@
+"""Enqueue shards: splitting a hot queue into several lanes per priority.
+
+A queue starts with one shard: strict FIFO per (queue, priority). With N shards, producers
+spread immediate jobs over N lanes (a random shard, or the shard of the job's ``ordering_key``)
+and claimers take from all of them, so producers and claimers stop serialising on one lane
+lock. Order then holds within a shard only; jobs that must stay in order share an ordering key.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from django.db import connections, transaction
+
+from awa_django.conf import get_settings
+from awa_django.storage import lanes
+
+MAX_ENQUEUE_SHARDS: Final = 64
+
+
+def _check_queue(queue: str) -> None:
+    declared = get_settings().QUEUES
+    if queue not in declared:
+        raise ValueError(
+            f"queue {queue!r} is not declared in AWA['QUEUES'] (declared: {sorted(declared)})"
+        )
+
+
+def set_enqueue_shards(queue: str, shards: int) -> None:
+    """Split ``queue`` into ``shards`` enqueue shards (1 restores strict per-priority FIFO).
+
+    Takes effect for jobs enqueued after the change commits; jobs already waiting stay in the
+    lanes they were enqueued to and are still claimed.
+    """
+    _check_queue(queue)
+    if (
+        isinstance(shards, bool)
+        or not isinstance(shards, int)
+        or not 1 <= shards <= MAX_ENQUEUE_SHARDS
+    ):
+        raise ValueError(f"shards must be an integer 1..{MAX_ENQUEUE_SHARDS}, got {shards!r}")
+    alias = get_settings().DATABASE_ALIAS
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        lanes.set_enqueue_shards(cursor, queue=queue, shards=shards)
+
+
+def get_enqueue_shards(queue: str) -> int:
+    """How many enqueue shards ``queue`` has."""
+    _check_queue(queue)
+    with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
+        return lanes.enqueue_shards(cursor, queue=queue)
+
+
+def lane_backlog(queue: str) -> list[lanes.LaneBacklog]:
+    """Jobs waiting in each (priority, shard) lane of ``queue`` that has any."""
+    _check_queue(queue)
+    with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
+        return lanes.lane_backlog(cursor, queue=queue)

@@ -1,0 +1,27 @@
+-- Lane layout of a queue: how many enqueue shards it is split into.
+
+-- name: set_enqueue_shards
+-- Sets a queue's enqueue shard count (creating its meta row when the queue has none).
+INSERT INTO awa.queue_meta (queue, enqueue_shards)
+VALUES (%(queue)s, %(shards)s::smallint)
+ON CONFLICT (queue) DO UPDATE SET enqueue_shards = excluded.enqueue_shards
+
+-- name: enqueue_shards
+-- A queue's enqueue shard count (1 when it has no meta row).
+SELECT coalesce((SELECT enqueue_shards FROM awa.queue_meta WHERE queue = %(queue)s), 1)
+
+-- name: lane_backlog
+-- Waiting (unclaimed, not cancelled) ready rows per lane of a queue, for operators.
+SELECT r.priority, r.shard, count(*)::integer AS waiting
+  FROM awa.ready_entries r
+ WHERE r.queue = %(queue)s
+   AND NOT EXISTS (
+           SELECT 1 FROM awa.claim_receipts c
+            WHERE c.queue = r.queue AND c.priority = r.priority AND c.shard = r.shard
+              AND c.lane_seq = r.lane_seq AND c.ready_slot = r.ready_slot)
+   AND NOT EXISTS (
+           SELECT 1 FROM awa.ready_tombstones t
+            WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
+              AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
+ GROUP BY r.priority, r.shard
+ ORDER BY r.priority, r.shard

@@ -1,0 +1,34 @@
+"""Lane layout: a queue's enqueue shard count and its backlog per (priority, shard) lane."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.backends.utils import CursorWrapper
+
+from awa_django.sql import queries
+
+_SQL = queries("lanes")
+
+
+@dataclass(frozen=True, slots=True)
+class LaneBacklog:
+    priority: int
+    shard: int
+    waiting: int
+
+
+def set_enqueue_shards(cursor: CursorWrapper, *, queue: str, shards: int) -> None:
+    cursor.execute(_SQL["set_enqueue_shards"], {"queue": queue, "shards": shards})
+
+
+def enqueue_shards(cursor: CursorWrapper, *, queue: str) -> int:
+    cursor.execute(_SQL["enqueue_shards"], {"queue": queue})
+    row = cursor.fetchone()
+    assert row is not None  # coalesce always answers
+    return int(row[0])
+
+
+def lane_backlog(cursor: CursorWrapper, *, queue: str) -> list[LaneBacklog]:
+    cursor.execute(_SQL["lane_backlog"], {"queue": queue})
+    return [LaneBacklog(*row) for row in cursor.fetchall()]
