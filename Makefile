@@ -5,6 +5,7 @@
 #   make test PYTEST_ARGS='-k foo'  ... with extra pytest arguments
 #   make demo                       run the awa_demo management command
 #   make lint                       ruff check
+#   make typecheck                  mypy on awa_django/ and the typed-API usage checks
 #   make bench                      benchmarks on a throwaway Postgres (docs/benchmarks.md)
 #   make bench BENCH_ARGS='--jobs 2000 --reps 1'   ... a quick run
 #   make bench-pinned               10-minute bloat run under a pinned MVCC horizon
@@ -52,6 +53,11 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+
+.PHONY: typecheck
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy awa_django tests/typecheck
 
 FORCE:
 

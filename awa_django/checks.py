@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.apps import AppConfig
+from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
@@ -58,4 +59,30 @@ def check_scheduling_settings(
     return [
         Warning(problem.message, id=problem.id, hint="See docs/scheduling.md.")
         for problem in conf.scheduling_warnings()
+    ]
+
+
+@register()
+def check_worker_session(
+    app_configs: Sequence[AppConfig] | None = None, **_: Any
+) -> list[CheckMessage]:
+    """Workers need a session (LISTEN, the leader's advisory lock): warn when their alias is one
+    Django was told goes through a transaction pooler (``DISABLE_SERVER_SIDE_CURSORS``)."""
+    if conf.problems():
+        return []
+    awa = conf.get_settings()
+    alias = awa.WORKER_DATABASE or awa.DATABASE_ALIAS
+    if alias not in settings.DATABASES or not settings.DATABASES[alias].get(
+        "DISABLE_SERVER_SIDE_CURSORS"
+    ):
+        return []
+    return [
+        Warning(
+            f"awa workers connect through database {alias!r}, which sets "
+            "DISABLE_SERVER_SIDE_CURSORS, so it goes through a transaction pooler; LISTEN and "
+            "the maintenance leader's session lock do not work there.",
+            id="awa.W060",
+            hint="Set AWA['WORKER_DATABASE'] to an alias or DSN with a direct (or session-"
+            "pooled) connection; see docs/deployment.md.",
+        )
     ]

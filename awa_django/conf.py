@@ -126,6 +126,15 @@ class AwaSettings:
     # A runtime silent this long is not live (the leader deletes its row), and a descriptor no
     # live runtime refreshed for this long is stale.
     RUNTIME_STALE_AFTER_S: float = 60.0
+    # Run each job in-process when its enqueueing transaction commits, instead of in a worker
+    # (tests and simple dev setups; docs/testing.md#eager-mode).
+    EAGER: bool = False
+    # Eager mode: re-raise a job's exception from the commit once the job has failed for good.
+    EAGER_RAISE: bool = False
+    # Where workers connect (a DATABASES alias or a libpq DSN), when DATABASE_ALIAS goes through
+    # a transaction pooler: workers need a session for LISTEN and the leader lock. None: the
+    # DATABASE_ALIAS connection.
+    WORKER_DATABASE: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -474,6 +483,31 @@ def _scalar_problems(raw: Mapping[str, Any], defaults: AwaSettings) -> list[Prob
     return found
 
 
+def _dx_problems(raw: Mapping[str, Any]) -> list[Problem]:
+    found = [
+        Problem("awa.E060", f"AWA[{key!r}] must be True or False, got {raw[key]!r}.")
+        for key in ("EAGER", "EAGER_RAISE")
+        if key in raw and not isinstance(raw[key], bool)
+    ]
+    target = raw.get("WORKER_DATABASE")
+    if target is not None and (
+        not isinstance(target, str) or not (target in settings.DATABASES or is_dsn(target))
+    ):
+        found.append(
+            Problem(
+                "awa.E061",
+                f"AWA['WORKER_DATABASE'] is {target!r}: give a key of settings.DATABASES or a "
+                "libpq connection string ('postgresql://...' or 'host=... dbname=...').",
+            )
+        )
+    return found
+
+
+def is_dsn(value: str) -> bool:
+    """Whether ``value`` reads as a libpq connection string (URI or key=value pairs)."""
+    return value.startswith(("postgres://", "postgresql://")) or "=" in value
+
+
 def problems() -> list[Problem]:
     """Every invalid value in ``settings.AWA`` (empty when the settings are usable)."""
     raw = getattr(settings, "AWA", {})
@@ -490,6 +524,7 @@ def problems() -> list[Problem]:
     found += _queue_problems(raw.get("QUEUES", {"default": {}}))
     found += _scalar_problems(raw, defaults)
     found += _runtime_problems(raw, defaults)
+    found += _dx_problems(raw)
     found += _weighted_problems(raw)
     return found
 

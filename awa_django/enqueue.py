@@ -215,13 +215,16 @@ def enqueue(
     metadata: Mapping[str, Any] | None = None,
     tags: Sequence[str] | None = None,
     ordering_key: str | None = None,
+    eager: bool | None = None,
 ) -> int:
     """Enqueue one job in the current transaction and return its id.
 
     ``run_at`` in the future (a datetime, or a timedelta from now) schedules the job; otherwise
     it is runnable as soon as the transaction commits. Jobs with the same ``ordering_key`` go
     to the same enqueue shard of their queue, so they are claimed in enqueue order even when
-    the queue is split into shards (docs/scheduling.md).
+    the queue is split into shards (docs/scheduling.md). ``eager`` (default
+    ``AWA["EAGER"]``) runs it in this process once the transaction commits
+    (docs/testing.md#eager-mode).
     """
     kind, job = _resolve_job(kind_or_job)
     bound = _bind(kind, job, args)
@@ -253,7 +256,18 @@ def enqueue(
             ),
         )
     _announce(alias, [job_id], options)
+    _maybe_eager(alias, options, [job_id], eager)
     return job_id
+
+
+def _maybe_eager(alias: str, options: _Options, job_ids: list[int], eager: bool | None) -> None:
+    if not (get_settings().EAGER if eager is None else eager):
+        return
+    if options.run_at is not None and options.run_at > timezone.now():
+        return  # scheduled: a worker (or run_jobs) runs it when it is due
+    from awa_django.eager import run_after_commit
+
+    run_after_commit(alias, options.queue, job_ids)
 
 
 def enqueue_on_commit(
@@ -317,6 +331,7 @@ def enqueue_many(
     metadata: Mapping[str, Any] | None = None,
     tags: Sequence[str] | None = None,
     ordering_key: str | None = None,
+    eager: bool | None = None,
 ) -> list[int]:
     """Enqueue one job per argument dict with a single COPY; returns the ids in order.
 
@@ -370,4 +385,5 @@ def enqueue_many(
                 ordering_key=ordering_key,
             )
     _announce(alias, job_ids, options)
+    _maybe_eager(alias, options, job_ids, eager)
     return job_ids

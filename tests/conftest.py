@@ -17,7 +17,7 @@ from django.db import connection
 
 from awa_django.conf import get_settings
 from awa_django.jobs import registry
-from awa_django.testing import reset_queue
+from awa_django.testing import BackgroundWorker, reset_queue  # noqa: F401 (re-exported)
 from awa_django.worker.runtime import RunSummary, WorkerRuntime, config_from_settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -59,40 +59,6 @@ def run_burst(*, burst_wait_s: float = 0.0, queues: dict[str, int] | None = None
         get_settings(), queues=queues, burst=True, burst_wait_s=burst_wait_s
     )
     return asyncio.run(WorkerRuntime(config, registry.get).run())
-
-
-class BackgroundWorker:
-    """A non-burst worker runtime on its own thread and event loop, stopped on request."""
-
-    def __init__(self, **config_overrides: object) -> None:
-        self.config = config_from_settings(get_settings(), **config_overrides)  # type: ignore[arg-type]
-        self.runtime: WorkerRuntime | None = None
-        self.summary: RunSummary | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._started = threading.Event()
-        self._thread = threading.Thread(target=self._main, daemon=True)
-
-    def _main(self) -> None:
-        async def main() -> None:
-            self._loop = asyncio.get_running_loop()
-            self.runtime = WorkerRuntime(self.config, registry.get)
-            ready_task = asyncio.create_task(self.runtime.ready.wait())
-            ready_task.add_done_callback(lambda _: self._started.set())
-            self.summary = await self.runtime.run()
-
-        asyncio.run(main())
-
-    def start(self) -> BackgroundWorker:
-        self._thread.start()
-        assert self._started.wait(30), "worker did not become ready"
-        return self
-
-    def stop(self) -> RunSummary:
-        assert self._loop is not None and self.runtime is not None
-        self._loop.call_soon_threadsafe(self.runtime.request_stop)
-        self._thread.join(60)
-        assert self.summary is not None
-        return self.summary
 
 
 def test_database_url() -> str:

@@ -7,7 +7,8 @@ import argparse
 import asyncio
 import logging
 import os
-from typing import Final, TextIO
+from io import TextIOBase
+from typing import Final
 
 from awa_django.jobs import registry
 from awa_django.logs import JsonFormatter
@@ -28,7 +29,7 @@ def add_log_format_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def configure_logging(stream: TextIO, verbosity: int, log_format: str = "text") -> None:
+def configure_logging(stream: TextIOBase, verbosity: int, log_format: str = "text") -> None:
     """Set awa_django's log level from ``-v``; add a handler only when none would print.
 
     ``log_format="json"`` puts a ``JsonFormatter`` on that handler, or, when ``LOGGING``
@@ -43,11 +44,11 @@ def configure_logging(stream: TextIO, verbosity: int, log_format: str = "text") 
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         logger.addHandler(handler)
     if log_format == "json":
-        for handler in logger.handlers:
-            handler.setFormatter(JsonFormatter())
+        for attached in logger.handlers:
+            attached.setFormatter(JsonFormatter())
 
 
-def run_process(config: WorkerConfig, *streams: TextIO) -> RunSummary:
+def run_process(config: WorkerConfig, *streams: TextIOBase) -> RunSummary:
     """Run a runtime until it stops; the first SIGTERM/SIGINT drains, the second exits."""
 
     async def main() -> RunSummary:

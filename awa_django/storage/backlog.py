@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
@@ -13,6 +13,8 @@ from psycopg.types.json import Jsonb
 from awa_django.sql import queries
 
 _SQL = queries("backlog")
+# Scheduled first, then retryable: the order every promoter (leader, burst, in-process) uses.
+PROMOTE_BLOCKS: Final = ("promote_due_scheduled", "promote_due_retryable")
 
 
 def copy_deferred(
@@ -60,7 +62,7 @@ def copy_deferred(
 async def promote_due(conn: AsyncConnection[Any], *, limit: int) -> int:
     """Move due scheduled, then retryable, jobs into the ready ring; returns how many moved."""
     moved = 0
-    for block in ("promote_due_scheduled", "promote_due_retryable"):
+    for block in PROMOTE_BLOCKS:
         cursor = await conn.execute(_SQL[block], {"limit": limit})
         row = await cursor.fetchone()
         moved += int(row[0]) if row else 0

@@ -132,19 +132,21 @@ async def close_attempts(
 ) -> set[tuple[int, int]]:
     """Write a batch of completions in one statement; returns the (job_id, run_lease) pairs that
     closed. Anything missing was stale: an older lease, or an attempt closed by someone else."""
-    cursor = await conn.execute(
-        _SQL["close_attempts"],
-        {
-            **address_arrays(completions),
-            "outcome": [c.outcome.value for c in completions],
-            "run_at": [c.run_at for c in completions],
-            "error": [_json_or_none(c.error) for c in completions],
-            "progress": [_json_or_none(c.progress) for c in completions],
-            "checkpoint": [_json_or_none(c.checkpoint) for c in completions],
-            "result": [_json_text_or_none(c.result_json) for c in completions],
-        },
-    )
+    cursor = await conn.execute(_SQL["close_attempts"], close_params(completions))
     return {(int(job_id), int(lease)) for job_id, lease in await cursor.fetchall()}
+
+
+def close_params(completions: Sequence[Completion]) -> dict[str, list[Any]]:
+    """The parameters of the close statement (shared by the worker and in-process runs)."""
+    return {
+        **address_arrays(completions),
+        "outcome": [c.outcome.value for c in completions],
+        "run_at": [c.run_at for c in completions],
+        "error": [_json_or_none(c.error) for c in completions],
+        "progress": [_json_or_none(c.progress) for c in completions],
+        "checkpoint": [_json_or_none(c.checkpoint) for c in completions],
+        "result": [_json_text_or_none(c.result_json) for c in completions],
+    }
 
 
 async def heartbeat_attempts(

@@ -177,14 +177,14 @@ async def claim_ready(
     async with conn.cursor(row_factory=class_row(ClaimedJob)) as cursor:
         await cursor.execute(
             _SQL["claim_ready"],
-            {
-                "queue": queue,
-                "limit": limit,
-                "claimed_by": claimed_by,
-                "deadline_s": deadline_s,
-                "aging_s": aging_s,
-                "sequential": sequential,
-            },
+            claim_params(
+                queue=queue,
+                limit=limit,
+                claimed_by=claimed_by,
+                deadline_s=deadline_s,
+                aging_s=aging_s,
+                sequential=sequential,
+            ),
         )
         return await cursor.fetchall()
 
@@ -192,6 +192,26 @@ async def claim_ready(
 async def notify_queues(conn: AsyncConnection[Any], queues: Sequence[str]) -> None:
     """Wake the workers of ``queues`` (autocommit connection: delivered at once)."""
     await conn.execute(_SQL["notify_queues"], {"queues": list(queues)})
+
+
+def claim_params(
+    *,
+    queue: str,
+    limit: int,
+    claimed_by: str,
+    deadline_s: float,
+    aging_s: float,
+    sequential: bool,
+) -> dict[str, Any]:
+    """The parameters of the claim statement (shared by the worker and in-process runs)."""
+    return {
+        "queue": queue,
+        "limit": limit,
+        "claimed_by": claimed_by,
+        "deadline_s": deadline_s,
+        "aging_s": aging_s,
+        "sequential": sequential,
+    }
 
 
 def cancel_job(cursor: CursorWrapper, *, job_id: int, reason: str) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from awa_django.tasks.compat import Task
 
@@ -21,7 +21,7 @@ from awa_django.tasks.compat import Task
 # The same dataclass flags as Django's Task (and the backport's on Python >= 3.11): a frozen,
 # slotted, keyword-only dataclass can only be extended by another with identical flags.
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AwaTask(Task):
+class AwaTask(Task):  # type: ignore[type-arg]
     """A ``django.tasks`` task with awa's per-task ``max_attempts`` and ``tags``."""
 
     # Attempts before a failing task ends FAILED (1..AWA's limit); None: OPTIONS, then AWA.
@@ -55,7 +55,15 @@ class AwaTask(Task):
             awa_changes["max_attempts"] = max_attempts
         if tags is not None:
             awa_changes["tags"] = tags
-        changed = Task.using(
-            self, priority=priority, queue_name=queue_name, run_after=run_after, backend=backend
+        # The backport types run_after as a datetime only; Django's own using() takes both.
+        changed = cast(
+            AwaTask,
+            Task.using(
+                self,
+                priority=priority,
+                queue_name=queue_name,
+                run_after=run_after,  # type: ignore[arg-type]
+                backend=backend,
+            ),
         )
         return replace(changed, **awa_changes) if awa_changes else changed

@@ -112,17 +112,23 @@ class AwaBackend(BaseTaskBackend):
         # Django builds backends at import time (``@task`` validates against one): read options
         # only, never the database or ``settings.AWA``.
         super().__init__(alias, params)
-        unknown = set(self.options) - {"max_attempts", "tags", "queue_map"}
+        unknown = set(self.options) - {"max_attempts", "tags", "queue_map", "eager"}
         if unknown:
             raise ImproperlyConfigured(
                 f"TASKS[{alias!r}]['OPTIONS'] has unknown keys {sorted(unknown)}; awa accepts "
-                "max_attempts, tags and queue_map"
+                "max_attempts, tags, queue_map and eager"
+            )
+        # Eager mode for this backend's tasks (None: AWA["EAGER"]); see docs/testing.md.
+        self.eager: bool | None = self.options.get("eager")
+        if self.eager is not None and not isinstance(self.eager, bool):
+            raise ImproperlyConfigured(
+                f"TASKS[{alias!r}]['OPTIONS']['eager'] must be True or False, got {self.eager!r}"
             )
         self.max_attempts: int | None = self.options.get("max_attempts")
         self.tags: tuple[str, ...] = tuple(self.options.get("tags", ()))
         self.queue_map: dict[str, str] = dict(self.options.get("queue_map", {}))
 
-    def validate_task(self, task: Task) -> None:
+    def validate_task(self, task: Task[Any, Any]) -> None:
         # Refused where the task is declared or copied (Task.__post_init__ calls this), not at
         # some later enqueue.
         if isinstance(task, AwaTask):
@@ -138,7 +144,7 @@ class AwaBackend(BaseTaskBackend):
         """The awa queue a Django queue name runs on (``OPTIONS["queue_map"]``, else itself)."""
         return self.queue_map.get(queue_name, queue_name)
 
-    def check(self, **kwargs: Any) -> Iterable[CheckMessage]:
+    def check(self, **kwargs: Any) -> Iterable[CheckMessage]:  # type: ignore[override]
         """Every Django queue this backend accepts must be an awa queue (``awa.E101``);
         otherwise enqueue would fail at run time."""
         yield from super().check(**kwargs)
@@ -154,7 +160,9 @@ class AwaBackend(BaseTaskBackend):
                     id="awa.E101",
                 )
 
-    def enqueue(self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]) -> TaskResult:
+    def enqueue(
+        self, task: Task[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> TaskResult[Any, Any]:
         self.validate_task(task)
         result, deferred = self._insert(task, args, kwargs)
         if not deferred:
@@ -162,8 +170,8 @@ class AwaBackend(BaseTaskBackend):
         return result
 
     async def aenqueue(
-        self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]
-    ) -> TaskResult:
+        self, task: Task[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> TaskResult[Any, Any]:
         self.validate_task(task)
         result, deferred = await sync_to_async(self._insert, thread_sensitive=True)(
             task, args, kwargs
@@ -173,14 +181,14 @@ class AwaBackend(BaseTaskBackend):
         return result
 
     def _insert(
-        self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]
-    ) -> tuple[TaskResult, bool]:
+        self, task: Task[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> tuple[TaskResult[Any, Any], bool]:
         """Insert the job; returns its result and whether ``task_enqueued`` was left to commit
         (inside a transaction the signal waits for it, and never fires on rollback)."""
         run_after = task.run_after
         if isinstance(run_after, timedelta):
             run_after = timezone.now() + run_after
-        job_args = {"args": list(args), "kwargs": dict(kwargs)}
+        job_args: dict[str, Any] = {"args": list(args), "kwargs": dict(kwargs)}
         task_meta: dict[str, Any] = {
             "priority": task.priority,
             "queue_name": task.queue_name,
@@ -205,9 +213,10 @@ class AwaBackend(BaseTaskBackend):
             max_attempts=max_attempts,
             metadata={METADATA_KEY: task_meta},
             tags=tags,
+            eager=self.eager,
         )
         stored_task = task if run_after is task.run_after else task.using(run_after=run_after)
-        result = TaskResult(
+        result: TaskResult[Any, Any] = TaskResult(
             task=stored_task,
             id=str(job_id),
             status=TaskResultStatus.READY,
@@ -229,7 +238,7 @@ class AwaBackend(BaseTaskBackend):
         )
         return result, True
 
-    def get_result(self, result_id: str) -> TaskResult:
+    def get_result(self, result_id: str) -> TaskResult[Any, Any]:
         try:
             job_id = int(result_id)
         except (TypeError, ValueError):
@@ -241,7 +250,9 @@ class AwaBackend(BaseTaskBackend):
             claims = get_claims(cursor, [job_id]).get(job_id, [])
         return self.result_from_record(records[0], claims)
 
-    def result_from_record(self, record: JobRecord, claims: Sequence[Claim]) -> TaskResult:
+    def result_from_record(
+        self, record: JobRecord, claims: Sequence[Claim]
+    ) -> TaskResult[Any, Any]:
         """The ``TaskResult`` of a stored job: its state, errors and one worker id per claim."""
         meta = record.metadata.get(METADATA_KEY, {})
         task = import_string(record.kind.removeprefix(KIND_PREFIX))
@@ -261,7 +272,7 @@ class AwaBackend(BaseTaskBackend):
         )
         status = _STATUS[record.state]
         finished = status in (TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED)
-        result = TaskResult(
+        result: TaskResult[Any, Any] = TaskResult(
             task=task,
             id=str(record.job_id),
             status=status,

@@ -7,6 +7,8 @@ uses, and a backend must hand back the same ``TaskResult`` classes the caller im
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 try:
     from django.tasks import (
         Task,
@@ -21,24 +23,20 @@ try:
     from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
 except ImportError:
-    from django_tasks import (  # type: ignore[no-redef]
-        TaskContext,
-        TaskResult,
-        TaskResultStatus,
-        task,
-        task_backends,
-    )
-    from django_tasks.backends.base import BaseTaskBackend  # type: ignore[no-redef]
-    from django_tasks.base import Task, TaskError  # type: ignore[no-redef]
-    from django_tasks.exceptions import (  # type: ignore[no-redef]
-        InvalidTaskError as InvalidTask,
-    )
-    from django_tasks.exceptions import TaskResultDoesNotExist  # type: ignore[no-redef]
-    from django_tasks.signals import (  # type: ignore[no-redef]
-        task_enqueued,
-        task_finished,
-        task_started,
-    )
+    # Type-checked against django.tasks (django-stubs); the backport mirrors that API.
+    if not TYPE_CHECKING:
+        from django_tasks import (
+            TaskContext,
+            TaskResult,
+            TaskResultStatus,
+            task,
+            task_backends,
+        )
+        from django_tasks.backends.base import BaseTaskBackend
+        from django_tasks.base import Task, TaskError
+        from django_tasks.exceptions import InvalidTaskError as InvalidTask
+        from django_tasks.exceptions import TaskResultDoesNotExist
+        from django_tasks.signals import task_enqueued, task_finished, task_started
 
 __all__ = [
     "BaseTaskBackend",

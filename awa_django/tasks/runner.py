@@ -51,7 +51,7 @@ def resolve(kind: str) -> Job[Any, Any] | None:
     return Job(_handler(task), kind=kind, queue=None, priority=None, max_attempts=None)
 
 
-def _backend(task: Task) -> AwaBackend:
+def _backend(task: Task[Any, Any]) -> AwaBackend:
     backend = task.get_backend()
     if not isinstance(backend, AwaBackend):
         raise TerminalError(
@@ -61,13 +61,13 @@ def _backend(task: Task) -> AwaBackend:
     return backend
 
 
-def _call_args(task: Task, result: TaskResult, args: list[Any]) -> list[Any]:
+def _call_args(task: Task[Any, Any], result: TaskResult[Any, Any], args: list[Any]) -> list[Any]:
     return [TaskContext(task_result=result), *args] if task.takes_context else list(args)
 
 
 def _finished(
-    result: TaskResult, ctx: JobContext, error: Exception | None, value: Any = None
-) -> TaskResult:
+    result: TaskResult[Any, Any], ctx: JobContext, error: Exception | None, value: Any = None
+) -> TaskResult[Any, Any]:
     """``result`` as the attempt left it, for ``task_finished``. A failure the worker will retry
     reports READY, as the stored job will read."""
     now = timezone.now()
@@ -89,7 +89,7 @@ def _finished(
     )
 
 
-def _handler(task: Task) -> Callable[..., Any]:
+def _handler(task: Task[Any, Any]) -> Callable[..., Any]:
     if iscoroutinefunction(task.func):
 
         async def run_async(ctx: JobContext, args: list[Any], kwargs: dict[str, Any]) -> Any:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from django.conf import settings
 from django.db import connections
 from psycopg import AsyncConnection
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
 # Django-specific entries of get_connection_params() that psycopg.connect does not take.
@@ -18,10 +20,15 @@ _DJANGO_ONLY: Final = ("cursor_factory", "context", "prepare_threshold")
 
 
 def connection_kwargs(alias: str) -> dict[str, Any]:
-    """psycopg.connect keyword arguments for the database behind a Django alias."""
-    params = dict(connections[alias].get_connection_params())
-    for key in _DJANGO_ONLY:
-        params.pop(key, None)
+    """psycopg.connect keyword arguments for the database behind a Django alias, or behind a
+    libpq connection string (``AWA["WORKER_DATABASE"]`` may be either)."""
+    if alias in settings.DATABASES:
+        params = dict(connections[alias].get_connection_params())
+        for key in _DJANGO_ONLY:
+            params.pop(key, None)
+    else:
+        # Parsed, so the options added below extend the DSN's own instead of replacing them.
+        params = conninfo_to_dict(alias)
     params.setdefault("application_name", "awa_worker")
     # The worker's statements scan many small partitions whose cost estimates can cross the JIT
     # threshold; compiling them takes far longer (hundreds of ms) than running them.

@@ -31,13 +31,18 @@ from django.db import close_old_connections
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.exceptions import Cancel, RetryAfter, Snooze
-from awa_django.jobs import AttemptProgress, Job, JobContext
+from awa_django.jobs import Job, JobContext
 from awa_django.logs import job_extra
 from awa_django.storage.queue import ClaimedJob, claim_ready
 from awa_django.storage.rate_limits import claim_ready_limited
 from awa_django.telemetry import get_telemetry
 from awa_django.worker.completer import Completer
-from awa_django.worker.executor import RetryPolicy, execute, result_to_completion
+from awa_django.worker.executor import (
+    RetryPolicy,
+    context_for,
+    execute,
+    result_to_completion,
+)
 from awa_django.worker.rate_limit import RateLimit, TokenBucket
 from awa_django.worker.weighted import QueuePermits
 
@@ -273,20 +278,7 @@ class Dispatcher:
         await wait_for_any(self._wakeup, stopping, timeout=self._poll_interval_s)
 
     def _start(self, job: ClaimedJob) -> None:
-        ctx = JobContext(
-            job_id=job.job_id,
-            kind=job.kind,
-            queue=job.queue,
-            priority=job.priority,
-            attempt=job.attempt,
-            max_attempts=job.max_attempts,
-            run_lease=job.run_lease,
-            args=job.args,
-            metadata=job.metadata,
-            tags=tuple(job.tags),
-            created_at=job.created_at,
-            state=AttemptProgress(job.progress, job.checkpoint),
-        )
+        ctx = context_for(job)
         self._telemetry.claimed(job, now=self._now())
         task = asyncio.create_task(self._run_one(job, ctx), name=f"awa-job-{job.job_id}")
         self._running[task] = RunningAttempt(job=job, ctx=ctx, started=time.monotonic())

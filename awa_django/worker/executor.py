@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
+from asgiref.sync import async_to_sync
 from django.db import close_old_connections
 
 from awa_django.arguments import to_json_text
+from awa_django.conf import AwaSettings
 from awa_django.exceptions import (
     Cancel,
     InvalidJob,
@@ -32,7 +34,7 @@ from awa_django.exceptions import (
     TerminalError,
     UnknownJobKind,
 )
-from awa_django.jobs import Job, JobContext
+from awa_django.jobs import AttemptProgress, Job, JobContext
 from awa_django.logs import job_extra
 from awa_django.storage.execution import Completion, Outcome
 from awa_django.storage.queue import ClaimedJob
@@ -53,8 +55,16 @@ class RetryPolicy:
     max_s: float
     jitter: float
 
+    @classmethod
+    def from_settings(cls, conf: AwaSettings) -> RetryPolicy:
+        return cls(
+            base_s=conf.RETRY_BACKOFF_BASE_S,
+            max_s=conf.RETRY_BACKOFF_MAX_S,
+            jitter=conf.RETRY_JITTER,
+        )
+
     def backoff_seconds(self, attempt: int, rng: Callable[[], float]) -> float:
-        delay = min(self.base_s * 2 ** max(attempt - 1, 0), self.max_s)
+        delay = min(self.base_s * 2.0 ** max(attempt - 1, 0), self.max_s)
         return delay + delay * self.jitter * rng()
 
 
@@ -92,6 +102,24 @@ class StoredReturn:
                 "store large results yourself and return a reference to them"
             )
         return cls(text)
+
+
+def context_for(job: ClaimedJob) -> JobContext:
+    """The ``JobContext`` of a claimed job's attempt."""
+    return JobContext(
+        job_id=job.job_id,
+        kind=job.kind,
+        queue=job.queue,
+        priority=job.priority,
+        attempt=job.attempt,
+        max_attempts=job.max_attempts,
+        run_lease=job.run_lease,
+        args=job.args,
+        metadata=job.metadata,
+        tags=tuple(job.tags),
+        created_at=job.created_at,
+        state=AttemptProgress(job.progress, job.checkpoint),
+    )
 
 
 def error_entry(exc: BaseException, *, attempt: int, at: datetime) -> dict[str, Any]:
@@ -186,20 +214,32 @@ def _log_failure(job: ClaimedJob, exc: Exception) -> None:
     )
 
 
+def _unknown_kind(job: ClaimedJob) -> HandlerResult:
+    logger.error(
+        "unknown job kind job_id=%s kind=%s: no handler registered in this worker",
+        job.job_id,
+        job.kind,
+        extra=job_extra(job),
+    )
+    return HandlerResult(
+        UnknownJobKind(f"unknown job kind {job.kind!r}: no handler registered in this worker")
+    )
+
+
+def _returned(value: object) -> HandlerResult:
+    if isinstance(value, JobOutcome):
+        return HandlerResult(value)
+    if isinstance(value, StoredReturn):
+        return HandlerResult(result_json=value.json)
+    return HandlerResult()
+
+
 async def execute(
     job: ClaimedJob, handler: Job[Any, Any] | None, ctx: JobContext, threads: ThreadPoolExecutor
 ) -> HandlerResult:
     """Run the handler for ``job``; never raises except for task cancellation."""
     if handler is None:
-        logger.error(
-            "unknown job kind job_id=%s kind=%s: no handler registered in this worker",
-            job.job_id,
-            job.kind,
-            extra=job_extra(job),
-        )
-        return HandlerResult(
-            UnknownJobKind(f"unknown job kind {job.kind!r}: no handler registered in this worker")
-        )
+        return _unknown_kind(job)
     try:
         if handler.is_async:
             value = await handler.func(ctx, **job.args)
@@ -215,8 +255,23 @@ async def execute(
     except Exception as exc:
         _log_failure(job, exc)
         return HandlerResult(exc)
-    if isinstance(value, JobOutcome):
-        return HandlerResult(value)
-    if isinstance(value, StoredReturn):
-        return HandlerResult(result_json=value.json)
-    return HandlerResult()
+    return _returned(value)
+
+
+def execute_inline(
+    job: ClaimedJob, handler: Job[Any, Any] | None, ctx: JobContext
+) -> HandlerResult:
+    """``execute`` in the calling thread, on its Django connection (in-process runs: tests and
+    eager mode). Async handlers run through ``async_to_sync``, whose ``sync_to_async`` ORM calls
+    come back to this thread. No connection hygiene: the caller owns the connection."""
+    if handler is None:
+        return _unknown_kind(job)
+    try:
+        if handler.is_async:
+            value = async_to_sync(handler.func)(ctx, **job.args)
+        else:
+            value = handler.func(ctx, **job.args)
+    except Exception as exc:
+        _log_failure(job, exc)
+        return HandlerResult(exc)
+    return _returned(value)

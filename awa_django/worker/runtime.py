@@ -78,6 +78,7 @@ class MaintenanceConfig:
 class WorkerConfig:
     """Everything one worker process needs, resolved from settings and command options."""
 
+    # A Django alias or a libpq DSN (AWA["WORKER_DATABASE"]): the worker's own connections.
     database_alias: str
     queues: Mapping[str, int]  # queue name -> concurrency
     deadlines: Mapping[str, float]  # queue name -> attempt deadline in seconds (0: none)
@@ -134,7 +135,7 @@ def config_from_settings(
         dict(queues) if queues is not None else {n: q.concurrency for n, q in conf.QUEUES.items()}
     )
     return WorkerConfig(
-        database_alias=conf.DATABASE_ALIAS,
+        database_alias=conf.WORKER_DATABASE or conf.DATABASE_ALIAS,
         queues=chosen,
         deadlines={name: conf.QUEUES[name].deadline_s for name in chosen},
         claim_batch_size=conf.CLAIM_BATCH_SIZE,
@@ -143,11 +144,7 @@ def config_from_settings(
         promote_batch_size=conf.PROMOTE_BATCH_SIZE,
         completion_batch_size=conf.COMPLETION_BATCH_SIZE,
         completion_flush_s=conf.COMPLETION_FLUSH_S,
-        retry_policy=RetryPolicy(
-            base_s=conf.RETRY_BACKOFF_BASE_S,
-            max_s=conf.RETRY_BACKOFF_MAX_S,
-            jitter=conf.RETRY_JITTER,
-        ),
+        retry_policy=RetryPolicy.from_settings(conf),
         shutdown_timeout_s=(
             conf.SHUTDOWN_TIMEOUT_S if shutdown_timeout_s is None else shutdown_timeout_s
         ),

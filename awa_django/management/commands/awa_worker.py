@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from awa_django.conf import QUEUE_NAME_PATTERN, get_settings
@@ -80,6 +81,20 @@ class Command(BaseCommand):
             help="How long a stopping worker lets in-flight jobs finish "
             "(default AWA['SHUTDOWN_TIMEOUT_S']).",
         )
+        parser.add_argument(
+            "--reload",
+            dest="reload",
+            action="store_true",
+            default=None,
+            help="Restart the worker when code changes, draining in-flight jobs first "
+            "(default when DEBUG is on).",
+        )
+        parser.add_argument(
+            "--noreload",
+            dest="reload",
+            action="store_false",
+            help="Never restart on code changes (default when DEBUG is off).",
+        )
         add_log_format_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -93,7 +108,11 @@ class Command(BaseCommand):
                     f"(declared: {sorted(conf.QUEUES)})"
                 )
             queues[name] = concurrency or conf.QUEUES[name].concurrency
-        discover_jobs()
+        reload = settings.DEBUG if options["reload"] is None else options["reload"]
+        if options["burst"]:
+            if options["reload"]:
+                raise CommandError("--reload cannot be combined with --burst")
+            reload = False
         config = config_from_settings(
             conf,
             queues=queues or None,
@@ -102,4 +121,10 @@ class Command(BaseCommand):
             shutdown_timeout_s=options["shutdown_timeout"],
             maintenance=not options["no_maintenance"],
         )
+        if reload:
+            from awa_django.management import reload as reloading
+
+            reloading.run(config)
+            return
+        discover_jobs()
         run_process(config, self.stdout, self.stderr)

@@ -1,0 +1,194 @@
+"""Running jobs in the calling thread through the worker's own path: claim, execute, close.
+
+Used by ``awa_django.testing`` (``run_jobs``, ``work_one``) and by eager mode. Everything runs
+on the caller's Django connection for ``AWA["DATABASE_ALIAS"]``: inside a test transaction the
+jobs enqueued there are visible and the claims and closures join it; outside one each statement
+autocommits, as in a worker. The statements, the result mapping (outcomes, retry backoff,
+snooze, cancel) and the run_lease guard are the worker's; what differs is only where the
+handler runs (this thread, no thread pool, no heartbeats or deadlines being enforced).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.db import DatabaseError, connections, transaction
+
+from awa_django.conf import get_settings
+from awa_django.jobs import Job, registry
+from awa_django.storage import inline as storage
+from awa_django.storage.execution import Outcome
+from awa_django.storage.inline import NextReady
+from awa_django.storage.queue import ClaimedJob
+from awa_django.worker.completer import report_closed
+from awa_django.worker.executor import (
+    RetryPolicy,
+    context_for,
+    execute_inline,
+    result_to_completion,
+)
+from awa_django.worker.runtime import worker_identity
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RanJob:
+    """One attempt run in-process and how it closed."""
+
+    job_id: int
+    kind: str
+    queue: str
+    attempt: int
+    outcome: Outcome
+    # What the handler raised (or returned as an outcome); None when it completed.
+    error: BaseException | None
+    # When a retried or snoozed job runs again; None otherwise.
+    run_at: datetime | None
+    # False when the closure was stale: someone else (rescue, cancel) closed the attempt first.
+    closed: bool
+
+
+class InlineRunner:
+    """Claims and runs jobs on this thread's Django connection."""
+
+    def __init__(self, resolve: Callable[[str], Job[Any, Any] | None] = registry.get) -> None:
+        conf = get_settings()
+        self.alias = conf.DATABASE_ALIAS
+        self._queues = conf.QUEUES
+        self._policy = RetryPolicy.from_settings(conf)
+        self._resolve = resolve
+        self.identity = f"inline:{worker_identity()}"
+
+    def publish_policies(self) -> None:
+        """Publish the queues' DLQ policies from settings, as a worker does when it starts, so
+        terminal failures are routed the same way."""
+        conf = get_settings()
+        with connections[self.alias].cursor() as cursor:
+            storage.publish_queue_policies(
+                cursor, {name: queue.dlq for name, queue in conf.QUEUES.items()}
+            )
+
+    def promote(self) -> int:
+        """Move every due scheduled and retryable job into its lane; returns how many moved."""
+        with connections[self.alias].cursor() as cursor:
+            return storage.promote_due(cursor, limit=get_settings().PROMOTE_BATCH_SIZE)
+
+    def make_due(self, job_ids: Sequence[int] | None = None) -> int:
+        """Make deferred jobs (all of them when None) due now; returns how many moved."""
+        with connections[self.alias].cursor() as cursor:
+            return storage.make_due(cursor, job_ids=job_ids)
+
+    def next_ready(self, queue: str) -> NextReady | None:
+        with connections[self.alias].cursor() as cursor:
+            return storage.next_ready(cursor, queue=queue)
+
+    def claim(self, queue: str, limit: int) -> list[ClaimedJob]:
+        """Claim as a worker of ``queue`` would: its deadline, priority aging and sequential
+        lanes (rate limits are a worker's pacing and do not apply here)."""
+        options = self._queues[queue]
+        with connections[self.alias].cursor() as cursor:
+            return storage.claim_ready(
+                cursor,
+                queue=queue,
+                limit=limit,
+                claimed_by=self.identity,
+                deadline_s=options.deadline_s,
+                aging_s=options.aging_interval_s,
+                sequential=options.sequential_lanes,
+            )
+
+    def work(self, job: ClaimedJob) -> RanJob:
+        """Run a claimed job's handler here and close its attempt."""
+        ctx = context_for(job)
+        handler = self._resolve(job.kind)
+        if connections[self.alias].in_atomic_block:
+            # Inside a (test) transaction a database error in the handler would abort the whole
+            # transaction; a savepoint confines it to the handler's own writes.
+            with transaction.atomic(using=self.alias):
+                result = execute_inline(job, handler, ctx)
+                if isinstance(result.error, DatabaseError):
+                    transaction.set_rollback(True, using=self.alias)
+        else:
+            result = execute_inline(job, handler, ctx)
+        progress, checkpoint, changed = ctx.state.take_unflushed()
+        completion = result_to_completion(
+            job,
+            result,
+            now=datetime.now(UTC),
+            policy=self._policy,
+            progress=progress if changed else None,
+            checkpoint=checkpoint if changed else None,
+        )
+        with connections[self.alias].cursor() as cursor:
+            closed = storage.close_attempts(cursor, [completion])
+        async_to_sync(report_closed)([completion], closed, rescue_reasons={})
+        return RanJob(
+            job_id=job.job_id,
+            kind=job.kind,
+            queue=job.queue,
+            attempt=job.attempt,
+            outcome=completion.outcome,
+            error=result.error,
+            run_at=completion.run_at,
+            closed=(job.job_id, job.run_lease) in closed,
+        )
+
+    def drain(
+        self,
+        queues: Sequence[str],
+        *,
+        kinds: Collection[str] | None = None,
+        max_jobs: int | None = None,
+    ) -> list[RanJob]:
+        """Promote due jobs and run every ready job of ``queues`` until none is left (or
+        ``max_jobs`` ran). With ``kinds``, a queue is worked only while its next job is of one
+        of them: jobs are claimed in queue order, never skipped."""
+        ran: list[RanJob] = []
+        self.publish_policies()
+        while max_jobs is None or len(ran) < max_jobs:
+            self.promote()
+            progressed = False
+            for queue in queues:
+                limit = get_settings().CLAIM_BATCH_SIZE
+                if max_jobs is not None:
+                    limit = min(limit, max_jobs - len(ran))
+                if limit <= 0:
+                    break
+                if kinds is not None:
+                    head = self.next_ready(queue)
+                    if head is None or head.kind not in kinds:
+                        continue
+                    limit = 1
+                for job in self.claim(queue, limit):
+                    ran.append(self.work(job))
+                    progressed = True
+            if not progressed:
+                break
+        return ran
+
+    def run_eagerly(self, queue: str, job_ids: Collection[int]) -> list[RanJob]:
+        """Run the committed jobs ``job_ids`` of ``queue`` now, retrying a failed attempt at
+        once (no backoff) until the job completes or runs out of attempts. Jobs claimed ahead
+        of them in the queue run (and retry) too; jobs another process claimed first are left
+        to it."""
+        pending = set(job_ids)
+        ran: list[RanJob] = []
+        self.publish_policies()
+        while pending:
+            jobs = self.claim(queue, len(pending))
+            if not jobs:
+                break
+            for job in jobs:
+                attempt = self.work(job)
+                ran.append(attempt)
+                # A job claimed ahead of ours is seen through the same way: this run owns it.
+                if attempt.outcome is Outcome.RETRYABLE and attempt.closed:
+                    pending.add(job.job_id)
+                    self.make_due([job.job_id])
+                    self.promote()
+                else:
+                    pending.discard(job.job_id)
+        return ran

@@ -1,0 +1,38 @@
+"""Checked by mypy in CI (``make typecheck``), never run: the typed API of ``@awa.job``.
+
+``warn_unused_ignores`` is on, so each ``# type: ignore[...]`` below is an expected error: if
+the decorator stopped carrying the handler's parameters to ``enqueue``, the ignore would go
+unused and mypy would fail.
+"""
+
+from __future__ import annotations
+
+from typing import assert_type
+
+import awa_django as awa
+from awa_django.testing import perform, run_jobs
+
+
+@awa.job(queue="email", max_attempts=5)
+def send_welcome(ctx: awa.JobContext, user_id: int, note: str = "") -> bool:
+    return bool(ctx.job_id and user_id and note)
+
+
+@awa.job
+async def resize(ctx: awa.JobContext, image_id: int, sizes: list[int]) -> None:
+    return None
+
+
+assert_type(send_welcome.enqueue(user_id=1), int)
+assert_type(send_welcome.enqueue(user_id=1, note="hi"), int)
+send_welcome.enqueue(user_id="1")  # type: ignore[arg-type]
+send_welcome.enqueue(note="no user")  # type: ignore[call-arg]
+send_welcome.enqueue(user_id=1, colour="red")  # type: ignore[call-arg]
+send_welcome.enqueue_on_commit(user_id=None)  # type: ignore[arg-type]
+assert_type(resize.enqueue(image_id=3, sizes=[64, 128]), int)
+resize.enqueue(image_id=3, sizes="64")  # type: ignore[arg-type]
+assert_type(send_welcome.enqueue_many([{"user_id": 1}]), list[int])
+
+assert_type(perform(send_welcome, user_id=2), bool)
+perform(send_welcome, user_id="2")  # type: ignore[arg-type]
+assert_type(run_jobs(queue="email").completed, int)
