@@ -56,6 +56,7 @@ def test_two_workers_declaring_a_queue_differently_show_drift(operator_client, w
     assert f"pid {leader.pid}" in runtimes_page.content.decode()
 
     kinds = operator_client.get(reverse(KIND_DESCRIPTORS))
+    # A kind from AWA["JOB_MODULES"] (tests.jobs) is declared like an app's jobs module's.
     assert "tests.always_fails" in {d.kind for d in kinds.context["descriptors"]}
 
 
