@@ -6,8 +6,10 @@
 #   make demo                       run the awa_demo management command
 #   make lint                       ruff check
 #   make typecheck                  mypy on awa_django/ and the typed-API usage checks
-#   make bench                      benchmarks on a throwaway Postgres (docs/benchmarks.md)
-#   make bench BENCH_ARGS='--jobs 2000 --reps 1'   ... a quick run
+#   make bench                      awa_django vs awa-pg, procrastinate, pgqueuer on a
+#                                   throwaway Postgres, then charts (docs/benchmarks.md)
+#   make bench BENCH_ARGS='--jobs 2000 --reps 1 --soak-seconds 60'   ... a quick run
+#   make bench-awa                  awa_django-only benchmark with hot-path statistics
 #   make bench-pinned               10-minute bloat run under a pinned MVCC horizon
 #
 # Set DATABASE_URL to use an existing database instead of a throwaway one.
@@ -41,7 +43,7 @@ endif
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VENV_PYTHON) -m pip install -e '.[dev]'
+	$(VENV_PYTHON) -m pip install -e '.[dev,bench]'
 	$(if $(DJANGO_SPEC),$(VENV_PYTHON) -m pip install '$(DJANGO_SPEC)')
 	printf 'spec=%s\n' '$(DJANGO_SPEC)' > $@
 
@@ -61,10 +63,16 @@ typecheck: $(STAMP)
 
 FORCE:
 
-.PHONY: bench
+.PHONY: bench bench-awa
+BENCH_OUT ?= benchmarks/results/sbs-$(shell date -u +%Y%m%dT%H%M%SZ).json
+BENCH_AWA_ARGS ?=
 
 bench: $(STAMP)
-	$(WITH_POSTGRES) $(VENV_PYTHON) -m benchmarks.run $(BENCH_ARGS)
+	$(WITH_POSTGRES) $(VENV_PYTHON) -m benchmarks.sidebyside $(BENCH_ARGS) --output $(BENCH_OUT)
+	$(VENV_PYTHON) -m benchmarks.sidebyside.plot $(BENCH_OUT)
+
+bench-awa: $(STAMP)
+	$(WITH_POSTGRES) $(VENV_PYTHON) -m benchmarks.run $(BENCH_AWA_ARGS)
 
 .PHONY: bench-pinned
 PINNED_ARGS ?=

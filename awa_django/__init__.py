@@ -5,8 +5,9 @@ The public API, re-exported; ``import awa_django as awa`` and use ``awa.job``, `
 
 from __future__ import annotations
 
-from awa_django import descriptors, dlq, health, queues, runtimes
-from awa_django.actions import cancel, retry
+from awa_django import cron, descriptors, dlq, health, queues, runtimes
+from awa_django.actions import cancel, cancel_unique, retry
+from awa_django.cron.declarations import periodic
 from awa_django.enqueue import enqueue, enqueue_many, enqueue_on_commit
 from awa_django.exceptions import (
     AttemptRescued,
@@ -15,15 +16,18 @@ from awa_django.exceptions import (
     ConfigError,
     ConfirmationRequired,
     InvalidJob,
+    InvalidSchedule,
     JobOutcome,
     RetryAfter,
     Snooze,
     TerminalError,
+    UniqueConflict,
     UnknownJobKind,
 )
 from awa_django.jobs import Job, JobContext, job
 from awa_django.records import get_job, get_jobs, list_jobs
 from awa_django.storage.jobs import JobRecord
+from awa_django.unique import Unique
 
 __all__ = [
     "AttemptRescued",
@@ -32,6 +36,7 @@ __all__ = [
     "ConfigError",
     "ConfirmationRequired",
     "InvalidJob",
+    "InvalidSchedule",
     "Job",
     "JobContext",
     "JobOutcome",
@@ -39,8 +44,12 @@ __all__ = [
     "RetryAfter",
     "Snooze",
     "TerminalError",
+    "Unique",
+    "UniqueConflict",
     "UnknownJobKind",
     "cancel",
+    "cancel_unique",
+    "cron",
     "descriptors",
     "dlq",
     "enqueue",
@@ -51,6 +60,7 @@ __all__ = [
     "health",
     "job",
     "list_jobs",
+    "periodic",
     "queues",
     "retry",
     "runtimes",

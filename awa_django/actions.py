@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import datetime
 from functools import partial
-from typing import Final
+from typing import Any, Final
 
 from django.db import connections, transaction
+from django.utils import timezone
 
 from awa_django.conf import get_settings
 from awa_django.dlq import retry_options
-from awa_django.enqueue import RunAt
+from awa_django.enqueue import RunAt, _bind, _chosen_unique, _options, _resolve_job
+from awa_django.exceptions import InvalidJob
 from awa_django.jobs import Job
 from awa_django.signals import job_cancelled
 from awa_django.storage import dlq as dlq_storage
 from awa_django.storage.jobs import get_jobs
 from awa_django.storage.queue import cancel_job
+from awa_django.storage.unique import unique_holder
 from awa_django.telemetry import get_telemetry
+from awa_django.unique import Unique, unique_key
 
 CANCELLED: Final = frozenset({"cancelled_running", "cancelled_queued", "cancelled_scheduled"})
 
@@ -52,6 +58,47 @@ def cancel(job_id: int, *, reason: str = "cancelled by operator") -> bool:
                 using=alias,
             )
         return True
+
+
+def cancel_unique(
+    kind_or_job: str | Job[Any, Any],
+    *,
+    args: Mapping[str, Any] | None = None,
+    queue: str | None = None,
+    unique: Unique | None = None,
+    at: datetime | None = None,
+    reason: str = "cancelled by operator",
+) -> int | None:
+    """Cancel the job holding a unique key, without knowing its id; returns that job's id, or
+    None when no job holds the key or it had already finished.
+
+    The key is computed as ``enqueue`` computes it: from the job's kind, ``args``, ``queue``
+    and ``unique`` (default: the job's own), with the period bucket of ``at`` (default: now).
+    """
+    kind, job = _resolve_job(kind_or_job)
+    bound = _bind(kind, job, args)
+    chosen = _chosen_unique(job, unique)
+    if chosen is None:
+        raise InvalidJob(
+            f"job {kind!r} is not unique: pass the unique= it was enqueued with", field="unique"
+        )
+    options = _options(
+        kind,
+        job,
+        queue_name=queue,
+        priority=None,
+        max_attempts=None,
+        run_at=None,
+        metadata=None,
+        tags=None,
+    )
+    key = unique_key(chosen, kind=kind, queue=options.queue, args=bound, now=at or timezone.now())
+    alias = get_settings().DATABASE_ALIAS
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        holder = unique_holder(cursor, key=key.digest)
+        if holder is None or not cancel(holder, reason=reason):
+            return None
+        return holder
 
 
 def retry(

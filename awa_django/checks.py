@@ -12,6 +12,7 @@ from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
 
 from awa_django import conf
+from awa_django.cron import declarations
 
 
 @register()
@@ -49,6 +50,19 @@ def check_migrations(
             )
         ]
     return []
+
+
+@register()
+def check_cron(app_configs: Sequence[AppConfig] | None = None, **_: Any) -> list[CheckMessage]:
+    """Every declared schedule (``@awa.periodic`` and ``AWA["CRON"]``) resolves: a valid cron
+    expression (awa.E030), timezone (E031) and options (E032), unique names (E033), and
+    well-formed ``AWA["CRON"]`` entries (E034)."""
+    if conf.problems():
+        return []
+    return [
+        Error(str(problem), id=problem.check_id, hint="See docs/scheduling.md.")
+        for problem in declarations.schedule_problems()
+    ]
 
 
 @register()

@@ -118,6 +118,12 @@ class AwaSettings:
     CLEANUP_BATCH_SIZE: int = 1000
     # How often the leader measures queue depth and lag for the OpenTelemetry gauges.
     QUEUE_STATS_INTERVAL_S: float = 30.0
+    # Periodic schedules declared in settings (docs/scheduling.md), besides @awa.periodic ones.
+    CRON: tuple[Mapping[str, Any], ...] = ()
+    # How often the leader evaluates cron schedules; the finest useful tick spacing.
+    CRON_INTERVAL_S: float = 1.0
+    # Most missed ticks one catch_up schedule replays after an outage; older ones are skipped.
+    CRON_MAX_CATCH_UP: int = 100
     # None: every queue has its own hard-reserved concurrency. An integer: weighted mode, one
     # limit for the whole worker process shared by its queues (min_concurrency, weight).
     WORKER_CONCURRENCY: int | None = None
@@ -177,6 +183,7 @@ _POSITIVE_NUMBERS: Final = (
     "RING_INTERVAL_S",
     "CLEANUP_INTERVAL_S",
     "QUEUE_STATS_INTERVAL_S",
+    "CRON_INTERVAL_S",
 )
 _NON_NEGATIVE_NUMBERS: Final = ("COMPLETED_RETENTION_S", "FAILED_RETENTION_S", "DLQ_RETENTION_S")
 _POSITIVE_INTEGERS: Final = (
@@ -186,6 +193,7 @@ _POSITIVE_INTEGERS: Final = (
     "RESCUE_BATCH_SIZE",
     "RING_LOCK_TIMEOUT_MS",
     "CLEANUP_BATCH_SIZE",
+    "CRON_MAX_CATCH_UP",
 )
 
 
@@ -483,6 +491,19 @@ def _scalar_problems(raw: Mapping[str, Any], defaults: AwaSettings) -> list[Prob
     return found
 
 
+def _cron_problems(entries: object) -> list[Problem]:
+    # Only the shape: each entry's fields are checked with the @awa.periodic declarations
+    # (awa_django.cron.declarations), which need the job registry.
+    if isinstance(entries, list | tuple) and all(isinstance(e, Mapping) for e in entries):
+        return []
+    return [
+        Problem(
+            "awa.E034",
+            f"AWA['CRON'] must be a list of dicts (one per schedule), got {entries!r}.",
+        )
+    ]
+
+
 def _dx_problems(raw: Mapping[str, Any]) -> list[Problem]:
     found = [
         Problem("awa.E060", f"AWA[{key!r}] must be True or False, got {raw[key]!r}.")
@@ -523,6 +544,7 @@ def problems() -> list[Problem]:
     found += _database_problems(raw.get("DATABASE_ALIAS", defaults.DATABASE_ALIAS))
     found += _queue_problems(raw.get("QUEUES", {"default": {}}))
     found += _scalar_problems(raw, defaults)
+    found += _cron_problems(raw.get("CRON", ()))
     found += _runtime_problems(raw, defaults)
     found += _dx_problems(raw)
     found += _weighted_problems(raw)
@@ -578,6 +600,7 @@ def get_settings() -> AwaSettings:
         {name: _queue_settings(name, options) for name, options in queues.items()}
     )
     values["JOB_MODULES"] = tuple(raw.get("JOB_MODULES", ()))
+    values["CRON"] = tuple(MappingProxyType(dict(entry)) for entry in raw.get("CRON", ()))
     return AwaSettings(**values)
 
 

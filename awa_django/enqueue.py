@@ -16,18 +16,21 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connections, transaction
+from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
 from awa_django.arguments import to_json_text
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN, get_settings
 from awa_django.discovery import ensure_jobs_discovered
-from awa_django.exceptions import InvalidJob
+from awa_django.exceptions import InvalidJob, UniqueConflict
 from awa_django.jobs import Job, registry
 from awa_django.signals import job_enqueued
 from awa_django.storage import backlog
 from awa_django.storage import queue as queue_storage
 from awa_django.storage.queue import NewJob
+from awa_django.storage.unique import lock_unique_keys, record_unique_claims
 from awa_django.telemetry import get_telemetry
+from awa_django.unique import OnConflict, Unique, UniqueKey, check_on_conflict, unique_key
 
 RunAt = datetime | timedelta | None
 MAX_TAGS = 20
@@ -183,8 +186,86 @@ def _bind(kind: str, job: Job[Any, Any] | None, args: Mapping[str, Any] | None) 
     return dict(args)
 
 
+def _chosen_unique(job: Job[Any, Any] | None, unique: Unique | None) -> Unique | None:
+    chosen = unique if unique is not None else (job.unique if job is not None else None)
+    if chosen is not None and not isinstance(chosen, Unique):
+        raise InvalidJob(f"unique must be an awa.Unique, got {chosen!r}", field="unique")
+    return chosen
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _UniqueBatch:
+    """The unique keys of a batch of jobs, locked in the caller's transaction until it ends.
+
+    ``fresh`` lists the positions to enqueue: their key is free and not already taken by an
+    earlier position of the batch. The other positions resolve to the job holding their key.
+    """
+
+    unique: Unique
+    options: _Options
+    keys: list[UniqueKey]
+    held: dict[bytes, int]
+    fresh: list[int]
+
+    @classmethod
+    def lock(
+        cls,
+        cursor: CursorWrapper,
+        unique: Unique,
+        options: _Options,
+        args_list: Sequence[Mapping[str, Any]],
+        on_conflict: OnConflict,
+    ) -> _UniqueBatch:
+        now = timezone.now()
+        keys = [
+            unique_key(unique, kind=options.kind, queue=options.queue, args=args, now=now)
+            for args in args_list
+        ]
+        held = lock_unique_keys(cursor, sorted({key.digest for key in keys}))
+        first: dict[bytes, int] = {}
+        for position, key in enumerate(keys):
+            holder = held.get(key.digest)
+            if holder is not None and on_conflict == "raise":
+                raise UniqueConflict(
+                    f"a {options.kind!r} job with the same unique key is already enqueued "
+                    f"(job {holder}); pass on_conflict='return' to get its id instead",
+                    job_id=holder,
+                )
+            if holder is None and key.digest in first and on_conflict == "raise":
+                raise InvalidJob(
+                    f"jobs {first[key.digest]} and {position} of the batch have the same unique "
+                    "key",
+                    field="args_list",
+                )
+            first.setdefault(key.digest, position)
+        fresh = [
+            p for p, key in enumerate(keys) if key.digest not in held and first[key.digest] == p
+        ]
+        return cls(unique=unique, options=options, keys=keys, held=held, fresh=fresh)
+
+    def record(self, cursor: CursorWrapper, job_ids: Sequence[int]) -> None:
+        """Make the jobs enqueued for the ``fresh`` positions the holders of their keys."""
+        if job_ids:
+            record_unique_claims(
+                cursor,
+                keys=[self.keys[p].digest for p in self.fresh],
+                job_ids=job_ids,
+                kind=self.options.kind,
+                queue=self.options.queue,
+                states=self.unique.states,
+                expires_at=self.keys[0].expires_at,
+            )
+
+    def result(self, job_ids: Sequence[int]) -> list[int]:
+        """The job id of every position: its own new job, or the one holding its key."""
+        new = {self.keys[p].digest: job_id for p, job_id in zip(self.fresh, job_ids, strict=True)}
+        return [self.held.get(key.digest, new.get(key.digest, 0)) for key in self.keys]
+
+
 def _announce(alias: str, job_ids: list[int], options: _Options) -> None:
     # Receivers and the enqueued counter run after commit, never for a job that rolled back.
+    if not job_ids:
+        return
     telemetry = get_telemetry()
     if telemetry.enabled:
         transaction.on_commit(
@@ -214,20 +295,26 @@ def enqueue(
     max_attempts: int | None = None,
     metadata: Mapping[str, Any] | None = None,
     tags: Sequence[str] | None = None,
+    unique: Unique | None = None,
+    on_conflict: OnConflict = "raise",
     ordering_key: str | None = None,
     eager: bool | None = None,
 ) -> int:
     """Enqueue one job in the current transaction and return its id.
 
     ``run_at`` in the future (a datetime, or a timedelta from now) schedules the job; otherwise
-    it is runnable as soon as the transaction commits. Jobs with the same ``ordering_key`` go
-    to the same enqueue shard of their queue, so they are claimed in enqueue order even when
-    the queue is split into shards (docs/scheduling.md). ``eager`` (default
-    ``AWA["EAGER"]``) runs it in this process once the transaction commits
+    it is runnable as soon as the transaction commits. ``unique`` (default: the job's own)
+    deduplicates: while a job with the same key is in a covered state, this raises
+    ``UniqueConflict``, or with ``on_conflict="return"`` returns that job's id. Jobs with the
+    same ``ordering_key`` go to the same enqueue shard of their queue, so they are claimed in
+    enqueue order even when the queue is split into shards (docs/scheduling.md). ``eager``
+    (default ``AWA["EAGER"]``) runs it in this process once the transaction commits
     (docs/testing.md#eager-mode).
     """
     kind, job = _resolve_job(kind_or_job)
     bound = _bind(kind, job, args)
+    chosen_unique = _chosen_unique(job, unique)
+    conflict = check_on_conflict(on_conflict)
     options = _options(
         kind,
         job,
@@ -241,20 +328,28 @@ def enqueue(
     )
     args_json = to_json_text(bound, what=f"args of job {kind!r}")
     alias = get_settings().DATABASE_ALIAS
-    with connections[alias].cursor() as cursor:
-        job_id = queue_storage.enqueue_job(
-            cursor,
-            NewJob(
-                kind=kind,
-                queue=options.queue,
-                priority=options.priority,
-                args_json=args_json,
-                max_attempts=options.max_attempts,
-                run_at=options.run_at,
-                metadata_json=options.metadata_json,
-                tags=options.tags,
-            ),
-        )
+    new_job = NewJob(
+        kind=kind,
+        queue=options.queue,
+        priority=options.priority,
+        args_json=args_json,
+        max_attempts=options.max_attempts,
+        run_at=options.run_at,
+        metadata_json=options.metadata_json,
+        tags=options.tags,
+    )
+    if chosen_unique is None:
+        with connections[alias].cursor() as cursor:
+            job_id = queue_storage.enqueue_job(cursor, new_job)
+    else:
+        # The key stays locked until the caller's transaction ends, so a concurrent producer of
+        # the same key waits and then sees this job's claim.
+        with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+            batch = _UniqueBatch.lock(cursor, chosen_unique, options, [bound], conflict)
+            if not batch.fresh:
+                return batch.result([])[0]
+            job_id = queue_storage.enqueue_job(cursor, new_job)
+            batch.record(cursor, [job_id])
     _announce(alias, [job_id], options)
     _maybe_eager(alias, options, [job_id], eager)
     return job_id
@@ -307,6 +402,8 @@ def enqueue_on_commit(
         partial(
             enqueue,
             kind_or_job,
+            # A unique job's duplicate is dropped: there is no caller left to raise to.
+            on_conflict="return",
             args=bound,
             queue=queue,
             priority=priority,
@@ -330,6 +427,8 @@ def enqueue_many(
     max_attempts: int | None = None,
     metadata: Mapping[str, Any] | None = None,
     tags: Sequence[str] | None = None,
+    unique: Unique | None = None,
+    on_conflict: OnConflict = "raise",
     ordering_key: str | None = None,
     eager: bool | None = None,
 ) -> list[int]:
@@ -337,10 +436,15 @@ def enqueue_many(
 
     Every argument dict is validated before anything is written. All jobs share one lane (on a
     sharded queue: the shard of ``ordering_key``, or one picked at random), so the batch
-    reserves its positions with one lock and one round trip.
+    reserves its positions with one lock and one round trip. With ``unique`` (or a unique job),
+    a job whose key is held raises ``UniqueConflict`` and nothing is written; with
+    ``on_conflict="return"`` its position gets the holder's id (or the id of the earlier job of
+    the batch with the same key).
     """
     kind, job = _resolve_job(kind_or_job)
     bound = [_bind(kind, job, args) for args in args_list]
+    chosen_unique = _chosen_unique(job, unique)
+    conflict = check_on_conflict(on_conflict)
     options = _options(
         kind,
         job,
@@ -357,13 +461,21 @@ def enqueue_many(
     alias = get_settings().DATABASE_ALIAS
     now = timezone.now()
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        if options.run_at is not None and options.run_at > now:
+        batch = (
+            None
+            if chosen_unique is None
+            else _UniqueBatch.lock(cursor, chosen_unique, options, bound, conflict)
+        )
+        fresh = bound if batch is None else [bound[p] for p in batch.fresh]
+        if not fresh:
+            job_ids = []
+        elif options.run_at is not None and options.run_at > now:
             job_ids = backlog.copy_deferred(
                 cursor,
                 queue=options.queue,
                 priority=options.priority,
                 kind=kind,
-                args_list=bound,
+                args_list=fresh,
                 max_attempts=options.max_attempts,
                 metadata=options.metadata,
                 tags=options.tags,
@@ -376,7 +488,7 @@ def enqueue_many(
                 queue=options.queue,
                 priority=options.priority,
                 kind=kind,
-                args_list=bound,
+                args_list=fresh,
                 max_attempts=options.max_attempts,
                 metadata=options.metadata,
                 tags=options.tags,
@@ -384,6 +496,9 @@ def enqueue_many(
                 now=now,
                 ordering_key=ordering_key,
             )
+        if batch is not None:
+            batch.record(cursor, job_ids)
     _announce(alias, job_ids, options)
-    _maybe_eager(alias, options, job_ids, eager)
-    return job_ids
+    if job_ids:
+        _maybe_eager(alias, options, job_ids, eager)
+    return job_ids if batch is None else batch.result(job_ids)

@@ -75,6 +75,26 @@ class InvalidReturnValue(TerminalError):
     """A handler's return value cannot be kept: it is not JSON or exceeds the size cap."""
 
 
+class InvalidSchedule(AwaError, ValueError):
+    """A periodic schedule cannot be used as declared: bad cron expression, timezone or option.
+    ``manage.py check`` reports every one under ``check_id`` (awa.E030-E034)."""
+
+    def __init__(self, message: str, *, check_id: str = "awa.E032") -> None:
+        super().__init__(message)
+        self.check_id = check_id
+
+
+class UniqueConflict(AwaError):
+    """A unique job with the same key is already in one of the covered states.
+
+    ``job_id`` is the id of the job that holds the key.
+    """
+
+    def __init__(self, message: str, *, job_id: int) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+
+
 class ConfirmationRequired(AwaError, ValueError):
     """A destructive operator action was called without its filter or confirmation
     (``all=True`` for an unfiltered bulk DLQ action, ``confirm=True`` for a drain)."""

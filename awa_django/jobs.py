@@ -20,6 +20,7 @@ from django.utils.module_loading import import_string
 from awa_django.arguments import bind_arguments, handler_parameters, to_json_text
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN
 from awa_django.exceptions import InvalidJob
+from awa_django.unique import Unique
 
 if TYPE_CHECKING:
     from awa_django.enqueue import RunAt
@@ -129,6 +130,7 @@ class Job(Generic[P, R]):
         queue: str | None,
         priority: int | None,
         max_attempts: int | None,
+        unique: Unique | None = None,
         description: str = "",
         owner: str = "",
         docs_url: str = "",
@@ -136,6 +138,10 @@ class Job(Generic[P, R]):
         handler_parameters(func)  # fail at import time on a signature we cannot call
         _check_option("priority", priority, PRIORITY_MIN, PRIORITY_MAX)
         _check_option("max_attempts", max_attempts, 1, MAX_ATTEMPTS_LIMIT)
+        if unique is not None and not isinstance(unique, Unique):
+            raise InvalidJob(
+                f"@awa.job unique must be an awa.Unique, got {unique!r}", field="unique"
+            )
         for name, text in (("description", description), ("owner", owner), ("docs_url", docs_url)):
             if not isinstance(text, str):
                 raise InvalidJob(f"@awa.job {name} must be a string, got {text!r}", field=name)
@@ -144,6 +150,8 @@ class Job(Generic[P, R]):
         self.queue = queue
         self.priority = priority
         self.max_attempts = max_attempts
+        # Deduplication applied to every enqueue of this job (None: not unique).
+        self.unique = unique
         # Descriptor for operators (awa.descriptors): published by workers, shown in the admin.
         self.description = description
         self.owner = owner
@@ -270,6 +278,7 @@ def job(
     queue: str | None = None,
     priority: int | None = None,
     max_attempts: int | None = None,
+    unique: Unique | None = None,
     description: str = "",
     owner: str = "",
     docs_url: str = "",
@@ -284,6 +293,7 @@ def job(
     queue: str | None = None,
     priority: int | None = None,
     max_attempts: int | None = None,
+    unique: Unique | None = None,
     description: str = "",
     owner: str = "",
     docs_url: str = "",
@@ -291,7 +301,8 @@ def job(
     """Register a sync or async function as a job handler (bare ``@job`` or ``@job(...)``).
 
     Options left unset fall back to ``AWA`` defaults at enqueue time; an enqueue call can still
-    override queue, priority and max_attempts. ``description``, ``owner`` and ``docs_url``
+    override queue, priority and max_attempts. ``unique=awa.Unique(...)`` deduplicates every
+    enqueue of the job (docs/scheduling.md). ``description``, ``owner`` and ``docs_url``
     describe the kind to operators (see ``awa_django.descriptors``).
     """
 
@@ -302,6 +313,7 @@ def job(
             queue=queue,
             priority=priority,
             max_attempts=max_attempts,
+            unique=unique,
             description=description,
             owner=owner,
             docs_url=docs_url,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import awa_django as awa
 from awa_django.jobs import JobContext
+from benchmarks.sidebyside.probe import PROBE
 
 SYNC_KIND = "bench.noop_sync"
 ASYNC_KIND = "bench.noop_async"
@@ -21,3 +22,21 @@ def noop_sync(ctx: JobContext, n: int, payload: str) -> None:
 @awa.job(kind=ASYNC_KIND, queue="bench")
 async def noop_async(ctx: JobContext, n: int, payload: str) -> None:
     return None
+
+
+# The side-by-side benchmark's handlers (benchmarks/sidebyside): the same no-op, reporting to
+# the probe that every compared system's handlers report to.
+PROBE_SYNC_KIND = "bench.probe_sync"
+PROBE_ASYNC_KIND = "bench.probe_async"
+
+
+@awa.job(kind=PROBE_SYNC_KIND, queue="bench")
+def probe_sync(ctx: JobContext, n: int, payload: str) -> None:
+    PROBE.start(n)
+    PROBE.finish(n)
+
+
+@awa.job(kind=PROBE_ASYNC_KIND, queue="bench")
+async def probe_async(ctx: JobContext, n: int, payload: str) -> None:
+    PROBE.start(n)
+    PROBE.finish(n)

@@ -14,6 +14,10 @@ environment. Whatever happens to CMD (success, failure, SIGINT or SIGTERM),
 the cluster is stopped and the temporary directory removed afterwards, and the
 script exits with CMD's exit code.
 
+``WITH_POSTGRES_OPTIONS`` adds server options after the defaults (later ``-c`` settings win),
+e.g. ``-c fsync=on -c synchronous_commit=on -c full_page_writes=on`` for a durable server in a
+benchmark, or ``-c shared_preload_libraries=pg_stat_statements`` to profile one.
+
 Only the standard library is used so that this works before any virtualenv
 exists (``make test`` / ``make demo`` / CI call it with the system Python).
 """
@@ -206,6 +210,9 @@ class Cluster:
             self._fail("initdb", result)
 
         options = SERVER_OPTIONS.format(port=self.port, sockdir=self.tmp / "sock")
+        extra = os.environ.get("WITH_POSTGRES_OPTIONS", "").strip()
+        if extra:
+            options = f"{options} {extra}"
         pg_ctl = [str(bin_ / "pg_ctl"), "-w", "-t", "60", "-D", str(self.data)]
         start = [*pg_ctl, "-l", str(self.logfile), "-o", options, "start"]
         # Mark as started first: a half-started server must still be stopped.

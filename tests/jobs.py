@@ -138,6 +138,11 @@ def cooperative(ctx: JobContext, seconds: float = 20.0) -> None:
     record_run(ctx, "coop-saw-cancel" if ctx.is_cancelled() else "coop-timeout")
 
 
+@awa.job(kind="tests.unique_record", unique=awa.Unique())
+def unique_record(ctx: JobContext, n: int = 0) -> None:
+    record_run(ctx, f"unique {n}")
+
+
 @awa.job(kind="tests.keyed")
 def keyed(ctx: JobContext, key: str, seq: int, seconds: float = 0.02) -> None:
     """Records when it starts and ends, so tests can check per-key execution order."""

@@ -30,8 +30,11 @@ from django.db import connections as db_connections
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
+from awa_django.cron.declarations import declared_schedules
 from awa_django.descriptors import Declarations, declared
+from awa_django.exceptions import ConfigError, InvalidSchedule
 from awa_django.jobs import Job, registry
+from awa_django.maintenance.cron_evaluator import CronEvaluator
 from awa_django.maintenance.leader import LeaderElector
 from awa_django.maintenance.promoter import Promoter
 from awa_django.maintenance.queue_stats import QueueStats
@@ -40,7 +43,9 @@ from awa_django.maintenance.rescuer import Rescuer
 from awa_django.maintenance.retention import RetentionCleaner
 from awa_django.maintenance.rings import RingMaintainer
 from awa_django.maintenance.service import MaintenanceTask, run_task
+from awa_django.maintenance.unique_sweeper import UniqueClaimSweeper
 from awa_django.storage.backlog import seconds_until_next_due
+from awa_django.storage.cron import sync_cron_jobs
 from awa_django.worker import connections
 from awa_django.worker.completer import Completer
 from awa_django.worker.dispatcher import Dispatcher, RunningAttempt
@@ -70,6 +75,8 @@ class MaintenanceConfig:
     cleanup_interval_s: float
     cleanup_batch_size: int
     queue_stats_interval_s: float
+    cron_interval_s: float
+    cron_max_catch_up: int
     rate_ledger_interval_s: float
     runtime_stale_after_s: float = 60.0
 
@@ -162,6 +169,8 @@ def config_from_settings(
             cleanup_interval_s=conf.CLEANUP_INTERVAL_S,
             cleanup_batch_size=conf.CLEANUP_BATCH_SIZE,
             queue_stats_interval_s=conf.QUEUE_STATS_INTERVAL_S,
+            cron_interval_s=conf.CRON_INTERVAL_S,
+            cron_max_catch_up=conf.CRON_MAX_CATCH_UP,
             rate_ledger_interval_s=conf.CLEANUP_INTERVAL_S,
             runtime_stale_after_s=conf.RUNTIME_STALE_AFTER_S,
         )
@@ -228,6 +237,10 @@ def maintenance_tasks(
             runtime_stale_after_s=m.runtime_stale_after_s,
         ),
         QueueStats(pool, interval_s=m.queue_stats_interval_s),
+        CronEvaluator(pool, interval_s=m.cron_interval_s, max_catch_up=m.cron_max_catch_up),
+        UniqueClaimSweeper(
+            pool, interval_s=m.cleanup_interval_s, max_per_pass=10 * m.cleanup_batch_size
+        ),
         RateLedgerCleaner(
             pool, interval_s=m.rate_ledger_interval_s, batch_size=m.cleanup_batch_size
         ),
@@ -294,7 +307,15 @@ class WorkerRuntime:
 
     async def run(self) -> RunSummary:
         config = self.config
+        try:
+            schedules = [schedule.as_row() for schedule in declared_schedules()]
+        except InvalidSchedule as exc:
+            raise ConfigError(f"{exc} ({exc.check_id}; run manage.py check for all)") from None
         pool = await connections.open_pool(config.database_alias, max_size=4 + len(config.queues))
+        if schedules:
+            # Each deployment adds or updates the schedules it declares and deletes none.
+            async with pool.connection() as conn:
+                await sync_cron_jobs(conn, schedules)
         weighted = (
             WeightedPermits(config.worker_concurrency, config.shares)
             if config.worker_concurrency is not None

@@ -11,11 +11,15 @@ The worker imports this module (every installed app's ``jobs.py`` is discovered)
 - ``wait_for_stock``: ``Snooze``, check again later (gives the attempt back).
 - ``fulfil_order``: ``Cancel`` when the customer cancelled the order meanwhile.
 - ``charge_card``: a ``TerminalError`` subclass; no point retrying a declined card.
+- ``cancel_stale_orders``: periodic (``@awa.periodic``), every night at 03:00 UTC.
+- ``send_payment_reminder``: unique (``awa.Unique``), at most one queued reminder per order.
 - ``push_order_event`` (queue "partners"): rate-limited fleet-wide; an order's events share an
   ordering key, so they reach the partner one after another, in the order they happened.
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -126,6 +130,36 @@ def charge_card(ctx: awa.JobContext, order_id: int, card_number: str) -> None:
         raise PaymentDeclined(f"card ending {card_number[-4:]} was declined")
     if not Order.objects.filter(pk=order_id).update(status=Order.Status.PAID):
         raise OrderMissing(f"order #{order_id} does not exist")
+
+
+@awa.periodic("0 3 * * *", args={"older_than_days": 7})
+@awa.job
+def cancel_stale_orders(ctx: awa.JobContext, older_than_days: int) -> None:
+    """Every night, cancel the orders that stayed unpaid for ``older_than_days``.
+
+    The schedule is stored in the database when a worker starts and fired by the maintenance
+    leader, once per night however many workers run (``manage.py awa_cron list`` shows it).
+    """
+    cutoff = timezone.now() - timedelta(days=older_than_days)
+    Order.objects.filter(status=Order.Status.PLACED, created_at__lt=cutoff).update(
+        status=Order.Status.CANCELLED
+    )
+
+
+@awa.job(queue="email", unique=awa.Unique(states=awa.Unique.ACTIVE_STATES))
+def send_payment_reminder(ctx: awa.JobContext, order_id: int) -> None:
+    """Remind the customer to pay. The shop may ask for a reminder on every page view: while one
+    for the order is waiting or running, asking again returns that job instead of a second one.
+    """
+    order = Order.objects.filter(pk=order_id, status=Order.Status.PLACED).first()
+    if order is None:
+        return  # paid or cancelled meanwhile: nothing to remind
+    SentEmail.objects.create(
+        to=order.customer_email,
+        subject=f"Order #{order.pk} is waiting for payment",
+        order_id=order.pk,
+        job_id=ctx.job_id,
+    )
 
 
 @awa.job(queue="partners")

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
 import awa_django as awa
+from awa_django.cron.declarations import declared_schedules
 from example_project.shop import jobs
 from example_project.shop.models import Order, SentEmail
-from tests.conftest import run_burst
+from tests.conftest import BackgroundWorker, run_burst
 
 pytestmark = pytest.mark.usefixtures("awa_db")
 
@@ -114,3 +117,31 @@ def test_send_receipt_mails_once_even_if_run_twice():
 
     assert {j.state for j in awa.get_jobs([first, second])} == {"completed"}
     assert SentEmail.objects.filter(order_id=order.pk).count() == 1
+
+
+def test_stale_orders_are_cancelled_by_the_nightly_schedule():
+    (schedule,) = [s for s in declared_schedules() if s.name == "shop.cancel_stale_orders"]
+    assert (schedule.cron_expr, schedule.args) == ("0 3 * * *", {"older_than_days": 7})
+    stale = make_order()
+    Order.objects.filter(pk=stale.pk).update(created_at=timezone.now() - timedelta(days=8))
+    fresh = make_order()
+    BackgroundWorker(queues={}).start().stop()  # a worker start stores the schedule
+    job_id = awa.cron.trigger("shop.cancel_stale_orders")
+    run_burst()
+    assert awa.get_job(job_id).state == "completed"
+    stale.refresh_from_db()
+    fresh.refresh_from_db()
+    assert (stale.status, fresh.status) == (Order.Status.CANCELLED, Order.Status.PLACED)
+
+
+def test_one_payment_reminder_is_queued_per_order_at_a_time():
+    order = make_order()
+    first = jobs.send_payment_reminder.enqueue(order_id=order.pk)
+    again = awa.enqueue(
+        jobs.send_payment_reminder, args={"order_id": order.pk}, on_conflict="return"
+    )
+    assert again == first
+    run_burst()
+    assert SentEmail.objects.filter(order_id=order.pk).count() == 1
+    # Finished: the next reminder can be queued.
+    assert jobs.send_payment_reminder.enqueue(order_id=order.pk) != first

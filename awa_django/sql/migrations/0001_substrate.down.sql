@@ -1,6 +1,12 @@
 -- Reverses 0001_substrate. Objects are dropped by name and the schema without CASCADE, so a
 -- table someone else created in schema awa (for example through a search_path that includes it)
 -- makes this fail loudly instead of being dropped with ours.
+-- ==== Cron schedules and unique claims ====
+DROP FUNCTION awa.sweep_unique_claims(integer, bytea);
+DROP FUNCTION awa.lock_unique_keys(bytea[]);
+DROP TABLE awa.unique_claims;
+DROP FUNCTION awa.fire_cron(text, timestamptz, timestamptz, timestamptz[]);
+DROP TABLE awa.cron_jobs;
 
 -- ==== Scheduling: fleet-wide rate limits (schedb) ====
 DROP FUNCTION awa.claim_ready_limited(text, integer, text, double precision, double precision,

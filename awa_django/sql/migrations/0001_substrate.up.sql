@@ -1443,3 +1443,165 @@ BEGIN
     RETURN v_cancelled;
 END
 $$;
+
+-- ==== Cron schedules and unique claims ====
+
+-- One row per periodic schedule. Deployments upsert the schedules they declare and never delete
+-- one (removal is an explicit operator action). last_fire_at is the newest tick enqueued: the
+-- leader's compare-and-swap on it (awa.fire_cron) is what keeps a tick from firing twice across
+-- a leader failover. resumed_at takes part in the same swap, so ticks that fell inside a pause
+-- are never fired by an evaluation that read the row before the pause.
+CREATE TABLE awa.cron_jobs (
+    name text PRIMARY KEY,
+    cron_expr text NOT NULL,
+    timezone text NOT NULL,
+    kind text NOT NULL,
+    queue text NOT NULL,
+    args jsonb NOT NULL,
+    priority smallint NOT NULL,
+    max_attempts integer NOT NULL,
+    tags text[] NOT NULL,
+    metadata jsonb NOT NULL,
+    missed_fire_policy text NOT NULL CHECK (missed_fire_policy IN ('coalesce', 'catch_up')),
+    last_fire_at timestamptz,
+    paused_at timestamptz,
+    paused_by text,
+    resumed_at timestamptz,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Enqueues the given ticks of one schedule, oldest first, if and only if the schedule is
+-- unpaused and still stands where the caller read it; returns the new job ids (none when the
+-- swap lost). The UPDATE takes the schedule's row lock, so a concurrent pause either commits
+-- first (the re-checked WHERE then fails) or waits for this fire to commit; a second leader
+-- that read the same row blocks here and then finds last_fire_at moved. The jobs are enqueued
+-- in the same transaction as the swap: both commit or neither does.
+CREATE FUNCTION awa.fire_cron(p_name text, p_expected_last timestamptz,
+                              p_expected_resumed timestamptz, p_ticks timestamptz[])
+RETURNS SETOF bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_row awa.cron_jobs;
+    v_tick timestamptz;
+BEGIN
+    UPDATE awa.cron_jobs c SET last_fire_at = p_ticks[array_upper(p_ticks, 1)]
+     WHERE c.name = p_name AND c.paused_at IS NULL
+       AND c.last_fire_at IS NOT DISTINCT FROM p_expected_last
+       AND c.resumed_at IS NOT DISTINCT FROM p_expected_resumed
+    RETURNING c.* INTO v_row;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    FOREACH v_tick IN ARRAY p_ticks LOOP
+        RETURN NEXT awa.enqueue_job(
+            v_row.kind, v_row.queue, v_row.priority, v_row.args, v_row.max_attempts, NULL,
+            v_row.metadata || jsonb_build_object(
+                'awa_cron', jsonb_build_object('name', v_row.name, 'fire_at', v_tick)),
+            v_row.tags);
+    END LOOP;
+END
+$$;
+
+-- Who holds a unique key. A claim belongs to one job and covers the states it was enqueued
+-- with; it is never touched by the worker's hot path. A job that left those states (or whose
+-- history was pruned) still owns the row until the next enqueue of the key takes it over:
+-- awa.lock_unique_keys checks the holder's current state, so the release is exact without a
+-- write at every transition.
+CREATE TABLE awa.unique_claims (
+    unique_key bytea PRIMARY KEY,
+    job_id bigint NOT NULL,
+    kind text NOT NULL,
+    queue text NOT NULL,
+    states text[] NOT NULL,
+    -- End of the period bucket the key belongs to (NULL for keys without a period): past it,
+    -- no enqueue can compute this key again, so the claim can be dropped without a state check.
+    expires_at timestamptz,
+    claimed_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX unique_claims_expires_at ON awa.unique_claims (expires_at)
+    WHERE expires_at IS NOT NULL;
+
+-- Locks the given unique keys for the calling transaction, in key order (two batches sharing
+-- keys cannot deadlock on each other), and returns the keys still held: whose holder job is in
+-- one of its covered states right now. Each key's transaction-scoped advisory lock is held until
+-- the caller commits, so a concurrent producer of the same key waits here and then, reading
+-- with a fresh snapshot after the lock, sees this caller's committed claim.
+-- 1096237397 = 'AWAU': the unique-key lock class; keys hashing alike merely share a lock.
+CREATE FUNCTION awa.lock_unique_keys(p_keys bytea[])
+RETURNS TABLE (unique_key bytea, job_id bigint, state text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_key bytea;
+    v_claim record;
+    v_state text;
+BEGIN
+    FOR v_key IN SELECT DISTINCT k FROM unnest(p_keys) AS k ORDER BY k LOOP
+        PERFORM pg_advisory_xact_lock(1096237397, hashtext(encode(v_key, 'hex')));
+    END LOOP;
+    FOR v_claim IN
+        SELECT c.unique_key, c.job_id, c.states FROM awa.unique_claims c
+         WHERE c.unique_key = ANY (p_keys)
+    LOOP
+        -- One job at a time, by id, so the view is read through its per-table job_id indexes.
+        -- The cached generic plan keeps that (job_id is no partition key); planning the view
+        -- afresh on every call would cost more than the lookup itself.
+        SELECT j.state INTO v_state FROM awa.jobs j WHERE j.job_id = v_claim.job_id;
+        IF FOUND AND v_state = ANY (v_claim.states) THEN
+            unique_key := v_claim.unique_key;
+            job_id := v_claim.job_id;
+            state := v_state;
+            RETURN NEXT;
+        END IF;
+    END LOOP;
+END
+$$;
+
+-- Deletes unique claims that can no longer conflict, at most p_limit of each kind per call, and
+-- returns how many went and where the scan of keys without a period stopped (NULL at the end of
+-- the table, so the caller starts over). Claims of an ended period go without a check: no
+-- enqueue computes those keys again (one minute of grace covers producers whose clock lags).
+-- Any other claim goes once its holder left its covered states or was pruned, checked after
+-- taking the key's lock with a fresh snapshot, so a producer that took the key over meanwhile
+-- is seen; a key a producer holds right now is skipped until the next pass. Nothing depends on
+-- this cleanup for correctness: it only keeps the table from growing with dead keys.
+CREATE FUNCTION awa.sweep_unique_claims(p_limit integer, p_after bytea)
+RETURNS TABLE (deleted integer, next_after bytea) LANGUAGE plpgsql AS $$
+DECLARE
+    v_key bytea;
+    v_job_id bigint;
+    v_states text[];
+    v_state text;
+    v_seen integer := 0;
+    v_count integer;
+BEGIN
+    deleted := 0;
+    WITH ended AS (
+        SELECT c.unique_key FROM awa.unique_claims c
+         WHERE c.expires_at < now() - interval '1 minute'
+         ORDER BY c.expires_at LIMIT p_limit
+    )
+    DELETE FROM awa.unique_claims c USING ended e WHERE c.unique_key = e.unique_key;
+    GET DIAGNOSTICS deleted = ROW_COUNT;
+    FOR v_key IN
+        SELECT c.unique_key FROM awa.unique_claims c
+         WHERE c.expires_at IS NULL AND c.unique_key > coalesce(p_after, '\x'::bytea)
+         ORDER BY c.unique_key LIMIT p_limit
+    LOOP
+        v_seen := v_seen + 1;
+        next_after := v_key;
+        CONTINUE WHEN NOT pg_try_advisory_xact_lock(1096237397, hashtext(encode(v_key, 'hex')));
+        SELECT c.job_id, c.states INTO v_job_id, v_states FROM awa.unique_claims c
+         WHERE c.unique_key = v_key;
+        CONTINUE WHEN NOT FOUND;
+        SELECT j.state INTO v_state FROM awa.jobs j WHERE j.job_id = v_job_id;
+        CONTINUE WHEN FOUND AND v_state = ANY (v_states);
+        DELETE FROM awa.unique_claims c WHERE c.unique_key = v_key AND c.job_id = v_job_id;
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        deleted := deleted + v_count;
+    END LOOP;
+    IF v_seen < p_limit THEN
+        next_after := NULL;
+    END IF;
+    RETURN NEXT;
+END
+$$;

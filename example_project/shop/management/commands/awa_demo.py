@@ -326,6 +326,28 @@ class Command(BaseCommand):
             )
         )
 
+        # A unique job: asking for the same reminder again returns the queued one.
+        job_id = jobs.send_payment_reminder.enqueue(order_id=bob)
+        again = awa.enqueue(
+            jobs.send_payment_reminder, args={"order_id": bob}, on_conflict="return"
+        )
+        if again != job_id:
+            raise CommandError(f"unique reminder enqueued twice: jobs #{job_id} and #{again}")
+        self.out(
+            f"   send_payment_reminder twice for order #{bob} -> one job (#{job_id}): "
+            "awa.Unique dedupes"
+        )
+        exp(
+            Expected(
+                story="unique: second enqueue deduped",
+                job_id=job_id,
+                state="completed",
+                attempt=1,
+                pickups=1,
+                errors=0,
+            )
+        )
+
         with transaction.atomic():
             carol = Order.objects.create(
                 customer_email="carol@example.com",

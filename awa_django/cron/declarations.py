@@ -1,0 +1,283 @@
+"""Declaring periodic jobs: ``@awa.periodic(...)`` and ``AWA["CRON"]``, resolved to schedules.
+
+A declaration is only recorded when the module is imported; it is resolved against settings
+(queues, defaults) and the handler's signature when the worker syncs it or ``manage.py check``
+runs, so a bad expression, timezone or option is reported with its check id instead of breaking
+the import of a jobs module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from awa_django.conf import get_settings
+from awa_django.cron.expression import CronExpression
+from awa_django.discovery import ensure_jobs_discovered
+from awa_django.enqueue import _bind, _options, _resolve_job
+from awa_django.exceptions import InvalidJob, InvalidSchedule
+from awa_django.jobs import Job, job
+
+MissedFirePolicy = Literal["coalesce", "catch_up"]
+MISSED_FIRE_POLICIES: Final = ("coalesce", "catch_up")
+NAME_MAX_LENGTH: Final = 200
+OPTION_CHECK: Final = "awa.E032"
+DUPLICATE_CHECK: Final = "awa.E033"
+SETTINGS_CHECK: Final = "awa.E034"
+_SETTINGS_KEYS: Final = frozenset(
+    {
+        "name",
+        "schedule",
+        "job",
+        "args",
+        "timezone",
+        "queue",
+        "priority",
+        "max_attempts",
+        "tags",
+        "metadata",
+        "missed",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Schedule:
+    """A resolved, validated schedule: the row a deployment upserts into ``awa.cron_jobs``."""
+
+    name: str
+    cron_expr: str
+    timezone: str
+    kind: str
+    queue: str
+    args: dict[str, Any]
+    priority: int
+    max_attempts: int
+    tags: tuple[str, ...]
+    metadata: dict[str, Any]
+    missed_fire_policy: MissedFirePolicy
+
+    def as_row(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "cron_expr": self.cron_expr,
+            "timezone": self.timezone,
+            "kind": self.kind,
+            "queue": self.queue,
+            "args": self.args,
+            "priority": self.priority,
+            "max_attempts": self.max_attempts,
+            "tags": list(self.tags),
+            "metadata": self.metadata,
+            "missed_fire_policy": self.missed_fire_policy,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Declaration:
+    """One schedule as written in code or settings, before resolution. ``origin`` says where,
+    for error messages."""
+
+    origin: str
+    name: str | None
+    schedule: object
+    job: Job[Any, Any] | str
+    args: Mapping[str, Any] | None = None
+    timezone: object = "UTC"
+    queue: str | None = None
+    priority: int | None = None
+    max_attempts: int | None = None
+    tags: Sequence[str] | None = None
+    metadata: Mapping[str, Any] | None = field(default=None)
+    missed: object = "coalesce"
+
+
+class DeclarationRegistry:
+    """The ``@awa.periodic`` declarations of this process; tests may ``remove`` what they add."""
+
+    def __init__(self) -> None:
+        self._declarations: list[Declaration] = []
+
+    def add(self, declaration: Declaration) -> None:
+        self._declarations.append(declaration)
+
+    def remove(self, declaration: Declaration) -> None:
+        self._declarations.remove(declaration)
+
+    def __iter__(self) -> Iterator[Declaration]:
+        return iter(list(self._declarations))
+
+
+declarations = DeclarationRegistry()
+
+
+def periodic(
+    schedule: str,
+    *,
+    name: str | None = None,
+    timezone: str = "UTC",
+    args: Mapping[str, Any] | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+    max_attempts: int | None = None,
+    tags: Sequence[str] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    missed: MissedFirePolicy = "coalesce",
+) -> Callable[[Any], Job[Any, Any]]:
+    """Run a job on a cron schedule: ``@awa.periodic("*/5 * * * *")`` above ``@awa.job`` (or
+    above a plain function, which it registers as a job with default options).
+
+    ``name`` (default: the job's kind) identifies the schedule across deployments; ``args``
+    are the job's arguments for every run; ``queue``, ``priority`` and ``max_attempts`` default
+    to the job's. ``missed`` says what happens to ticks missed while no leader ran: "coalesce"
+    enqueues one job for the newest of them, "catch_up" one per tick (at most
+    ``AWA["CRON_MAX_CATCH_UP"]``).
+    """
+
+    def decorate(target: Job[Any, Any] | Callable[..., Any]) -> Job[Any, Any]:
+        registered = target if isinstance(target, Job) else job(target)
+        declarations.add(
+            Declaration(
+                origin=f"@awa.periodic on {registered.__module__}.{registered.__qualname__}",
+                name=name,
+                schedule=schedule,
+                job=registered,
+                args=args,
+                timezone=timezone,
+                queue=queue,
+                priority=priority,
+                max_attempts=max_attempts,
+                tags=tags,
+                metadata=metadata,
+                missed=missed,
+            )
+        )
+        return registered
+
+    return decorate
+
+
+def _from_settings(index: int, entry: Mapping[str, Any]) -> Declaration:
+    origin = f"AWA['CRON'][{index}]"
+    unknown = sorted(set(entry) - _SETTINGS_KEYS)
+    if unknown:
+        raise InvalidSchedule(
+            f"{origin} has unknown key(s) {unknown}; known keys: {sorted(_SETTINGS_KEYS)}",
+            check_id=SETTINGS_CHECK,
+        )
+    missing = [key for key in ("name", "schedule", "job") if key not in entry]
+    if missing:
+        raise InvalidSchedule(f"{origin} is missing {missing}", check_id=SETTINGS_CHECK)
+    if not isinstance(entry["job"], str):
+        raise InvalidSchedule(
+            f"{origin}['job'] must be a job kind string, got {entry['job']!r}",
+            check_id=SETTINGS_CHECK,
+        )
+    options = {
+        key: entry[key] for key in _SETTINGS_KEYS - {"name", "schedule", "job"} if key in entry
+    }
+    return Declaration(
+        origin=origin, name=entry["name"], schedule=entry["schedule"], job=entry["job"], **options
+    )
+
+
+def resolve(declaration: Declaration) -> Schedule:
+    """The schedule a declaration stands for; raises ``InvalidSchedule`` naming what is wrong."""
+    origin = declaration.origin
+    expression = _expression(declaration)
+    if declaration.missed not in MISSED_FIRE_POLICIES:
+        raise InvalidSchedule(
+            f"{origin}: missed must be one of {list(MISSED_FIRE_POLICIES)}, "
+            f"got {declaration.missed!r}"
+        )
+    try:
+        kind, handler = _resolve_job(declaration.job)
+        name = kind if declaration.name is None else declaration.name
+        if not isinstance(name, str) or not 0 < len(name) <= NAME_MAX_LENGTH:
+            raise InvalidJob(
+                f"schedule name must be a string of 1..{NAME_MAX_LENGTH} characters, got {name!r}",
+                field="name",
+            )
+        bound = _bind(kind, handler, declaration.args)
+        options = _options(
+            kind,
+            handler,
+            queue_name=declaration.queue,
+            priority=declaration.priority,
+            max_attempts=declaration.max_attempts,
+            run_at=None,
+            metadata=declaration.metadata,
+            tags=declaration.tags,
+        )
+    except InvalidJob as exc:
+        raise InvalidSchedule(f"{origin}: {exc}") from None
+    return Schedule(
+        name=name,
+        cron_expr=expression.expr,
+        timezone=expression.timezone,
+        kind=kind,
+        queue=options.queue,
+        args=bound,
+        priority=options.priority,
+        max_attempts=options.max_attempts,
+        tags=options.tags,
+        # Round-tripped so the stored row compares equal on the next sync.
+        metadata=json.loads(options.metadata_json),
+        missed_fire_policy=declaration.missed,
+    )
+
+
+def _expression(declaration: Declaration) -> CronExpression:
+    try:
+        return CronExpression(declaration.schedule, declaration.timezone)  # type: ignore[arg-type]
+    except InvalidSchedule as exc:
+        raise InvalidSchedule(f"{declaration.origin}: {exc}", check_id=exc.check_id) from None
+
+
+def all_declarations() -> list[Declaration]:
+    """``@awa.periodic`` declarations, then the valid ``AWA["CRON"]`` entries."""
+    ensure_jobs_discovered()
+    found = list(declarations)
+    for index, entry in enumerate(get_settings().CRON):
+        try:
+            found.append(_from_settings(index, entry))
+        except InvalidSchedule:
+            continue
+    return found
+
+
+def schedule_problems() -> list[InvalidSchedule]:
+    """Everything wrong with the declared schedules (``manage.py check`` reports these)."""
+    found: list[InvalidSchedule] = []
+    for index, entry in enumerate(get_settings().CRON):
+        try:
+            _from_settings(index, entry)
+        except InvalidSchedule as exc:
+            found.append(exc)
+    names: dict[str, str] = {}
+    for declaration in all_declarations():
+        try:
+            schedule = resolve(declaration)
+        except InvalidSchedule as exc:
+            found.append(exc)
+            continue
+        if schedule.name in names:
+            found.append(
+                InvalidSchedule(
+                    f"schedule name {schedule.name!r} is declared twice, by "
+                    f"{names[schedule.name]} and {declaration.origin}; give one a name=",
+                    check_id=DUPLICATE_CHECK,
+                )
+            )
+        names[schedule.name] = declaration.origin
+    return found
+
+
+def declared_schedules() -> list[Schedule]:
+    """Every declared schedule, resolved; raises ``InvalidSchedule`` on the first problem."""
+    problems = schedule_problems()
+    if problems:
+        raise problems[0]
+    return [resolve(declaration) for declaration in all_declarations()]

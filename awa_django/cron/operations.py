@@ -1,0 +1,62 @@
+"""Operator actions on stored schedules, from code, the shell or ``manage.py awa_cron``.
+
+They work on the ``awa.cron_jobs`` table, so they see every deployment's schedules, not only
+the ones this process declares. Each runs in the caller's transaction when there is one.
+"""
+
+from __future__ import annotations
+
+from django.db import connections, transaction
+from django.db.backends.utils import CursorWrapper
+
+from awa_django.conf import get_settings
+from awa_django.storage.cron import (
+    CronJobRecord,
+    list_cron_jobs,
+    pause_cron_job,
+    remove_cron_job,
+    resume_cron_job,
+    trigger_cron_job,
+)
+
+
+def _cursor() -> CursorWrapper:
+    return connections[get_settings().DATABASE_ALIAS].cursor()
+
+
+def list_schedules() -> list[CronJobRecord]:
+    """Every stored schedule, by name."""
+    with _cursor() as cursor:
+        return list_cron_jobs(cursor)
+
+
+def pause(name: str, *, by: str = "operator") -> bool:
+    """Stop a schedule from firing; False when it does not exist or is already paused.
+
+    It wins against a leader evaluating the schedule at the same moment: that fire either
+    committed before the pause, or finds the schedule paused and enqueues nothing.
+    """
+    with _cursor() as cursor:
+        return pause_cron_job(cursor, name=name, paused_by=by)
+
+
+def resume(name: str) -> bool:
+    """Let a paused schedule fire again, from its next tick on: ticks that fell inside the pause
+    are skipped, whatever its missed-fire policy. False when it was not paused."""
+    with _cursor() as cursor:
+        return resume_cron_job(cursor, name=name)
+
+
+def trigger(name: str) -> int | None:
+    """Enqueue the schedule's job now, outside its timetable; returns the job id, or None when
+    no schedule has that name. The timetable is unaffected."""
+    alias = get_settings().DATABASE_ALIAS
+    with transaction.atomic(using=alias), _cursor() as cursor:
+        return trigger_cron_job(cursor, name=name)
+
+
+def remove(name: str) -> bool:
+    """Delete a stored schedule; False when there was none. A deployment that still declares it
+    re-creates it when its next worker starts: remove the declaration first."""
+    with _cursor() as cursor:
+        return remove_cron_job(cursor, name=name)

@@ -1,0 +1,121 @@
+"""Cron evaluation (leader task): enqueue the ticks each schedule owes, each exactly once.
+
+A pass reads the unpaused schedules and the database clock, computes each schedule's due ticks
+with croniter (from its last fire, its creation or its resume, whichever is latest), and fires
+them through ``awa.fire_cron``: a compare-and-swap on ``last_fire_at`` that enqueues the jobs in
+the same transaction. Two leaders (a deposed one still finishing its pass, and its successor)
+that read the same row both try the same swap; the row lock orders them and the second finds
+``last_fire_at`` moved, so it enqueues nothing. A pause that lands after the read wins the same
+way. Missed ticks: "coalesce" fires only the newest one, "catch_up" each of them, oldest first,
+at most ``max_catch_up`` (older ones are skipped with a warning).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg_pool import AsyncConnectionPool
+
+from awa_django.cron.expression import CronExpression
+from awa_django.exceptions import InvalidSchedule
+from awa_django.storage.cron import DueSchedule, due_cron_jobs, fire_cron
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CronResult:
+    # Jobs enqueued, schedules fired, and fires that lost their swap to another writer.
+    enqueued: int
+    fired: int
+    lost: int
+
+    @property
+    def changed(self) -> bool:
+        return self.enqueued > 0
+
+
+def due_ticks(schedule: DueSchedule, *, max_catch_up: int) -> list[datetime]:
+    """The ticks ``schedule`` owes at ``schedule.db_now``, oldest first (pure: no I/O)."""
+    expression = CronExpression(schedule.cron_expr, schedule.timezone)
+    starts = [schedule.last_fire_at or schedule.created_at, schedule.resumed_at]
+    after = max(start for start in starts if start is not None)
+    if schedule.missed_fire_policy != "catch_up":
+        return expression.ticks_between(after, schedule.db_now, limit=1)
+    ticks = expression.ticks_between(after, schedule.db_now, limit=max_catch_up + 1)
+    if len(ticks) > max_catch_up:
+        logger.warning(
+            "cron catch-up capped name=%s skipped_before=%s max_catch_up=%s",
+            schedule.name,
+            ticks[1].isoformat(),
+            max_catch_up,
+        )
+        ticks = ticks[1:]
+    return ticks
+
+
+class CronEvaluator:
+    name = "cron"
+
+    def __init__(
+        self, pool: AsyncConnectionPool[Any], *, interval_s: float, max_catch_up: int
+    ) -> None:
+        self._pool = pool
+        self.interval_s = interval_s
+        self._max_catch_up = max_catch_up
+        # Schedules already reported as unusable, so a bad row is logged once, not every pass.
+        self._reported: set[tuple[str, str, str]] = set()
+
+    async def read_due(self) -> list[DueSchedule]:
+        async with self._pool.connection() as conn:
+            return await due_cron_jobs(conn)
+
+    async def fire(self, schedule: DueSchedule) -> list[int] | None:
+        """Fire what ``schedule`` (as read) owes; None when nothing was due."""
+        try:
+            ticks = due_ticks(schedule, max_catch_up=self._max_catch_up)
+        except InvalidSchedule as exc:
+            # Written by a deployment whose croniter accepts what ours does not: leave it to them.
+            version = (schedule.name, schedule.cron_expr, schedule.timezone)
+            if version not in self._reported:
+                self._reported.add(version)
+                logger.error(
+                    "cron schedule cannot be evaluated name=%s error=%s", schedule.name, exc
+                )
+            return None
+        if not ticks:
+            return None
+        async with self._pool.connection() as conn:
+            job_ids = await fire_cron(
+                conn,
+                name=schedule.name,
+                expected_last=schedule.last_fire_at,
+                expected_resumed=schedule.resumed_at,
+                ticks=ticks,
+            )
+        if job_ids:
+            logger.info(
+                "cron fired name=%s ticks=%s job_ids=%s",
+                schedule.name,
+                [tick.isoformat() for tick in ticks],
+                job_ids,
+            )
+        else:
+            logger.info("cron fire superseded name=%s", schedule.name)
+        return job_ids
+
+    async def run_once(self) -> CronResult:
+        enqueued = fired = lost = 0
+        for schedule in await self.read_due():
+            job_ids = await self.fire(schedule)
+            if job_ids is None:
+                continue
+            if job_ids:
+                enqueued += len(job_ids)
+                fired += 1
+            else:
+                lost += 1
+        return CronResult(enqueued, fired, lost)

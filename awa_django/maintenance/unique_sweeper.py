@@ -1,0 +1,54 @@
+"""Unique-claim cleanup (leader task): drops claims that can no longer conflict.
+
+Claims are released lazily by the next enqueue of their key, so correctness never waits for
+this task; it only keeps ``awa.unique_claims`` from growing with keys nobody enqueues again
+(period buckets that ended, holders that finished or were pruned). Each pass checks at most
+``max_per_pass`` keys, resuming where the previous pass stopped, so a large table costs a bounded
+amount of work per pass and is covered over several.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from psycopg_pool import AsyncConnectionPool
+
+from awa_django.storage.unique import sweep_unique_claims
+
+# Keys checked per statement: each takes one advisory lock until the statement commits.
+SWEEP_BATCH: Final = 200
+
+
+@dataclass(frozen=True, slots=True)
+class UniqueSweepResult:
+    deleted: int
+
+    @property
+    def changed(self) -> bool:
+        return self.deleted > 0
+
+
+class UniqueClaimSweeper:
+    name = "unique_claims"
+
+    def __init__(
+        self, pool: AsyncConnectionPool[Any], *, interval_s: float, max_per_pass: int
+    ) -> None:
+        self._pool = pool
+        self.interval_s = interval_s
+        self._max_per_pass = max_per_pass
+        self._after: bytes | None = None
+
+    async def run_once(self) -> UniqueSweepResult:
+        deleted = checked = 0
+        while checked < self._max_per_pass:
+            async with self._pool.connection() as conn:
+                batch_deleted, self._after = await sweep_unique_claims(
+                    conn, limit=SWEEP_BATCH, after=self._after
+                )
+            deleted += batch_deleted
+            checked += SWEEP_BATCH
+            if self._after is None:
+                break
+        return UniqueSweepResult(deleted)

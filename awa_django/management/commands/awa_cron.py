@@ -1,0 +1,58 @@
+"""``manage.py awa_cron list|pause|resume|trigger|remove``: operate on stored cron schedules."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Final
+
+from django.core.management.base import BaseCommand, CommandError
+
+from awa_django import cron
+
+_PAST_TENSE: Final = {"pause": "paused", "resume": "resumed", "remove": "removed"}
+
+
+class Command(BaseCommand):
+    help = "List, pause, resume, trigger or remove awa cron schedules (every deployment's)."
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        actions = parser.add_subparsers(dest="action", required=True)
+        actions.add_parser("list", help="Show every stored schedule.")
+        for action, text in (
+            ("pause", "Stop a schedule from firing."),
+            ("resume", "Let a paused schedule fire again from its next tick."),
+            ("trigger", "Enqueue a schedule's job now, outside its timetable."),
+            ("remove", "Delete a schedule (a deployment still declaring it re-creates it)."),
+        ):
+            actions.add_parser(action, help=text).add_argument("name")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        action = options["action"]
+        if action == "list":
+            self._list()
+            return
+        name = options["name"]
+        if action == "trigger":
+            job_id = cron.trigger(name)
+            if job_id is None:
+                raise CommandError(f"no cron schedule named {name!r}")
+            self.stdout.write(f"enqueued job {job_id} for {name}")
+            return
+        done = {"pause": cron.pause, "resume": cron.resume, "remove": cron.remove}[action](name)
+        if not done:
+            state = {"pause": "already paused", "resume": "not paused", "remove": "not stored"}
+            raise CommandError(f"cron schedule {name!r} does not exist or is {state[action]}")
+        self.stdout.write(f"{_PAST_TENSE[action]} {name}")
+
+    def _list(self) -> None:
+        schedules = cron.list()
+        if not schedules:
+            self.stdout.write("no cron schedules")
+            return
+        for s in schedules:
+            state = f"paused since {s.paused_at:%Y-%m-%d %H:%M:%S%z}" if s.paused_at else "active"
+            last = s.last_fire_at.isoformat() if s.last_fire_at else "never"
+            self.stdout.write(
+                f"{s.name}\t{s.cron_expr} ({s.timezone})\t{s.kind} -> {s.queue}\t"
+                f"{s.missed_fire_policy}\t{state}\tlast fire {last}"
+            )

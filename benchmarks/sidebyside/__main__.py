@@ -1,0 +1,5 @@
+import sys
+
+from benchmarks.sidebyside.run import main
+
+sys.exit(main())

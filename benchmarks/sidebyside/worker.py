@@ -1,0 +1,79 @@
+"""The worker process of every side-by-side measurement, whatever the system.
+
+    python -m benchmarks.sidebyside.worker SYSTEM URL --concurrency C --mode async --report PATH
+
+Prints ``START <wall time>`` just before the system's worker starts, then, every 20 ms while
+something changed, ``P <distinct jobs finished> <executions>`` so the harness can follow
+progress without querying the system. Runs until SIGTERM (the system's own graceful shutdown),
+then writes the probe's record to ``--report`` as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+from benchmarks.sidebyside import systems
+from benchmarks.sidebyside.probe import PROBE
+
+PROGRESS_INTERVAL_S = 0.02
+
+
+def _report_progress(stop: threading.Event) -> None:
+    last = (-1, -1)
+    while not stop.wait(PROGRESS_INTERVAL_S):
+        now = (len(PROBE.finished_jobs), PROBE.executions)
+        if now != last:
+            print(f"P {now[0]} {now[1]}", flush=True)
+            last = now
+
+
+def peak_rss_mb() -> float | None:
+    """This process's peak resident set (VmHWM). Not the parent's rusage ru_maxrss: Linux
+    carries that across exec, so it would include the harness's own size at fork time."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.sidebyside.worker")
+    parser.add_argument("system", choices=sorted(systems.MODULES))
+    parser.add_argument("url")
+    parser.add_argument("--concurrency", type=int, required=True)
+    parser.add_argument("--mode", choices=("async", "sync"), default="async")
+    parser.add_argument("--report", type=Path, required=True)
+    args = parser.parse_args(argv)
+
+    system = systems.load(args.system)
+    system.prepare_worker(args.url)
+    stop = threading.Event()
+    progress = threading.Thread(target=_report_progress, args=(stop,), daemon=True)
+    progress.start()
+    started = time.time()
+    print(f"START {started!r}", flush=True)
+    system.run_worker(args.url, args.concurrency, args.mode)
+    stop.set()
+    progress.join()
+    record = {
+        "started": started,
+        "last_finish": PROBE.last_finish,
+        "executions": PROBE.executions,
+        "finished_jobs": sorted(PROBE.finished_jobs),
+        "starts": PROBE.starts,
+        "peak_rss_mb": peak_rss_mb(),
+    }
+    args.report.write_text(json.dumps(record))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
