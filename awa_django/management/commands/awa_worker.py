@@ -113,6 +113,9 @@ class Command(BaseCommand):
             if options["reload"]:
                 raise CommandError("--reload cannot be combined with --burst")
             reload = False
+        if not reload:
+            # Before the config: it carries the kind descriptors of every registered handler.
+            discover_jobs()
         config = config_from_settings(
             conf,
             queues=queues or None,
@@ -126,5 +129,4 @@ class Command(BaseCommand):
 
             reloading.run(config)
             return
-        discover_jobs()
         run_process(config, self.stdout, self.stderr)

@@ -1,0 +1,114 @@
+"""What every awa admin page shares: custom views behind a ModelAdmin, permission gates, render.
+
+Each page is a ModelAdmin over an unmanaged model (awa_django.models) whose URLs are replaced by
+views of our own: the model gives the admin index entry, breadcrumbs and Django's
+view/change/delete permissions; the views read through awa_django.storage with keyset pages
+instead of the changelist's counts and offsets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import connections
+from django.db.backends.utils import CursorWrapper
+from django.forms import Form
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
+
+from awa_django.conf import get_settings
+
+View = Callable[..., HttpResponse]
+
+
+def awa_cursor() -> CursorWrapper:
+    """A cursor on the database awa lives in (``AWA['DATABASE_ALIAS']``)."""
+    return connections[get_settings().DATABASE_ALIAS].cursor()
+
+
+def query_with(query: QueryDict, **changes: object) -> str:
+    """``query`` re-encoded with ``changes`` applied (None removes a key), for page links."""
+    updated = query.copy()
+    for key, value in changes.items():
+        if value is None:
+            updated.pop(key, None)
+        else:
+            updated[key] = str(value)
+    return updated.urlencode()
+
+
+def queue_choices() -> list[tuple[str, str]]:
+    """The queues declared in ``AWA["QUEUES"]``, as form choices."""
+    return [(name, name) for name in sorted(get_settings().QUEUES)]
+
+
+def report_form_errors(request: HttpRequest, form: Form) -> None:
+    """Each invalid field of an action form as an error message naming the field."""
+    for field, errors in form.errors.items():
+        messages.error(request, f"{field}: {' '.join(str(error) for error in errors)}")
+
+
+class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """A ModelAdmin whose pages are the views ``operator_urls`` returns. Nothing is added
+    through the admin: jobs enter through enqueue, queues through use."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def operator_urls(self) -> list[tuple[str, View, str]]:
+        """(route, view, name suffix) for each page; the changelist is the one named ''."""
+        raise NotImplementedError
+
+    def get_urls(self) -> list[URLPattern]:
+        prefix = f"{self.opts.app_label}_{self.opts.model_name}"
+        return [
+            path(route, self.admin_site.admin_view(view), name=f"{prefix}_{suffix or 'changelist'}")
+            for route, view, suffix in self.operator_urls()
+        ]
+
+    def url_name(self, suffix: str) -> str:
+        return f"{self.admin_site.name}:{self.opts.app_label}_{self.opts.model_name}_{suffix}"
+
+    def require_view(self, request: HttpRequest) -> None:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+
+    def require_change(self, request: HttpRequest) -> None:
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+
+    def require_delete(self, request: HttpRequest) -> None:
+        if not self.has_delete_permission(request):
+            raise PermissionDenied
+
+    def render(
+        self, request: HttpRequest, template: str, title: str, context: Mapping[str, Any]
+    ) -> TemplateResponse:
+        return TemplateResponse(
+            request,
+            f"admin/awa_django/{template}",
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "title": title,
+                "has_change_permission": self.has_change_permission(request),
+                "has_delete_permission": self.has_delete_permission(request),
+                "changelist_url_name": self.url_name("changelist"),
+                "detail_url_name": self.url_name("change"),
+                **context,
+            },
+        )
+
+
+class ReadOnlyOperatorAdmin(OperatorAdmin):
+    """A page that only shows: nobody changes or deletes through it."""
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False

@@ -1,0 +1,214 @@
+"""Queue health page: per-queue depths, lag, throughput and DLQ depth, pause/resume/drain (drain
+after a confirmation page), and last-hour charts drawn from the leader's samples."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from itertools import pairwise
+from typing import Any, Final
+
+from django import forms
+from django.contrib import admin, messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.safestring import SafeString
+from django.views.decorators.http import require_POST
+
+from awa_django import queues
+from awa_django.admin.base import (
+    OperatorAdmin,
+    View,
+    awa_cursor,
+    queue_choices,
+    report_form_errors,
+)
+from awa_django.admin.chart import Series, line_chart
+from awa_django.conf import get_settings
+from awa_django.exceptions import InvalidJob
+from awa_django.models import Queue
+from awa_django.storage.health import meta_rows
+
+CHART_WINDOW: Final = timedelta(hours=1)
+
+
+class QueueActionForm(forms.Form):
+    action = forms.ChoiceField(
+        choices=[("pause", "pause"), ("resume", "resume"), ("drain", "drain")]
+    )
+    queue = forms.ChoiceField(choices=queue_choices)
+    confirmed = forms.BooleanField(required=False)
+
+
+def snapshot_stats(
+    samples: Sequence[queues.QueueSample], meta: dict[str, dict[str, Any]]
+) -> tuple[list[queues.QueueStats], dict[str, datetime]]:
+    """Every queue's health as of the leader's latest sample, and when that sample was taken.
+
+    The page's default: reading the samples costs the same at any backlog, where live depths
+    (``awa.queues.stats()``) count every waiting job. Totals and throughput are summed from the
+    same samples the way ``stats()`` sums them.
+    """
+    declared = get_settings().QUEUES
+    recent = timezone.now() - timedelta(minutes=queues.THROUGHPUT_WINDOW_MIN)
+    latest: dict[str, queues.QueueSample] = {}
+    completed: dict[str, int] = defaultdict(int)
+    failed: dict[str, int] = defaultdict(int)
+    completed_recently: dict[str, int] = defaultdict(int)
+    for sample in samples:  # oldest first, so the last one per queue wins
+        latest[sample.queue] = sample
+        completed[sample.queue] += sample.completed
+        failed[sample.queue] += sample.failed
+        if sample.sampled_at >= recent:
+            completed_recently[sample.queue] += sample.completed
+    rows = []
+    for name in sorted(set(declared) | set(latest) | set(meta)):
+        last = latest.get(name)
+        control = meta.get(name, {})
+        rows.append(
+            queues.QueueStats(
+                queue=name,
+                declared=name in declared,
+                available=last.available if last else 0,
+                scheduled=last.scheduled if last else 0,
+                retryable=last.retryable if last else 0,
+                running=last.running if last else 0,
+                waiting_external=last.waiting_external if last else 0,
+                dlq=last.dlq if last else 0,
+                lag_s=last.lag_s if last else 0.0,
+                completed_last_hour=completed[name],
+                failed_last_hour=failed[name],
+                throughput_per_min=completed_recently[name] / queues.THROUGHPUT_WINDOW_MIN,
+                paused=bool(control.get("paused", False)),
+                paused_at=control.get("paused_at"),
+                paused_by=control.get("paused_by"),
+                dlq_enabled=bool(control.get("dlq_enabled", False)),
+            )
+        )
+    return rows, {name: sample.sampled_at for name, sample in latest.items()}
+
+
+def queue_charts(samples: Sequence[queues.QueueSample]) -> dict[str, tuple[SafeString, SafeString]]:
+    """(throughput chart, depth chart) per queue from the leader's samples, oldest first.
+
+    A sample counts the attempts closed since the previous one, so the rate of a sample is its
+    count over the time since the previous sample of the same queue; the first has no rate.
+    """
+    end = timezone.now()
+    start = end - CHART_WINDOW
+    by_queue: dict[str, list[queues.QueueSample]] = defaultdict(list)
+    for sample in samples:
+        by_queue[sample.queue].append(sample)
+    charts = {}
+    for name, rows in by_queue.items():
+        completed, failed = [], []
+        for previous, sample in pairwise(rows):
+            minutes = (sample.sampled_at - previous.sampled_at).total_seconds() / 60
+            if minutes > 0:
+                completed.append((sample.sampled_at, sample.completed / minutes))
+                failed.append((sample.sampled_at, sample.failed / minutes))
+        throughput = line_chart(
+            [
+                Series(name="completed", color="#2e7d32", points=completed),
+                Series(name="failed", color="#ba2121", points=failed),
+            ],
+            start=start,
+            end=end,
+            title=f"{name}: throughput, last hour",
+            unit="jobs/min",
+        )
+        depth = line_chart(
+            [
+                Series(
+                    name="available",
+                    color="#1565c0",
+                    points=[(s.sampled_at, float(s.available)) for s in rows],
+                ),
+                Series(
+                    name="scheduled+retry",
+                    color="#c67f00",
+                    points=[(s.sampled_at, float(s.scheduled + s.retryable)) for s in rows],
+                ),
+                Series(
+                    name="running",
+                    color="#2e7d32",
+                    points=[(s.sampled_at, float(s.running)) for s in rows],
+                ),
+                Series(
+                    name="dlq", color="#ba2121", points=[(s.sampled_at, float(s.dlq)) for s in rows]
+                ),
+            ],
+            start=start,
+            end=end,
+            title=f"{name}: depth, last hour",
+            unit="jobs",
+        )
+        charts[name] = (throughput, depth)
+    return charts
+
+
+@admin.register(Queue)
+class QueueAdmin(OperatorAdmin):
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        # Queues are not deleted; draining (a change) is the destructive action here.
+        return False
+
+    def operator_urls(self) -> list[tuple[str, View, str]]:
+        return [("", self.changelist, ""), ("act/", require_POST(self.act), "act")]
+
+    def changelist(self, request: HttpRequest) -> HttpResponse:
+        self.require_view(request)
+        live = request.GET.get("live") == "1"
+        samples = queues.history(window_s=CHART_WINDOW.total_seconds())
+        sampled_at: dict[str, datetime] = {}
+        if live:
+            rows = queues.stats()
+        else:
+            with awa_cursor() as cursor:
+                meta = meta_rows(cursor)
+            rows, sampled_at = snapshot_stats(samples, meta)
+        charts = queue_charts(samples)
+        return self.render(
+            request,
+            "queue_health.html",
+            "Queue health",
+            {
+                "rows": [(row, sampled_at.get(row.queue), charts.get(row.queue)) for row in rows],
+                "live": live,
+                "act_url": reverse(self.url_name("act")),
+            },
+        )
+
+    def act(self, request: HttpRequest) -> HttpResponse:
+        self.require_change(request)
+        form = QueueActionForm(request.POST)
+        if not form.is_valid():
+            report_form_errors(request, form)
+            return HttpResponseRedirect(reverse(self.url_name("changelist")))
+        action, queue = form.cleaned_data["action"], form.cleaned_data["queue"]
+        try:
+            if action == "pause":
+                queues.pause(queue, by=str(request.user))
+                messages.success(request, f"Queue {queue} paused: workers claim nothing from it.")
+            elif action == "resume":
+                queues.resume(queue)
+                messages.success(request, f"Queue {queue} resumed.")
+            elif not form.cleaned_data["confirmed"]:
+                return self.render(
+                    request,
+                    "queue_drain_confirm.html",
+                    f"Drain queue {queue}?",
+                    {"queue": queue, "act_url": reverse(self.url_name("act"))},
+                )
+            else:
+                cancelled = queues.drain(
+                    queue, confirm=True, reason=f"drained by {request.user} in the admin"
+                )
+                messages.success(
+                    request, f"Queue {queue} drained: {cancelled} pending jobs cancelled."
+                )
+        except InvalidJob as error:
+            messages.error(request, str(error))
+        return HttpResponseRedirect(reverse(self.url_name("changelist")))

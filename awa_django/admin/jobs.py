@@ -1,0 +1,132 @@
+"""Jobs page: search jobs in every state, inspect one, cancel or retry it."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from django import forms
+from django.contrib import admin, messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from awa_django.actions import cancel, retry
+from awa_django.admin.base import OperatorAdmin, View, awa_cursor, query_with
+from awa_django.models import Job
+from awa_django.storage.browse import (
+    JOB_STATES,
+    JobFilter,
+    job_attempts,
+    job_progress,
+    list_jobs,
+)
+from awa_django.storage.jobs import get_jobs
+
+PAGE_SIZE: Final = 50
+# States cancel can still act on; the others already ended.
+CANCELLABLE: Final = frozenset({"available", "scheduled", "retryable", "running"})
+# States awa.retry puts back as a fresh attempt.
+RETRYABLE: Final = frozenset({"dlq", "failed", "cancelled"})
+
+
+class JobSearchForm(forms.Form):
+    job_id = forms.IntegerField(required=False, min_value=1, label="Job id")
+    kind = forms.CharField(required=False, max_length=200)
+    queue = forms.CharField(required=False, max_length=200)
+    state = forms.ChoiceField(
+        required=False, choices=[("", "any state"), *((s, s) for s in JOB_STATES)]
+    )
+    before = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+
+
+@admin.register(Job)
+class JobAdmin(OperatorAdmin):
+    def operator_urls(self) -> list[tuple[str, View, str]]:
+        return [
+            ("", self.changelist, ""),
+            ("<int:job_id>/", self.detail, "change"),
+            ("<int:job_id>/cancel/", require_POST(self.cancel_job), "cancel"),
+            ("<int:job_id>/retry/", require_POST(self.retry_job), "retry"),
+        ]
+
+    def changelist(self, request: HttpRequest) -> HttpResponse:
+        self.require_view(request)
+        form = JobSearchForm(request.GET)
+        jobs, next_query = [], None
+        if form.is_valid():
+            data = form.cleaned_data
+            with awa_cursor() as cursor:
+                if data["job_id"] is not None:
+                    jobs = get_jobs(cursor, [data["job_id"]])
+                else:
+                    where = JobFilter(
+                        kind=data["kind"] or None,
+                        queue=data["queue"] or None,
+                        state=data["state"] or None,
+                    )
+                    page = list_jobs(cursor, where=where, before=data["before"], limit=PAGE_SIZE)
+                    jobs = page.jobs
+                    if page.next_before is not None:
+                        next_query = query_with(request.GET, before=page.next_before)
+        return self.render(
+            request,
+            "job_list.html",
+            "Jobs",
+            {
+                "form": form,
+                "jobs": jobs,
+                "next_query": next_query,
+                "is_first_page": not request.GET.get("before"),
+                "first_query": query_with(request.GET, before=None),
+            },
+        )
+
+    def detail(self, request: HttpRequest, job_id: int) -> HttpResponse:
+        self.require_view(request)
+        with awa_cursor() as cursor:
+            found = get_jobs(cursor, [job_id])
+            attempts = job_attempts(cursor, job_id) if found else []
+            progress = job_progress(cursor, job_id) if found else None
+        if not found:
+            messages.warning(request, f"Job {job_id} does not exist (or its history was pruned).")
+            return redirect(self.url_name("changelist"))
+        job = found[0]
+        return self.render(
+            request,
+            "job_detail.html",
+            f"Job {job_id}",
+            {
+                "job": job,
+                "attempts": attempts,
+                "saved": progress,
+                "retry_url": (
+                    reverse(self.url_name("retry"), args=[job_id])
+                    if job.state in RETRYABLE
+                    else None
+                ),
+                "cancel_url": (
+                    reverse(self.url_name("cancel"), args=[job_id])
+                    if job.state in CANCELLABLE
+                    else None
+                ),
+            },
+        )
+
+    def cancel_job(self, request: HttpRequest, job_id: int) -> HttpResponse:
+        self.require_change(request)
+        if cancel(job_id, reason=f"cancelled by {request.user} in the admin"):
+            messages.success(request, f"Job {job_id} cancelled.")
+        else:
+            messages.warning(request, f"Job {job_id} was not cancelled: it had already ended.")
+        return HttpResponseRedirect(reverse(self.url_name("change"), args=[job_id]))
+
+    def retry_job(self, request: HttpRequest, job_id: int) -> HttpResponse:
+        self.require_change(request)
+        if retry(job_id):
+            messages.success(request, f"Job {job_id} retried.")
+        else:
+            messages.warning(
+                request, f"Job {job_id} was not retried: it is not failed, cancelled or dead."
+            )
+        return HttpResponseRedirect(reverse(self.url_name("change"), args=[job_id]))

@@ -1,0 +1,27 @@
+"""Template filters of the awa admin pages."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from django import template
+from django.utils.formats import date_format
+from django.utils.timezone import localtime
+
+register = template.Library()
+
+
+@register.filter
+def pretty_json(value: Any) -> str:
+    """Indented JSON for a <pre> block (autoescaped by the template)."""
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+@register.filter
+def when(value: datetime | None) -> str:
+    """A timestamp to the second in the current time zone, or an em dash when there is none."""
+    if value is None:
+        return "—"
+    return date_format(localtime(value), "Y-m-d H:i:s T")

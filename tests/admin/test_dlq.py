@@ -1,0 +1,193 @@
+"""The dead-letter queue page: filters, keyset pages, detail, retry, retry-to-queue, purge with
+its confirmation page, per-row messages and permissions."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test import Client
+from django.urls import reverse
+
+import awa_django as awa
+from tests.admin.conftest import staff_user
+from tests.conftest import run_burst
+
+LIST = "admin:awa_django_deadletter_changelist"
+ACT = "admin:awa_django_deadletter_act"
+
+
+def detail_url(job_id: int) -> str:
+    return reverse("admin:awa_django_deadletter_change", args=[job_id])
+
+
+def dead_job(
+    message: str = "boom", *, queue: str = "default", kind: str = "tests.always_fails"
+) -> int:
+    """A job that failed for good and was moved into the DLQ."""
+    job_id = awa.enqueue(kind, args={"message": message}, queue=queue, max_attempts=1)
+    run_burst()
+    assert awa.dlq.move_failed(job_ids=[job_id]) == 1
+    return job_id
+
+
+def insert_entries(
+    count: int, *, queue: str = "default", age: timedelta = timedelta(0)
+) -> list[int]:
+    """``count`` DLQ rows written directly, for page-size tests (no worker needed)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.dlq_entries (job_id, kind, queue, priority, args, attempt, "
+            "original_run_lease, max_attempts, created_at, metadata, tags, errors, dlq_reason, "
+            "dlq_at) SELECT nextval('awa.job_id_seq'), 'tests.bulk', %s, 2, "
+            "jsonb_build_object('n', n), 3, 3, 3, now(), '{}', '{}', "
+            "jsonb_build_array(jsonb_build_object('attempt', 3, 'at', now(), 'message', 'x')), "
+            "'attempts_exhausted', now() - %s FROM generate_series(1, %s) n RETURNING job_id",
+            [queue, age, count],
+        )
+        return sorted(row[0] for row in cursor.fetchall())
+
+
+def listed_ids(response) -> list[int]:
+    return [entry.job_id for entry in response.context["entries"]]
+
+
+def messages_of(response) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+def test_list_and_detail_show_the_failure(operator_client):
+    job_id = dead_job("card declined")
+
+    listing = operator_client.get(reverse(LIST))
+    assert listing.status_code == 200
+    assert listed_ids(listing) == [job_id]
+    assert b"moved_from_failed" in listing.content
+
+    detail = operator_client.get(detail_url(job_id))
+    body = detail.content.decode()
+    assert detail.status_code == 200
+    assert "card declined on attempt 1" in body
+    assert "Traceback (most recent call last)" in body
+    assert "&quot;message&quot;: &quot;card declined&quot;" in body
+
+
+def test_filters_by_queue_kind_reason_age_and_id(operator_client):
+    old = insert_entries(2, queue="email", age=timedelta(days=2))
+    recent = insert_entries(1)
+    url = reverse(LIST)
+
+    assert listed_ids(operator_client.get(url, {"queue": "email"})) == sorted(old, reverse=True)
+    assert listed_ids(operator_client.get(url, {"age": "1d"})) == sorted(old, reverse=True)
+    assert (
+        listed_ids(operator_client.get(url, {"kind": "tests.bulk", "queue": "default"})) == recent
+    )
+    assert listed_ids(operator_client.get(url, {"reason": "terminal_error"})) == []
+    assert listed_ids(operator_client.get(url, {"job_id": old[0]})) == [old[0]]
+    invalid = operator_client.get(url, {"queue": "nope", "age": "forever"})
+    assert set(invalid.context["form"].errors) == {"queue", "age"}
+
+
+def test_pages_follow_the_cursor_without_overlap(operator_client):
+    ids = insert_entries(120)
+    seen: list[int] = []
+    response = operator_client.get(reverse(LIST))
+    while True:
+        seen.extend(listed_ids(response))
+        if response.context["next_query"] is None:
+            break
+        response = operator_client.get(reverse(LIST) + "?" + response.context["next_query"])
+    assert sorted(seen) == ids and len(seen) == len(set(seen))
+
+
+def test_list_query_count_at_1000_entries(operator_client, django_assert_num_queries):
+    insert_entries(1000)
+    # Session and user, then one page query: no count, no query per row.
+    with django_assert_num_queries(3):
+        response = operator_client.get(reverse(LIST))
+    assert len(response.context["entries"]) == 50
+
+
+def test_retry_puts_jobs_back_with_a_message_per_row(operator_client):
+    first, second = dead_job(), dead_job()
+    gone = insert_entries(1)[0]
+    awa.dlq.purge(gone)
+
+    response = operator_client.post(
+        reverse(ACT), {"action": "retry", "job_ids": [first, second, gone]}, follow=True
+    )
+
+    assert messages_of(response) == [
+        f"Job {first} retried.",
+        f"Job {second} retried.",
+        f"Job {gone} is no longer in the dead-letter queue.",
+    ]
+    assert awa.get_job(first).state == "available" and awa.get_job(second).state == "available"
+    assert awa.dlq.get(first) is None
+
+
+def test_retry_to_another_queue(operator_client):
+    job_id = dead_job()
+    response = operator_client.post(
+        reverse(ACT), {"action": "retry", "job_ids": [job_id], "to_queue": "email"}, follow=True
+    )
+    assert messages_of(response) == [f"Job {job_id} retried to queue email."]
+    job = awa.get_job(job_id)
+    assert (job.state, job.queue) == ("available", "email")
+
+
+def test_purge_asks_for_confirmation_first(operator_client):
+    job_id = dead_job()
+
+    confirm = operator_client.post(reverse(ACT), {"action": "purge", "job_ids": [job_id]})
+
+    assert confirm.status_code == 200
+    assert "Yes, purge" in confirm.content.decode() and f"job {job_id}" in confirm.content.decode()
+    assert awa.dlq.get(job_id) is not None
+
+    done = operator_client.post(
+        reverse(ACT), {"action": "purge", "job_ids": [job_id], "confirmed": "on"}, follow=True
+    )
+    assert messages_of(done) == [f"Job {job_id} purged."]
+    assert awa.dlq.get(job_id) is None
+
+
+def test_an_empty_or_malformed_selection_is_refused_with_a_message(operator_client):
+    empty = operator_client.post(reverse(ACT), {"action": "retry"}, follow=True)
+    assert any("select at least one job" in m for m in messages_of(empty))
+    bad = operator_client.post(reverse(ACT), {"action": "retry", "job_ids": ["x"]}, follow=True)
+    assert any("whole numbers" in m for m in messages_of(bad))
+
+
+def test_viewer_sees_no_actions_and_gets_403_on_crafted_posts(viewer_client):
+    job_id = dead_job()
+    for url in (reverse(LIST), detail_url(job_id)):
+        page = viewer_client.get(url)
+        assert page.status_code == 200
+        assert b"dlq-retry" not in page.content and b"dlq-purge" not in page.content
+    for action in ("retry", "purge"):
+        denied = viewer_client.post(
+            reverse(ACT), {"action": action, "job_ids": [job_id], "confirmed": "on"}
+        )
+        assert denied.status_code == 403
+    assert awa.dlq.get(job_id) is not None
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_change_without_delete_may_retry_but_not_purge():
+    client = Client()
+    client.force_login(staff_user("retrier", ["view_deadletter", "change_deadletter"]))
+    first, second = dead_job(), dead_job()
+    page = client.get(reverse(LIST))
+    assert b"dlq-retry" in page.content and b"dlq-purge" not in page.content
+
+    assert client.post(reverse(ACT), {"action": "purge", "job_ids": [first]}).status_code == 403
+    assert client.post(reverse(ACT), {"action": "retry", "job_ids": [second]}).status_code == 302
+    assert awa.dlq.get(first) is not None and awa.dlq.get(second) is None
+
+
+def test_user_without_permission_gets_403(outsider_client):
+    assert outsider_client.get(reverse(LIST)).status_code == 403
+    assert User.objects.filter(username="outsider").exists()

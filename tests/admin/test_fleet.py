@@ -1,0 +1,73 @@
+"""Descriptor pages (stale and drift badges) and the runtimes page (the current leader), with
+real worker processes declaring what they serve."""
+
+from __future__ import annotations
+
+import json
+
+from django.urls import reverse
+
+from awa_django import runtimes
+from tests.conftest import wait_until
+
+QUEUE_DESCRIPTORS = "admin:awa_django_queuedescriptor_changelist"
+KIND_DESCRIPTORS = "admin:awa_django_kinddescriptor_changelist"
+RUNTIMES = "admin:awa_django_runtimeinstance_changelist"
+
+
+def worker_env(description: str) -> dict[str, str]:
+    return {
+        "AWA_OVERRIDES": json.dumps(
+            {
+                "QUEUES": {
+                    "default": {"description": description, "owner": "payments"},
+                    "email": {},
+                },
+                "RUNTIME_SNAPSHOT_INTERVAL_S": 0.5,
+                "RUNTIME_STALE_AFTER_S": 30,
+            }
+        )
+    }
+
+
+def test_two_workers_declaring_a_queue_differently_show_drift(operator_client, worker_process):
+    first = worker_process(env=worker_env("charges cards")).wait_ready()
+    second = worker_process(env=worker_env("refunds cards")).wait_ready()
+    wait_until(lambda: len([r for r in runtimes.list() if r.live]) == 2, timeout=30)
+    # A worker reports its leadership with the snapshot after it won the election.
+    wait_until(lambda: runtimes.leader() is not None, timeout=30)
+
+    page = operator_client.get(reverse(QUEUE_DESCRIPTORS))
+
+    assert page.status_code == 200
+    by_queue = {d.queue: d for d in page.context["descriptors"]}
+    assert by_queue["default"].drift and not by_queue["email"].drift
+    body = page.content.decode()
+    default_row = body.split('id="queue-default"')[1].split("</tr>")[0]
+    assert "drift" in default_row and "payments" in default_row
+    email_row = body.split('id="queue-email"')[1].split("</tr>")[0]
+    assert "current" in email_row
+
+    runtimes_page = operator_client.get(reverse(RUNTIMES))
+    pids = {r.pid for r in runtimes_page.context["runtimes"]}
+    assert {first.proc.pid, second.proc.pid} <= pids
+    leader = runtimes_page.context["leader"]
+    assert leader is not None and leader.pid in {first.proc.pid, second.proc.pid}
+    assert f"pid {leader.pid}" in runtimes_page.content.decode()
+
+    kinds = operator_client.get(reverse(KIND_DESCRIPTORS))
+    # A kind from AWA["JOB_MODULES"] (tests.jobs) is declared like an app's jobs module's.
+    assert "tests.always_fails" in {d.kind for d in kinds.context["descriptors"]}
+
+
+def test_pages_without_runtimes_say_so(operator_client):
+    runtimes_page = operator_client.get(reverse(RUNTIMES))
+    assert runtimes_page.context["leader"] is None
+    assert b"No live runtime holds the maintenance leadership" in runtimes_page.content
+    assert operator_client.get(reverse(QUEUE_DESCRIPTORS)).status_code == 200
+
+
+def test_fleet_pages_are_read_only_and_permission_checked(viewer_client, outsider_client):
+    for name in (QUEUE_DESCRIPTORS, KIND_DESCRIPTORS, RUNTIMES):
+        assert viewer_client.get(reverse(name)).status_code == 200
+        assert outsider_client.get(reverse(name)).status_code == 403

@@ -1,0 +1,143 @@
+"""The queue health page: the per-queue table, last-hour charts, pause/resume, drain with its
+confirmation page, and permissions."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+
+import awa_django as awa
+from tests.jobs import noop
+
+PAGE = "admin:awa_django_queue_changelist"
+ACT = "admin:awa_django_queue_act"
+
+
+def row_of(response, queue: str):
+    return next(row for row, *_ in response.context["rows"] if row.queue == queue)
+
+
+def messages_of(response) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+def insert_samples(queue: str, count: int) -> None:
+    """The leader's samples of the last ``count`` minutes (one a minute, 6 completions each)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.queue_stat_samples (queue, sampled_at, available, scheduled, "
+            "retryable, running, waiting_external, dlq, lag_s, completed, failed) "
+            "SELECT %s, now() - make_interval(mins => m), 10 + m, 1, 0, 2, 0, 0, 0.5, 6, 1 "
+            "FROM generate_series(0, %s - 1) m",
+            [queue, count],
+        )
+
+
+def test_table_shows_the_leaders_latest_sample_by_default(operator_client):
+    insert_samples("default", 30)
+    noop.enqueue_many([{"n": n} for n in range(3)])  # not counted: the snapshot is older
+
+    response = operator_client.get(reverse(PAGE))
+
+    assert response.status_code == 200
+    default = row_of(response, "default")
+    # The newest sample (m = 0) has available 10, and every sample counts 6 completions.
+    assert (default.available, default.scheduled, default.running) == (10, 1, 2)
+    assert (default.completed_last_hour, default.failed_last_hour) == (180, 30)
+    assert default.throughput_per_min == pytest.approx(6 * 5 / 5)
+    sampled = {row.queue: sampled_at for row, sampled_at, _ in response.context["rows"]}
+    assert sampled["default"] is not None and sampled["email"] is None
+    assert b"no sample" in response.content and b'id="count-now"' in response.content
+    assert b'id="pause-default"' in response.content and b'id="drain-email"' in response.content
+
+
+def test_count_now_reads_live_depths(operator_client):
+    noop.enqueue_many([{"n": n} for n in range(3)])
+    awa.enqueue("tests.noop", args={}, queue="email", run_at=timedelta(hours=1))
+
+    response = operator_client.get(reverse(PAGE), {"live": "1"})
+
+    default, email = row_of(response, "default"), row_of(response, "email")
+    assert (default.available, default.scheduled, default.paused) == (3, 0, False)
+    assert (email.available, email.scheduled) == (0, 1)
+    assert b"Live counts" in response.content
+
+
+def test_charts_plot_the_last_hour_of_samples(operator_client):
+    insert_samples("default", 30)
+    response = operator_client.get(reverse(PAGE))
+    charts = {row.queue: charts for row, _, charts in response.context["rows"]}
+    throughput, depth = charts["default"]
+    assert "<svg" in throughput and "jobs/min" in throughput and "<polyline" in throughput
+    assert "available" in depth and "<polyline" in depth
+    # No CDN, no script: the chart is inline SVG.
+    assert b"<script src=" not in response.content.split(b'id="content-main"')[1]
+    assert b"No samples in the last hour" in response.content  # email has none
+
+
+def test_page_queries_stay_constant_with_1000_jobs(operator_client, django_assert_num_queries):
+    insert_samples("default", 60)
+    noop.enqueue_many([{"n": n} for n in range(1000)])
+    # Session and user, then the hour's samples and the queue control rows: no count of job
+    # rows, nothing per queue or per row.
+    with django_assert_num_queries(4):
+        response = operator_client.get(reverse(PAGE))
+    assert row_of(response, "default").available == 10
+
+
+def test_pause_and_resume(operator_client):
+    paused = operator_client.post(reverse(ACT), {"action": "pause", "queue": "email"}, follow=True)
+    assert messages_of(paused) == ["Queue email paused: workers claim nothing from it."]
+    assert row_of(paused, "email").paused and row_of(paused, "email").paused_by == "operator"
+    assert b'id="resume-email"' in paused.content
+
+    resumed = operator_client.post(
+        reverse(ACT), {"action": "resume", "queue": "email"}, follow=True
+    )
+    assert messages_of(resumed) == ["Queue email resumed."]
+    assert not row_of(resumed, "email").paused
+
+
+def test_drain_asks_for_confirmation_then_cancels_pending_jobs(operator_client):
+    ids = noop.enqueue_many([{"n": n} for n in range(4)])
+
+    confirm = operator_client.post(reverse(ACT), {"action": "drain", "queue": "default"})
+    assert confirm.status_code == 200
+    assert b"Yes, drain default" in confirm.content
+    assert {job.state for job in awa.get_jobs(ids)} == {"available"}
+
+    done = operator_client.post(
+        reverse(ACT), {"action": "drain", "queue": "default", "confirmed": "on"}, follow=True
+    )
+    assert messages_of(done) == ["Queue default drained: 4 pending jobs cancelled."]
+    assert {job.state for job in awa.get_jobs(ids)} == {"cancelled"}
+
+
+def test_unknown_queue_or_action_is_refused_with_a_message(operator_client):
+    response = operator_client.post(
+        reverse(ACT), {"action": "explode", "queue": "nope"}, follow=True
+    )
+    found = messages_of(response)
+    assert any(m.startswith("action:") for m in found) and any(
+        m.startswith("queue:") for m in found
+    )
+
+
+def test_viewer_sees_no_buttons_and_gets_403_on_crafted_posts(viewer_client):
+    ids = noop.enqueue_many([{"n": 1}])
+    page = viewer_client.get(reverse(PAGE))
+    assert page.status_code == 200
+    assert b"pause-default" not in page.content and b"drain-default" not in page.content
+    for action in ("pause", "resume", "drain"):
+        denied = viewer_client.post(
+            reverse(ACT), {"action": action, "queue": "default", "confirmed": "on"}
+        )
+        assert denied.status_code == 403
+    assert awa.get_jobs(ids)[0].state == "available"
+
+
+def test_user_without_permission_gets_403(outsider_client):
+    assert outsider_client.get(reverse(PAGE)).status_code == 403

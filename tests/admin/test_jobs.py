@@ -1,0 +1,265 @@
+"""The jobs page: search across states, keyset pages, detail, cancel, permissions."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+
+import awa_django as awa
+from tests.conftest import BackgroundWorker, run_burst, wait_until
+from tests.jobs import noop
+
+LIST = "admin:awa_django_job_changelist"
+
+
+def detail_url(job_id: int) -> str:
+    return reverse("admin:awa_django_job_change", args=[job_id])
+
+
+def cancel_url(job_id: int) -> str:
+    return reverse("admin:awa_django_job_cancel", args=[job_id])
+
+
+def listed_ids(response) -> list[int]:
+    return [job.job_id for job in response.context["jobs"]]
+
+
+def test_list_shows_every_state_newest_first(operator_client):
+    done = awa.enqueue("tests.noop", args={}, queue="default")
+    run_burst()
+    failed = awa.enqueue("tests.always_fails", args={}, max_attempts=1)
+    run_burst()
+    scheduled = awa.enqueue("tests.noop", args={}, run_at=timedelta(hours=1))
+    waiting = awa.enqueue("tests.noop", args={}, queue="email")
+
+    response = operator_client.get(reverse(LIST))
+
+    assert response.status_code == 200
+    assert listed_ids(response) == [waiting, scheduled, failed, done]
+    states = {job.job_id: job.state for job in response.context["jobs"]}
+    assert states == {
+        waiting: "available",
+        scheduled: "scheduled",
+        failed: "failed",
+        done: "completed",
+    }
+    assert b"tests.always_fails" in response.content
+
+
+def test_search_by_state_kind_queue_and_id(operator_client):
+    done = awa.enqueue("tests.noop", args={})
+    run_burst()
+    failed = awa.enqueue("tests.always_fails", args={}, max_attempts=1)
+    run_burst()
+    scheduled = awa.enqueue("tests.noop", args={}, run_at=timedelta(hours=1))
+    email = awa.enqueue("tests.record", args={}, queue="email")
+    url = reverse(LIST)
+
+    assert listed_ids(operator_client.get(url, {"state": "completed"})) == [done]
+    assert listed_ids(operator_client.get(url, {"state": "failed"})) == [failed]
+    assert listed_ids(operator_client.get(url, {"state": "scheduled"})) == [scheduled]
+    assert listed_ids(operator_client.get(url, {"state": "available"})) == [email]
+    assert listed_ids(operator_client.get(url, {"kind": "tests.noop"})) == [scheduled, done]
+    assert listed_ids(operator_client.get(url, {"queue": "email"})) == [email]
+    assert listed_ids(operator_client.get(url, {"job_id": failed})) == [failed]
+    assert listed_ids(operator_client.get(url, {"job_id": 10**12})) == []
+
+
+def test_invalid_search_names_the_field(operator_client):
+    response = operator_client.get(reverse(LIST), {"state": "bogus", "job_id": "x"})
+    assert response.status_code == 200
+    assert response.context["jobs"] == []
+    assert set(response.context["form"].errors) == {"state", "job_id"}
+
+
+def test_pages_follow_the_cursor_without_overlap(operator_client):
+    ids = [awa.enqueue("tests.noop", args={"n": n}) for n in range(120)]
+    seen: list[int] = []
+    url = reverse(LIST)
+    query: dict[str, object] = {}
+    while True:
+        response = operator_client.get(url, query)
+        seen.extend(listed_ids(response))
+        if response.context["next_query"] is None:
+            break
+        query = dict(pair.split("=") for pair in response.context["next_query"].split("&"))
+    assert seen == sorted(ids, reverse=True)
+
+
+def test_list_query_count_is_constant_at_1000_jobs(operator_client, django_assert_num_queries):
+    noop.enqueue_many([{"n": n} for n in range(1000)])
+    url = reverse(LIST)
+    # Session and user, then the id window and its hydration: no count, no query per row.
+    with django_assert_num_queries(4):
+        response = operator_client.get(url)
+    assert len(response.context["jobs"]) == 50
+    with django_assert_num_queries(4):
+        response = operator_client.get(url, {"state": "available", "kind": "tests.noop"})
+    assert len(response.context["jobs"]) == 50
+
+
+def test_detail_shows_attempts_errors_progress_and_checkpoint(operator_client):
+    job_id = awa.enqueue("tests.always_fails", args={"message": "kaput"}, max_attempts=2)
+    run_burst()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.attempt_state (job_id, run_lease, progress, checkpoint) "
+            'VALUES (%s, 1, \'{"percent": 40, "message": "halfway"}\', \'{"page": 7}\') '
+            "ON CONFLICT (job_id) DO UPDATE SET progress = excluded.progress, "
+            "checkpoint = excluded.checkpoint",
+            [job_id],
+        )
+
+    response = operator_client.get(detail_url(job_id))
+
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert response.context["job"].state in {"retryable", "failed"}
+    assert "kaput on attempt 1" in body and "Traceback" in body
+    assert "halfway" in body and "&quot;page&quot;: 7" in body
+    assert [a.attempt for a in response.context["attempts"]] == [1]
+    assert response.context["attempts"][0].outcome in {"retryable", "failed"}
+
+
+def test_detail_of_unknown_job_redirects_with_a_message(operator_client):
+    response = operator_client.get(detail_url(10**12), follow=True)
+    assert "does not exist" in response.content.decode()
+
+
+def test_cancel_from_the_detail_page(operator_client):
+    job_id = awa.enqueue("tests.noop", args={}, run_at=timedelta(hours=1))
+    page = operator_client.get(detail_url(job_id))
+    assert cancel_url(job_id).encode() in page.content
+
+    response = operator_client.post(cancel_url(job_id), follow=True)
+
+    assert awa.get_job(job_id).state == "cancelled"
+    assert f"Job {job_id} cancelled." in response.content.decode()
+    again = operator_client.post(cancel_url(job_id), follow=True)
+    assert "already ended" in again.content.decode()
+
+
+def test_viewer_sees_no_cancel_and_gets_403_on_a_crafted_post(viewer_client):
+    job_id = awa.enqueue("tests.noop", args={})
+    page = viewer_client.get(detail_url(job_id))
+    assert page.status_code == 200
+    assert b"cancel-job" not in page.content
+
+    assert viewer_client.post(cancel_url(job_id)).status_code == 403
+    assert awa.get_job(job_id).state == "available"
+
+
+def test_cancel_needs_post(operator_client):
+    job_id = awa.enqueue("tests.noop", args={})
+    assert operator_client.get(cancel_url(job_id)).status_code == 405
+
+
+def test_user_without_permission_gets_403(outsider_client):
+    assert outsider_client.get(reverse(LIST)).status_code == 403
+    assert outsider_client.get(detail_url(1)).status_code == 403
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_anonymous_user_is_sent_to_login(client):
+    response = client.get(reverse(LIST))
+    assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def retry_url(job_id: int) -> str:
+    return reverse("admin:awa_django_job_retry", args=[job_id])
+
+
+def test_retry_a_failed_job_from_the_detail_page(operator_client):
+    job_id = awa.enqueue("tests.always_fails", args={}, max_attempts=1)
+    run_burst()
+    failed = awa.get_job(job_id)
+    assert failed.state == "failed"
+    assert retry_url(job_id).encode() in operator_client.get(detail_url(job_id)).content
+
+    response = operator_client.post(retry_url(job_id), follow=True)
+
+    assert f"Job {job_id} retried." in response.content.decode()
+    retried = awa.get_job(job_id)
+    assert retried.state == "available" and retried.errors == failed.errors
+    run_burst()
+    assert awa.get_job(job_id).run_lease > failed.run_lease
+
+
+def test_retry_a_dead_letter_job_from_the_job_page(operator_client):
+    job_id = awa.enqueue("tests.always_fails", args={}, max_attempts=1)
+    run_burst()
+    awa.dlq.move_failed(job_ids=[job_id])
+    page = operator_client.get(detail_url(job_id))
+    assert page.context["job"].state == "dlq"
+    assert reverse("admin:awa_django_deadletter_change", args=[job_id]).encode() in page.content
+
+    operator_client.post(retry_url(job_id))
+
+    assert awa.get_job(job_id).state == "available"
+
+
+def test_a_completed_job_offers_no_retry_and_refuses_one(operator_client):
+    job_id = awa.enqueue("tests.noop", args={})
+    run_burst()
+    page = operator_client.get(detail_url(job_id))
+    assert b"retry-job" not in page.content and b"cancel-job" not in page.content
+
+    response = operator_client.post(retry_url(job_id), follow=True)
+
+    assert "is not failed, cancelled or dead" in response.content.decode()
+    assert awa.get_job(job_id).state == "completed"
+
+
+def test_viewer_gets_403_on_a_crafted_retry(viewer_client):
+    job_id = awa.enqueue("tests.always_fails", args={}, max_attempts=1)
+    run_burst()
+    assert b"retry-job" not in viewer_client.get(detail_url(job_id)).content
+    assert viewer_client.post(retry_url(job_id)).status_code == 403
+    assert awa.get_job(job_id).state == "failed"
+
+
+def test_a_running_job_is_found_and_cancelled(operator_client):
+    job_id = awa.enqueue("tests.slow_first", args={"seconds": 30})
+    worker = BackgroundWorker(maintenance=False).start()
+    try:
+        wait_until(lambda: awa.get_job(job_id).state == "running")
+        assert listed_ids(operator_client.get(reverse(LIST), {"state": "running"})) == [job_id]
+        page = operator_client.get(detail_url(job_id))
+        assert [a.outcome for a in page.context["attempts"]] == [None]
+        assert b"cancel-job" in page.content
+
+        operator_client.post(cancel_url(job_id))
+
+        assert awa.get_job(job_id).state == "cancelled"
+    finally:
+        worker.stop()
+
+
+def test_failed_history_kept_past_its_ring_slot_is_listed(operator_client):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.terminal_history (job_id, run_lease, state, kind, queue, priority, "
+            "args, attempt, max_attempts, created_at, metadata, tags, errors, finalized_at) "
+            "VALUES (nextval('awa.job_id_seq'), 3, 'failed', 'tests.old', 'email', 2, '{}', 3, "
+            "3, now(), '{}', '{}', '[]', now()) RETURNING job_id"
+        )
+        (job_id,) = cursor.fetchone()
+    awa.enqueue("tests.noop", args={})
+
+    response = operator_client.get(reverse(LIST), {"state": "failed", "queue": "email"})
+
+    assert listed_ids(response) == [job_id]
+    assert operator_client.get(detail_url(job_id)).context["job"].kind == "tests.old"
+
+
+def test_retry_a_cancelled_job(operator_client):
+    job_id = awa.enqueue("tests.noop", args={}, run_at=timedelta(hours=1))
+    awa.cancel(job_id)
+    assert retry_url(job_id).encode() in operator_client.get(detail_url(job_id)).content
+
+    operator_client.post(retry_url(job_id))
+
+    assert awa.get_job(job_id).state == "available"

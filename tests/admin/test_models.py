@@ -1,0 +1,30 @@
+"""The admin's unmanaged models: no database objects, but Django permissions to check."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.core.management import call_command
+
+
+@pytest.mark.django_db
+def test_admin_models_migration_runs_no_sql(capsys):
+    call_command("sqlmigrate", "awa_django", "0002")
+    statements = [
+        line
+        for line in capsys.readouterr().out.splitlines()
+        if line.strip() and not line.startswith("--") and line not in {"BEGIN;", "COMMIT;"}
+    ]
+    assert statements == []
+
+
+@pytest.mark.django_db
+def test_each_page_has_view_change_and_delete_permissions():
+    codenames = set(
+        Permission.objects.filter(content_type__app_label="awa_django").values_list(
+            "codename", flat=True
+        )
+    )
+    for model in ("job", "deadletter", "queue", "queuedescriptor", "kinddescriptor"):
+        assert {f"view_{model}", f"change_{model}", f"delete_{model}"} <= codenames
+    assert "view_runtimeinstance" in codenames

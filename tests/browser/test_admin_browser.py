@@ -1,0 +1,220 @@
+"""A real browser in the real admin: headless Chromium (Debian's, through its chromedriver)
+logs into the example project's live server, opens queue health and the DLQ, retries a dead
+job that a real worker process then completes, purges another after its confirmation page, and
+sees descriptor drift once a second worker declares the queue differently; it saves screenshots
+of every step.
+
+Screenshots go to artifacts/browser/ at the repository root (gitignored); the path is printed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.wait import WebDriverWait
+
+import awa_django as awa
+from awa_django import queues, runtimes
+from tests.conftest import REPO_ROOT, wait_until
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+ARTIFACTS = REPO_ROOT / "artifacts" / "browser"
+# The flags this machine needs: no sandbox (root in a container), no GPU, and nothing that
+# phones home (QUIC, component updates, sync, background networking).
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1400,1000",
+)
+WORKER_SETTINGS = {
+    "QUEUES": {
+        "default": {
+            "concurrency": 4,
+            "dlq": True,
+            "display_name": "Default",
+            "description": "Orders and payments",
+            "owner": "shop team",
+        },
+        "email": {"concurrency": 2},
+    },
+    "QUEUE_STATS_INTERVAL_S": 1,
+    "RUNTIME_SNAPSHOT_INTERVAL_S": 1,
+    "RUNTIME_STALE_AFTER_S": 30,
+}
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[WebDriver]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    driver.implicitly_wait(0)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def screenshots(capsys: pytest.CaptureFixture[str]) -> Iterator[Path]:
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)
+    ARTIFACTS.mkdir(parents=True)
+    yield ARTIFACTS
+    with capsys.disabled():  # shown even when pytest captures output
+        print(f"\nbrowser screenshots saved in {ARTIFACTS}")
+
+
+def seed_last_hour(queue: str) -> None:
+    """Samples the leader would have stored over the hour before this test (one a minute, a
+    morning rush and its backlog draining), so the charts have a history to draw; the test's
+    own worker adds the newest samples."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.queue_stat_samples (queue, sampled_at, available, scheduled, "
+            "retryable, running, waiting_external, dlq, lag_s, completed, failed) "
+            "SELECT %s, now() - make_interval(mins => m), "
+            "(400 * exp(-power((m - 35) / 8.0, 2)))::int, 12, (m %% 7), 4, 0, 0, "
+            "2 * exp(-power((m - 35) / 8.0, 2)), "
+            "(30 + 25 * exp(-power((m - 33) / 6.0, 2)))::int, (m %% 11 = 0)::int "
+            "FROM generate_series(2, 60) m",
+            [queue],
+        )
+
+
+def wait_for(driver: WebDriver, css: str, timeout: float = 20.0) -> None:
+    WebDriverWait(driver, timeout).until(
+        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css))
+    )
+
+
+def test_operator_retries_a_dead_job_from_the_admin(
+    live_server, worker_process, browser: WebDriver, screenshots: Path
+):
+    User.objects.create_superuser("oncall", password="correct horse")
+    worker_process(
+        env={
+            "AWA_OVERRIDES": json.dumps(WORKER_SETTINGS),
+            "AWA_JOB_MODULES": "tests.jobs,tests.browser.handlers",
+        }
+    ).wait_ready()
+    for order in range(3):
+        awa.enqueue("tests.noop", args={"n": order})
+    job_id = awa.enqueue("tests.browser.charge_order", args={"order": 1042}, max_attempts=1)
+    doomed = awa.enqueue("tests.browser.charge_order", args={"order": 1043}, max_attempts=1)
+    wait_until(lambda: {awa.get_job(job_id).state, awa.get_job(doomed).state} == {"dlq"}, 30)
+    leases = [awa.get_job(job_id).run_lease]
+    # The leader's own samples are in before the page is opened.
+    wait_until(lambda: len(queues.history("default")) >= 2, timeout=30)
+    seed_last_hour("default")
+
+    browser.get(f"{live_server.url}/admin/login/?next=/admin/")
+    browser.find_element(By.NAME, "username").send_keys("oncall")
+    browser.find_element(By.NAME, "password").send_keys("correct horse")
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    wait_for(browser, "#content-main")
+    assert "Awa job queue" in browser.page_source
+    browser.save_screenshot(str(screenshots / "01-admin-index.png"))
+
+    browser.get(f"{live_server.url}/admin/awa_django/queue/")
+    wait_for(browser, "#queue-health")
+    row = browser.find_element(By.ID, "queue-default").text
+    assert "active" in row
+    assert browser.find_elements(By.CSS_SELECTOR, "#chart-default svg polyline")
+    browser.save_screenshot(str(screenshots / "02-queue-health.png"))
+
+    browser.get(f"{live_server.url}/admin/awa_django/deadletter/")
+    wait_for(browser, "#dlq-results")
+    assert "attempts_exhausted" in browser.find_element(By.ID, "dlq-results").text
+    browser.save_screenshot(str(screenshots / "03-dlq-list.png"))
+
+    browser.find_element(By.LINK_TEXT, str(job_id)).click()
+    wait_for(browser, "#dlq-args")
+    assert "payment gateway timed out charging order 1042" in browser.page_source
+    browser.save_screenshot(str(screenshots / "04-dlq-detail.png"))
+
+    browser.find_element(By.ID, "dlq-retry").click()
+    wait_for(browser, "ul.messagelist")
+    assert f"Job {job_id} retried." in browser.find_element(By.CSS_SELECTOR, "ul.messagelist").text
+    leases.append(awa.get_job(job_id).run_lease)
+    browser.save_screenshot(str(screenshots / "05-dlq-retried.png"))
+
+    wait_until(lambda: awa.get_job(job_id).state == "completed", timeout=30)
+    leases.append(awa.get_job(job_id).run_lease)
+    # run_lease never goes back: the completed attempt ran under a larger one than the failure.
+    assert leases == sorted(leases) and leases[-1] > leases[0], leases
+    browser.get(f"{live_server.url}/admin/awa_django/job/{job_id}/")
+    wait_for(browser, "#job-state")
+    assert browser.find_element(By.ID, "job-state").text == "completed"
+    attempts = browser.find_element(By.ID, "job-attempts").text
+    assert "failed" in attempts and "completed" in attempts
+    browser.save_screenshot(str(screenshots / "06-job-completed.png"))
+
+    browser.get(f"{live_server.url}/admin/awa_django/deadletter/")
+    wait_for(browser, "#dlq-results")
+    browser.find_element(By.ID, f"select-{doomed}").click()
+    browser.find_element(By.ID, "dlq-purge").click()
+    wait_for(browser, "#confirm-purge")
+    assert f"job {doomed}" in browser.find_element(By.ID, "purge-ids").text
+    assert awa.dlq.get(doomed) is not None
+    browser.save_screenshot(str(screenshots / "07-dlq-purge-confirm.png"))
+    browser.find_element(By.ID, "confirm-purge").click()
+    wait_for(browser, "ul.messagelist")
+    assert f"Job {doomed} purged." in browser.find_element(By.CSS_SELECTOR, "ul.messagelist").text
+    # Gone from the DLQ; the failed attempt stays in ring history until its slot is pruned.
+    assert awa.dlq.get(doomed) is None and awa.get_job(doomed).state == "failed"
+
+    # A second worker deploys a different description of the default queue: drift.
+    redeployed = json.loads(json.dumps(WORKER_SETTINGS))
+    redeployed["QUEUES"]["default"]["description"] = "Orders, payments and refunds"
+    worker_process(
+        env={
+            "AWA_OVERRIDES": json.dumps(redeployed),
+            "AWA_JOB_MODULES": "tests.jobs,tests.browser.handlers",
+        }
+    ).wait_ready()
+    wait_until(lambda: len([r for r in runtimes.list() if r.live]) == 2, timeout=30)
+    wait_until(lambda: runtimes.leader() is not None, timeout=30)
+
+    browser.get(f"{live_server.url}/admin/awa_django/runtimeinstance/")
+    wait_for(browser, "#leader")
+    assert "Maintenance leader" in browser.find_element(By.ID, "leader").text
+    browser.save_screenshot(str(screenshots / "08-runtimes.png"))
+
+    browser.get(f"{live_server.url}/admin/awa_django/queuedescriptor/")
+    wait_for(browser, "#queue-descriptors")
+    assert "drift" in browser.find_element(By.ID, "queue-default").text
+    assert "current" in browser.find_element(By.ID, "queue-email").text
+    browser.save_screenshot(str(screenshots / "09-queue-descriptors.png"))
+
+    assert sorted(p.name for p in screenshots.glob("*.png")) == [
+        "01-admin-index.png",
+        "02-queue-health.png",
+        "03-dlq-list.png",
+        "04-dlq-detail.png",
+        "05-dlq-retried.png",
+        "06-job-completed.png",
+        "07-dlq-purge-confirm.png",
+        "08-runtimes.png",
+        "09-queue-descriptors.png",
+    ]
