@@ -25,7 +25,9 @@ from awa_django.storage.jobs import get_jobs
 
 PAGE_SIZE: Final = 50
 # States cancel can still act on; the others already ended.
-CANCELLABLE: Final = frozenset({"available", "scheduled", "retryable", "running"})
+CANCELLABLE: Final = frozenset(
+    {"available", "scheduled", "retryable", "running", "waiting_external"}
+)
 # States awa.retry puts back as a fresh attempt.
 RETRYABLE: Final = frozenset({"dlq", "failed", "cancelled"})
 
