@@ -61,7 +61,7 @@ def run_burst(*, burst_wait_s: float = 0.0, queues: dict[str, int] | None = None
     return asyncio.run(WorkerRuntime(config, registry.get).run())
 
 
-def test_database_url() -> str:
+def subprocess_database_url() -> str:
     params = connection.settings_dict
     auth = params["USER"] + (f":{params['PASSWORD']}" if params["PASSWORD"] else "")
     return f"postgres://{auth}@{params['HOST']}:{params['PORT']}/{params['NAME']}"
@@ -75,7 +75,7 @@ class WorkerProcess:
     ) -> None:
         full_env = {
             **os.environ,
-            "DATABASE_URL": test_database_url(),
+            "DATABASE_URL": subprocess_database_url(),
             "AWA_JOB_MODULES": "tests.jobs",
             "PYTHONUNBUFFERED": "1",
             **(env or {}),

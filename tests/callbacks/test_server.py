@@ -52,7 +52,7 @@ def server() -> Iterator[str]:
     base = f"http://127.0.0.1:{port}"
     env = {
         **os.environ,
-        "DATABASE_URL": conftest.test_database_url(),
+        "DATABASE_URL": conftest.subprocess_database_url(),
         "AWA_CALLBACK_SECRET": SECRET,
         "AWA_CALLBACK_BASE_URL": base,
         "SHOP_PAYMENT_PROVIDER_URL": f"{base}/shop/provider/charges/",

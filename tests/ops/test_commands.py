@@ -15,7 +15,7 @@ from django.core.management.base import CommandError
 from django.test import override_settings
 
 import awa_django as awa
-from tests.conftest import REPO_ROOT, run_burst, test_database_url
+from tests.conftest import REPO_ROOT, run_burst, subprocess_database_url
 from tests.jobs import noop, terminal
 
 pytestmark = pytest.mark.usefixtures("awa_db")
@@ -130,7 +130,7 @@ def manage(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=REPO_ROOT,
-        env={**os.environ, "DATABASE_URL": test_database_url(), **(env or {})},
+        env={**os.environ, "DATABASE_URL": subprocess_database_url(), **(env or {})},
         capture_output=True,
         text=True,
         timeout=120,

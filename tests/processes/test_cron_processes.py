@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 import psycopg
 from django.db import connection
 
-from tests.conftest import test_database_url as database_url
+from tests.conftest import subprocess_database_url as database_url
 from tests.conftest import wait_until
 
 SCHEDULE = "tests.every_second"

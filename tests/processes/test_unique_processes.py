@@ -41,7 +41,7 @@ def test_eight_producer_processes_enqueue_one_unique_job_exactly_once(tmp_path):
     go = tmp_path / "go"
     env = {
         **os.environ,
-        "DATABASE_URL": conftest.test_database_url(),
+        "DATABASE_URL": conftest.subprocess_database_url(),
         "DJANGO_SETTINGS_MODULE": "example_project.settings",
         "PYTHONPATH": str(conftest.REPO_ROOT),
     }
