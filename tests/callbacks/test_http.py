@@ -18,20 +18,9 @@ from tests.callbacks.helpers import (
     wait_for_token,
     wait_parked,
 )
-from tests.conftest import BackgroundWorker
 from tests.jobs import parks, waits
 
 pytestmark = [pytest.mark.usefixtures("awa_db"), pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def worker():
-    with override_settings(AWA=FAST):
-        running = BackgroundWorker().start()
-        try:
-            yield running
-        finally:
-            running.stop()
 
 
 @pytest.fixture

@@ -29,16 +29,6 @@ from tests.jobs import parks, record
 pytestmark = [pytest.mark.usefixtures("awa_db"), pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def worker():
-    with override_settings(AWA=FAST):
-        running = BackgroundWorker().start()
-        try:
-            yield running
-        finally:
-            running.stop()
-
-
 def test_parked_attempt_frees_its_slot_and_completes_externally(worker):
     parked = parks.enqueue()
     token = wait_for_token(parked)
