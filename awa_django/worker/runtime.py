@@ -504,6 +504,9 @@ class WorkerRuntime:
             await asyncio.sleep(0.05)
             if not all(d.idle for d in self._dispatchers.values()):
                 continue
+            # Every check below awaits, and a dispatcher may claim (say, a job the leader just
+            # promoted) meanwhile: any claim since this point means start over.
+            claimed_before = self._claimed_total()
             await completer.drain()
             if (await promoter.run_once()).moved:
                 for dispatcher in self._dispatchers.values():
@@ -516,18 +519,20 @@ class WorkerRuntime:
                 continue
             # Work may have become ready since the dispatchers last looked (the leader's own
             # promotion pass, a NOTIFY in flight): one more claim round must come back empty.
-            if await self._claimed_in_confirmation_round():
+            if await self._claimed_in_confirmation_round(since=claimed_before):
                 continue
             logger.info("burst finished: nothing runnable or due soon")
             self.request_stop()
             return
 
-    async def _claimed_in_confirmation_round(self) -> bool:
-        before = sum(d.claimed_count for d in self._dispatchers.values())
+    def _claimed_total(self) -> int:
+        return sum(d.claimed_count for d in self._dispatchers.values())
+
+    async def _claimed_in_confirmation_round(self, *, since: int) -> bool:
         rounds = {d: d.claim_rounds for d in self._dispatchers.values()}
         for dispatcher in self._dispatchers.values():
             dispatcher.poke()
         # Only a claim that started after the poke can have seen the newest commits.
         while not all(d.idle and d.claim_rounds > rounds[d] for d in self._dispatchers.values()):
             await asyncio.sleep(0.01)
-        return sum(d.claimed_count for d in self._dispatchers.values()) != before
+        return self._claimed_total() != since
