@@ -1,0 +1,112 @@
+"""The claim and close functions keep one plan per session (planning over every ring partition
+costs more than the statements themselves), and that plan stays index-driven when it was made
+while the ring was nearly empty and is reused after the ring has grown."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from django.db import connection
+
+from awa_django.sql import queries
+from tests.jobs import noop
+
+CLAIM = """
+SELECT job_id, run_lease, queue, priority, shard, lane_seq, ready_slot
+  FROM awa.claim_ready('default', %(limit)s, 'plans-test', 0, 0, false)
+"""
+RING_TABLES = ("ready_entries", "ready_tombstones", "claim_receipts", "done_entries")
+
+
+@pytest.fixture
+def plan_log() -> Iterator[list[str]]:
+    """Every plan the session executes, nested statements included (auto_explain, sent to us)."""
+    plans: list[str] = []
+    connection.ensure_connection()
+    raw = connection.connection
+
+    def collect(diagnostic: psycopg.errors.Diagnostic) -> None:
+        if diagnostic.message_primary and "Query Text:" in diagnostic.message_primary:
+            plans.append(diagnostic.message_primary)
+
+    raw.add_notice_handler(collect)
+    with connection.cursor() as cursor:
+        cursor.execute("LOAD 'auto_explain'")
+        cursor.execute("SET auto_explain.log_min_duration = 0")
+        cursor.execute("SET auto_explain.log_nested_statements = on")
+        cursor.execute("SET client_min_messages = log")
+    yield plans
+    raw.remove_notice_handler(collect)
+    with connection.cursor() as cursor:
+        cursor.execute("RESET client_min_messages")
+        cursor.execute("RESET auto_explain.log_min_duration")
+
+
+def claim(limit: int) -> list[tuple[object, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(CLAIM, {"limit": limit})
+        return cursor.fetchall()
+
+
+def close_completed(claimed: list[tuple[object, ...]]) -> int:
+    job_id, run_lease, queue, priority, shard, lane_seq, ready_slot = (
+        list(column) for column in zip(*claimed, strict=True)
+    )
+    count = len(claimed)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            queries("execution")["close_attempts"],
+            {
+                "ready_slot": ready_slot,
+                "queue": queue,
+                "priority": priority,
+                "shard": shard,
+                "lane_seq": lane_seq,
+                "job_id": job_id,
+                "run_lease": run_lease,
+                "outcome": ["completed"] * count,
+                "run_at": [None] * count,
+                "error": [None] * count,
+                "progress": [None] * count,
+                "checkpoint": [None] * count,
+                "result": [None] * count,
+            },
+        )
+        return len(cursor.fetchall())
+
+
+def seq_scanned_ring_tables(plans: list[str]) -> set[str]:
+    return {
+        table
+        for plan in plans
+        for line in plan.splitlines()
+        if "Seq Scan on" in line
+        for table in RING_TABLES
+        if f" {table}_" in line
+    }
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_plans_made_on_a_nearly_empty_ring_stay_on_indexes_after_it_grows(
+    plan_log: list[str],
+) -> None:
+    # The first claim and close plan their statements while the ring holds one job, with
+    # statistics that say so.
+    noop.enqueue(n=0)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE " + ", ".join(f"awa.{table}" for table in RING_TABLES))
+    first = claim(10)
+    assert len(first) == 1
+    assert close_completed(first) == 1
+
+    noop.enqueue_many([{"n": i} for i in range(1, 3001)])
+    plan_log.clear()
+    batch = claim(500)
+    assert len(batch) == 500
+    assert close_completed(batch) == 500
+
+    # The functions' inner statements were logged, and they read the ring through its indexes.
+    assert any("Index" in plan and "claim_receipts_" in plan for plan in plan_log)
+    assert seq_scanned_ring_tables(plan_log) == set()
