@@ -76,7 +76,7 @@ def cancel_unique(
     and ``unique`` (default: the job's own), with the period bucket of ``at`` (default: now).
     """
     kind, job = _resolve_job(kind_or_job)
-    bound = _bind(kind, job, args)
+    bound = _bind(kind, job, args).args
     chosen = _chosen_unique(job, unique)
     if chosen is None:
         raise InvalidJob(

@@ -13,7 +13,7 @@ import math
 import typing
 from collections.abc import Callable, Mapping
 from functools import cache
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from awa_django.exceptions import InvalidJob
 
@@ -41,6 +41,26 @@ def to_json_text(value: object, *, what: str) -> str:
             field=what,
         )
     return text
+
+
+class BoundArgs(NamedTuple):
+    """Validated job arguments and their JSON text (what is stored and handed back)."""
+
+    args: dict[str, Any]
+    json: str
+
+
+def args_json_text(args: Mapping[str, object], *, kind: str) -> str:
+    """``args`` as JSON text; ``InvalidJob`` names the argument that does not round-trip.
+
+    One round trip for the whole dict: checking each argument separately costs a dump and a
+    parse per argument on every enqueue, and is only needed to name the culprit."""
+    try:
+        return to_json_text(args, what=f"args of job {kind!r}")
+    except InvalidJob as whole:
+        for name, value in args.items():
+            to_json_text(value, what=f"argument {name!r} of job {kind!r}")
+        raise whole
 
 
 def _has_tuple(value: object) -> bool:
@@ -84,8 +104,8 @@ def _annotations(func: Callable[..., object]) -> dict[str, Any]:
 
 def bind_arguments(
     func: Callable[..., object], kwargs: Mapping[str, object], *, kind: str
-) -> dict[str, Any]:
-    """Check ``kwargs`` against ``func``'s signature; returns them as a plain dict."""
+) -> BoundArgs:
+    """Check ``kwargs`` against ``func``'s signature and the JSON contract."""
     params = handler_parameters(func)
     by_name = {p.name: p for p in params}
     takes_extra = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
@@ -108,8 +128,8 @@ def bind_arguments(
                 f"got {type(value).__name__} {value!r}",
                 field=name,
             )
-        to_json_text(value, what=f"argument {name!r} of job {kind!r}")
-    return dict(kwargs)
+    args = dict(kwargs)
+    return BoundArgs(args, args_json_text(args, kind=kind))
 
 
 def _matches(value: object, expected: tuple[type, ...]) -> bool:

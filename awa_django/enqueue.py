@@ -19,7 +19,7 @@ from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
-from awa_django.arguments import to_json_text
+from awa_django.arguments import BoundArgs, args_json_text, to_json_text
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN, get_settings
 from awa_django.discovery import ensure_jobs_discovered
 from awa_django.exceptions import InvalidJob, UniqueConflict
@@ -167,7 +167,7 @@ def _options(
     )
 
 
-def _bind(kind: str, job: Job[Any, Any] | None, args: Mapping[str, Any] | None) -> dict[str, Any]:
+def _bind(kind: str, job: Job[Any, Any] | None, args: Mapping[str, Any] | None) -> BoundArgs:
     if args is None:
         args = {}
     if not isinstance(args, Mapping):
@@ -177,13 +177,13 @@ def _bind(kind: str, job: Job[Any, Any] | None, args: Mapping[str, Any] | None) 
     if job is not None:
         return job.bind(args)
     # No handler in this process: only the JSON contract can be checked.
-    for name, value in args.items():
+    for name in args:
         if not isinstance(name, str):
             raise InvalidJob(
                 f"argument names of job {kind!r} must be strings, got {name!r}", field="args"
             )
-        to_json_text(value, what=f"argument {name!r} of job {kind!r}")
-    return dict(args)
+    plain = dict(args)
+    return BoundArgs(plain, args_json_text(plain, kind=kind))
 
 
 def _chosen_unique(job: Job[Any, Any] | None, unique: Unique | None) -> Unique | None:
@@ -326,13 +326,12 @@ def enqueue(
         tags=tags,
         ordering_key=ordering_key,
     )
-    args_json = to_json_text(bound, what=f"args of job {kind!r}")
     alias = get_settings().DATABASE_ALIAS
     new_job = NewJob(
         kind=kind,
         queue=options.queue,
         priority=options.priority,
-        args_json=args_json,
+        args_json=bound.json,
         max_attempts=options.max_attempts,
         run_at=options.run_at,
         metadata_json=options.metadata_json,
@@ -345,7 +344,7 @@ def enqueue(
         # The key stays locked until the caller's transaction ends, so a concurrent producer of
         # the same key waits and then sees this job's claim.
         with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-            batch = _UniqueBatch.lock(cursor, chosen_unique, options, [bound], conflict)
+            batch = _UniqueBatch.lock(cursor, chosen_unique, options, [bound.args], conflict)
             if not batch.fresh:
                 return batch.result([])[0]
             job_id = queue_storage.enqueue_job(cursor, new_job)
@@ -404,7 +403,7 @@ def enqueue_on_commit(
             kind_or_job,
             # A unique job's duplicate is dropped: there is no caller left to raise to.
             on_conflict="return",
-            args=bound,
+            args=bound.args,
             queue=queue,
             priority=priority,
             run_at=run_at,
@@ -464,9 +463,11 @@ def enqueue_many(
         batch = (
             None
             if chosen_unique is None
-            else _UniqueBatch.lock(cursor, chosen_unique, options, bound, conflict)
+            else _UniqueBatch.lock(
+                cursor, chosen_unique, options, [b.args for b in bound], conflict
+            )
         )
-        fresh = bound if batch is None else [bound[p] for p in batch.fresh]
+        fresh = [b.json for b in (bound if batch is None else [bound[p] for p in batch.fresh])]
         if not fresh:
             job_ids = []
         elif options.run_at is not None and options.run_at > now:
@@ -475,9 +476,9 @@ def enqueue_many(
                 queue=options.queue,
                 priority=options.priority,
                 kind=kind,
-                args_list=fresh,
+                args_json=fresh,
                 max_attempts=options.max_attempts,
-                metadata=options.metadata,
+                metadata_json=options.metadata_json,
                 tags=options.tags,
                 run_at=options.run_at,
                 now=now,
@@ -488,9 +489,9 @@ def enqueue_many(
                 queue=options.queue,
                 priority=options.priority,
                 kind=kind,
-                args_list=fresh,
+                args_json=fresh,
                 max_attempts=options.max_attempts,
-                metadata=options.metadata,
+                metadata_json=options.metadata_json,
                 tags=options.tags,
                 run_at=options.run_at or now,
                 now=now,

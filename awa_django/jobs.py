@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Final, Generic, ParamSpec, T
 from django.apps import apps
 from django.utils.module_loading import import_string
 
-from awa_django.arguments import bind_arguments, handler_parameters, to_json_text
+from awa_django.arguments import BoundArgs, bind_arguments, handler_parameters, to_json_text
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN
 from awa_django.exceptions import InvalidJob
 from awa_django.unique import Unique
@@ -212,7 +212,7 @@ class Job(Generic[P, R]):
     def __call__(self, ctx: JobContext, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.func(ctx, *args, **kwargs)
 
-    def bind(self, kwargs: Mapping[str, object]) -> dict[str, Any]:
+    def bind(self, kwargs: Mapping[str, object]) -> BoundArgs:
         """Validate ``kwargs`` as this job's arguments (raises ``InvalidJob``)."""
         return bind_arguments(self.func, kwargs, kind=self.kind)
 

@@ -162,7 +162,7 @@ def perform(fn: Job[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
     validating the arguments as ``enqueue`` would; nothing is stored, exceptions propagate."""
     if args:
         raise TypeError(f"perform({fn.kind}, ...) takes keyword arguments only")
-    bound = fn.bind(kwargs)
+    bound = fn.bind(kwargs).args
     conf = get_settings()
     ctx = JobContext(
         job_id=0,

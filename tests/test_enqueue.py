@@ -171,6 +171,20 @@ def test_enqueue_many_returns_ids_in_order_and_defers_future_batches():
     assert record.enqueue_many([]) == []
 
 
+AWKWARD_TEXT = 'tab\t newline\n backslash\\ quote" brace} é 漢 😀 \\N'
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("run_at", [None, timedelta(hours=1)], ids=["ready", "deferred"])
+def test_copied_arguments_and_metadata_come_back_exactly(run_at):
+    # COPY receives pre-serialized JSON text: escaping must leave every character intact.
+    args = [{"note": AWKWARD_TEXT, "n": i} for i in range(2)]
+    ids = awa.enqueue_many("tests.unregistered", args, run_at=run_at, metadata={"m": AWKWARD_TEXT})
+    jobs = awa.get_jobs(ids)
+    assert [j.args for j in jobs] == args
+    assert all(j.metadata["m"] == AWKWARD_TEXT for j in jobs)
+
+
 def test_job_decorator_rejects_out_of_range_options():
     with pytest.raises(awa.InvalidJob, match="priority"):
         awa.job(priority=0)(lambda ctx: None)

@@ -200,7 +200,7 @@ def resolve(declaration: Declaration) -> Schedule:
                 f"schedule name must be a string of 1..{NAME_MAX_LENGTH} characters, got {name!r}",
                 field="name",
             )
-        bound = _bind(kind, handler, declaration.args)
+        bound = _bind(kind, handler, declaration.args).args
         options = _options(
             kind,
             handler,

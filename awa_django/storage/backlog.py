@@ -8,7 +8,6 @@ from typing import Any, Final
 
 from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
-from psycopg.types.json import Jsonb
 
 from awa_django.sql import queries
 
@@ -23,21 +22,19 @@ def copy_deferred(
     queue: str,
     priority: int,
     kind: str,
-    args_list: Sequence[Any],
+    args_json: Sequence[str],
     max_attempts: int,
-    metadata: Any,
+    metadata_json: str,
     tags: Sequence[str],
     run_at: datetime,
     now: datetime,
 ) -> list[int]:
     """Add a batch of scheduled jobs with COPY; returns their ids in order."""
-    cursor.execute(_SQL["reserve_job_ids"], {"count": len(args_list)})
+    cursor.execute(_SQL["reserve_job_ids"], {"count": len(args_json)})
     (job_ids,) = cursor.fetchone()
-    meta = Jsonb(metadata)
     tag_list = list(tags)
-    empty_errors = Jsonb([])
     with cursor.cursor.copy(_SQL["copy_deferred"]) as copy:
-        for job_id, args in zip(job_ids, args_list, strict=True):
+        for job_id, args in zip(job_ids, args_json, strict=True):
             copy.write_row(
                 (
                     job_id,
@@ -45,15 +42,15 @@ def copy_deferred(
                     kind,
                     queue,
                     priority,
-                    Jsonb(args),
+                    args,
                     0,
                     0,
                     max_attempts,
                     run_at,
                     now,
-                    meta,
+                    metadata_json,
                     tag_list,
-                    empty_errors,
+                    "[]",
                 )
             )
     return list(job_ids)

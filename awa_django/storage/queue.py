@@ -18,7 +18,6 @@ from typing import Any
 from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
 from psycopg.rows import class_row
-from psycopg.types.json import Jsonb
 
 from awa_django.sql import queries
 
@@ -108,9 +107,9 @@ def copy_ready(
     queue: str,
     priority: int,
     kind: str,
-    args_list: Sequence[Any],
+    args_json: Sequence[str],
     max_attempts: int,
-    metadata: Any,
+    metadata_json: str,
     tags: Sequence[str],
     run_at: datetime,
     now: datetime,
@@ -124,17 +123,15 @@ def copy_ready(
         {
             "queue": queue,
             "priority": priority,
-            "count": len(args_list),
+            "count": len(args_json),
             "ordering_key": ordering_key,
         },
     )
     slot, generation, lane_seqs, job_ids, shard = cursor.fetchone()
-    meta = Jsonb(metadata)
     tag_list = list(tags)
-    empty_errors = Jsonb([])
     # Django's wrapper does not expose COPY; its ``cursor`` attribute is the psycopg cursor.
     with cursor.cursor.copy(_SQL["copy_ready"]) as copy:
-        for job_id, lane_seq, args in zip(job_ids, lane_seqs, args_list, strict=True):
+        for job_id, lane_seq, args in zip(job_ids, lane_seqs, args_json, strict=True):
             copy.write_row(
                 (
                     queue,
@@ -145,15 +142,15 @@ def copy_ready(
                     generation,
                     job_id,
                     kind,
-                    Jsonb(args),
+                    args,
                     0,
                     0,
                     max_attempts,
                     run_at,
                     now,
-                    meta,
+                    metadata_json,
                     tag_list,
-                    empty_errors,
+                    "[]",
                 )
             )
     cursor.execute(_SQL["notify_queue"], {"queue": queue})

@@ -15,7 +15,7 @@ def handler(ctx, user_id: int, email: str, ratio: float = 1.0, flags: dict | Non
 
 
 def bind(**kwargs):
-    return bind_arguments(handler, kwargs, kind="k")
+    return bind_arguments(handler, kwargs, kind="k").args
 
 
 def test_valid_arguments_bind():
@@ -52,6 +52,11 @@ def test_bad_arguments_name_the_field(kwargs, field, fragment):
 def test_handler_without_context_parameter_is_rejected_at_decoration():
     with pytest.raises(TypeError, match="job context as its first"):
         awa.job(lambda: None)
+
+
+def test_bound_arguments_carry_their_canonical_json_text():
+    bound = bind_arguments(handler, {"user_id": 1, "email": "a@b"}, kind="k")
+    assert bound.json == '{"user_id":1,"email":"a@b"}'
 
 
 def test_json_text_is_canonical():
