@@ -167,13 +167,13 @@ class Dispatcher:
     def cancel_in_flight(self) -> None:
         """Raise the cancel flag of every running attempt (handlers poll ``ctx.is_cancelled``)."""
         for attempt in self._running.values():
-            attempt.ctx.cancel_event.set()
+            attempt.ctx.cancel_flag.set()
 
     def cancel_attempt(self, job_id: int, run_lease: int) -> bool:
         """Raise the cancel flag of one attempt if this dispatcher runs it."""
         for attempt in self._running.values():
             if attempt.job.job_id == job_id and attempt.job.run_lease == run_lease:
-                attempt.ctx.cancel_event.set()
+                attempt.ctx.cancel_flag.set()
                 return True
         return False
 

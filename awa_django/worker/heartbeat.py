@@ -84,5 +84,5 @@ class Heartbeat:
                     live.job_id,
                     live.run_lease,
                 )
-                attempt.ctx.cancel_event.set()
+                attempt.ctx.cancel_flag.set()
         return len(batch)
