@@ -152,6 +152,8 @@ class Dispatcher:
         self._now = now
         self._wakeup = asyncio.Event()
         self._running: dict[asyncio.Task[None], RunningAttempt] = {}
+        # Fire-and-forget tasks, held so they are not garbage-collected before they finish.
+        self._housekeeping: set[asyncio.Task[None]] = set()
         self._telemetry = get_telemetry()
         # True once a claim came back empty with nothing in flight; cleared by any wakeup.
         self.idle = False
@@ -210,7 +212,7 @@ class Dispatcher:
             self.idle = not jobs and not self._running and self._throttled_for_s is None
             self.permits.settle(wanted, len(jobs))
             if any(self._is_async(job) for job in jobs):
-                await self._refresh_loop_thread_connection()
+                self._refresh_loop_thread_connection()
             for job in jobs:
                 self._start(job)
             if len(jobs) == wanted:
@@ -273,11 +275,21 @@ class Dispatcher:
         handler = self._resolve(job.kind)
         return handler is not None and handler.is_async
 
-    async def _refresh_loop_thread_connection(self) -> None:
+    def _refresh_loop_thread_connection(self) -> None:
         # Async handlers reach the ORM through sync_to_async, on asgiref's one shared thread; its
         # Django connection gets the same expiry and health hygiene as the sync pool's, once per
-        # batch rather than once per job.
-        await sync_to_async(close_old_connections)()
+        # batch rather than once per job. Scheduled, not awaited, so the batch's handlers start
+        # without waiting for a thread hop: tasks take their first step in creation order, and
+        # this one's first step queues the check on that (FIFO) thread ahead of any ORM call
+        # the batch's handlers make.
+        task = asyncio.create_task(sync_to_async(close_old_connections)())
+        self._housekeeping.add(task)
+        task.add_done_callback(self._housekeeping_done)
+
+    def _housekeeping_done(self, task: asyncio.Task[None]) -> None:
+        self._housekeeping.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            logger.error("connection check of the handlers' ORM thread failed", exc_info=exc)
 
     async def _sleep(self, stopping: asyncio.Event) -> None:
         await wait_for_any(self._wakeup, stopping, timeout=self._poll_interval_s)
