@@ -109,6 +109,37 @@ def test_workers_publish_queue_and_kind_descriptors_and_dlq_policy():
     assert all(q.stale for q in awa.descriptors.queues())
 
 
+def descriptor_row_versions() -> dict[str, str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 'queue:' || queue, xmin::text FROM awa.queue_descriptors "
+            "UNION ALL SELECT 'kind:' || kind, xmin::text FROM awa.kind_descriptors"
+        )
+        return dict(cursor.fetchall())
+
+
+def test_snapshots_keep_descriptors_fresh_without_rewriting_unchanged_rows():
+    worker = BackgroundWorker(queues={"default": 1}).start()
+    try:
+        wait_until(lambda: awa.runtimes.list() != [])
+        written = descriptor_row_versions()
+        seen = awa.runtimes.list()[0].last_seen_at
+        wait_until(lambda: awa.runtimes.list()[0].last_seen_at > seen)
+        # Under a pinned MVCC horizon each rewrite would stay behind as a dead tuple.
+        assert descriptor_row_versions() == written
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE awa.queue_descriptors SET refreshed_at = now() - interval '1 hour'"
+            )
+        # The live worker's snapshots vouch for what it declares.
+        queues = {q.queue: q for q in awa.descriptors.queues()}
+        assert not queues["default"].stale
+        assert queues["default"].refreshed_at >= seen
+    finally:
+        worker.stop()
+    assert all(q.stale for q in awa.descriptors.queues())
+
+
 def test_two_workers_with_different_descriptions_show_drift(worker_process):
     def env(description: str) -> dict[str, str]:
         queues = {**QUEUES, "default": {**QUEUES["default"], "description": description}}

@@ -9,7 +9,9 @@ ON CONFLICT (queue) DO UPDATE SET dlq_enabled = excluded.dlq_enabled
  WHERE awa.queue_meta.dlq_enabled IS DISTINCT FROM excluded.dlq_enabled
 
 -- name: upsert_queue_descriptors
--- Upserts queue descriptors; changed_at moves only when the content hash changes.
+-- Upserts queue descriptors, writing only what changed: every worker runs this with each
+-- snapshot, and rewriting unchanged rows would leave dead tuples behind at every snapshot.
+-- Freshness comes from the snapshots of the runtimes that declare a descriptor (see the lists).
 INSERT INTO awa.queue_descriptors AS q (queue, display_name, description, owner, dlq_enabled,
                                         descriptor_hash)
 SELECT * FROM unnest(%(queues)s::text[], %(display_names)s::text[], %(descriptions)s::text[],
@@ -18,12 +20,11 @@ ON CONFLICT (queue) DO UPDATE
    SET display_name = excluded.display_name, description = excluded.description,
        owner = excluded.owner, dlq_enabled = excluded.dlq_enabled,
        descriptor_hash = excluded.descriptor_hash,
-       changed_at = CASE WHEN q.descriptor_hash = excluded.descriptor_hash THEN q.changed_at
-                         ELSE now() END,
-       refreshed_at = now()
+       changed_at = now(), refreshed_at = now()
+ WHERE q.descriptor_hash IS DISTINCT FROM excluded.descriptor_hash
 
 -- name: upsert_kind_descriptors
--- Upserts job-kind descriptors; changed_at moves only when the content hash changes.
+-- Upserts job-kind descriptors, writing only what changed (as for queues).
 INSERT INTO awa.kind_descriptors AS k (kind, queue, description, owner, docs_url,
                                        descriptor_hash)
 SELECT * FROM unnest(%(kinds)s::text[], %(queues)s::text[], %(descriptions)s::text[],
@@ -31,9 +32,8 @@ SELECT * FROM unnest(%(kinds)s::text[], %(queues)s::text[], %(descriptions)s::te
 ON CONFLICT (kind) DO UPDATE
    SET queue = excluded.queue, description = excluded.description, owner = excluded.owner,
        docs_url = excluded.docs_url, descriptor_hash = excluded.descriptor_hash,
-       changed_at = CASE WHEN k.descriptor_hash = excluded.descriptor_hash THEN k.changed_at
-                         ELSE now() END,
-       refreshed_at = now()
+       changed_at = now(), refreshed_at = now()
+ WHERE k.descriptor_hash IS DISTINCT FROM excluded.descriptor_hash
 
 -- name: upsert_runtime
 -- Writes one process's runtime snapshot.
@@ -68,23 +68,24 @@ SELECT instance_id, hostname, pid, version, started_at, last_seen_at, queues, in
  ORDER BY started_at DESC, instance_id
 
 -- name: list_queue_descriptors
--- Queue descriptors with their derived state: stale (no live runtime refreshed it within the
--- window) and drift (live runtimes declare it with different hashes), and each live runtime's
+-- Queue descriptors with their derived state: refreshed_at (the last write, or the latest
+-- snapshot of a live runtime declaring it), stale (neither within the window) and drift (live runtimes declare it with different hashes), and each live runtime's
 -- hash.
 WITH live AS (
-    SELECT instance_id, queue_hashes FROM awa.runtime_instances
+    SELECT instance_id, last_seen_at, queue_hashes FROM awa.runtime_instances
      WHERE last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
 )
 SELECT d.queue, d.display_name, d.description, d.owner, d.dlq_enabled, d.descriptor_hash,
-       d.changed_at, d.refreshed_at,
-       d.refreshed_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
-           AS stale,
+       d.changed_at, greatest(d.refreshed_at, h.last_seen_at) AS refreshed_at,
+       greatest(d.refreshed_at, h.last_seen_at)
+           < now() - make_interval(secs => %(stale_after_s)s::double precision) AS stale,
        coalesce(h.hashes, '{}'::jsonb) AS runtime_hashes,
        coalesce(h.distinct_hashes, 0) > 1 AS drift
   FROM awa.queue_descriptors d
   LEFT JOIN LATERAL (
       SELECT jsonb_object_agg(l.instance_id, l.queue_hashes ->> d.queue) AS hashes,
-             count(DISTINCT l.queue_hashes ->> d.queue) AS distinct_hashes
+             count(DISTINCT l.queue_hashes ->> d.queue) AS distinct_hashes,
+             max(l.last_seen_at) AS last_seen_at
         FROM live l WHERE l.queue_hashes ? d.queue
   ) h ON true
  ORDER BY d.queue
@@ -92,19 +93,20 @@ SELECT d.queue, d.display_name, d.description, d.owner, d.dlq_enabled, d.descrip
 -- name: list_kind_descriptors
 -- Job-kind descriptors with stale and drift, as for queues.
 WITH live AS (
-    SELECT instance_id, kind_hashes FROM awa.runtime_instances
+    SELECT instance_id, last_seen_at, kind_hashes FROM awa.runtime_instances
      WHERE last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
 )
 SELECT d.kind, d.queue, d.description, d.owner, d.docs_url, d.descriptor_hash, d.changed_at,
-       d.refreshed_at,
-       d.refreshed_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
-           AS stale,
+       greatest(d.refreshed_at, h.last_seen_at) AS refreshed_at,
+       greatest(d.refreshed_at, h.last_seen_at)
+           < now() - make_interval(secs => %(stale_after_s)s::double precision) AS stale,
        coalesce(h.hashes, '{}'::jsonb) AS runtime_hashes,
        coalesce(h.distinct_hashes, 0) > 1 AS drift
   FROM awa.kind_descriptors d
   LEFT JOIN LATERAL (
       SELECT jsonb_object_agg(l.instance_id, l.kind_hashes ->> d.kind) AS hashes,
-             count(DISTINCT l.kind_hashes ->> d.kind) AS distinct_hashes
+             count(DISTINCT l.kind_hashes ->> d.kind) AS distinct_hashes,
+             max(l.last_seen_at) AS last_seen_at
         FROM live l WHERE l.kind_hashes ? d.kind
   ) h ON true
  ORDER BY d.kind
