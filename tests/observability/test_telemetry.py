@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -17,7 +18,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import awa_django as awa
-from awa_django.telemetry import TRACEPARENT_KEY, OtelTelemetry, Telemetry, get_telemetry
+from awa_django.storage.queue import ClaimedJob
+from awa_django.telemetry import (
+    TRACEPARENT_KEY,
+    JobSpan,
+    OtelTelemetry,
+    Telemetry,
+    get_telemetry,
+)
 from tests.conftest import run_burst
 from tests.jobs import always_fails, noop, record, terminal
 from tests.maintenance.test_queue_stats import make_mix, run_pass
@@ -161,3 +169,23 @@ def test_without_opentelemetry_everything_still_runs(monkeypatch):
     summary = run_burst()
     assert summary.claimed == 2
     assert awa.get_job(job_id).state == "completed"
+
+
+def test_job_spans_are_skipped_until_an_sdk_tracer_provider_is_installed(monkeypatch):
+    job = ClaimedJob(
+        queue="default", priority=2, shard=0, lane_seq=1, ready_slot=0, job_id=1,
+        kind="tests.noop", args={}, attempt=1, run_lease=1, max_attempts=3,
+        run_at=datetime.now(UTC), created_at=datetime.now(UTC), metadata={}, tags=[], errors=[],
+    )  # fmt: skip
+    telemetry = OtelTelemetry()
+    installed = trace.get_tracer_provider()
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.ProxyTracerProvider())
+    with telemetry.job_span(job) as span:
+        assert type(span) is JobSpan  # the no-op: no span was started
+    assert _EXPORTER.get_finished_spans() == ()
+
+    # An SDK installed later is picked up by the same telemetry object.
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: installed)
+    with telemetry.job_span(job):
+        pass
+    assert [s.name for s in _EXPORTER.get_finished_spans()] == ["job.execute tests.noop"]
