@@ -12,6 +12,7 @@ import json
 import math
 import typing
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final, NamedTuple
 
@@ -34,7 +35,9 @@ def to_json_text(value: object, *, what: str) -> str:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise InvalidJob(f"{what} is not JSON serializable: {exc}", field=what) from None
-    if json.loads(text) != value or _has_tuple(value):
+    # A tuple comes back as a list and a non-string key as a string, and neither compares
+    # equal to the original, so this one comparison catches both at any depth.
+    if json.loads(text) != value:
         raise InvalidJob(
             f"{what} does not survive a JSON round trip unchanged (tuples, non-string keys and "
             "custom types are not allowed); pass plain dicts, lists, strings and numbers",
@@ -63,16 +66,6 @@ def args_json_text(args: Mapping[str, object], *, kind: str) -> str:
         raise whole
 
 
-def _has_tuple(value: object) -> bool:
-    if isinstance(value, tuple):
-        return True
-    if isinstance(value, list):
-        return any(_has_tuple(item) for item in value)
-    if isinstance(value, dict):
-        return any(_has_tuple(item) for item in value.values())
-    return False
-
-
 @cache
 def handler_parameters(func: Callable[..., object]) -> tuple[inspect.Parameter, ...]:
     """The handler's parameters after the leading context parameter."""
@@ -94,37 +87,57 @@ def handler_parameters(func: Callable[..., object]) -> tuple[inspect.Parameter, 
     return tuple(params[1:])
 
 
+@dataclass(frozen=True, slots=True)
+class _ArgSpec:
+    """What binding needs from a handler's signature, worked out once per handler."""
+
+    names: frozenset[str]
+    required: tuple[str, ...]
+    takes_extra: bool
+    # Argument name -> (annotation name, accepted types), for the annotations we can check.
+    checked: dict[str, tuple[str, tuple[type, ...]]]
+
+
 @cache
-def _annotations(func: Callable[..., object]) -> dict[str, Any]:
+def _arg_spec(func: Callable[..., object]) -> _ArgSpec:
+    params = handler_parameters(func)
     try:
-        return typing.get_type_hints(func)
+        hints = typing.get_type_hints(func)
     except Exception:
-        return {}
+        hints = {}
+    checked = {}
+    for param in params:
+        expected = _CHECKABLE.get(hints.get(param.name))
+        if expected is not None:
+            checked[param.name] = (hints[param.name].__name__, expected)
+    return _ArgSpec(
+        names=frozenset(p.name for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD),
+        required=tuple(
+            p.name
+            for p in params
+            if p.default is inspect.Parameter.empty and p.kind is not inspect.Parameter.VAR_KEYWORD
+        ),
+        takes_extra=any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params),
+        checked=checked,
+    )
 
 
 def bind_arguments(
     func: Callable[..., object], kwargs: Mapping[str, object], *, kind: str
 ) -> BoundArgs:
     """Check ``kwargs`` against ``func``'s signature and the JSON contract."""
-    params = handler_parameters(func)
-    by_name = {p.name: p for p in params}
-    takes_extra = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
-    for name in kwargs:
-        if name not in by_name and not takes_extra:
-            raise InvalidJob(f"job {kind!r} got an unexpected argument {name!r}", field=name)
-    for param in params:
-        if param.kind is inspect.Parameter.VAR_KEYWORD:
-            continue
-        if param.default is inspect.Parameter.empty and param.name not in kwargs:
+    spec = _arg_spec(func)
+    if not spec.takes_extra:
+        for name in kwargs:
+            if name not in spec.names:
+                raise InvalidJob(f"job {kind!r} got an unexpected argument {name!r}", field=name)
+    for name in spec.required:
+        if name not in kwargs:
+            raise InvalidJob(f"job {kind!r} is missing required argument {name!r}", field=name)
+    for name, (annotation, expected) in spec.checked.items():
+        if name in kwargs and not _matches(value := kwargs[name], expected):
             raise InvalidJob(
-                f"job {kind!r} is missing required argument {param.name!r}", field=param.name
-            )
-    hints = _annotations(func)
-    for name, value in kwargs.items():
-        expected = _CHECKABLE.get(hints.get(name))
-        if expected is not None and not _matches(value, expected):
-            raise InvalidJob(
-                f"argument {name!r} of job {kind!r} must be {hints[name].__name__}, "
+                f"argument {name!r} of job {kind!r} must be {annotation}, "
                 f"got {type(value).__name__} {value!r}",
                 field=name,
             )
