@@ -29,10 +29,14 @@ _CHECKABLE: Final[dict[Any, tuple[type, ...]]] = {
 }
 
 
+# Built once: json.dumps with options builds a new encoder on every call.
+_ENCODER: Final = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+
+
 def to_json_text(value: object, *, what: str) -> str:
     """``value`` as JSON text, or ``InvalidJob`` naming ``what`` if it does not round-trip."""
     try:
-        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+        text = _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise InvalidJob(f"{what} is not JSON serializable: {exc}", field=what) from None
     # A tuple comes back as a list and a non-string key as a string, and neither compares

@@ -16,6 +16,13 @@ _SQL = queries("backlog")
 PROMOTE_BLOCKS: Final = ("promote_due_scheduled", "promote_due_retryable")
 
 
+# As queue.READY_COPY_TYPES, for copy_deferred's columns.
+DEFERRED_COPY_TYPES: Final = (
+    "int8", "text", "text", "text", "int2", "text", "int4", "int8", "int4", "timestamptz",
+    "timestamptz", "text", "text[]", "text",
+)  # fmt: skip
+
+
 def copy_deferred(
     cursor: CursorWrapper,
     *,
@@ -34,6 +41,7 @@ def copy_deferred(
     (job_ids,) = cursor.fetchone()
     tag_list = list(tags)
     with cursor.cursor.copy(_SQL["copy_deferred"]) as copy:
+        copy.set_types(DEFERRED_COPY_TYPES)
         for job_id, args in zip(job_ids, args_json, strict=True):
             copy.write_row(
                 (

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
@@ -101,6 +101,15 @@ def enqueue_job(cursor: CursorWrapper, job: NewJob) -> int:
     return int(row[0])
 
 
+# How psycopg should dump copy_ready's columns, in its order: it then picks each column's dumper
+# once instead of looking one up per value. The JSON columns receive JSON text, written as is
+# (a jsonb dumper would encode that text as a JSON string).
+READY_COPY_TYPES: Final = (
+    "text", "int2", "int2", "int8", "int4", "int8", "int8", "text", "text", "int4", "int8",
+    "int4", "timestamptz", "timestamptz", "text", "text[]", "text",
+)  # fmt: skip
+
+
 def copy_ready(
     cursor: CursorWrapper,
     *,
@@ -131,6 +140,7 @@ def copy_ready(
     tag_list = list(tags)
     # Django's wrapper does not expose COPY; its ``cursor`` attribute is the psycopg cursor.
     with cursor.cursor.copy(_SQL["copy_ready"]) as copy:
+        copy.set_types(READY_COPY_TYPES)
         for job_id, lane_seq, args in zip(job_ids, lane_seqs, args_json, strict=True):
             copy.write_row(
                 (
