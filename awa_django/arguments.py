@@ -47,7 +47,24 @@ def to_json_text(value: object, *, what: str) -> str:
             "custom types are not allowed); pass plain dicts, lists, strings and numbers",
             field=what,
         )
+    # jsonb rejects the NUL character; the text search is the cheap test, the walk the exact one
+    # (the text also matches an escaped backslash followed by "u0000").
+    if "\\u0000" in text and _has_nul(value):
+        raise InvalidJob(
+            f"{what} contains a NUL character (\\u0000), which PostgreSQL cannot store in jsonb",
+            field=what,
+        )
     return text
+
+
+def _has_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, list):
+        return any(_has_nul(item) for item in value)
+    if isinstance(value, dict):
+        return any(_has_nul(key) or _has_nul(item) for key, item in value.items())
+    return False
 
 
 class BoundArgs(NamedTuple):

@@ -61,3 +61,11 @@ def test_bound_arguments_carry_their_canonical_json_text():
 
 def test_json_text_is_canonical():
     assert to_json_text({"a": [1, "x"]}, what="args") == '{"a":[1,"x"]}'
+
+
+def test_a_nul_character_is_refused_at_enqueue_naming_the_argument():
+    with pytest.raises(awa.InvalidJob, match="NUL character") as caught:
+        bind(user_id=1, email="a\x00b")
+    assert caught.value.field == "argument 'email' of job 'k'"
+    # An escaped backslash followed by "u0000" is ordinary text.
+    assert bind(user_id=1, email="a\\u0000b")["email"] == "a\\u0000b"
