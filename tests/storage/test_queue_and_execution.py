@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 import awa_django as awa
 from awa_django.storage.backlog import promote_due, seconds_until_next_due
@@ -243,3 +243,19 @@ def test_next_due_ignores_paused_queues():
     with connection.cursor() as cursor:
         cursor.execute("INSERT INTO awa.queue_meta (queue, paused) VALUES ('email', true)")
     assert run(seconds_until_next_due, queues=["email"]) is None
+
+
+def test_a_claim_that_finds_nothing_takes_no_transaction_id():
+    # Idle workers poll with empty claims: a transaction id would make each one end in a WAL
+    # flush on a durable server (as the row lock on queue_lanes that claims used to take did).
+    awa.enqueue("tests.noop", args={"n": 0})
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM awa.claim_ready('default', 10, 'w', 0, 0, false)")
+        assert cursor.fetchone() == (1,)
+        with transaction.atomic():
+            cursor.execute(
+                "SELECT count(*) FROM awa.claim_ready('default', 10, 'w', 0, 0, false)"
+            )
+            assert cursor.fetchone() == (0,)
+            cursor.execute("SELECT txid_current_if_assigned()")
+            assert cursor.fetchone() == (None,)

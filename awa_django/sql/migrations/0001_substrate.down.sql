@@ -52,6 +52,7 @@ DROP FUNCTION awa.claim_ready(text, integer, text, double precision, double prec
                                 boolean);
 DROP FUNCTION awa.enqueue_job(text, text, smallint, jsonb, integer, timestamptz, jsonb, text[]);
 DROP FUNCTION awa.reserve_lane(text, smallint, smallint, integer, boolean);
+DROP FUNCTION awa.lane_lock_key(text, smallint, smallint);
 DROP TYPE awa.claimed_job;
 DROP TABLE awa.terminal_history, awa.dlq_entries, awa.deferred_jobs, awa.attempt_state, awa.leases,
            awa.lease_ring_rotations, awa.done_entries, awa.claim_receipts,

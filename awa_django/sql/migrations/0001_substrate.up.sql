@@ -46,8 +46,8 @@ CREATE TABLE awa.queue_meta (
 );
 
 -- A lane is one ordered (queue, priority, shard) stream. The row is inserted once, on first use,
--- and is never updated: producers serialise on an advisory lock keyed by a hash of the lane,
--- claimers lock the row FOR UPDATE SKIP LOCKED (a row lock, not a new row version).
+-- and is never updated or locked: producers serialise on one advisory lock of the lane, claimers
+-- on another (awa.lane_lock_key).
 CREATE TABLE awa.queue_lanes (
     queue text NOT NULL,
     priority smallint NOT NULL,
@@ -341,14 +341,21 @@ CREATE TYPE awa.claimed_job AS (
 -- With p_wait false the lock is only tried: when a producer holds the lane, nothing is reserved
 -- and every OUT value is NULL. Promotion uses that so it never queues behind (or deadlocks with)
 -- an application transaction.
+-- The object key of a lane's advisory locks. Producers take it in class 1096237388 ('AWAL'),
+-- claimers (and cancel_job) in class 1096237379 ('AWAC'), so the two never wait for each other
+-- and neither collides with an application's keys. Two lanes whose names hash alike merely share
+-- their locks.
+CREATE FUNCTION awa.lane_lock_key(p_queue text, p_priority smallint, p_shard smallint)
+RETURNS integer LANGUAGE sql IMMUTABLE AS $$
+    SELECT hashtext(p_queue || '/' || p_priority || '/' || p_shard)
+$$;
+
 CREATE FUNCTION awa.reserve_lane(
     p_queue text, p_priority smallint, p_shard smallint, p_count integer, p_wait boolean,
     OUT ready_slot integer, OUT ready_generation bigint, OUT lane_seqs bigint[]
 ) LANGUAGE plpgsql AS $$
 DECLARE
-    -- 1096237388 = 'AWAL': the lane-lock class, so our keys never collide with an app's. Two
-    -- lanes whose names hash alike merely share a lock.
-    v_lock_key constant integer := hashtext(p_queue || '/' || p_priority || '/' || p_shard);
+    v_lock_key constant integer := awa.lane_lock_key(p_queue, p_priority, p_shard);
 BEGIN
     IF p_wait THEN
         PERFORM pg_advisory_xact_lock(1096237388, v_lock_key);
@@ -403,8 +410,8 @@ $$;
 
 -- Claims up to p_limit ready jobs of one queue, lane by lane in effective priority order.
 --
--- A claimer locks the lane row FOR UPDATE SKIP LOCKED (one claimer per lane at a time; others
--- move on), then derives the lane cursor from the newest receipt of the lane and reads the next
+-- A claimer tries the lane's claim lock (one claimer per lane at a time; others move on), then
+-- derives the lane cursor from the newest receipt of the lane and reads the next
 -- committed ready rows past it. The cursor read is a separate statement after the lock, so it
 -- sees the receipts of the claimer that held the lane before us. Receipts are appended in the
 -- same transaction: a claim that rolls back leaves the cursor where it was. Nothing is updated.
@@ -447,11 +454,11 @@ BEGIN
         v_again := false;
         v_round_claimed := 0;
         FOR v_lane IN SELECT * FROM awa.claim_order(p_queue, p_aging_s) LOOP
-            -- Locks taken in an earlier round are ours already; this returns at once for them.
-            PERFORM 1 FROM awa.queue_lanes l
-              WHERE l.queue = p_queue AND l.priority = v_lane.priority AND l.shard = v_lane.shard
-              FOR UPDATE SKIP LOCKED;
-            CONTINUE WHEN NOT FOUND;
+            -- An advisory lock, not a row lock on queue_lanes: a row lock would give even an
+            -- empty claim a transaction id and a WAL record, so every idle poll would wait for
+            -- a WAL flush on a durable server. Locks taken in an earlier round are ours already.
+            CONTINUE WHEN NOT pg_try_advisory_xact_lock(
+                1096237379, awa.lane_lock_key(p_queue, v_lane.priority, v_lane.shard));
             SELECT coalesce(max(c.lane_seq), 0) INTO v_cursor FROM awa.claim_receipts c
              WHERE c.queue = p_queue AND c.priority = v_lane.priority AND c.shard = v_lane.shard;
             CONTINUE WHEN p_sequential AND EXISTS (
@@ -991,8 +998,8 @@ $$;
 -- NOTIFY awa_cancel, so a late completion is stale), 'cancelled_queued' (a tombstone makes the
 -- ready row unclaimable), 'cancelled_scheduled' (moved out of the backlog as a tombstoned ready
 -- row), or 'not_cancellable' / 'not_found'.
--- A queued job's lane row is locked FOR UPDATE first: claimers skip a locked lane, so a claim
--- cannot slip in between our check and the tombstone.
+-- A queued job's lane claim lock is taken first: claimers skip a locked lane, so a claim cannot
+-- slip in between our check and the tombstone.
 CREATE FUNCTION awa.cancel_job(p_job_id bigint, p_reason text) RETURNS text
 LANGUAGE plpgsql SET jit = off AS $$
 DECLARE
@@ -1031,9 +1038,8 @@ BEGIN
     IF v_state = 'available' THEN
         SELECT r.* INTO v_row FROM awa.ready_entries r
          WHERE r.job_id = p_job_id ORDER BY r.run_lease DESC LIMIT 1;
-        PERFORM 1 FROM awa.queue_lanes l
-          WHERE l.queue = v_row.queue AND l.priority = v_row.priority AND l.shard = v_row.shard
-          FOR UPDATE;
+        PERFORM pg_advisory_xact_lock(
+            1096237379, awa.lane_lock_key(v_row.queue, v_row.priority, v_row.shard));
         IF NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
                         WHERE c.queue = v_row.queue AND c.priority = v_row.priority
                           AND c.shard = v_row.shard AND c.lane_seq = v_row.lane_seq
