@@ -16,6 +16,8 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # A drain or a wait that takes longer than this is stuck, not slow.
 WORKER_TIMEOUT_S = 600.0
+# An idle worker's graceful shutdown takes well under this.
+SIGTERM_REPEAT_S = 10.0
 
 
 class WorkerHandle:
@@ -88,18 +90,24 @@ class WorkerHandle:
 
     def stop(self) -> dict[str, Any]:
         """SIGTERM, wait for the graceful exit; the probe's record plus exit code and peak RSS."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 60
+        next_signal = 0.0
         # os.wait4 reports the CPU time the child used.
         while True:
             pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
             if pid:
                 break
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 self.proc.kill()
                 pid, status, usage = os.wait4(self.proc.pid, 0)
                 break
+            if now >= next_signal:
+                # Repeated: the worker ignores SIGTERM until its system's handler is installed.
+                # Not sooner than this, as a second SIGTERM makes some systems (awa_django
+                # among them) abandon a graceful shutdown still in progress.
+                self.proc.send_signal(signal.SIGTERM)
+                next_signal = now + SIGTERM_REPEAT_S
             time.sleep(0.05)
         self.proc.returncode = os.waitstatus_to_exitcode(status)
         self._reader.join(10)

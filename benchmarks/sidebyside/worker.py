@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import threading
 import time
@@ -53,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, required=True)
     args = parser.parse_args(argv)
 
+    # A SIGTERM that lands before the system's worker has installed its own handler (another
+    # process of a scale-out can finish a tiny drain that early) would kill this process
+    # instead of stopping it gracefully. Until then it is ignored; the harness repeats it.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     system = systems.load(args.system)
     system.prepare_worker(args.url)
     stop = threading.Event()
