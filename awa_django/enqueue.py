@@ -433,15 +433,14 @@ def enqueue_many(
 ) -> list[int]:
     """Enqueue one job per argument dict with a single COPY; returns the ids in order.
 
-    Every argument dict is validated before anything is written. All jobs share one lane (on a
-    sharded queue: the shard of ``ordering_key``, or one picked at random), so the batch
-    reserves its positions with one lock and one round trip. With ``unique`` (or a unique job),
-    a job whose key is held raises ``UniqueConflict`` and nothing is written; with
+    If any argument dict is invalid, ``InvalidJob`` names it and nothing is written. All jobs
+    share one lane (on a sharded queue: the shard of ``ordering_key``, or one picked at random),
+    so the batch reserves its positions with one lock and one round trip. With ``unique`` (or a
+    unique job), a job whose key is held raises ``UniqueConflict`` and nothing is written; with
     ``on_conflict="return"`` its position gets the holder's id (or the id of the earlier job of
     the batch with the same key).
     """
     kind, job = _resolve_job(kind_or_job)
-    bound = [_bind(kind, job, args) for args in args_list]
     chosen_unique = _chosen_unique(job, unique)
     conflict = check_on_conflict(on_conflict)
     options = _options(
@@ -455,20 +454,27 @@ def enqueue_many(
         tags=tags,
         ordering_key=ordering_key,
     )
-    if not bound:
+    arg_dicts = list(args_list)
+    if not arg_dicts:
         return []
     alias = get_settings().DATABASE_ALIAS
     now = timezone.now()
+    batch: _UniqueBatch | None = None
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        batch = (
-            None
-            if chosen_unique is None
-            else _UniqueBatch.lock(
+        if chosen_unique is None:
+            # Bound while the COPY streams, so the server stores rows on its own core while the
+            # next ones are checked. An invalid argument raises inside the COPY, which aborts
+            # it, and the atomic block rolls back the lane reservation: nothing is written.
+            count = len(arg_dicts)
+            texts: Iterable[str] = (_bind(kind, job, args).json for args in arg_dicts)
+        else:
+            bound = [_bind(kind, job, args) for args in arg_dicts]
+            batch = _UniqueBatch.lock(
                 cursor, chosen_unique, options, [b.args for b in bound], conflict
             )
-        )
-        fresh = [b.json for b in (bound if batch is None else [bound[p] for p in batch.fresh])]
-        if not fresh:
+            count = len(batch.fresh)
+            texts = [bound[p].json for p in batch.fresh]
+        if not count:
             job_ids = []
         elif options.run_at is not None and options.run_at > now:
             job_ids = backlog.copy_deferred(
@@ -476,7 +482,8 @@ def enqueue_many(
                 queue=options.queue,
                 priority=options.priority,
                 kind=kind,
-                args_json=fresh,
+                args_json=texts,
+                count=count,
                 max_attempts=options.max_attempts,
                 metadata_json=options.metadata_json,
                 tags=options.tags,
@@ -489,7 +496,8 @@ def enqueue_many(
                 queue=options.queue,
                 priority=options.priority,
                 kind=kind,
-                args_json=fresh,
+                args_json=texts,
+                count=count,
                 max_attempts=options.max_attempts,
                 metadata_json=options.metadata_json,
                 tags=options.tags,

@@ -9,6 +9,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 import awa_django as awa
+from awa_django.storage import copy_text
 from tests.conftest import run_burst
 from tests.jobs import record, typed
 
@@ -160,6 +161,23 @@ def test_future_run_at_is_scheduled_and_past_is_available():
     assert states == {scheduled: "scheduled", now_job: "available"}
 
 
+@pytest.mark.usefixtures("awa_db")
+@pytest.mark.parametrize("run_at", [None, timedelta(hours=1)], ids=["ready", "deferred"])
+def test_bad_argument_deep_in_a_streamed_batch_writes_nothing_and_keeps_the_callers_work(run_at):
+    # Arguments are checked while COPY streams; the bad one comes after several chunks of rows
+    # have reached the server, so the COPY itself must be aborted and rolled back.
+    args = [{"user_id": i, "email": "a"} for i in range(3 * copy_text.ROWS_PER_WRITE)]
+    args[-2] = {"user_id": "not a number", "email": "a"}
+    with transaction.atomic():
+        kept = record.enqueue(n=1)
+        with pytest.raises(awa.InvalidJob) as caught:
+            typed.enqueue_many(args, run_at=run_at)
+        after = record.enqueue(n=2)
+    assert caught.value.field == "user_id"
+    assert awa_row_count() == 2
+    assert [job.job_id for job in awa.get_jobs([kept, after])] == [kept, after]
+
+
 @pytest.mark.django_db
 def test_enqueue_many_returns_ids_in_order_and_defers_future_batches():
     ids = record.enqueue_many([{"n": i} for i in range(3)])
@@ -179,10 +197,14 @@ AWKWARD_TEXT = 'tab\t newline\n backslash\\ quote" brace} é 漢 😀 \\N'
 def test_copied_arguments_and_metadata_come_back_exactly(run_at):
     # COPY receives pre-serialized JSON text: escaping must leave every character intact.
     args = [{"note": AWKWARD_TEXT, "n": i} for i in range(2)]
-    ids = awa.enqueue_many("tests.unregistered", args, run_at=run_at, metadata={"m": AWKWARD_TEXT})
+    tags = [AWKWARD_TEXT, "a,b", "{x}", "NULL", 'say "hi"', "back\\slash"]
+    ids = awa.enqueue_many(
+        "tests.unregistered", args, run_at=run_at, metadata={"m": AWKWARD_TEXT}, tags=tags
+    )
     jobs = awa.get_jobs(ids)
     assert [j.args for j in jobs] == args
     assert all(j.metadata["m"] == AWKWARD_TEXT for j in jobs)
+    assert all(list(j.tags) == tags for j in jobs)
 
 
 def test_job_decorator_rejects_out_of_range_options():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -10,17 +10,11 @@ from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
 
 from awa_django.sql import queries
+from awa_django.storage import copy_text
 
 _SQL = queries("backlog")
 # Scheduled first, then retryable: the order every promoter (leader, burst, in-process) uses.
 PROMOTE_BLOCKS: Final = ("promote_due_scheduled", "promote_due_retryable")
-
-
-# As queue.READY_COPY_TYPES, for copy_deferred's columns.
-DEFERRED_COPY_TYPES: Final = (
-    "int8", "text", "text", "text", "int2", "text", "int4", "int8", "int4", "timestamptz",
-    "timestamptz", "text", "text[]", "text",
-)  # fmt: skip
 
 
 def copy_deferred(
@@ -29,7 +23,8 @@ def copy_deferred(
     queue: str,
     priority: int,
     kind: str,
-    args_json: Sequence[str],
+    args_json: Iterable[str],
+    count: int,
     max_attempts: int,
     metadata_json: str,
     tags: Sequence[str],
@@ -37,30 +32,17 @@ def copy_deferred(
     now: datetime,
 ) -> list[int]:
     """Add a batch of scheduled jobs with COPY; returns their ids in order."""
-    cursor.execute(_SQL["reserve_job_ids"], {"count": len(args_json)})
+    cursor.execute(_SQL["reserve_job_ids"], {"count": count})
     (job_ids,) = cursor.fetchone()
-    tag_list = list(tags)
+    # Columns in copy_deferred's order; only the id and the arguments vary by row.
+    head = copy_text.fields("scheduled", kind, queue, priority)
+    rest = copy_text.fields(0, 0, max_attempts, run_at, now, metadata_json, tags, "[]")
+    rows = (
+        f"{job_id}\t{head}\t{copy_text.text_field(args)}\t{rest}\n"
+        for job_id, args in zip(job_ids, args_json, strict=True)
+    )
     with cursor.cursor.copy(_SQL["copy_deferred"]) as copy:
-        copy.set_types(DEFERRED_COPY_TYPES)
-        for job_id, args in zip(job_ids, args_json, strict=True):
-            copy.write_row(
-                (
-                    job_id,
-                    "scheduled",
-                    kind,
-                    queue,
-                    priority,
-                    args,
-                    0,
-                    0,
-                    max_attempts,
-                    run_at,
-                    now,
-                    metadata_json,
-                    tag_list,
-                    "[]",
-                )
-            )
+        copy_text.write_rows(copy, rows)
     return list(job_ids)
 
 

@@ -3,23 +3,25 @@
 How it works: a lane is one ordered ``(queue, priority, shard)`` stream. A producer takes the
 lane's transaction-scoped advisory lock, draws positions from one global sequence and appends
 immutable rows to the current slot of the ready ring; the lock is held until it commits, so rows
-become visible in position order. A claimer locks the lane row ``FOR UPDATE SKIP LOCKED``,
-derives the cursor from the lane's newest claim receipt and appends receipts for the next rows.
-No row is ever updated: the SQL functions behind these calls live in the substrate migration.
+become visible in position order. A claimer tries the lane's claim lock (another advisory lock;
+a lane held by another claimer is skipped), derives the cursor from the lane's newest claim
+receipt and appends receipts for the next rows. No row is ever updated: the SQL functions behind
+these calls live in the substrate migration.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
 from psycopg.rows import class_row
 
 from awa_django.sql import queries
+from awa_django.storage import copy_text
 
 _SQL = queries("queue")
 
@@ -101,22 +103,14 @@ def enqueue_job(cursor: CursorWrapper, job: NewJob) -> int:
     return int(row[0])
 
 
-# How psycopg should dump copy_ready's columns, in its order: it then picks each column's dumper
-# once instead of looking one up per value. The JSON columns receive JSON text, written as is
-# (a jsonb dumper would encode that text as a JSON string).
-READY_COPY_TYPES: Final = (
-    "text", "int2", "int2", "int8", "int4", "int8", "int8", "text", "text", "int4", "int8",
-    "int4", "timestamptz", "timestamptz", "text", "text[]", "text",
-)  # fmt: skip
-
-
 def copy_ready(
     cursor: CursorWrapper,
     *,
     queue: str,
     priority: int,
     kind: str,
-    args_json: Sequence[str],
+    args_json: Iterable[str],
+    count: int,
     max_attempts: int,
     metadata_json: str,
     tags: Sequence[str],
@@ -132,37 +126,23 @@ def copy_ready(
         {
             "queue": queue,
             "priority": priority,
-            "count": len(args_json),
+            "count": count,
             "ordering_key": ordering_key,
         },
     )
     slot, generation, lane_seqs, job_ids, shard = cursor.fetchone()
-    tag_list = list(tags)
+    # Columns in copy_ready's order; only the position, the id and the arguments vary by row.
+    lane = copy_text.fields(queue, priority, shard)
+    place = copy_text.fields(slot, generation)
+    body = copy_text.field(kind)
+    rest = copy_text.fields(0, 0, max_attempts, run_at, now, metadata_json, tags, "[]")
+    rows = (
+        f"{lane}\t{lane_seq}\t{place}\t{job_id}\t{body}\t{copy_text.text_field(args)}\t{rest}\n"
+        for job_id, lane_seq, args in zip(job_ids, lane_seqs, args_json, strict=True)
+    )
     # Django's wrapper does not expose COPY; its ``cursor`` attribute is the psycopg cursor.
     with cursor.cursor.copy(_SQL["copy_ready"]) as copy:
-        copy.set_types(READY_COPY_TYPES)
-        for job_id, lane_seq, args in zip(job_ids, lane_seqs, args_json, strict=True):
-            copy.write_row(
-                (
-                    queue,
-                    priority,
-                    shard,
-                    lane_seq,
-                    slot,
-                    generation,
-                    job_id,
-                    kind,
-                    args,
-                    0,
-                    0,
-                    max_attempts,
-                    run_at,
-                    now,
-                    metadata_json,
-                    tag_list,
-                    "[]",
-                )
-            )
+        copy_text.write_rows(copy, rows)
     cursor.execute(_SQL["notify_queue"], {"queue": queue})
     return list(job_ids)
 

@@ -253,9 +253,7 @@ def test_a_claim_that_finds_nothing_takes_no_transaction_id():
         cursor.execute("SELECT count(*) FROM awa.claim_ready('default', 10, 'w', 0, 0, false)")
         assert cursor.fetchone() == (1,)
         with transaction.atomic():
-            cursor.execute(
-                "SELECT count(*) FROM awa.claim_ready('default', 10, 'w', 0, 0, false)"
-            )
+            cursor.execute("SELECT count(*) FROM awa.claim_ready('default', 10, 'w', 0, 0, false)")
             assert cursor.fetchone() == (0,)
             cursor.execute("SELECT txid_current_if_assigned()")
             assert cursor.fetchone() == (None,)

@@ -1,0 +1,61 @@
+"""Rows for ``COPY ... FROM STDIN`` in PostgreSQL's text format, built as plain strings.
+
+Bulk enqueue writes thousands of rows whose columns are, apart from a job's id, position and
+arguments, the same for the whole batch. Formatting those shared columns once and joining each
+row from strings costs a fraction of adapting seventeen values per row through the driver, which
+was a third of the time of a bulk enqueue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Final
+
+from psycopg import Copy
+
+# Rows sent per write: large enough that each write call is cheap, small enough that a batch of
+# any size does not build one huge string.
+ROWS_PER_WRITE: Final = 1000
+
+_ESCAPES: Final = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def text_field(value: str) -> str:
+    """``value`` escaped for a text-format COPY column (backslash, tab, newline, return)."""
+    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
+        return value.translate(_ESCAPES)
+    return value
+
+
+def _array_element(item: str) -> str:
+    return '"' + item.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def field(value: str | int | datetime | Sequence[str]) -> str:
+    """One column's text: ints and timestamps as PostgreSQL reads them, a sequence of strings
+    as a ``text[]`` literal (every element quoted, so commas, braces and "NULL" stay text)."""
+    if isinstance(value, str):
+        return text_field(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return text_field("{" + ",".join(_array_element(item) for item in value) + "}")
+
+
+def fields(*values: str | int | datetime | Sequence[str]) -> str:
+    """Consecutive columns, tab-separated."""
+    return "\t".join(field(value) for value in values)
+
+
+def write_rows(copy: Copy, rows: Iterable[str]) -> None:
+    """Send newline-terminated rows, ``ROWS_PER_WRITE`` at a time."""
+    chunk: list[str] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == ROWS_PER_WRITE:
+            copy.write("".join(chunk))
+            chunk.clear()
+    if chunk:
+        copy.write("".join(chunk))
