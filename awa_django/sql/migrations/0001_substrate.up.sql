@@ -371,7 +371,12 @@ BEGIN
     END IF;
     SELECT r.slot, r.generation INTO ready_slot, ready_generation
       FROM awa.queue_ring_rotations r ORDER BY r.generation DESC LIMIT 1;
-    lane_seqs := ARRAY(SELECT nextval('awa.lane_seq') FROM generate_series(1, p_count));
+    -- A single enqueue is the common case: one nextval needs no subquery.
+    IF p_count = 1 THEN
+        lane_seqs := ARRAY[nextval('awa.lane_seq')];
+    ELSE
+        lane_seqs := ARRAY(SELECT nextval('awa.lane_seq') FROM generate_series(1, p_count));
+    END IF;
 END
 $$;
 
@@ -1283,17 +1288,23 @@ ALTER TABLE awa.queue_meta
 -- The shard a new ready row of p_queue goes to: the same shard for every job with the same
 -- ordering key (a stable hash, so related jobs stay in one FIFO lane), a random one otherwise
 -- (spreading producers and claimers over the lanes). A queue without a meta row has one shard.
+-- PL/pgSQL, not SQL: a SQL function that cannot be inlined is planned on every call, which cost
+-- a single enqueue more than the rest of awa.enqueue_job together.
 CREATE FUNCTION awa.enqueue_shard(p_queue text, p_ordering_key text) RETURNS smallint
-LANGUAGE sql VOLATILE AS $$
-    SELECT coalesce(
-        (SELECT CASE WHEN m.enqueue_shards = 1 THEN 0
-                     WHEN p_ordering_key IS NOT NULL
-                     -- hashtextextended is the hash partitioning uses: stable across versions.
-                     THEN (hashtextextended(p_ordering_key, 0) & 9223372036854775807)
-                          % m.enqueue_shards
-                     ELSE floor(random() * m.enqueue_shards) END
-           FROM awa.queue_meta m WHERE m.queue = p_queue),
-        0)::smallint
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_shards integer;
+BEGIN
+    SELECT m.enqueue_shards INTO v_shards FROM awa.queue_meta m WHERE m.queue = p_queue;
+    IF v_shards IS NULL OR v_shards = 1 THEN
+        RETURN 0;
+    END IF;
+    IF p_ordering_key IS NOT NULL THEN
+        -- hashtextextended is the hash partitioning uses: stable across versions.
+        RETURN ((hashtextextended(p_ordering_key, 0) & 9223372036854775807) % v_shards)::smallint;
+    END IF;
+    RETURN floor(random() * v_shards)::smallint;
+END
 $$;
 
 -- A waiting row's priority at claim time: one step more urgent per p_aging_s seconds since its
