@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from awa_django.sql import queries
 from tests.jobs import noop
@@ -110,3 +110,24 @@ def test_plans_made_on_a_nearly_empty_ring_stay_on_indexes_after_it_grows(
     # The functions' inner statements were logged, and they read the ring through its indexes.
     assert any("Index" in plan and "claim_receipts_" in plan for plan in plan_log)
     assert seq_scanned_ring_tables(plan_log) == set()
+
+
+LOCKED_RING_PARTITIONS = """
+SELECT DISTINCT regexp_replace(c.relname, '_[0-9]+$', '')
+  FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+ WHERE l.pid = pg_backend_pid() AND c.relkind = 'r' AND c.relname ~ '_[0-9]+$'
+"""
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_a_claim_of_an_ordinary_queue_does_not_touch_the_closures() -> None:
+    # Every relation a statement's plan names is locked on every execution, whether the claim
+    # reads it or not; each partition lock beyond the first few goes through the shared lock
+    # table. Only sequential lanes read the closures (done_entries) when they claim.
+    noop.enqueue_many([{"n": i} for i in range(3)])
+    assert len(claim(1)) == 1  # plans the claim's statements in an earlier transaction
+    with transaction.atomic(), connection.cursor() as cursor:
+        assert len(claim(1)) == 1
+        cursor.execute(LOCKED_RING_PARTITIONS)
+        locked = {row[0] for row in cursor.fetchall()}
+    assert locked == {"ready_entries", "ready_tombstones", "claim_receipts"}

@@ -466,13 +466,18 @@ BEGIN
                 1096237379, awa.lane_lock_key(p_queue, v_lane.priority, v_lane.shard));
             SELECT coalesce(max(c.lane_seq), 0) INTO v_cursor FROM awa.claim_receipts c
              WHERE c.queue = p_queue AND c.priority = v_lane.priority AND c.shard = v_lane.shard;
-            CONTINUE WHEN p_sequential AND EXISTS (
-                SELECT 1 FROM awa.claim_receipts c
-                 WHERE c.queue = p_queue AND c.priority = v_lane.priority
-                   AND c.shard = v_lane.shard AND c.lane_seq = v_cursor
-                   AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
-                                    WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
-                                      AND d.ready_slot = c.ready_slot));
+            -- Inside an IF, not folded into the CONTINUE condition: an expression's plan is set
+            -- up whole even when AND short-circuits, which locked every partition of two more
+            -- ring tables on every claim of every queue.
+            IF p_sequential THEN
+                CONTINUE WHEN EXISTS (
+                    SELECT 1 FROM awa.claim_receipts c
+                     WHERE c.queue = p_queue AND c.priority = v_lane.priority
+                       AND c.shard = v_lane.shard AND c.lane_seq = v_cursor
+                       AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                                        WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                                          AND d.ready_slot = c.ready_slot));
+            END IF;
             RETURN QUERY
             WITH candidates AS (
                 SELECT r.*, awa.effective_priority(r.priority, r.run_at, p_aging_s) AS effective
