@@ -262,25 +262,19 @@ class _UniqueBatch:
         return [self.held.get(key.digest, new.get(key.digest, 0)) for key in self.keys]
 
 
-def _announce(alias: str, job_ids: list[int], options: _Options) -> None:
-    # Receivers and the enqueued counter run after commit, never for a job that rolled back.
+def announce_enqueued(alias: str, job_ids: list[int], *, kind: str, queue: str) -> None:
+    """Count jobs enqueued in the current transaction of ``alias`` and send ``job_enqueued``
+    for them, both once it commits (never for jobs that rolled back)."""
     if not job_ids:
         return
     telemetry = get_telemetry()
     if telemetry.enabled:
         transaction.on_commit(
-            partial(telemetry.enqueued, kind=options.kind, queue=options.queue, count=len(job_ids)),
-            using=alias,
+            partial(telemetry.enqueued, kind=kind, queue=queue, count=len(job_ids)), using=alias
         )
     if job_enqueued.has_listeners():
         transaction.on_commit(
-            partial(
-                job_enqueued.send,
-                sender=Job,
-                job_ids=job_ids,
-                kind=options.kind,
-                queue=options.queue,
-            ),
+            partial(job_enqueued.send, sender=Job, job_ids=job_ids, kind=kind, queue=queue),
             using=alias,
         )
 
@@ -349,7 +343,7 @@ def enqueue(
                 return batch.result([])[0]
             job_id = queue_storage.enqueue_job(cursor, new_job)
             batch.record(cursor, [job_id])
-    _announce(alias, [job_id], options)
+    announce_enqueued(alias, [job_id], kind=options.kind, queue=options.queue)
     _maybe_eager(alias, options, [job_id], eager)
     return job_id
 
@@ -507,7 +501,7 @@ def enqueue_many(
             )
         if batch is not None:
             batch.record(cursor, job_ids)
-    _announce(alias, job_ids, options)
+    announce_enqueued(alias, job_ids, kind=options.kind, queue=options.queue)
     if job_ids:
         _maybe_eager(alias, options, job_ids, eager)
     return job_ids if batch is None else batch.result(job_ids)

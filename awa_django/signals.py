@@ -1,4 +1,5 @@
-"""Django signals awa_django sends. Declarations only; receivers live in the user's code.
+"""Django signals awa_django sends, and how the worker sends them; receivers live in the
+user's code.
 
 Every signal is sent after the write that caused it commits. ``sender`` is always
 ``awa_django.jobs.Job``. The worker-side signals (retried, snoozed, failed, rescued, and
@@ -10,7 +11,14 @@ keep receivers cheap, they run on the completion path. Every one of them has ``j
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from django.dispatch import Signal
+
+from awa_django.jobs import Job
+
+logger = logging.getLogger(__name__)
 
 # Sent after the enqueueing transaction commits, with ``job_ids``, ``kind`` and ``queue``;
 # ``sender`` is ``awa_django.jobs.Job``. Never sent for a job that rolled back.
@@ -33,3 +41,16 @@ job_cancelled = Signal()
 # The leader closed an attempt its worker no longer reported on (``reason``: "deadline" or
 # "heartbeat"); ``outcome`` is "retryable" or "failed" (then ``job_failed`` is sent too).
 job_rescued = Signal()
+
+
+async def send_robust(signal: Signal, **kwargs: Any) -> None:
+    """Send ``signal`` from the worker's event loop (``sender`` is ``Job``): a receiver that
+    raises is logged with the job ids, and never stops the write path that sent it."""
+    for receiver, result in await signal.asend_robust(sender=Job, **kwargs):
+        if isinstance(result, Exception):
+            logger.error(
+                "signal receiver failed receiver=%r",
+                receiver,
+                exc_info=result,
+                extra={key: kwargs[key] for key in ("job_id", "job_ids") if key in kwargs},
+            )

@@ -10,6 +10,7 @@ from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 
 from awa_django.conf import get_settings
+from awa_django.enqueue import announce_enqueued
 from awa_django.storage.cron import (
     CronJobRecord,
     list_cron_jobs,
@@ -52,7 +53,11 @@ def trigger(name: str) -> int | None:
     no schedule has that name. The timetable is unaffected."""
     alias = get_settings().DATABASE_ALIAS
     with transaction.atomic(using=alias), _cursor() as cursor:
-        return trigger_cron_job(cursor, name=name)
+        triggered = trigger_cron_job(cursor, name=name)
+        if triggered is None:
+            return None
+        announce_enqueued(alias, triggered.job_ids, kind=triggered.kind, queue=triggered.queue)
+    return triggered.job_ids[0]
 
 
 def remove(name: str) -> bool:

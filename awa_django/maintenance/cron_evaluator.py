@@ -19,9 +19,11 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django import signals
 from awa_django.cron.expression import CronExpression
 from awa_django.exceptions import InvalidSchedule
 from awa_django.storage.cron import DueSchedule, due_cron_jobs, fire_cron
+from awa_django.telemetry import get_telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -89,23 +91,29 @@ class CronEvaluator:
         if not ticks:
             return None
         async with self._pool.connection() as conn:
-            job_ids = await fire_cron(
+            fired = await fire_cron(
                 conn,
                 name=schedule.name,
                 expected_last=schedule.last_fire_at,
                 expected_resumed=schedule.resumed_at,
                 ticks=ticks,
             )
-        if job_ids:
-            logger.info(
-                "cron fired name=%s ticks=%s job_ids=%s",
-                schedule.name,
-                [tick.isoformat() for tick in ticks],
-                job_ids,
-            )
-        else:
+        if fired is None:
             logger.info("cron fire superseded name=%s", schedule.name)
-        return job_ids
+            return []
+        logger.info(
+            "cron fired name=%s ticks=%s job_ids=%s",
+            schedule.name,
+            [tick.isoformat() for tick in ticks],
+            fired.job_ids,
+        )
+        # The fire is committed (autocommit), so the jobs are announced as any enqueue's are.
+        get_telemetry().enqueued(kind=fired.kind, queue=fired.queue, count=len(fired.job_ids))
+        if signals.job_enqueued.has_listeners():
+            await signals.send_robust(
+                signals.job_enqueued, job_ids=fired.job_ids, kind=fired.kind, queue=fired.queue
+            )
+        return fired.job_ids
 
     async def run_once(self) -> CronResult:
         enqueued = fired = lost = 0

@@ -67,6 +67,23 @@ async def due_cron_jobs(conn: AsyncConnection[Any]) -> list[DueSchedule]:
         return await cursor.fetchall()
 
 
+@dataclass(frozen=True, slots=True)
+class ScheduledJobs:
+    """The jobs one fire or trigger of a schedule enqueued, all of one kind and queue."""
+
+    job_ids: list[int]
+    kind: str
+    queue: str
+
+    @classmethod
+    def of_rows(cls, rows: Sequence[tuple[Any, ...]]) -> ScheduledJobs | None:
+        """From ``(job_id, kind, queue)`` rows; None when there are none."""
+        if not rows:
+            return None
+        _, kind, queue = rows[0]
+        return cls([int(row[0]) for row in rows], kind, queue)
+
+
 async def fire_cron(
     conn: AsyncConnection[Any],
     *,
@@ -74,9 +91,9 @@ async def fire_cron(
     expected_last: datetime | None,
     expected_resumed: datetime | None,
     ticks: Sequence[datetime],
-) -> list[int]:
-    """Enqueue ``ticks`` of a schedule if it still stands as read; returns the job ids (empty
-    when another fire, a pause or a resume got there first)."""
+) -> ScheduledJobs | None:
+    """Enqueue ``ticks`` of a schedule if it still stands as read; None when another fire, a
+    pause or a resume got there first."""
     cursor = await conn.execute(
         _SQL["fire_cron"],
         {
@@ -86,7 +103,7 @@ async def fire_cron(
             "ticks": list(ticks),
         },
     )
-    return [int(row[0]) for row in await cursor.fetchall()]
+    return ScheduledJobs.of_rows(await cursor.fetchall())
 
 
 def list_cron_jobs(cursor: CursorWrapper) -> list[CronJobRecord]:
@@ -120,7 +137,6 @@ def remove_cron_job(cursor: CursorWrapper, *, name: str) -> bool:
     return _returns_row(cursor, "remove_cron_job", {"name": name})
 
 
-def trigger_cron_job(cursor: CursorWrapper, *, name: str) -> int | None:
+def trigger_cron_job(cursor: CursorWrapper, *, name: str) -> ScheduledJobs | None:
     cursor.execute(_SQL["trigger_cron_job"], {"name": name})
-    row = cursor.fetchone()
-    return None if row is None else int(row[0])
+    return ScheduledJobs.of_rows(cursor.fetchall())

@@ -16,7 +16,6 @@ from django.dispatch import Signal
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django import signals
-from awa_django.jobs import Job
 from awa_django.logs import job_extra
 from awa_django.storage.execution import Completion, Outcome, close_attempts
 from awa_django.storage.queue import notify_queues
@@ -49,18 +48,6 @@ def _signal_kwargs(completion: Completion) -> dict[str, Any]:
     return kwargs
 
 
-async def _send(signal: Signal, **kwargs: Any) -> None:
-    # Robust: a receiver that raises must not stop completions from being written.
-    for receiver, result in await signal.asend_robust(sender=Job, **kwargs):
-        if isinstance(result, Exception):
-            logger.error(
-                "signal receiver failed receiver=%r",
-                receiver,
-                exc_info=result,
-                extra={"job_id": kwargs["job_id"]},
-            )
-
-
 async def report_closed(
     completions: list[Completion], closed: set[tuple[int, int]], *, rescue_reasons: dict[int, str]
 ) -> None:
@@ -74,14 +61,14 @@ async def report_closed(
         reason = rescue_reasons.get(completion.job_id)
         telemetry.closed(completion, rescued=reason is not None)
         if reason is not None and signals.job_rescued.has_listeners():
-            await _send(
+            await signals.send_robust(
                 signals.job_rescued,
                 **_signal_kwargs(completion) | {"reason": reason},
                 outcome=completion.outcome.value,
             )
         signal = _OUTCOME_SIGNALS.get(completion.outcome)
         if signal is not None and signal.has_listeners():
-            await _send(signal, **_signal_kwargs(completion))
+            await signals.send_robust(signal, **_signal_kwargs(completion))
 
 
 class Completer:

@@ -24,8 +24,9 @@ from django.test import override_settings
 import awa_django as awa
 from awa_django.conf import get_settings
 from awa_django.cron.declarations import Declaration, declarations, declared_schedules
-from awa_django.jobs import registry
+from awa_django.jobs import Job, registry
 from awa_django.maintenance.cron_evaluator import CronEvaluator
+from awa_django.signals import job_enqueued
 from awa_django.storage.cron import sync_cron_jobs
 from awa_django.worker.connections import connect, open_pool
 from awa_django.worker.runtime import WorkerRuntime, config_from_settings
@@ -378,6 +379,53 @@ def test_trigger_enqueues_now_without_touching_the_timetable():
     (row,) = awa.cron.list()
     assert row.last_fire_at is None
     assert awa.cron.trigger("tests.missing") is None
+
+
+def record_signal(sender: Any, **kwargs: Any) -> None:
+    received_signals.append({"sender": sender, **kwargs})
+
+
+def failing_receiver(sender: Any, **kwargs: Any) -> None:
+    raise RuntimeError("a broken receiver must not stop the leader's fire")
+
+
+received_signals: list[dict[str, Any]] = []
+
+
+@contextmanager
+def connected(*receivers: Any) -> Iterator[None]:
+    received_signals.clear()
+    for receiver in receivers:
+        job_enqueued.connect(receiver)
+    try:
+        yield
+    finally:
+        for receiver in receivers:
+            job_enqueued.disconnect(receiver)
+
+
+def test_fired_and_triggered_jobs_are_announced_like_any_enqueue():
+    store(name="tests.announced", schedule="* * * * *", missed="catch_up")
+    age_schedule("tests.announced", 3)
+    with connected(failing_receiver, record_signal):
+        assert run_once().enqueued == 3
+        assert run_once().enqueued == 0  # nothing due: nothing announced
+    fired = [f["job_id"] for f in cron_jobs("tests.announced")]
+    assert received_signals == [
+        {
+            "signal": job_enqueued,
+            "sender": Job,
+            "job_ids": fired,
+            "kind": "tests.record",
+            "queue": "default",
+        }
+    ]
+    with connected(record_signal):
+        triggered = awa.cron.trigger("tests.announced")
+        assert awa.cron.trigger("tests.missing") is None
+    assert [(r["job_ids"], r["kind"], r["queue"]) for r in received_signals] == [
+        ([triggered], "tests.record", "default")
+    ]
 
 
 def test_remove_deletes_only_that_schedule():

@@ -1670,7 +1670,7 @@ CREATE TABLE awa.cron_jobs (
 -- in the same transaction as the swap: both commit or neither does.
 CREATE FUNCTION awa.fire_cron(p_name text, p_expected_last timestamptz,
                               p_expected_resumed timestamptz, p_ticks timestamptz[])
-RETURNS SETOF bigint LANGUAGE plpgsql AS $$
+RETURNS TABLE (job_id bigint, kind text, queue text) LANGUAGE plpgsql AS $$
 DECLARE
     v_row awa.cron_jobs;
     v_tick timestamptz;
@@ -1683,12 +1683,16 @@ BEGIN
     IF NOT FOUND THEN
         RETURN;
     END IF;
+    -- The kind and queue the jobs got, as the fire read them, for the caller's announcement.
+    kind := v_row.kind;
+    queue := v_row.queue;
     FOREACH v_tick IN ARRAY p_ticks LOOP
-        RETURN NEXT awa.enqueue_job(
+        job_id := awa.enqueue_job(
             v_row.kind, v_row.queue, v_row.priority, v_row.args, v_row.max_attempts, NULL,
             v_row.metadata || jsonb_build_object(
                 'awa_cron', jsonb_build_object('name', v_row.name, 'fire_at', v_tick)),
             v_row.tags);
+        RETURN NEXT;
     END LOOP;
 END
 $$;

@@ -34,9 +34,9 @@ SELECT name, cron_expr, timezone, missed_fire_policy, last_fire_at, resumed_at, 
 
 -- name: fire_cron
 -- Compare-and-swap on the schedule's last fire, then the jobs of the ticks, in one transaction.
-SELECT job_id FROM awa.fire_cron(%(name)s, %(expected_last)s::timestamptz,
-                                 %(expected_resumed)s::timestamptz,
-                                 %(ticks)s::timestamptz[]) AS job_id
+SELECT job_id, kind, queue FROM awa.fire_cron(%(name)s, %(expected_last)s::timestamptz,
+                                              %(expected_resumed)s::timestamptz,
+                                              %(ticks)s::timestamptz[])
 
 -- name: list_cron_jobs
 -- Every schedule in the table, declared by this deployment or not.
@@ -68,5 +68,5 @@ DELETE FROM awa.cron_jobs WHERE name = %(name)s RETURNING name
 SELECT awa.enqueue_job(c.kind, c.queue, c.priority, c.args, c.max_attempts, NULL,
                        c.metadata || jsonb_build_object(
                            'awa_cron', jsonb_build_object('name', c.name, 'triggered', true)),
-                       c.tags) AS job_id
+                       c.tags) AS job_id, c.kind, c.queue
   FROM awa.cron_jobs c WHERE c.name = %(name)s
