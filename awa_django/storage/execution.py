@@ -49,7 +49,8 @@ def address_arrays(items: Sequence[Any]) -> dict[str, list[Any]]:
     return {name: [getattr(item, name) for item in items] for name in _ADDRESS_FIELDS}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# Not frozen: built per finished attempt on the hot path (see ClaimedJob).
+@dataclass(slots=True, kw_only=True)
 class Completion:
     """The result of one attempt, addressed by its receipt and guarded by its run_lease."""
 
