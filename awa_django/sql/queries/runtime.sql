@@ -69,8 +69,8 @@ SELECT instance_id, hostname, pid, version, started_at, last_seen_at, queues, in
 
 -- name: list_queue_descriptors
 -- Queue descriptors with their derived state: refreshed_at (the last write, or the latest
--- snapshot of a live runtime declaring it), stale (neither within the window) and drift (live runtimes declare it with different hashes), and each live runtime's
--- hash.
+-- snapshot of a live runtime declaring it), stale (neither within the window), drift (live
+-- runtimes declare it with different hashes), and each live runtime's hash.
 WITH live AS (
     SELECT instance_id, last_seen_at, queue_hashes FROM awa.runtime_instances
      WHERE last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
