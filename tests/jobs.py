@@ -41,6 +41,21 @@ def record_and_close(ctx: JobContext, note: str) -> None:
         connection.close()
 
 
+@awa.job(kind="tests.orm_thread_pid", max_attempts=3)
+async def orm_thread_pid(ctx: JobContext) -> None:
+    """Records the backend pid of the ORM connection async handlers share; left open."""
+    from asgiref.sync import sync_to_async
+
+    await sync_to_async(record_backend_pid)(ctx)
+
+
+def record_backend_pid(ctx: JobContext) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    record_run(ctx, str(pid))
+
+
 @awa.job(kind="tests.noop")
 def noop(ctx: JobContext, n: int = 0) -> None:
     return None
