@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -123,11 +124,6 @@ def _json_or_none(value: dict[str, Any] | None) -> Jsonb | None:
     return None if value is None else Jsonb(value)
 
 
-def _json_text_or_none(text: str | None) -> Jsonb | None:
-    # Already serialized (and size-checked) by the executor: pass the text through unchanged.
-    return None if text is None else Jsonb(text, dumps=str)
-
-
 async def close_attempts(
     conn: AsyncConnection[Any], completions: Sequence[Completion]
 ) -> set[tuple[int, int]]:
@@ -137,16 +133,31 @@ async def close_attempts(
     return {(int(job_id), int(lease)) for job_id, lease in await cursor.fetchall()}
 
 
-def close_params(completions: Sequence[Completion]) -> dict[str, list[Any]]:
-    """The parameters of the close statement (shared by the worker and in-process runs)."""
+def close_params(completions: Sequence[Completion]) -> dict[str, str]:
+    """The parameters of the close statement (shared by the worker and in-process runs): the
+    batch as one JSON document, in the shape awa.close_attempts reads."""
     return {
-        **address_arrays(completions),
-        "outcome": [c.outcome.value for c in completions],
-        "run_at": [c.run_at for c in completions],
-        "error": [_json_or_none(c.error) for c in completions],
-        "progress": [_json_or_none(c.progress) for c in completions],
-        "checkpoint": [_json_or_none(c.checkpoint) for c in completions],
-        "result": [_json_text_or_none(c.result_json) for c in completions],
+        "batch": json.dumps(
+            [
+                {
+                    "ready_slot": c.ready_slot,
+                    "queue": c.queue,
+                    "priority": c.priority,
+                    "shard": c.shard,
+                    "lane_seq": c.lane_seq,
+                    "job_id": c.job_id,
+                    "run_lease": c.run_lease,
+                    "outcome": c.outcome.value,
+                    "run_at": None if c.run_at is None else c.run_at.isoformat(),
+                    "error": c.error,
+                    "progress": c.progress,
+                    "checkpoint": c.checkpoint,
+                    # Already serialized (and size-checked) by the executor: sent as text.
+                    "result": c.result_json,
+                }
+                for c in completions
+            ]
+        )
     }
 
 

@@ -11,6 +11,7 @@ import pytest
 from django.db import connection, transaction
 
 from awa_django.sql import queries
+from awa_django.storage.execution import Completion, Outcome, close_params
 from tests.jobs import noop
 
 CLAIM = """
@@ -51,29 +52,21 @@ def claim(limit: int) -> list[tuple[object, ...]]:
 
 
 def close_completed(claimed: list[tuple[object, ...]]) -> int:
-    job_id, run_lease, queue, priority, shard, lane_seq, ready_slot = (
-        list(column) for column in zip(*claimed, strict=True)
-    )
-    count = len(claimed)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            queries("execution")["close_attempts"],
-            {
-                "ready_slot": ready_slot,
-                "queue": queue,
-                "priority": priority,
-                "shard": shard,
-                "lane_seq": lane_seq,
-                "job_id": job_id,
-                "run_lease": run_lease,
-                "outcome": ["completed"] * count,
-                "run_at": [None] * count,
-                "error": [None] * count,
-                "progress": [None] * count,
-                "checkpoint": [None] * count,
-                "result": [None] * count,
-            },
+    completions = [
+        Completion(
+            job_id=job_id,
+            run_lease=run_lease,
+            queue=queue,
+            priority=priority,
+            shard=shard,
+            lane_seq=lane_seq,
+            ready_slot=ready_slot,
+            outcome=Outcome.COMPLETED,
         )
+        for job_id, run_lease, queue, priority, shard, lane_seq, ready_slot in claimed
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(queries("execution")["close_attempts"], close_params(completions))
         return len(cursor.fetchall())
 
 

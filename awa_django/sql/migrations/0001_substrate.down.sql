@@ -45,9 +45,7 @@ DROP FUNCTION awa.find_rescuable(double precision, integer);
 DROP FUNCTION awa.promote_due(text, integer);
 DROP FUNCTION awa.heartbeat_attempts(integer[], text[], smallint[], smallint[], bigint[],
                                      bigint[], bigint[], jsonb[], jsonb[], text);
-DROP FUNCTION awa.close_attempts(integer[], text[], smallint[], smallint[], bigint[], bigint[],
-                                 bigint[], text[], timestamptz[], jsonb[], jsonb[], jsonb[],
-                                 jsonb[]);
+DROP FUNCTION awa.close_attempts(json);
 DROP FUNCTION awa.claim_ready(text, integer, text, double precision, double precision,
                                 boolean);
 DROP FUNCTION awa.enqueue_job(text, text, smallint, jsonb, integer, timestamptz, jsonb, text[]);

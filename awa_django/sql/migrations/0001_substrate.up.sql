@@ -536,24 +536,28 @@ $$;
 -- carrying its body from the retained ready row. A retry appends this attempt's error to the
 -- job's error list; a snooze gives the attempt back. A closed attempt's lease (if it had one)
 -- is deleted; its progress and checkpoint are saved for the next attempt, or deleted when the
--- job completed. p_progress/p_checkpoint elements are NULL when the attempt reported none.
+-- job completed.
+--
+-- p_batch is a JSON array with one object per attempt: its receipt address (ready_slot, queue,
+-- priority, shard, lane_seq, job_id, run_lease), outcome, run_at (retryable and snoozed only),
+-- error, progress and checkpoint (objects, or null when the attempt reported none) and result
+-- (a completed attempt's return value as JSON text, or null). One JSON document rather than
+-- one array per field: the worker serializes it in one C call, where dumping thirteen arrays
+-- element by element cost it about 6 µs per completion.
 -- Plans: as awa.claim_ready's, for the same reasons.
-CREATE FUNCTION awa.close_attempts(
-    p_ready_slot integer[], p_queue text[], p_priority smallint[], p_shard smallint[],
-    p_lane_seq bigint[], p_job_id bigint[], p_run_lease bigint[], p_outcome text[],
-    p_run_at timestamptz[], p_error jsonb[], p_progress jsonb[], p_checkpoint jsonb[],
-    p_result jsonb[]
-) RETURNS TABLE (job_id bigint, run_lease bigint) LANGUAGE plpgsql
+CREATE FUNCTION awa.close_attempts(p_batch json)
+RETURNS TABLE (job_id bigint, run_lease bigint) LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 #variable_conflict use_column
 BEGIN
     RETURN QUERY
     WITH batch AS (
-        SELECT * FROM unnest(p_ready_slot, p_queue, p_priority, p_shard, p_lane_seq, p_job_id,
-                             p_run_lease, p_outcome, p_run_at, p_error, p_progress, p_checkpoint,
-                             p_result)
-            AS b(ready_slot, queue, priority, shard, lane_seq, job_id, run_lease, outcome,
-                 run_at, error, progress, checkpoint, result)
+        SELECT b.ready_slot, b.queue, b.priority, b.shard, b.lane_seq, b.job_id, b.run_lease,
+               b.outcome, b.run_at, b.error, b.progress, b.checkpoint, b.result::jsonb AS result
+          FROM json_to_recordset(p_batch)
+            AS b(ready_slot integer, queue text, priority smallint, shard smallint,
+                 lane_seq bigint, job_id bigint, run_lease bigint, outcome text,
+                 run_at timestamptz, error jsonb, progress jsonb, checkpoint jsonb, result text)
     ), live AS (
         SELECT b.*, c.attempt
           FROM batch b
@@ -1068,13 +1072,12 @@ BEGIN
     IF FOUND AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
                               WHERE d.job_id = v_row.job_id AND d.run_lease = v_row.run_lease
                                 AND d.ready_slot = v_row.ready_slot) THEN
-        IF EXISTS (SELECT 1 FROM awa.close_attempts(
-                ARRAY[v_row.ready_slot], ARRAY[v_row.queue], ARRAY[v_row.priority],
-                ARRAY[v_row.shard], ARRAY[v_row.lane_seq], ARRAY[v_row.job_id],
-                ARRAY[v_row.run_lease], ARRAY['cancelled'], ARRAY[NULL::timestamptz],
-                ARRAY[jsonb_build_object('attempt', v_row.attempt, 'at', now(),
-                                         'reason', p_reason)],
-                ARRAY[NULL::jsonb], ARRAY[NULL::jsonb], ARRAY[NULL::jsonb])) THEN
+        IF EXISTS (SELECT 1 FROM awa.close_attempts(json_build_array(json_build_object(
+                'ready_slot', v_row.ready_slot, 'queue', v_row.queue,
+                'priority', v_row.priority, 'shard', v_row.shard, 'lane_seq', v_row.lane_seq,
+                'job_id', v_row.job_id, 'run_lease', v_row.run_lease, 'outcome', 'cancelled',
+                'error', json_build_object('attempt', v_row.attempt, 'at', now(),
+                                           'reason', p_reason))))) THEN
             PERFORM pg_notify('awa_cancel', v_row.job_id || ':' || v_row.run_lease);
             RETURN 'cancelled_running';
         END IF;

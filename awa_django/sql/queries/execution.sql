@@ -3,12 +3,7 @@
 -- name: close_attempts
 -- Closes a batch of attempts in one statement, guarded by (job_id, run_lease); returns the
 -- attempts that were closed, so the caller can report the rest as stale.
-SELECT job_id, run_lease
-  FROM awa.close_attempts(%(ready_slot)s::integer[], %(queue)s::text[],
-                          %(priority)s::smallint[], %(shard)s::smallint[],
-                          %(lane_seq)s::bigint[], %(job_id)s::bigint[], %(run_lease)s::bigint[],
-                          %(outcome)s::text[], %(run_at)s::timestamptz[], %(error)s::jsonb[],
-                          %(progress)s::jsonb[], %(checkpoint)s::jsonb[], %(result)s::jsonb[])
+SELECT job_id, run_lease FROM awa.close_attempts(%(batch)s::json)
 
 -- name: heartbeat_attempts
 -- Heartbeats one worker's live attempts and saves their progress in one statement; returns the
