@@ -96,6 +96,9 @@ class AwaDjango(System):
 
     def prepare_worker(self, url: str) -> None:
         _setup_django(url)
+        # The worker's code is imported before the clock starts, as the other systems' modules
+        # are (imported with this harness module); call_command would import it after.
+        import awa_django.management.commands.awa_worker  # noqa: F401
 
     def run_worker(self, url: str, concurrency: int, mode: str) -> None:
         from django.core.management import call_command
