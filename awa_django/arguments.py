@@ -68,6 +68,13 @@ def to_json_text(value: object, *, what: str) -> str:
     return text
 
 
+def storable_text(text: str) -> str:
+    """``text`` without NUL characters, which jsonb cannot hold. Error messages, cancel reasons
+    and progress messages are arbitrary strings: one NUL would make the whole batch of
+    completions or heartbeats fail to write on every retry, holding back every attempt in it."""
+    return text.replace("\x00", "\\x00") if "\x00" in text else text
+
+
 def _has_nul(value: object) -> bool:
     if isinstance(value, str):
         return "\x00" in value

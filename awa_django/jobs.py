@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any, Concatenate, Final, Generic, ParamSpec, T
 from django.apps import apps
 from django.utils.module_loading import import_string
 
-from awa_django.arguments import BoundArgs, bind_arguments, handler_parameters, to_json_text
+from awa_django.arguments import (
+    BoundArgs,
+    bind_arguments,
+    handler_parameters,
+    storable_text,
+    to_json_text,
+)
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN
 from awa_django.exceptions import InvalidJob
 from awa_django.unique import Unique
@@ -115,7 +121,7 @@ class JobContext:
         if checkpoint is not None:
             to_json_text(dict(checkpoint), what="checkpoint")
             saved = dict(checkpoint)
-        self.state.update({"percent": percent, "message": str(message)}, saved)
+        self.state.update({"percent": percent, "message": storable_text(str(message))}, saved)
 
     def _callbacks(self) -> AttemptCallbacks:
         if self.callbacks is None:

@@ -71,6 +71,18 @@ def always_fails(ctx: JobContext, message: str = "boom") -> None:
     raise RuntimeError(f"{message} on attempt {ctx.attempt}")
 
 
+@awa.job(kind="tests.nul_failure", max_attempts=2)
+def nul_failure(ctx: JobContext) -> None:
+    """Reports progress and fails, both with a NUL character, which jsonb cannot hold."""
+    ctx.set_progress(50, "half\x00way")
+    raise RuntimeError("before\x00after")
+
+
+@awa.job(kind="tests.nul_cancel")
+def nul_cancel(ctx: JobContext) -> None:
+    raise awa.Cancel("no\x00longer")
+
+
 @awa.job(kind="tests.retry_after")
 def retry_after(ctx: JobContext, seconds: float = 0.05) -> None:
     record_run(ctx, "retry_after")

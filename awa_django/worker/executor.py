@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 from asgiref.sync import async_to_sync
 from django.db import close_old_connections
 
-from awa_django.arguments import to_json_text
+from awa_django.arguments import storable_text, to_json_text
 from awa_django.conf import AwaSettings
 from awa_django.exceptions import (
     Cancel,
@@ -133,8 +133,8 @@ def error_entry(exc: BaseException, *, attempt: int, at: datetime) -> dict[str, 
         "attempt": attempt,
         "at": at.isoformat(),
         "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
-        "message": str(exc),
-        "traceback": "".join(lines[-TRACEBACK_LINES:]),
+        "message": storable_text(str(exc)),
+        "traceback": storable_text("".join(lines[-TRACEBACK_LINES:])),
     }
 
 
@@ -176,7 +176,11 @@ def result_to_completion(
     if isinstance(exc, Cancel):
         return close(
             Outcome.CANCELLED,
-            error={"attempt": job.attempt, "at": now.isoformat(), "reason": exc.reason},
+            error={
+                "attempt": job.attempt,
+                "at": now.isoformat(),
+                "reason": storable_text(exc.reason),
+            },
         )
     error = error_entry(exc, attempt=job.attempt, at=now)
     if isinstance(exc, TerminalError | UnknownJobKind):

@@ -9,11 +9,14 @@ from django.db import connection
 from django.test import override_settings
 
 import awa_django as awa
+from awa_django.storage.browse import job_progress
 from tests.conftest import BackgroundWorker, run_burst, wait_until
 from tests.jobs import (
     always_fails,
     cancels,
     noop,
+    nul_cancel,
+    nul_failure,
     record,
     record_async,
     retry_after,
@@ -152,3 +155,27 @@ def test_many_jobs_complete_in_batches_exactly_once():
         )
         assert cursor.fetchone() == (500, 500)
     assert {j.state for j in awa.get_jobs(ids)} == {"completed"}
+
+
+def test_nul_characters_in_errors_reasons_and_progress_do_not_block_completions():
+    failing = nul_failure.enqueue()
+    cancelled = nul_cancel.enqueue()
+    fine = noop.enqueue(n=1)
+    # A background worker, not a burst: a NUL reaching jsonb would fail the completion batch on
+    # every retry, and a burst would wait for it forever instead of failing this test.
+    worker = BackgroundWorker(queues={"default": 4}).start()
+    try:
+        wait_until(lambda: awa.get_job(fine).state == "completed", timeout=10)
+    finally:
+        summary = worker.stop(timeout=10)
+    assert summary.claimed == 3 and summary.written == 3 and summary.stale == 0
+    job = awa.get_job(failing)
+    assert job.state == "retryable"
+    assert job.errors[0]["message"] == "before\\x00after"
+    with connection.cursor() as cursor:
+        saved = job_progress(cursor, failing)
+    assert saved is not None and saved.progress == {"percent": 50, "message": "half\\x00way"}
+    cancel = awa.get_job(cancelled)
+    assert cancel.state == "cancelled"
+    assert cancel.errors[-1]["reason"] == "no\\x00longer"
+    assert awa.get_job(fine).state == "completed"
