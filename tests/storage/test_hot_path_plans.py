@@ -124,3 +124,20 @@ def test_a_claim_of_an_ordinary_queue_does_not_touch_the_closures() -> None:
         cursor.execute(LOCKED_RING_PARTITIONS)
         locked = {row[0] for row in cursor.fetchall()}
     assert locked == {"ready_entries", "ready_tombstones", "claim_receipts"}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("call", "body"),
+    [
+        ("awa.lane_lock_key(l.queue, l.priority, l.shard)", "hashtext("),
+        ("awa.effective_priority(l.priority, now(), 60)", "GREATEST("),
+    ],
+)
+def test_sql_helpers_on_the_hot_path_are_inlined(call: str, body: str) -> None:
+    # A SQL function the planner cannot inline (its body more volatile than its declaration,
+    # for one) is parsed and planned again in every transaction that calls it.
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN VERBOSE SELECT {call} FROM awa.queue_lanes l")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert body in plan and "awa." not in plan.split("Output:")[1].splitlines()[0], plan
