@@ -1,0 +1,54 @@
+"""The worker's pool decodes claimed jsonb columns with its own loader; values must come out as
+psycopg's would, with no object shared between jobs."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import awa_django as awa
+from awa_django.storage.queue import ClaimedJob, claim_ready
+from awa_django.worker.connections import ClaimJsonbLoader, open_pool
+from tests.jobs import typed
+
+pytestmark = pytest.mark.usefixtures("awa_db")
+
+
+async def claim_all() -> tuple[list[ClaimedJob], object]:
+    pool = await open_pool("default", max_size=2)
+    try:
+        async with pool.connection() as conn:
+            loader = conn.adapters.get_loader(conn.adapters.types["jsonb"].oid, 0)
+            jobs = await claim_ready(
+                conn,
+                queue="default",
+                limit=10,
+                claimed_by="decoding-test",
+                deadline_s=0,
+                aging_s=0,
+            )
+    finally:
+        await pool.close()
+    return jobs, loader
+
+
+def test_claimed_json_columns_decode_exactly_and_are_not_shared() -> None:
+    typed.enqueue(user_id=1, email="ünï@example.com", tags=["a", "ß"])
+    typed.enqueue(user_id=2, email="b@example.com", tags=[])
+    awa.enqueue(typed, args={"user_id": 3, "email": "c@example.com"}, metadata={"tenant": "t1"})
+    jobs, loader = asyncio.run(claim_all())
+    assert loader is ClaimJsonbLoader
+    assert [job.args for job in sorted(jobs, key=lambda j: j.args["user_id"])] == [
+        {"user_id": 1, "email": "ünï@example.com", "tags": ["a", "ß"]},
+        {"user_id": 2, "email": "b@example.com", "tags": []},
+        {"user_id": 3, "email": "c@example.com"},
+    ]
+    by_user = {job.args["user_id"]: job for job in jobs}
+    assert by_user[1].metadata == {} and by_user[3].metadata == {"tenant": "t1"}
+    assert all(job.errors == [] for job in jobs)
+    # A handler that changes its context's dicts must not change another job's.
+    assert by_user[1].metadata is not by_user[2].metadata
+    assert by_user[1].errors is not by_user[2].errors
+    by_user[1].metadata["seen"] = True
+    assert by_user[2].metadata == {}
