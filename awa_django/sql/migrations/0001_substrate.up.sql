@@ -144,9 +144,14 @@ CREATE TABLE awa.done_entries (
 ) PARTITION BY LIST (ready_slot);
 
 -- One child per slot for every queue-ring table. The names are built from integers only.
+-- Four slots: the hot statements carry no slot predicate, so each execution locks and sets up
+-- every partition it names. Under traffic the ring fills within a few rotations whatever its
+-- size and then waits for its oldest slot to be pruned, so more slots do not reclaim sooner;
+-- they only cost per statement. A 40,000-job no-op drain (concurrency 128, durable server)
+-- used 25-35% less server CPU with 4 slots than with 16, and ran 13-20% faster.
 DO $$
 DECLARE
-    v_slots constant integer := 16;
+    v_slots constant integer := 4;
     v_table text;
 BEGIN
     INSERT INTO awa.ring_config (ring, slot_count) VALUES ('queue', v_slots);
