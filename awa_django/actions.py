@@ -44,9 +44,10 @@ def cancel(job_id: int, *, reason: str = "cancelled by operator") -> bool:
             (record,) = get_jobs(cursor, [job_id])
             telemetry_cb = partial(telemetry.cancelled, kind=record.kind, queue=record.queue)
             transaction.on_commit(telemetry_cb, using=alias)
+            # send_robust, as for job_enqueued: the cancel is committed by then.
             transaction.on_commit(
                 partial(
-                    job_cancelled.send,
+                    job_cancelled.send_robust,
                     sender=Job,
                     job_id=job_id,
                     run_lease=record.run_lease,

@@ -273,8 +273,10 @@ def announce_enqueued(alias: str, job_ids: list[int], *, kind: str, queue: str) 
             partial(telemetry.enqueued, kind=kind, queue=queue, count=len(job_ids)), using=alias
         )
     if job_enqueued.has_listeners():
+        # send_robust: the jobs are committed by now, so a receiver that raises is logged
+        # (by Django) instead of failing the caller's commit or starving the other receivers.
         transaction.on_commit(
-            partial(job_enqueued.send, sender=Job, job_ids=job_ids, kind=kind, queue=queue),
+            partial(job_enqueued.send_robust, sender=Job, job_ids=job_ids, kind=kind, queue=queue),
             using=alias,
         )
 

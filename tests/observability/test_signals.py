@@ -165,3 +165,33 @@ def test_job_cancelled_is_never_sent_after_a_rollback(received):
         raise RuntimeError("roll back")
     assert received == []
     assert awa.get_job(job_id).state == "available"
+
+
+@pytest.mark.parametrize("signal_name", ["enqueued", "cancelled"])
+def test_a_raising_receiver_of_a_committed_enqueue_or_cancel_is_logged_not_raised(
+    signal_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    signal = signals.job_enqueued if signal_name == "enqueued" else signals.job_cancelled
+    heard: list[dict[str, Any]] = []
+
+    def broken(sender: Any, **kwargs: Any) -> None:
+        raise RuntimeError("receiver bug")
+
+    def listening(sender: Any, **kwargs: Any) -> None:
+        heard.append(kwargs)
+
+    signal.connect(broken, weak=False)
+    signal.connect(listening, weak=False)
+    try:
+        with caplog.at_level("ERROR", logger="django.dispatch"), transaction.atomic():
+            job_id = noop.enqueue()
+            if signal_name == "cancelled":
+                assert awa.cancel(job_id, reason="not needed")
+    finally:
+        signal.disconnect(broken)
+        signal.disconnect(listening)
+    # The commit went through, the other receiver still heard it, and the bug was logged.
+    expected_state = "cancelled" if signal_name == "cancelled" else "available"
+    assert awa.get_job(job_id).state == expected_state
+    assert len(heard) == 1
+    assert any("receiver bug" in str(record.exc_info) for record in caplog.records)
