@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import defaultdict
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 
 import pytest
@@ -13,6 +15,7 @@ from django.db import connection
 import awa_django as awa
 from awa_django.exceptions import InvalidJob
 from awa_django.shards import get_enqueue_shards, lane_backlog, set_enqueue_shards
+from awa_django.storage.execution import Completion, Outcome, close_attempts
 from awa_django.storage.queue import ClaimedJob, claim_ready
 from awa_django.worker.connections import connect
 
@@ -32,6 +35,14 @@ def claim(limit: int = 1000, aging_s: float = 0) -> list[ClaimedJob]:
             )
 
     return asyncio.run(main())
+
+
+def close(completion: Completion) -> None:
+    async def main() -> None:
+        async with await connect("default") as conn:
+            assert await close_attempts(conn, [completion])
+
+    asyncio.run(main())
 
 
 def shard_of(job_id: int) -> int:
@@ -133,3 +144,60 @@ def test_awa_shards_command_shows_and_sets_the_shard_count():
     assert lane_backlog("default")[0].waiting == 1
     with pytest.raises(CommandError, match="shards must be"):
         call_command("awa_shards", "default", "65")
+
+
+def current_shard_of(job_id: int) -> int:
+    """The shard of the job's newest ready row (a retried job has one per entry)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT shard FROM awa.ready_entries WHERE job_id = %s ORDER BY lane_seq DESC LIMIT 1",
+            [job_id],
+        )
+        return cursor.fetchone()[0]
+
+
+def promote(state: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT awa.promote_due(%s, 100)", [state])
+        return cursor.fetchone()[0]
+
+
+def test_scheduled_retried_and_dead_lettered_jobs_reenter_their_keys_shard():
+    set_enqueue_shards("default", 8)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT k FROM (SELECT 'key-' || i AS k FROM generate_series(1, 50) i) keys "
+            "WHERE awa.enqueue_shard('default', k) <> 0 LIMIT 1"
+        )
+        (key,) = cursor.fetchone()
+    expected = shard_of(awa.enqueue("k.s", args={"i": 0}, ordering_key=key))
+    assert expected != 0
+    claim()  # out of the way of the claims below
+
+    # Scheduled: due now, promoted by the leader's function.
+    scheduled = awa.enqueue(
+        "k.s", args={"i": 1}, ordering_key=key, run_at=datetime.now(UTC) + timedelta(seconds=0.2)
+    )
+    time.sleep(0.3)
+    assert promote("scheduled") == 1
+    assert current_shard_of(scheduled) == expected
+
+    # Retried: its attempt closed as retryable, due at once.
+    (job,) = claim()
+    assert job.job_id == scheduled
+    close(Completion.of(job, Outcome.RETRYABLE, run_at=datetime.now(UTC), error={"m": "x"}))
+    assert promote("retryable") == 1
+    assert current_shard_of(scheduled) == expected
+
+    # Dead-lettered, then retried by an operator.
+    (job,) = claim()
+    close(Completion.of(job, Outcome.FAILED, error={"m": "y"}))
+    assert awa.dlq.move_failed(job_ids=[scheduled]) == 1
+    assert awa.dlq.retry(scheduled)
+    assert current_shard_of(scheduled) == expected
+
+    # A job without a key still re-enters on shard 0.
+    plain = awa.enqueue("k.s", args={"i": 2}, run_at=datetime.now(UTC) + timedelta(seconds=0.2))
+    time.sleep(0.3)
+    assert promote("scheduled") == 1
+    assert current_shard_of(plain) == 0

@@ -22,6 +22,7 @@ DROP TABLE awa.rate_ledger;
 -- ==== Scheduling: enqueue shards, ordering keys and priority aging (schedb) ====
 DROP FUNCTION awa.claim_order(text, double precision);
 DROP FUNCTION awa.effective_priority(smallint, timestamptz, double precision);
+DROP FUNCTION awa.reentry_shard(text, jsonb);
 DROP FUNCTION awa.enqueue_shard(text, text);
 ALTER TABLE awa.queue_meta DROP COLUMN enqueue_shards;
 

@@ -709,6 +709,7 @@ DECLARE
     v_ids bigint[];
     v_lane record;
     v_ready record;
+    v_count integer;
     v_moved integer := 0;
 BEGIN
     IF p_state = 'scheduled' THEN
@@ -732,16 +733,21 @@ BEGIN
         RETURN 0;
     END IF;
     FOR v_lane IN
-        SELECT d.queue, d.priority, count(*)::integer AS n FROM awa.deferred_jobs d
-         WHERE d.job_id = ANY (v_ids) GROUP BY d.queue, d.priority ORDER BY d.queue, d.priority
+        SELECT d.queue, d.priority, awa.reentry_shard(d.queue, d.metadata) AS shard,
+               count(*)::integer AS n
+          FROM awa.deferred_jobs d
+         WHERE d.job_id = ANY (v_ids) GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
     LOOP
-        SELECT * INTO v_ready FROM awa.reserve_lane(v_lane.queue, v_lane.priority, 0::smallint,
+        SELECT * INTO v_ready FROM awa.reserve_lane(v_lane.queue, v_lane.priority, v_lane.shard,
                                                      v_lane.n, false);
         CONTINUE WHEN v_ready.lane_seqs IS NULL;
+        -- A shard count changed since the grouping above leaves some rows for the next pass,
+        -- and their reserved positions unused, like a rolled-back producer's.
         WITH moved AS (
             DELETE FROM awa.deferred_jobs d
              WHERE d.job_id = ANY (v_ids) AND d.queue = v_lane.queue
                AND d.priority = v_lane.priority
+               AND awa.reentry_shard(d.queue, d.metadata) = v_lane.shard
             RETURNING d.*
         ), numbered AS (
             SELECT m.*, row_number() OVER (ORDER BY m.run_at, m.job_id) AS position FROM moved m
@@ -749,12 +755,14 @@ BEGIN
         INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot,
                                        ready_generation, job_id, kind, args, attempt, run_lease,
                                        max_attempts, run_at, created_at, metadata, tags, errors)
-        SELECT n.queue, n.priority, 0, v_ready.lane_seqs[n.position], v_ready.ready_slot,
-               v_ready.ready_generation, n.job_id, n.kind, n.args, n.attempt, n.run_lease,
-               n.max_attempts, n.run_at, n.created_at, n.metadata, n.tags, n.errors
+        SELECT n.queue, n.priority, v_lane.shard, v_ready.lane_seqs[n.position],
+               v_ready.ready_slot, v_ready.ready_generation, n.job_id, n.kind, n.args,
+               n.attempt, n.run_lease, n.max_attempts, n.run_at, n.created_at, n.metadata,
+               n.tags, n.errors
           FROM numbered n;
+        GET DIAGNOSTICS v_count = ROW_COUNT;
         PERFORM pg_notify('awa', v_lane.queue);
-        v_moved := v_moved + v_lane.n;
+        v_moved := v_moved + v_count;
     END LOOP;
     RETURN v_moved;
 END
@@ -1323,6 +1331,20 @@ BEGIN
 END
 $$;
 
+-- The shard a job re-enters its queue on (promotion of a scheduled or retryable job, a retry
+-- from the DLQ): its ordering key's, so a key keeps to one lane (and a sequential queue keeps
+-- running it one job at a time); shard 0 for a job without a key. Unlike a fresh enqueue's
+-- random pick this is deterministic, so a caller may compute it twice for the same row.
+CREATE FUNCTION awa.reentry_shard(p_queue text, p_metadata jsonb) RETURNS smallint
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    IF p_metadata ->> 'awa:ordering_key' IS NULL THEN
+        RETURN 0;
+    END IF;
+    RETURN awa.enqueue_shard(p_queue, p_metadata ->> 'awa:ordering_key');
+END
+$$;
+
 -- A waiting row's priority at claim time: one step more urgent per p_aging_s seconds since its
 -- run_at, never above 1; p_aging_s <= 0 disables aging. Computed, never written back.
 CREATE FUNCTION awa.effective_priority(p_priority smallint, p_run_at timestamptz,
@@ -1563,19 +1585,21 @@ BEGIN
     END IF;
     FOR v_lane IN
         SELECT coalesce(p_queue, d.queue) AS queue, coalesce(p_priority, d.priority) AS priority,
+               awa.reentry_shard(coalesce(p_queue, d.queue), d.metadata) AS shard,
                count(*)::integer AS n
           FROM awa.dlq_entries d WHERE d.job_id = ANY (p_job_ids)
-         GROUP BY 1, 2 ORDER BY 1, 2
+         GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
     LOOP
         -- Positions are reserved for the rows seen above; an entry a concurrent retry took
         -- meanwhile just leaves an unused position, like a rolled-back producer.
-        SELECT * INTO v_ready FROM awa.reserve_lane(v_lane.queue, v_lane.priority, 0::smallint,
+        SELECT * INTO v_ready FROM awa.reserve_lane(v_lane.queue, v_lane.priority, v_lane.shard,
                                                      v_lane.n, true);
         RETURN QUERY
         WITH taken AS (
             DELETE FROM awa.dlq_entries d
              WHERE d.job_id = ANY (p_job_ids) AND coalesce(p_queue, d.queue) = v_lane.queue
                AND coalesce(p_priority, d.priority) = v_lane.priority
+               AND awa.reentry_shard(coalesce(p_queue, d.queue), d.metadata) = v_lane.shard
             RETURNING d.*
         ), numbered AS (
             SELECT t.*, row_number() OVER (ORDER BY t.job_id) AS position FROM taken t
@@ -1583,7 +1607,7 @@ BEGIN
         INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot,
                                        ready_generation, job_id, kind, args, attempt, run_lease,
                                        max_attempts, run_at, created_at, metadata, tags, errors)
-        SELECT v_lane.queue, v_lane.priority, 0, v_ready.lane_seqs[n.position],
+        SELECT v_lane.queue, v_lane.priority, v_lane.shard, v_ready.lane_seqs[n.position],
                v_ready.ready_slot, v_ready.ready_generation, n.job_id, n.kind, n.args, 0,
                n.original_run_lease + 1, n.max_attempts, now(), n.created_at, n.metadata, n.tags,
                n.errors
