@@ -413,3 +413,15 @@ def test_cancel_finished_or_unknown_job_returns_false():
     job_id = noop.enqueue(n=1)
     run_burst()
     assert not awa.cancel(job_id)
+
+
+def test_a_slot_in_retention_is_reported_as_such_before_the_scans_for_live_rows():
+    done_id = awa.enqueue("k.p", args={})
+    (job,) = claim()
+    complete(job)
+    awa.enqueue("k.w", args={})  # same slot, never claimed
+    rings()  # seal slot 0
+    # The retention proof is the cheap one: it answers before the pending row is looked for.
+    assert rings(completed_retention_s=3600).queue_prune == "retention"
+    assert rings(completed_retention_s=0).queue_prune == "pending_ready"
+    assert awa.get_job(done_id).state == "completed"

@@ -839,13 +839,22 @@ BEGIN
 END
 $$;
 
--- Why slot p_slot may not be truncated yet, or NULL when it may: an unclaimed (and not
--- tombstoned) ready row, an open receipt (claimed, not closed), or a completed job still inside
--- its retention. Failed and cancelled history inside its retention does not block: prune
--- carries it forward.
+-- Why slot p_slot may not be truncated yet, or NULL when it may: a completed job still inside
+-- its retention, an unclaimed (and not tombstoned) ready row, or an open receipt (claimed, not
+-- closed), the first found in that order. Failed and cancelled history inside its retention
+-- does not block: prune carries it forward.
 CREATE FUNCTION awa.queue_slot_blocker(p_slot integer, p_completed_retention_s double precision)
 RETURNS text LANGUAGE sql STABLE AS $$
+    -- Retention first: it finds a recent closure at once, where the two other proofs anti-join
+    -- every row of the slot when nothing is pending or open. With completed jobs kept for an
+    -- hour, the oldest sealed slot of a busy ring holds up to an hour of jobs and is asked again
+    -- every ring interval until they age out.
     SELECT CASE
+        WHEN EXISTS (
+            SELECT 1 FROM awa.done_entries d
+             WHERE d.ready_slot = p_slot AND d.outcome = 'completed'
+               AND d.finalized_at > now() - make_interval(secs => p_completed_retention_s))
+            THEN 'retention'
         WHEN EXISTS (
             SELECT 1 FROM awa.ready_entries r
              WHERE r.ready_slot = p_slot
@@ -865,11 +874,6 @@ RETURNS text LANGUAGE sql STABLE AS $$
                                 WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
                                   AND d.ready_slot = p_slot))
             THEN 'open_attempt'
-        WHEN EXISTS (
-            SELECT 1 FROM awa.done_entries d
-             WHERE d.ready_slot = p_slot AND d.outcome = 'completed'
-               AND d.finalized_at > now() - make_interval(secs => p_completed_retention_s))
-            THEN 'retention'
     END
 $$;
 
