@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.db import connection
 
 from awa_django.conf import get_settings
@@ -51,6 +52,19 @@ def awa_db(transactional_db: None) -> Iterator[None]:
     truncate_awa_tables()
     yield
     truncate_awa_tables()
+
+
+def close_this_threads_connection() -> None:
+    # Looked up in the calling thread: Django connections are per thread.
+    connection.close()
+
+
+@pytest.fixture
+def close_orm_thread_connection() -> Iterator[None]:
+    """Async handlers reach the ORM on asgiref's one shared thread; its connection must not
+    outlive the test database."""
+    yield
+    asyncio.run(sync_to_async(close_this_threads_connection)())
 
 
 def run_burst(*, burst_wait_s: float = 0.0, queues: dict[str, int] | None = None) -> RunSummary:

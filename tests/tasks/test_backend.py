@@ -28,10 +28,10 @@ from awa_django.tasks.compat import (
     task_finished,
     task_started,
 )
-from tests.conftest import BackgroundWorker, run_burst, wait_until
+from tests.conftest import BackgroundWorker, close_this_threads_connection, run_burst, wait_until
 from tests.tasks import tasks
 
-pytestmark = pytest.mark.usefixtures("awa_db")
+pytestmark = pytest.mark.usefixtures("awa_db", "close_orm_thread_connection")
 
 FAST_RETRY = {
     "QUEUES": {"default": {"concurrency": 1}, "email": {"concurrency": 1}},
@@ -40,19 +40,6 @@ FAST_RETRY = {
     "POLL_INTERVAL_S": 0.1,
     "PROMOTE_INTERVAL_S": 0.05,
 }
-
-
-def close_connection() -> None:
-    # Looked up in the calling thread: Django connections are per thread.
-    connection.close()
-
-
-@pytest.fixture(autouse=True)
-def close_async_thread_connection() -> Iterator[None]:
-    """Async tasks read their result on asgiref's shared thread; its connection must not
-    outlive the test database."""
-    yield
-    asyncio.run(sync_to_async(close_connection)())
 
 
 def notes() -> list[str]:
@@ -148,7 +135,7 @@ def test_async_enqueue_and_get_result(received):
     async def main() -> tuple[str, TaskResultStatus]:
         result = await tasks.shout.aenqueue("async")
         fetched = await tasks.shout.aget_result(result.id)
-        await sync_to_async(close_connection)()
+        await sync_to_async(close_this_threads_connection)()
         return result.id, fetched.status
 
     result_id, status = asyncio.run(main())

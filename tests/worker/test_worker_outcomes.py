@@ -10,6 +10,7 @@ from django.test import override_settings
 
 import awa_django as awa
 from awa_django.storage.browse import job_progress
+from awa_django.worker import dispatcher
 from tests.conftest import BackgroundWorker, run_burst, wait_until
 from tests.jobs import (
     always_fails,
@@ -17,6 +18,7 @@ from tests.jobs import (
     noop,
     nul_cancel,
     nul_failure,
+    orm_thread_pid,
     record,
     record_async,
     retry_after,
@@ -179,3 +181,32 @@ def test_nul_characters_in_errors_reasons_and_progress_do_not_block_completions(
     assert cancel.state == "cancelled"
     assert cancel.errors[-1]["reason"] == "no\\x00longer"
     assert awa.get_job(fine).state == "completed"
+
+
+@override_settings(AWA=FAST_RETRY)
+@pytest.mark.usefixtures("close_orm_thread_connection")
+def test_a_failed_attempt_gets_the_next_batch_a_checked_orm_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Async handlers share asgiref's one ORM thread. Only a failure may trigger its connection
+    # check during this test, not the periodic one.
+    monkeypatch.setattr(dispatcher, "ORM_THREAD_CHECK_INTERVAL_S", 3600.0)
+    worker = BackgroundWorker(queues={"default": 2}).start()
+    try:
+        first = orm_thread_pid.enqueue()
+        wait_until(lambda: awa.get_job(first).state == "completed", timeout=10)
+        [(_, _, pid)] = runs(first)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [int(pid)])
+        second = orm_thread_pid.enqueue()
+        wait_until(lambda: awa.get_job(second).state in ("completed", "failed"), timeout=10)
+    finally:
+        worker.stop()
+    job = awa.get_job(second)
+    # The first attempt met the terminated connection; the check before the retry's batch
+    # closed it, so the retry reconnected.
+    assert job.state == "completed", job.errors
+    assert job.attempt == 2
+    assert [entry["attempt"] for entry in job.errors] == [1]
+    assert "Error" in job.errors[0]["type"]
+    assert [attempt for attempt, _, _ in runs(second)] == [2]
