@@ -139,6 +139,8 @@ def close_params(completions: Sequence[Completion]) -> dict[str, str]:
     return {
         "batch": json.dumps(
             [
+                # The receipt address is spelled out, not receipt_address(c): a dict literal per
+                # completion costs a fraction of its getattr loop on this path.
                 {
                     "ready_slot": c.ready_slot,
                     "queue": c.queue,

@@ -734,20 +734,15 @@ BEGIN
     END IF;
     FOR v_lane IN
         SELECT d.queue, d.priority, awa.reentry_shard(d.queue, d.metadata) AS shard,
-               count(*)::integer AS n
+               array_agg(d.job_id) AS ids
           FROM awa.deferred_jobs d
          WHERE d.job_id = ANY (v_ids) GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
     LOOP
         SELECT * INTO v_ready FROM awa.reserve_lane(v_lane.queue, v_lane.priority, v_lane.shard,
-                                                     v_lane.n, false);
+                                                     cardinality(v_lane.ids), false);
         CONTINUE WHEN v_ready.lane_seqs IS NULL;
-        -- A shard count changed since the grouping above leaves some rows for the next pass,
-        -- and their reserved positions unused, like a rolled-back producer's.
         WITH moved AS (
-            DELETE FROM awa.deferred_jobs d
-             WHERE d.job_id = ANY (v_ids) AND d.queue = v_lane.queue
-               AND d.priority = v_lane.priority
-               AND awa.reentry_shard(d.queue, d.metadata) = v_lane.shard
+            DELETE FROM awa.deferred_jobs d WHERE d.job_id = ANY (v_lane.ids)
             RETURNING d.*
         ), numbered AS (
             SELECT m.*, row_number() OVER (ORDER BY m.run_at, m.job_id) AS position FROM moved m
@@ -1337,8 +1332,7 @@ $$;
 
 -- The shard a job re-enters its queue on (promotion of a scheduled or retryable job, a retry
 -- from the DLQ): its ordering key's, so a key keeps to one lane (and a sequential queue keeps
--- running it one job at a time); shard 0 for a job without a key. Unlike a fresh enqueue's
--- random pick this is deterministic, so a caller may compute it twice for the same row.
+-- running it one job at a time); shard 0 for a job without a key.
 CREATE FUNCTION awa.reentry_shard(p_queue text, p_metadata jsonb) RETURNS smallint
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
@@ -1590,20 +1584,17 @@ BEGIN
     FOR v_lane IN
         SELECT coalesce(p_queue, d.queue) AS queue, coalesce(p_priority, d.priority) AS priority,
                awa.reentry_shard(coalesce(p_queue, d.queue), d.metadata) AS shard,
-               count(*)::integer AS n
+               array_agg(d.job_id) AS ids
           FROM awa.dlq_entries d WHERE d.job_id = ANY (p_job_ids)
          GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
     LOOP
         -- Positions are reserved for the rows seen above; an entry a concurrent retry took
         -- meanwhile just leaves an unused position, like a rolled-back producer.
         SELECT * INTO v_ready FROM awa.reserve_lane(v_lane.queue, v_lane.priority, v_lane.shard,
-                                                     v_lane.n, true);
+                                                     cardinality(v_lane.ids), true);
         RETURN QUERY
         WITH taken AS (
-            DELETE FROM awa.dlq_entries d
-             WHERE d.job_id = ANY (p_job_ids) AND coalesce(p_queue, d.queue) = v_lane.queue
-               AND coalesce(p_priority, d.priority) = v_lane.priority
-               AND awa.reentry_shard(coalesce(p_queue, d.queue), d.metadata) = v_lane.shard
+            DELETE FROM awa.dlq_entries d WHERE d.job_id = ANY (v_lane.ids)
             RETURNING d.*
         ), numbered AS (
             SELECT t.*, row_number() OVER (ORDER BY t.job_id) AS position FROM taken t
