@@ -6,6 +6,10 @@ The attempt is closed through the same guarded statement a worker uses, so if it
 completes it at the same moment exactly one of the two closures lands, and a later completion
 from the rescued attempt is stale. Closed attempts are announced on ``awa_cancel`` so a worker
 that still runs one raises its cancel flag.
+
+A pass looks only at what may have become due since the last complete pass (``RescueCursor``,
+kept in memory): the attempts holding a lease, and the receipts claimed or due since then. The
+first pass of a process, and any pass after one that hit the batch size, looks further back.
 """
 
 from __future__ import annotations
@@ -21,7 +25,12 @@ from psycopg_pool import AsyncConnectionPool
 from awa_django.exceptions import AttemptRescued
 from awa_django.logs import job_extra
 from awa_django.storage.callbacks import lock_timed_out_callbacks
-from awa_django.storage.execution import close_attempts, find_rescuable, notify_cancel
+from awa_django.storage.execution import (
+    RescueCursor,
+    close_attempts,
+    find_rescuable,
+    notify_cancel,
+)
 from awa_django.worker.completer import report_closed
 from awa_django.worker.executor import HandlerResult, RetryPolicy, result_to_completion
 
@@ -65,13 +74,21 @@ class Rescuer:
         self._batch_size = batch_size
         self._policy = policy
         self._now = now
+        # None until a pass completes: a new leader looks at every retained receipt once. Kept
+        # across leadership changes, since an older cursor only widens the next scan.
+        self._cursor: RescueCursor | None = None
 
     async def run_once(self) -> RescuerResult:
         async with self._pool.connection() as conn:
-            found = await find_rescuable(
-                conn, staleness_s=self._staleness_s, limit=self._batch_size
+            scan = await find_rescuable(
+                conn, staleness_s=self._staleness_s, limit=self._batch_size, since=self._cursor
             )
+            found = scan.found
+            # A full batch may have left due attempts unseen: the next pass starts where this
+            # one did. Otherwise it may start at this pass's cutoffs once these are closed.
+            advance = len(found) < self._batch_size
             if not found:
+                self._cursor = scan.next_cursor
                 return RescuerResult(0, 0)
             now = self._now()
             async with conn.transaction():
@@ -100,6 +117,8 @@ class Rescuer:
                 ]
                 closed = await close_attempts(conn, completions)
                 await notify_cancel(conn, sorted(closed))
+        if advance:
+            self._cursor = scan.next_cursor
         reasons = {item.job.job_id: item.reason for item in found}
         for completion in completions:
             if (completion.job_id, completion.run_lease) in closed:

@@ -114,7 +114,8 @@ class LiveAttempt:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Rescuable:
-    """An open attempt the leader must rescue, and why ('deadline' or 'heartbeat')."""
+    """An open attempt the leader must rescue, and why ('deadline', 'heartbeat' or
+    'callback_timeout')."""
 
     reason: str
     job: ClaimedJob
@@ -180,20 +181,52 @@ async def heartbeat_attempts(
     return {(int(job_id), int(lease)) for job_id, lease in await cursor.fetchall()}
 
 
+@dataclass(frozen=True, slots=True)
+class RescueCursor:
+    """Where the next rescue pass starts looking: every lease-less receipt claimed before
+    ``claimed_after`` or due before ``deadline_after`` was seen by a complete pass."""
+
+    claimed_after: datetime
+    deadline_after: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RescueScan:
+    """One pass's finds, and the cursor the next pass may start from once these are closed."""
+
+    found: list[Rescuable]
+    next_cursor: RescueCursor
+
+
 async def find_rescuable(
-    conn: AsyncConnection[Any], *, staleness_s: float, limit: int
-) -> list[Rescuable]:
-    """Open attempts past their deadline, or silent for longer than ``staleness_s``."""
-    cursor = await conn.execute(
-        _SQL["find_rescuable"], {"staleness_s": staleness_s, "limit": limit}
-    )
-    names = [column.name for column in cursor.description or ()]
-    found = []
-    for row in await cursor.fetchall():
-        values = dict(zip(names, row, strict=True))
-        reason = values.pop("reason")
-        found.append(Rescuable(reason=reason, job=ClaimedJob(**values)))
-    return found
+    conn: AsyncConnection[Any],
+    *,
+    staleness_s: float,
+    limit: int,
+    since: RescueCursor | None = None,
+) -> RescueScan:
+    """Open attempts past their deadline, silent for longer than ``staleness_s`` or past their
+    callback timeout; ``since`` None looks at every retained receipt."""
+    params = {
+        "staleness_s": staleness_s,
+        "limit": limit,
+        "claimed_after": None if since is None else since.claimed_after,
+        "deadline_after": None if since is None else since.deadline_after,
+    }
+    # One transaction, so the cursor's bounds are the very cutoffs the scan used (now() is
+    # the transaction's start).
+    async with conn.transaction():
+        cursor = await conn.execute(_SQL["rescue_cutoffs"], params)
+        cutoffs = await cursor.fetchone()
+        assert cutoffs is not None  # a SELECT without FROM returns its one row
+        cursor = await conn.execute(_SQL["find_rescuable"], params)
+        names = [column.name for column in cursor.description or ()]
+        found = []
+        for row in await cursor.fetchall():
+            values = dict(zip(names, row, strict=True))
+            reason = values.pop("reason")
+            found.append(Rescuable(reason=reason, job=ClaimedJob(**values)))
+    return RescueScan(found, RescueCursor(*cutoffs))
 
 
 async def notify_cancel(conn: AsyncConnection[Any], attempts: Sequence[tuple[int, int]]) -> None:

@@ -45,7 +45,8 @@ def claim_and_register(*, deadline_s: float, timeout_s: float = 3600.0) -> str:
 def rescuable_reasons(staleness_s: float = 3600.0) -> list[str]:
     async def main() -> list[str]:
         async with await connect("default") as conn:
-            return [r.reason for r in await find_rescuable(conn, staleness_s=staleness_s, limit=9)]
+            scan = await find_rescuable(conn, staleness_s=staleness_s, limit=9)
+            return [r.reason for r in scan.found]
 
     return asyncio.run(main())
 

@@ -171,6 +171,98 @@ def test_deadline_rescue_and_heartbeats_keep_a_long_attempt_alive():
     assert scalar("SELECT count(*) FROM awa.leases WHERE job_id = %s", [alive_id]) == 0
 
 
+class LeaderRescuer:
+    """One Rescuer kept across passes, as the leader keeps it (each pass on a fresh pool)."""
+
+    def __init__(self, *, staleness_s: float, batch_size: int = 100) -> None:
+        self.rescuer = Rescuer(
+            None,  # type: ignore[arg-type]  # set per pass
+            interval_s=1,
+            staleness_s=staleness_s,
+            batch_size=batch_size,
+            policy=POLICY,
+            now=lambda: datetime.now(UTC),
+        )
+
+    def run_once(self):
+        async def main():
+            pool = await open_pool("default", max_size=2)
+            self.rescuer._pool = pool
+            try:
+                return await self.rescuer.run_once()
+            finally:
+                await pool.close()
+
+        return asyncio.run(main())
+
+
+def backdate(job_id: int, *, receipt: bool = True, lease: bool = False) -> None:
+    """Move one attempt's claim (and its lease's heartbeat) an hour back."""
+    with connection.cursor() as cursor:
+        if receipt:
+            cursor.execute(
+                "UPDATE awa.claim_receipts SET claimed_at = claimed_at - interval '1 hour'"
+                " WHERE job_id = %s",
+                [job_id],
+            )
+        if lease:
+            cursor.execute(
+                "UPDATE awa.leases SET heartbeat_at = heartbeat_at - interval '1 hour'"
+                " WHERE job_id = %s",
+                [job_id],
+            )
+
+
+def test_after_a_complete_pass_rescue_looks_only_at_receipts_due_since():
+    staleness_s = 0.5
+    leader = LeaderRescuer(staleness_s=staleness_s)
+    silent_id = awa.enqueue("k.silent", args={})
+    claim()
+    assert leader.run_once().found == 0  # fresh: the pass completes and sets the cursor
+    # A receipt claimed before the cursor cannot become due later (a claim does not last the
+    # staleness window), so this one, moved back, is out of every later pass's window...
+    hidden_id = awa.enqueue("k.hidden", args={})
+    claim()
+    backdate(hidden_id)
+    pause(staleness_s + 0.1)
+    # ...while the one that went silent since the last pass is found.
+    assert leader.run_once().rescued == 1
+    assert awa.get_job(silent_id).state == "retryable"
+    assert awa.get_job(hidden_id).state == "running"
+    # A new leader starts without a cursor and looks at every retained receipt once.
+    assert rescue(staleness_s=staleness_s).rescued == 1
+    assert awa.get_job(hidden_id).state == "retryable"
+
+
+def test_a_windowed_pass_still_finds_leased_attempts_and_new_deadlines():
+    leader = LeaderRescuer(staleness_s=60)
+    leased_id = awa.enqueue("k.leased", args={})
+    (leased,) = claim()
+    assert run(heartbeat_attempts, [LiveAttempt.of(leased)], claimed_by="w") == {(leased_id, 1)}
+    assert leader.run_once().found == 0
+    # The leased attempt was claimed long before the cursor and its heartbeats stopped: only
+    # its lease says it is due.
+    backdate(leased_id, lease=True)
+    # Claimed after the cursor, nowhere near stale, but past its deadline by the next pass.
+    overdue_id = awa.enqueue("k.overdue", args={})
+    claim(deadline_s=0.2)
+    pause(0.3)
+    assert leader.run_once().rescued == 2
+    assert "heartbeat stale" in awa.get_job(leased_id).errors[-1]["message"]
+    assert "hard deadline exceeded" in awa.get_job(overdue_id).errors[-1]["message"]
+
+
+def test_a_pass_that_fills_its_batch_leaves_the_cursor_for_the_rest():
+    leader = LeaderRescuer(staleness_s=60, batch_size=1)
+    ids = [awa.enqueue("k.silent", args={}) for _ in range(2)]
+    claim()
+    age_claims()
+    assert leader.run_once().rescued == 1
+    # Both claims are older than the first pass's cutoff; the second is found all the same.
+    assert leader.run_once().rescued == 1
+    assert {awa.get_job(job_id).state for job_id in ids} == {"retryable"}
+
+
 # -- rings -------------------------------------------------------------------------------------
 
 

@@ -42,7 +42,7 @@ DROP FUNCTION awa.prune_queue_ring(double precision, double precision, integer);
 DROP FUNCTION awa.queue_slot_blocker(integer, double precision);
 DROP FUNCTION awa.rotate_queue_ring();
 DROP FUNCTION awa.queue_slot_has_rows(integer);
-DROP FUNCTION awa.find_rescuable(double precision, integer);
+DROP FUNCTION awa.find_rescuable(double precision, integer, timestamptz, timestamptz);
 DROP FUNCTION awa.promote_due(text, integer);
 DROP FUNCTION awa.heartbeat_attempts(integer[], text[], smallint[], smallint[], bigint[],
                                      bigint[], bigint[], jsonb[], jsonb[], text);
