@@ -21,7 +21,6 @@ SELECT job_id, run_lease, queue, priority, shard, lane_seq, ready_slot
   FROM awa.claim_ready('default', %(limit)s, 'plans-test', 0, 0, false)
 """
 RING_TABLES = ("ready_entries", "ready_tombstones", "claim_receipts", "done_entries")
-RECEIPTS_READ = re.compile(r"Bitmap Heap Scan on claim_receipts_\d+ .*actual time=\S+ rows=(\d+)")
 
 
 @pytest.fixture
@@ -72,6 +71,12 @@ def close_completed(claimed: list[tuple[object, ...]]) -> int:
     with connection.cursor() as cursor:
         cursor.execute(queries("execution")["close_attempts"], close_params(completions))
         return len(cursor.fetchall())
+
+
+def rows_read(plan: str, table: str) -> int:
+    """Rows the scans of ``table`` (or its partitions) returned in an analyzed plan."""
+    pattern = re.compile(rf"Scan.* on {table}(?:_\d+)? .*actual time=\S+ rows=(\d+) loops=(\d+)")
+    return sum(int(rows) * int(loops) for rows, loops in pattern.findall(plan))
 
 
 def seq_scanned_ring_tables(plans: list[str]) -> set[str]:
@@ -133,7 +138,7 @@ def test_a_rescue_pass_with_a_cursor_reads_its_window_not_the_retained_ring(
         assert "Bitmap Index Scan on claim_receipts_0_claimed_at_idx" in scan, scan
         assert "Bitmap Index Scan on claim_receipts_0_deadline_at_idx" in scan, scan
         assert seq_scanned_ring_tables([scan]) == set(), scan
-        return sum(int(rows) for rows in RECEIPTS_READ.findall(scan))
+        return rows_read(scan, "claim_receipts")
 
     with connection.cursor() as cursor:
         cursor.execute("SET auto_explain.log_analyze = on")
@@ -141,6 +146,33 @@ def test_a_rescue_pass_with_a_cursor_reads_its_window_not_the_retained_ring(
     # those claimed or due since, here none.
     assert receipts_read(None, None) == 2000
     assert receipts_read("now", "now") == 0
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_claim_and_close_probe_one_row_per_job_however_much_the_ring_retains(
+    plan_log: list[str],
+) -> None:
+    # Plans made with a full ready ring but no receipts and no saved progress yet, as on a
+    # worker's first claim and close after a bulk enqueue.
+    noop.enqueue_many([{"n": i} for i in range(20000)])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE " + ", ".join(f"awa.{table}" for table in RING_TABLES))
+    assert close_completed(claim(100)) == 100
+    for _ in range(5):
+        assert close_completed(claim(500)) == 500
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.attempt_state (job_id, run_lease, progress)"
+            " SELECT -n, 1, '{}' FROM generate_series(1, 3000) AS n"
+        )
+        cursor.execute("SET auto_explain.log_analyze = on")
+    plan_log.clear()
+    assert close_completed(claim(500)) == 500
+    # Neither reads the 2,600 earlier receipts nor the 3,000 unrelated progress rows.
+    (claim_plan,) = [plan for plan in plan_log if "INSERT INTO awa.claim_receipts" in plan]
+    (close_plan,) = [plan for plan in plan_log if "INSERT INTO awa.done_entries" in plan]
+    assert rows_read(claim_plan, "attempt_state") == 0
+    assert rows_read(close_plan, "claim_receipts") == 500
 
 
 LOCKED_RING_PARTITIONS = """
