@@ -502,10 +502,12 @@ BEGIN
                  WHERE r.queue = p_queue AND r.priority = v_lane.priority
                    AND r.shard = v_lane.shard AND r.lane_seq > v_cursor
                    AND NOT EXISTS (
+                       -- The cursor bound is implied, but stated it bounds the index scan of a
+                       -- merge anti-join, which otherwise reads every tombstone of the lane.
                        SELECT 1 FROM awa.ready_tombstones t
                         WHERE t.queue = r.queue AND t.priority = r.priority
                           AND t.shard = r.shard AND t.lane_seq = r.lane_seq
-                          AND t.ready_slot = r.ready_slot)
+                          AND t.ready_slot = r.ready_slot AND t.lane_seq > v_cursor)
                  ORDER BY r.lane_seq
                  LIMIT CASE WHEN p_sequential THEN 1 ELSE v_remaining END
             ), picked AS (
@@ -807,12 +809,16 @@ CREATE FUNCTION awa.find_rescuable(p_staleness_s double precision, p_limit integ
 RETURNS TABLE (reason text, job awa.claimed_job) LANGUAGE sql STABLE
 SET enable_seqscan = off AS $$
     WITH candidates AS (
+        -- A probe per lease (see awa.close_attempts on LATERAL ... LIMIT 1): as a join, this
+        -- could read every retained receipt once any lease exists.
         SELECT c.*
           FROM awa.leases x
-          JOIN awa.claim_receipts c
-            ON c.queue = x.queue AND c.priority = x.priority AND c.shard = x.shard
-           AND c.lane_seq = x.lane_seq AND c.ready_slot = x.ready_slot
-           AND c.job_id = x.job_id AND c.run_lease = x.run_lease
+          CROSS JOIN LATERAL (
+              SELECT c.* FROM awa.claim_receipts c
+               WHERE c.queue = x.queue AND c.priority = x.priority AND c.shard = x.shard
+                 AND c.lane_seq = x.lane_seq AND c.ready_slot = x.ready_slot
+                 AND c.job_id = x.job_id AND c.run_lease = x.run_lease
+               LIMIT 1) c
         UNION
         SELECT c.*
           FROM awa.claim_receipts c
