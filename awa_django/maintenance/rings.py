@@ -16,6 +16,10 @@ from psycopg_pool import AsyncConnectionPool
 from awa_django.storage import control
 from awa_django.telemetry import get_telemetry
 
+# Rotations each ring's ledger keeps. Only the newest is read; a busy lease ring rotates about
+# once a pass, so an untrimmed ledger would grow by tens of thousands of rows a day.
+ROTATIONS_KEPT = 1000
+
 
 @dataclass(frozen=True, slots=True)
 class RingResult:
@@ -54,14 +58,14 @@ class RingMaintainer:
 
     async def run_once(self) -> RingResult:
         async with self._pool.connection() as conn:
-            queue_rotation = await control.rotate_queue_ring(conn)
+            queue_rotation = await control.rotate_queue_ring(conn, keep=ROTATIONS_KEPT)
             queue_prune = await control.prune_queue_ring(
                 conn,
                 completed_retention_s=self._completed_retention_s,
                 failed_retention_s=self._failed_retention_s,
                 lock_timeout_ms=self._lock_timeout_ms,
             )
-            lease_rotation = await control.rotate_lease_ring(conn)
+            lease_rotation = await control.rotate_lease_ring(conn, keep=ROTATIONS_KEPT)
             lease_prune = await control.prune_lease_ring(
                 conn, lock_timeout_ms=self._lock_timeout_ms
             )

@@ -33,8 +33,9 @@ async def ping(conn: AsyncConnection[Any]) -> None:
     await _scalar(conn, "ping")
 
 
-async def rotate_queue_ring(conn: AsyncConnection[Any]) -> str:
-    return str(await _scalar(conn, "rotate_queue_ring"))
+async def rotate_queue_ring(conn: AsyncConnection[Any], *, keep: int) -> str:
+    """One rotation attempt; the ring's ledger keeps its newest ``keep`` generations."""
+    return str(await _scalar(conn, "rotate_queue_ring", {"keep": keep}))
 
 
 async def prune_queue_ring(
@@ -57,8 +58,9 @@ async def prune_queue_ring(
     )
 
 
-async def rotate_lease_ring(conn: AsyncConnection[Any]) -> str:
-    return str(await _scalar(conn, "rotate_lease_ring"))
+async def rotate_lease_ring(conn: AsyncConnection[Any], *, keep: int) -> str:
+    """One rotation attempt; the ring's ledger keeps its newest ``keep`` generations."""
+    return str(await _scalar(conn, "rotate_lease_ring", {"keep": keep}))
 
 
 async def prune_lease_ring(conn: AsyncConnection[Any], *, lock_timeout_ms: int) -> str:

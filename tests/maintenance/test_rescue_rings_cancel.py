@@ -282,6 +282,29 @@ def test_rotation_seals_a_slot_and_an_idle_ring_stops_rotating():
     assert scalar("SELECT max(generation) FROM awa.queue_ring_rotations") == generation + 1
 
 
+def test_rotation_ledgers_keep_only_their_newest_generations():
+    def generations(ring: str) -> list[int]:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT generation FROM awa.{ring}_ring_rotations ORDER BY 1")
+            return [row[0] for row in cursor.fetchall()]
+
+    for _ in range(3):
+        awa.enqueue("k.r", args={})  # the current queue slot holds a row
+        assert scalar("SELECT awa.rotate_queue_ring(2)") == "rotated"
+    assert generations("queue") == [2, 3]
+    with connection.cursor() as cursor:
+        for _ in range(3):
+            # A lease in the current lease slot, so the ring may rotate away from it.
+            cursor.execute(
+                "INSERT INTO awa.leases (job_id, run_lease, lease_slot, ready_slot, queue,"
+                " priority, shard, lane_seq, claimed_by)"
+                " SELECT nextval('awa.job_id_seq'), 1, r.slot, 0, 'default', 2, 0, 0, 'w'"
+                "   FROM awa.lease_ring_rotations r ORDER BY r.generation DESC LIMIT 1"
+            )
+            assert scalar("SELECT awa.rotate_lease_ring(1)") == "rotated"
+    assert generations("lease") == [3]
+
+
 def test_prune_waits_for_claims_closures_and_retention_then_truncates():
     job_id = awa.enqueue("k.p", args={})
     rings()  # seal slot 0

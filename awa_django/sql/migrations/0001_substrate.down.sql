@@ -37,10 +37,10 @@ DROP INDEX awa.done_entries_finalized_at, awa.dlq_entries_kind_dlq_at, awa.dlq_e
 DROP VIEW awa.jobs;
 DROP FUNCTION awa.cancel_job(bigint, text);
 DROP FUNCTION awa.prune_lease_ring(integer);
-DROP FUNCTION awa.rotate_lease_ring();
+DROP FUNCTION awa.rotate_lease_ring(integer);
 DROP FUNCTION awa.prune_queue_ring(double precision, double precision, integer);
 DROP FUNCTION awa.queue_slot_blocker(integer, double precision);
-DROP FUNCTION awa.rotate_queue_ring();
+DROP FUNCTION awa.rotate_queue_ring(integer);
 DROP FUNCTION awa.queue_slot_has_rows(integer);
 DROP FUNCTION awa.find_rescuable(double precision, integer, timestamptz, timestamptz);
 DROP FUNCTION awa.promote_due(text, integer);

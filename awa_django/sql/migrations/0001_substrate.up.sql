@@ -25,9 +25,10 @@ CREATE TABLE awa.ring_config (
     slot_count integer NOT NULL CHECK (slot_count BETWEEN 2 AND 256)
 );
 
--- Append-only rotation ledger of the queue ring: the current cursor is the row with the highest
--- generation. Rotation appends a row (a compare-and-swap on the primary key) instead of updating a
--- singleton, so a busy ring under a pinned MVCC horizon leaves no dead bookkeeping tuples.
+-- Rotation ledger of the queue ring: the current cursor is the row with the highest generation.
+-- Rotation appends a row (a compare-and-swap on the primary key) instead of updating a singleton,
+-- so the cursor read never walks the dead versions a pinned MVCC horizon keeps; it deletes the
+-- generations older than the newest few hundred, which that read scans away from.
 CREATE TABLE awa.queue_ring_rotations (
     generation bigint PRIMARY KEY,
     slot integer NOT NULL,
@@ -870,7 +871,7 @@ $$;
 -- 'skipped_busy': the incoming slot still holds rows its prune has not reclaimed;
 -- 'skipped_locked': another rotation or prune is running. The append is a compare-and-swap on
 -- the generation primary key, so two rotators can never both advance.
-CREATE FUNCTION awa.rotate_queue_ring() RETURNS text LANGUAGE plpgsql AS $$
+CREATE FUNCTION awa.rotate_queue_ring(p_keep integer) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     v_current record;
     v_next integer;
@@ -890,7 +891,13 @@ BEGIN
     END IF;
     INSERT INTO awa.queue_ring_rotations (generation, slot)
     VALUES (v_current.generation + 1, v_next) ON CONFLICT DO NOTHING;
-    RETURN CASE WHEN FOUND THEN 'rotated' ELSE 'skipped_locked' END;
+    IF NOT FOUND THEN
+        RETURN 'skipped_locked';
+    END IF;
+    -- Only the newest generation is read; the last p_keep are kept as a record of recent
+    -- rotations. One row goes per rotation, read past by the cursor's backward index scan.
+    DELETE FROM awa.queue_ring_rotations r WHERE r.generation <= v_current.generation + 1 - p_keep;
+    RETURN 'rotated';
 END
 $$;
 
@@ -1017,7 +1024,7 @@ $$;
 
 -- The lease ring: rotate when the incoming slot is empty, prune (truncate) the oldest non-current
 -- slot once every lease in it has been deleted. Both only under the lease-ring lock (objid 2).
-CREATE FUNCTION awa.rotate_lease_ring() RETURNS text LANGUAGE plpgsql AS $$
+CREATE FUNCTION awa.rotate_lease_ring(p_keep integer) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     v_current record;
     v_next integer;
@@ -1036,7 +1043,13 @@ BEGIN
     END IF;
     INSERT INTO awa.lease_ring_rotations (generation, slot)
     VALUES (v_current.generation + 1, v_next) ON CONFLICT DO NOTHING;
-    RETURN CASE WHEN FOUND THEN 'rotated' ELSE 'skipped_locked' END;
+    IF NOT FOUND THEN
+        RETURN 'skipped_locked';
+    END IF;
+    -- Only the newest generation is read; the last p_keep are kept as a record of recent
+    -- rotations. One row goes per rotation, read past by the cursor's backward index scan.
+    DELETE FROM awa.lease_ring_rotations r WHERE r.generation <= v_current.generation + 1 - p_keep;
+    RETURN 'rotated';
 END
 $$;
 

@@ -14,7 +14,7 @@ SELECT 1
 
 -- name: rotate_queue_ring
 -- One rotation attempt of the queue ring (see awa.rotate_queue_ring).
-SELECT awa.rotate_queue_ring() AS outcome
+SELECT awa.rotate_queue_ring(%(keep)s::integer) AS outcome
 
 -- name: prune_queue_ring
 -- One prune attempt of the oldest sealed queue-ring slot (see awa.prune_queue_ring).
@@ -24,7 +24,7 @@ SELECT awa.prune_queue_ring(%(completed_retention_s)s::double precision,
 
 -- name: rotate_lease_ring
 -- One rotation attempt of the lease ring.
-SELECT awa.rotate_lease_ring() AS outcome
+SELECT awa.rotate_lease_ring(%(keep)s::integer) AS outcome
 
 -- name: prune_lease_ring
 -- Truncates emptied lease slots.
