@@ -194,6 +194,17 @@ def build(args: argparse.Namespace, dbs: Databases, loaded: list[System]) -> lis
     return found
 
 
+def run_order(measurements: list[Measurement]) -> list[Measurement]:
+    """``measurements`` grouped by workload, every system's run of one workload back to back.
+
+    The machine is shared and its speed drifts over minutes: run system by system, a slow
+    stretch lands on one system's whole block and skews its ratios; run workload by workload,
+    it lands on all the systems it is comparing.
+    """
+    workloads_in_order = list(dict.fromkeys(m.key.split(".", 1)[1] for m in measurements))
+    return sorted(measurements, key=lambda m: workloads_in_order.index(m.key.split(".", 1)[1]))
+
+
 def _fmt(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
@@ -286,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     measurements = build(args, dbs, loaded)
     try:
         for rep in range(1, args.reps + 1):
-            for m in measurements:
+            for m in run_order(measurements):
                 if m.once and rep > 1:
                     continue
                 sample = m.run()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.sidebyside import systems
-from benchmarks.sidebyside.run import parse_args
+from benchmarks.sidebyside.run import Measurement, parse_args, run_order
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JOBS = 24
@@ -99,3 +99,23 @@ def test_bad_sizes_are_rejected_naming_the_option(
     with pytest.raises(SystemExit):
         parse_args(argv)
     assert f"{option} must be positive" in capsys.readouterr().err
+
+
+def test_each_workload_runs_on_every_system_back_to_back() -> None:
+    def measurement(system: str, key: str) -> Measurement:
+        return Measurement(f"{system}.{key}", system, key, key, dict)
+
+    built = [
+        measurement("awa_django", "enqueue_bulk"),
+        measurement("awa_django", "drain_async_c8"),
+        measurement("awa_django", "drain_sync_c8"),
+        measurement("pgqueuer", "enqueue_bulk"),
+        measurement("pgqueuer", "drain_async_c8"),
+    ]
+    assert [m.key for m in run_order(built)] == [
+        "awa_django.enqueue_bulk",
+        "pgqueuer.enqueue_bulk",
+        "awa_django.drain_async_c8",
+        "pgqueuer.drain_async_c8",
+        "awa_django.drain_sync_c8",
+    ]
