@@ -28,7 +28,8 @@ CREATE TABLE awa.ring_config (
 -- Rotation ledger of the queue ring: the current cursor is the row with the highest generation.
 -- Rotation appends a row (a compare-and-swap on the primary key) instead of updating a singleton,
 -- so the cursor read never walks the dead versions a pinned MVCC horizon keeps; it deletes the
--- generations older than the newest few hundred, which that read scans away from.
+-- generations older than the newest p_keep (1,000 from the leader), which that read scans away
+-- from.
 CREATE TABLE awa.queue_ring_rotations (
     generation bigint PRIMARY KEY,
     slot integer NOT NULL,
