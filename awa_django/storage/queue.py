@@ -12,16 +12,20 @@ these calls live in the substrate migration.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
 from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
-from psycopg.rows import class_row
+from psycopg.rows import RowMaker, class_row, no_result
 
 from awa_django.sql import queries
 from awa_django.storage import copy_text
+
+if TYPE_CHECKING:
+    # psycopg's row factories are typed against it; it is not re-exported publicly.
+    from psycopg._cursor_base import BaseCursor
 
 _SQL = queries("queue")
 
@@ -42,7 +46,8 @@ class NewJob:
 
 # Not frozen, like Completion: one is built per claimed job, and a frozen dataclass's __init__
 # (one object.__setattr__ per field) made a no-op drain about 6% slower. Nothing mutates them.
-@dataclass(slots=True, kw_only=True)
+# Positional: the claim's row maker builds one from each row's values in column order.
+@dataclass(slots=True)
 class ClaimedJob:
     """A job claimed by this worker, with the lease every later write must carry."""
 
@@ -65,6 +70,26 @@ class ClaimedJob:
     # Saved by earlier attempts of this job (None when there is none).
     progress: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None
+
+
+CLAIMED_JOB_COLUMNS: Final = tuple(field.name for field in fields(ClaimedJob))
+
+
+def _claimed_job(values: Sequence[Any]) -> ClaimedJob:
+    return ClaimedJob(*values)
+
+
+def claimed_job_row(cursor: BaseCursor[Any, Any]) -> RowMaker[ClaimedJob]:
+    """psycopg row factory: the rows of a claim statement as ``ClaimedJob``s, built from the
+    values in column order. ``class_row`` goes through a keyword dict per row, which cost the
+    claim about 2 µs per job, on the path between the claim's reply and the handlers' start.
+    The columns are checked once per result, so a statement out of step fails loudly."""
+    if cursor.description is None:
+        return no_result
+    names = tuple(column.name for column in cursor.description)
+    if names != CLAIMED_JOB_COLUMNS:
+        raise ValueError(f"claim returned columns {names}, expected {CLAIMED_JOB_COLUMNS}")
+    return _claimed_job
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,7 +188,7 @@ async def claim_ready(
     ``deadline_s`` > 0 gives each attempt a hard deadline, ``aging_s`` > 0 raises a waiting
     job's priority one step per that many seconds (0 disables aging), ``sequential`` runs each
     lane one job at a time."""
-    async with conn.cursor(row_factory=class_row(ClaimedJob)) as cursor:
+    async with conn.cursor(row_factory=claimed_job_row) as cursor:
         await cursor.execute(
             _SQL["claim_ready"],
             claim_params(

@@ -82,6 +82,10 @@ class Permits:
             await wait_for_any(self._released, stopping)
         if stopping.is_set():
             return 0
+        return self.try_reserve(n)
+
+    def try_reserve(self, n: int) -> int:
+        """Take up to ``n`` free slots without waiting (0 when none is free)."""
         taken = min(self.free, n)
         self.free -= taken
         return taken
@@ -93,6 +97,14 @@ class Permits:
     def settle(self, reserved: int, claimed: int) -> None:
         """Give back the permits a claim did not use."""
         self.release(reserved - claimed)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingClaim:
+    """A claim in flight and the permits reserved for it."""
+
+    jobs: asyncio.Future[list[ClaimedJob]]
+    wanted: int
 
 
 @dataclass(slots=True)
@@ -191,40 +203,72 @@ class Dispatcher:
         return list(self._running)
 
     async def run(self, stopping: asyncio.Event) -> None:
-        while not stopping.is_set():
-            batch = self._claim_batch_size
-            if self._bucket is not None:
-                # Tokens before permits: a queue waiting for its rate holds no shared capacity.
-                batch = await self._bucket.budget(batch, stopping)
-                if not batch:
+        # A claim started before the jobs of the previous one (see _claim_ahead); awaited even
+        # when stopping, so that the jobs it claims are run, not left open until rescue.
+        ahead: PendingClaim | None = None
+        while ahead is not None or not stopping.is_set():
+            if ahead is None:
+                batch = self._claim_batch_size
+                if self._bucket is not None:
+                    # Tokens before permits: a queue waiting for its rate holds no shared
+                    # capacity.
+                    batch = await self._bucket.budget(batch, stopping)
+                    if not batch:
+                        break
+                wanted = await self.permits.reserve(batch, stopping)
+                if not wanted:
                     break
-            wanted = await self.permits.reserve(batch, stopping)
-            if not wanted:
-                break
-            # Cleared before the claim, not after: a NOTIFY that lands while the claim is in
-            # flight must still wake the next sleep.
-            self._wakeup.clear()
-            # A claim in flight proves nothing about work committed after it started.
-            self.idle = False
-            self.claim_rounds += 1
-            jobs = await self._claim(wanted)
+                claim = self._begin_claim(wanted)
+            else:
+                claim, ahead = ahead, None
+            jobs = await claim.jobs
             if self._bucket is not None:
                 self._bucket.spend(len(jobs))
             # Idle means "last claim found nothing and nothing runs"; any claimed job clears it,
             # whatever woke us (poke, poll or a drained batch). A claim held back by the fleet's
             # rate budget is not idle: work is waiting.
             self.idle = not jobs and not self._running and self._throttled_for_s is None
-            self.permits.settle(wanted, len(jobs))
+            self.permits.settle(claim.wanted, len(jobs))
+            full = len(jobs) == claim.wanted
+            if full and not stopping.is_set():
+                ahead = self._claim_ahead()
+                if ahead is not None:
+                    # One step for the claim's task: it sends the query before the jobs start.
+                    await asyncio.sleep(0)
             if any(self._is_async(job) for job in jobs):
                 self._refresh_loop_thread_connection()
             for job in jobs:
                 self._start(job)
-            if len(jobs) == wanted:
+            if full:
                 continue
             if self._throttled_for_s is not None:
                 await wait_for_any(stopping, timeout=self._throttled_for_s)
                 continue
             await self._sleep(stopping)
+
+    def _begin_claim(self, wanted: int) -> PendingClaim:
+        # Cleared before the claim, not after: a NOTIFY that lands while the claim is in
+        # flight must still wake the next sleep.
+        self._wakeup.clear()
+        # A claim in flight proves nothing about work committed after it started.
+        self.idle = False
+        self.claim_rounds += 1
+        return PendingClaim(asyncio.ensure_future(self._claim(wanted)), wanted)
+
+    def _claim_ahead(self) -> PendingClaim | None:
+        """Start the next claim now, with the permits still free, if a full claim says more
+        work is likely waiting.
+
+        Claims of one lane run one after another (each holds the lane's lock), so the time
+        between a claim's reply and the next claim's start is time the lane serves nobody.
+        Starting the jobs of a batch takes a few microseconds each; started first, the next
+        claim's round trip overlaps them. Rate-limited queues claim only as their budget
+        allows, so they keep to one claim at a time.
+        """
+        if self._rate_limit is not None:
+            return None
+        wanted = self.permits.try_reserve(self._claim_batch_size)
+        return self._begin_claim(wanted) if wanted else None
 
     def _claim_aging_s(self) -> float:
         """The aging interval this claim applies (0: static priority order).

@@ -74,9 +74,7 @@ class WeightedPermits:
             # Lending queues must see the new demand before they claim again.
             self._notify()
         while not stopping.is_set():
-            granted = self._grant(queue, wanted)
-            if granted:
-                self.in_use[queue] += granted
+            if granted := self.try_reserve(queue, wanted):
                 return granted
             changed = self._changed
             waiter = asyncio.ensure_future(changed.wait())
@@ -87,6 +85,13 @@ class WeightedPermits:
                 waiter.cancel()
                 stop.cancel()
         return 0
+
+    def try_reserve(self, queue: str, wanted: int) -> int:
+        """``reserve`` without waiting, for a queue that already has work: what the rules
+        grant now, possibly 0."""
+        granted = self._grant(queue, wanted)
+        self.in_use[queue] += granted
+        return granted
 
     def release(self, queue: str, n: int) -> None:
         if n:
@@ -111,6 +116,10 @@ class QueuePermits:
     async def reserve(self, n: int, stopping: asyncio.Event) -> int:
         """Take between 1 and ``n`` permits as the rules allow, or 0 once ``stopping`` is set."""
         return await self._pool.reserve(self._queue, n, stopping)
+
+    def try_reserve(self, n: int) -> int:
+        """Take up to ``n`` permits the rules grant now, without waiting (possibly 0)."""
+        return self._pool.try_reserve(self._queue, n)
 
     def release(self, n: int = 1) -> None:
         self._pool.release(self._queue, n)
