@@ -132,7 +132,9 @@ def test_operator_retries_a_dead_job_from_the_admin(
     browser.find_element(By.NAME, "username").send_keys("oncall")
     browser.find_element(By.NAME, "password").send_keys("correct horse")
     browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-    wait_for(browser, "#content-main")
+    # Not #content-main: the login page has one too, so that wait could end before the
+    # redirect and read the login page. The user tools exist only once logged in.
+    wait_for(browser, "#user-tools")
     assert "Awa job queue" in browser.page_source
     browser.save_screenshot(str(screenshots / "01-admin-index.png"))
 
