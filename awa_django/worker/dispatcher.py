@@ -21,7 +21,7 @@ import asyncio
 import logging
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -112,9 +112,10 @@ class Permits:
 
 @dataclass(frozen=True, slots=True)
 class PendingClaim:
-    """A claim in flight and the permits reserved for it."""
+    """A claim and the permits reserved for it: a task when it runs ahead of the jobs of the
+    claim before it, else the coroutine, run when awaited."""
 
-    jobs: asyncio.Future[list[ClaimedJob]]
+    jobs: Awaitable[list[ClaimedJob]]
     wanted: int
 
 
@@ -232,7 +233,9 @@ class Dispatcher:
                 wanted = await self.permits.reserve(batch, stopping)
                 if not wanted:
                     break
-                claim = self._begin_claim(wanted)
+                # Awaited in place, not as a task: on the path from a NOTIFY to a handler, a task
+                # would add two turns of the event loop.
+                claim = self._begin_claim(wanted, in_task=False)
             else:
                 claim, ahead = ahead, None
             jobs = await claim.jobs
@@ -260,14 +263,15 @@ class Dispatcher:
                 continue
             await self._sleep(stopping)
 
-    def _begin_claim(self, wanted: int) -> PendingClaim:
+    def _begin_claim(self, wanted: int, *, in_task: bool) -> PendingClaim:
         # Cleared before the claim, not after: a NOTIFY that lands while the claim is in
         # flight must still wake the next sleep.
         self._wakeup.clear()
         # A claim in flight proves nothing about work committed after it started.
         self.idle = False
         self.claim_rounds += 1
-        return PendingClaim(asyncio.ensure_future(self._claim(wanted)), wanted)
+        claim = self._claim(wanted)
+        return PendingClaim(asyncio.ensure_future(claim) if in_task else claim, wanted)
 
     def _claim_ahead(self) -> PendingClaim | None:
         """Start the next claim now, with the permits still free, if a full claim says more
@@ -282,7 +286,7 @@ class Dispatcher:
         if self._rate_limit is not None:
             return None
         wanted = self.permits.try_reserve(self._claim_batch_size)
-        return self._begin_claim(wanted) if wanted else None
+        return self._begin_claim(wanted, in_task=True) if wanted else None
 
     def _claim_aging_s(self) -> float:
         """The aging interval this claim applies (0: static priority order).
