@@ -5,8 +5,9 @@ It sleeps until a NOTIFY for its queue, a poke from the runtime, or the poll int
 reserves every free permit (at most one claim batch), claims that many jobs in one round trip
 and starts one task per job. Each task runs the handler, hands the completion to the completer
 and returns its permit. A permit is always taken before the claim, so every claimed job already
-has a slot in this process. When a claim fills every permit it asked for, the dispatcher claims
-again at once instead of sleeping: there is probably more work.
+has a slot in this process. When a claim fills every permit it asked for, there is probably
+more work: the dispatcher starts the next claim with the permits still free before it starts the
+jobs it just got, and does not sleep.
 
 Scheduling (docs/scheduling.md): in weighted mode the permits are this queue's view of one
 process-wide limit (``worker.weighted``); a queue with a per-process rate limit waits for a
