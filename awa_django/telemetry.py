@@ -30,6 +30,10 @@ from awa_django.storage.execution import Completion, Outcome
 from awa_django.storage.queue import ClaimedJob, QueueDepth
 
 TRACEPARENT_KEY: Final = "awa:traceparent"
+# How often, at most, ``job_span`` asks OpenTelemetry whether an SDK tracer provider has been
+# installed, until one has. The question reads the environment (about 0.6 µs); asked for every
+# job, it was 7% of the event loop's time in a no-op drain with sync handlers.
+PROVIDER_CHECK_INTERVAL_S: Final = 1.0
 INSTRUMENTATION_NAME: Final = "awa_django"
 
 _OUTCOME_COUNTERS: Final = {
@@ -151,6 +155,7 @@ class OtelTelemetry(Telemetry):
         self._tracer = trace.get_tracer(INSTRUMENTATION_NAME)
         self._trace = trace
         self._tracing = False
+        self._next_provider_check = 0.0  # monotonic time of the next provider check
         self._propagator = TraceContextTextMapPropagator()
         self._counters = {
             name: meter.create_counter(name, unit="{job}")
@@ -240,10 +245,14 @@ class OtelTelemetry(Telemetry):
     def _tracing_installed(self) -> bool:
         # Until an SDK tracer provider is installed, the API's proxy only makes non-recording
         # spans; skipping them saves a context attach and detach per job (about 8% of a
-        # no-op drain's event loop). A provider is set once and for all, so True is kept.
+        # no-op drain's event loop). A provider is set once and for all, so True is kept; one
+        # installed after the worker started is picked up within PROVIDER_CHECK_INTERVAL_S.
         if not self._tracing:
-            provider = self._trace.get_tracer_provider()
-            self._tracing = not isinstance(provider, self._trace.ProxyTracerProvider)
+            now = time.monotonic()
+            if now >= self._next_provider_check:
+                self._next_provider_check = now + PROVIDER_CHECK_INTERVAL_S
+                provider = self._trace.get_tracer_provider()
+                self._tracing = not isinstance(provider, self._trace.ProxyTracerProvider)
         return self._tracing
 
     @contextlib.contextmanager

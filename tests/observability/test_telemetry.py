@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,8 +19,10 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import awa_django as awa
+from awa_django import telemetry as awa_telemetry
 from awa_django.storage.queue import ClaimedJob
 from awa_django.telemetry import (
+    PROVIDER_CHECK_INTERVAL_S,
     TRACEPARENT_KEY,
     JobSpan,
     OtelTelemetry,
@@ -177,6 +180,8 @@ def test_job_spans_are_skipped_until_an_sdk_tracer_provider_is_installed(monkeyp
         kind="tests.noop", args={}, attempt=1, run_lease=1, max_attempts=3,
         run_at=datetime.now(UTC), created_at=datetime.now(UTC), metadata={}, tags=[], errors=[],
     )  # fmt: skip
+    clock = [1000.0]
+    monkeypatch.setattr(awa_telemetry, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     telemetry = OtelTelemetry()
     installed = trace.get_tracer_provider()
     monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.ProxyTracerProvider())
@@ -184,8 +189,13 @@ def test_job_spans_are_skipped_until_an_sdk_tracer_provider_is_installed(monkeyp
         assert type(span) is JobSpan  # the no-op: no span was started
     assert _EXPORTER.get_finished_spans() == ()
 
-    # An SDK installed later is picked up by the same telemetry object.
+    # An SDK installed later is picked up by the same telemetry object, at its next check of
+    # the provider: not on every job, which would read the environment every time.
     monkeypatch.setattr(trace, "get_tracer_provider", lambda: installed)
+    clock[0] += PROVIDER_CHECK_INTERVAL_S / 2
+    with telemetry.job_span(job) as span:
+        assert type(span) is JobSpan
+    clock[0] += PROVIDER_CHECK_INTERVAL_S / 2
     with telemetry.job_span(job):
         pass
     assert [s.name for s in _EXPORTER.get_finished_spans()] == ["job.execute tests.noop"]
