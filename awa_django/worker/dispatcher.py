@@ -23,7 +23,6 @@ import logging
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -45,6 +44,7 @@ from awa_django.worker.executor import (
     execute,
     result_to_completion,
 )
+from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.rate_limit import RateLimit, TokenBucket
 from awa_django.worker.weighted import QueuePermits
 
@@ -146,7 +146,7 @@ class Dispatcher:
         claimed_by: str,
         pool: AsyncConnectionPool[Any],
         completer: Completer,
-        threads: ThreadPoolExecutor,
+        threads: HandlerThreads,
         resolve: Callable[[str], Job[Any, Any] | None],
         policy: RetryPolicy,
         now: Callable[[], datetime],

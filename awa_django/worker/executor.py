@@ -14,7 +14,6 @@ import logging
 import random
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
@@ -38,6 +37,7 @@ from awa_django.jobs import AttemptProgress, Job, JobContext
 from awa_django.logs import job_extra
 from awa_django.storage.execution import Completion, Outcome
 from awa_django.storage.queue import ClaimedJob
+from awa_django.worker.handler_threads import HandlerThreads
 
 if TYPE_CHECKING:
     from awa_django.callbacks.waiting import AttemptCallbacks
@@ -238,7 +238,7 @@ def _returned(value: object) -> HandlerResult:
 
 
 async def execute(
-    job: ClaimedJob, handler: Job[Any, Any] | None, ctx: JobContext, threads: ThreadPoolExecutor
+    job: ClaimedJob, handler: Job[Any, Any] | None, ctx: JobContext, threads: HandlerThreads
 ) -> HandlerResult:
     """Run the handler for ``job``; never raises except for task cancellation."""
     if handler is None:
@@ -247,11 +247,10 @@ async def execute(
         if handler.is_async:
             value = await handler.func(ctx, **job.args)
         else:
-            loop = asyncio.get_running_loop()
             # The copied context carries the job's span into the thread, so spans the handler
             # (or its instrumented libraries) opens are children of it.
-            value = await loop.run_in_executor(
-                threads, contextvars.copy_context().run, _run_sync, handler.func, ctx, job.args
+            value = await threads.run(
+                contextvars.copy_context().run, _run_sync, handler.func, ctx, job.args
             )
     except asyncio.CancelledError:
         raise

@@ -20,7 +20,6 @@ import os
 import socket
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -51,6 +50,7 @@ from awa_django.worker import connections
 from awa_django.worker.completer import Completer
 from awa_django.worker.dispatcher import Dispatcher, RunningAttempt
 from awa_django.worker.executor import RetryPolicy
+from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.heartbeat import Heartbeat
 from awa_django.worker.notifier import Notifier
 from awa_django.worker.rate_limit import RateLimit
@@ -325,9 +325,9 @@ class WorkerRuntime:
             if config.worker_concurrency is not None
             else None
         )
-        threads = ThreadPoolExecutor(
-            max_workers=max(1, config.worker_concurrency or sum(config.queues.values())),
-            thread_name_prefix="awa-job",
+        threads = HandlerThreads(
+            max(1, config.worker_concurrency or sum(config.queues.values())),
+            name_prefix="awa-job",
         )
         completer = Completer(
             pool,
@@ -412,7 +412,7 @@ class WorkerRuntime:
             await completer.stop()
             await reporter.withdraw()
             await pool.close()
-            threads.shutdown(wait=False, cancel_futures=True)
+            threads.shutdown()
             # The connection async handlers used through sync_to_async lives on asgiref's thread.
             await sync_to_async(db_connections.close_all)()
         summary = RunSummary(

@@ -4,7 +4,6 @@ is always run to the end: its jobs execute even when the worker is asked to stop
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +17,7 @@ from awa_django.worker.completer import Completer
 from awa_django.worker.connections import open_pool
 from awa_django.worker.dispatcher import Dispatcher
 from awa_django.worker.executor import RetryPolicy
+from awa_django.worker.handler_threads import HandlerThreads
 from tests.conftest import truncate_awa_tables
 from tests.jobs import record
 
@@ -73,7 +73,7 @@ async def run_dispatcher(*, until: int, stop_at: tuple[int, int] | None = None) 
         claimed_by="claim-ahead-test",
         pool=pool,
         completer=completer,
-        threads=ThreadPoolExecutor(max_workers=1),
+        threads=HandlerThreads(1),
         resolve=lambda kind: job,
         policy=RetryPolicy(base_s=1, max_s=1, jitter=0),
         now=lambda: datetime.now(UTC),
