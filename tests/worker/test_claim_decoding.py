@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 import awa_django as awa
-from awa_django.storage.queue import ClaimedJob, claim_ready
+from awa_django.storage.queue import ClaimedJob, claim_ready, claimed_job_row
 from awa_django.worker.connections import ClaimJsonbLoader, open_pool
 from tests.jobs import typed
 
@@ -52,3 +52,19 @@ def test_claimed_json_columns_decode_exactly_and_are_not_shared() -> None:
     assert by_user[1].errors is not by_user[2].errors
     by_user[1].metadata["seen"] = True
     assert by_user[2].metadata == {}
+
+
+async def claim_with_other_columns() -> None:
+    pool = await open_pool("default", max_size=1)
+    try:
+        async with pool.connection() as conn, conn.cursor(row_factory=claimed_job_row) as cur:
+            await cur.execute("SELECT 1 AS job_id, 'k' AS kind")
+    finally:
+        await pool.close()
+
+
+def test_claimed_rows_must_come_in_the_claims_column_order() -> None:
+    # Rows are built from their values by position, so a statement out of step with
+    # ClaimedJob fails on its first result instead of filling fields with the wrong values.
+    with pytest.raises(ValueError, match="claim returned columns"):
+        asyncio.run(claim_with_other_columns())
