@@ -2,6 +2,9 @@
 
 How it works: ``run`` puts the call on a queue that a fixed number of threads (started as they
 are needed, like ``ThreadPoolExecutor``'s) take calls from, and awaits a plain asyncio future.
+The threads are daemons: a worker leaves a call that outlived its shutdown timeout to rescue
+(docs/operations.md), and no error path can leave the process waiting at exit for a thread
+that waits for work.
 A thread that finishes a call appends the outcome to a shared deque and wakes the loop only if
 no wakeup is already pending; that one wakeup settles every outcome queued by then.
 
@@ -55,8 +58,7 @@ class HandlerThreads:
 
     def shutdown(self) -> None:
         """Stop taking calls (from the loop's thread): calls not started are cancelled, and
-        threads end after their current one; like ``ThreadPoolExecutor``'s, they are not
-        daemons, so the process waits for a call still running before it exits."""
+        threads end after their current one."""
         self._closed = True
         while True:
             try:
@@ -77,7 +79,7 @@ class HandlerThreads:
             if len(self._threads) >= self._size:
                 return
             thread = threading.Thread(
-                target=self._serve, name=f"{self._name_prefix}_{len(self._threads)}"
+                target=self._serve, name=f"{self._name_prefix}_{len(self._threads)}", daemon=True
             )
             self._threads.append(thread)
         thread.start()

@@ -5,6 +5,8 @@ started."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -109,3 +111,26 @@ def test_a_cancelled_caller_does_not_stop_the_threads() -> None:
             threads.shutdown()
 
     assert asyncio.run(main()) == 11
+
+
+EXIT_WITHOUT_SHUTDOWN = """
+import asyncio
+from awa_django.worker.handler_threads import HandlerThreads
+
+async def main():
+    threads = HandlerThreads(4)
+    assert await threads.run(lambda: 5) == 5
+    # No shutdown: an error path of the worker could end like this.
+
+asyncio.run(main())
+print("finished", flush=True)
+"""
+
+
+def test_a_process_exits_without_waiting_for_idle_handler_threads() -> None:
+    # A real interpreter exit: one waiting for non-daemon threads blocked on the work queue
+    # would never end.
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_WITHOUT_SHUTDOWN], capture_output=True, text=True, timeout=30
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "finished"), done.stderr
