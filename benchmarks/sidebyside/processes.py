@@ -122,6 +122,40 @@ class WorkerHandle:
         return record
 
 
+def machine_busy_s() -> float | None:
+    """CPU seconds all cores of this machine have spent busy since boot (neither idle nor
+    waiting for I/O), from /proc/stat; None where there is none."""
+    try:
+        with open("/proc/stat") as stat:
+            ticks = [int(v) for v in stat.readline().split()[1:]]
+    except OSError:
+        return None
+    idle, iowait = ticks[3], ticks[4]
+    return (sum(ticks) - idle - iowait) / os.sysconf("SC_CLK_TCK")
+
+
+class MachineBusy:
+    """The machine's busy CPU seconds between ``start`` and ``stop``, and their share of every
+    core's time then (both None where /proc/stat is missing or ``stop`` never came)."""
+
+    def __init__(self) -> None:
+        self.busy_s: float | None = None
+        self.share: float | None = None
+        self._start: tuple[float, float | None] | None = None
+
+    def start(self) -> None:
+        self._start = (time.monotonic(), machine_busy_s())
+
+    def stop(self) -> None:
+        assert self._start is not None, "stop() before start()"
+        started, busy_before = self._start
+        busy_after = machine_busy_s()
+        if busy_before is None or busy_after is None:
+            return
+        self.busy_s = busy_after - busy_before
+        self.share = self.busy_s / ((time.monotonic() - started) * (os.cpu_count() or 1))
+
+
 def wait_for_total(workers: list[WorkerHandle], total: int, timeout: float) -> None:
     """Until the workers together have finished ``total`` distinct jobs."""
     deadline = time.monotonic() + timeout

@@ -222,6 +222,14 @@ def table_rows(measurements: list[Measurement]) -> list[tuple[str, ...]]:
             extra = f"p95 {_fmt(p95, 'ms')}, p99 {_fmt(p99, 'ms')}"
         elif m.workload in ("drain", "scaleout"):
             extra = f"peak RSS {m.summary('peak_rss_mb')['median'] or 0:.0f} MB"
+            worker_us = m.summary("worker_cpu_us_per_job")["median"]
+            machine_us = m.summary("machine_cpu_us_per_job")["median"]
+            busy = m.summary("machine_busy_share")["median"]
+            if worker_us is not None and machine_us is not None and busy is not None:
+                extra += (
+                    f", CPU per job: worker {worker_us:.0f} µs, machine {machine_us:.0f} µs "
+                    f"({busy:.0%} busy)"
+                )
         elif m.workload == "soak":
             extra = (
                 f"dead tuples max {m.summary('max_dead_tuples')['max'] or 0:,.0f}, "

@@ -18,7 +18,12 @@ import psycopg
 
 from benchmarks.scenarios import job_args
 from benchmarks.sidebyside.databases import Databases, dead_tuples
-from benchmarks.sidebyside.processes import WORKER_TIMEOUT_S, WorkerHandle, wait_for_total
+from benchmarks.sidebyside.processes import (
+    WORKER_TIMEOUT_S,
+    MachineBusy,
+    WorkerHandle,
+    wait_for_total,
+)
 from benchmarks.sidebyside.systems.base import System
 
 Result = dict[str, Any]
@@ -124,8 +129,13 @@ def drain(
         conn.execute("ANALYZE")
     workers = [WorkerHandle(system.name, url, concurrency, mode) for _ in range(processes)]
     problems: list[str] = []
+    busy = MachineBusy()
     try:
+        for worker in workers:
+            worker.wait_started()
+        busy.start()
         wait_for_total(workers, jobs, WORKER_TIMEOUT_S)
+        busy.stop()
     except RuntimeError as exc:
         problems.append(str(exc))
     merged = _stop_all(workers, jobs, problems)
@@ -142,6 +152,11 @@ def drain(
         "seconds": seconds,
         "jobs_per_s": jobs / seconds,
         **merged,
+        # Where the CPU went, per job: the worker processes' own, and the whole machine's
+        # (workers, server and harness) while the workers drained.
+        "worker_cpu_us_per_job": 1e6 * sum(r.get("work_cpu_s", 0.0) for r in records) / jobs,
+        "machine_cpu_us_per_job": None if busy.busy_s is None else 1e6 * busy.busy_s / jobs,
+        "machine_busy_share": busy.share,
         "problems": problems,
     }
 

@@ -63,6 +63,11 @@ def test_every_system_runs_every_workload_exactly_once(tmp_path: Path) -> None:
             assert sample["duplicates"] == 0, key
             assert sample["jobs_per_s"] > 0, key
             assert sample["peak_rss_mb"] > 10, key
+            # The worker's own CPU is read per process, to the nanosecond; the machine's in
+            # clock ticks, which a drain of a few dozen jobs may not even span.
+            assert sample["worker_cpu_us_per_job"] > 0, key
+            assert sample["machine_cpu_us_per_job"] >= 0, key
+            assert sample["machine_busy_share"] >= 0, key
         if m["workload"] == "latency":
             assert 0 < sample["p50_ms"] <= sample["p95_ms"] <= sample["p99_ms"], key
         if m["workload"] == "soak":
