@@ -176,5 +176,5 @@ def test_a_worker_database_dsn_keeps_its_own_options():
         "app",
         "app",
     )
-    assert params["options"] == "-c idle_session_timeout=0 -c jit=off"
+    assert params["options"] == "-c idle_session_timeout=0 -c jit=off -c TimeZone=UTC"
     assert params["application_name"] == "awa_worker"

@@ -4,12 +4,14 @@ psycopg's would, with no object shared between jobs."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC
 
 import pytest
+from psycopg import conninfo
 
 import awa_django as awa
 from awa_django.storage.queue import ClaimedJob, claim_ready, claimed_job_row
-from awa_django.worker.connections import ClaimJsonbLoader, open_pool
+from awa_django.worker.connections import ClaimJsonbLoader, connection_kwargs, open_pool
 from tests.jobs import typed
 
 pytestmark = pytest.mark.usefixtures("awa_db")
@@ -68,3 +70,32 @@ def test_claimed_rows_must_come_in_the_claims_column_order() -> None:
     # ClaimedJob fails on its first result instead of filling fields with the wrong values.
     with pytest.raises(ValueError, match="claim returned columns"):
         asyncio.run(claim_with_other_columns())
+
+
+async def claim_through(dsn: str) -> tuple[list[ClaimedJob], str | None]:
+    pool = await open_pool(dsn, max_size=1)
+    try:
+        async with pool.connection() as conn:
+            zone = conn.info.parameter_status("TimeZone")
+            jobs = await claim_ready(
+                conn,
+                queue="default",
+                limit=10,
+                claimed_by="decoding-test",
+                deadline_s=0,
+                aging_s=0,
+            )
+    finally:
+        await pool.close()
+    return jobs, zone
+
+
+def test_claimed_timestamps_come_back_in_python_utc_whatever_the_session_zone() -> None:
+    typed.enqueue(user_id=1, email="a@example.com")
+    # A worker DSN asking for another zone: the worker's connections still run in UTC.
+    dsn = connection_kwargs("default")
+    dsn_text = conninfo.make_conninfo(**{**dsn, "options": "-c TimeZone=America/Santiago"})
+    (job,), zone = asyncio.run(claim_through(dsn_text))
+    assert zone == "UTC"
+    assert job.run_at.tzinfo is UTC
+    assert job.created_at.tzinfo is UTC
