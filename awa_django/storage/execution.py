@@ -144,32 +144,57 @@ async def close_attempts(
 
 def close_params(completions: Sequence[Completion]) -> dict[str, str]:
     """The parameters of the close statement (shared by the worker and in-process runs): the
-    batch as one JSON document, in the shape awa.close_attempts reads."""
-    return {
-        "batch": json.dumps(
-            [
-                # The receipt address is spelled out, not receipt_address(c): a dict literal per
-                # completion costs a fraction of its getattr loop on this path.
-                {
-                    "ready_slot": c.ready_slot,
-                    "queue": c.queue,
-                    "priority": c.priority,
-                    "shard": c.shard,
-                    "lane_seq": c.lane_seq,
-                    "job_id": c.job_id,
-                    "run_lease": c.run_lease,
-                    "outcome": c.outcome.value,
-                    "run_at": None if c.run_at is None else c.run_at.isoformat(),
-                    "error": c.error,
-                    "progress": c.progress,
-                    "checkpoint": c.checkpoint,
-                    # Already serialized (and size-checked) by the executor: sent as text.
-                    "result": c.result_json,
-                }
-                for c in completions
-            ]
+    batch as one JSON array, in the shape awa.close_attempts reads; a key that is missing
+    reads as NULL there."""
+    return {"batch": "[" + ",".join(_close_item(c) for c in completions) + "]"}
+
+
+# JSON string literals of queue names (a worker serves a handful; bounded by the cap below).
+_QUEUE_LITERALS: dict[str, str] = {}
+_QUEUE_LITERALS_MAX: Final = 1024
+
+
+def _close_item(c: Completion) -> str:
+    # Nearly every item closes an attempt that succeeded and stored nothing: its JSON is its
+    # address and outcome, all integers and known strings, formatted directly. Building a dict
+    # for json.dumps cost four times as much (1.4 against 0.3 µs per job) and sent five nulls.
+    if (
+        c.run_at is None
+        and c.error is None
+        and c.progress is None
+        and c.checkpoint is None
+        and c.result_json is None
+    ):
+        queue = _QUEUE_LITERALS.get(c.queue)
+        if queue is None:
+            queue = json.dumps(c.queue)
+            if len(_QUEUE_LITERALS) < _QUEUE_LITERALS_MAX:
+                _QUEUE_LITERALS[c.queue] = queue
+        return (
+            f'{{"ready_slot":{c.ready_slot:d},"queue":{queue},"priority":{c.priority:d},'
+            f'"shard":{c.shard:d},"lane_seq":{c.lane_seq:d},"job_id":{c.job_id:d},'
+            f'"run_lease":{c.run_lease:d},"outcome":"{c.outcome.value}"}}'
         )
-    }
+    # The receipt address is spelled out, not receipt_address(c): a dict literal per
+    # completion costs a fraction of its getattr loop.
+    return json.dumps(
+        {
+            "ready_slot": c.ready_slot,
+            "queue": c.queue,
+            "priority": c.priority,
+            "shard": c.shard,
+            "lane_seq": c.lane_seq,
+            "job_id": c.job_id,
+            "run_lease": c.run_lease,
+            "outcome": c.outcome.value,
+            "run_at": None if c.run_at is None else c.run_at.isoformat(),
+            "error": c.error,
+            "progress": c.progress,
+            "checkpoint": c.checkpoint,
+            # Already serialized (and size-checked) by the executor: sent as text.
+            "result": c.result_json,
+        }
+    )
 
 
 async def heartbeat_attempts(

@@ -1,0 +1,60 @@
+"""The close statement's batch document: what each completion sends, without a database."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from awa_django.storage.execution import Completion, Outcome, close_params
+
+ADDRESS = {
+    "ready_slot": 3,
+    "queue": "email",
+    "priority": 2,
+    "shard": 1,
+    "lane_seq": 40_401,
+    "job_id": 40_399,
+    "run_lease": 7,
+}
+
+
+def batch(*completions: Completion) -> list[dict[str, object]]:
+    return json.loads(close_params(completions)["batch"])
+
+
+def test_a_plain_success_sends_its_address_and_outcome_only() -> None:
+    (item,) = batch(Completion(**ADDRESS, outcome=Outcome.COMPLETED, kind="k", attempt=1))
+    assert item == {**ADDRESS, "outcome": "completed"}
+
+
+@pytest.mark.parametrize("queue", ['we"ird\\queue', "ünïcode-κ", "tab\there"])
+def test_queue_names_are_json_escaped(queue: str) -> None:
+    (item,) = batch(Completion(**{**ADDRESS, "queue": queue}, outcome=Outcome.COMPLETED))
+    assert item["queue"] == queue
+
+
+def test_completions_with_details_send_them_beside_plain_ones() -> None:
+    run_at = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
+    error = {"attempt": 1, "message": "boom"}
+    plain = Completion(**ADDRESS, outcome=Outcome.COMPLETED)
+    retry = Completion(
+        **{**ADDRESS, "job_id": 5}, outcome=Outcome.RETRYABLE, run_at=run_at, error=error
+    )
+    stored = Completion(**{**ADDRESS, "job_id": 6}, outcome=Outcome.COMPLETED, result_json="[1]")
+    first, second, third = batch(plain, retry, stored)
+    assert first == {**ADDRESS, "outcome": "completed"}
+    assert second["outcome"] == "retryable" and second["job_id"] == 5
+    assert second["run_at"] == run_at.isoformat() and second["error"] == error
+    assert third["result"] == "[1]" and third["outcome"] == "completed"
+
+
+def test_an_address_that_is_not_an_integer_is_refused() -> None:
+    bad = dataclasses.replace(
+        Completion(**ADDRESS, outcome=Outcome.COMPLETED),
+        job_id='1,"outcome":"failed"',  # type: ignore[arg-type]
+    )
+    with pytest.raises(ValueError):
+        close_params([bad])
