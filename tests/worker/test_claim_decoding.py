@@ -17,11 +17,14 @@ from tests.jobs import typed
 pytestmark = pytest.mark.usefixtures("awa_db")
 
 
-async def claim_all() -> tuple[list[ClaimedJob], object]:
-    pool = await open_pool("default", max_size=2)
+async def claim_all(database: str = "default") -> tuple[list[ClaimedJob], object, str | None]:
+    """Claim every ready job of the default queue through a worker pool on ``database`` (an
+    alias or a DSN); also returns the pool's jsonb loader and its session time zone."""
+    pool = await open_pool(database, max_size=2)
     try:
         async with pool.connection() as conn:
             loader = conn.adapters.get_loader(conn.adapters.types["jsonb"].oid, 0)
+            zone = conn.info.parameter_status("TimeZone")
             jobs = await claim_ready(
                 conn,
                 queue="default",
@@ -32,14 +35,14 @@ async def claim_all() -> tuple[list[ClaimedJob], object]:
             )
     finally:
         await pool.close()
-    return jobs, loader
+    return jobs, loader, zone
 
 
 def test_claimed_json_columns_decode_exactly_and_are_not_shared() -> None:
     typed.enqueue(user_id=1, email="ünï@example.com", tags=["a", "ß"])
     typed.enqueue(user_id=2, email="b@example.com", tags=[])
     awa.enqueue(typed, args={"user_id": 3, "email": "c@example.com"}, metadata={"tenant": "t1"})
-    jobs, loader = asyncio.run(claim_all())
+    jobs, loader, _ = asyncio.run(claim_all())
     assert loader is ClaimJsonbLoader
     assert [job.args for job in sorted(jobs, key=lambda j: j.args["user_id"])] == [
         {"user_id": 1, "email": "ünï@example.com", "tags": ["a", "ß"]},
@@ -72,30 +75,12 @@ def test_claimed_rows_must_come_in_the_claims_column_order() -> None:
         asyncio.run(claim_with_other_columns())
 
 
-async def claim_through(dsn: str) -> tuple[list[ClaimedJob], str | None]:
-    pool = await open_pool(dsn, max_size=1)
-    try:
-        async with pool.connection() as conn:
-            zone = conn.info.parameter_status("TimeZone")
-            jobs = await claim_ready(
-                conn,
-                queue="default",
-                limit=10,
-                claimed_by="decoding-test",
-                deadline_s=0,
-                aging_s=0,
-            )
-    finally:
-        await pool.close()
-    return jobs, zone
-
-
 def test_claimed_timestamps_come_back_in_python_utc_whatever_the_session_zone() -> None:
     typed.enqueue(user_id=1, email="a@example.com")
     # A worker DSN asking for another zone: the worker's connections still run in UTC.
     dsn = connection_kwargs("default")
     dsn_text = conninfo.make_conninfo(**{**dsn, "options": "-c TimeZone=America/Santiago"})
-    (job,), zone = asyncio.run(claim_through(dsn_text))
+    (job,), _, zone = asyncio.run(claim_all(dsn_text))
     assert zone == "UTC"
     assert job.run_at.tzinfo is UTC
     assert job.created_at.tzinfo is UTC
