@@ -157,7 +157,8 @@ _QUEUE_LITERALS_MAX: Final = 1024
 def _close_item(c: Completion) -> str:
     # Nearly every item closes an attempt that succeeded and stored nothing: its JSON is its
     # address and outcome, all integers and known strings, formatted directly. Building a dict
-    # for json.dumps cost four times as much (1.4 against 0.3 µs per job) and sent five nulls.
+    # for json.dumps cost twice as much (1.4 against 0.7 µs per completion, the integer checks
+    # included) and sent five nulls.
     if (
         c.run_at is None
         and c.error is None
@@ -175,6 +176,14 @@ def _close_item(c: Completion) -> str:
             f'"shard":{c.shard:d},"lane_seq":{c.lane_seq:d},"job_id":{c.job_id:d},'
             f'"run_lease":{c.run_lease:d},"outcome":"{c.outcome.value}"}}'
         )
+    details = {
+        "run_at": None if c.run_at is None else c.run_at.isoformat(),
+        "error": c.error,
+        "progress": c.progress,
+        "checkpoint": c.checkpoint,
+        # Already serialized (and size-checked) by the executor: sent as text.
+        "result": c.result_json,
+    }
     # The receipt address is spelled out, not receipt_address(c): a dict literal per
     # completion costs a fraction of its getattr loop.
     return json.dumps(
@@ -187,12 +196,7 @@ def _close_item(c: Completion) -> str:
             "job_id": c.job_id,
             "run_lease": c.run_lease,
             "outcome": c.outcome.value,
-            "run_at": None if c.run_at is None else c.run_at.isoformat(),
-            "error": c.error,
-            "progress": c.progress,
-            "checkpoint": c.checkpoint,
-            # Already serialized (and size-checked) by the executor: sent as text.
-            "result": c.result_json,
+            **{name: value for name, value in details.items() if value is not None},
         }
     )
 

@@ -49,6 +49,9 @@ def test_completions_with_details_send_them_beside_plain_ones() -> None:
     assert second["outcome"] == "retryable" and second["job_id"] == 5
     assert second["run_at"] == run_at.isoformat() and second["error"] == error
     assert third["result"] == "[1]" and third["outcome"] == "completed"
+    # Fields that are not set are left out, for every item.
+    assert set(second) == {*ADDRESS, "outcome", "run_at", "error"}
+    assert set(third) == {*ADDRESS, "outcome", "result"}
 
 
 def test_an_address_that_is_not_an_integer_is_refused() -> None:
