@@ -54,12 +54,10 @@ async def report_closed(
     """Count and announce the attempts of ``completions`` that actually ``closed`` (written,
     hence committed: worker writes are autocommit). ``rescue_reasons`` maps the job ids the
     leader rescued to why; stale completions are never reported."""
-    telemetry = get_telemetry()
-    for completion in completions:
-        if (completion.job_id, completion.run_lease) not in closed:
-            continue
+    written = [c for c in completions if (c.job_id, c.run_lease) in closed]
+    get_telemetry().closed(written, rescued=rescue_reasons.keys())
+    for completion in written:
         reason = rescue_reasons.get(completion.job_id)
-        telemetry.closed(completion, rescued=reason is not None)
         if reason is not None and signals.job_rescued.has_listeners():
             await signals.send_robust(
                 signals.job_rescued,

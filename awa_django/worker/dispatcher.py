@@ -253,6 +253,8 @@ class Dispatcher:
                 if ahead is not None:
                     # One step for the claim's task: it sends the query before the jobs start.
                     await asyncio.sleep(0)
+            if jobs:
+                self._telemetry.claimed(jobs, now=self._now())
             if any(self._is_async(job) for job in jobs):
                 self._refresh_loop_thread_connection()
             for job in jobs:
@@ -372,7 +374,6 @@ class Dispatcher:
         ctx = context_for(
             job, callbacks=None if self._callbacks is None else self._callbacks.for_attempt(job)
         )
-        self._telemetry.claimed(job, now=self._now())
         attempt = RunningAttempt(job=job, ctx=ctx, started=time.monotonic())
         # Registered before the task exists: an eager first step may run the job to its end.
         self._running.add(attempt)

@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import awa_django as awa
 from awa_django import telemetry as awa_telemetry
+from awa_django.storage.execution import Completion, Outcome
 from awa_django.storage.queue import ClaimedJob
 from awa_django.telemetry import (
     PROVIDER_CHECK_INTERVAL_S,
@@ -199,3 +200,64 @@ def test_job_spans_are_skipped_until_an_sdk_tracer_provider_is_installed(monkeyp
     with telemetry.job_span(job):
         pass
     assert [s.name for s in _EXPORTER.get_finished_spans()] == ["job.execute tests.noop"]
+
+
+def attempt(*, queue: str, kind: str, job_id: int) -> ClaimedJob:
+    now = datetime.now(UTC)
+    return ClaimedJob(
+        queue=queue, priority=2, shard=0, lane_seq=job_id, ready_slot=0, job_id=job_id,
+        kind=kind, args={}, attempt=1, run_lease=1, max_attempts=3, run_at=now,
+        created_at=now, metadata={}, tags=[], errors=[],
+    )  # fmt: skip
+
+
+class CountingCounter:
+    """Stands in for an SDK counter: records each call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, dict[str, Any]]] = []
+
+    def add(self, amount: int, attributes: dict[str, Any] | None = None) -> None:
+        self.calls.append((amount, dict(attributes or {})))
+
+
+def test_counters_are_added_once_per_batch_and_kind_not_once_per_job():
+    telemetry = OtelTelemetry()
+    counting = {name: CountingCounter() for name in telemetry._counters}
+    telemetry._counters = counting  # type: ignore[assignment]
+    jobs = [
+        attempt(queue="q", kind="a", job_id=1),
+        attempt(queue="q", kind="a", job_id=2),
+        attempt(queue="q", kind="b", job_id=3),
+    ]
+    telemetry.claimed(jobs, now=datetime.now(UTC))
+    assert sorted(counting["awa.job.claimed"].calls, key=lambda call: call[1]["kind"]) == [
+        (2, {"queue": "q", "kind": "a"}),
+        (1, {"queue": "q", "kind": "b"}),
+    ]
+    telemetry.closed(
+        [
+            Completion.of(jobs[0], Outcome.COMPLETED),
+            Completion.of(jobs[1], Outcome.COMPLETED),
+            Completion.of(jobs[2], Outcome.FAILED, error={}),
+        ],
+        rescued={2},
+    )
+    assert counting["awa.job.completed"].calls == [(2, {"queue": "q", "kind": "a"})]
+    assert counting["awa.job.failed"].calls == [(1, {"queue": "q", "kind": "b"})]
+    assert counting["awa.job.rescued"].calls == [(1, {"queue": "q", "kind": "a"})]
+
+
+def test_the_in_flight_gauge_follows_claims_and_finishes():
+    telemetry = OtelTelemetry()
+    jobs = [attempt(queue="in-flight-gauge", kind="a", job_id=n) for n in (1, 2, 3)]
+    telemetry.claimed(jobs, now=datetime.now(UTC))
+    assert value(points(), "awa.job.in_flight", queue="in-flight-gauge") == 3
+    telemetry.finished(jobs[0], duration_s=0.01)
+    assert value(points(), "awa.job.in_flight", queue="in-flight-gauge") == 2
+    for job in jobs[1:]:
+        telemetry.finished(job, duration_s=0.01)
+    collected = points()
+    # Still reported, at zero, once nothing runs.
+    assert ("awa.job.in_flight", frozenset({("queue", "in-flight-gauge")})) in collected
+    assert value(collected, "awa.job.in_flight", queue="in-flight-gauge") == 0
