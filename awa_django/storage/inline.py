@@ -38,6 +38,14 @@ class NextReady:
     kind: str
 
 
+def publish_pending(cursor: CursorWrapper) -> None:
+    """Publish the ready rows the cursor's open transaction wrote, as its commit would, so that
+    a claim inside the same (test) transaction sees them. Outside a transaction every write
+    has committed already."""
+    if cursor.db.in_atomic_block:
+        cursor.execute(_SQL["publish_pending"])
+
+
 def claim_ready(
     cursor: CursorWrapper,
     *,
@@ -48,7 +56,9 @@ def claim_ready(
     aging_s: float,
     sequential: bool,
 ) -> list[ClaimedJob]:
-    """``storage.queue.claim_ready`` on a Django cursor."""
+    """``storage.queue.claim_ready`` on a Django cursor, after publishing what the cursor's
+    transaction wrote."""
+    publish_pending(cursor)
     cursor.execute(
         _QUEUE_SQL["claim_ready"],
         claim_params(
@@ -100,6 +110,7 @@ def publish_queue_policies(cursor: CursorWrapper, dlq_enabled: Mapping[str, bool
 
 def next_ready(cursor: CursorWrapper, *, queue: str) -> NextReady | None:
     """The job the next claim of ``queue`` would take, or None when nothing is ready."""
+    publish_pending(cursor)
     cursor.execute(_SQL["next_ready"], {"queue": queue})
     row = cursor.fetchone()
     return None if row is None else NextReady(int(row[0]), str(row[1]))

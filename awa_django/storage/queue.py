@@ -1,12 +1,12 @@
 """Queue plane: appending ready rows and claiming them.
 
-How it works: a lane is one ordered ``(queue, priority, shard)`` stream. A producer takes the
-lane's transaction-scoped advisory lock, draws positions from one global sequence and appends
-immutable rows to the current slot of the ready ring; the lock is held until it commits, so rows
-become visible in position order. A claimer tries the lane's claim lock (another advisory lock;
-a lane held by another claimer is skipped), derives the cursor from the lane's newest claim
-receipt and appends receipts for the next rows. No row is ever updated: the SQL functions behind
-these calls live in the substrate migration.
+How it works: a lane is one ordered ``(queue, priority, shard)`` stream. A producer appends
+immutable rows to the ready ring and takes no lock; when its transaction commits, a deferred
+trigger appends one ``lane_commits`` row per lane it wrote, at the lane's next commit position,
+and that row is what makes the rows claimable. A claimer tries the lane's claim lock (an
+advisory lock; a lane held by another claimer is skipped), derives the cursor from the lane's
+newest claim receipt and appends receipts for the next rows, commit by commit. No row is ever
+updated: the SQL functions behind these calls live in the substrate migration.
 """
 
 from __future__ import annotations
@@ -147,7 +147,8 @@ def copy_ready(
 ) -> list[int]:
     """Append a batch of immediate jobs to one lane with COPY; returns their ids in order.
 
-    The lane's shard is the ordering key's (or a random one when there is none)."""
+    The lane's shard is the ordering key's (or a random one when there is none). The first row
+    announces the batch, which the transaction publishes when it commits."""
     cursor.execute(
         _SQL["reserve_ready_batch"],
         {
@@ -164,13 +165,15 @@ def copy_ready(
     body = copy_text.field(kind)
     rest = copy_text.fields(0, 0, max_attempts, run_at, now, metadata_json, tags, "[]")
     rows = (
-        f"{lane}\t{lane_seq}\t{place}\t{job_id}\t{body}\t{copy_text.text_field(args)}\t{rest}\n"
-        for job_id, lane_seq, args in zip(job_ids, lane_seqs, args_json, strict=True)
+        f"{lane}\t{lane_seq}\t{place}\t{job_id}\t{body}\t{copy_text.text_field(args)}\t{rest}"
+        f"\t{'t' if position == 0 else 'f'}\n"
+        for position, (job_id, lane_seq, args) in enumerate(
+            zip(job_ids, lane_seqs, args_json, strict=True)
+        )
     )
     # Django's wrapper does not expose COPY; its ``cursor`` attribute is the psycopg cursor.
     with cursor.cursor.copy(_SQL["copy_ready"]) as copy:
         copy_text.write_rows(copy, rows)
-    cursor.execute(_SQL["notify_queue"], {"queue": queue})
     return list(job_ids)
 
 

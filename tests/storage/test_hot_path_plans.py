@@ -20,7 +20,13 @@ CLAIM = """
 SELECT job_id, run_lease, queue, priority, shard, lane_seq, ready_slot
   FROM awa.claim_ready('default', %(limit)s, 'plans-test', 0, 0, false)
 """
-RING_TABLES = ("ready_entries", "ready_tombstones", "claim_receipts", "done_entries")
+RING_TABLES = (
+    "ready_entries",
+    "lane_commits",
+    "ready_tombstones",
+    "claim_receipts",
+    "done_entries",
+)
 
 
 @pytest.fixture
@@ -213,7 +219,7 @@ def test_a_claim_of_an_ordinary_queue_does_not_touch_the_closures() -> None:
         assert len(claim(1)) == 1
         cursor.execute(LOCKED_RING_PARTITIONS)
         locked = {row[0] for row in cursor.fetchall()}
-    assert locked == {"ready_entries", "ready_tombstones", "claim_receipts"}
+    assert locked == {"ready_entries", "lane_commits", "ready_tombstones", "claim_receipts"}
 
 
 @pytest.mark.django_db

@@ -202,19 +202,21 @@ def test_promotion_uses_the_partial_indexes():
     assert "deferred_jobs_scheduled_due" in plan
 
 
-def test_promotion_skips_a_lane_whose_producer_has_not_committed():
-    """Promotion only tries lane locks: it never waits behind an application transaction."""
+def test_promotion_and_claims_pass_a_producer_whose_transaction_is_still_open():
+    """A transaction that enqueued and stays open holds nothing on the lane: promotion moves
+    due jobs into it and they are claimed; the open transaction's job follows once it commits."""
     import threading
 
     from django.db import connections, transaction
 
     holding = threading.Event()
     release = threading.Event()
+    late: list[int] = []
 
     def producer() -> None:
         try:
             with transaction.atomic():
-                awa.enqueue("k.d", args={})
+                late.append(awa.enqueue("k.d", args={}))
                 holding.set()
                 release.wait(10)
         finally:
@@ -224,17 +226,16 @@ def test_promotion_skips_a_lane_whose_producer_has_not_committed():
     thread.start()
     try:
         assert holding.wait(10)
-        # A scheduled job takes no lane lock, so it can be added while the lane is held.
-        due = awa.enqueue("k.d", args={}, run_at=timedelta(milliseconds=500))
+        due = awa.enqueue("k.d", args={}, run_at=timedelta(milliseconds=300))
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_sleep(0.6)")
-        assert run(promote_due, limit=10) == 0
-        assert awa.get_job(due).state == "scheduled"
+            cursor.execute("SELECT pg_sleep(0.4)")
+        assert run(promote_due, limit=10) == 1
+        assert awa.get_job(due).state == "available"
+        assert [job.job_id for job in claim()] == [due]
     finally:
         release.set()
         thread.join(10)
-    run(promote_due, limit=10)
-    assert awa.get_job(due).state == "available"
+    assert [job.job_id for job in claim()] == late
 
 
 def test_next_due_ignores_paused_queues():

@@ -21,6 +21,7 @@ DROP TABLE awa.rate_ledger;
 
 -- ==== Scheduling: enqueue shards, ordering keys and priority aging (schedb) ====
 DROP FUNCTION awa.claim_order(text, double precision);
+DROP FUNCTION awa.lane_head(text, smallint, smallint);
 DROP FUNCTION awa.effective_priority(smallint, timestamptz, double precision);
 DROP FUNCTION awa.reentry_shard(text, jsonb);
 DROP FUNCTION awa.enqueue_shard(text, text);
@@ -50,12 +51,31 @@ DROP FUNCTION awa.close_attempts(json);
 DROP FUNCTION awa.claim_ready(text, integer, text, double precision, double precision,
                                 boolean);
 DROP FUNCTION awa.enqueue_job(text, text, smallint, jsonb, integer, timestamptz, jsonb, text[]);
-DROP FUNCTION awa.reserve_lane(text, smallint, smallint, integer, boolean);
+DROP TRIGGER ready_entries_publish ON awa.ready_entries;
+DROP FUNCTION awa.publish_ready();
+DROP FUNCTION awa.publish_lane(text, smallint, smallint, integer, xid8, bigint);
+DROP FUNCTION awa.producer_slot();
+-- The lanes' commit sequences, created on first use (awa.create_lane, awa.lane_sequence_name).
+DO $$
+DECLARE
+    v_sequence text;
+BEGIN
+    FOR v_sequence IN
+        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = 'awa' AND c.relkind = 'S' AND c.relname ~ '^lane_[0-9a-f]{32}$'
+    LOOP
+        EXECUTE format('DROP SEQUENCE awa.%I', v_sequence);
+    END LOOP;
+END
+$$;
+DROP FUNCTION awa.create_lane(text, smallint, smallint);
+DROP FUNCTION awa.lane_sequence_name(text, smallint, smallint);
 DROP FUNCTION awa.lane_lock_key(text, smallint, smallint);
 DROP TYPE awa.claimed_job;
 DROP TABLE awa.terminal_history, awa.dlq_entries, awa.deferred_jobs, awa.attempt_state, awa.leases,
            awa.lease_ring_rotations, awa.done_entries, awa.claim_receipts,
-           awa.ready_tombstones, awa.ready_entries, awa.queue_lanes, awa.queue_meta,
+           awa.ready_tombstones, awa.lane_commits, awa.ready_entries, awa.queue_lanes,
+           awa.queue_meta,
            awa.queue_ring_rotations, awa.ring_config;
 DROP SEQUENCE awa.lane_seq, awa.job_id_seq;
 DROP SCHEMA awa;

@@ -10,10 +10,10 @@ CREATE SCHEMA awa;
 -- Job ids stay the same for the whole life of a job, across retries and promotions.
 CREATE SEQUENCE awa.job_id_seq AS bigint;
 
--- One global sequence orders every lane. CACHE 1 (the default, stated because it matters): values
--- must be handed out in call order across backends, since a producer draws its lane positions only
--- after taking the lane lock and the claim cursor relies on "larger position = later producer".
-CREATE SEQUENCE awa.lane_seq AS bigint CACHE 1;
+-- Numbers the ready rows of a lane in the order their producer wrote them. Only the order within
+-- one producer transaction matters: across transactions a lane is ordered by the commit
+-- positions of awa.lane_commits. So each backend may take its numbers from a cached range.
+CREATE SEQUENCE awa.lane_seq AS bigint CACHE 64;
 
 -- ---------------------------------------------------------------------------------------------
 -- Control plane
@@ -47,9 +47,8 @@ CREATE TABLE awa.queue_meta (
     dlq_enabled boolean NOT NULL DEFAULT false
 );
 
--- A lane is one ordered (queue, priority, shard) stream. The row is inserted once, on first use,
--- and is never updated or locked: producers serialise on one advisory lock of the lane, claimers
--- on another (awa.lane_lock_key).
+-- A lane is one ordered (queue, priority, shard) stream. The row is inserted once, on first use
+-- (awa.create_lane, together with the lane's commit sequence), and is never updated or locked.
 CREATE TABLE awa.queue_lanes (
     queue text NOT NULL,
     priority smallint NOT NULL,
@@ -62,9 +61,10 @@ CREATE TABLE awa.queue_lanes (
 -- Queue plane: ring partitioned by ready_slot
 -- ---------------------------------------------------------------------------------------------
 
--- Immutable runnable rows. Enqueue and promotion append; nothing updates or deletes a row. The
--- primary key leads with the lane so a claim reads "next rows of this lane" by index in every
--- partition (there is no skip scan over a leading slot column).
+-- Immutable runnable rows. Enqueue and promotion append; nothing updates or deletes a row. A
+-- row becomes claimable through the awa.lane_commits row its transaction appends when it
+-- commits. The primary key leads with the lane so a claim reads a commit's rows by index in
+-- every partition (there is no skip scan over a leading slot column).
 CREATE TABLE awa.ready_entries (
     queue text NOT NULL,
     priority smallint NOT NULL,
@@ -83,9 +83,34 @@ CREATE TABLE awa.ready_entries (
     metadata jsonb NOT NULL,
     tags text[] NOT NULL,
     errors jsonb NOT NULL,
+    -- The writing transaction: its commit publishes the row through awa.lane_commits.
+    batch xid8 NOT NULL DEFAULT pg_current_xact_id(),
+    -- Set on the first row of each write (one enqueue, one COPY, one promoted lane): only those
+    -- rows queue the commit-time trigger (awa.publish_ready), so a COPY of thousands of rows
+    -- costs one trigger call, not one per row.
+    announce boolean NOT NULL DEFAULT false,
     PRIMARY KEY (queue, priority, shard, lane_seq, ready_slot)
 ) PARTITION BY LIST (ready_slot);
 CREATE INDEX ready_entries_job_id ON awa.ready_entries (job_id);
+
+-- The order of a lane: one row per producer transaction and lane, appended by the transaction
+-- itself as it commits (the deferred trigger awa.publish_ready). commit_seq is drawn from the
+-- lane's own sequence at that moment, so positions follow commit order and a lane's rows are
+-- dense (1, 2, 3, ...) but for positions whose producer failed at commit; the row stands for
+-- that transaction's ready rows of the lane, lane_seq first_seq .. last_seq of batch. It lives
+-- in the slot of its rows, so prune reclaims both together.
+CREATE TABLE awa.lane_commits (
+    queue text NOT NULL,
+    priority smallint NOT NULL,
+    shard smallint NOT NULL,
+    commit_seq bigint NOT NULL,
+    ready_slot integer NOT NULL,
+    batch xid8 NOT NULL,
+    first_seq bigint NOT NULL,
+    last_seq bigint NOT NULL,
+    committed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (queue, priority, shard, commit_seq, ready_slot)
+) PARTITION BY LIST (ready_slot);
 
 -- Marks an unclaimed ready row as no longer claimable (cancel before claim, moves) without
 -- touching the immutable row. Claim anti-joins it.
@@ -102,12 +127,15 @@ CREATE TABLE awa.ready_tombstones (
 ) PARTITION BY LIST (ready_slot);
 
 -- Claim receipts: one per claimed ready row, in the same slot as that row, so truncating a slot
--- reclaims ready rows and their receipts together. The newest receipt of a lane is the lane's
--- claim cursor; the primary key makes claiming one ready row twice impossible.
+-- reclaims ready rows and their receipts together. The newest receipt of a lane, by commit_seq
+-- (the row's awa.lane_commits position) and then lane_seq, is the lane's claim cursor; the
+-- primary key makes claiming one ready row twice impossible. Lookups by attempt go through
+-- the job_id index.
 CREATE TABLE awa.claim_receipts (
     queue text NOT NULL,
     priority smallint NOT NULL,
     shard smallint NOT NULL,
+    commit_seq bigint NOT NULL,
     lane_seq bigint NOT NULL,
     ready_slot integer NOT NULL,
     job_id bigint NOT NULL,
@@ -117,7 +145,7 @@ CREATE TABLE awa.claim_receipts (
     claimed_by text NOT NULL,
     -- Hard deadline of the attempt (the queue's deadline after the claim); NULL disables it.
     deadline_at timestamptz,
-    PRIMARY KEY (queue, priority, shard, lane_seq, ready_slot)
+    PRIMARY KEY (queue, priority, shard, commit_seq, lane_seq, ready_slot)
 ) PARTITION BY LIST (ready_slot);
 -- Job lookups (the awa.jobs view, operators) by id.
 CREATE INDEX claim_receipts_job_id ON awa.claim_receipts (job_id);
@@ -166,8 +194,8 @@ DECLARE
     v_table text;
 BEGIN
     INSERT INTO awa.ring_config (ring, slot_count) VALUES ('queue', v_slots);
-    FOREACH v_table IN ARRAY ARRAY['ready_entries', 'ready_tombstones', 'claim_receipts',
-                                   'done_entries'] LOOP
+    FOREACH v_table IN ARRAY ARRAY['ready_entries', 'lane_commits', 'ready_tombstones',
+                                   'claim_receipts', 'done_entries'] LOOP
         FOR v_slot IN 0 .. v_slots - 1 LOOP
             EXECUTE format('CREATE TABLE awa.%I PARTITION OF awa.%I FOR VALUES IN (%s)',
                            v_table || '_' || v_slot, v_table, v_slot);
@@ -345,71 +373,162 @@ CREATE TYPE awa.claimed_job AS (
     checkpoint jsonb
 );
 
--- Reserves p_count positions on one lane for the calling transaction.
---
--- The lane's advisory lock is transaction-scoped and held until commit or rollback: a later
--- producer on the lane can only draw its positions after this one has finished, so positions
--- become visible in lane order and a claimer never sees position N+1 while N can still commit.
--- A rolled-back producer just leaves unused sequence values, which nothing waits for.
--- Every statement here takes a fresh snapshot (VOLATILE plpgsql), so the ring cursor read after
--- the lock reflects rotations committed while we waited.
---
--- With p_wait false the lock is only tried: when a producer holds the lane, nothing is reserved
--- and every OUT value is NULL. Promotion uses that so it never queues behind (or deadlocks with)
--- an application transaction.
--- The object key of a lane's advisory locks. Producers take it in class 1096237388 ('AWAL'),
--- claimers (and cancel_job) in class 1096237379 ('AWAC'), so the two never wait for each other
--- and neither collides with an application's keys. Two lanes whose names hash alike merely share
--- their locks.
+-- The object key of a lane's advisory locks. Producers take it in class 1096237388 ('AWAL')
+-- while they publish (shared: producers never wait for each other), claimers (and cancel_job)
+-- in class 1096237379 ('AWAC'), and neither collides with an application's keys. Two lanes
+-- whose names hash alike merely share their locks.
 -- The explicit ::text casts keep the body immutable (text || smallint is only stable), so the
 -- planner inlines it; a call it cannot inline re-parses and re-plans the body in every
--- transaction, which cost each enqueue and each claim about 13 µs.
+-- transaction.
 CREATE FUNCTION awa.lane_lock_key(p_queue text, p_priority smallint, p_shard smallint)
 RETURNS integer LANGUAGE sql IMMUTABLE AS $$
     SELECT hashtext(p_queue || '/' || p_priority::text || '/' || p_shard::text)
 $$;
 
-CREATE FUNCTION awa.reserve_lane(
-    p_queue text, p_priority smallint, p_shard smallint, p_count integer, p_wait boolean,
-    OUT ready_slot integer, OUT ready_generation bigint, OUT lane_seqs bigint[]
-) LANGUAGE plpgsql AS $$
+-- The name of a lane's commit sequence: derived from the lane, so producers find it in the
+-- catalog (whose lookups see every committed object, whatever the caller's isolation level)
+-- without reading a table row their snapshot might not show yet.
+CREATE FUNCTION awa.lane_sequence_name(p_queue text, p_priority smallint, p_shard smallint)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT 'lane_' || md5(p_queue || '/' || p_priority::text || '/' || p_shard::text)
+$$;
+
+-- Creates a lane on first use: its queue_lanes row and its commit sequence, and returns the
+-- sequence. Creators serialise on a lock of queue_lanes that only they take (claimers read the
+-- table and do not conflict), so concurrent first uses of one lane wait for each other instead
+-- of failing; taking the lock also makes the catalog lookup after it see a creator that
+-- committed meanwhile. SECURITY DEFINER: producers need no CREATE privilege on the schema; the
+-- sequence is usable by whoever may use the schema.
+CREATE FUNCTION awa.create_lane(p_queue text, p_priority smallint, p_shard smallint)
+RETURNS regclass LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    v_lock_key constant integer := awa.lane_lock_key(p_queue, p_priority, p_shard);
+    v_name constant text := awa.lane_sequence_name(p_queue, p_priority, p_shard);
+    v_sequence regclass;
 BEGIN
-    IF p_wait THEN
-        PERFORM pg_advisory_xact_lock(1096237388, v_lock_key);
-    ELSIF NOT pg_try_advisory_xact_lock(1096237388, v_lock_key) THEN
-        RETURN;
-    END IF;
-    -- The lane row is written under the lane lock, so this insert never waits on another
-    -- producer's uncommitted insert of the same row.
-    IF NOT EXISTS (SELECT 1 FROM awa.queue_lanes l
-                    WHERE l.queue = p_queue AND l.priority = p_priority AND l.shard = p_shard) THEN
+    LOCK TABLE awa.queue_lanes IN SHARE ROW EXCLUSIVE MODE;
+    v_sequence := to_regclass(format('awa.%I', v_name));
+    IF v_sequence IS NULL THEN
+        -- CACHE 1: positions must be handed out in the order producers ask for them.
+        EXECUTE format('CREATE SEQUENCE awa.%I AS bigint CACHE 1', v_name);
+        EXECUTE format('GRANT USAGE, SELECT, UPDATE ON SEQUENCE awa.%I TO PUBLIC', v_name);
         INSERT INTO awa.queue_lanes (queue, priority, shard) VALUES (p_queue, p_priority, p_shard)
             ON CONFLICT DO NOTHING;
+        v_sequence := to_regclass(format('awa.%I', v_name));
     END IF;
-    SELECT r.slot, r.generation INTO ready_slot, ready_generation
-      FROM awa.queue_ring_rotations r ORDER BY r.generation DESC LIMIT 1;
-    -- A single enqueue is the common case: one nextval needs no subquery.
-    IF p_count = 1 THEN
-        lane_seqs := ARRAY[nextval('awa.lane_seq')];
-    ELSE
-        lane_seqs := ARRAY(SELECT nextval('awa.lane_seq') FROM generate_series(1, p_count));
-    END IF;
+    RETURN v_sequence;
 END
 $$;
 
+-- The ring slot (and its generation) the current transaction writes its ready rows to: read from
+-- the ring cursor by the transaction's first write and kept for the rest of it, so all of a
+-- transaction's rows of a lane, and the awa.lane_commits row that publishes them, share one
+-- slot and are pruned together.
+CREATE FUNCTION awa.producer_slot(OUT slot integer, OUT generation bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_pinned constant text := current_setting('awa.producer_slot', true);
+BEGIN
+    IF v_pinned IS NOT NULL AND v_pinned <> '' THEN
+        slot := split_part(v_pinned, ':', 1)::integer;
+        generation := split_part(v_pinned, ':', 2)::bigint;
+        RETURN;
+    END IF;
+    SELECT r.slot, r.generation INTO slot, generation
+      FROM awa.queue_ring_rotations r ORDER BY r.generation DESC LIMIT 1;
+    PERFORM set_config('awa.producer_slot', slot || ':' || generation, true);
+END
+$$;
+
+-- Publishes the current transaction's ready rows of one lane, those from lane_seq p_first_seq
+-- on: appends the lane_commits row that makes them claimable, at the next position of the
+-- lane, and wakes the queue's workers. Returns the last lane_seq it covers.
+--
+-- Runs as the transaction commits (awa.publish_ready), so the position is held only from here
+-- until the commit record is durable, never while the application's transaction does its other
+-- work. The shared lane lock marks the position as in flight: a claimer that finds a position
+-- missing takes the lock exclusively to learn that no producer of the lane is mid-commit (so the
+-- position belongs to a producer that failed and can be stepped over). Producers share it, so
+-- they never wait for each other, whatever order they publish lanes in.
+CREATE FUNCTION awa.publish_lane(p_queue text, p_priority smallint, p_shard smallint,
+                                 p_slot integer, p_batch xid8, p_first_seq bigint)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_sequence regclass := to_regclass(
+        format('awa.%I', awa.lane_sequence_name(p_queue, p_priority, p_shard)));
+    -- Every row this transaction wrote took its lane_seq from this session before now.
+    v_last_seq constant bigint := currval('awa.lane_seq');
+BEGIN
+    IF v_sequence IS NULL THEN
+        v_sequence := awa.create_lane(p_queue, p_priority, p_shard);
+    END IF;
+    -- The lock before the position: a drawn position is always covered by it.
+    PERFORM pg_advisory_xact_lock_shared(1096237388,
+                                         awa.lane_lock_key(p_queue, p_priority, p_shard));
+    INSERT INTO awa.lane_commits (queue, priority, shard, commit_seq, ready_slot, batch,
+                                  first_seq, last_seq)
+    VALUES (p_queue, p_priority, p_shard, nextval(v_sequence), p_slot, p_batch, p_first_seq,
+            v_last_seq);
+    PERFORM pg_notify('awa', p_queue);
+    RETURN v_last_seq;
+END
+$$;
+
+-- Commit-time trigger of ready_entries, queued by the first row of every write (announce) and
+-- fired after the application's last statement, as its transaction commits (or at SET
+-- CONSTRAINTS ... IMMEDIATE). The first firing for a lane publishes all of the transaction's
+-- rows of that lane written so far; awa.published (local to the transaction, so it also rolls
+-- back with a savepoint) remembers up to which lane_seq, so later firings for the same rows do
+-- nothing and rows written after an early publication get a position of their own.
+-- An error here aborts the commit: it is raised again naming the job and queue, with the
+-- original SQLSTATE, so the caller's atomic() block fails with a clear message and its rows
+-- roll back with the jobs.
+CREATE FUNCTION awa.publish_ready() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    v_lane constant text := md5(NEW.queue || '/' || NEW.priority || '/' || NEW.shard);
+    v_published constant text := coalesce(current_setting('awa.published', true), '');
+    v_at constant integer := position(';' || v_lane || '=' IN v_published);
+    v_entry text;
+    v_last_seq bigint;
+BEGIN
+    IF v_at > 0 THEN
+        v_entry := split_part(substr(v_published, v_at + 1), ';', 1);
+        IF NEW.lane_seq <= split_part(v_entry, '=', 2)::bigint THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    BEGIN
+        v_last_seq := awa.publish_lane(NEW.queue, NEW.priority, NEW.shard, NEW.ready_slot,
+                                       NEW.batch, NEW.lane_seq);
+    EXCEPTION WHEN OTHERS THEN
+        RAISE EXCEPTION 'awa: could not publish job % of queue % at commit: %', NEW.job_id,
+                        NEW.queue, SQLERRM
+              USING ERRCODE = SQLSTATE;
+    END;
+    PERFORM set_config('awa.published',
+                       CASE WHEN v_at > 0
+                            THEN replace(v_published, ';' || v_entry,
+                                         ';' || v_lane || '=' || v_last_seq)
+                            ELSE v_published || ';' || v_lane || '=' || v_last_seq END,
+                       true);
+    RETURN NULL;
+END
+$$;
+
+CREATE CONSTRAINT TRIGGER ready_entries_publish AFTER INSERT ON awa.ready_entries
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.announce)
+    EXECUTE FUNCTION awa.publish_ready();
+
 -- Enqueues one job inside the caller's transaction and returns its id. A future run_at goes to
--- the deferred backlog; anything else is appended to its lane, and a NOTIFY (delivered only at
--- commit) wakes the workers of that queue.
+-- the deferred backlog; anything else is appended to its lane as an immutable ready row, which
+-- the transaction publishes when it commits (awa.publish_ready). Nothing here waits for, or
+-- locks against, another producer.
 CREATE FUNCTION awa.enqueue_job(
     p_kind text, p_queue text, p_priority smallint, p_args jsonb, p_max_attempts integer,
     p_run_at timestamptz, p_metadata jsonb, p_tags text[]
 ) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     v_job_id bigint := nextval('awa.job_id_seq');
-    v_lane record;
-    v_shard smallint;
+    v_slot record;
 BEGIN
     IF p_run_at IS NOT NULL AND p_run_at > now() THEN
         INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
@@ -419,15 +538,13 @@ BEGIN
                 p_run_at, now(), p_metadata, p_tags, '[]');
         RETURN v_job_id;
     END IF;
-    v_shard := awa.enqueue_shard(p_queue, p_metadata ->> 'awa:ordering_key');
-    SELECT * INTO v_lane FROM awa.reserve_lane(p_queue, p_priority, v_shard, 1, true);
+    v_slot := awa.producer_slot();
     INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot, ready_generation,
                                    job_id, kind, args, attempt, run_lease, max_attempts, run_at,
-                                   created_at, metadata, tags, errors)
-    VALUES (p_queue, p_priority, v_shard, v_lane.lane_seqs[1], v_lane.ready_slot,
-            v_lane.ready_generation, v_job_id, p_kind, p_args, 0, 0, p_max_attempts,
-            coalesce(p_run_at, now()), now(), p_metadata, p_tags, '[]');
-    PERFORM pg_notify('awa', p_queue);
+                                   created_at, metadata, tags, errors, announce)
+    VALUES (p_queue, p_priority, awa.enqueue_shard(p_queue, p_metadata ->> 'awa:ordering_key'),
+            nextval('awa.lane_seq'), v_slot.slot, v_slot.generation, v_job_id, p_kind, p_args, 0,
+            0, p_max_attempts, coalesce(p_run_at, now()), now(), p_metadata, p_tags, '[]', true);
     RETURN v_job_id;
 END
 $$;
@@ -435,10 +552,20 @@ $$;
 -- Claims up to p_limit ready jobs of one queue, lane by lane in effective priority order.
 --
 -- A claimer tries the lane's claim lock (one claimer per lane at a time; others move on), then
--- derives the lane cursor from the newest receipt of the lane and reads the next
--- committed ready rows past it. The cursor read is a separate statement after the lock, so it
--- sees the receipts of the claimer that held the lane before us. Receipts are appended in the
--- same transaction: a claim that rolls back leaves the cursor where it was. Nothing is updated.
+-- derives the lane's cursor from its newest receipt, (commit_seq, lane_seq), and takes the next
+-- rows in lane order: the rest of the cursor's commit, then the commits after it, each commit's
+-- rows in lane_seq order. The cursor read is a separate statement after the lock, so it sees
+-- the receipts of the claimer that held the lane before us. Receipts are appended in the same
+-- transaction: a claim that rolls back leaves the cursor where it was. Nothing is updated.
+--
+-- Commit positions are dense, so a claimer takes commits only while they follow each other
+-- without a hole: a missing position belongs to a producer that is committing right now, whose
+-- rows must come first, or to one that failed at commit. When the next commit after the cursor
+-- is not the next position, the claimer tries the lane's producer lock exclusively: it gets it
+-- only when no producer of the lane is mid-commit, so every missing position is dead and the
+-- lane is taken as it stands (holding the lock to the end of the claim, which keeps the lane's
+-- producers out for that long). Otherwise it takes only the rest of the cursor's commit and
+-- comes back later.
 --
 -- Lanes are visited in the order awa.claim_order gives (priority aging: p_aging_s > 0 lets a
 -- waiting row gain one priority step per p_aging_s seconds). A lane yields only the prefix of
@@ -454,10 +581,9 @@ $$;
 -- attempts of the job come back with it.
 --
 -- Plans: one generic plan per session, with seq scans off. Re-planning per call costs more
--- than running the claim (each statement plans over every partition of several rings: ~4 ms
--- against well under 1 ms of execution), and a generic plan made while a partition was nearly
--- empty would otherwise seq-scan it long after it has grown; index probes on empty partitions
--- cost microseconds.
+-- than running the claim (each statement plans over every partition of several rings), and a
+-- generic plan made while a partition was nearly empty would otherwise seq-scan it long after
+-- it has grown; index probes on empty partitions cost microseconds.
 CREATE FUNCTION awa.claim_ready(p_queue text, p_limit integer, p_claimed_by text,
                                 p_deadline_s double precision, p_aging_s double precision,
                                 p_sequential boolean)
@@ -465,7 +591,10 @@ RETURNS SETOF awa.claimed_job LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 DECLARE
     v_lane record;
-    v_cursor bigint;
+    v_at record;
+    v_commit bigint;
+    v_expect bigint;
+    v_settled boolean;
     v_remaining integer := p_limit;
     v_claimed integer;
     v_round_claimed integer;
@@ -483,48 +612,100 @@ BEGIN
             -- a WAL flush on a durable server. Locks taken in an earlier round are ours already.
             CONTINUE WHEN NOT pg_try_advisory_xact_lock(
                 1096237379, awa.lane_lock_key(p_queue, v_lane.priority, v_lane.shard));
-            SELECT coalesce(max(c.lane_seq), 0) INTO v_cursor FROM awa.claim_receipts c
-             WHERE c.queue = p_queue AND c.priority = v_lane.priority AND c.shard = v_lane.shard;
-            -- Inside an IF, not folded into the CONTINUE condition: an expression's plan is set
+            -- The cursor, the commit it is in (in the receipt's slot: a commit shares the slot
+            -- of its rows) and the next published position after it.
+            SELECT c.commit_seq, c.lane_seq, c.job_id, c.run_lease, c.ready_slot, m.batch,
+                   m.last_seq,
+                   (SELECT n.commit_seq FROM awa.lane_commits n
+                     WHERE n.queue = p_queue AND n.priority = v_lane.priority
+                       AND n.shard = v_lane.shard AND n.commit_seq > coalesce(c.commit_seq, 0)
+                     ORDER BY n.commit_seq LIMIT 1) AS next_commit
+              INTO v_at
+              FROM (SELECT 1) AS one
+              LEFT JOIN LATERAL (
+                  SELECT c.commit_seq, c.lane_seq, c.job_id, c.run_lease, c.ready_slot
+                    FROM awa.claim_receipts c
+                   WHERE c.queue = p_queue AND c.priority = v_lane.priority
+                     AND c.shard = v_lane.shard
+                   ORDER BY c.commit_seq DESC, c.lane_seq DESC LIMIT 1) c ON true
+              LEFT JOIN LATERAL (
+                  SELECT m.batch, m.last_seq FROM awa.lane_commits m
+                   WHERE m.queue = p_queue AND m.priority = v_lane.priority
+                     AND m.shard = v_lane.shard AND m.commit_seq = c.commit_seq
+                     AND m.ready_slot = c.ready_slot
+                   LIMIT 1) m ON true;
+            -- Nothing published after the cursor and nothing left in its commit: the lane is
+            -- drained, and an empty claim reads no further.
+            CONTINUE WHEN v_at.next_commit IS NULL
+                      AND (v_at.batch IS NULL OR v_at.lane_seq >= v_at.last_seq);
+            v_commit := coalesce(v_at.commit_seq, 0);
+            -- Inside an IF, not folded into a CONTINUE condition: an expression's plan is set
             -- up whole even when AND short-circuits, which locked every partition of two more
             -- ring tables on every claim of every queue.
-            IF p_sequential THEN
-                CONTINUE WHEN EXISTS (
-                    SELECT 1 FROM awa.claim_receipts c
-                     WHERE c.queue = p_queue AND c.priority = v_lane.priority
-                       AND c.shard = v_lane.shard AND c.lane_seq = v_cursor
-                       AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
-                                        WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
-                                          AND d.ready_slot = c.ready_slot));
+            IF p_sequential AND v_at.job_id IS NOT NULL THEN
+                CONTINUE WHEN NOT EXISTS (
+                    SELECT 1 FROM awa.done_entries d
+                     WHERE d.job_id = v_at.job_id AND d.run_lease = v_at.run_lease
+                       AND d.ready_slot = v_at.ready_slot);
             END IF;
+            v_settled := false;
+            IF v_at.next_commit > v_commit + 1 THEN
+                v_settled := pg_try_advisory_xact_lock(
+                    1096237388, awa.lane_lock_key(p_queue, v_lane.priority, v_lane.shard));
+            END IF;
+            -- Commits are numbered from the cursor's own (when it still holds rows to claim) or
+            -- from the one after it; those whose position is that number plus their rank have
+            -- no hole before them.
+            v_expect := v_commit - CASE WHEN v_at.batch IS NULL THEN 0 ELSE 1 END;
             RETURN QUERY
-            WITH candidates AS (
-                SELECT r.*, awa.effective_priority(r.priority, r.run_at, p_aging_s) AS effective
-                  FROM awa.ready_entries r
-                 WHERE r.queue = p_queue AND r.priority = v_lane.priority
-                   AND r.shard = v_lane.shard AND r.lane_seq > v_cursor
-                   AND NOT EXISTS (
-                       -- The cursor bound is implied, but stated it bounds the index scan of a
-                       -- merge anti-join, which otherwise reads every tombstone of the lane.
-                       SELECT 1 FROM awa.ready_tombstones t
-                        WHERE t.queue = r.queue AND t.priority = r.priority
-                          AND t.shard = r.shard AND t.lane_seq = r.lane_seq
-                          AND t.ready_slot = r.ready_slot AND t.lane_seq > v_cursor)
-                 ORDER BY r.lane_seq
+            WITH usable AS (
+                SELECT u.commit_seq, u.batch, u.first_seq, u.last_seq FROM (
+                    SELECT n.commit_seq, n.batch,
+                           CASE WHEN n.commit_seq = v_commit THEN v_at.lane_seq + 1
+                                ELSE n.first_seq END AS first_seq,
+                           n.last_seq,
+                           n.commit_seq - row_number() OVER (ORDER BY n.commit_seq) AS behind
+                      FROM awa.lane_commits n
+                     WHERE n.queue = p_queue AND n.priority = v_lane.priority
+                       AND n.shard = v_lane.shard AND n.commit_seq >= v_commit
+                     ORDER BY n.commit_seq
+                     LIMIT v_remaining + 1) u
+                 WHERE v_settled OR u.behind = v_expect
+            ), candidates AS (
+                SELECT u.commit_seq, r.*,
+                       awa.effective_priority(r.priority, r.run_at, p_aging_s) AS effective
+                  FROM usable u
+                  CROSS JOIN LATERAL (
+                      SELECT r.* FROM awa.ready_entries r
+                       WHERE r.queue = p_queue AND r.priority = v_lane.priority
+                         AND r.shard = v_lane.shard
+                         AND r.lane_seq BETWEEN u.first_seq AND u.last_seq AND r.batch = u.batch
+                         AND NOT EXISTS (
+                             -- The commit's range is implied, but stated it bounds the index
+                             -- scan of a merge anti-join, which otherwise reads every tombstone
+                             -- of the lane.
+                             SELECT 1 FROM awa.ready_tombstones t
+                              WHERE t.queue = r.queue AND t.priority = r.priority
+                                AND t.shard = r.shard AND t.lane_seq = r.lane_seq
+                                AND t.ready_slot = r.ready_slot
+                                AND t.lane_seq BETWEEN u.first_seq AND u.last_seq)
+                       ORDER BY r.lane_seq
+                       LIMIT v_remaining) r
+                 ORDER BY u.commit_seq, r.lane_seq
                  LIMIT CASE WHEN p_sequential THEN 1 ELSE v_remaining END
             ), picked AS (
                 -- The lane's FIFO prefix within the bound: the first row past it ends the take.
                 SELECT * FROM (
                     SELECT c.*, bool_and(c.effective <= v_lane.bound)
-                                    OVER (ORDER BY c.lane_seq) AS within_bound
+                                    OVER (ORDER BY c.commit_seq, c.lane_seq) AS within_bound
                       FROM candidates c) b
                  WHERE b.within_bound
             ), receipts AS (
-                INSERT INTO awa.claim_receipts (queue, priority, shard, lane_seq, ready_slot,
-                                                job_id, run_lease, attempt, claimed_by,
-                                                deadline_at)
-                SELECT p.queue, p.priority, p.shard, p.lane_seq, p.ready_slot, p.job_id,
-                       p.run_lease + 1, p.attempt + 1, p_claimed_by,
+                INSERT INTO awa.claim_receipts (queue, priority, shard, commit_seq, lane_seq,
+                                                ready_slot, job_id, run_lease, attempt,
+                                                claimed_by, deadline_at)
+                SELECT p.queue, p.priority, p.shard, p.commit_seq, p.lane_seq, p.ready_slot,
+                       p.job_id, p.run_lease + 1, p.attempt + 1, p_claimed_by,
                        CASE WHEN p_deadline_s > 0
                             THEN now() + make_interval(secs => p_deadline_s) END
                   FROM picked p
@@ -537,7 +718,7 @@ BEGIN
               LEFT JOIN LATERAL (
                   SELECT s.progress, s.checkpoint FROM awa.attempt_state s
                    WHERE s.job_id = p.job_id LIMIT 1) s ON true
-             ORDER BY p.lane_seq;
+             ORDER BY p.commit_seq, p.lane_seq;
             GET DIAGNOSTICS v_claimed = ROW_COUNT;
             -- Only a bound below the lane's own priority can cut it short of v_remaining.
             v_again := v_again OR (v_claimed < v_remaining AND v_lane.bound < v_lane.priority);
@@ -722,21 +903,20 @@ CREATE FUNCTION awa.heartbeat_attempts(
 $$;
 
 -- Moves due deferred jobs of one state into the ready ring, at most p_limit per call, and
--- returns how many moved. Job id, attempt and run_lease are kept.
+-- returns how many moved. Job id, attempt and run_lease are kept. Each lane's rows are written in
+-- (run_at, job_id) order, the first one announcing them, so the promoting transaction publishes
+-- them at the back of their lane when it commits, like any producer's.
 --
--- Locks: deferred rows FOR UPDATE SKIP LOCKED, so concurrent promoters split the backlog; lane
--- locks are only tried, so a lane whose producer has not committed yet is skipped this pass
--- (its rows stay deferred, nothing waits, no lock cycle with application transactions can
--- form). The state is a parameter of this function but a literal in each query below, so the
--- partial indexes are chosen.
+-- Locks: deferred rows FOR UPDATE SKIP LOCKED, so concurrent promoters split the backlog;
+-- nothing else is waited for (lanes take no lock until commit). The state is a parameter of
+-- this function but a literal in each query below, so the partial indexes are chosen.
 CREATE FUNCTION awa.promote_due(p_state text, p_limit integer)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     v_ids bigint[];
-    v_lane record;
-    v_ready record;
-    v_count integer;
-    v_moved integer := 0;
+    v_seqs bigint[];
+    v_slot record;
+    v_moved integer;
 BEGIN
     IF p_state = 'scheduled' THEN
         SELECT array_agg(d.job_id) INTO v_ids FROM (
@@ -758,33 +938,30 @@ BEGIN
     IF v_ids IS NULL THEN
         RETURN 0;
     END IF;
-    FOR v_lane IN
-        SELECT d.queue, d.priority, awa.reentry_shard(d.queue, d.metadata) AS shard,
-               array_agg(d.job_id) AS ids
-          FROM awa.deferred_jobs d
-         WHERE d.job_id = ANY (v_ids) GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-    LOOP
-        SELECT * INTO v_ready FROM awa.reserve_lane(v_lane.queue, v_lane.priority, v_lane.shard,
-                                                     cardinality(v_lane.ids), false);
-        CONTINUE WHEN v_ready.lane_seqs IS NULL;
-        WITH moved AS (
-            DELETE FROM awa.deferred_jobs d WHERE d.job_id = ANY (v_lane.ids)
-            RETURNING d.*
-        ), numbered AS (
-            SELECT m.*, row_number() OVER (ORDER BY m.run_at, m.job_id) AS position FROM moved m
-        )
-        INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot,
-                                       ready_generation, job_id, kind, args, attempt, run_lease,
-                                       max_attempts, run_at, created_at, metadata, tags, errors)
-        SELECT n.queue, n.priority, v_lane.shard, v_ready.lane_seqs[n.position],
-               v_ready.ready_slot, v_ready.ready_generation, n.job_id, n.kind, n.args,
-               n.attempt, n.run_lease, n.max_attempts, n.run_at, n.created_at, n.metadata,
-               n.tags, n.errors
-          FROM numbered n;
-        GET DIAGNOSTICS v_count = ROW_COUNT;
-        PERFORM pg_notify('awa', v_lane.queue);
-        v_moved := v_moved + v_count;
-    END LOOP;
+    v_slot := awa.producer_slot();
+    -- Increasing, and handed out in (lane, run_at, job_id) order below: each lane's rows are
+    -- numbered by run_at, and its announcing row has the lowest number of them.
+    v_seqs := ARRAY(SELECT nextval('awa.lane_seq') FROM generate_series(1, cardinality(v_ids)));
+    WITH moved AS (
+        DELETE FROM awa.deferred_jobs d WHERE d.job_id = ANY (v_ids)
+        RETURNING d.*, awa.reentry_shard(d.queue, d.metadata) AS shard
+    ), numbered AS (
+        SELECT m.*,
+               row_number() OVER (ORDER BY m.queue, m.priority, m.shard, m.run_at, m.job_id)
+                   AS position,
+               row_number() OVER (PARTITION BY m.queue, m.priority, m.shard
+                                  ORDER BY m.run_at, m.job_id) = 1 AS announce
+          FROM moved m
+    )
+    INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot,
+                                   ready_generation, job_id, kind, args, attempt, run_lease,
+                                   max_attempts, run_at, created_at, metadata, tags, errors,
+                                   announce)
+    SELECT n.queue, n.priority, n.shard, v_seqs[n.position], v_slot.slot, v_slot.generation,
+           n.job_id, n.kind, n.args, n.attempt, n.run_lease, n.max_attempts, n.run_at,
+           n.created_at, n.metadata, n.tags, n.errors, n.announce
+      FROM numbered n;
+    GET DIAGNOSTICS v_moved = ROW_COUNT;
     RETURN v_moved;
 END
 $$;
@@ -981,9 +1158,11 @@ BEGIN
     END IF;
     PERFORM set_config('lock_timeout', p_lock_timeout_ms || 'ms', true);
     BEGIN
-        EXECUTE format('LOCK TABLE awa.%I, awa.%I, awa.%I, awa.%I IN ACCESS EXCLUSIVE MODE',
-                       'ready_entries_' || v_slot, 'claim_receipts_' || v_slot,
-                       'done_entries_' || v_slot, 'ready_tombstones_' || v_slot);
+        EXECUTE format('LOCK TABLE awa.%I, awa.%I, awa.%I, awa.%I, awa.%I '
+                       'IN ACCESS EXCLUSIVE MODE',
+                       'ready_entries_' || v_slot, 'lane_commits_' || v_slot,
+                       'claim_receipts_' || v_slot, 'done_entries_' || v_slot,
+                       'ready_tombstones_' || v_slot);
     EXCEPTION WHEN lock_not_available THEN
         RETURN 'skipped_locked';
     END;
@@ -1016,9 +1195,10 @@ BEGIN
                         UNION
                         SELECT t.job_id FROM awa.ready_tombstones t WHERE t.ready_slot = v_slot);
 
-    EXECUTE format('TRUNCATE awa.%I, awa.%I, awa.%I, awa.%I',
-                   'ready_entries_' || v_slot, 'claim_receipts_' || v_slot,
-                   'done_entries_' || v_slot, 'ready_tombstones_' || v_slot);
+    EXECUTE format('TRUNCATE awa.%I, awa.%I, awa.%I, awa.%I, awa.%I',
+                   'ready_entries_' || v_slot, 'lane_commits_' || v_slot,
+                   'claim_receipts_' || v_slot, 'done_entries_' || v_slot,
+                   'ready_tombstones_' || v_slot);
     RETURN 'pruned';
 END
 $$;
@@ -1109,6 +1289,7 @@ DECLARE
     v_state text;
     v_row record;
     v_lane record;
+    v_seq bigint;
 BEGIN
     SELECT j.state INTO v_state FROM awa.jobs j WHERE j.job_id = p_job_id;
     IF NOT FOUND THEN
@@ -1123,19 +1304,20 @@ BEGIN
         END IF;
     END IF;
     IF v_state IN ('scheduled', 'retryable') THEN
-        SELECT * INTO v_lane FROM awa.reserve_lane(v_row.queue, v_row.priority, 0::smallint, 1,
-                                                    true);
+        -- A ready row that is never published (it does not announce) and is tombstoned at
+        -- once: it only records the job as cancelled, in the ring its history is read from.
+        v_lane := awa.producer_slot();
+        v_seq := nextval('awa.lane_seq');
         INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot,
                                        ready_generation, job_id, kind, args, attempt, run_lease,
                                        max_attempts, run_at, created_at, metadata, tags, errors)
-        VALUES (v_row.queue, v_row.priority, 0, v_lane.lane_seqs[1], v_lane.ready_slot,
-                v_lane.ready_generation, v_row.job_id, v_row.kind, v_row.args, v_row.attempt,
-                v_row.run_lease, v_row.max_attempts, v_row.run_at, v_row.created_at,
-                v_row.metadata, v_row.tags, v_row.errors);
+        VALUES (v_row.queue, v_row.priority, 0, v_seq, v_lane.slot, v_lane.generation,
+                v_row.job_id, v_row.kind, v_row.args, v_row.attempt, v_row.run_lease,
+                v_row.max_attempts, v_row.run_at, v_row.created_at, v_row.metadata, v_row.tags,
+                v_row.errors);
         INSERT INTO awa.ready_tombstones (queue, priority, shard, lane_seq, ready_slot, job_id,
                                           reason)
-        VALUES (v_row.queue, v_row.priority, 0, v_lane.lane_seqs[1], v_lane.ready_slot,
-                p_job_id, p_reason);
+        VALUES (v_row.queue, v_row.priority, 0, v_seq, v_lane.slot, p_job_id, p_reason);
         RETURN 'cancelled_scheduled';
     END IF;
     IF v_state = 'available' THEN
@@ -1144,9 +1326,10 @@ BEGIN
         PERFORM pg_advisory_xact_lock(
             1096237379, awa.lane_lock_key(v_row.queue, v_row.priority, v_row.shard));
         IF NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
-                        WHERE c.queue = v_row.queue AND c.priority = v_row.priority
-                          AND c.shard = v_row.shard AND c.lane_seq = v_row.lane_seq
-                          AND c.ready_slot = v_row.ready_slot) THEN
+                        WHERE c.job_id = p_job_id AND c.queue = v_row.queue
+                          AND c.priority = v_row.priority AND c.shard = v_row.shard
+                          AND c.lane_seq = v_row.lane_seq AND c.ready_slot = v_row.ready_slot)
+        THEN
             INSERT INTO awa.ready_tombstones (queue, priority, shard, lane_seq, ready_slot,
                                               job_id, reason)
             VALUES (v_row.queue, v_row.priority, v_row.shard, v_row.lane_seq, v_row.ready_slot,
@@ -1429,6 +1612,37 @@ LANGUAGE sql STABLE AS $$
                 ELSE p_priority END
 $$;
 
+-- The row a claim of one lane takes next: the first unclaimed, untombstoned row of the cursor's
+-- commit or of the first commit after it that has one. A hole in the commit positions is not
+-- waited for here, as awa.claim_ready does: claim order and in-process runs only need to know
+-- which lane to look at.
+CREATE FUNCTION awa.lane_head(p_queue text, p_priority smallint, p_shard smallint)
+RETURNS TABLE (job_id bigint, kind text, run_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT h.job_id, h.kind, h.run_at
+      FROM (SELECT 1) AS one
+      LEFT JOIN LATERAL (
+          SELECT c.commit_seq, c.lane_seq FROM awa.claim_receipts c
+           WHERE c.queue = p_queue AND c.priority = p_priority AND c.shard = p_shard
+           ORDER BY c.commit_seq DESC, c.lane_seq DESC LIMIT 1) c ON true
+      CROSS JOIN LATERAL (
+          SELECT r.job_id, r.kind, r.run_at
+            FROM awa.lane_commits m
+            CROSS JOIN LATERAL (
+                SELECT r.job_id, r.kind, r.run_at FROM awa.ready_entries r
+                 WHERE r.queue = p_queue AND r.priority = p_priority AND r.shard = p_shard
+                   AND r.lane_seq BETWEEN m.first_seq AND m.last_seq AND r.batch = m.batch
+                   AND (m.commit_seq > coalesce(c.commit_seq, 0) OR r.lane_seq > c.lane_seq)
+                   AND NOT EXISTS (
+                       SELECT 1 FROM awa.ready_tombstones t
+                        WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
+                          AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
+                 ORDER BY r.lane_seq LIMIT 1) r
+           WHERE m.queue = p_queue AND m.priority = p_priority AND m.shard = p_shard
+             AND m.commit_seq >= coalesce(c.commit_seq, 0)
+           ORDER BY m.commit_seq LIMIT 1) h
+$$;
+
 -- The lanes of p_queue in the order a claim visits them, with each lane's ``bound``: the
 -- effective priority of the next lane's head (32767 for the last, or when there is no aging);
 -- awa.claim_ready takes a lane's rows only while they are at least that urgent.
@@ -1458,23 +1672,10 @@ BEGIN
     END IF;
     RETURN QUERY
     WITH heads AS (
-        SELECT l.priority, l.shard, h.effective, h.run_at
+        SELECT l.priority, l.shard,
+               awa.effective_priority(l.priority, h.run_at, p_aging_s) AS effective, h.run_at
           FROM awa.queue_lanes l
-          CROSS JOIN LATERAL (
-              SELECT awa.effective_priority(r.priority, r.run_at, p_aging_s) AS effective,
-                     r.run_at
-                FROM awa.ready_entries r
-               WHERE r.queue = l.queue AND r.priority = l.priority AND r.shard = l.shard
-                 AND r.lane_seq > (SELECT coalesce(max(c.lane_seq), 0)
-                                     FROM awa.claim_receipts c
-                                    WHERE c.queue = l.queue AND c.priority = l.priority
-                                      AND c.shard = l.shard)
-                 AND NOT EXISTS (
-                     SELECT 1 FROM awa.ready_tombstones t
-                      WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
-                        AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
-               ORDER BY r.lane_seq
-               LIMIT 1) h
+          CROSS JOIN LATERAL awa.lane_head(l.queue, l.priority, l.shard) h
          WHERE l.queue = p_queue
     )
     SELECT h.priority, h.shard, coalesce(lead(h.effective) OVER w, 32767)
@@ -1637,8 +1838,8 @@ CREATE FUNCTION awa.dlq_retry(p_job_ids bigint[], p_run_at timestamptz, p_queue 
                               p_priority smallint)
 RETURNS SETOF bigint LANGUAGE plpgsql AS $$
 DECLARE
-    v_lane record;
-    v_ready record;
+    v_slot record;
+    v_seqs bigint[];
 BEGIN
     IF p_run_at IS NOT NULL AND p_run_at > now() THEN
         RETURN QUERY
@@ -1655,35 +1856,36 @@ BEGIN
         RETURNING job_id;
         RETURN;
     END IF;
-    FOR v_lane IN
-        SELECT coalesce(p_queue, d.queue) AS queue, coalesce(p_priority, d.priority) AS priority,
-               awa.reentry_shard(coalesce(p_queue, d.queue), d.metadata) AS shard,
-               array_agg(d.job_id) AS ids
-          FROM awa.dlq_entries d WHERE d.job_id = ANY (p_job_ids)
-         GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-    LOOP
-        -- Positions are reserved for the rows seen above; an entry a concurrent retry took
-        -- meanwhile just leaves an unused position, like a rolled-back producer.
-        SELECT * INTO v_ready FROM awa.reserve_lane(v_lane.queue, v_lane.priority, v_lane.shard,
-                                                     cardinality(v_lane.ids), true);
-        RETURN QUERY
-        WITH taken AS (
-            DELETE FROM awa.dlq_entries d WHERE d.job_id = ANY (v_lane.ids)
-            RETURNING d.*
-        ), numbered AS (
-            SELECT t.*, row_number() OVER (ORDER BY t.job_id) AS position FROM taken t
-        )
-        INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot,
-                                       ready_generation, job_id, kind, args, attempt, run_lease,
-                                       max_attempts, run_at, created_at, metadata, tags, errors)
-        SELECT v_lane.queue, v_lane.priority, v_lane.shard, v_ready.lane_seqs[n.position],
-               v_ready.ready_slot, v_ready.ready_generation, n.job_id, n.kind, n.args, 0,
-               n.original_run_lease + 1, n.max_attempts, now(), n.created_at, n.metadata, n.tags,
-               n.errors
-          FROM numbered n
-        RETURNING job_id;
-        PERFORM pg_notify('awa', v_lane.queue);
-    END LOOP;
+    v_slot := awa.producer_slot();
+    -- Increasing and handed out in (lane, job_id) order: as in awa.promote_due, each lane's
+    -- announcing row has its lowest number. An entry a concurrent retry took meanwhile just
+    -- leaves a number unused.
+    v_seqs := ARRAY(SELECT nextval('awa.lane_seq')
+                      FROM generate_series(1, coalesce(cardinality(p_job_ids), 0)));
+    RETURN QUERY
+    WITH taken AS (
+        DELETE FROM awa.dlq_entries d WHERE d.job_id = ANY (p_job_ids)
+        RETURNING d.*, coalesce(p_queue, d.queue) AS to_queue,
+                  coalesce(p_priority, d.priority) AS to_priority
+    ), placed AS (
+        SELECT t.*, awa.reentry_shard(t.to_queue, t.metadata) AS to_shard FROM taken t
+    ), numbered AS (
+        SELECT p.*,
+               row_number() OVER (ORDER BY p.to_queue, p.to_priority, p.to_shard, p.job_id)
+                   AS position,
+               row_number() OVER (PARTITION BY p.to_queue, p.to_priority, p.to_shard
+                                  ORDER BY p.job_id) = 1 AS announce
+          FROM placed p
+    )
+    INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot,
+                                   ready_generation, job_id, kind, args, attempt, run_lease,
+                                   max_attempts, run_at, created_at, metadata, tags, errors,
+                                   announce)
+    SELECT n.to_queue, n.to_priority, n.to_shard, v_seqs[n.position], v_slot.slot,
+           v_slot.generation, n.job_id, n.kind, n.args, 0, n.original_run_lease + 1,
+           n.max_attempts, now(), n.created_at, n.metadata, n.tags, n.errors, n.announce
+      FROM numbered n
+    RETURNING job_id;
 END
 $$;
 
@@ -1723,7 +1925,7 @@ BEGIN
         SELECT r.job_id FROM awa.ready_entries r
          WHERE r.queue = p_queue
            AND NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
-                            WHERE c.queue = r.queue AND c.priority = r.priority
+                            WHERE c.job_id = r.job_id AND c.queue = r.queue AND c.priority = r.priority
                               AND c.shard = r.shard AND c.lane_seq = r.lane_seq
                               AND c.ready_slot = r.ready_slot)
            AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t

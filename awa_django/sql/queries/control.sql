@@ -49,12 +49,20 @@ WITH expired AS (
 DELETE FROM awa.terminal_history h USING expired e WHERE h.job_id = e.job_id
 
 -- name: reset_all
--- Empties every awa table except static ring configuration and puts both rings back at
--- genesis. For test suites and benchmarks only: it deletes every job.
+-- Empties every awa table except static ring configuration, drops the lanes' commit sequences
+-- with their queue_lanes rows, and puts both rings back at genesis. For test suites and
+-- benchmarks only: it deletes every job.
 DO $$
 DECLARE
     v_tables text;
+    v_sequence text;
 BEGIN
+    FOR v_sequence IN
+        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = 'awa' AND c.relkind = 'S' AND c.relname ~ '^lane_[0-9a-f]{32}$'
+    LOOP
+        EXECUTE format('DROP SEQUENCE awa.%I', v_sequence);
+    END LOOP;
     SELECT string_agg(format('%I.%I', n.nspname, c.relname), ', ') INTO v_tables
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
      WHERE n.nspname = 'awa' AND c.relkind IN ('r', 'p') AND NOT c.relispartition

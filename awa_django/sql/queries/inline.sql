@@ -1,20 +1,21 @@
 -- In-process runs (awa_django.testing, eager mode): reads and clock moves on Django's connection.
 -- Claims, promotions and closures reuse the worker's blocks (queue, backlog, execution).
 
+-- name: publish_pending
+-- Publishes the ready rows this transaction has written so far, as its commit would: fires the
+-- pending publication triggers now, then defers the later ones to the commit again. In-process
+-- runs claim inside the caller's open (test) transaction, which has not committed.
+SET CONSTRAINTS awa.ready_entries_publish IMMEDIATE;
+SET CONSTRAINTS awa.ready_entries_publish DEFERRED
+
 -- name: next_ready
 -- The job a claim of one queue would take next: the head of its most urgent lane that has an
 -- unclaimed, untombstoned ready row (the order awa.claim_ready walks).
-SELECT r.job_id, r.kind
-  FROM awa.ready_entries r
- WHERE r.queue = %(queue)s
-   AND r.lane_seq > coalesce((SELECT max(c.lane_seq) FROM awa.claim_receipts c
-                               WHERE c.queue = r.queue AND c.priority = r.priority
-                                 AND c.shard = r.shard), 0)
-   AND NOT EXISTS (
-           SELECT 1 FROM awa.ready_tombstones t
-            WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
-              AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
- ORDER BY r.priority, r.shard, r.lane_seq
+SELECT h.job_id, h.kind
+  FROM awa.queue_lanes l
+ CROSS JOIN LATERAL awa.lane_head(l.queue, l.priority, l.shard) h
+ WHERE l.queue = %(queue)s
+ ORDER BY l.priority, l.shard
  LIMIT 1
 
 -- name: shift_deferred

@@ -2,31 +2,26 @@
 
 -- name: enqueue_job
 -- Enqueues one job in the caller's transaction (ready ring, or deferred when run_at is in the
--- future) and returns its id; awa.enqueue_job holds the lane lock until the caller commits.
+-- future) and returns its id; the transaction publishes it to its lane when it commits.
 SELECT awa.enqueue_job(%(kind)s, %(queue)s, %(priority)s::smallint, %(args)s::jsonb,
                        %(max_attempts)s::integer, %(run_at)s::timestamptz, %(metadata)s::jsonb,
                        %(tags)s::text[]) AS job_id
 
 -- name: reserve_ready_batch
--- Reserves job ids and lane positions for a COPY of n immediate jobs on one lane (one shard,
--- chosen by the batch's ordering key or at random); the lane lock is held until the caller's
--- transaction ends.
-SELECT lane.ready_slot, lane.ready_generation, lane.lane_seqs,
+-- Job ids, lane_seqs and the ring slot for a COPY of n immediate jobs on one lane (one shard,
+-- chosen by the batch's ordering key or at random). Nothing is locked: the transaction
+-- publishes the batch when it commits.
+SELECT slot.slot, slot.generation,
+       ARRAY(SELECT nextval('awa.lane_seq') FROM generate_series(1, %(count)s)) AS lane_seqs,
        ARRAY(SELECT nextval('awa.job_id_seq') FROM generate_series(1, %(count)s)) AS job_ids,
-       pick.shard
-  FROM (SELECT awa.enqueue_shard(%(queue)s, %(ordering_key)s) AS shard) AS pick
- CROSS JOIN LATERAL awa.reserve_lane(%(queue)s, %(priority)s::smallint, pick.shard, %(count)s,
-                                     true) AS lane
+       awa.enqueue_shard(%(queue)s, %(ordering_key)s) AS shard
+  FROM awa.producer_slot() AS slot
 
 -- name: copy_ready
--- COPY target for a reserved batch of immediate jobs.
+-- COPY target for a reserved batch of immediate jobs; the first row announces the batch.
 COPY awa.ready_entries (queue, priority, shard, lane_seq, ready_slot, ready_generation, job_id,
                         kind, args, attempt, run_lease, max_attempts, run_at, created_at,
-                        metadata, tags, errors) FROM STDIN
-
--- name: notify_queue
--- Wakes the workers of a queue when the caller's transaction commits.
-SELECT pg_notify('awa', %(queue)s)
+                        metadata, tags, errors, announce) FROM STDIN
 
 -- name: notify_queues
 -- Wakes the workers of several queues at once (on an autocommit connection: delivered now).
@@ -56,8 +51,9 @@ WITH waiting AS (
       FROM awa.ready_entries r
      WHERE NOT EXISTS (
                SELECT 1 FROM awa.claim_receipts c
-                WHERE c.queue = r.queue AND c.priority = r.priority AND c.shard = r.shard
-                  AND c.lane_seq = r.lane_seq AND c.ready_slot = r.ready_slot)
+                WHERE c.job_id = r.job_id AND c.queue = r.queue AND c.priority = r.priority
+                  AND c.shard = r.shard AND c.lane_seq = r.lane_seq
+                  AND c.ready_slot = r.ready_slot)
        AND NOT EXISTS (
                SELECT 1 FROM awa.ready_tombstones t
                 WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
