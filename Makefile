@@ -9,6 +9,10 @@
 #   make bench                      awa_django vs awa-pg, procrastinate, pgqueuer on a
 #                                   throwaway Postgres, then charts (docs/benchmarks.md)
 #   make bench BENCH_ARGS='--jobs 2000 --reps 1 --soak-seconds 60'   ... a quick run
+#   make bench-web                  web-shaped producers: concurrent requests that enqueue
+#                                   in their transaction, awa_django vs django-tasks-db,
+#                                   procrastinate, pgqueuer and no queue at all
+#   make bench-web WEB_ARGS='--threads 32 --work-ms 5 --reps 1'   ... one cell
 #   make bench-awa                  awa_django-only benchmark with hot-path statistics
 #   make bench-pinned               10-minute bloat run under a pinned MVCC horizon
 #
@@ -75,6 +79,13 @@ BENCH_SERVER_OPTIONS ?= -c fsync=on -c synchronous_commit=on -c full_page_writes
 bench: $(STAMP)
 	WITH_POSTGRES_OPTIONS='$(BENCH_SERVER_OPTIONS)' $(WITH_POSTGRES) $(VENV_PYTHON) -m benchmarks.sidebyside $(BENCH_ARGS) --output $(BENCH_OUT)
 	$(VENV_PYTHON) -m benchmarks.sidebyside.plot $(BENCH_OUT)
+
+.PHONY: bench-web
+WEB_ARGS ?=
+WEB_OUT ?= benchmarks/results/web-$(shell date -u +%Y%m%dT%H%M%SZ).json
+
+bench-web: $(STAMP)
+	WITH_POSTGRES_OPTIONS='$(BENCH_SERVER_OPTIONS)' $(WITH_POSTGRES) $(VENV_PYTHON) -m benchmarks.web $(WEB_ARGS) --output $(WEB_OUT)
 
 bench-awa: $(STAMP)
 	$(WITH_POSTGRES) $(VENV_PYTHON) -m benchmarks.run $(BENCH_AWA_ARGS)

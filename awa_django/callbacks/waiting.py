@@ -32,7 +32,7 @@ from awa_django.storage.callbacks import (
     take_callback_payload,
 )
 from awa_django.storage.queue import ClaimedJob
-from awa_django.worker.dispatcher import wait_for_any
+from awa_django.worker.events import wait_for_any
 from awa_django.worker.executor import HandlerResult
 
 logger = logging.getLogger(__name__)

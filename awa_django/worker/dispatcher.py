@@ -1,13 +1,14 @@
 """One queue's dispatch loop: wait for work, reserve permits, claim a batch, start executions.
 
 How it works: a dispatcher owns its queue's permits (the queue's concurrency in this process).
-It sleeps until a NOTIFY for its queue, a poke from the runtime, or the poll interval; then it
-reserves every free permit (at most one claim batch), claims that many jobs in one round trip
-and starts one task per job. Each task runs the handler, hands the completion to the completer
-and returns its permit. A permit is always taken before the claim, so every claimed job already
-has a slot in this process. When a claim fills every permit it asked for, there is probably
-more work: the dispatcher starts the next claim with the permits still free before it starts the
-jobs it just got, and does not sleep.
+It sleeps until a NOTIFY for its queue, a poke from the runtime, or the poll interval (right
+after work it polls for a few milliseconds instead, and producers only notify a worker that
+waits: ``worker.wake``); then it reserves every free permit (at most one claim batch), claims
+that many jobs in one round trip and starts one task per job. Each task runs the handler,
+hands the completion to the completer and returns its permit. A permit is always taken before
+the claim, so every claimed job already has a slot in this process. When a claim fills every
+permit it asked for, there is probably more work: the dispatcher starts the next claim with the
+permits still free before it starts the jobs it just got, and does not sleep.
 
 Scheduling (docs/scheduling.md): in weighted mode the permits are this queue's view of one
 process-wide limit (``worker.weighted``); a queue with a per-process rate limit waits for a
@@ -38,6 +39,7 @@ from awa_django.storage.queue import ClaimedJob, claim_ready
 from awa_django.storage.rate_limits import claim_ready_limited
 from awa_django.telemetry import get_telemetry
 from awa_django.worker.completer import Completer
+from awa_django.worker.events import wait_for_any
 from awa_django.worker.executor import (
     RetryPolicy,
     context_for,
@@ -46,6 +48,7 @@ from awa_django.worker.executor import (
 )
 from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.rate_limit import RateLimit, TokenBucket
+from awa_django.worker.wake import IdleWait, WakeLocks
 from awa_django.worker.weighted import QueuePermits
 
 if TYPE_CHECKING:
@@ -68,16 +71,6 @@ def start_task(coro: Coroutine[Any, Any, None], *, name: str | None = None) -> a
     if sys.version_info >= (3, 12):
         return asyncio.Task(coro, loop=asyncio.get_running_loop(), name=name, eager_start=True)
     return asyncio.create_task(coro, name=name)
-
-
-async def wait_for_any(*events: asyncio.Event, timeout: float | None = None) -> None:
-    """Return once any of ``events`` is set, or after ``timeout`` seconds."""
-    waiters = [asyncio.ensure_future(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
 
 
 class Permits:
@@ -155,6 +148,7 @@ class Dispatcher:
         permits: QueuePermits | None = None,
         rate_limit: RateLimit | None = None,
         callbacks: CallbackHub | None = None,
+        wake: WakeLocks | None = None,
     ) -> None:
         self.queue = queue
         self._callbacks = callbacks
@@ -174,7 +168,9 @@ class Dispatcher:
         # Seconds the fleet-wide budget told the last claim to wait (None: not held back).
         self._throttled_for_s: float | None = None
         self._claim_batch_size = claim_batch_size
-        self._poll_interval_s = poll_interval_s
+        # None (burst runs): claims wait for a notification or the poll interval, as producers
+        # only notify for a worker that holds its queue's wake lock.
+        self._idle_wait = IdleWait(queue, wake, poll_interval_s=poll_interval_s)
         self._claimed_by = claimed_by
         self._pool = pool
         self._completer = completer
@@ -264,7 +260,7 @@ class Dispatcher:
             if self._throttled_for_s is not None:
                 await wait_for_any(stopping, timeout=self._throttled_for_s)
                 continue
-            await self._sleep(stopping)
+            await self._idle_wait.sleep(self._wakeup, stopping, found=bool(jobs))
 
     def _begin_claim(self, wanted: int, *, in_task: bool) -> PendingClaim:
         # Cleared before the claim, not after: a NOTIFY that lands while the claim is in
@@ -366,9 +362,6 @@ class Dispatcher:
         self._housekeeping.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
             logger.error("connection check of the handlers' ORM thread failed", exc_info=exc)
-
-    async def _sleep(self, stopping: asyncio.Event) -> None:
-        await wait_for_any(self._wakeup, stopping, timeout=self._poll_interval_s)
 
     def _start(self, job: ClaimedJob) -> None:
         ctx = context_for(

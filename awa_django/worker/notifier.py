@@ -1,10 +1,11 @@
 """LISTEN/NOTIFY wakeups: one connection listens for new work and for cancelled attempts.
 
-Enqueue and promotion send ``pg_notify('awa', <queue>)``; cancel and rescue send
-``pg_notify('awa_cancel', '<job_id>:<run_lease>')``. Postgres delivers both at commit. The
-payloads carry the names, so no identifier is ever built from a queue name. Notifications are a
-hint: dispatchers also poll and heartbeats report closed attempts, so a lost notification or a
-dropped connection only delays things; the listener reconnects.
+Commits that publish work send ``pg_notify('awa', <queue>)`` while a worker waits for that
+queue (``worker.wake``); cancel and rescue send ``pg_notify('awa_cancel',
+'<job_id>:<run_lease>')``. Postgres delivers both at commit. The payloads carry the names, so no
+identifier is ever built from a queue name. Notifications are a hint: dispatchers also poll and
+heartbeats report closed attempts, so a lost notification or a dropped connection only delays
+things; the listener reconnects, and every dispatcher claims once it listens again.
 """
 
 from __future__ import annotations
@@ -36,11 +37,13 @@ class Notifier:
         on_queue: Callable[[str], None],
         on_cancel: Callable[[int, int], None],
         on_callback: Callable[[int, int], None] | None = None,
+        on_listening: Callable[[], None] | None = None,
     ) -> None:
         self._connect = connect
         self._on_queue = on_queue
         self._on_cancel = on_cancel
         self._on_callback = on_callback
+        self._on_listening = on_listening
         self.listening = asyncio.Event()
 
     async def run(self, stopping: asyncio.Event) -> None:
@@ -51,6 +54,8 @@ class Notifier:
                     for statement in LISTEN_STATEMENTS:
                         await conn.execute(statement)
                     self.listening.set()
+                    if self._on_listening is not None:
+                        self._on_listening()
                     delay = 0.5
                     async for notify in conn.notifies():
                         self._dispatch(notify.channel, notify.payload)

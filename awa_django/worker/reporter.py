@@ -27,7 +27,7 @@ from awa_django.storage.runtime import (
     publish_declarations,
     write_snapshot,
 )
-from awa_django.worker.dispatcher import wait_for_any
+from awa_django.worker.events import wait_for_any
 
 logger = logging.getLogger(__name__)
 

@@ -55,6 +55,7 @@ from awa_django.worker.heartbeat import Heartbeat
 from awa_django.worker.notifier import Notifier
 from awa_django.worker.rate_limit import RateLimit
 from awa_django.worker.reporter import RuntimeReporter
+from awa_django.worker.wake import WakeLocks
 from awa_django.worker.weighted import QueueShare, WeightedPermits
 
 logger = logging.getLogger(__name__)
@@ -302,6 +303,11 @@ class WorkerRuntime:
         if dispatcher is not None:
             dispatcher.poke()
 
+    def _poke_all(self) -> None:
+        # The LISTEN connection is (back) up: work committed while it was down notified no one.
+        for dispatcher in self._dispatchers.values():
+            dispatcher.poke()
+
     def _on_cancel(self, job_id: int, run_lease: int) -> None:
         if self._callbacks is not None:
             self._callbacks.wake(job_id, run_lease)
@@ -345,6 +351,23 @@ class WorkerRuntime:
             poll_interval_s=config.poll_interval_s,
             stopping=self.stopping,
         )
+        if config.queues:
+            self._notifier = Notifier(
+                lambda: connections.connect(config.database_alias),
+                on_queue=self._on_notify,
+                on_cancel=self._on_cancel,
+                on_callback=self._callbacks.wake,
+                on_listening=self._poke_all,
+            )
+        # A burst run exits once it finds nothing, so it never waits for a notification.
+        wake = (
+            WakeLocks(
+                lambda: connections.connect(config.database_alias),
+                listening=self._notifier.listening,
+            )
+            if self._notifier is not None and not config.burst
+            else None
+        )
         for queue, concurrency in config.queues.items():
             self._dispatchers[queue] = Dispatcher(
                 queue=queue,
@@ -364,6 +387,7 @@ class WorkerRuntime:
                 permits=weighted.for_queue(queue) if weighted is not None else None,
                 rate_limit=config.rate_limits.get(queue),
                 callbacks=self._callbacks,
+                wake=wake,
             )
         reporter = RuntimeReporter(
             pool,
@@ -409,6 +433,8 @@ class WorkerRuntime:
                 if task.get_name() in ("awa-notifier", "awa-burst"):
                     task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+            if wake is not None:
+                await wake.close()
             await completer.stop()
             await reporter.withdraw()
             await pool.close()
@@ -439,14 +465,9 @@ class WorkerRuntime:
     ) -> list[asyncio.Task[None]]:
         config = self.config
         tasks: list[asyncio.Task[None]] = []
-        if config.queues:
-            self._notifier = Notifier(
-                lambda: connections.connect(config.database_alias),
-                on_queue=self._on_notify,
-                on_cancel=self._on_cancel,
-                on_callback=self._callbacks.wake if self._callbacks is not None else None,
-            )
+        if self._notifier is not None:
             tasks.append(asyncio.create_task(self._notifier.run(drained), name="awa-notifier"))
+        if config.queues:
             heartbeat = Heartbeat(
                 pool,
                 self.running_attempts,

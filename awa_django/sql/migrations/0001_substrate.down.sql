@@ -53,7 +53,6 @@ DROP FUNCTION awa.claim_ready(text, integer, text, double precision, double prec
 DROP FUNCTION awa.enqueue_job(text, text, smallint, jsonb, integer, timestamptz, jsonb, text[]);
 DROP TRIGGER ready_entries_publish ON awa.ready_entries;
 DROP FUNCTION awa.publish_ready();
-DROP FUNCTION awa.publish_lane(text, smallint, smallint, integer, xid8, bigint);
 DROP FUNCTION awa.producer_slot();
 -- The lanes' commit sequences, created on first use (awa.create_lane, awa.lane_sequence_name).
 DO $$

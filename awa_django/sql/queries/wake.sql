@@ -1,0 +1,30 @@
+-- Wake-ups: the locks a worker holds, on a session of its own, while it waits for work on a
+-- queue (awa_django/worker/wake.py). A producer's commit sends NOTIFY only while one is held
+-- (awa.publish_ready). Keys: class 1096237385 ('AWAI') for the wake lock producers test,
+-- 1096237399 ('AWAW') for the candidate lock that lets one process per queue take it; object
+-- hashtext(queue) for both (queues that hash alike merely share their locks).
+
+-- name: arm_wake
+-- Becomes the queue's waiting worker, or says why not: 'armed' (wake lock taken: commits now
+-- notify), 'busy' (this session is the candidate but producers are committing to the queue
+-- right now: their work is there to claim, then try again) or 'taken' (another session is the
+-- candidate: it is woken, and every listener with it). Nested CASEs fix the evaluation order,
+-- so the candidate lock is not taken twice (session locks stack).
+SELECT CASE
+         WHEN NOT (CASE WHEN %(candidate)s::boolean THEN true
+                        ELSE pg_try_advisory_lock(1096237399, hashtext(%(queue)s)) END)
+           THEN 'taken'
+         WHEN pg_try_advisory_lock(1096237385, hashtext(%(queue)s)) THEN 'armed'
+         ELSE 'busy'
+       END AS state
+
+-- name: release_wake
+-- Gives back the queue's wake lock (when held) and candidate lock.
+SELECT CASE WHEN %(armed)s::boolean
+            THEN pg_advisory_unlock(1096237385, hashtext(%(queue)s)) END,
+       pg_advisory_unlock(1096237399, hashtext(%(queue)s))
+
+-- name: hand_over_wake
+-- On a clean exit: wakes the queues this process was waiting for, so that another worker's
+-- dispatcher claims and, finding nothing, takes over waiting.
+SELECT pg_notify('awa', q) FROM unnest(%(queues)s::text[]) AS q

@@ -1,0 +1,31 @@
+"""The wake locks a waiting worker holds on its own session (see ``sql/queries/wake.sql``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import AsyncConnection
+
+from awa_django.sql import queries
+
+_SQL = queries("wake")
+
+
+async def arm_wake(conn: AsyncConnection[Any], *, queue: str, candidate: bool) -> str:
+    """Try to become ``queue``'s waiting worker on this session: ``'armed'``, ``'busy'`` or
+    ``'taken'``. ``candidate`` says this session holds the candidate lock already."""
+    cursor = await conn.execute(_SQL["arm_wake"], {"queue": queue, "candidate": candidate})
+    row = await cursor.fetchone()
+    assert row is not None  # one row, always
+    return str(row[0])
+
+
+async def release_wake(conn: AsyncConnection[Any], *, queue: str, armed: bool) -> None:
+    """Give back ``queue``'s candidate lock, and its wake lock when ``armed``."""
+    await conn.execute(_SQL["release_wake"], {"queue": queue, "armed": armed})
+
+
+async def hand_over_wake(conn: AsyncConnection[Any], *, queues: Sequence[str]) -> None:
+    """Wake the workers of ``queues`` (this session is about to stop waiting for them)."""
+    await conn.execute(_SQL["hand_over_wake"], {"queues": list(queues)})

@@ -1,0 +1,188 @@
+"""How a dispatcher that found no work waits for more, and how producers wake it.
+
+A commit that NOTIFYs takes a lock PostgreSQL holds through the commit's WAL flush, one for the
+whole server, so producers that all notified would commit one at a time. Producers therefore
+notify only while a worker waits: a waiting worker holds its queue's wake lock on a session of
+its own (``WakeLocks``), and a producer's commit that finds no such lock sends nothing
+(``awa.publish_ready``). The handshake cannot lose a wake-up: a producer that found no waiter
+holds the lock shared until its commit is visible, so a worker that is about to wait gets the
+lock only after that commit, and claims once more before it sleeps.
+
+A dispatcher that just had work does not wait at once (``IdleWait``): for a few milliseconds
+it polls, every 1, 2, then 4 ms, so a steady stream of jobs is claimed without any notification
+and its producers commit in parallel. Only once nothing came for ``HOT_WINDOW_S`` does it take
+the wake lock and sleep until a notification or the poll interval. One process per queue holds
+the lock (the candidate); the others sleep too, and wake with it, since every listener gets
+every notification, or after ``TAKEN_POLL_S`` at most, in case the candidate got work and
+stopped waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from psycopg import AsyncConnection
+
+from awa_django.storage import wake as storage
+from awa_django.worker.events import wait_for_any
+
+logger = logging.getLogger(__name__)
+
+# How long after its last work a dispatcher keeps polling instead of waiting for a notification,
+# and its polls' first and longest interval.
+HOT_WINDOW_S: Final = 0.01
+HOT_FIRST_POLL_S: Final = 0.001
+HOT_MAX_POLL_S: Final = 0.004
+# When producers were committing as the dispatcher tried to wait: their jobs are about to be
+# visible, so it claims again after this long.
+BUSY_RETRY_S: Final = 0.002
+# While the wake lock cannot be held (its session or the LISTEN connection is down, so no
+# notification would arrive), the dispatcher polls this often.
+UNAVAILABLE_POLL_S: Final = 0.05
+# While another process is the candidate, at most this long between claims: the candidate
+# stops waiting as soon as it gets work, and then nobody is woken until someone claims again.
+TAKEN_POLL_S: Final = 0.1
+
+
+class WakeState(enum.Enum):
+    ARMED = "armed"  # this process waits for the queue: commits notify
+    BUSY = "busy"  # producers were committing to the queue: claim again shortly
+    TAKEN = "taken"  # another process waits for the queue and is woken with this one
+    UNAVAILABLE = "unavailable"  # no wake lock without a session, or while not listening
+
+
+class WakeLocks:
+    """This process's wake locks: one session, holding per queue the candidate lock and, while
+    the queue's dispatcher waits, the wake lock."""
+
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[AsyncConnection[Any]]],
+        *,
+        listening: asyncio.Event,
+    ) -> None:
+        self._connect = connect
+        self._listening = listening
+        self._conn: AsyncConnection[Any] | None = None
+        # One statement at a time on the session.
+        self._lock = asyncio.Lock()
+        # Queues whose candidate lock this session holds -> whether it holds the wake lock too.
+        self._held: dict[str, bool] = {}
+        self._releases: set[asyncio.Task[None]] = set()
+
+    async def arm(self, queue: str) -> WakeState:
+        """Try to wait for ``queue``: on ARMED, commits to it notify from now on."""
+        if not self._listening.is_set():
+            # A notification would reach no one.
+            return WakeState.UNAVAILABLE
+        async with self._lock:
+            try:
+                if self._conn is None or self._conn.closed:
+                    self._conn = await self._connect()
+                state = WakeState(
+                    await storage.arm_wake(self._conn, queue=queue, candidate=queue in self._held)
+                )
+            except Exception:
+                logger.warning("wake lock session failed; polling until it is back", exc_info=True)
+                await self._lose_session()
+                return WakeState.UNAVAILABLE
+            if state is WakeState.TAKEN:
+                self._held.pop(queue, None)
+            else:
+                self._held[queue] = state is WakeState.ARMED
+            return state
+
+    def release(self, queue: str) -> None:
+        """Stop waiting for ``queue`` (commits stop notifying) and stop being its candidate,
+        without waiting for it; nothing to do when this process holds neither lock."""
+        if queue in self._held:
+            task = asyncio.ensure_future(self._release(queue))
+            self._releases.add(task)
+            task.add_done_callback(self._releases.discard)
+
+    async def _release(self, queue: str) -> None:
+        async with self._lock:
+            armed = self._held.pop(queue, None)
+            if armed is None or self._conn is None:
+                return
+            try:
+                await storage.release_wake(self._conn, queue=queue, armed=armed)
+            except Exception:
+                logger.warning("wake lock session failed", exc_info=True)
+                await self._lose_session()
+
+    async def _lose_session(self) -> None:
+        # The session's locks went with it.
+        self._held.clear()
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.close()
+        self._conn = None
+
+    async def close(self) -> None:
+        """Give every lock back, waking the queues this process waited for so that another
+        process takes over waiting, and close the session."""
+        await asyncio.gather(*self._releases, return_exceptions=True)
+        async with self._lock:
+            if self._conn is not None and self._held:
+                with contextlib.suppress(Exception):
+                    await storage.hand_over_wake(self._conn, queues=sorted(self._held))
+            self._held.clear()
+            await self._lose_session()
+
+
+class IdleWait:
+    """When one dispatcher claims next after a claim that left it with free permits."""
+
+    def __init__(self, queue: str, locks: WakeLocks | None, *, poll_interval_s: float) -> None:
+        self._queue = queue
+        self._locks = locks
+        self._poll_interval_s = poll_interval_s
+        self._last_work = 0.0
+        self._hot_poll_s = HOT_FIRST_POLL_S
+        self._armed = False
+
+    async def sleep(self, wakeup: asyncio.Event, stopping: asyncio.Event, *, found: bool) -> None:
+        """Return when the dispatcher should claim again; ``found`` says the claim that just
+        returned brought jobs, or that jobs of this queue are still running."""
+        if self._locks is None:
+            await wait_for_any(wakeup, stopping, timeout=self._poll_interval_s)
+            return
+        now = time.monotonic()
+        if found:
+            self._last_work = now
+            self._hot_poll_s = HOT_FIRST_POLL_S
+            self._stop_waiting()
+        if self._armed:
+            # Armed, and the claim after arming found nothing: sleep until a producer commits.
+            await wait_for_any(wakeup, stopping, timeout=self._poll_interval_s)
+            self._stop_waiting()
+            return
+        if now - self._last_work < HOT_WINDOW_S:
+            await wait_for_any(wakeup, stopping, timeout=self._hot_poll_s)
+            self._hot_poll_s = min(self._hot_poll_s * 2, HOT_MAX_POLL_S)
+            return
+        state = await self._locks.arm(self._queue)
+        if state is WakeState.ARMED:
+            # Claim once more before sleeping: work committed before the lock was ours sent no
+            # notification.
+            self._armed = True
+        elif state is WakeState.BUSY:
+            await wait_for_any(wakeup, stopping, timeout=BUSY_RETRY_S)
+        elif state is WakeState.UNAVAILABLE:
+            await wait_for_any(wakeup, stopping, timeout=UNAVAILABLE_POLL_S)
+        else:
+            await wait_for_any(
+                wakeup, stopping, timeout=min(self._poll_interval_s, TAKEN_POLL_S)
+            )
+
+    def _stop_waiting(self) -> None:
+        self._armed = False
+        assert self._locks is not None
+        self._locks.release(self._queue)

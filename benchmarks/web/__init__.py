@@ -1,0 +1,11 @@
+"""The web-shaped producer benchmark: concurrent Django requests that enqueue inside their own
+transaction (``python -m benchmarks.web``, ``make bench-web``, docs/benchmarks.md).
+
+Each request is one ``transaction.atomic()`` that inserts a business row, enqueues one job (or
+one to each of two queues, in random order), then does W ms more work (``pg_sleep``) and
+commits. T threads send requests for a fixed time; the same request with no enqueue at all is
+the ceiling. Every measurement runs in its own process (``client.py``) on a fresh database.
+"""
+
+# The queues a request enqueues to: the first alone, or both in random order.
+QUEUES = ("bench", "bench2")

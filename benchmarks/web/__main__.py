@@ -1,0 +1,3 @@
+from benchmarks.web.run import main
+
+raise SystemExit(main())

@@ -1,0 +1,68 @@
+"""Wake-ups with real worker processes (awa_django/worker/wake.py): producers notify only a
+worker that waits, and no job waits for the poll interval, here 30 s, to be seen."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+from django.db import connection
+
+import awa_django as awa
+from tests.conftest import wait_until
+
+POLL = {"AWA_OVERRIDES": json.dumps({"POLL_INTERVAL_S": 30})}
+
+
+def started_after_commit(job_id: int) -> float:
+    """Seconds from the job's enqueue to its handler's start, on the database clock."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT at FROM tests_job_runs WHERE job_id = %s", [job_id])
+        row = cursor.fetchone()
+    assert row is not None, f"job {job_id} did not run"
+    return (row[0] - awa.get_job(job_id).created_at).total_seconds()
+
+
+def test_an_idle_worker_is_woken_by_every_commit(worker_process):
+    worker_process("--queue", "default=2", env=POLL).wait_ready()
+    # Apart enough that the worker goes back to waiting (armed) between jobs, and at the edge
+    # of its hot polling window too.
+    job_ids = []
+    for gap_s in (0.0, 0.05, 0.005, 0.03, 0.2, 0.012, 0.5, 0.008, 0.1):
+        time.sleep(gap_s)
+        job_ids.append(awa.enqueue("tests.record", args={"n": len(job_ids)}))
+    wait_until(lambda: all(awa.get_job(j).state == "completed" for j in job_ids), timeout=10)
+    assert max(started_after_commit(j) for j in job_ids) < 2.0
+
+
+def test_another_worker_takes_over_waiting_when_the_waiting_one_stops(worker_process):
+    first = worker_process("--queue", "default=2", env=POLL).wait_ready()
+    second = worker_process("--queue", "default=2", env=POLL).wait_ready()
+    warm = awa.enqueue("tests.record", args={"n": 0})
+    wait_until(lambda: awa.get_job(warm).state == "completed", timeout=10)
+    time.sleep(0.3)  # both idle: one of them holds the queue's wake lock
+    first.proc.send_signal(signal.SIGTERM)
+    assert first.wait() == 0
+    time.sleep(0.3)
+    job_id = awa.enqueue("tests.record", args={"n": 1})
+    wait_until(lambda: awa.get_job(job_id).state == "completed", timeout=10)
+    assert started_after_commit(job_id) < 2.0
+    assert second.proc.poll() is None
+
+
+def test_work_committed_while_the_listen_connection_was_down_is_claimed_once_it_is_back(
+    worker_process,
+):
+    worker = worker_process("--queue", "default=2", env=POLL).wait_ready()
+    time.sleep(0.3)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND query LIKE 'LISTEN%%'"
+        )
+        assert cursor.rowcount == 1
+    job_id = awa.enqueue("tests.record", args={"n": 1})
+    wait_until(lambda: awa.get_job(job_id).state == "completed", timeout=10)
+    assert started_after_commit(job_id) < 5.0
+    assert "listen connection lost" in worker.output
