@@ -255,12 +255,14 @@ class Dispatcher:
                 self._refresh_loop_thread_connection()
             for job in jobs:
                 self._start(job)
+            if jobs:
+                self._idle_wait.found_work()
             if full:
                 continue
             if self._throttled_for_s is not None:
                 await wait_for_any(stopping, timeout=self._throttled_for_s)
                 continue
-            await self._idle_wait.sleep(self._wakeup, stopping, found=bool(jobs))
+            await self._idle_wait.sleep(self._wakeup, stopping)
 
     def _begin_claim(self, wanted: int, *, in_task: bool) -> PendingClaim:
         # Cleared before the claim, not after: a NOTIFY that lands while the claim is in

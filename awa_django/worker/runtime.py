@@ -262,6 +262,7 @@ class WorkerRuntime:
         self.ready = asyncio.Event()
         self._dispatchers: dict[str, Dispatcher] = {}
         self._notifier: Notifier | None = None
+        self._wake: WakeLocks | None = None
         self._callbacks: CallbackHub | None = None
         self.leader: LeaderElector | None = None
         self._dispatch_tasks: list[asyncio.Task[None]] = []
@@ -303,8 +304,11 @@ class WorkerRuntime:
         if dispatcher is not None:
             dispatcher.poke()
 
-    def _poke_all(self) -> None:
-        # The LISTEN connection is (back) up: work committed while it was down notified no one.
+    def _on_listening(self) -> None:
+        # The LISTEN connection is (back) up: work committed while it was down notified no one,
+        # and the wake locks may have gone with the server it lost.
+        if self._wake is not None:
+            self._wake.forget()
         for dispatcher in self._dispatchers.values():
             dispatcher.poke()
 
@@ -357,10 +361,10 @@ class WorkerRuntime:
                 on_queue=self._on_notify,
                 on_cancel=self._on_cancel,
                 on_callback=self._callbacks.wake,
-                on_listening=self._poke_all,
+                on_listening=self._on_listening,
             )
         # A burst run exits once it finds nothing, so it never waits for a notification.
-        wake = (
+        wake = self._wake = (
             WakeLocks(
                 lambda: connections.connect(config.database_alias),
                 listening=self._notifier.listening,

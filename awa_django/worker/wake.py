@@ -117,6 +117,21 @@ class WakeLocks:
                 logger.warning("wake lock session failed", exc_info=True)
                 await self._lose_session()
 
+    def holds(self, queue: str) -> bool:
+        """Whether this process waits for ``queue`` (holds its wake lock), as far as it knows."""
+        return self._held.get(queue, False)
+
+    def forget(self) -> None:
+        """Drop the session and what it held, for instance after the LISTEN connection was lost
+        and came back: the server may have restarted, taking both sessions' locks with it.
+        Dispatchers then take the locks again on a new session."""
+        self._held.clear()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            task = asyncio.ensure_future(conn.close())
+            self._releases.add(task)
+            task.add_done_callback(self._releases.discard)
+
     async def _lose_session(self) -> None:
         # The session's locks went with it.
         self._held.clear()
@@ -148,23 +163,29 @@ class IdleWait:
         self._hot_poll_s = HOT_FIRST_POLL_S
         self._armed = False
 
-    async def sleep(self, wakeup: asyncio.Event, stopping: asyncio.Event, *, found: bool) -> None:
-        """Return when the dispatcher should claim again; ``found`` says the claim that just
-        returned brought jobs, or that jobs of this queue are still running."""
+    def found_work(self) -> None:
+        """The last claim brought jobs (and they have started): poll again soon if it leaves
+        permits free, and stop waiting for notifications. Giving the locks back here, after the
+        jobs started, keeps that round trip off the path from a notification to the handlers."""
+        self._last_work = time.monotonic()
+        self._hot_poll_s = HOT_FIRST_POLL_S
+        if self._locks is not None:
+            self._armed = False
+            self._locks.release(self._queue)
+
+    async def sleep(self, wakeup: asyncio.Event, stopping: asyncio.Event) -> None:
+        """Return when the dispatcher should claim again."""
         if self._locks is None:
             await wait_for_any(wakeup, stopping, timeout=self._poll_interval_s)
             return
-        now = time.monotonic()
-        if found:
-            self._last_work = now
-            self._hot_poll_s = HOT_FIRST_POLL_S
-            self._stop_waiting()
-        if self._armed:
-            # Armed, and the claim after arming found nothing: sleep until a producer commits.
+        if self._armed and self._locks.holds(self._queue):
+            # Waiting, and the claim after taking the lock (or after a wake-up that brought
+            # nothing) found nothing: sleep until a producer commits. Still waiting afterwards:
+            # the locks go back only once a claim brings work (found_work).
             await wait_for_any(wakeup, stopping, timeout=self._poll_interval_s)
-            self._stop_waiting()
             return
-        if now - self._last_work < HOT_WINDOW_S:
+        self._armed = False
+        if time.monotonic() - self._last_work < HOT_WINDOW_S:
             await wait_for_any(wakeup, stopping, timeout=self._hot_poll_s)
             self._hot_poll_s = min(self._hot_poll_s * 2, HOT_MAX_POLL_S)
             return
@@ -181,8 +202,3 @@ class IdleWait:
             await wait_for_any(
                 wakeup, stopping, timeout=min(self._poll_interval_s, TAKEN_POLL_S)
             )
-
-    def _stop_waiting(self) -> None:
-        self._armed = False
-        assert self._locks is not None
-        self._locks.release(self._queue)

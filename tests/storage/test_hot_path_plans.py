@@ -80,9 +80,24 @@ def close_completed(claimed: list[tuple[object, ...]]) -> int:
 
 
 def rows_read(plan: str, table: str) -> int:
-    """Rows the scans of ``table`` (or its partitions) returned in an analyzed plan."""
-    pattern = re.compile(rf"Scan.* on {table}(?:_\d+)? .*actual time=\S+ rows=(\d+) loops=(\d+)")
-    return sum(int(rows) * int(loops) for rows, loops in pattern.findall(plan))
+    """Rows the scans of ``table`` (or its partitions) read in an analyzed plan: those they
+    returned and those their filter threw away (an index scan on too short a key prefix)."""
+    scan = re.compile(rf"Scan.* on {table}(?:_\d+)? .*actual time=\S+ rows=(\d+) loops=(\d+)")
+    removed = re.compile(r"^\s*Rows Removed by (?:Filter|Index Recheck): (\d+)")
+    read = 0
+    lines = plan.splitlines()
+    for index, line in enumerate(lines):
+        if not (match := scan.search(line)):
+            continue
+        rows, loops = int(match[1]), int(match[2])
+        read += rows * loops
+        # The scan's detail lines follow it, indented deeper, until the next node ("->").
+        for detail in lines[index + 1 :]:
+            if "->" in detail:
+                break
+            if found := removed.match(detail):
+                read += int(found[1]) * loops
+    return read
 
 
 def seq_scanned_ring_tables(plans: list[str]) -> set[str]:

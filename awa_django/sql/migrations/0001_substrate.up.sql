@@ -764,13 +764,15 @@ BEGIN
                  lane_seq bigint, job_id bigint, run_lease bigint, outcome text,
                  run_at timestamptz, error jsonb, progress jsonb, checkpoint jsonb, result text)
     ), live AS (
-        SELECT b.*, c.attempt
+        -- The receipt by attempt, through the job_id index (its lane columns come from it).
+        SELECT b.ready_slot, c.queue, c.priority, c.shard, c.lane_seq, b.job_id, b.run_lease,
+               b.outcome, b.run_at, b.error, b.progress, b.checkpoint, b.result, c.attempt
           FROM batch b
           CROSS JOIN LATERAL (
-              SELECT c.attempt FROM awa.claim_receipts c
-               WHERE c.queue = b.queue AND c.priority = b.priority AND c.shard = b.shard
-                 AND c.lane_seq = b.lane_seq AND c.ready_slot = b.ready_slot
-                 AND c.job_id = b.job_id AND c.run_lease = b.run_lease
+              SELECT c.queue, c.priority, c.shard, c.lane_seq, c.attempt
+                FROM awa.claim_receipts c
+               WHERE c.job_id = b.job_id AND c.run_lease = b.run_lease
+                 AND c.ready_slot = b.ready_slot
                LIMIT 1) c
     ), closed AS (
         INSERT INTO awa.done_entries (job_id, run_lease, ready_slot, queue, priority, shard,
@@ -865,9 +867,7 @@ CREATE FUNCTION awa.heartbeat_attempts(
         SELECT b.*
           FROM batch b
           JOIN awa.claim_receipts c
-            ON c.queue = b.queue AND c.priority = b.priority AND c.shard = b.shard
-           AND c.lane_seq = b.lane_seq AND c.ready_slot = b.ready_slot
-           AND c.job_id = b.job_id AND c.run_lease = b.run_lease
+            ON c.job_id = b.job_id AND c.run_lease = b.run_lease AND c.ready_slot = b.ready_slot
          WHERE NOT EXISTS (SELECT 1 FROM awa.done_entries d
                             WHERE d.job_id = b.job_id AND d.run_lease = b.run_lease
                               AND d.ready_slot = b.ready_slot)
@@ -990,9 +990,8 @@ SET enable_seqscan = off AS $$
           FROM awa.leases x
           CROSS JOIN LATERAL (
               SELECT c.* FROM awa.claim_receipts c
-               WHERE c.queue = x.queue AND c.priority = x.priority AND c.shard = x.shard
-                 AND c.lane_seq = x.lane_seq AND c.ready_slot = x.ready_slot
-                 AND c.job_id = x.job_id AND c.run_lease = x.run_lease
+               WHERE c.job_id = x.job_id AND c.run_lease = x.run_lease
+                 AND c.ready_slot = x.ready_slot
                LIMIT 1) c
         UNION
         SELECT c.*
@@ -1095,9 +1094,8 @@ RETURNS text LANGUAGE sql STABLE AS $$
             SELECT 1 FROM awa.ready_entries r
              WHERE r.ready_slot = p_slot
                AND NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
-                                WHERE c.ready_slot = p_slot AND c.queue = r.queue
-                                  AND c.priority = r.priority AND c.shard = r.shard
-                                  AND c.lane_seq = r.lane_seq)
+                                WHERE c.job_id = r.job_id AND c.run_lease = r.run_lease + 1
+                                  AND c.ready_slot = p_slot)
                AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t
                                 WHERE t.ready_slot = p_slot AND t.queue = r.queue
                                   AND t.priority = r.priority AND t.shard = r.shard
@@ -1322,10 +1320,8 @@ BEGIN
         PERFORM pg_advisory_xact_lock(
             1096237379, awa.lane_lock_key(v_row.queue, v_row.priority, v_row.shard));
         IF NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
-                        WHERE c.job_id = p_job_id AND c.queue = v_row.queue
-                          AND c.priority = v_row.priority AND c.shard = v_row.shard
-                          AND c.lane_seq = v_row.lane_seq AND c.ready_slot = v_row.ready_slot)
-        THEN
+                        WHERE c.job_id = p_job_id AND c.run_lease = v_row.run_lease + 1
+                          AND c.ready_slot = v_row.ready_slot) THEN
             INSERT INTO awa.ready_tombstones (queue, priority, shard, lane_seq, ready_slot,
                                               job_id, reason)
             VALUES (v_row.queue, v_row.priority, v_row.shard, v_row.lane_seq, v_row.ready_slot,
@@ -1921,8 +1917,7 @@ BEGIN
         SELECT r.job_id FROM awa.ready_entries r
          WHERE r.queue = p_queue
            AND NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
-                            WHERE c.job_id = r.job_id AND c.queue = r.queue AND c.priority = r.priority
-                              AND c.shard = r.shard AND c.lane_seq = r.lane_seq
+                            WHERE c.job_id = r.job_id AND c.run_lease = r.run_lease + 1
                               AND c.ready_slot = r.ready_slot)
            AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t
                             WHERE t.queue = r.queue AND t.priority = r.priority

@@ -17,9 +17,8 @@ SELECT r.priority, r.shard, count(*)::integer AS waiting
  WHERE r.queue = %(queue)s
    AND NOT EXISTS (
            SELECT 1 FROM awa.claim_receipts c
-            WHERE c.job_id = r.job_id AND c.queue = r.queue AND c.priority = r.priority
-              AND c.shard = r.shard AND c.lane_seq = r.lane_seq
-              AND c.ready_slot = r.ready_slot)
+            WHERE c.job_id = r.job_id AND c.run_lease = r.run_lease + 1
+                  AND c.ready_slot = r.ready_slot)
    AND NOT EXISTS (
            SELECT 1 FROM awa.ready_tombstones t
             WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard

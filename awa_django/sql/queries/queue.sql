@@ -51,8 +51,7 @@ WITH waiting AS (
       FROM awa.ready_entries r
      WHERE NOT EXISTS (
                SELECT 1 FROM awa.claim_receipts c
-                WHERE c.job_id = r.job_id AND c.queue = r.queue AND c.priority = r.priority
-                  AND c.shard = r.shard AND c.lane_seq = r.lane_seq
+                WHERE c.job_id = r.job_id AND c.run_lease = r.run_lease + 1
                   AND c.ready_slot = r.ready_slot)
        AND NOT EXISTS (
                SELECT 1 FROM awa.ready_tombstones t
