@@ -655,8 +655,8 @@ BEGIN
             v_expect := v_commit - CASE WHEN v_at.batch IS NULL THEN 0 ELSE 1 END;
             RETURN QUERY
             WITH usable AS (
-                SELECT u.commit_seq, u.batch, u.first_seq, u.last_seq FROM (
-                    SELECT n.commit_seq, n.batch,
+                SELECT u.commit_seq, u.ready_slot, u.batch, u.first_seq, u.last_seq FROM (
+                    SELECT n.commit_seq, n.ready_slot, n.batch,
                            CASE WHEN n.commit_seq = v_commit THEN v_at.lane_seq + 1
                                 ELSE n.first_seq END AS first_seq,
                            n.last_seq,
@@ -672,9 +672,11 @@ BEGIN
                        awa.effective_priority(r.priority, r.run_at, p_aging_s) AS effective
                   FROM usable u
                   CROSS JOIN LATERAL (
+                      -- A commit's rows are in its own slot: stated, it prunes the other
+                      -- slots' partitions of both tables from each commit's probe.
                       SELECT r.* FROM awa.ready_entries r
                        WHERE r.queue = p_queue AND r.priority = v_lane.priority
-                         AND r.shard = v_lane.shard
+                         AND r.shard = v_lane.shard AND r.ready_slot = u.ready_slot
                          AND r.lane_seq BETWEEN u.first_seq AND u.last_seq AND r.batch = u.batch
                          AND NOT EXISTS (
                              -- The commit's range is implied, but stated it bounds the index
@@ -683,7 +685,7 @@ BEGIN
                              SELECT 1 FROM awa.ready_tombstones t
                               WHERE t.queue = r.queue AND t.priority = r.priority
                                 AND t.shard = r.shard AND t.lane_seq = r.lane_seq
-                                AND t.ready_slot = r.ready_slot
+                                AND t.ready_slot = u.ready_slot
                                 AND t.lane_seq BETWEEN u.first_seq AND u.last_seq)
                        ORDER BY r.lane_seq
                        LIMIT v_remaining) r
@@ -1623,12 +1625,13 @@ LANGUAGE sql STABLE AS $$
             CROSS JOIN LATERAL (
                 SELECT r.job_id, r.kind, r.run_at FROM awa.ready_entries r
                  WHERE r.queue = p_queue AND r.priority = p_priority AND r.shard = p_shard
+                   AND r.ready_slot = m.ready_slot
                    AND r.lane_seq BETWEEN m.first_seq AND m.last_seq AND r.batch = m.batch
                    AND (m.commit_seq > coalesce(c.commit_seq, 0) OR r.lane_seq > c.lane_seq)
                    AND NOT EXISTS (
                        SELECT 1 FROM awa.ready_tombstones t
                         WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
-                          AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
+                          AND t.lane_seq = r.lane_seq AND t.ready_slot = m.ready_slot)
                  ORDER BY r.lane_seq LIMIT 1) r
            WHERE m.queue = p_queue AND m.priority = p_priority AND m.shard = p_shard
              AND m.commit_seq >= coalesce(c.commit_seq, 0)
