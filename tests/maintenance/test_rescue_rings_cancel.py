@@ -407,7 +407,13 @@ def test_rotation_and_prune_under_load_account_for_every_job_once(worker_process
     producers = [threading.Thread(target=producer, args=(seed,)) for seed in range(3)]
     for thread in producers:
         thread.start()
-    wait_until(lambda: len(committed) > 600, timeout=60)
+    # Producers no longer queue behind each other, so 600 jobs can commit within a few ring
+    # intervals: keep producing until the ring has also turned over several times.
+    wait_until(
+        lambda: len(committed) > 600
+        and scalar("SELECT max(generation) FROM awa.queue_ring_rotations") >= 5,
+        timeout=60,
+    )
     stop.set()
     for thread in producers:
         thread.join(30)
