@@ -64,6 +64,8 @@ def check_callback_endpoint(
     awa = conf.get_settings()
     if awa.CALLBACK_SECRET:
         return []
+    if not getattr(settings, "ROOT_URLCONF", None):
+        return []  # a worker-only settings module: no URLs, so no endpoint to protect
     try:
         reverse("awa_django:callback", kwargs={"token": "1-1-" + "0" * 32, "action": "complete"})
     except NoReverseMatch:

@@ -199,6 +199,4 @@ class IdleWait:
         elif state is WakeState.UNAVAILABLE:
             await wait_for_any(wakeup, stopping, timeout=UNAVAILABLE_POLL_S)
         else:
-            await wait_for_any(
-                wakeup, stopping, timeout=min(self._poll_interval_s, TAKEN_POLL_S)
-            )
+            await wait_for_any(wakeup, stopping, timeout=min(self._poll_interval_s, TAKEN_POLL_S))
