@@ -1,24 +1,39 @@
 """Django settings of the web-shaped benchmark's client processes.
 
-One module for every system: a client process serves one system against that system's own
-database (``DATABASE_URL``), so the apps of the others are installed but their tables never
-exist there. awa_django runs with its shipped defaults; django-tasks-db is the database backend
-of Django's task framework (the ``django_tasks`` backport on Django 5.2).
+The benchmarks' own settings (``benchmarks.settings``: database from ``DATABASE_URL``, UTC,
+``DEBUG`` off) plus the peers' apps. One module for every system: a client process serves one
+system against that system's own database, so the apps of the others are installed but their
+tables never exist there. awa_django runs with its shipped defaults; django-tasks-db is the
+database backend of Django's task framework (the ``django_tasks`` backport on Django 5.2).
 """
 
 from __future__ import annotations
 
 import importlib.util
 
-import environ
-
+from benchmarks.settings import (
+    ALLOWED_HOSTS,
+    DATABASES,
+    DEBUG,
+    DEFAULT_AUTO_FIELD,
+    SECRET_KEY,
+    TIME_ZONE,
+    USE_TZ,
+)
 from benchmarks.web import QUEUES
 
-env = environ.Env()
-
-SECRET_KEY = "benchmarks-only-not-secret"
-DEBUG = False
-ALLOWED_HOSTS: list[str] = []
+__all__ = [
+    "ALLOWED_HOSTS",
+    "AWA",
+    "DATABASES",
+    "DEBUG",
+    "DEFAULT_AUTO_FIELD",
+    "INSTALLED_APPS",
+    "SECRET_KEY",
+    "TASKS",
+    "TIME_ZONE",
+    "USE_TZ",
+]
 
 # Django 6 ships django.tasks; Django 5.2 has the backport, an app of its own.
 TASKS_APP = [] if importlib.util.find_spec("django.tasks") else ["django_tasks"]
@@ -30,11 +45,6 @@ INSTALLED_APPS = [
     # An app so that awa's discovery imports benchmarks/jobs.py like any app's handlers.
     "benchmarks",
 ]
-
-DATABASES = {"default": env.db("DATABASE_URL", default="postgres://awa@127.0.0.1:5432/awa")}
-DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-USE_TZ = True
-TIME_ZONE = "UTC"
 
 AWA = {
     "QUEUES": {name: {"concurrency": 8} for name in QUEUES},

@@ -17,13 +17,12 @@ import sys
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
-from benchmarks.sidebyside.systems.base import ORDERS_DDL
+from benchmarks.sidebyside.systems.base import ORDERS_DDL, package_versions
 
 SETTINGS = "benchmarks.web.settings"
 AWA_KIND = "bench.probe_async"
@@ -64,13 +63,7 @@ class WebSystem(ABC):
     packages: tuple[str, ...] = ()
 
     def versions(self) -> dict[str, str]:
-        found = {}
-        for package in self.packages:
-            try:
-                found[package] = metadata.version(package)
-            except metadata.PackageNotFoundError:
-                found[package] = "not installed"
-        return found
+        return package_versions(self.packages)
 
     def install(self, url: str) -> None:
         """Create the system's schema (and the business table) in the empty database."""

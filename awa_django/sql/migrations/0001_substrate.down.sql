@@ -54,19 +54,9 @@ DROP FUNCTION awa.enqueue_job(text, text, smallint, jsonb, integer, timestamptz,
 DROP TRIGGER ready_entries_publish ON awa.ready_entries;
 DROP FUNCTION awa.publish_ready();
 DROP FUNCTION awa.producer_slot();
--- The lanes' commit sequences, created on first use (awa.create_lane, awa.lane_sequence_name).
-DO $$
-DECLARE
-    v_sequence text;
-BEGIN
-    FOR v_sequence IN
-        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-         WHERE n.nspname = 'awa' AND c.relkind = 'S' AND c.relname ~ '^lane_[0-9a-f]{32}$'
-    LOOP
-        EXECUTE format('DROP SEQUENCE awa.%I', v_sequence);
-    END LOOP;
-END
-$$;
+-- The lanes' commit sequences, created on first use (awa.create_lane).
+SELECT awa.drop_lane_sequences();
+DROP FUNCTION awa.drop_lane_sequences();
 DROP FUNCTION awa.create_lane(text, smallint, smallint);
 DROP FUNCTION awa.lane_sequence_name(text, smallint, smallint);
 DROP FUNCTION awa.lane_lock_key(text, smallint, smallint);

@@ -419,6 +419,22 @@ BEGIN
 END
 $$;
 
+-- Drops every lane's commit sequence (awa.reset_all in tests and benchmarks, the down
+-- migration). The caller removes the queue_lanes rows, so the next use recreates each lane.
+CREATE FUNCTION awa.drop_lane_sequences() RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_sequence text;
+BEGIN
+    FOR v_sequence IN
+        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = 'awa' AND c.relkind = 'S' AND c.relname ~ '^lane_[0-9a-f]{32}$'
+    LOOP
+        EXECUTE format('DROP SEQUENCE awa.%I', v_sequence);
+    END LOOP;
+END
+$$;
+
 -- The ring slot (and its generation) the current transaction writes its ready rows to: read from
 -- the ring cursor by the transaction's first write and kept for the rest of it, so all of a
 -- transaction's rows of a lane, and the awa.lane_commits row that publishes them, share one

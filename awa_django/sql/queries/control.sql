@@ -55,14 +55,8 @@ DELETE FROM awa.terminal_history h USING expired e WHERE h.job_id = e.job_id
 DO $$
 DECLARE
     v_tables text;
-    v_sequence text;
 BEGIN
-    FOR v_sequence IN
-        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-         WHERE n.nspname = 'awa' AND c.relkind = 'S' AND c.relname ~ '^lane_[0-9a-f]{32}$'
-    LOOP
-        EXECUTE format('DROP SEQUENCE awa.%I', v_sequence);
-    END LOOP;
+    PERFORM awa.drop_lane_sequences();
     SELECT string_agg(format('%I.%I', n.nspname, c.relname), ', ') INTO v_tables
       FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
      WHERE n.nspname = 'awa' AND c.relkind IN ('r', 'p') AND NOT c.relispartition

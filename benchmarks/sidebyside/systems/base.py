@@ -21,6 +21,17 @@ ORDERS_INSERT = "INSERT INTO bench_orders (customer, total) VALUES (%s, %s)"
 QUEUE = "bench"
 
 
+def package_versions(packages: tuple[str, ...]) -> dict[str, str]:
+    """The installed version of each distribution, for the results' record."""
+    found = {}
+    for package in packages:
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = "not installed"
+    return found
+
+
 class System(ABC):
     """One queue: installing its schema, enqueueing (harness side) and serving (worker side)."""
 
@@ -33,13 +44,7 @@ class System(ABC):
     tables_predicate: str
 
     def versions(self) -> dict[str, str]:
-        found = {}
-        for package in self.packages:
-            try:
-                found[package] = metadata.version(package)
-            except metadata.PackageNotFoundError:
-                found[package] = "not installed"
-        return found
+        return package_versions(self.packages)
 
     # -- harness side -------------------------------------------------------------------------
 
