@@ -8,8 +8,6 @@ from typing import Any
 from django.apps import AppConfig
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
-from django.db import connections
-from django.db.migrations.executor import MigrationExecutor
 from django.urls import NoReverseMatch, reverse
 
 from awa_django import conf
@@ -23,34 +21,6 @@ def check_settings(app_configs: Sequence[AppConfig] | None = None, **_: Any) -> 
         Error(problem.message, id=problem.id, hint="See docs/configuration.md for every AWA key.")
         for problem in conf.problems()
     ]
-
-
-@register(Tags.database)
-def check_migrations(
-    app_configs: Sequence[AppConfig] | None = None,
-    databases: Sequence[str] | None = None,
-    **_: Any,
-) -> list[CheckMessage]:
-    """awa_django's migrations are applied on its database (runs with ``check --database``).
-
-    A warning, not an error: ``migrate`` itself runs database checks before migrating.
-    """
-    if conf.problems():
-        return []
-    alias = conf.get_settings().DATABASE_ALIAS
-    if databases is None or alias not in databases:
-        return []
-    executor = MigrationExecutor(connections[alias])
-    targets = [key for key in executor.loader.graph.leaf_nodes() if key[0] == "awa_django"]
-    if executor.migration_plan(targets):
-        return [
-            Warning(
-                f"awa_django migrations are not applied on database {alias!r}.",
-                id="awa.W001",
-                hint=f"Run: python manage.py migrate awa_django --database {alias}",
-            )
-        ]
-    return []
 
 
 @register(Tags.security)

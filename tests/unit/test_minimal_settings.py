@@ -35,6 +35,22 @@ def test_check_and_migrate_run_without_root_urlconf(minimal_project):
     migrate = run_django(minimal_project, ["migrate", "--no-input"])
     assert migrate.returncode == 0, migrate.stderr
     assert "Applying awa_django.0001" in migrate.stdout
+    # migrate runs the database checks before applying anything: none may report the
+    # migrations it is about to apply.
+    assert "awa." not in migrate.stdout + migrate.stderr
     after = run_django(minimal_project, ["check", "--database", "default"])
     assert after.returncode == 0, after.stderr
     assert "awa." not in after.stdout + after.stderr
+
+
+def test_workers_refuse_to_start_before_migrate(minimal_project):
+    for command in (["awa_worker", "--burst"], ["awa_maintenance"]):
+        refused = run_django(minimal_project, command)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert "Traceback" not in refused.stderr
+        assert "awa_django migrations are not applied on database 'default'" in refused.stderr
+        assert "pending: 0001_substrate, 0002_admin_models" in refused.stderr
+        assert "python manage.py migrate --database default" in refused.stderr
+    assert run_django(minimal_project, ["migrate", "--no-input"]).returncode == 0
+    drained = run_django(minimal_project, ["awa_worker", "--burst"])
+    assert drained.returncode == 0, drained.stderr

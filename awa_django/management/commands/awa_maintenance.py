@@ -13,6 +13,7 @@ from awa_django.conf import get_settings
 from awa_django.management.process import (
     add_log_format_argument,
     configure_logging,
+    require_migrated,
     run_process,
 )
 from awa_django.worker.runtime import config_from_settings
@@ -26,4 +27,6 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         configure_logging(self.stderr, options["verbosity"], options["log_format"])
-        run_process(config_from_settings(get_settings(), queues={}), self.stdout, self.stderr)
+        conf = get_settings()
+        require_migrated(conf.DATABASE_ALIAS)
+        run_process(config_from_settings(conf, queues={}), self.stdout, self.stderr)

@@ -13,6 +13,7 @@ from awa_django.discovery import discover_jobs
 from awa_django.management.process import (
     add_log_format_argument,
     configure_logging,
+    require_migrated,
     run_process,
 )
 from awa_django.worker.runtime import config_from_settings
@@ -108,6 +109,7 @@ class Command(BaseCommand):
                     f"(declared: {sorted(conf.QUEUES)})"
                 )
             queues[name] = concurrency or conf.QUEUES[name].concurrency
+        require_migrated(conf.DATABASE_ALIAS)
         reload = settings.DEBUG if options["reload"] is None else options["reload"]
         if options["burst"]:
             if options["reload"]:
