@@ -1,8 +1,14 @@
-"""Loads the SQL that lives next to the code: named query blocks and migration files.
+"""Loads the SQL that lives next to the code: named query blocks, migration files and the
+storage functions.
 
 A query file holds blocks that each start with a ``-- name: <block>`` header line followed by
 comment lines describing the block; the statement follows. Files are parsed once, into a
 read-only mapping, and a unit test checks that every block is used by ``awa_django.storage``.
+
+``migrations/<migration>/`` holds one migration's own DDL, per plane, frozen once released;
+``functions/<plane>.sql`` holds the current definitions of the storage functions and views
+(``CREATE OR REPLACE`` only), applied by migration 0001 and again by each later migration that
+changes one of them.
 """
 
 from __future__ import annotations
@@ -39,8 +45,22 @@ def queries(plane: str) -> MappingProxyType[str, LiteralString]:
     return MappingProxyType({k: cast(LiteralString, v) for k, v in blocks})  # type: ignore[redundant-cast]
 
 
-def migration(name: str, direction: str) -> str:
-    """The text of ``sql/migrations/<name>.<direction>.sql`` (direction is ``up`` or ``down``)."""
-    return (
-        resources.files(__package__).joinpath("migrations", f"{name}.{direction}.sql").read_text()
+def migration(name: str, *parts: str) -> str:
+    """The files ``sql/migrations/<name>/<part>.sql``, joined in the order given."""
+    directory = resources.files(__package__).joinpath("migrations", name)
+    return "\n".join(directory.joinpath(f"{part}.sql").read_text() for part in parts)
+
+
+def functions(*planes: str) -> str:
+    """The files ``sql/functions/<plane>.sql``, joined in the order given.
+
+    Function bodies are not checked against the schema while they are created (as ``pg_dump``
+    restores them): a fresh database gets today's definitions from migration 0001, before the
+    later migrations have added what they may refer to. Every function is still checked when it
+    first runs, and views are always checked.
+    """
+    directory = resources.files(__package__).joinpath("functions")
+    texts = [directory.joinpath(f"{plane}.sql").read_text() for plane in planes]
+    return "\n".join(
+        ["SET LOCAL check_function_bodies = off;", *texts, "RESET check_function_bodies;"]
     )

@@ -46,4 +46,4 @@ def test_migrate_forward_zero_and_forward_again(capsys):
 @pytest.mark.django_db
 def test_sqlmigrate_shows_the_substrate_sql(capsys):
     call_command("sqlmigrate", "awa_django", "0001")
-    assert "CREATE FUNCTION awa.claim_ready" in capsys.readouterr().out
+    assert "CREATE OR REPLACE FUNCTION awa.claim_ready" in capsys.readouterr().out

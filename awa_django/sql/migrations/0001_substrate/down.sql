@@ -25,7 +25,6 @@ DROP FUNCTION awa.lane_head(text, smallint, smallint);
 DROP FUNCTION awa.effective_priority(smallint, timestamptz, double precision);
 DROP FUNCTION awa.reentry_shard(text, jsonb);
 DROP FUNCTION awa.enqueue_shard(text, text);
-ALTER TABLE awa.queue_meta DROP COLUMN enqueue_shards;
 
 -- ==== ops: dead-letter queue, descriptors, runtime instances, queue health ====
 DROP FUNCTION awa.drain_queue(text, text);

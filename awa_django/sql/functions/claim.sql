@@ -1,0 +1,323 @@
+-- Claims: lane order with priority aging, the claim itself, and the rate-limited claim.
+-- Current definitions, CREATE OR REPLACE only. Migration 0001 applies every function file;
+-- a later migration that changes a definition applies its file again (docs/architecture.md,
+-- "SQL layout and schema changes").
+
+-- A waiting row's priority at claim time: one step more urgent per p_aging_s seconds since its
+-- run_at, never above 1; p_aging_s <= 0 disables aging. Computed, never written back.
+CREATE OR REPLACE FUNCTION awa.effective_priority(p_priority smallint, p_run_at timestamptz,
+                                       p_aging_s double precision) RETURNS integer
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN p_aging_s > 0
+                THEN greatest(1, p_priority - least(
+                         floor(greatest(extract(epoch FROM now() - p_run_at), 0) / p_aging_s),
+                         32767)::integer)
+                ELSE p_priority END
+$$;
+
+-- The row a claim of one lane takes next: the first unclaimed, untombstoned row of the cursor's
+-- commit or of the first commit after it that has one. A hole in the commit positions is not
+-- waited for here, as awa.claim_ready does: claim order and in-process runs only need to know
+-- which lane to look at.
+CREATE OR REPLACE FUNCTION awa.lane_head(p_queue text, p_priority smallint, p_shard smallint)
+RETURNS TABLE (job_id bigint, kind text, run_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT h.job_id, h.kind, h.run_at
+      FROM (SELECT 1) AS one
+      LEFT JOIN LATERAL (
+          SELECT c.commit_seq, c.lane_seq FROM awa.claim_receipts c
+           WHERE c.queue = p_queue AND c.priority = p_priority AND c.shard = p_shard
+           ORDER BY c.commit_seq DESC, c.lane_seq DESC LIMIT 1) c ON true
+      CROSS JOIN LATERAL (
+          SELECT r.job_id, r.kind, r.run_at
+            FROM awa.lane_commits m
+            CROSS JOIN LATERAL (
+                SELECT r.job_id, r.kind, r.run_at FROM awa.ready_entries r
+                 WHERE r.queue = p_queue AND r.priority = p_priority AND r.shard = p_shard
+                   AND r.ready_slot = m.ready_slot
+                   AND r.lane_seq BETWEEN m.first_seq AND m.last_seq AND r.batch = m.batch
+                   AND (m.commit_seq > coalesce(c.commit_seq, 0) OR r.lane_seq > c.lane_seq)
+                   AND NOT EXISTS (
+                       SELECT 1 FROM awa.ready_tombstones t
+                        WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
+                          AND t.lane_seq = r.lane_seq AND t.ready_slot = m.ready_slot)
+                 ORDER BY r.lane_seq LIMIT 1) r
+           WHERE m.queue = p_queue AND m.priority = p_priority AND m.shard = p_shard
+             AND m.commit_seq >= coalesce(c.commit_seq, 0)
+           ORDER BY m.commit_seq LIMIT 1) h
+$$;
+
+-- The lanes of p_queue in the order a claim visits them, with each lane's ``bound``: the
+-- effective priority of the next lane's head (32767 for the last, or when there is no aging);
+-- awa.claim_ready takes a lane's rows only while they are at least that urgent.
+--
+-- With aging, only lanes with a claimable head are returned, best first: by the head's
+-- effective priority, then its run_at (the longest-waiting head wins a tie, which also orders
+-- shards of one priority), then the lane. That costs a cursor and a head read per lane, so
+-- without aging (or with a single lane) the order is static instead, as cheap as before aging
+-- existed: by priority, and within a priority from a random shard onwards, so every shard of a
+-- busy queue gets served.
+CREATE OR REPLACE FUNCTION awa.claim_order(p_queue text, p_aging_s double precision)
+RETURNS TABLE (priority smallint, shard smallint, bound integer)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    v_lanes integer;
+    v_shards integer;
+BEGIN
+    SELECT count(*), max(l.shard) + 1 INTO v_lanes, v_shards
+      FROM awa.queue_lanes l WHERE l.queue = p_queue;
+    IF v_lanes <= 1 OR p_aging_s <= 0 THEN
+        RETURN QUERY
+        WITH rotation AS (SELECT floor(random() * v_shards)::integer AS offset_by)
+        SELECT l.priority, l.shard, 32767 FROM awa.queue_lanes l, rotation o
+         WHERE l.queue = p_queue
+         ORDER BY l.priority, (l.shard + o.offset_by) % v_shards;
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH heads AS (
+        SELECT l.priority, l.shard,
+               awa.effective_priority(l.priority, h.run_at, p_aging_s) AS effective, h.run_at
+          FROM awa.queue_lanes l
+          CROSS JOIN LATERAL awa.lane_head(l.queue, l.priority, l.shard) h
+         WHERE l.queue = p_queue
+    )
+    SELECT h.priority, h.shard, coalesce(lead(h.effective) OVER w, 32767)
+      FROM heads h
+    WINDOW w AS (ORDER BY h.effective, h.run_at, h.priority, h.shard)
+     ORDER BY h.effective, h.run_at, h.priority, h.shard;
+END
+$$;
+
+-- Claims up to p_limit ready jobs of one queue, lane by lane in effective priority order.
+--
+-- A claimer tries the lane's claim lock (one claimer per lane at a time; others move on), then
+-- derives the lane's cursor from its newest receipt, (commit_seq, lane_seq), and takes the next
+-- rows in lane order: the rest of the cursor's commit, then the commits after it, each commit's
+-- rows in lane_seq order. The cursor read is a separate statement after the lock, so it sees
+-- the receipts of the claimer that held the lane before us. Receipts are appended in the same
+-- transaction: a claim that rolls back leaves the cursor where it was. Nothing is updated.
+--
+-- Commit positions are dense, so a claimer takes commits only while they follow each other
+-- without a hole: a missing position belongs to a producer that is committing right now, whose
+-- rows must come first, or to one that failed at commit. When the next commit after the cursor
+-- is not the next position, the claimer tries the lane's producer lock exclusively: it gets it
+-- only when no producer of the lane is mid-commit, so every missing position is dead and the
+-- lane is taken as it stands (holding the lock to the end of the claim, which keeps the lane's
+-- producers out for that long). Otherwise it takes only the rest of the cursor's commit and
+-- comes back later.
+--
+-- Lanes are visited in the order awa.claim_order gives (priority aging: p_aging_s > 0 lets a
+-- waiting row gain one priority step per p_aging_s seconds). A lane yields only the prefix of
+-- rows whose effective priority does not exceed the next lane's head (its bound), so a batch
+-- never takes fresh low-priority rows behind an aged head ahead of more urgent work; when a
+-- lane was cut short that way, another round serves the lanes again in the new order.
+--
+-- p_sequential runs each lane one job at a time across the fleet: a lane whose newest claim is
+-- still open is skipped, and a lane yields one row per claim. Jobs sharing an ordering key
+-- (one lane) then run strictly one after another, in enqueue order.
+--
+-- p_deadline_s > 0 gives each attempt a hard deadline; progress and checkpoint saved by earlier
+-- attempts of the job come back with it.
+--
+-- Plans: one generic plan per session, with seq scans off. Re-planning per call costs more
+-- than running the claim (each statement plans over every partition of several rings), and a
+-- generic plan made while a partition was nearly empty would otherwise seq-scan it long after
+-- it has grown; index probes on empty partitions cost microseconds.
+CREATE OR REPLACE FUNCTION awa.claim_ready(p_queue text, p_limit integer, p_claimed_by text,
+                                p_deadline_s double precision, p_aging_s double precision,
+                                p_sequential boolean)
+RETURNS SETOF awa.claimed_job LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
+DECLARE
+    v_lane record;
+    v_at record;
+    v_commit bigint;
+    v_expect bigint;
+    v_settled boolean;
+    v_remaining integer := p_limit;
+    v_claimed integer;
+    v_round_claimed integer;
+    v_again boolean := true;
+BEGIN
+    IF EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = p_queue AND m.paused) THEN
+        RETURN;
+    END IF;
+    WHILE v_again AND v_remaining > 0 LOOP
+        v_again := false;
+        v_round_claimed := 0;
+        FOR v_lane IN SELECT * FROM awa.claim_order(p_queue, p_aging_s) LOOP
+            -- An advisory lock, not a row lock on queue_lanes: a row lock would give even an
+            -- empty claim a transaction id and a WAL record, so every idle poll would wait for
+            -- a WAL flush on a durable server. Locks taken in an earlier round are ours already.
+            CONTINUE WHEN NOT pg_try_advisory_xact_lock(
+                1096237379, awa.lane_lock_key(p_queue, v_lane.priority, v_lane.shard));
+            -- The cursor, the commit it is in (in the receipt's slot: a commit shares the slot
+            -- of its rows) and the next published position after it.
+            SELECT c.commit_seq, c.lane_seq, c.job_id, c.run_lease, c.ready_slot, m.batch,
+                   m.last_seq,
+                   (SELECT n.commit_seq FROM awa.lane_commits n
+                     WHERE n.queue = p_queue AND n.priority = v_lane.priority
+                       AND n.shard = v_lane.shard AND n.commit_seq > coalesce(c.commit_seq, 0)
+                     ORDER BY n.commit_seq LIMIT 1) AS next_commit
+              INTO v_at
+              FROM (SELECT 1) AS one
+              LEFT JOIN LATERAL (
+                  SELECT c.commit_seq, c.lane_seq, c.job_id, c.run_lease, c.ready_slot
+                    FROM awa.claim_receipts c
+                   WHERE c.queue = p_queue AND c.priority = v_lane.priority
+                     AND c.shard = v_lane.shard
+                   ORDER BY c.commit_seq DESC, c.lane_seq DESC LIMIT 1) c ON true
+              LEFT JOIN LATERAL (
+                  SELECT m.batch, m.last_seq FROM awa.lane_commits m
+                   WHERE m.queue = p_queue AND m.priority = v_lane.priority
+                     AND m.shard = v_lane.shard AND m.commit_seq = c.commit_seq
+                     AND m.ready_slot = c.ready_slot
+                   LIMIT 1) m ON true;
+            -- Nothing published after the cursor and nothing left in its commit: the lane is
+            -- drained, and an empty claim reads no further.
+            CONTINUE WHEN v_at.next_commit IS NULL
+                      AND (v_at.batch IS NULL OR v_at.lane_seq >= v_at.last_seq);
+            v_commit := coalesce(v_at.commit_seq, 0);
+            -- Inside an IF, not folded into a CONTINUE condition: an expression's plan is set
+            -- up whole even when AND short-circuits, which locked every partition of two more
+            -- ring tables on every claim of every queue.
+            IF p_sequential AND v_at.job_id IS NOT NULL THEN
+                CONTINUE WHEN NOT EXISTS (
+                    SELECT 1 FROM awa.done_entries d
+                     WHERE d.job_id = v_at.job_id AND d.run_lease = v_at.run_lease
+                       AND d.ready_slot = v_at.ready_slot);
+            END IF;
+            v_settled := false;
+            IF v_at.next_commit > v_commit + 1 THEN
+                v_settled := pg_try_advisory_xact_lock(
+                    1096237388, awa.lane_lock_key(p_queue, v_lane.priority, v_lane.shard));
+            END IF;
+            -- Commits are numbered from the cursor's own (when it still holds rows to claim) or
+            -- from the one after it; those whose position is that number plus their rank have
+            -- no hole before them.
+            v_expect := v_commit - CASE WHEN v_at.batch IS NULL THEN 0 ELSE 1 END;
+            RETURN QUERY
+            WITH usable AS (
+                SELECT u.commit_seq, u.ready_slot, u.batch, u.first_seq, u.last_seq FROM (
+                    SELECT n.commit_seq, n.ready_slot, n.batch,
+                           CASE WHEN n.commit_seq = v_commit THEN v_at.lane_seq + 1
+                                ELSE n.first_seq END AS first_seq,
+                           n.last_seq,
+                           n.commit_seq - row_number() OVER (ORDER BY n.commit_seq) AS behind
+                      FROM awa.lane_commits n
+                     WHERE n.queue = p_queue AND n.priority = v_lane.priority
+                       AND n.shard = v_lane.shard AND n.commit_seq >= v_commit
+                     ORDER BY n.commit_seq
+                     LIMIT v_remaining + 1) u
+                 WHERE v_settled OR u.behind = v_expect
+            ), candidates AS (
+                SELECT u.commit_seq, r.*,
+                       awa.effective_priority(r.priority, r.run_at, p_aging_s) AS effective
+                  FROM usable u
+                  CROSS JOIN LATERAL (
+                      -- A commit's rows are in its own slot: stated, it prunes the other
+                      -- slots' partitions of both tables from each commit's probe.
+                      SELECT r.* FROM awa.ready_entries r
+                       WHERE r.queue = p_queue AND r.priority = v_lane.priority
+                         AND r.shard = v_lane.shard AND r.ready_slot = u.ready_slot
+                         AND r.lane_seq BETWEEN u.first_seq AND u.last_seq AND r.batch = u.batch
+                         AND NOT EXISTS (
+                             -- The commit's range is implied, but stated it bounds the index
+                             -- scan of a merge anti-join, which otherwise reads every tombstone
+                             -- of the lane.
+                             SELECT 1 FROM awa.ready_tombstones t
+                              WHERE t.queue = r.queue AND t.priority = r.priority
+                                AND t.shard = r.shard AND t.lane_seq = r.lane_seq
+                                AND t.ready_slot = u.ready_slot
+                                AND t.lane_seq BETWEEN u.first_seq AND u.last_seq)
+                       ORDER BY r.lane_seq
+                       LIMIT v_remaining) r
+                 ORDER BY u.commit_seq, r.lane_seq
+                 LIMIT CASE WHEN p_sequential THEN 1 ELSE v_remaining END
+            ), picked AS (
+                -- The lane's FIFO prefix within the bound: the first row past it ends the take.
+                SELECT * FROM (
+                    SELECT c.*, bool_and(c.effective <= v_lane.bound)
+                                    OVER (ORDER BY c.commit_seq, c.lane_seq) AS within_bound
+                      FROM candidates c) b
+                 WHERE b.within_bound
+            ), receipts AS (
+                INSERT INTO awa.claim_receipts (queue, priority, shard, commit_seq, lane_seq,
+                                                ready_slot, job_id, run_lease, attempt,
+                                                claimed_by, deadline_at)
+                SELECT p.queue, p.priority, p.shard, p.commit_seq, p.lane_seq, p.ready_slot,
+                       p.job_id, p.run_lease + 1, p.attempt + 1, p_claimed_by,
+                       CASE WHEN p_deadline_s > 0
+                            THEN now() + make_interval(secs => p_deadline_s) END
+                  FROM picked p
+            )
+            SELECT p.queue, p.priority, p.shard, p.lane_seq, p.ready_slot, p.job_id, p.kind,
+                   p.args, p.attempt + 1, p.run_lease + 1, p.max_attempts, p.run_at,
+                   p.created_at, p.metadata, p.tags, p.errors, s.progress, s.checkpoint
+              FROM picked p
+              -- A probe per claimed row (see awa.close_attempts on LATERAL ... LIMIT 1).
+              LEFT JOIN LATERAL (
+                  SELECT s.progress, s.checkpoint FROM awa.attempt_state s
+                   WHERE s.job_id = p.job_id LIMIT 1) s ON true
+             ORDER BY p.commit_seq, p.lane_seq;
+            GET DIAGNOSTICS v_claimed = ROW_COUNT;
+            -- Only a bound below the lane's own priority can cut it short of v_remaining.
+            v_again := v_again OR (v_claimed < v_remaining AND v_lane.bound < v_lane.priority);
+            v_remaining := v_remaining - v_claimed;
+            v_round_claimed := v_round_claimed + v_claimed;
+            EXIT WHEN v_remaining <= 0;
+        END LOOP;
+        EXIT WHEN v_round_claimed = 0;
+    END LOOP;
+END
+$$;
+
+-- Claims like awa.claim_ready, but never more than the queue's fleet-wide token bucket
+-- (p_rate jobs per second, p_burst saved up) allows. Returns one row per claimed job (job set,
+-- throttled_for_s NULL), then, when the budget rather than the work ran out, one row with a
+-- NULL job and the seconds until the next token.
+--
+-- The budget is read and spent under a transaction-scoped advisory lock per queue, so two
+-- claimers can never both spend the same tokens; claims of a fleet-limited queue queue up
+-- behind each other for the length of one claim. Times come from clock_timestamp(): now() would
+-- be the start of a transaction that may have waited for the lock.
+CREATE OR REPLACE FUNCTION awa.claim_ready_limited(
+    p_queue text, p_limit integer, p_claimed_by text, p_deadline_s double precision,
+    p_aging_s double precision, p_sequential boolean, p_rate double precision, p_burst integer
+) RETURNS TABLE (job awa.claimed_job, throttled_for_s double precision)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz;
+    v_full_at timestamptz;
+    v_debt_s double precision;
+    v_allowed integer;
+    v_claimed integer := 0;
+BEGIN
+    -- 1096237396 = 'AWAT': the rate-limit lock class.
+    PERFORM pg_advisory_xact_lock(1096237396, hashtext(p_queue));
+    v_now := clock_timestamp();
+    SELECT l.full_at INTO v_full_at FROM awa.rate_ledger l
+     WHERE l.queue = p_queue ORDER BY l.entry DESC LIMIT 1;
+    v_debt_s := greatest(extract(epoch FROM coalesce(v_full_at, v_now) - v_now), 0);
+    v_allowed := least(p_limit, floor(p_burst - v_debt_s * p_rate)::integer);
+    IF v_allowed > 0 THEN
+        RETURN QUERY SELECT c, NULL::double precision
+                       FROM awa.claim_ready(p_queue, v_allowed, p_claimed_by, p_deadline_s,
+                                            p_aging_s, p_sequential) c;
+        GET DIAGNOSTICS v_claimed = ROW_COUNT;
+        IF v_claimed > 0 THEN
+            INSERT INTO awa.rate_ledger (queue, claimed_at, jobs, full_at)
+            VALUES (p_queue, v_now, v_claimed,
+                    v_now + make_interval(secs => v_debt_s + v_claimed / p_rate));
+        END IF;
+    END IF;
+    -- Throttled only when the claim took every job the budget allowed: fewer means the queue
+    -- ran out of work first.
+    IF v_allowed < p_limit AND v_claimed = greatest(v_allowed, 0) THEN
+        RETURN QUERY SELECT NULL::awa.claimed_job,
+                            greatest(v_debt_s + v_claimed / p_rate - (p_burst - 1) / p_rate,
+                                     0.001);
+    END IF;
+END
+$$;

@@ -1,0 +1,117 @@
+-- The dead-letter queue: retry, move and drain.
+-- Current definitions, CREATE OR REPLACE only. Migration 0001 applies every function file;
+-- a later migration that changes a definition applies its file again (docs/architecture.md,
+-- "SQL layout and schema changes").
+
+-- Puts DLQ entries back as fresh attempts and returns the ids it moved: attempt 0, the error
+-- history kept, run_lease one past the failed attempt's. The step keeps every later fact of the
+-- job ranked after every earlier one in awa.jobs even when the job never ran under that lease (a
+-- cancelled job's tombstoned ready row sits at the same lease), and the next claim takes a
+-- larger lease still.
+-- p_run_at in the future defers the job (scheduled); NULL or past makes it ready at once.
+-- p_queue / p_priority (NULL: keep) move it to another lane.
+CREATE OR REPLACE FUNCTION awa.dlq_retry(p_job_ids bigint[], p_run_at timestamptz, p_queue text,
+                              p_priority smallint)
+RETURNS SETOF bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_slot record;
+    v_seqs bigint[];
+BEGIN
+    IF p_run_at IS NOT NULL AND p_run_at > now() THEN
+        RETURN QUERY
+        WITH taken AS (
+            DELETE FROM awa.dlq_entries d WHERE d.job_id = ANY (p_job_ids) RETURNING d.*
+        )
+        INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
+                                       run_lease, max_attempts, run_at, created_at, metadata,
+                                       tags, errors)
+        SELECT t.job_id, 'scheduled', t.kind, coalesce(p_queue, t.queue),
+               coalesce(p_priority, t.priority), t.args, 0, t.original_run_lease + 1,
+               t.max_attempts, p_run_at, t.created_at, t.metadata, t.tags, t.errors
+          FROM taken t
+        RETURNING job_id;
+        RETURN;
+    END IF;
+    v_slot := awa.producer_slot();
+    -- Increasing and handed out in (lane, job_id) order: as in awa.promote_due, each lane's
+    -- announcing row has its lowest number. An entry a concurrent retry took meanwhile just
+    -- leaves a number unused.
+    v_seqs := ARRAY(SELECT nextval('awa.lane_seq')
+                      FROM generate_series(1, coalesce(cardinality(p_job_ids), 0)));
+    RETURN QUERY
+    WITH taken AS (
+        DELETE FROM awa.dlq_entries d WHERE d.job_id = ANY (p_job_ids)
+        RETURNING d.*, coalesce(p_queue, d.queue) AS to_queue,
+                  coalesce(p_priority, d.priority) AS to_priority
+    ), placed AS (
+        SELECT t.*, awa.reentry_shard(t.to_queue, t.metadata) AS to_shard FROM taken t
+    ), numbered AS (
+        SELECT p.*,
+               row_number() OVER (ORDER BY p.to_queue, p.to_priority, p.to_shard, p.job_id)
+                   AS position,
+               row_number() OVER (PARTITION BY p.to_queue, p.to_priority, p.to_shard
+                                  ORDER BY p.job_id) = 1 AS announce
+          FROM placed p
+    )
+    INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot,
+                                   ready_generation, job_id, kind, args, attempt, run_lease,
+                                   max_attempts, run_at, created_at, metadata, tags, errors,
+                                   announce)
+    SELECT n.to_queue, n.to_priority, n.to_shard, v_seqs[n.position], v_slot.slot,
+           v_slot.generation, n.job_id, n.kind, n.args, 0, n.original_run_lease + 1,
+           n.max_attempts, now(), n.created_at, n.metadata, n.tags, n.errors, n.announce
+      FROM numbered n
+    RETURNING job_id;
+END
+$$;
+
+-- Moves failed (or cancelled) jobs into the DLQ with p_reason and returns the ids it moved:
+-- jobs whose current state is one of p_states, still in the ring or in terminal_history (whose
+-- row goes, so the job is held in one place). A job already in the DLQ is left alone.
+CREATE OR REPLACE FUNCTION awa.dlq_move(p_job_ids bigint[], p_states text[], p_reason text)
+RETURNS SETOF bigint LANGUAGE sql AS $$
+    WITH moved AS (
+        INSERT INTO awa.dlq_entries (job_id, kind, queue, priority, args, attempt,
+                                     original_run_lease, max_attempts, created_at, metadata,
+                                     tags, errors, dlq_reason)
+        SELECT j.job_id, j.kind, j.queue, j.priority, j.args, j.attempt, j.run_lease,
+               j.max_attempts, j.created_at, j.metadata, j.tags, j.errors, p_reason
+          FROM awa.jobs j
+         WHERE j.job_id = ANY (p_job_ids) AND j.state = ANY (p_states)
+        ON CONFLICT (job_id) DO NOTHING
+        RETURNING job_id
+    ), forgotten AS (
+        DELETE FROM awa.terminal_history h USING moved m WHERE h.job_id = m.job_id
+    )
+    SELECT m.job_id FROM moved m ORDER BY m.job_id
+$$;
+
+-- Cancels every pending job of a queue (available, scheduled, retryable) through
+-- awa.cancel_job, so each is withdrawn the way a single cancel would; returns how many.
+-- Running attempts are left to finish.
+CREATE OR REPLACE FUNCTION awa.drain_queue(p_queue text, p_reason text) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_job_id bigint;
+    v_cancelled integer := 0;
+BEGIN
+    FOR v_job_id IN
+        SELECT d.job_id FROM awa.deferred_jobs d WHERE d.queue = p_queue
+        UNION
+        SELECT r.job_id FROM awa.ready_entries r
+         WHERE r.queue = p_queue
+           AND NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
+                            WHERE c.job_id = r.job_id AND c.run_lease = r.run_lease + 1
+                              AND c.ready_slot = r.ready_slot)
+           AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t
+                            WHERE t.queue = r.queue AND t.priority = r.priority
+                              AND t.shard = r.shard AND t.lane_seq = r.lane_seq
+                              AND t.ready_slot = r.ready_slot)
+    LOOP
+        IF awa.cancel_job(v_job_id, p_reason) IN ('cancelled_queued', 'cancelled_scheduled') THEN
+            v_cancelled := v_cancelled + 1;
+        END IF;
+    END LOOP;
+    RETURN v_cancelled;
+END
+$$;

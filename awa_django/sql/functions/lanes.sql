@@ -1,0 +1,86 @@
+-- Lanes: their lock keys, their commit sequences and the ring slot a producer writes to.
+-- Current definitions, CREATE OR REPLACE only. Migration 0001 applies every function file;
+-- a later migration that changes a definition applies its file again (docs/architecture.md,
+-- "SQL layout and schema changes").
+
+-- The object key of a lane's advisory locks. Producers take it in class 1096237388 ('AWAL')
+-- while they publish (shared: producers never wait for each other), claimers (and cancel_job)
+-- in class 1096237379 ('AWAC'), and neither collides with an application's keys. Two lanes
+-- whose names hash alike merely share their locks.
+-- The explicit ::text casts keep the body immutable (text || smallint is only stable), so the
+-- planner inlines it; a call it cannot inline re-parses and re-plans the body in every
+-- transaction.
+CREATE OR REPLACE FUNCTION awa.lane_lock_key(p_queue text, p_priority smallint, p_shard smallint)
+RETURNS integer LANGUAGE sql IMMUTABLE AS $$
+    SELECT hashtext(p_queue || '/' || p_priority::text || '/' || p_shard::text)
+$$;
+
+-- The name of a lane's commit sequence: derived from the lane, so producers find it in the
+-- catalog (whose lookups see every committed object, whatever the caller's isolation level)
+-- without reading a table row their snapshot might not show yet.
+CREATE OR REPLACE FUNCTION awa.lane_sequence_name(p_queue text, p_priority smallint, p_shard smallint)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT 'lane_' || md5(p_queue || '/' || p_priority::text || '/' || p_shard::text)
+$$;
+
+-- Creates a lane on first use: its queue_lanes row and its commit sequence, and returns the
+-- sequence. Creators serialise on a lock of queue_lanes that only they take (claimers read the
+-- table and do not conflict), so concurrent first uses of one lane wait for each other instead
+-- of failing; taking the lock also makes the catalog lookup after it see a creator that
+-- committed meanwhile. SECURITY DEFINER: producers need no CREATE privilege on the schema; the
+-- sequence is usable by whoever may use the schema.
+CREATE OR REPLACE FUNCTION awa.create_lane(p_queue text, p_priority smallint, p_shard smallint)
+RETURNS regclass LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_name constant text := awa.lane_sequence_name(p_queue, p_priority, p_shard);
+    v_sequence regclass;
+BEGIN
+    LOCK TABLE awa.queue_lanes IN SHARE ROW EXCLUSIVE MODE;
+    v_sequence := to_regclass(format('awa.%I', v_name));
+    IF v_sequence IS NULL THEN
+        -- CACHE 1: positions must be handed out in the order producers ask for them.
+        EXECUTE format('CREATE SEQUENCE awa.%I AS bigint CACHE 1', v_name);
+        EXECUTE format('GRANT USAGE, SELECT, UPDATE ON SEQUENCE awa.%I TO PUBLIC', v_name);
+        INSERT INTO awa.queue_lanes (queue, priority, shard) VALUES (p_queue, p_priority, p_shard)
+            ON CONFLICT DO NOTHING;
+        v_sequence := to_regclass(format('awa.%I', v_name));
+    END IF;
+    RETURN v_sequence;
+END
+$$;
+
+-- Drops every lane's commit sequence (awa.reset_all in tests and benchmarks, the down
+-- migration). The caller removes the queue_lanes rows, so the next use recreates each lane.
+CREATE OR REPLACE FUNCTION awa.drop_lane_sequences() RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_sequence text;
+BEGIN
+    FOR v_sequence IN
+        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE n.nspname = 'awa' AND c.relkind = 'S' AND c.relname ~ '^lane_[0-9a-f]{32}$'
+    LOOP
+        EXECUTE format('DROP SEQUENCE awa.%I', v_sequence);
+    END LOOP;
+END
+$$;
+
+-- The ring slot (and its generation) the current transaction writes its ready rows to: read from
+-- the ring cursor by the transaction's first write and kept for the rest of it, so all of a
+-- transaction's rows of a lane, and the awa.lane_commits row that publishes them, share one
+-- slot and are pruned together.
+CREATE OR REPLACE FUNCTION awa.producer_slot(OUT slot integer, OUT generation bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_pinned constant text := current_setting('awa.producer_slot', true);
+BEGIN
+    IF v_pinned IS NOT NULL AND v_pinned <> '' THEN
+        slot := split_part(v_pinned, ':', 1)::integer;
+        generation := split_part(v_pinned, ':', 2)::bigint;
+        RETURN;
+    END IF;
+    SELECT r.slot, r.generation INTO slot, generation
+      FROM awa.queue_ring_rotations r ORDER BY r.generation DESC LIMIT 1;
+    PERFORM set_config('awa.producer_slot', slot || ':' || generation, true);
+END
+$$;

@@ -1,0 +1,81 @@
+"""The SQL layout the migrations rely on (docs/architecture.md, "SQL layout and schema
+changes"): every function file is applied by migration 0001, holds only re-appliable
+definitions, and defines each function in one place."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from importlib import resources
+
+import pytest
+from django.db import connection, transaction
+
+from awa_django import sql
+
+initial = importlib.import_module("awa_django.migrations.0001_substrate")
+
+SQL_ROOT = resources.files(sql)
+DEFINITION = re.compile(r"^CREATE OR REPLACE (FUNCTION|VIEW) (awa\.[a-z_]+)", re.MULTILINE)
+STATEMENT_START = re.compile(r"^(CREATE|ALTER|DROP|INSERT|UPDATE|DELETE|TRUNCATE|DO|GRANT)\b", re.M)
+
+CATALOG_SQL = """
+SELECT 'f:' || p.oid::regprocedure::text || ':' || md5(pg_get_functiondef(p.oid))
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'awa'
+UNION ALL
+SELECT c.relkind::text || ':' || c.relname || ':' || c.relnatts
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'awa'
+UNION ALL
+SELECT 'v:' || c.relname || ':' || md5(pg_get_viewdef(c.oid))
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = 'awa' AND c.relkind = 'v'
+ORDER BY 1
+"""
+
+
+def function_files() -> list[str]:
+    return sorted(
+        entry.name.removesuffix(".sql")
+        for entry in SQL_ROOT.joinpath("functions").iterdir()
+        if entry.name.endswith(".sql")
+    )
+
+
+def ddl_files(migration: str) -> list[str]:
+    return sorted(
+        entry.name.removesuffix(".sql")
+        for entry in SQL_ROOT.joinpath("migrations", migration).iterdir()
+        if entry.name.endswith(".sql")
+    )
+
+
+def test_migration_0001_applies_every_file_of_its_directory_and_every_function_file():
+    assert sorted(initial.FUNCTIONS) == function_files()
+    assert sorted([*initial.SCHEMA, "triggers", "down"]) == ddl_files("0001_substrate")
+
+
+def test_function_files_hold_only_create_or_replace_definitions_each_in_one_file():
+    defined: dict[str, str] = {}
+    for plane in function_files():
+        text = SQL_ROOT.joinpath("functions", f"{plane}.sql").read_text()
+        names = [match.group(2) for match in DEFINITION.finditer(text)]
+        assert names, f"{plane}.sql defines nothing"
+        # Every statement at the start of a line outside a body is a definition.
+        starts = [m.start() for m in STATEMENT_START.finditer(text)]
+        definitions = [m.start() for m in DEFINITION.finditer(text)]
+        assert starts == definitions, f"{plane}.sql holds a statement other than a definition"
+        for name in names:
+            assert name not in defined, f"{name} is defined in {defined.get(name)} and {plane}"
+            defined[name] = plane
+
+
+@pytest.mark.django_db
+def test_applying_a_function_file_again_changes_nothing():
+    with connection.cursor() as cursor:
+        cursor.execute(CATALOG_SQL)
+        before = cursor.fetchall()
+        for plane in function_files():
+            with transaction.atomic():
+                cursor.execute(sql.functions(plane))
+        cursor.execute(CATALOG_SQL)
+        assert cursor.fetchall() == before
