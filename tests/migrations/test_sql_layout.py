@@ -12,25 +12,13 @@ import pytest
 from django.db import connection, transaction
 
 from awa_django import sql
+from tests.migrations.catalog import schema_catalog
 
 initial = importlib.import_module("awa_django.migrations.0001_substrate")
 
 SQL_ROOT = resources.files(sql)
 DEFINITION = re.compile(r"^CREATE OR REPLACE (FUNCTION|VIEW) (awa\.[a-z_]+)", re.MULTILINE)
 STATEMENT_START = re.compile(r"^(CREATE|ALTER|DROP|INSERT|UPDATE|DELETE|TRUNCATE|DO|GRANT)\b", re.M)
-
-CATALOG_SQL = """
-SELECT 'f:' || p.oid::regprocedure::text || ':' || md5(pg_get_functiondef(p.oid))
-  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'awa'
-UNION ALL
-SELECT c.relkind::text || ':' || c.relname || ':' || c.relnatts
-  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'awa'
-UNION ALL
-SELECT 'v:' || c.relname || ':' || md5(pg_get_viewdef(c.oid))
-  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
- WHERE n.nspname = 'awa' AND c.relkind = 'v'
-ORDER BY 1
-"""
 
 
 def function_files() -> list[str]:
@@ -72,10 +60,8 @@ def test_function_files_hold_only_create_or_replace_definitions_each_in_one_file
 @pytest.mark.django_db
 def test_applying_a_function_file_again_changes_nothing():
     with connection.cursor() as cursor:
-        cursor.execute(CATALOG_SQL)
-        before = cursor.fetchall()
+        before = schema_catalog(cursor)
         for plane in function_files():
             with transaction.atomic():
                 cursor.execute(sql.functions(plane))
-        cursor.execute(CATALOG_SQL)
-        assert cursor.fetchall() == before
+        assert schema_catalog(cursor) == before

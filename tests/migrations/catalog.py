@@ -1,0 +1,50 @@
+"""What the awa schema consists of, as comparable text: every relation, column (type,
+nullability, default, position), constraint, index, trigger, type, function definition and view
+definition. Two databases with equal catalogs hold the same schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+CATALOG_SQL = """
+WITH ns AS (SELECT oid FROM pg_namespace WHERE nspname = 'awa')
+SELECT c.relkind::text || ':' || c.relname
+  FROM pg_class c WHERE c.relnamespace IN (SELECT oid FROM ns)
+UNION ALL
+SELECT 'column:' || c.relname || '.' || a.attname || ' ' || a.attnum || ' '
+       || format_type(a.atttypid, a.atttypmod)
+       || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
+       || coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), '')
+  FROM pg_attribute a
+  JOIN pg_class c ON c.oid = a.attrelid
+  LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+ WHERE c.relnamespace IN (SELECT oid FROM ns) AND a.attnum > 0 AND NOT a.attisdropped
+UNION ALL
+SELECT 'constraint:' || conrelid::regclass::text || '.' || conname || ' '
+       || pg_get_constraintdef(oid)
+  FROM pg_constraint WHERE connamespace IN (SELECT oid FROM ns)
+UNION ALL
+SELECT 'index:' || pg_get_indexdef(i.indexrelid)
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+ WHERE c.relnamespace IN (SELECT oid FROM ns)
+UNION ALL
+SELECT 'trigger:' || pg_get_triggerdef(t.oid)
+  FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+ WHERE c.relnamespace IN (SELECT oid FROM ns) AND NOT t.tgisinternal
+UNION ALL
+SELECT 'type:' || t.typname
+  FROM pg_type t WHERE t.typnamespace IN (SELECT oid FROM ns) AND t.typtype IN ('c', 'e', 'd')
+UNION ALL
+SELECT 'function:' || p.oid::regprocedure::text || ' ' || md5(pg_get_functiondef(p.oid))
+  FROM pg_proc p WHERE p.pronamespace IN (SELECT oid FROM ns)
+UNION ALL
+SELECT 'view:' || c.relname || ' ' || md5(pg_get_viewdef(c.oid))
+  FROM pg_class c WHERE c.relnamespace IN (SELECT oid FROM ns) AND c.relkind = 'v'
+ORDER BY 1
+"""
+
+
+def schema_catalog(cursor: Any) -> list[str]:
+    """The catalog of schema ``awa`` seen through ``cursor`` (Django's or psycopg's)."""
+    cursor.execute(CATALOG_SQL)
+    return [row[0] for row in cursor.fetchall()]
