@@ -1,5 +1,8 @@
-# Developer entry points. A fresh machine needs only Python 3.11+ and the
-# PostgreSQL server binaries; `make demo` and `make test` do the rest.
+# Developer entry points. A fresh machine needs Python 3.11+ and the PostgreSQL
+# server binaries; `make demo` and `make test` do the rest. `make test` also needs
+# Chromium, its chromedriver and PgBouncer (the admin's browser test, the PgBouncer
+# tests): run as root or with passwordless sudo it installs the missing ones with
+# apt-get (scripts/ensure_test_tools.sh); otherwise it stops at once, naming them.
 #
 #   make test                       run the test suite on a throwaway Postgres
 #   make test PYTEST_ARGS='-k foo'  ... with extra pytest arguments
@@ -51,8 +54,13 @@ $(STAMP): pyproject.toml
 	$(if $(DJANGO_SPEC),$(VENV_PYTHON) -m pip install '$(DJANGO_SPEC)')
 	printf 'spec=%s\n' '$(DJANGO_SPEC)' > $@
 
-test: $(STAMP)
+# Before the virtualenv, so a machine that lacks a tool hears it at once.
+test: test-tools $(STAMP)
 	$(WITH_POSTGRES) $(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
+
+.PHONY: test-tools
+test-tools:
+	@bash scripts/ensure_test_tools.sh
 
 demo: $(STAMP)
 	$(WITH_POSTGRES) $(VENV_PYTHON) manage.py awa_demo

@@ -22,7 +22,7 @@ def find_binary() -> str:
             return found
     raise AssertionError(
         "pgbouncer is not installed: apt-get install -y --no-install-recommends pgbouncer "
-        "(.ci/run installs it when missing)"
+        "(make test installs it when missing, as root: scripts/ensure_test_tools.sh)"
     )
 
 
