@@ -208,6 +208,35 @@ def test_exhaustion_fails_with_one_error_per_attempt_and_options_apply():
 
 
 @override_settings(
+    AWA={**FAST_RETRY, "QUEUES": {"default": {"concurrency": 1, "dlq": True}, "email": {}}},
+    TASKS={
+        "default": {
+            "BACKEND": "awa_django.tasks.AwaBackend",
+            "QUEUES": ["default", "email"],
+            "OPTIONS": {"max_attempts": 2},
+        }
+    },
+)
+def test_a_task_that_fails_for_good_on_a_dlq_queue_is_held_there_and_reads_failed(received):
+    result = tasks.always_fails.enqueue()
+    run_burst(burst_wait_s=5)
+    result.refresh()
+    assert awa.get_job(int(result.id)).state == "dlq"
+    assert result.status == TaskResultStatus.FAILED and result.is_finished
+    assert len(result.errors) == 2 and result.finished_at is not None
+    finished = [status for name, _, _, status in received if name == "finished"]
+    assert finished == [TaskResultStatus.READY, TaskResultStatus.FAILED]
+    entry = awa.dlq.get(int(result.id))
+    assert entry is not None and entry.dlq_reason == "attempts_exhausted"
+    assert entry.kind == "django.tasks:tests.tasks.tasks.always_fails"
+
+    # Retried from the DLQ, the task is waiting again under the same id, its errors kept.
+    assert awa.dlq.retry(int(result.id))
+    result.refresh()
+    assert result.status == TaskResultStatus.READY and len(result.errors) == 2
+
+
+@override_settings(
     AWA=FAST_RETRY,
     TASKS={
         "default": {
