@@ -1,24 +1,28 @@
 """What the awa schema consists of, as comparable text: every relation, column (type,
 nullability, default, position), constraint, index, trigger, type, function definition and view
-definition. Two databases with equal catalogs hold the same schema."""
+definition. Two databases with equal catalogs hold the same schema. The lanes' commit sequences
+(``awa.lane_<md5>``, created on a lane's first use) are data, not schema, and are left out."""
 
 from __future__ import annotations
 
 from typing import Any
 
 CATALOG_SQL = """
-WITH ns AS (SELECT oid FROM pg_namespace WHERE nspname = 'awa')
-SELECT c.relkind::text || ':' || c.relname
-  FROM pg_class c WHERE c.relnamespace IN (SELECT oid FROM ns)
+WITH ns AS (SELECT oid FROM pg_namespace WHERE nspname = 'awa'),
+rels AS (
+    SELECT c.oid, c.relname, c.relkind FROM pg_class c
+     WHERE c.relnamespace IN (SELECT oid FROM ns) AND c.relname !~ '^lane_[0-9a-f]{32}$'
+)
+SELECT c.relkind::text || ':' || c.relname FROM rels c
 UNION ALL
 SELECT 'column:' || c.relname || '.' || a.attname || ' ' || a.attnum || ' '
        || format_type(a.atttypid, a.atttypmod)
        || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
        || coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), '')
   FROM pg_attribute a
-  JOIN pg_class c ON c.oid = a.attrelid
+  JOIN rels c ON c.oid = a.attrelid
   LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
- WHERE c.relnamespace IN (SELECT oid FROM ns) AND a.attnum > 0 AND NOT a.attisdropped
+ WHERE a.attnum > 0 AND NOT a.attisdropped
 UNION ALL
 SELECT 'constraint:' || conrelid::regclass::text || '.' || conname || ' '
        || pg_get_constraintdef(oid)
@@ -33,7 +37,10 @@ SELECT 'trigger:' || pg_get_triggerdef(t.oid)
  WHERE c.relnamespace IN (SELECT oid FROM ns) AND NOT t.tgisinternal
 UNION ALL
 SELECT 'type:' || t.typname
-  FROM pg_type t WHERE t.typnamespace IN (SELECT oid FROM ns) AND t.typtype IN ('c', 'e', 'd')
+  FROM pg_type t
+  LEFT JOIN pg_class c ON c.oid = t.typrelid
+ WHERE t.typnamespace IN (SELECT oid FROM ns) AND t.typtype IN ('c', 'e', 'd')
+   AND (c.oid IS NULL OR c.relkind = 'c')
 UNION ALL
 SELECT 'function:' || p.oid::regprocedure::text || ' ' || md5(pg_get_functiondef(p.oid))
   FROM pg_proc p WHERE p.pronamespace IN (SELECT oid FROM ns)

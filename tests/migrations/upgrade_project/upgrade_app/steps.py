@@ -1,0 +1,66 @@
+"""The upgrade test's steps, run with ``manage.py shell -c`` by the released or the current code;
+each prints what the test needs as one JSON line."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+from django.db import transaction
+
+import awa_django as awa
+from upgrade_app import jobs
+
+
+def emit(value: object) -> None:
+    print(json.dumps(value))
+
+
+def settled_jobs() -> None:
+    """Jobs that finish (or park, or wait for a retry) before the upgrade."""
+    with transaction.atomic():
+        ids = {
+            "completed": [jobs.quick.enqueue(n=n) for n in range(3)],
+            "failed": [jobs.broken.enqueue()],
+            "dlq": [jobs.doomed.enqueue()],
+            "parked": [jobs.payment.enqueue()],
+            "retryable": [jobs.flaky.enqueue()],
+        }
+    emit(ids)
+
+
+def pending_jobs() -> None:
+    """Jobs waiting when the upgrade starts, and the one the released worker holds."""
+    with transaction.atomic():
+        ids = {
+            "available": [jobs.quick.enqueue(n=n) for n in range(20)],
+            "scheduled": [awa.enqueue(jobs.quick, args={"n": 99}, run_at=timedelta(seconds=4))],
+            "unique": [jobs.refresh.enqueue(user_id=7)],
+            "running": [jobs.blocker.enqueue()],
+        }
+    emit(ids)
+
+
+def states(job_ids: list[int]) -> None:
+    emit({str(record.job_id): record.state for record in awa.get_jobs(job_ids)})
+
+
+def complete_parked(state_dir: str) -> None:
+    token = (Path(state_dir) / "callback.token").read_text()
+    emit(awa.complete_external(token, {"paid": True}))
+
+
+def trigger_cron() -> None:
+    names = [schedule.name for schedule in awa.cron.list()]
+    emit({"schedules": names, "fired": awa.cron.trigger(names[0]) if names else None})
+
+
+def unique_conflict() -> None:
+    """While the unique job is queued or running, a second one is refused."""
+    try:
+        jobs.refresh.enqueue(user_id=7)
+    except awa.UniqueConflict:
+        emit("conflict")
+    else:
+        emit("enqueued")
