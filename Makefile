@@ -42,9 +42,10 @@ help:
 
 venv: $(STAMP)
 
-# The stamp records DJANGO_SPEC, so changing it reinstalls even when
-# pyproject.toml is unchanged.
-ifneq ($(file <$(STAMP)),spec=$(DJANGO_SPEC))
+# The stamp records DJANGO_SPEC and the package version, so changing either reinstalls even
+# when pyproject.toml is unchanged (the editable install's metadata carries the version).
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' awa_django/__init__.py)
+ifneq ($(file <$(STAMP)),spec=$(DJANGO_SPEC) version=$(VERSION))
 $(STAMP): FORCE
 endif
 
@@ -52,7 +53,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV_PYTHON) -m pip install -e '.[dev,bench]'
 	$(if $(DJANGO_SPEC),$(VENV_PYTHON) -m pip install '$(DJANGO_SPEC)')
-	printf 'spec=%s\n' '$(DJANGO_SPEC)' > $@
+	printf 'spec=%s version=%s\n' '$(DJANGO_SPEC)' '$(VERSION)' > $@
 
 # Before the virtualenv, so a machine that lacks a tool hears it at once.
 test: test-tools $(STAMP)

@@ -6,7 +6,7 @@ The public API, re-exported; ``import awa_django as awa`` and use ``awa.job``, `
 from __future__ import annotations
 
 # Read by the build (pyproject.toml) without importing the package: keep it a string literal.
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 from awa_django import cron, descriptors, dlq, health, queues, runtimes
 from awa_django.actions import cancel, cancel_unique, retry
