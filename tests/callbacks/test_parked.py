@@ -25,6 +25,7 @@ from tests.callbacks.helpers import (
 )
 from tests.conftest import BackgroundWorker, wait_until
 from tests.jobs import parks, record
+from tests.test_unique import sweep
 
 pytestmark = [pytest.mark.usefixtures("awa_db"), pytest.mark.django_db(transaction=True)]
 
@@ -277,3 +278,20 @@ def test_exhausted_callbacks_on_a_dlq_queue_land_in_the_dlq():
         assert entry.dlq_reason == "attempts_exhausted"
         assert message in entry.errors[-1]["message"]
         assert state(job_id) == "dlq"
+
+
+def test_a_parked_unique_job_keeps_its_key(worker):
+    # waiting_external is a running attempt: its unique key stays held, and the sweeper keeps
+    # the claim, until the callback resolves it.
+    active = awa.Unique(states=awa.Unique.ACTIVE_STATES)
+    holder = awa.enqueue(parks, unique=active)
+    token = wait_for_token(holder)
+    wait_parked(holder)
+    assert state(holder) == "waiting_external"
+    assert sweep() == 0
+    with pytest.raises(awa.UniqueConflict) as raised:
+        awa.enqueue(parks, unique=active)
+    assert raised.value.job_id == holder
+
+    assert awa.complete_external(token) == "completed"
+    assert awa.enqueue(parks, unique=active) != holder

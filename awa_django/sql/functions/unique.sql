@@ -27,7 +27,9 @@ BEGIN
         -- One job at a time, by id, so the view is read through its per-table job_id indexes.
         -- The cached generic plan keeps that (job_id is no partition key); planning the view
         -- afresh on every call would cost more than the lookup itself.
-        SELECT j.state INTO v_state FROM awa.jobs j WHERE j.job_id = v_claim.job_id;
+        -- waiting_external is a running attempt waiting on a callback: covered as running.
+        SELECT CASE j.state WHEN 'waiting_external' THEN 'running' ELSE j.state END
+          INTO v_state FROM awa.jobs j WHERE j.job_id = v_claim.job_id;
         IF FOUND AND v_state = ANY (v_claim.states) THEN
             unique_key := v_claim.unique_key;
             job_id := v_claim.job_id;
@@ -75,7 +77,8 @@ BEGIN
         SELECT c.job_id, c.states INTO v_job_id, v_states FROM awa.unique_claims c
          WHERE c.unique_key = v_key;
         CONTINUE WHEN NOT FOUND;
-        SELECT j.state INTO v_state FROM awa.jobs j WHERE j.job_id = v_job_id;
+        SELECT CASE j.state WHEN 'waiting_external' THEN 'running' ELSE j.state END
+          INTO v_state FROM awa.jobs j WHERE j.job_id = v_job_id;
         CONTINUE WHEN FOUND AND v_state = ANY (v_states);
         DELETE FROM awa.unique_claims c WHERE c.unique_key = v_key AND c.job_id = v_job_id;
         GET DIAGNOSTICS v_count = ROW_COUNT;
