@@ -33,6 +33,18 @@ def release_wheel(version: str) -> Path:
     return wheel
 
 
+def migrations_since(version: str) -> list[str]:
+    """The checkout's awa_django migrations that the release's wheel does not have."""
+    with zipfile.ZipFile(release_wheel(version)) as wheel:
+        released = {
+            Path(name).stem
+            for name in wheel.namelist()
+            if name.startswith("awa_django/migrations/0")
+        }
+    current = sorted(path.stem for path in (ROOT / "awa_django" / "migrations").glob("0*.py"))
+    return [name for name in current if name not in released]
+
+
 @dataclass
 class Side:
     """One version of awa_django running the upgrade project. The working directory is outside
@@ -150,6 +162,8 @@ def test_upgrade_from_v0_1_0_while_its_worker_runs(tmp_path, released_package, u
 
         migrated = new.django("migrate", "--no-input")
         assert "Traceback" not in migrated.stderr
+        for name in migrations_since("0.1.0"):
+            assert f"Applying awa_django.{name}... OK" in migrated.stdout
         new_worker = new.worker()
         try:
             assert new.step(f"complete_parked({str(state)!r})") == "completed"
