@@ -9,7 +9,7 @@ callback resolves at most once and loses cleanly to a rescue or cancel that clos
 
 from __future__ import annotations
 
-import math
+import reprlib
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -21,6 +21,7 @@ from django.db.backends.utils import CursorWrapper
 from django.urls import reverse
 
 from awa_django.arguments import to_json_text
+from awa_django.callbacks.payloads import NOT_UNICODE, is_unicode, payload_problem
 from awa_django.callbacks.tokens import describe, parse_token
 from awa_django.conf import get_settings
 from awa_django.exceptions import (
@@ -32,6 +33,7 @@ from awa_django.exceptions import (
     StaleCallback,
     UnknownCallback,
 )
+from awa_django.limits import MAX_SECONDS
 from awa_django.storage.callbacks import (
     CallbackRef,
     extend_callback,
@@ -69,21 +71,34 @@ def status_error(status: str, ref: CallbackRef) -> UnknownCallback | StaleCallba
 
 
 def seconds(value: timedelta | float, *, name: str, allow_zero: bool) -> float:
-    """``value`` (a timedelta or seconds) as finite seconds, else ``InvalidCallback``."""
+    """``value`` (a timedelta or seconds) as seconds up to ``MAX_SECONDS``, else
+    ``InvalidCallback``."""
     number = value.total_seconds() if isinstance(value, timedelta) else value
+    # The range test also refuses NaN and infinities, and compares an int too large for a float
+    # exactly (math.isfinite would raise OverflowError on it).
     if (
         isinstance(number, bool)
         or not isinstance(number, int | float)
-        or not math.isfinite(number)
-        or number < 0
+        or not 0 <= number <= MAX_SECONDS
         or (number == 0 and not allow_zero)
     ):
         bound = ">= 0" if allow_zero else "> 0"
-        raise InvalidCallback(f"{name} must be a timedelta or seconds {bound}, got {value!r}")
+        # reprlib shortens the echo of an integer of a thousand digits.
+        raise InvalidCallback(
+            f"{name} must be a timedelta or seconds {bound} and at most {MAX_SECONDS} "
+            f"(100 years), got {reprlib.repr(value)}"
+        )
     return float(number)
 
 
+def _check_payload(payload: Any) -> None:
+    problem = payload_problem(payload)
+    if problem is not None:
+        raise InvalidCallback(f"payload {problem}")
+
+
 def _payload_json(payload: Any) -> str:
+    _check_payload(payload)
     try:
         return StoredReturn.of(payload).json
     except InvalidReturnValue as exc:
@@ -141,6 +156,8 @@ def fail_external(token: str, error: str) -> str:
     of attempts. Returns ``"retryable"`` or ``"failed"``."""
     if not isinstance(error, str) or not error.strip():
         raise InvalidCallback(f"error must be a non-empty string, got {error!r}")
+    if not is_unicode(error):
+        raise InvalidCallback(f"error {NOT_UNICODE}")
     return _close(token, HandlerResult(CallbackFailed(error)))
 
 
@@ -164,6 +181,7 @@ def heartbeat_callback(token: str, timeout: timedelta | float) -> datetime:
 def resume_external(token: str, payload: Any = None) -> None:
     """Wake the handler waiting in ``ctx.wait_for_callback(token)``, which returns ``payload``
     (JSON, up to 64 KiB) and carries on in the same attempt."""
+    _check_payload(payload)
     try:
         text = to_json_text(payload, what="payload")
     except InvalidJob as exc:

@@ -12,6 +12,7 @@ import uuid
 from typing import Final
 
 from awa_django.exceptions import UnknownCallback
+from awa_django.limits import MAX_ID
 from awa_django.storage.callbacks import CallbackRef
 
 _TOKEN: Final = re.compile(r"^([1-9][0-9]{0,18})-([1-9][0-9]{0,18})-([0-9a-f]{32})$")
@@ -29,7 +30,8 @@ def format_token(ref: CallbackRef) -> str:
 def parse_token(token: object) -> CallbackRef:
     """The callback a token names; ``UnknownCallback`` when it is not a token at all."""
     match = _TOKEN.match(token) if isinstance(token, str) else None
-    if match is None:
+    # Nineteen digits can exceed bigint: no attempt has such an id, so it is no token either.
+    if match is None or max(int(match[1]), int(match[2])) > MAX_ID:
         raise UnknownCallback(f"{token!r} is not an awa callback token")
     job_id, run_lease, callback_hex = match.groups()
     return CallbackRef(int(job_id), int(run_lease), uuid.UUID(hex=callback_hex))

@@ -25,40 +25,61 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from awa_django.callbacks import external
+from awa_django.callbacks.payloads import MAX_PAYLOAD_DEPTH
 from awa_django.callbacks.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature_problem
 from awa_django.conf import get_settings
 from awa_django.exceptions import InvalidCallback, StaleCallback, UnknownCallback
 
-# Allowed body keys of each action, and the one it requires (if any).
-_FIELDS: Final[Mapping[str, tuple[frozenset[str], str | None]]] = {
-    "complete": (frozenset({"payload"}), None),
-    "fail": (frozenset({"error"}), "error"),
-    "retry": (frozenset({"delay_s"}), None),
-    "heartbeat": (frozenset({"timeout_s"}), "timeout_s"),
-    "resume": (frozenset({"payload"}), None),
+# The one body field of each action, and whether it is required.
+_FIELDS: Final[Mapping[str, tuple[str, bool]]] = {
+    "complete": ("payload", False),
+    "fail": ("error", True),
+    "retry": ("delay_s", False),
+    "heartbeat": ("timeout_s", True),
+    "resume": ("payload", False),
 }
 
 
-def _error(status: int, message: str) -> JsonResponse:
-    return JsonResponse({"error": message}, status=status)
+def _error(status: int, message: str, *, field: str | None = None) -> JsonResponse:
+    body = {"error": message} if field is None else {"error": message, "field": field}
+    return JsonResponse(body, status=status)
+
+
+class _BadBody(Exception):
+    """Why a body is refused before any callback is looked up, and the field at fault."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _not_json(constant: str) -> None:
+    raise ValueError(f"{constant} is not a JSON value")
 
 
 def _parse_body(action: str, raw: bytes) -> dict[str, Any]:
-    """The body as a dict of this action's fields; ``InvalidCallback`` says what is wrong."""
+    """The body as a dict of this action's fields; ``_BadBody`` says what is wrong."""
     try:
-        body = json.loads(raw) if raw.strip() else {}
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidCallback(f"body is not JSON: {exc}") from None
+        # NaN and Infinity are Python's extensions, not JSON.
+        body = json.loads(raw, parse_constant=_not_json) if raw.strip() else {}
+    except (ValueError, UnicodeDecodeError) as exc:
+        # ValueError covers JSONDecodeError and integers past Python's 4300-digit limit.
+        raise _BadBody(f"body is not JSON: {exc}") from None
+    except RecursionError:
+        # The decoder recurses once per level; the payload's own limit is far lower.
+        raise _BadBody(
+            f"body is nested too deeply: a payload may nest at most {MAX_PAYLOAD_DEPTH} levels"
+        ) from None
     if not isinstance(body, dict):
-        raise InvalidCallback("body must be a JSON object")
-    allowed, required = _FIELDS[action]
-    unknown = sorted(set(body) - allowed)
+        raise _BadBody("body must be a JSON object")
+    field, required = _FIELDS[action]
+    unknown = sorted(set(body) - {field})
     if unknown:
-        raise InvalidCallback(
-            f"unknown field(s) {unknown} for {action}; allowed: {sorted(allowed)}"
+        raise _BadBody(
+            f"unknown field(s) {unknown} for {action}; allowed: [{field!r}]", field=unknown[0]
         )
-    if required is not None and required not in body:
-        raise InvalidCallback(f"{action} needs the field {required!r}")
+    if required and field not in body:
+        raise _BadBody(f"{action} needs the field {field!r}", field=field)
     return body
 
 
@@ -113,9 +134,14 @@ def callback(request: HttpRequest, token: str, action: str) -> JsonResponse:
         return _error(503, "callbacks are disabled: AWA['CALLBACK_SECRET'] is not set")
     try:
         body = _parse_body(action, raw)
+    except _BadBody as exc:
+        return _error(400, str(exc), field=exc.field)
+    field = _FIELDS[action][0]
+    try:
         answer = _perform(token, action, body)
     except InvalidCallback as exc:
-        return _error(400, str(exc))
+        # The one argument an action takes comes from its one field.
+        return _error(400, str(exc), field=field)
     except UnknownCallback as exc:
         return _error(404, str(exc))
     except StaleCallback as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.test import Client, override_settings
@@ -161,6 +162,59 @@ def test_refused_requests_change_nothing(worker, client, case, status):
     assert response["Content-Type"] == "application/json"
     assert response.json()["error"]
     assert snapshot(job_id) == before
+
+
+# Each answered 500 before issue #24: the value reached PostgreSQL or the calendar unchecked.
+@pytest.mark.parametrize(
+    ("action", "body", "field", "message"),
+    [
+        ("heartbeat", '{"timeout_s": 1e300}', "timeout_s", "at most 3153600000"),
+        ("heartbeat", '{"timeout_s": 1e12}', "timeout_s", "at most 3153600000"),
+        ("heartbeat", '{"timeout_s": 1' + "0" * 400 + "}", "timeout_s", "at most"),
+        ("retry", '{"delay_s": 1e300}', "delay_s", "at most 3153600000"),
+        ("complete", '{"payload": {"name": "\\ud800"}}', "payload", "lone surrogate"),
+        ("complete", '{"payload": {"\\udfff": 1}}', "payload", "lone surrogate"),
+        ("resume", '{"payload": ["\\ud800"]}', "payload", "lone surrogate"),
+        ("fail", '{"error": "declined \\udc00"}', "error", "lone surrogate"),
+        ("complete", '{"payload": ' + "[" * 101 + "]" * 101 + "}", "payload", "100 levels"),
+        ("complete", '{"payload": ' + "[" * 30_000 + "]" * 30_000 + "}", None, "100 levels"),
+        ("complete", '{"payload": NaN}', None, "NaN is not a JSON value"),
+        ("retry", '{"delay_s": Infinity}', None, "Infinity is not a JSON value"),
+        ("complete", '{"payload": 1' + "0" * 5000 + "}", None, "body is not JSON"),
+    ],
+)
+def test_values_past_the_limits_are_a_400_naming_the_field(
+    worker, client, action, body, field, message
+):
+    job_id, token = parked_job()
+    before = snapshot(job_id)
+    response = post(client, token, action, body, awa.sign_callback(token, body, action=action))
+    assert response.status_code == 400, response.content
+    answer = response.json()
+    assert message in answer["error"]
+    assert answer.get("field") == field
+    assert snapshot(job_id) == before
+
+
+def test_a_payload_at_the_depth_limit_and_a_wait_at_the_time_limit_are_accepted(worker, client):
+    job_id, token = parked_job()
+    response = signed(client, token, "heartbeat", {"timeout_s": 100 * 365 * 86_400})
+    assert response.status_code == 200, response.content
+    timeout_at = datetime.fromisoformat(response.json()["timeout_at"])
+    assert timeout_at > datetime.now(UTC) + timedelta(days=99 * 365)
+    deep: list[object] = []
+    for _ in range(99):
+        deep = [deep]
+    response = signed(client, token, "complete", {"payload": deep})
+    assert response.status_code == 200, response.content
+    assert awa.get_job(job_id).result == deep
+
+
+def test_a_token_past_bigint_is_unknown(client):
+    token = f"{2**63}-1-{'a' * 32}"
+    with override_settings(AWA=FAST):
+        response = post(client, token, "complete", "{}", awa.sign_callback(token, "{}"))
+    assert response.status_code == 404, response.content
 
 
 def test_without_a_secret_the_endpoint_refuses_unless_unsigned_is_allowed(worker, client):

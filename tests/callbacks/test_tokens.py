@@ -23,11 +23,28 @@ def test_token_round_trip_and_unguessable_part():
 
 @pytest.mark.parametrize(
     "token",
-    ["", "42-3", "42-3-abc", "0-1-" + "a" * 32, "42-3-" + "A" * 32, "42-3-" + "a" * 33, None, 42],
+    [
+        "",
+        "42-3",
+        "42-3-abc",
+        "0-1-" + "a" * 32,
+        "42-3-" + "A" * 32,
+        "42-3-" + "a" * 33,
+        None,
+        42,
+        # Nineteen digits, one past bigint: no attempt can have these numbers.
+        f"{2**63}-1-" + "a" * 32,
+        f"1-{2**63}-" + "a" * 32,
+    ],
 )
 def test_malformed_tokens_are_unknown(token):
     with pytest.raises(awa.UnknownCallback):
         parse_token(token)
+
+
+def test_the_largest_bigint_ids_are_still_a_token():
+    ref = parse_token(f"{2**63 - 1}-{2**63 - 1}-" + "a" * 32)
+    assert (ref.job_id, ref.run_lease) == (2**63 - 1, 2**63 - 1)
 
 
 def test_callback_url_uses_the_base_url_and_checks_its_arguments():
