@@ -18,11 +18,33 @@ from django.db.backends.utils import CursorWrapper
 from django.forms import Form
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path
+from django.urls import URLPattern, path, register_converter
 
 from awa_django.conf import get_settings
+from awa_django.limits import MAX_ID
 
 View = Callable[..., HttpResponse]
+
+
+class JobIdConverter:
+    """``<awa_job_id:job_id>``: an int from 1 to bigint's largest. Any other digits do not match
+    the route, so the admin answers 404 instead of handing PostgreSQL an id it cannot hold."""
+
+    regex = "[0-9]+"
+
+    def to_python(self, value: str) -> int:
+        # int() itself refuses more than 4300 digits; both refusals mean "no such route".
+        number = int(value)
+        if not 1 <= number <= MAX_ID:
+            raise ValueError(f"job id out of range: {value}")
+        return number
+
+    def to_url(self, value: int) -> str:
+        return str(value)
+
+
+# Registered once, when the admin modules are first imported (admin autodiscovery).
+register_converter(JobIdConverter, "awa_job_id")
 
 
 def awa_cursor() -> CursorWrapper:

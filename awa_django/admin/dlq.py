@@ -23,6 +23,7 @@ from awa_django.admin.base import (
     report_form_errors,
 )
 from awa_django.exceptions import InvalidJob
+from awa_django.limits import MAX_ID
 from awa_django.models import DeadLetter
 
 PAGE_SIZE: Final = 50
@@ -44,7 +45,7 @@ def target_queue_choices() -> list[tuple[str, str]]:
 
 
 class DlqFilterForm(forms.Form):
-    job_id = forms.IntegerField(required=False, min_value=1, label="Job id")
+    job_id = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID, label="Job id")
     # Callable choices are read per form, so they follow AWA["QUEUES"] (override_settings too).
     queue = forms.ChoiceField(required=False, choices=any_queue_choices)
     kind = forms.CharField(required=False, max_length=200)
@@ -57,11 +58,13 @@ class DlqFilterForm(forms.Form):
         choices=[("", "any time"), *((key, key) for key in AGES)],
     )
     before_at = forms.DateTimeField(required=False, widget=forms.HiddenInput)
-    before_id = forms.IntegerField(required=False, widget=forms.HiddenInput)
+    before_id = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_ID, widget=forms.HiddenInput
+    )
 
 
 class JobIdsField(forms.Field):
-    """Repeated ``job_ids`` values as a list of positive integers (the DLQ says which it holds)."""
+    """Repeated ``job_ids`` values as a list of job ids (the DLQ says which it holds)."""
 
     widget = forms.MultipleHiddenInput
 
@@ -72,8 +75,8 @@ class JobIdsField(forms.Field):
             ids = [int(item) for item in value]
         except (TypeError, ValueError):
             raise ValidationError("job ids must be whole numbers") from None
-        if min(ids) < 1:
-            raise ValidationError("job ids must be positive")
+        if not 1 <= min(ids) <= max(ids) <= MAX_ID:
+            raise ValidationError(f"job ids must be whole numbers from 1 to {MAX_ID}")
         return ids
 
 
@@ -91,7 +94,7 @@ class DeadLetterAdmin(OperatorAdmin):
     def operator_urls(self) -> list[tuple[str, View, str]]:
         return [
             ("", self.changelist, ""),
-            ("<int:job_id>/", self.detail, "change"),
+            ("<awa_job_id:job_id>/", self.detail, "change"),
             ("act/", require_POST(self.act), "act"),
         ]
 

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 
 from awa_django.actions import cancel, retry
 from awa_django.admin.base import OperatorAdmin, View, awa_cursor, query_with
+from awa_django.limits import MAX_ID
 from awa_django.models import Job
 from awa_django.storage.browse import (
     JOB_STATES,
@@ -33,13 +34,15 @@ RETRYABLE: Final = frozenset({"dlq", "failed", "cancelled"})
 
 
 class JobSearchForm(forms.Form):
-    job_id = forms.IntegerField(required=False, min_value=1, label="Job id")
+    job_id = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID, label="Job id")
     kind = forms.CharField(required=False, max_length=200)
     queue = forms.CharField(required=False, max_length=200)
     state = forms.ChoiceField(
         required=False, choices=[("", "any state"), *((s, s) for s in JOB_STATES)]
     )
-    before = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    before = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_ID, widget=forms.HiddenInput
+    )
 
 
 @admin.register(Job)
@@ -47,9 +50,9 @@ class JobAdmin(OperatorAdmin):
     def operator_urls(self) -> list[tuple[str, View, str]]:
         return [
             ("", self.changelist, ""),
-            ("<int:job_id>/", self.detail, "change"),
-            ("<int:job_id>/cancel/", require_POST(self.cancel_job), "cancel"),
-            ("<int:job_id>/retry/", require_POST(self.retry_job), "retry"),
+            ("<awa_job_id:job_id>/", self.detail, "change"),
+            ("<awa_job_id:job_id>/cancel/", require_POST(self.cancel_job), "cancel"),
+            ("<awa_job_id:job_id>/retry/", require_POST(self.retry_job), "retry"),
         ]
 
     def changelist(self, request: HttpRequest) -> HttpResponse:

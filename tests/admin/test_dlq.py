@@ -159,6 +159,20 @@ def test_an_empty_or_malformed_selection_is_refused_with_a_message(operator_clie
     assert any("select at least one job" in m for m in messages_of(empty))
     bad = operator_client.post(reverse(ACT), {"action": "retry", "job_ids": ["x"]}, follow=True)
     assert any("whole numbers" in m for m in messages_of(bad))
+    for job_id in (2**63, 0):
+        past = operator_client.post(
+            reverse(ACT), {"action": "purge", "job_ids": [1, job_id]}, follow=True
+        )
+        assert any(f"from 1 to {2**63 - 1}" in m for m in messages_of(past))
+
+
+def test_an_id_past_bigint_is_a_form_error_in_the_filters_and_a_404_as_a_url(operator_client):
+    for query in ({"job_id": 2**63}, {"before_at": "2026-01-01T00:00:00Z", "before_id": 2**63}):
+        response = operator_client.get(reverse(LIST), query)
+        assert response.status_code == 200
+        assert response.context["entries"] == []
+        assert response.context["form"].errors
+    assert operator_client.get(f"{reverse(LIST)}{2**63}/").status_code == 404
 
 
 def test_viewer_sees_no_actions_and_gets_403_on_crafted_posts(viewer_client):

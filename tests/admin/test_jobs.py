@@ -75,6 +75,22 @@ def test_invalid_search_names_the_field(operator_client):
     assert set(response.context["form"].errors) == {"state", "job_id"}
 
 
+def test_an_id_past_bigint_is_a_form_error_in_the_search(operator_client):
+    for field in ("job_id", "before"):
+        response = operator_client.get(reverse(LIST), {field: str(2**63)})
+        assert response.status_code == 200
+        assert response.context["jobs"] == []
+        assert set(response.context["form"].errors) == {field}
+
+
+@pytest.mark.parametrize("job_id", [str(2**63), str(10**30), "0", "0" * 5000 + "1", "x"])
+@pytest.mark.parametrize("action", ["", "cancel/", "retry/"])
+def test_detail_and_action_urls_of_an_impossible_id_are_404(operator_client, job_id, action):
+    url = f"{reverse(LIST)}{job_id}/{action}"
+    response = operator_client.post(url) if action else operator_client.get(url)
+    assert response.status_code == 404
+
+
 def test_pages_follow_the_cursor_without_overlap(operator_client):
     ids = [awa.enqueue("tests.noop", args={"n": n}) for n in range(120)]
     seen: list[int] = []
