@@ -16,7 +16,7 @@ class AwaConfig(AppConfig):
         # touches the database.
         from django.db.models.signals import pre_migrate
 
-        from awa_django import checks, signal_handlers  # noqa: F401
+        from awa_django import checks, deploy_checks, signal_handlers  # noqa: F401
         from awa_django.schema_guard import refuse_schema_drop
 
         # Sent once per app: only awa's own copy of the signal needs to look at the plan.
