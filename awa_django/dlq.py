@@ -42,6 +42,8 @@ __all__ = [
 
 # Rows one statement of a bulk action touches; each batch commits on its own.
 BULK_BATCH_SIZE: Final = 1000
+# Why an entry is held, as the reason filters take it (awa.retry's own moves never stay).
+REASONS: Final = ("attempts_exhausted", "terminal_error", "moved_from_failed")
 Age = timedelta | float | int | None
 
 

@@ -17,6 +17,7 @@ from django.db import connections, transaction
 
 from awa_django.conf import get_settings
 from awa_django.exceptions import ConfirmationRequired, InvalidJob
+from awa_django.known import queue_known, unknown_queue_message
 from awa_django.storage import health as storage
 from awa_django.storage.health import QueueSample
 from awa_django.storage.queue import QueueDepth, read_queue_depths
@@ -107,12 +108,11 @@ def history(queue: str | None = None, *, window_s: float = HOUR_S) -> list[Queue
         return storage.samples(cursor, queue=queue, window_s=window_s)
 
 
-def _declared(queue: str) -> str:
-    declared = get_settings().QUEUES
-    if queue not in declared:
-        raise InvalidJob(
-            f"unknown queue {queue!r}; declared queues are {sorted(declared)}", field="queue"
-        )
+def _known(queue: str) -> str:
+    # Not only declared queues: one another service declares, or one removed from the settings
+    # while it holds jobs, must stay pausable and drainable.
+    if not queue_known(queue):
+        raise InvalidJob(unknown_queue_message(queue), field="queue")
     return queue
 
 
@@ -121,14 +121,14 @@ def pause(queue: str, *, by: str = "operator") -> None:
     backlog until it is resumed. Enqueueing still works; running jobs finish."""
     alias = _alias()
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        storage.pause(cursor, queue=_declared(queue), by=by)
+        storage.pause(cursor, queue=_known(queue), by=by)
 
 
 def resume(queue: str) -> None:
     """Resume ``queue`` and wake its workers (no-op when it is not paused)."""
     alias = _alias()
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        storage.resume(cursor, queue=_declared(queue))
+        storage.resume(cursor, queue=_known(queue))
 
 
 def drain(queue: str, *, confirm: bool = False, reason: str = "drained by operator") -> int:
@@ -136,7 +136,7 @@ def drain(queue: str, *, confirm: bool = False, reason: str = "drained by operat
     many; running jobs are left to finish. Irreversible, so ``confirm=True`` is required
     (``ConfirmationRequired`` otherwise). Pause the queue first to stop new work being
     claimed meanwhile; jobs enqueued after the drain are kept."""
-    _declared(queue)
+    _known(queue)
     if not confirm:
         raise ConfirmationRequired(
             f"draining {queue!r} cancels its pending jobs: pass confirm=True"

@@ -13,17 +13,17 @@ from typing import Final
 from django.db import connections, transaction
 
 from awa_django.conf import get_settings
+from awa_django.exceptions import InvalidJob
+from awa_django.known import queue_known, unknown_queue_message
 from awa_django.storage import lanes
 
 MAX_ENQUEUE_SHARDS: Final = 64
 
 
 def _check_queue(queue: str) -> None:
-    declared = get_settings().QUEUES
-    if queue not in declared:
-        raise ValueError(
-            f"queue {queue!r} is not declared in AWA['QUEUES'] (declared: {sorted(declared)})"
-        )
+    # Any known queue, as for pause and drain: another service's, or one that still holds jobs.
+    if not queue_known(queue):
+        raise InvalidJob(unknown_queue_message(queue), field="queue")
 
 
 def set_enqueue_shards(queue: str, shards: int) -> None:
@@ -38,7 +38,9 @@ def set_enqueue_shards(queue: str, shards: int) -> None:
         or not isinstance(shards, int)
         or not 1 <= shards <= MAX_ENQUEUE_SHARDS
     ):
-        raise ValueError(f"shards must be an integer 1..{MAX_ENQUEUE_SHARDS}, got {shards!r}")
+        raise InvalidJob(
+            f"shards must be an integer 1..{MAX_ENQUEUE_SHARDS}, got {shards!r}", field="shards"
+        )
     alias = get_settings().DATABASE_ALIAS
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         lanes.set_enqueue_shards(cursor, queue=queue, shards=shards)

@@ -33,7 +33,6 @@ AGES: Final = {
     "7d": timedelta(days=7),
     "30d": timedelta(days=30),
 }
-REASONS: Final = ("attempts_exhausted", "terminal_error", "moved_from_failed")
 
 
 def any_queue_choices() -> list[tuple[str, str]]:
@@ -50,7 +49,7 @@ class DlqFilterForm(forms.Form):
     queue = forms.ChoiceField(required=False, choices=any_queue_choices)
     kind = forms.CharField(required=False, max_length=200)
     reason = forms.ChoiceField(
-        required=False, choices=[("", "any reason"), *((r, r) for r in REASONS)]
+        required=False, choices=[("", "any reason"), *((r, r) for r in dlq.REASONS)]
     )
     age = forms.ChoiceField(
         required=False,

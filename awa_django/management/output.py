@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from typing import Any
+
+from awa_django.callbacks.payloads import is_unicode
+from awa_django.limits import MAX_ID, MAX_LIMIT, MAX_SECONDS
 
 
 def _default(value: object) -> Any:
@@ -33,11 +36,45 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 
 def seconds(value: str) -> float:
-    """A number of seconds >= 0."""
+    """A number of seconds from 0 to ``MAX_SECONDS`` (100 years)."""
     try:
         parsed = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
-    if parsed < 0:
-        raise argparse.ArgumentTypeError("seconds must be >= 0")
+    # The range test refuses nan and inf too; past it, now + the value is no date.
+    if not 0 <= parsed <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"seconds must be from 0 to {MAX_SECONDS} (100 years), got {value!r}"
+        )
     return parsed
+
+
+def whole_number(low: int, high: int, *, what: str) -> Callable[[str], int]:
+    """An argument type: a whole number from ``low`` to ``high``, ``what`` naming it in errors."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            number = None  # not digits, or more than Python's 4300
+        if number is None or not low <= number <= high:
+            raise argparse.ArgumentTypeError(
+                f"{what} must be a whole number from {low} to {high}, got {value!r}"
+            )
+        return number
+
+    return parse
+
+
+job_id = whole_number(1, MAX_ID, what="a job id")
+row_limit = whole_number(1, MAX_LIMIT, what="the limit")
+
+
+def name(value: str) -> str:
+    """A non-empty name or text PostgreSQL can store: no NUL character, and valid Unicode (bytes
+    the terminal's encoding cannot decode reach Python as lone surrogates)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    if "\x00" in value or not is_unicode(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not text (a NUL or undecodable byte)")
+    return value

@@ -4,8 +4,6 @@ call_command and (for exit codes) as real ``manage.py`` processes."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from datetime import timedelta
 from io import StringIO
 
@@ -15,8 +13,9 @@ from django.core.management.base import CommandError
 from django.test import override_settings
 
 import awa_django as awa
-from tests.conftest import REPO_ROOT, run_burst, subprocess_database_url
+from tests.conftest import run_burst
 from tests.jobs import noop, terminal
+from tests.ops.helpers import manage
 
 pytestmark = pytest.mark.usefixtures("awa_db")
 
@@ -76,7 +75,7 @@ def test_awa_dlq_list_depth_retry_purge_and_move_failed():
     assert json.loads(run("awa_dlq", "depth", "--json")) == {"default": 3}
     assert "total 3" in run("awa_dlq", "depth")
 
-    with pytest.raises(CommandError, match="all=True"):
+    with pytest.raises(CommandError, match="or --all"):
         run("awa_dlq", "retry")
     assert run("awa_dlq", "retry", str(dead[0]), "--to-queue", "email") == f"{dead[0]}: retried\n"
     assert awa.get_job(dead[0]).queue == "email"
@@ -122,19 +121,6 @@ def test_awa_jobs_list_dump_retry_cancel():
     assert run("awa_jobs", "cancel", str(done)) == f"{done}: already finished\n"
     with pytest.raises(CommandError, match="needs at least one JOB_ID"):
         run("awa_jobs", "cancel")
-
-
-def manage(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    import os
-
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=REPO_ROOT,
-        env={**os.environ, "DATABASE_URL": subprocess_database_url(), **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_awa_health_exit_codes(worker_process):

@@ -4,9 +4,6 @@ the later migrations only, go ahead as before."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -17,8 +14,9 @@ from django.db import connection
 from django.test import override_settings
 
 import awa_django as awa
-from tests.conftest import REPO_ROOT, run_burst, subprocess_database_url
+from tests.conftest import run_burst
 from tests.jobs import noop, terminal
+from tests.ops.helpers import manage
 
 pytestmark = pytest.mark.usefixtures("awa_db")
 
@@ -48,17 +46,6 @@ def live_jobs() -> dict[str, int]:
             "retryable": retrying,
             "dlq": dead,
         }
-
-
-def manage(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=REPO_ROOT,
-        env={**os.environ, "DATABASE_URL": subprocess_database_url(), **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_migrate_zero_refuses_while_jobs_are_live(live_jobs):

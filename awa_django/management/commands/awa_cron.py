@@ -8,6 +8,7 @@ from typing import Any, Final
 from django.core.management.base import BaseCommand, CommandError
 
 from awa_django import cron
+from awa_django.management.output import name as text
 
 _PAST_TENSE: Final = {"pause": "paused", "resume": "resumed", "remove": "removed"}
 
@@ -18,13 +19,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True)
         actions.add_parser("list", help="Show every stored schedule.")
-        for action, text in (
+        for action, summary in (
             ("pause", "Stop a schedule from firing."),
             ("resume", "Let a paused schedule fire again from its next tick."),
             ("trigger", "Enqueue a schedule's job now, outside its timetable."),
             ("remove", "Delete a schedule (a deployment still declaring it re-creates it)."),
         ):
-            actions.add_parser(action, help=text).add_argument("name")
+            actions.add_parser(action, help=summary).add_argument("name", type=text, metavar="NAME")
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
@@ -32,16 +33,20 @@ class Command(BaseCommand):
             self._list()
             return
         name = options["name"]
+        stored = sorted(schedule.name for schedule in cron.list())
+        if name not in stored:
+            raise CommandError(f"NAME: no cron schedule named {name!r} (stored: {stored})")
         if action == "trigger":
             job_id = cron.trigger(name)
             if job_id is None:
-                raise CommandError(f"no cron schedule named {name!r}")
+                raise CommandError(f"NAME: cron schedule {name!r} was removed meanwhile")
             self.stdout.write(f"enqueued job {job_id} for {name}")
             return
         done = {"pause": cron.pause, "resume": cron.resume, "remove": cron.remove}[action](name)
         if not done:
-            state = {"pause": "already paused", "resume": "not paused", "remove": "not stored"}
-            raise CommandError(f"cron schedule {name!r} does not exist or is {state[action]}")
+            # It exists (checked above): it is in the state already, or went meanwhile.
+            state = {"pause": "already paused", "resume": "not paused", "remove": "gone"}
+            raise CommandError(f"cron schedule {name!r} is {state[action]}")
         self.stdout.write(f"{_PAST_TENSE[action]} {name}")
 
     def _list(self) -> None:

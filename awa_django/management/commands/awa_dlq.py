@@ -5,15 +5,45 @@ from __future__ import annotations
 
 import argparse
 from datetime import timedelta
-from typing import Any
+from typing import Any, Final
 
 from django.core.management.base import BaseCommand, CommandError
 
 from awa_django import dlq
-from awa_django.exceptions import ConfirmationRequired, InvalidJob
-from awa_django.management.output import seconds, table, to_json
+from awa_django.conf import PRIORITY_MAX, PRIORITY_MIN
+from awa_django.management.output import job_id, name, row_limit, seconds, table, to_json
+from awa_django.management.validation import (
+    declared_queue,
+    existing_jobs,
+    known_kind,
+    known_queue,
+    refuse_unused,
+)
 
 ACTIONS = ("list", "depth", "retry", "purge", "move-failed")
+BULK: Final = ("retry", "purge", "move-failed")
+DEFAULT_LIMIT: Final = 50
+# Each option that only some actions read: how it is typed, and those actions.
+USES: Final = {
+    "job_ids": ("JOB_ID", BULK),
+    "queue": ("--queue", ("list", "depth", *BULK)),
+    "kind": ("--kind", ("list", *BULK)),
+    "reason": ("--reason", ("list", "retry", "purge")),
+    "older_than": ("--older-than", ("list", *BULK)),
+    "all": ("--all", BULK),
+    "to_queue": ("--to-queue", ("retry",)),
+    "priority": ("--priority", ("retry",)),
+    "run_in": ("--run-in", ("retry",)),
+    "limit": ("--limit", ("list",)),
+    "json": ("--json", ("list", "depth")),
+}
+# The options that select the entries of a bulk action (dest: as typed).
+FILTERS: Final = {
+    "queue": "--queue",
+    "kind": "--kind",
+    "reason": "--reason",
+    "older_than": "--older-than",
+}
 
 
 class Command(BaseCommand):
@@ -24,12 +54,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("action", choices=ACTIONS)
-        parser.add_argument("job_ids", nargs="*", type=int, metavar="JOB_ID")
-        parser.add_argument("--queue", help="Only entries of this queue.")
-        parser.add_argument("--kind", help="Only entries of this job kind.")
-        parser.add_argument(
-            "--reason", help="Only entries with this reason (attempts_exhausted, ...)."
-        )
+        parser.add_argument("job_ids", nargs="*", type=job_id, metavar="JOB_ID")
+        parser.add_argument("--queue", type=name, help="Only entries of this queue.")
+        parser.add_argument("--kind", type=name, help="Only entries of this job kind.")
+        parser.add_argument("--reason", choices=dlq.REASONS, help="Only entries with this reason.")
         parser.add_argument(
             "--older-than",
             type=seconds,
@@ -39,19 +67,47 @@ class Command(BaseCommand):
         parser.add_argument(
             "--all", action="store_true", help="Allow a bulk retry/purge/move with no filter."
         )
-        parser.add_argument("--to-queue", help="retry: put the jobs on this queue.")
-        parser.add_argument("--priority", type=int, help="retry: with this priority (1..4).")
+        parser.add_argument("--to-queue", type=name, help="retry: put the jobs on this queue.")
+        parser.add_argument(
+            "--priority",
+            type=int,
+            choices=range(PRIORITY_MIN, PRIORITY_MAX + 1),
+            help=f"retry: with this priority ({PRIORITY_MIN}..{PRIORITY_MAX}).",
+        )
         parser.add_argument(
             "--run-in", type=seconds, metavar="SECONDS", help="retry: run this much later."
         )
-        parser.add_argument("--limit", type=int, default=50, help="list: most entries shown.")
+        parser.add_argument(
+            "--limit", type=row_limit, help=f"list: most entries shown (default {DEFAULT_LIMIT})."
+        )
         parser.add_argument("--json", action="store_true", help="list/depth: print JSON.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            getattr(self, "_" + options["action"].replace("-", "_"))(options)
-        except (ConfirmationRequired, InvalidJob) as exc:
-            raise CommandError(str(exc)) from None
+        action = options["action"]
+        refuse_unused(options, action, USES)
+        known_queue(options["queue"], option="--queue")
+        known_kind(options["kind"], option="--kind")
+        declared_queue(options["to_queue"], option="--to-queue")
+        if action in BULK:
+            self._check_selection(action, options)
+        getattr(self, "_" + action.replace("-", "_"))(options)
+
+    def _check_selection(self, action: str, options: dict[str, Any]) -> None:
+        """A bulk action takes JOB_IDs, or filters, or --all: never ids and filters at once."""
+        given = [typed for dest, typed in FILTERS.items() if options[dest] is not None]
+        if options["job_ids"]:
+            if given or options["all"]:
+                also = " (to put the jobs on another queue, use --to-queue)" if given else ""
+                raise CommandError(
+                    f"{(given or ['--all'])[0]} selects the entries of a bulk {action} and "
+                    f"cannot be combined with JOB_ID{also}"
+                )
+            existing_jobs(options["job_ids"])
+        elif not given and not options["all"]:
+            usable = [typed for dest, typed in FILTERS.items() if action in USES[dest][1]]
+            raise CommandError(
+                f"{action} needs JOB_IDs, a filter ({', '.join(usable)}) or --all; nothing was done"
+            )
 
     def _filters(self, options: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -67,7 +123,7 @@ class Command(BaseCommand):
             kind=options["kind"],
             reason=options["reason"],
             older_than=options["older_than"],
-            limit=options["limit"],
+            limit=options["limit"] or DEFAULT_LIMIT,
         )
         if options["json"]:
             self.stdout.write(to_json(entries))
@@ -101,9 +157,9 @@ class Command(BaseCommand):
         run_at = None if options["run_in"] is None else timedelta(seconds=options["run_in"])
         move = {"run_at": run_at, "priority": options["priority"]}
         if options["job_ids"]:
-            for job_id in options["job_ids"]:
-                ok = dlq.retry(job_id, queue=options["to_queue"], **move)
-                self.stdout.write(f"{job_id}: {'retried' if ok else 'not in the DLQ'}")
+            for job in options["job_ids"]:
+                ok = dlq.retry(job, queue=options["to_queue"], **move)
+                self.stdout.write(f"{job}: {'retried' if ok else 'not in the DLQ'}")
             return
         count = dlq.retry_bulk(
             **self._filters(options), reason=options["reason"], to_queue=options["to_queue"], **move
@@ -112,9 +168,9 @@ class Command(BaseCommand):
 
     def _purge(self, options: dict[str, Any]) -> None:
         if options["job_ids"]:
-            for job_id in options["job_ids"]:
-                ok = dlq.purge(job_id)
-                self.stdout.write(f"{job_id}: {'purged' if ok else 'not in the DLQ'}")
+            for job in options["job_ids"]:
+                ok = dlq.purge(job)
+                self.stdout.write(f"{job}: {'purged' if ok else 'not in the DLQ'}")
             return
         count = dlq.purge_bulk(**self._filters(options), reason=options["reason"])
         self.stdout.write(f"purged {count} entries")

@@ -3,13 +3,36 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, Final
 
 from django.core.management.base import BaseCommand, CommandError
 
 import awa_django as awa
-from awa_django.exceptions import InvalidJob
-from awa_django.management.output import table, to_json
+from awa_django.management.output import job_id, name, row_limit, table, to_json
+from awa_django.management.validation import (
+    declared_queue,
+    existing_jobs,
+    known_kind,
+    known_queue,
+    refuse_unused,
+)
+from awa_django.storage.browse import JOB_STATES
+
+# The awa.jobs view also reports an attempt parked on a callback as its own state.
+STATES: Final = (*JOB_STATES, "waiting_external")
+DEFAULT_LIMIT: Final = 50
+DEFAULT_REASON: Final = "cancelled by operator"
+# Each option that only some actions read: how it is typed, and those actions.
+USES: Final = {
+    "job_ids": ("JOB_ID", ("dump", "retry", "cancel")),
+    "queue": ("--queue", ("list",)),
+    "kind": ("--kind", ("list",)),
+    "state": ("--state", ("list",)),
+    "limit": ("--limit", ("list",)),
+    "json": ("--json", ("list",)),
+    "to_queue": ("--to-queue", ("retry",)),
+    "reason": ("--reason", ("cancel",)),
+}
 
 
 class Command(BaseCommand):
@@ -20,48 +43,49 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("action", choices=("list", "dump", "retry", "cancel"))
-        parser.add_argument("job_ids", nargs="*", type=int, metavar="JOB_ID")
-        parser.add_argument("--queue", help="list: only this queue.")
-        parser.add_argument("--kind", help="list: only this job kind.")
+        parser.add_argument("job_ids", nargs="*", type=job_id, metavar="JOB_ID")
+        parser.add_argument("--queue", type=name, help="list: only this queue.")
+        parser.add_argument("--kind", type=name, help="list: only this job kind.")
+        parser.add_argument("--state", choices=STATES, help="list: only this state.")
         parser.add_argument(
-            "--state", help="list: only this state (available, running, failed, dlq, ...)."
+            "--limit", type=row_limit, help=f"list: most jobs shown (default {DEFAULT_LIMIT})."
         )
-        parser.add_argument("--limit", type=int, default=50, help="list: most jobs shown.")
         parser.add_argument("--json", action="store_true", help="list: print JSON.")
-        parser.add_argument("--to-queue", help="retry: put the job on this queue.")
-        parser.add_argument("--reason", default="cancelled by operator", help="cancel: reason.")
+        parser.add_argument("--to-queue", type=name, help="retry: put the job on this queue.")
+        parser.add_argument(
+            "--reason", type=name, help=f"cancel: the reason (default {DEFAULT_REASON!r})."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         action, ids = options["action"], options["job_ids"]
-        if action != "list" and not ids:
-            raise CommandError(f"{action} needs at least one JOB_ID")
+        refuse_unused(options, action, USES)
         if action == "list":
             self._list(options)
-        elif action == "dump":
-            records = awa.get_jobs(ids)
-            missing = sorted(set(ids) - {r.job_id for r in records})
-            self.stdout.write(to_json(records))
-            if missing:
-                raise CommandError(f"no such job: {', '.join(map(str, missing))}")
+            return
+        if not ids:
+            raise CommandError(f"{action} needs at least one JOB_ID")
+        existing_jobs(ids)
+        if action == "dump":
+            self.stdout.write(to_json(awa.get_jobs(ids)))
         elif action == "retry":
-            for job_id in ids:
-                try:
-                    ok = awa.retry(job_id, queue=options["to_queue"])
-                except InvalidJob as exc:
-                    raise CommandError(str(exc)) from None
+            declared_queue(options["to_queue"], option="--to-queue")
+            for job in ids:
+                ok = awa.retry(job, queue=options["to_queue"])
                 verdict = "retried" if ok else "not retryable (not failed, cancelled or dlq)"
-                self.stdout.write(f"{job_id}: {verdict}")
+                self.stdout.write(f"{job}: {verdict}")
         else:
-            for job_id in ids:
-                ok = awa.cancel(job_id, reason=options["reason"])
-                self.stdout.write(f"{job_id}: {'cancelled' if ok else 'already finished'}")
+            for job in ids:
+                ok = awa.cancel(job, reason=options["reason"] or DEFAULT_REASON)
+                self.stdout.write(f"{job}: {'cancelled' if ok else 'already finished'}")
 
     def _list(self, options: dict[str, Any]) -> None:
+        known_queue(options["queue"], option="--queue")
+        known_kind(options["kind"], option="--kind")
         records = awa.list_jobs(
             queue=options["queue"],
             kind=options["kind"],
             state=options["state"],
-            limit=options["limit"],
+            limit=options["limit"] or DEFAULT_LIMIT,
         )
         if options["json"]:
             self.stdout.write(to_json(records))

@@ -3,39 +3,45 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, Final
 
 from django.core.management.base import BaseCommand, CommandError
 
 from awa_django import queues
-from awa_django.exceptions import InvalidJob
+from awa_django.management.output import name
+from awa_django.management.validation import known_queue, refuse_unused
+
+DEFAULT_BY: Final = "operator"
+# Each option that only some actions read: how it is typed, and those actions.
+USES: Final = {"yes": ("--yes", ("drain",)), "by": ("--by", ("pause",))}
 
 
 class Command(BaseCommand):
     help = (
         "Pause or resume a queue, or drain it (cancel every pending job; asks for confirmation "
-        "unless --yes)."
+        "unless --yes). The queue may be one AWA['QUEUES'] declares or one the database holds."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("action", choices=("pause", "resume", "drain"))
-        parser.add_argument("queue")
-        parser.add_argument("--yes", action="store_true", help="Drain without asking.")
-        parser.add_argument("--by", default="operator", help="Who pauses (stored with the pause).")
+        parser.add_argument("queue", type=name, metavar="QUEUE")
+        parser.add_argument("--yes", action="store_true", help="drain: without asking.")
+        parser.add_argument(
+            "--by", type=name, help=f"pause: who pauses, stored with it (default {DEFAULT_BY!r})."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         queue, action = options["queue"], options["action"]
-        try:
-            if action == "pause":
-                queues.pause(queue, by=options["by"])
-                self.stdout.write(f"paused {queue}")
-            elif action == "resume":
-                queues.resume(queue)
-                self.stdout.write(f"resumed {queue}")
-            else:
-                self._drain(queue, confirmed=options["yes"])
-        except InvalidJob as exc:
-            raise CommandError(str(exc)) from None
+        refuse_unused(options, action, USES)
+        known_queue(queue, option="QUEUE")
+        if action == "pause":
+            queues.pause(queue, by=options["by"] or DEFAULT_BY)
+            self.stdout.write(f"paused {queue}")
+        elif action == "resume":
+            queues.resume(queue)
+            self.stdout.write(f"resumed {queue}")
+        else:
+            self._drain(queue, confirmed=options["yes"])
 
     def _drain(self, queue: str, *, confirmed: bool) -> None:
         if not confirmed:

@@ -8,6 +8,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from awa_django.exceptions import InvalidJob
+from awa_django.management.output import name, whole_number
 from awa_django.shards import (
     MAX_ENQUEUE_SHARDS,
     get_enqueue_shards,
@@ -23,8 +25,14 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("queue")
-        parser.add_argument("shards", nargs="?", type=int, default=None, metavar="N")
+        parser.add_argument("queue", type=name, metavar="QUEUE")
+        parser.add_argument(
+            "shards",
+            nargs="?",
+            type=whole_number(1, MAX_ENQUEUE_SHARDS, what="shards"),
+            default=None,
+            metavar="N",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         queue: str = options["queue"]
@@ -33,8 +41,9 @@ class Command(BaseCommand):
                 set_enqueue_shards(queue, options["shards"])
             shards = get_enqueue_shards(queue)
             backlog = lane_backlog(queue)
-        except ValueError as error:
-            raise CommandError(str(error)) from None
+        except InvalidJob as error:
+            # N is checked by its argument type: what the API can still refuse is the queue.
+            raise CommandError(f"QUEUE: {error}") from None
         self.stdout.write(f"queue {queue}: {shards} enqueue shard(s)")
         for lane in backlog:
             self.stdout.write(

@@ -1,0 +1,48 @@
+"""Which queue and kind names exist, for operators typing them.
+
+A queue is known when ``AWA["QUEUES"]`` declares it or the database holds it (a control row,
+which every worker serving it writes, or any job of it): a queue another service declares, or
+one removed from the settings while it still holds jobs, stays reachable. A kind is known when
+a handler of this process registers it, a worker published its descriptor, or the database
+holds a job of it. The cheap sources are asked first; the job lookup reads ``awa.jobs`` and
+only runs for a name the others do not know (usually a typo).
+"""
+
+from __future__ import annotations
+
+from django.db import connections
+
+from awa_django.conf import get_settings
+from awa_django.descriptors import kinds
+from awa_django.discovery import ensure_jobs_discovered
+from awa_django.jobs import registry
+from awa_django.records import list_jobs
+from awa_django.storage.health import meta_rows
+
+
+def queue_known(name: str) -> bool:
+    conf = get_settings()
+    if name in conf.QUEUES:
+        return True
+    with connections[conf.DATABASE_ALIAS].cursor() as cursor:
+        if name in meta_rows(cursor):
+            return True
+    return bool(list_jobs(queue=name, limit=1))
+
+
+def kind_known(name: str) -> bool:
+    ensure_jobs_discovered()
+    if any(job.kind == name for job in registry.jobs()):
+        return True
+    if any(descriptor.kind == name for descriptor in kinds()):
+        return True
+    return bool(list_jobs(kind=name, limit=1))
+
+
+def unknown_queue_message(name: str) -> str:
+    """What an operator is told about a queue ``queue_known`` does not know."""
+    declared = sorted(get_settings().QUEUES)
+    return (
+        f"unknown queue {name!r}: not declared in AWA['QUEUES'] (declared: {declared}), and "
+        "the database holds no job or control row of it"
+    )
