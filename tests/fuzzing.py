@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, settings
 
-# No example database: nothing is written into the checkout, and a failure prints the example
-# that reproduces it. No deadline: each example is a request against a real PostgreSQL on a
-# machine shared with other work, whose timing says nothing about the code under test.
+# No example database: a run does not replay or store earlier failures (Hypothesis still keeps
+# its self-ignored constants cache in .hypothesis/), and a failure prints the example that
+# reproduces it. No deadline: each example is a request against a real PostgreSQL on a machine
+# shared with other work, whose timing says nothing about the code under test.
 BOUNDARY = settings(
     database=None,
     deadline=None,
