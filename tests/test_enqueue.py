@@ -113,17 +113,14 @@ def test_job_enqueued_signal_fires_after_commit_only():
             ),
             "run_at",
         ),
-        (lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, tags=[1]), "tags"),
+        (lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a"}, tags=[1]), "tags[0]"),
         (
             lambda: awa.enqueue(
                 typed, args={"user_id": 1, "email": "a"}, metadata={"at": timezone.now()}
             ),
-            "metadata",
+            "metadata.at",
         ),
-        (
-            lambda: awa.enqueue("other.kind", args={"when": timezone.now()}),
-            "argument 'when' of job 'other.kind'",
-        ),
+        (lambda: awa.enqueue("other.kind", args={"when": timezone.now()}), "args.when"),
         (
             lambda: typed.enqueue_many(
                 [{"user_id": 1, "email": "a"}, {"user_id": "2", "email": "b"}]

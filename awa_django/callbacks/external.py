@@ -20,14 +20,13 @@ from django.db import OperationalError, connections, transaction
 from django.db.backends.utils import CursorWrapper
 from django.urls import reverse
 
-from awa_django.arguments import to_json_text
 from awa_django.callbacks.tokens import describe, parse_token
 from awa_django.conf import get_settings
+from awa_django.exact_json import to_json_text
 from awa_django.exceptions import (
     CallbackFailed,
     InvalidCallback,
     InvalidJob,
-    InvalidReturnValue,
     RetryAfter,
     StaleCallback,
     UnknownCallback,
@@ -45,7 +44,6 @@ from awa_django.worker.executor import (
     MAX_RESULT_BYTES,
     HandlerResult,
     RetryPolicy,
-    StoredReturn,
     result_to_completion,
 )
 
@@ -84,10 +82,15 @@ def seconds(value: timedelta | float, *, name: str, allow_zero: bool) -> float:
 
 
 def _payload_json(payload: Any) -> str:
+    """``payload`` as the JSON text to store, within ``MAX_RESULT_BYTES``."""
     try:
-        return StoredReturn.of(payload).json
-    except InvalidReturnValue as exc:
-        raise InvalidCallback(f"payload: {exc}") from None
+        text = to_json_text(payload, field="payload")
+    except InvalidJob as exc:
+        raise InvalidCallback(str(exc)) from None
+    size = len(text.encode())
+    if size > MAX_RESULT_BYTES:
+        raise InvalidCallback(f"payload is {size} bytes of JSON, over {MAX_RESULT_BYTES}")
+    return text
 
 
 def _in_transaction(token: str, act: Callable[[CursorWrapper, CallbackRef, ClaimedJob], T]) -> T:
@@ -164,13 +167,7 @@ def heartbeat_callback(token: str, timeout: timedelta | float) -> datetime:
 def resume_external(token: str, payload: Any = None) -> None:
     """Wake the handler waiting in ``ctx.wait_for_callback(token)``, which returns ``payload``
     (JSON, up to 64 KiB) and carries on in the same attempt."""
-    try:
-        text = to_json_text(payload, what="payload")
-    except InvalidJob as exc:
-        raise InvalidCallback(str(exc)) from None
-    size = len(text.encode())
-    if size > MAX_RESULT_BYTES:
-        raise InvalidCallback(f"payload is {size} bytes of JSON, over {MAX_RESULT_BYTES}")
+    text = _payload_json(payload)
 
     def resume(cursor: CursorWrapper, ref: CallbackRef, job: ClaimedJob) -> None:
         if not resume_callback(cursor, ref, text):

@@ -49,6 +49,10 @@ def _parse_body(action: str, raw: bytes) -> dict[str, Any]:
         body = json.loads(raw) if raw.strip() else {}
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidCallback(f"body is not JSON: {exc}") from None
+    except RecursionError:
+        # Nested deeper than the parser's recursion allows, and far deeper than a payload may
+        # be stored (exact_json.MAX_DEPTH).
+        raise InvalidCallback("body is nested too deeply") from None
     if not isinstance(body, dict):
         raise InvalidCallback("body must be a JSON object")
     allowed, required = _FIELDS[action]
