@@ -3,7 +3,7 @@
 Arguments are keyword-only, bound against the handler's signature (minus its leading context
 parameter), checked against simple builtin annotations, and must come back from storage
 exactly as given (``awa_django.exact_json``), because that is what the worker will hand back to
-the handler.
+the handler. ``InvalidJob.field`` is the argument's path under ``args``: ``args.user_id``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final, NamedTuple
 
-from awa_django.exact_json import to_json_text
+from awa_django.exact_json import path_of, to_json_text
 from awa_django.exceptions import InvalidJob
 
 # Annotations we can check cheaply and unambiguously; anything else is only JSON-checked.
@@ -100,17 +100,21 @@ def bind_arguments(
     spec = _arg_spec(func)
     if not spec.takes_extra:
         for name in kwargs:
-            if name not in spec.names:
-                raise InvalidJob(f"job {kind!r} got an unexpected argument {name!r}", field=name)
+            # A name that is not a string is refused below, as every non-string key is.
+            if isinstance(name, str) and name not in spec.names:
+                field = path_of("args", (name,))
+                raise InvalidJob(f"{field} is not an argument of job {kind!r}", field=field)
     for name in spec.required:
         if name not in kwargs:
-            raise InvalidJob(f"job {kind!r} is missing required argument {name!r}", field=name)
+            field = path_of("args", (name,))
+            raise InvalidJob(f"{field} is missing: job {kind!r} requires it", field=field)
     for name, (annotation, expected) in spec.checked.items():
         if name in kwargs and not _matches(value := kwargs[name], expected):
+            field = path_of("args", (name,))
             raise InvalidJob(
-                f"argument {name!r} of job {kind!r} must be {annotation}, "
+                f"{field} must be {annotation} for job {kind!r}, "
                 f"got {type(value).__name__} {value!r}",
-                field=name,
+                field=field,
             )
     args = dict(kwargs)
     return BoundArgs(args, to_json_text(args, field="args"))

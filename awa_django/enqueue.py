@@ -8,7 +8,7 @@ so a bad argument raises ``InvalidJob`` and nothing is written.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -22,7 +22,7 @@ from django.utils import timezone
 from awa_django.arguments import BoundArgs
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN, get_settings
 from awa_django.discovery import ensure_jobs_discovered
-from awa_django.exact_json import check_text, path_of, to_json_text
+from awa_django.exact_json import check_text, moved, path_of, to_json_text
 from awa_django.exceptions import InvalidJob, UniqueConflict
 from awa_django.jobs import Job, registry
 from awa_django.signals import job_enqueued
@@ -65,7 +65,7 @@ def _resolve_job(kind_or_job: str | Job[Any, Any]) -> tuple[str, Job[Any, Any] |
             job = registry.get(kind_or_job)
         return kind_or_job, job
     raise InvalidJob(
-        f"job must be a registered @awa.job function or a kind string, got {kind_or_job!r}",
+        f"kind must be a registered @awa.job function or a kind string, got {kind_or_job!r}",
         field="kind",
     )
 
@@ -134,7 +134,7 @@ def _options(
     chosen_queue = queue_name or (job.queue if job else None) or conf.DEFAULT_QUEUE
     if chosen_queue not in conf.QUEUES:
         raise InvalidJob(
-            f"unknown queue {chosen_queue!r} for job {kind!r}; declared queues are "
+            f"queue {chosen_queue!r} of job {kind!r} is unknown; declared queues are "
             f"{sorted(conf.QUEUES)} (add it to AWA['QUEUES'])",
             field="queue",
         )
@@ -204,6 +204,17 @@ def _bind(kind: str, job: Job[Any, Any] | None, args: Mapping[str, Any] | None) 
     return BoundArgs(plain, to_json_text(plain, field="args"))
 
 
+def _bind_each(
+    kind: str, job: Job[Any, Any] | None, arg_dicts: Iterable[Mapping[str, Any] | None]
+) -> Iterator[BoundArgs]:
+    """``_bind`` of each dict of a batch; a refusal names its position (``args_list[3].x``)."""
+    for position, args in enumerate(arg_dicts):
+        try:
+            yield _bind(kind, job, args)
+        except InvalidJob as refusal:
+            raise moved(refusal, "args", f"args_list[{position}]") from None
+
+
 def _chosen_unique(job: Job[Any, Any] | None, unique: Unique | None) -> Unique | None:
     chosen = unique if unique is not None else (job.unique if job is not None else None)
     if chosen is not None and not isinstance(chosen, Unique):
@@ -239,23 +250,25 @@ class _UniqueBatch:
             unique_key(unique, kind=options.kind, queue=options.queue, args=args, now=now)
             for args in args_list
         ]
-        held = lock_unique_keys(cursor, sorted({key.digest for key in keys}))
         first: dict[bytes, int] = {}
         for position, key in enumerate(keys):
-            holder = held.get(key.digest)
-            if holder is not None and on_conflict == "raise":
-                raise UniqueConflict(
-                    f"a {options.kind!r} job with the same unique key is already enqueued "
-                    f"(job {holder}); pass on_conflict='return' to get its id instead",
-                    job_id=holder,
-                )
-            if holder is None and key.digest in first and on_conflict == "raise":
+            earlier = first.setdefault(key.digest, position)
+            if earlier != position and on_conflict == "raise":
+                # Refused before the keys are locked.
+                field = f"args_list[{position}]"
                 raise InvalidJob(
-                    f"jobs {first[key.digest]} and {position} of the batch have the same unique "
-                    "key",
-                    field="args_list",
+                    f"{field} has the same unique key as args_list[{earlier}]", field=field
                 )
-            first.setdefault(key.digest, position)
+        held = lock_unique_keys(cursor, sorted(first))
+        if on_conflict == "raise":
+            for key in keys:
+                holder = held.get(key.digest)
+                if holder is not None:
+                    raise UniqueConflict(
+                        f"a {options.kind!r} job with the same unique key is already enqueued "
+                        f"(job {holder}); pass on_conflict='return' to get its id instead",
+                        job_id=holder,
+                    )
         fresh = [
             p for p, key in enumerate(keys) if key.digest not in held and first[key.digest] == p
         ]
@@ -484,9 +497,9 @@ def enqueue_many(
             # next ones are checked. An invalid argument raises inside the COPY, which aborts
             # it, and the atomic block rolls back the lane reservation: nothing is written.
             count = len(arg_dicts)
-            texts: Iterable[str] = (_bind(kind, job, args).json for args in arg_dicts)
+            texts: Iterable[str] = (bound.json for bound in _bind_each(kind, job, arg_dicts))
         else:
-            bound = [_bind(kind, job, args) for args in arg_dicts]
+            bound = list(_bind_each(kind, job, arg_dicts))
             batch = _UniqueBatch.lock(
                 cursor, chosen_unique, options, [b.args for b in bound], conflict
             )

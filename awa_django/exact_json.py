@@ -116,6 +116,18 @@ def path_of(root: str, keys: Iterable[object]) -> str:
     return path
 
 
+def moved(refusal: InvalidJob, root: str, new_root: str) -> InvalidJob:
+    """``refusal`` of a value under ``root`` restated for the caller who passed it as
+    ``new_root`` (the n-th dict of a batch, a task's positional arguments); others unchanged."""
+    field = refusal.field
+    if field is None or not (field == root or field.startswith((f"{root}.", f"{root}["))):
+        return refusal
+    message = str(refusal)
+    if message.startswith(root):
+        message = new_root + message[len(root) :]
+    return InvalidJob(message, field=new_root + field[len(root) :])
+
+
 def _is_plain_flat(value: object) -> bool:
     """A dict of string keys and scalars whose floats jsonb keeps as they are: finite, not -0.0
     and written without an exponent (NaN fails both comparisons)."""

@@ -6,6 +6,7 @@ the same properties over generated values: tests/test_boundary_properties.py."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -26,6 +27,7 @@ from tests.jobs import (
     record,
     surrogate_cancel,
     surrogate_failure,
+    typed,
 )
 
 pytestmark = pytest.mark.usefixtures("awa_db")
@@ -109,7 +111,7 @@ for _ in range(10_000):
         (lambda: awa.enqueue(echo, tags="urgent"), "tags"),
         (
             lambda: awa.enqueue_many(echo, [{"n": 1}, {"n": 2}, {"s": "\ud800"}]),
-            "args.s",
+            "args_list[2].s",
         ),
         (
             lambda: awa.enqueue_many(echo, [{"n": 1}], run_at=timedelta(hours=1), tags=["\x00"]),
@@ -176,3 +178,30 @@ def test_lone_surrogates_in_errors_reasons_and_progress_do_not_block_completions
         saved = job_progress(cursor, failing)
     assert saved is not None and saved.progress == {"percent": 50, "message": "half\\ud800way"}
     assert awa.get_job(cancelled).errors[-1]["reason"] == "no\\ud83dlonger"
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda: typed.enqueue(user_id="x", email="a"), "args.user_id"),
+        (lambda: typed.enqueue(user_id=1), "args.email"),
+        (lambda: typed.enqueue(user_id=1, email="a", colour="red"), "args.colour"),
+        (lambda: awa.enqueue(echo, args={1: "x"}), "args"),
+        (lambda: awa.enqueue(typed, args={"user_id": 1, "email": "a", 2: "x"}), "args"),
+        (lambda: awa.enqueue(echo, args={"a-b": {"c": -0.0}}), "args['a-b'].c"),
+        (lambda: awa.enqueue(echo, args=["x"]), "args"),
+        (
+            lambda: typed.enqueue_many([{"user_id": 1, "email": "a"}, {"user_id": 2}]),
+            "args_list[1].email",
+        ),
+        (lambda: awa.enqueue_many(echo, [{"n": 1}, ["not a dict"]]), "args_list[1]"),
+        (lambda: awa.enqueue_many(echo, "not a list"), "args_list"),
+    ],
+)
+def test_field_is_the_path_of_the_value_as_the_caller_passed_it(
+    call: Callable[[], object], field: str
+):
+    with pytest.raises(awa.InvalidJob) as refused:
+        call()
+    assert refused.value.field == field
+    assert str(refused.value).startswith(field)

@@ -23,6 +23,7 @@ from django.utils.module_loading import import_string
 
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, get_settings, problems
 from awa_django.enqueue import check_tags, enqueue
+from awa_django.exact_json import moved
 from awa_django.exceptions import InvalidJob
 from awa_django.storage.jobs import Claim, JobRecord, get_claims, get_jobs
 from awa_django.tasks.awa_task import AwaTask
@@ -202,17 +203,23 @@ class AwaBackend(BaseTaskBackend):
             if task.tags is not None:
                 tags = task.tags
                 task_meta["tags"] = list(tags)
-        job_id = enqueue(
-            f"{KIND_PREFIX}{task.module_path}",
-            args=job_args,
-            queue=self.awa_queue(task.queue_name),
-            priority=awa_priority(task.priority),
-            run_at=run_after,
-            max_attempts=max_attempts,
-            metadata={METADATA_KEY: task_meta},
-            tags=tags,
-            eager=self.eager,
-        )
+        try:
+            job_id = enqueue(
+                f"{KIND_PREFIX}{task.module_path}",
+                args=job_args,
+                queue=self.awa_queue(task.queue_name),
+                priority=awa_priority(task.priority),
+                run_at=run_after,
+                max_attempts=max_attempts,
+                metadata={METADATA_KEY: task_meta},
+                tags=tags,
+                eager=self.eager,
+            )
+        except InvalidJob as refusal:
+            # The job's arguments are {"args": [...], "kwargs": {...}}: a refused value is named
+            # as the caller passed it, args[0] or kwargs.name.
+            refusal = moved(moved(refusal, "args.args", "args"), "args.kwargs", "kwargs")
+            raise refusal from None
         stored_task = task if run_after is task.run_after else task.using(run_after=run_after)
         result: TaskResult[Any, Any] = TaskResult(
             task=stored_task,

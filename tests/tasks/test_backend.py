@@ -319,6 +319,25 @@ def test_arguments_and_the_return_value_keep_their_floats():
     assert exact_repr(result.return_value) == exact_repr(expected)
 
 
+@pytest.mark.parametrize(
+    ("args", "kwargs", "field"),
+    [
+        ((1, -0.0), {}, "args[1]"),
+        ((), {"name": "lone \ud800"}, "kwargs.name"),
+        (([{"at": timezone.now()}],), {}, "args[0][0].at"),
+        ((), {"pair": (1, 2)}, "kwargs.pair"),
+    ],
+)
+def test_a_refused_argument_is_named_as_the_caller_passed_it(args, kwargs, field):
+    with transaction.atomic():
+        with pytest.raises(awa.InvalidJob) as refused:
+            tasks.echo.enqueue(*args, **kwargs)
+        kept = tasks.add.enqueue(1, 2)  # the transaction is still usable
+    assert refused.value.field == field
+    assert str(refused.value).startswith(f"{field} ")
+    assert tasks.add.get_result(kept.id).status == TaskResultStatus.READY
+
+
 def test_cancel_before_it_runs_reads_as_failed_without_attempts():
     result = tasks.add.enqueue(1, 1)
     assert awa.cancel(int(result.id), reason="changed my mind")

@@ -17,6 +17,7 @@ from awa_django.exact_json import (
     MAX_DEPTH,
     check_text,
     exact_text,
+    moved,
     storable_text,
     to_json_text,
 )
@@ -173,3 +174,11 @@ def test_exact_text_writes_out_large_floats_of_values_built_by_awa():
         '{"percent":50,"checkpoint":{"big":10000000000000000.0}}'
     )
     assert exact_text({"message": "1e+16"}) == '{"message":"1e+16"}'
+
+
+def test_moved_restates_a_refusal_under_the_callers_name():
+    refusal = awa.InvalidJob("args.x[1] is -0.0", field="args.x[1]")
+    restated = moved(refusal, "args", "args_list[4]")
+    assert (restated.field, str(restated)) == ("args_list[4].x[1]", "args_list[4].x[1] is -0.0")
+    other = awa.InvalidJob("argsy is bad", field="argsy")
+    assert moved(other, "args", "args_list[4]") is other
