@@ -1,14 +1,14 @@
 """Validation of job arguments at enqueue time, before anything is written.
 
 Arguments are keyword-only, bound against the handler's signature (minus its leading context
-parameter), checked against simple builtin annotations, and must survive a JSON round trip
-unchanged, because that is what the worker will hand back to the handler.
+parameter), checked against simple builtin annotations, and must come back from storage
+exactly as given (``awa_django.exact_json``), because that is what the worker will hand back to
+the handler. ``InvalidJob.field`` is the argument's path under ``args``: ``args.user_id``.
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 import math
 import typing
 from collections.abc import Callable, Mapping
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final, NamedTuple
 
+from awa_django.exact_json import path_of, to_json_text
 from awa_django.exceptions import InvalidJob
 
 # Annotations we can check cheaply and unambiguously; anything else is only JSON-checked.
@@ -29,80 +30,11 @@ _CHECKABLE: Final[dict[Any, tuple[type, ...]]] = {
 }
 
 
-# Built once: json.dumps with options builds a new encoder on every call.
-_ENCODER: Final = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
-# Exact types whose JSON text always parses back to an equal value of the same type (non-finite
-# floats never get that far: the encoder refuses them).
-_EXACT_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
-
-
-def _round_trips_exactly(value: object) -> bool:
-    """True for a flat dict of string keys and exact scalars, the usual shape of job arguments,
-    whose round trip needs no parse to be proven."""
-    return type(value) is dict and all(
-        type(key) is str and type(item) in _EXACT_SCALARS for key, item in value.items()
-    )
-
-
-def to_json_text(value: object, *, what: str) -> str:
-    """``value`` as JSON text, or ``InvalidJob`` naming ``what`` if it does not round-trip."""
-    try:
-        text = _ENCODER.encode(value)
-    except (TypeError, ValueError) as exc:
-        raise InvalidJob(f"{what} is not JSON serializable: {exc}", field=what) from None
-    # A tuple comes back as a list and a non-string key as a string, and neither compares
-    # equal to the original, so this one comparison catches both at any depth.
-    if not _round_trips_exactly(value) and json.loads(text) != value:
-        raise InvalidJob(
-            f"{what} does not survive a JSON round trip unchanged (tuples, non-string keys and "
-            "custom types are not allowed); pass plain dicts, lists, strings and numbers",
-            field=what,
-        )
-    # jsonb rejects the NUL character; the text search is the cheap test, the walk the exact one
-    # (the text also matches an escaped backslash followed by "u0000").
-    if "\\u0000" in text and _has_nul(value):
-        raise InvalidJob(
-            f"{what} contains a NUL character (\\u0000), which PostgreSQL cannot store in jsonb",
-            field=what,
-        )
-    return text
-
-
-def storable_text(text: str) -> str:
-    """``text`` without NUL characters, which jsonb cannot hold. Error messages, cancel reasons
-    and progress messages are arbitrary strings: one NUL would make the whole batch of
-    completions or heartbeats fail to write on every retry, holding back every attempt in it."""
-    return text.replace("\x00", "\\x00") if "\x00" in text else text
-
-
-def _has_nul(value: object) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, list):
-        return any(_has_nul(item) for item in value)
-    if isinstance(value, dict):
-        return any(_has_nul(key) or _has_nul(item) for key, item in value.items())
-    return False
-
-
 class BoundArgs(NamedTuple):
     """Validated job arguments and their JSON text (what is stored and handed back)."""
 
     args: dict[str, Any]
     json: str
-
-
-def args_json_text(args: Mapping[str, object], *, kind: str) -> str:
-    """``args`` as JSON text; ``InvalidJob`` names the argument that does not round-trip.
-
-    One round trip for the whole dict: checking each argument separately costs a dump and a
-    parse per argument on every enqueue, and is only needed to name the culprit."""
-    try:
-        return to_json_text(args, what=f"args of job {kind!r}")
-    except InvalidJob as whole:
-        for name, value in args.items():
-            to_json_text(value, what=f"argument {name!r} of job {kind!r}")
-        raise whole
 
 
 @cache
@@ -168,20 +100,24 @@ def bind_arguments(
     spec = _arg_spec(func)
     if not spec.takes_extra:
         for name in kwargs:
-            if name not in spec.names:
-                raise InvalidJob(f"job {kind!r} got an unexpected argument {name!r}", field=name)
+            # A name that is not a string is refused below, as every non-string key is.
+            if isinstance(name, str) and name not in spec.names:
+                field = path_of("args", (name,))
+                raise InvalidJob(f"{field} is not an argument of job {kind!r}", field=field)
     for name in spec.required:
         if name not in kwargs:
-            raise InvalidJob(f"job {kind!r} is missing required argument {name!r}", field=name)
+            field = path_of("args", (name,))
+            raise InvalidJob(f"{field} is missing: job {kind!r} requires it", field=field)
     for name, (annotation, expected) in spec.checked.items():
         if name in kwargs and not _matches(value := kwargs[name], expected):
+            field = path_of("args", (name,))
             raise InvalidJob(
-                f"argument {name!r} of job {kind!r} must be {annotation}, "
+                f"{field} must be {annotation} for job {kind!r}, "
                 f"got {type(value).__name__} {value!r}",
-                field=name,
+                field=field,
             )
     args = dict(kwargs)
-    return BoundArgs(args, args_json_text(args, kind=kind))
+    return BoundArgs(args, to_json_text(args, field="args"))
 
 
 def _matches(value: object, expected: tuple[type, ...]) -> bool:

@@ -8,7 +8,7 @@ so a bad argument raises ``InvalidJob`` and nothing is written.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -19,9 +19,10 @@ from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
-from awa_django.arguments import BoundArgs, args_json_text, to_json_text
+from awa_django.arguments import BoundArgs
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN, get_settings
 from awa_django.discovery import ensure_jobs_discovered
+from awa_django.exact_json import check_text, moved, path_of, to_json_text
 from awa_django.exceptions import InvalidJob, UniqueConflict
 from awa_django.jobs import Job, registry
 from awa_django.signals import job_enqueued
@@ -55,6 +56,7 @@ def _resolve_job(kind_or_job: str | Job[Any, Any]) -> tuple[str, Job[Any, Any] |
     if isinstance(kind_or_job, Job):
         return kind_or_job.kind, kind_or_job
     if isinstance(kind_or_job, str) and kind_or_job:
+        check_text(kind_or_job, field="kind")
         job = registry.get(kind_or_job)
         if job is None:
             # A web process may enqueue by name before anything imported the jobs modules; the
@@ -63,7 +65,7 @@ def _resolve_job(kind_or_job: str | Job[Any, Any]) -> tuple[str, Job[Any, Any] |
             job = registry.get(kind_or_job)
         return kind_or_job, job
     raise InvalidJob(
-        f"job must be a registered @awa.job function or a kind string, got {kind_or_job!r}",
+        f"kind must be a registered @awa.job function or a kind string, got {kind_or_job!r}",
         field="kind",
     )
 
@@ -72,7 +74,12 @@ def _resolve_run_at(run_at: RunAt) -> datetime | None:
     if run_at is None:
         return None
     if isinstance(run_at, timedelta):
-        return timezone.now() + run_at
+        try:
+            return timezone.now() + run_at
+        except OverflowError:
+            raise InvalidJob(
+                f"run_at {run_at!r} from now is past the year 9999", field="run_at"
+            ) from None
     if isinstance(run_at, datetime):
         if timezone.is_naive(run_at):
             if settings.USE_TZ:
@@ -94,6 +101,23 @@ def _check_int(value: object, *, name: str, low: int, high: int) -> int:
     return value
 
 
+def check_tags(tags: object) -> tuple[str, ...]:
+    """``tags`` (None or a list of strings) as stored, else ``InvalidJob`` naming the tag."""
+    if tags is None:
+        return ()
+    if isinstance(tags, str | bytes) or not isinstance(tags, Sequence):
+        raise InvalidJob(f"tags must be a list of strings, got {tags!r}", field="tags")
+    tag_tuple = tuple(tags)
+    if len(tag_tuple) > MAX_TAGS:
+        raise InvalidJob(f"tags must be at most {MAX_TAGS}, got {len(tag_tuple)}", field="tags")
+    for index, tag in enumerate(tag_tuple):
+        field = path_of("tags", (index,))
+        if not isinstance(tag, str) or not tag:
+            raise InvalidJob(f"{field} must be a non-empty string, got {tag!r}", field=field)
+        check_text(tag, field=field)
+    return tag_tuple
+
+
 def _options(
     kind: str,
     job: Job[Any, Any] | None,
@@ -110,7 +134,7 @@ def _options(
     chosen_queue = queue_name or (job.queue if job else None) or conf.DEFAULT_QUEUE
     if chosen_queue not in conf.QUEUES:
         raise InvalidJob(
-            f"unknown queue {chosen_queue!r} for job {kind!r}; declared queues are "
+            f"queue {chosen_queue!r} of job {kind!r} is unknown; declared queues are "
             f"{sorted(conf.QUEUES)} (add it to AWA['QUEUES'])",
             field="queue",
         )
@@ -147,21 +171,19 @@ def _options(
                 f"{len(ordering_key)}",
                 field="ordering_key",
             )
+        # Checked here, so that a bad key is not reported as part of the metadata it joins.
+        check_text(ordering_key, field="ordering_key")
         meta[ORDERING_KEY_METADATA] = ordering_key
     # The enqueue site's trace context, so the job's span continues this trace.
     get_telemetry().inject(meta)
-    tag_tuple = tuple(tags or ())
-    if len(tag_tuple) > MAX_TAGS or not all(isinstance(t, str) and t for t in tag_tuple):
-        raise InvalidJob(
-            f"tags must be at most {MAX_TAGS} non-empty strings, got {tags!r}", field="tags"
-        )
+    tag_tuple = check_tags(tags)
     return _Options(
         kind=kind,
         queue=chosen_queue,
         priority=chosen_priority,
         max_attempts=chosen_attempts,
         run_at=_resolve_run_at(run_at),
-        metadata_json=to_json_text(meta, what="metadata"),
+        metadata_json=to_json_text(meta, field="metadata"),
         metadata=meta,
         tags=tag_tuple,
     )
@@ -172,18 +194,25 @@ def _bind(kind: str, job: Job[Any, Any] | None, args: Mapping[str, Any] | None) 
         args = {}
     if not isinstance(args, Mapping):
         raise InvalidJob(
-            f"args of job {kind!r} must be a dict of argument name to value", field="args"
+            f"args must be a dict of argument name to value for job {kind!r}, got {args!r}",
+            field="args",
         )
     if job is not None:
         return job.bind(args)
     # No handler in this process: only the JSON contract can be checked.
-    for name in args:
-        if not isinstance(name, str):
-            raise InvalidJob(
-                f"argument names of job {kind!r} must be strings, got {name!r}", field="args"
-            )
     plain = dict(args)
-    return BoundArgs(plain, args_json_text(plain, kind=kind))
+    return BoundArgs(plain, to_json_text(plain, field="args"))
+
+
+def _bind_each(
+    kind: str, job: Job[Any, Any] | None, arg_dicts: Iterable[Mapping[str, Any] | None]
+) -> Iterator[BoundArgs]:
+    """``_bind`` of each dict of a batch; a refusal names its position (``args_list[3].x``)."""
+    for position, args in enumerate(arg_dicts):
+        try:
+            yield _bind(kind, job, args)
+        except InvalidJob as refusal:
+            raise moved(refusal, "args", f"args_list[{position}]") from None
 
 
 def _chosen_unique(job: Job[Any, Any] | None, unique: Unique | None) -> Unique | None:
@@ -221,23 +250,25 @@ class _UniqueBatch:
             unique_key(unique, kind=options.kind, queue=options.queue, args=args, now=now)
             for args in args_list
         ]
-        held = lock_unique_keys(cursor, sorted({key.digest for key in keys}))
         first: dict[bytes, int] = {}
         for position, key in enumerate(keys):
-            holder = held.get(key.digest)
-            if holder is not None and on_conflict == "raise":
-                raise UniqueConflict(
-                    f"a {options.kind!r} job with the same unique key is already enqueued "
-                    f"(job {holder}); pass on_conflict='return' to get its id instead",
-                    job_id=holder,
-                )
-            if holder is None and key.digest in first and on_conflict == "raise":
+            earlier = first.setdefault(key.digest, position)
+            if earlier != position and on_conflict == "raise":
+                # Refused before the keys are locked.
+                field = f"args_list[{position}]"
                 raise InvalidJob(
-                    f"jobs {first[key.digest]} and {position} of the batch have the same unique "
-                    "key",
-                    field="args_list",
+                    f"{field} has the same unique key as args_list[{earlier}]", field=field
                 )
-            first.setdefault(key.digest, position)
+        held = lock_unique_keys(cursor, sorted(first))
+        if on_conflict == "raise":
+            for key in keys:
+                holder = held.get(key.digest)
+                if holder is not None:
+                    raise UniqueConflict(
+                        f"a {options.kind!r} job with the same unique key is already enqueued "
+                        f"(job {holder}); pass on_conflict='return' to get its id instead",
+                        job_id=holder,
+                    )
         fresh = [
             p for p, key in enumerate(keys) if key.digest not in held and first[key.digest] == p
         ]
@@ -450,6 +481,10 @@ def enqueue_many(
         tags=tags,
         ordering_key=ordering_key,
     )
+    if isinstance(args_list, str | bytes | Mapping) or not isinstance(args_list, Iterable):
+        raise InvalidJob(
+            f"args_list must be a list of argument dicts, got {args_list!r}", field="args_list"
+        )
     arg_dicts = list(args_list)
     if not arg_dicts:
         return []
@@ -462,9 +497,9 @@ def enqueue_many(
             # next ones are checked. An invalid argument raises inside the COPY, which aborts
             # it, and the atomic block rolls back the lane reservation: nothing is written.
             count = len(arg_dicts)
-            texts: Iterable[str] = (_bind(kind, job, args).json for args in arg_dicts)
+            texts: Iterable[str] = (bound.json for bound in _bind_each(kind, job, arg_dicts))
         else:
-            bound = [_bind(kind, job, args) for args in arg_dicts]
+            bound = list(_bind_each(kind, job, arg_dicts))
             batch = _UniqueBatch.lock(
                 cursor, chosen_unique, options, [b.args for b in bound], conflict
             )

@@ -15,7 +15,10 @@ class AwaError(Exception):
 
 
 class InvalidJob(AwaError, ValueError):
-    """A job could not be enqueued as given: the message names the offending field."""
+    """A job could not be enqueued as given. ``field`` names the value at fault as the caller
+    passed it, and the message starts with it: an option (``queue``), or the path of a value
+    inside one (``args.items[2].name``, ``args_list[3].user_id``, ``metadata.trace``,
+    ``tags[1]``; docs/getting-started.md#validation)."""
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
         super().__init__(message)

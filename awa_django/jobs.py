@@ -17,14 +17,9 @@ from typing import TYPE_CHECKING, Any, Concatenate, Final, Generic, ParamSpec, T
 from django.apps import apps
 from django.utils.module_loading import import_string
 
-from awa_django.arguments import (
-    BoundArgs,
-    bind_arguments,
-    handler_parameters,
-    storable_text,
-    to_json_text,
-)
+from awa_django.arguments import BoundArgs, bind_arguments, handler_parameters
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN
+from awa_django.exact_json import storable_text, to_json_text
 from awa_django.exceptions import InvalidJob
 from awa_django.unique import Unique
 
@@ -119,7 +114,7 @@ class JobContext:
             raise ValueError(f"percent must be between 0 and 100, got {percent!r}")
         saved = None
         if checkpoint is not None:
-            to_json_text(dict(checkpoint), what="checkpoint")
+            to_json_text(dict(checkpoint), field="checkpoint")
             saved = dict(checkpoint)
         self.state.update({"percent": percent, "message": storable_text(str(message))}, saved)
 

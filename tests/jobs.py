@@ -224,3 +224,46 @@ def fails_through_lease(ctx: JobContext, last_failing_lease: int = 1) -> None:
     record_run(ctx, f"lease={ctx.run_lease} attempt={ctx.attempt}")
     if ctx.run_lease <= last_failing_lease:
         raise RuntimeError(f"failing on lease {ctx.run_lease}")
+
+
+# -- exact round trips -------------------------------------------------------------------------
+
+
+def exact_repr(value: object) -> str:
+    """Text that differs whenever ``value`` differs in value or type at any depth (dict key
+    order aside, which jsonb does not keep): ``1e16`` and ``10**16``, ``0.0`` and ``-0.0``,
+    ``"a"`` and a str enum member all read differently."""
+    if type(value) is dict:
+        items = sorted(value.items())
+        return "{" + ", ".join(f"{key!r}: {exact_repr(item)}" for key, item in items) + "}"
+    if type(value) in (list, tuple):
+        return f"{type(value).__name__}[" + ", ".join(exact_repr(item) for item in value) + "]"
+    return f"{type(value).__qualname__}({value!r})"
+
+
+@awa.job(kind="tests.echo")
+def echo(ctx: JobContext, **args: object) -> None:
+    """Records exactly what it was handed: its arguments, metadata and tags."""
+    received = {"args": args, "metadata": dict(ctx.metadata), "tags": list(ctx.tags)}
+    record_run(ctx, exact_repr(received))
+
+
+@awa.job(kind="tests.checkpoint_echo", max_attempts=2)
+def checkpoint_echo(ctx: JobContext, checkpoint: dict) -> None:
+    """Attempt 1 saves ``checkpoint`` and fails; attempt 2 records the checkpoint it got."""
+    if ctx.attempt == 1:
+        ctx.set_progress(10, "saved", checkpoint=checkpoint)
+        raise awa.RetryAfter(0)
+    record_run(ctx, exact_repr(ctx.checkpoint))
+
+
+@awa.job(kind="tests.surrogate_failure", max_attempts=2)
+def surrogate_failure(ctx: JobContext) -> None:
+    """Reports progress and fails, both with a lone surrogate, which jsonb cannot hold."""
+    ctx.set_progress(50, "half\ud800way")
+    raise RuntimeError("before\udfffafter")
+
+
+@awa.job(kind="tests.surrogate_cancel")
+def surrogate_cancel(ctx: JobContext) -> None:
+    raise awa.Cancel("no\ud83dlonger")

@@ -182,7 +182,7 @@ def test_enqueue_many_conflict_raises_and_writes_nothing():
     assert raised.value.job_id == held
     with pytest.raises(awa.InvalidJob) as invalid:
         awa.enqueue_many(record, [{"n": 8}, {"n": 8}], unique=awa.Unique())
-    assert invalid.value.field == "args_list"
+    assert invalid.value.field == "args_list[1]"
     assert count_jobs("tests.record") == 1
 
 

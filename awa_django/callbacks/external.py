@@ -20,15 +20,13 @@ from django.db import OperationalError, connections, transaction
 from django.db.backends.utils import CursorWrapper
 from django.urls import reverse
 
-from awa_django.arguments import to_json_text
-from awa_django.callbacks.payloads import NOT_UNICODE, is_unicode, payload_problem
 from awa_django.callbacks.tokens import describe, parse_token
 from awa_django.conf import get_settings
+from awa_django.exact_json import has_lone_surrogate, to_json_text
 from awa_django.exceptions import (
     CallbackFailed,
     InvalidCallback,
     InvalidJob,
-    InvalidReturnValue,
     RetryAfter,
     StaleCallback,
     UnknownCallback,
@@ -47,7 +45,6 @@ from awa_django.worker.executor import (
     MAX_RESULT_BYTES,
     HandlerResult,
     RetryPolicy,
-    StoredReturn,
     result_to_completion,
 )
 
@@ -91,18 +88,16 @@ def seconds(value: timedelta | float, *, name: str, allow_zero: bool) -> float:
     return float(number)
 
 
-def _check_payload(payload: Any) -> None:
-    problem = payload_problem(payload)
-    if problem is not None:
-        raise InvalidCallback(f"payload {problem}")
-
-
 def _payload_json(payload: Any) -> str:
-    _check_payload(payload)
+    """``payload`` as the JSON text to store, within ``MAX_RESULT_BYTES``."""
     try:
-        return StoredReturn.of(payload).json
-    except InvalidReturnValue as exc:
-        raise InvalidCallback(f"payload: {exc}") from None
+        text = to_json_text(payload, field="payload")
+    except InvalidJob as exc:
+        raise InvalidCallback(str(exc)) from None
+    size = len(text.encode())
+    if size > MAX_RESULT_BYTES:
+        raise InvalidCallback(f"payload is {size} bytes of JSON, over {MAX_RESULT_BYTES}")
+    return text
 
 
 def _in_transaction(token: str, act: Callable[[CursorWrapper, CallbackRef, ClaimedJob], T]) -> T:
@@ -156,8 +151,10 @@ def fail_external(token: str, error: str) -> str:
     of attempts. Returns ``"retryable"`` or ``"failed"``."""
     if not isinstance(error, str) or not error.strip():
         raise InvalidCallback(f"error must be a non-empty string, got {error!r}")
-    if not is_unicode(error):
-        raise InvalidCallback(f"error {NOT_UNICODE}")
+    if has_lone_surrogate(error):
+        raise InvalidCallback(
+            "error contains a lone surrogate (\\ud800-\\udfff), which is not Unicode text"
+        )
     return _close(token, HandlerResult(CallbackFailed(error)))
 
 
@@ -181,14 +178,7 @@ def heartbeat_callback(token: str, timeout: timedelta | float) -> datetime:
 def resume_external(token: str, payload: Any = None) -> None:
     """Wake the handler waiting in ``ctx.wait_for_callback(token)``, which returns ``payload``
     (JSON, up to 64 KiB) and carries on in the same attempt."""
-    _check_payload(payload)
-    try:
-        text = to_json_text(payload, what="payload")
-    except InvalidJob as exc:
-        raise InvalidCallback(str(exc)) from None
-    size = len(text.encode())
-    if size > MAX_RESULT_BYTES:
-        raise InvalidCallback(f"payload is {size} bytes of JSON, over {MAX_RESULT_BYTES}")
+    text = _payload_json(payload)
 
     def resume(cursor: CursorWrapper, ref: CallbackRef, job: ClaimedJob) -> None:
         if not resume_callback(cursor, ref, text):

@@ -25,9 +25,9 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from awa_django.callbacks import external
-from awa_django.callbacks.payloads import MAX_PAYLOAD_DEPTH
 from awa_django.callbacks.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature_problem
 from awa_django.conf import get_settings
+from awa_django.exact_json import MAX_DEPTH
 from awa_django.exceptions import InvalidCallback, StaleCallback, UnknownCallback
 
 # The one body field of each action, and whether it is required.
@@ -68,7 +68,7 @@ def _parse_body(action: str, raw: bytes) -> dict[str, Any]:
     except RecursionError:
         # The decoder recurses once per level; the payload's own limit is far lower.
         raise _BadBody(
-            f"body is nested too deeply: a payload may nest at most {MAX_PAYLOAD_DEPTH} levels"
+            f"body is nested too deeply: a payload may nest at most {MAX_DEPTH} levels"
         ) from None
     if not isinstance(body, dict):
         raise _BadBody("body must be a JSON object")

@@ -9,7 +9,7 @@ from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from typing import Any
 
-from awa_django.callbacks.payloads import is_unicode
+from awa_django.exact_json import has_lone_surrogate
 from awa_django.limits import MAX_ID, MAX_LIMIT, MAX_SECONDS
 
 
@@ -75,6 +75,6 @@ def name(value: str) -> str:
     the terminal's encoding cannot decode reach Python as lone surrogates)."""
     if not value.strip():
         raise argparse.ArgumentTypeError("must not be empty")
-    if "\x00" in value or not is_unicode(value):
+    if "\x00" in value or has_lone_surrogate(value):
         raise argparse.ArgumentTypeError(f"{value!r} is not text (a NUL or undecodable byte)")
     return value

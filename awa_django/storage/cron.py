@@ -13,6 +13,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from awa_django.exact_json import exact_text
 from awa_django.sql import queries
 
 _SQL = queries("cron")
@@ -57,7 +58,9 @@ class CronJobRecord:
 
 async def sync_cron_jobs(conn: AsyncConnection[Any], rows: Sequence[dict[str, Any]]) -> int:
     """Upsert declared schedules (never deletes one); returns how many rows were written."""
-    cursor = await conn.execute(_SQL["sync_cron_jobs"], {"schedules": Jsonb(list(rows))})
+    cursor = await conn.execute(
+        _SQL["sync_cron_jobs"], {"schedules": Jsonb(list(rows), dumps=exact_text)}
+    )
     return cursor.rowcount
 
 

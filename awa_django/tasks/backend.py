@@ -22,7 +22,9 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, get_settings, problems
-from awa_django.enqueue import MAX_TAGS, enqueue
+from awa_django.enqueue import check_tags, enqueue
+from awa_django.exact_json import moved
+from awa_django.exceptions import InvalidJob
 from awa_django.storage.jobs import Claim, JobRecord, get_claims, get_jobs
 from awa_django.tasks.awa_task import AwaTask
 from awa_django.tasks.compat import (
@@ -87,15 +89,11 @@ def validate_awa_options(task: AwaTask) -> None:
         raise InvalidTask(
             f"max_attempts must be an integer 1..{MAX_ATTEMPTS_LIMIT}, got {attempts!r}"
         )
-    tags = task.tags
-    if tags is not None and (
-        not isinstance(tags, tuple)
-        or len(tags) > MAX_TAGS
-        or not all(isinstance(tag, str) and tag for tag in tags)
-    ):
-        raise InvalidTask(
-            f"tags must be a list of at most {MAX_TAGS} non-empty strings, got {tags!r}"
-        )
+    if task.tags is not None:
+        try:
+            check_tags(task.tags)
+        except InvalidJob as exc:
+            raise InvalidTask(str(exc)) from None
 
 
 class AwaBackend(BaseTaskBackend):
@@ -205,17 +203,23 @@ class AwaBackend(BaseTaskBackend):
             if task.tags is not None:
                 tags = task.tags
                 task_meta["tags"] = list(tags)
-        job_id = enqueue(
-            f"{KIND_PREFIX}{task.module_path}",
-            args=job_args,
-            queue=self.awa_queue(task.queue_name),
-            priority=awa_priority(task.priority),
-            run_at=run_after,
-            max_attempts=max_attempts,
-            metadata={METADATA_KEY: task_meta},
-            tags=tags,
-            eager=self.eager,
-        )
+        try:
+            job_id = enqueue(
+                f"{KIND_PREFIX}{task.module_path}",
+                args=job_args,
+                queue=self.awa_queue(task.queue_name),
+                priority=awa_priority(task.priority),
+                run_at=run_after,
+                max_attempts=max_attempts,
+                metadata={METADATA_KEY: task_meta},
+                tags=tags,
+                eager=self.eager,
+            )
+        except InvalidJob as refusal:
+            # The job's arguments are {"args": [...], "kwargs": {...}}: a refused value is named
+            # as the caller passed it, args[0] or kwargs.name.
+            refusal = moved(moved(refusal, "args.args", "args"), "args.kwargs", "kwargs")
+            raise refusal from None
         stored_task = task if run_after is task.run_after else task.using(run_after=run_after)
         result: TaskResult[Any, Any] = TaskResult(
             task=stored_task,

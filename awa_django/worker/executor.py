@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Final
 from asgiref.sync import async_to_sync
 from django.db import close_old_connections
 
-from awa_django.arguments import storable_text, to_json_text
 from awa_django.conf import AwaSettings
+from awa_django.exact_json import storable_text, to_json_text
 from awa_django.exceptions import (
     Cancel,
     InvalidJob,
@@ -95,7 +95,7 @@ class StoredReturn:
     def of(cls, value: object) -> StoredReturn:
         """``value`` as JSON text within ``MAX_RESULT_BYTES``, else ``InvalidReturnValue``."""
         try:
-            text = to_json_text(value, what="return value")
+            text = to_json_text(value, field="return value")
         except InvalidJob as exc:
             raise InvalidReturnValue(str(exc)) from None
         size = len(text.encode())

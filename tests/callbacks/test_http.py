@@ -101,6 +101,8 @@ def test_signed_resume_wakes_a_sequential_wait(worker, client):
         ("not an object", 400),
         ("unknown field", 400),
         ("missing required field", 400),
+        ("nested 10,000 deep", 400),
+        ("payload with a lone surrogate", 400),
         ("oversize body", 413),
         ("unknown token", 404),
         ("malformed token", 404),
@@ -128,12 +130,21 @@ def test_refused_requests_change_nothing(worker, client, case, status):
         headers = awa.sign_callback(target, body, timestamp=int(time.time()) - 301)
     elif case == "timestamp from the future":
         headers = awa.sign_callback(target, body, timestamp=int(time.time()) + 3600)
-    elif case in ("malformed json", "not an object", "unknown field", "missing required field"):
+    elif case in (
+        "malformed json",
+        "not an object",
+        "unknown field",
+        "missing required field",
+        "nested 10,000 deep",
+        "payload with a lone surrogate",
+    ):
         action, body = {
             "malformed json": ("complete", '{"payload": '),
             "not an object": ("complete", "[1, 2]"),
             "unknown field": ("complete", '{"payload": 1, "state": "completed"}'),
             "missing required field": ("fail", "{}"),
+            "nested 10,000 deep": ("complete", '{"payload": ' + "[" * 10_000 + "]" * 10_000 + "}"),
+            "payload with a lone surrogate": ("complete", '{"payload": "\\ud800"}'),
         }[case]
         headers = awa.sign_callback(target, body, action=action)
     elif case == "oversize body":
@@ -176,7 +187,12 @@ def test_refused_requests_change_nothing(worker, client, case, status):
         ("complete", '{"payload": {"\\udfff": 1}}', "payload", "lone surrogate"),
         ("resume", '{"payload": ["\\ud800"]}', "payload", "lone surrogate"),
         ("fail", '{"error": "declined \\udc00"}', "error", "lone surrogate"),
-        ("complete", '{"payload": ' + "[" * 101 + "]" * 101 + "}", "payload", "100 levels"),
+        (
+            "complete",
+            '{"payload": ' + "[" * 101 + "]" * 101 + "}",
+            "payload",
+            "more than 100 lists and dicts deep",
+        ),
         ("complete", '{"payload": ' + "[" * 30_000 + "]" * 30_000 + "}", None, "100 levels"),
         ("complete", '{"payload": NaN}', None, "NaN is not a JSON value"),
         ("retry", '{"delay_s": Infinity}', None, "Infinity is not a JSON value"),

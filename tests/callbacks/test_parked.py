@@ -24,7 +24,7 @@ from tests.callbacks.helpers import (
     wait_parked,
 )
 from tests.conftest import BackgroundWorker, wait_until
-from tests.jobs import parks, record
+from tests.jobs import exact_repr, parks, record
 from tests.test_unique import sweep
 
 pytestmark = [pytest.mark.usefixtures("awa_db"), pytest.mark.django_db(transaction=True)]
@@ -138,7 +138,20 @@ def test_bad_payload_is_refused_with_nothing_changed(worker):
         awa.complete_external(token, {"big": "x" * 70_000})
     with pytest.raises(awa.InvalidCallback, match="payload"):
         awa.complete_external(token, {1, 2})
+    with pytest.raises(awa.InvalidCallback, match=r"payload\.zero is -0\.0"):
+        awa.complete_external(token, {"zero": -0.0})
+    with pytest.raises(awa.InvalidCallback, match=r"payload\[0\] contains the lone surrogate"):
+        awa.complete_external(token, ["\ud800"])
     assert snapshot(job_id) == before
+
+
+def test_a_payload_keeps_its_floats_as_the_result(worker):
+    job_id = parks.enqueue()
+    token = wait_for_token(job_id)
+    wait_parked(job_id)
+    payload = {"amount": 1e16, "rates": [2.5e20, 0.5], "count": 10**16}
+    assert awa.complete_external(token, payload) == "completed"
+    assert exact_repr(awa.get_job(job_id).result) == exact_repr(payload)
 
 
 def test_complete_inside_a_rolled_back_transaction_changes_nothing(worker):

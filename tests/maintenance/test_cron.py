@@ -31,7 +31,7 @@ from awa_django.storage.cron import sync_cron_jobs
 from awa_django.worker.connections import connect, open_pool
 from awa_django.worker.runtime import WorkerRuntime, config_from_settings
 from tests.conftest import BackgroundWorker, wait_until
-from tests.jobs import record
+from tests.jobs import echo, exact_repr, record
 
 pytestmark = pytest.mark.usefixtures("awa_db")
 
@@ -159,6 +159,33 @@ def test_unchanged_resync_writes_nothing():
     (before,) = sql("SELECT xmin::text FROM awa.cron_jobs WHERE name = 'tests.same'")
     sync(schedule)
     assert sql("SELECT xmin::text FROM awa.cron_jobs WHERE name = 'tests.same'") == [before]
+
+
+def test_schedule_arguments_and_metadata_keep_their_floats():
+    args, metadata = {"big": 1e16, "nested": [2.5e20]}, {"rate": 1e300}
+    declaration = Declaration(
+        origin="test",
+        job=echo,
+        name="tests.floats",
+        schedule="0 0 1 1 *",
+        args=args,
+        metadata=metadata,
+    )
+    declarations.add(declaration)
+    try:
+        (schedule,) = [s for s in declared_schedules() if s.name == "tests.floats"]
+    finally:
+        declarations.remove(declaration)
+    sync(schedule)
+    (row,) = awa.cron.list()
+    assert exact_repr(row.args) == exact_repr(args)
+    assert exact_repr(row.metadata) == exact_repr(metadata)
+    (before,) = sql("SELECT xmin::text FROM awa.cron_jobs WHERE name = 'tests.floats'")
+    sync(schedule)  # the stored row equals the declared one: nothing to write
+    assert sql("SELECT xmin::text FROM awa.cron_jobs WHERE name = 'tests.floats'") == [before]
+    job = awa.get_job(awa.cron.trigger("tests.floats"))
+    assert exact_repr(job.args) == exact_repr(args)
+    assert job.metadata["rate"] == 1e300 and type(job.metadata["rate"]) is float
 
 
 def test_worker_start_syncs_declared_schedules():

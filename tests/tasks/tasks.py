@@ -78,3 +78,9 @@ def nap(seconds: float) -> None:
 def tagged(label: str) -> str:
     log_run(f"tagged {label}")
     return label
+
+
+@task
+def echo(*args: object, **kwargs: object) -> dict:
+    """Returns exactly what it was handed, to be kept as its result."""
+    return {"args": list(args), "kwargs": kwargs}

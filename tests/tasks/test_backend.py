@@ -29,6 +29,7 @@ from awa_django.tasks.compat import (
     task_started,
 )
 from tests.conftest import BackgroundWorker, close_this_threads_connection, run_burst, wait_until
+from tests.jobs import exact_repr
 from tests.tasks import tasks
 
 pytestmark = pytest.mark.usefixtures("awa_db", "close_orm_thread_connection")
@@ -298,11 +299,43 @@ def test_stock_tasks_are_unchanged_by_the_extension():
         {"tags": "billing"},
         {"tags": [""]},
         {"tags": [f"t{i}" for i in range(21)]},
+        {"tags": ["nul\x00"]},
+        {"tags": ["\ud800"]},
     ],
 )
 def test_invalid_awa_options_are_refused_where_the_task_is_copied(options):
     with pytest.raises(InvalidTask):
         tasks.add.using(**options)
+
+
+def test_arguments_and_the_return_value_keep_their_floats():
+    result = tasks.echo.enqueue(1e16, [2.5e20, 0.5], big=-1.5e300, whole=3.0)
+    expected = {"args": [1e16, [2.5e20, 0.5]], "kwargs": {"big": -1.5e300, "whole": 3.0}}
+    stored = tasks.echo.get_result(result.id)
+    assert exact_repr({"args": stored.args, "kwargs": stored.kwargs}) == exact_repr(expected)
+    run_burst()
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert exact_repr(result.return_value) == exact_repr(expected)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "field"),
+    [
+        ((1, -0.0), {}, "args[1]"),
+        ((), {"name": "lone \ud800"}, "kwargs.name"),
+        (([{"at": timezone.now()}],), {}, "args[0][0].at"),
+        ((), {"pair": (1, 2)}, "kwargs.pair"),
+    ],
+)
+def test_a_refused_argument_is_named_as_the_caller_passed_it(args, kwargs, field):
+    with transaction.atomic():
+        with pytest.raises(awa.InvalidJob) as refused:
+            tasks.echo.enqueue(*args, **kwargs)
+        kept = tasks.add.enqueue(1, 2)  # the transaction is still usable
+    assert refused.value.field == field
+    assert str(refused.value).startswith(f"{field} ")
+    assert tasks.add.get_result(kept.id).status == TaskResultStatus.READY
 
 
 def test_cancel_before_it_runs_reads_as_failed_without_attempts():
@@ -335,7 +368,7 @@ def test_cancel_while_running_reads_as_failed_with_the_reason():
 
 
 @pytest.mark.parametrize(
-    ("task_name", "message"), [("huge_result", "byte cap"), ("not_json", "JSON serializable")]
+    ("task_name", "message"), [("huge_result", "byte cap"), ("not_json", "has no JSON form")]
 )
 def test_unstorable_return_value_fails_the_task(task_name, message):
     result = getattr(tasks, task_name).enqueue()

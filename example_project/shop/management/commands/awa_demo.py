@@ -457,7 +457,7 @@ class Command(BaseCommand):
         try:
             jobs.send_receipt.enqueue(order_id="forty-two")  # type: ignore[arg-type]
         except awa.InvalidJob as exc:
-            story.invalid_rejected = exc.field == "order_id"
+            story.invalid_rejected = exc.field == "args.order_id"
             self.out(f"   code: send_receipt.enqueue(order_id='forty-two') -> InvalidJob: {exc}")
 
     def enqueue_partner_events(self, story: Story, *, alice: int, bob: int) -> None:
