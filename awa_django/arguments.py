@@ -69,10 +69,20 @@ def to_json_text(value: object, *, what: str) -> str:
 
 
 def storable_text(text: str) -> str:
-    """``text`` without NUL characters, which jsonb cannot hold. Error messages, cancel reasons
-    and progress messages are arbitrary strings: one NUL would make the whole batch of
-    completions or heartbeats fail to write on every retry, holding back every attempt in it."""
-    return text.replace("\x00", "\\x00") if "\x00" in text else text
+    """``text`` as PostgreSQL can store it: each NUL character (which jsonb cannot hold) as the
+    four characters ``\\x00``, and each lone surrogate (which is not UTF-8, and which json and
+    jsonb refuse) as its Python escape, ``\\ud800``. Error messages, tracebacks, cancel reasons
+    and progress messages are arbitrary strings, and surrogates are common in them: file names
+    from ``os.fsdecode`` and output decoded with ``surrogateescape`` carry undecodable bytes as
+    surrogates. Escaped, nothing is lost, and the character stays visible in the stored text."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            text = text.encode(errors="backslashreplace").decode()
+    return text
 
 
 def _has_nul(value: object) -> bool:

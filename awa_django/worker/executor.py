@@ -132,10 +132,19 @@ def error_entry(exc: BaseException, *, attempt: int, at: datetime) -> dict[str, 
     return {
         "attempt": attempt,
         "at": at.isoformat(),
-        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
-        "message": storable_text(str(exc)),
+        "type": storable_text(f"{type(exc).__module__}.{type(exc).__qualname__}"),
+        "message": storable_text(_message(exc)),
         "traceback": storable_text("".join(lines[-TRACEBACK_LINES:])),
     }
+
+
+def _message(exc: BaseException) -> str:
+    # An exception whose __str__ raises must still close its attempt (traceback formatting
+    # copes with it the same way).
+    try:
+        return str(exc)
+    except Exception:
+        return f"<{type(exc).__qualname__}: str() failed>"
 
 
 def result_to_completion(
@@ -174,7 +183,7 @@ def result_to_completion(
             error={
                 "attempt": job.attempt,
                 "at": now.isoformat(),
-                "reason": storable_text(exc.reason),
+                "reason": storable_text(str(exc.reason)),
             },
         )
     error = error_entry(exc, attempt=job.attempt, at=now)
