@@ -17,7 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django import signals
 from awa_django.logs import job_extra
-from awa_django.storage.execution import Completion, Outcome, close_attempts
+from awa_django.storage.execution import Closed, Completion, Outcome, close_attempts
 from awa_django.storage.queue import notify_queues
 from awa_django.telemetry import get_telemetry
 
@@ -31,7 +31,7 @@ _OUTCOME_SIGNALS: dict[Outcome, Signal] = {
 }
 
 
-def _signal_kwargs(completion: Completion) -> dict[str, Any]:
+def _signal_kwargs(completion: Completion, closed: Closed) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "job_id": completion.job_id,
         "run_lease": completion.run_lease,
@@ -40,7 +40,7 @@ def _signal_kwargs(completion: Completion) -> dict[str, Any]:
         "attempt": completion.attempt,
     }
     if completion.outcome in (Outcome.RETRYABLE, Outcome.SNOOZED):
-        kwargs["run_at"] = completion.run_at
+        kwargs["run_at"] = closed[(completion.job_id, completion.run_lease)]
     if completion.outcome is Outcome.CANCELLED:
         kwargs["reason"] = (completion.error or {}).get("reason", "")
     elif completion.outcome in (Outcome.RETRYABLE, Outcome.FAILED):
@@ -49,7 +49,7 @@ def _signal_kwargs(completion: Completion) -> dict[str, Any]:
 
 
 async def report_closed(
-    completions: list[Completion], closed: set[tuple[int, int]], *, rescue_reasons: dict[int, str]
+    completions: list[Completion], closed: Closed, *, rescue_reasons: dict[int, str]
 ) -> None:
     """Count and announce the attempts of ``completions`` that actually ``closed`` (written,
     hence committed: worker writes are autocommit). ``rescue_reasons`` maps the job ids the
@@ -61,12 +61,12 @@ async def report_closed(
         if reason is not None and signals.job_rescued.has_listeners():
             await signals.send_robust(
                 signals.job_rescued,
-                **_signal_kwargs(completion) | {"reason": reason},
+                **_signal_kwargs(completion, closed) | {"reason": reason},
                 outcome=completion.outcome.value,
             )
         signal = _OUTCOME_SIGNALS.get(completion.outcome)
         if signal is not None and signal.has_listeners():
-            await signals.send_robust(signal, **_signal_kwargs(completion))
+            await signals.send_robust(signal, **_signal_kwargs(completion, closed))
 
 
 class Completer:

@@ -15,7 +15,7 @@ import random
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from asgiref.sync import async_to_sync
@@ -159,8 +159,10 @@ def result_to_completion(
 ) -> Completion:
     """Map a handler result to the storage transition that closes the attempt.
 
-    ``progress``/``checkpoint`` are what the attempt reported and not yet flushed; they are
-    saved for the next attempt unless the job completed (success clears them).
+    ``now`` dates the error entries; when a retried or snoozed job runs again is a delay, which
+    the database adds to its own clock. ``progress``/``checkpoint`` are what the attempt
+    reported and not yet flushed; they are saved for the next attempt unless the job completed
+    (success clears them).
     """
     exc = result.error
     if exc is None:
@@ -169,14 +171,14 @@ def result_to_completion(
         return Completion.of(job, Outcome.COMPLETED, result_json=result.result_json)
 
     def close(
-        outcome: Outcome, *, run_at: datetime | None = None, error: dict[str, Any] | None = None
+        outcome: Outcome, *, delay_s: float | None = None, error: dict[str, Any] | None = None
     ) -> Completion:
         return Completion.of(
-            job, outcome, run_at=run_at, error=error, progress=progress, checkpoint=checkpoint
+            job, outcome, delay_s=delay_s, error=error, progress=progress, checkpoint=checkpoint
         )
 
     if isinstance(exc, Snooze):
-        return close(Outcome.SNOOZED, run_at=now + timedelta(seconds=exc.seconds))
+        return close(Outcome.SNOOZED, delay_s=exc.seconds)
     if isinstance(exc, Cancel):
         return close(
             Outcome.CANCELLED,
@@ -192,9 +194,8 @@ def result_to_completion(
     if job.attempt >= job.max_attempts:
         return close(Outcome.FAILED, error=error)
     if isinstance(exc, RetryAfter):
-        return close(Outcome.RETRYABLE, run_at=now + timedelta(seconds=exc.seconds), error=error)
-    delay = policy.backoff_seconds(job.attempt, rng)
-    return close(Outcome.RETRYABLE, run_at=now + timedelta(seconds=delay), error=error)
+        return close(Outcome.RETRYABLE, delay_s=exc.seconds, error=error)
+    return close(Outcome.RETRYABLE, delay_s=policy.backoff_seconds(job.attempt, rng), error=error)
 
 
 def _run_sync(func: Callable[..., Any], ctx: JobContext, args: dict[str, Any]) -> Any:
