@@ -4,8 +4,12 @@ through ``AWA_JOB_MODULES`` (see ``MODULES``); in-process tests import it to reg
 
 from __future__ import annotations
 
+import time
+
 import awa_django as awa
 from awa_django.jobs import JobContext
+from awa_django.tasks.compat import task
+from awa_django.worker.executor import StoredReturn
 from tests.jobs import record_run
 
 # AWA_JOB_MODULES for a worker subprocess that runs these as well as tests.jobs.
@@ -27,3 +31,37 @@ def surrogate_failure(ctx: JobContext) -> None:
 @awa.job(kind="tests.surrogate_cancel")
 def surrogate_cancel(ctx: JobContext) -> None:
     raise awa.Cancel(f"gone {SURROGATE} away")
+
+
+# -- values the database refuses, which only the write finds out --------------------------------
+
+
+@awa.job(kind="tests.unstorable_result", max_attempts=2)
+def unstorable_result(ctx: JobContext) -> StoredReturn:
+    """Completes with a result that is valid JSON to Python and refused by jsonb."""
+    record_run(ctx, "unstorable_result")
+    return StoredReturn.of({"r": SURROGATE})
+
+
+@task(max_attempts=2)
+def unstorable_task() -> dict[str, str]:
+    """A django.tasks task whose return value jsonb refuses."""
+    return {"r": SURROGATE}
+
+
+@awa.job(kind="tests.retry_in_forever", max_attempts=2)
+def retry_in_forever(ctx: JobContext) -> None:
+    """Asks to be retried later than any timestamp can say."""
+    record_run(ctx, "retry_in_forever")
+    raise awa.RetryAfter(1e300)
+
+
+@awa.job(kind="tests.unstorable_checkpoint", max_attempts=2)
+def unstorable_checkpoint(ctx: JobContext, seconds: float = 20.0) -> None:
+    """Saves a checkpoint jsonb refuses, then runs until its worker asks it to stop."""
+    ctx.set_progress(10, "started", checkpoint={"file": SURROGATE})
+    record_run(ctx, "checkpointed")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not ctx.is_cancelled():
+        time.sleep(0.02)
+    record_run(ctx, "saw cancel" if ctx.is_cancelled() else "ran out")

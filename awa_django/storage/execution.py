@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
@@ -50,6 +50,32 @@ def address_arrays(items: Sequence[Any]) -> dict[str, list[Any]]:
     return {name: [getattr(item, name) for item in items] for name in _ADDRESS_FIELDS}
 
 
+class Attempt(Protocol):
+    """What closing an attempt needs to know of it: its receipt address, and the attempt
+    counts the retry policy reads (a ``ClaimedJob``, or the ``Completion`` of the attempt)."""
+
+    @property
+    def job_id(self) -> int: ...
+    @property
+    def run_lease(self) -> int: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def shard(self) -> int: ...
+    @property
+    def lane_seq(self) -> int: ...
+    @property
+    def ready_slot(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def max_attempts(self) -> int: ...
+
+
 # Not frozen: built per finished attempt on the hot path (see ClaimedJob).
 @dataclass(slots=True, kw_only=True)
 class Completion:
@@ -74,12 +100,14 @@ class Completion:
     # A completed attempt's return value as JSON text, kept only for handlers that return a
     # ``StoredReturn`` (django.tasks results); None stores nothing.
     result_json: str | None = None
-    # Carried for signals, metrics and logs only (never written): saves re-reading the job.
+    # Carried for signals, metrics and logs, and for closing the attempt another way when the
+    # database refuses this completion (never written): saves re-reading the job.
     kind: str = ""
     attempt: int = 0
+    max_attempts: int = 0
 
     @classmethod
-    def of(cls, job: ClaimedJob, outcome: Outcome, **details: Any) -> Completion:
+    def of(cls, job: Attempt, outcome: Outcome, **details: Any) -> Completion:
         """The completion of ``job``'s attempt, addressed by its receipt."""
         # The address is spelled out, not receipt_address(job): one is built per finished
         # attempt, and the getattr loop and its dict cost about a microsecond of it.
@@ -94,6 +122,7 @@ class Completion:
             outcome=outcome,
             kind=job.kind,
             attempt=job.attempt,
+            max_attempts=job.max_attempts,
             **details,
         )
 

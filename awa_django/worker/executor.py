@@ -35,7 +35,7 @@ from awa_django.exceptions import (
 )
 from awa_django.jobs import AttemptProgress, Job, JobContext
 from awa_django.logs import job_extra
-from awa_django.storage.execution import Completion, Outcome
+from awa_django.storage.execution import Attempt, Completion, Outcome
 from awa_django.storage.queue import ClaimedJob
 from awa_django.worker.handler_threads import HandlerThreads
 
@@ -148,7 +148,7 @@ def _message(exc: BaseException) -> str:
 
 
 def result_to_completion(
-    job: ClaimedJob,
+    job: Attempt,
     result: HandlerResult,
     *,
     now: datetime,

@@ -110,7 +110,13 @@ def test_worker_sends_one_signal_per_closed_attempt(received):
 def complete_with_completer(completion: Completion) -> int:
     async def main() -> int:
         pool = await open_pool("default", max_size=2)
-        completer = Completer(pool, batch_size=10, flush_s=0.01)
+        completer = Completer(
+            pool,
+            batch_size=10,
+            flush_s=0.01,
+            policy=RetryPolicy(base_s=0.01, max_s=1, jitter=0),
+            now=lambda: datetime.now(UTC),
+        )
         completer.start()
         try:
             completer.submit(completion)
