@@ -1,16 +1,22 @@
 """Handlers that misbehave, for the tests of what a worker survives (issue #24): text that
-PostgreSQL cannot store, values the database refuses. Worker subprocesses import this module
-through ``AWA_JOB_MODULES`` (see ``MODULES``); in-process tests import it to register them."""
+PostgreSQL cannot store, values the database refuses, exceptions that are not errors, a process
+exit. Worker subprocesses import this module through ``AWA_JOB_MODULES`` (see ``MODULES``);
+in-process tests import it to register them."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 import time
+
+from asgiref.sync import sync_to_async
 
 import awa_django as awa
 from awa_django.jobs import JobContext
 from awa_django.tasks.compat import task
 from awa_django.worker.executor import StoredReturn
-from tests.jobs import record_run
+from tests.jobs import record_and_close, record_run
 
 # AWA_JOB_MODULES for a worker subprocess that runs these as well as tests.jobs.
 MODULES = "tests.jobs,tests.misbehaving"
@@ -65,3 +71,53 @@ def unstorable_checkpoint(ctx: JobContext, seconds: float = 20.0) -> None:
     while time.monotonic() < deadline and not ctx.is_cancelled():
         time.sleep(0.02)
     record_run(ctx, "saw cancel" if ctx.is_cancelled() else "ran out")
+
+
+# -- handlers that raise what is not an Exception, or end their process ----------------------------
+
+
+class Escape(BaseException):
+    """A BaseException of the handler's own."""
+
+
+@awa.job(kind="tests.raises_base", max_attempts=1)
+def raises_base(ctx: JobContext, what: str) -> None:
+    """Raises KeyboardInterrupt, SystemExit or a BaseException of its own, as ``what`` says."""
+    record_run(ctx, what)
+    raise_base(what)
+
+
+@awa.job(kind="tests.raises_base_async", max_attempts=1)
+async def raises_base_async(ctx: JobContext, what: str) -> None:
+    """``raises_base`` on the event loop; ``what`` may also be its own CancelledError."""
+    await sync_to_async(record_and_close)(ctx, f"async {what}")
+    if what == "cancelled":
+        raise asyncio.CancelledError("the handler's own, not the worker's")
+    raise_base(what)
+
+
+def raise_base(what: str) -> None:
+    if what == "interrupt":
+        raise KeyboardInterrupt("from a handler")
+    if what == "exit":
+        sys.exit(3)
+    raise Escape("from a handler")
+
+
+@task(max_attempts=1)
+def task_exits() -> None:
+    """A django.tasks task that calls sys.exit()."""
+    sys.exit(4)
+
+
+@task(max_attempts=1)
+async def task_interrupts() -> None:
+    raise KeyboardInterrupt("from an async task")
+
+
+@awa.job(kind="tests.exits_process", max_attempts=2)
+def exits_process(ctx: JobContext) -> None:
+    """Ends its worker process on the first attempt, as a crash would (no cleanup at all)."""
+    record_run(ctx, f"attempt {ctx.attempt}")
+    if ctx.attempt == 1:
+        os._exit(7)

@@ -208,7 +208,7 @@ def _run_sync(func: Callable[..., Any], ctx: JobContext, args: dict[str, Any]) -
         close_old_connections()
 
 
-def _log_failure(job: ClaimedJob, exc: Exception) -> None:
+def _log_failure(job: ClaimedJob, exc: BaseException) -> None:
     # The last failure goes out with its traceback at ERROR, so error trackers that hook the
     # logging module catch it; failures that will be retried are WARNING without one.
     final = isinstance(exc, TerminalError) or job.attempt >= job.max_attempts
@@ -247,10 +247,24 @@ def _returned(value: object) -> HandlerResult:
     return HandlerResult()
 
 
+def stops_the_attempt(exc: BaseException) -> bool:
+    """Whether ``exc``, raised where a handler runs, ends the attempt without a result instead of
+    failing it: the cancellation of a job's task by the worker (an attempt abandoned at the
+    shutdown timeout, left open for rescue) and GeneratorExit, with which Python closes a
+    coroutine. Anything else a handler raises, ``KeyboardInterrupt``, ``SystemExit`` or a
+    ``CancelledError`` of its own included, fails its attempt: none may end the worker."""
+    if isinstance(exc, GeneratorExit):
+        return True
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 async def execute(
     job: ClaimedJob, handler: Job[Any, Any] | None, ctx: JobContext, threads: HandlerThreads
 ) -> HandlerResult:
-    """Run the handler for ``job``; never raises except for task cancellation."""
+    """Run the handler for ``job``; never raises, except when the worker cancels its task."""
     if handler is None:
         return _unknown_kind(job)
     try:
@@ -262,9 +276,9 @@ async def execute(
             value = await threads.run(
                 contextvars.copy_context().run, _run_sync, handler.func, ctx, job.args
             )
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
+    except BaseException as exc:
+        if stops_the_attempt(exc):
+            raise
         _log_failure(job, exc)
         return HandlerResult(exc)
     return _returned(value)
