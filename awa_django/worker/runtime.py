@@ -306,11 +306,14 @@ class WorkerRuntime:
 
     def _on_listening(self) -> None:
         # The LISTEN connection is (back) up: work committed while it was down notified no one,
-        # and the wake locks may have gone with the server it lost.
+        # nor did resumes of sequential callback waits, and the wake locks may have gone with
+        # the server it lost. Every dispatcher claims once, every wait polls once.
         if self._wake is not None:
             self._wake.forget()
         for dispatcher in self._dispatchers.values():
             dispatcher.poke()
+        if self._callbacks is not None:
+            self._callbacks.wake_all()
 
     def _on_cancel(self, job_id: int, run_lease: int) -> None:
         if self._callbacks is not None:
