@@ -3,7 +3,10 @@
 Executors ``submit`` completions; a flush task writes whatever has accumulated as soon as the
 batch is full or ``flush_s`` after the first item arrived. Stale completions (older run_lease,
 or an attempt someone else closed) come back from storage as not-closed and are logged, never
-raised.
+raised. A batch that fails for a transient reason is written again with backoff; one the
+database refuses for what some completions hold is split down to those (``worker.isolation``),
+which are replaced by failures that say why. At shutdown, writes still failing at its deadline
+are given up, their attempts left to rescue.
 """
 
 from __future__ import annotations
@@ -133,10 +136,14 @@ class Completer:
 
     def supersede(self, completion: Completion) -> None:
         """Close an attempt whose handler still runs (its heartbeat was refused): the handler's
-        own completion, when it comes, is stale and is not sent. One batch never holds two
-        completions of one attempt, which its close statement could not tell apart."""
+        own completion, when it comes, is stale and is not sent, and if it came meanwhile and
+        waits to be written, it closes the attempt instead. Either way one batch never holds
+        two completions of one attempt, which its close statement could not tell apart."""
+        key = (completion.job_id, completion.run_lease)
+        if any((c.job_id, c.run_lease) == key for c in self._pending):
+            return
         self._queue(completion)
-        self._superseded.add((completion.job_id, completion.run_lease))
+        self._superseded.add(key)
 
     def _queue(self, completion: Completion) -> None:
         self._pending.append(completion)

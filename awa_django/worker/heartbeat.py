@@ -4,7 +4,10 @@ Every ``interval_s`` the heartbeat collects the attempts that have run for at le
 (short attempts never need one: their receipt is their liveness until the staleness window) and
 those whose handler reported progress since the last beat, and sends them in one batch. Storage
 answers which of them are still open; an attempt that is not was closed under us (rescued or
-cancelled), so its cancel flag is raised and its late result will be stale.
+cancelled), so its cancel flag is raised and its late result will be stale. A batch the
+database refuses for the progress or checkpoint of some attempts is split down to those
+(``worker.isolation``): each is closed as failed through the completer, and its cancel flag
+raised; the other attempts' heartbeats are written.
 """
 
 from __future__ import annotations
@@ -68,8 +71,10 @@ class Heartbeat:
                 logger.exception("heartbeat failed")
 
     async def beat_once(self) -> int:
-        """Send one heartbeat batch; returns how many attempts it covered. A transient failure
-        is raised, after what it did write is accounted for: the next beat tries again."""
+        """Send one heartbeat batch; returns how many attempts it covered. A failure that is not
+        about one attempt's progress (a transient one, or a database that refuses every
+        heartbeat) is raised once what did land is accounted for: the next beat tries again,
+        with the unwritten progress."""
         now = time.monotonic()
         batch: list[Beat] = []
         for attempt in self._running():
@@ -117,9 +122,10 @@ class Heartbeat:
         original = {id(beat[0]): (beat, exc) for beat, exc in refused}
         bare = [(attempt, LiveAttempt.of(attempt.job)) for (attempt, _), _ in refused]
         again = await write_apart(bare, self._send)
-        for beats, _ in again.written:
-            for attempt, _ in beats:
-                self._end(attempt, original[id(attempt)][1])
+        for beats, still_open in again.written:
+            for attempt, live in beats:
+                if (live.job_id, live.run_lease) in still_open:
+                    self._end(attempt, original[id(attempt)][1])
         failed = [*again.unwritten, *(beat for beat, _ in again.refused)]
         error = again.error or next((exc for _, exc in again.refused), None)
         return again.written, [original[id(attempt)][0] for attempt, _ in failed], error

@@ -80,6 +80,10 @@ def own_cancel_sync(ctx: JobContext) -> None:
     raise asyncio.CancelledError
 
 
+def closes_sync(ctx: JobContext) -> None:
+    raise GeneratorExit
+
+
 @pytest.mark.parametrize(
     ("func", "error"),
     [
@@ -89,6 +93,7 @@ def own_cancel_sync(ctx: JobContext) -> None:
         (leave_async, SystemExit),
         (own_cancel, asyncio.CancelledError),
         (own_cancel_sync, asyncio.CancelledError),
+        (closes_sync, RuntimeError),  # as the thread hands it over: "sync handler raised ..."
     ],
 )
 def test_base_exceptions_of_a_handler_are_its_attempts_error(func: Any, error: type) -> None:
