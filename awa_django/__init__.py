@@ -40,6 +40,7 @@ from awa_django.exceptions import (
     UniqueConflict,
     UnknownCallback,
     UnknownJobKind,
+    UnstorableAttempt,
     WaitForCallback,
 )
 from awa_django.jobs import Job, JobContext, job
@@ -70,6 +71,7 @@ __all__ = [
     "UniqueConflict",
     "UnknownCallback",
     "UnknownJobKind",
+    "UnstorableAttempt",
     "WaitForCallback",
     "callback_url",
     "cancel",

@@ -37,6 +37,13 @@ class AttemptRescued(AwaError):
     """Recorded as the error of an attempt the leader rescued (stale heartbeat or deadline)."""
 
 
+class UnstorableAttempt(AwaError):
+    """Recorded as the error of an attempt whose result, error, progress or checkpoint the
+    database refused to store (the message says which, and why); the job retries with backoff,
+    or fails when out of attempts, as after any error. Every other attempt of the same batch is
+    written as usual."""
+
+
 class JobOutcome(Exception):
     """Base of the outcomes a handler can raise (or return) instead of completing normally."""
 

@@ -255,15 +255,3 @@ def checkpoint_echo(ctx: JobContext, checkpoint: dict) -> None:
         ctx.set_progress(10, "saved", checkpoint=checkpoint)
         raise awa.RetryAfter(0)
     record_run(ctx, exact_repr(ctx.checkpoint))
-
-
-@awa.job(kind="tests.surrogate_failure", max_attempts=2)
-def surrogate_failure(ctx: JobContext) -> None:
-    """Reports progress and fails, both with a lone surrogate, which jsonb cannot hold."""
-    ctx.set_progress(50, "half\ud800way")
-    raise RuntimeError("before\udfffafter")
-
-
-@awa.job(kind="tests.surrogate_cancel")
-def surrogate_cancel(ctx: JobContext) -> None:
-    raise awa.Cancel("no\ud83dlonger")

@@ -18,15 +18,13 @@ from awa_django.storage.browse import job_progress
 from awa_django.storage.execution import LiveAttempt, heartbeat_attempts
 from awa_django.storage.queue import claim_ready
 from awa_django.worker.connections import connect
-from tests.conftest import BackgroundWorker, run_burst, wait_until
+from tests.conftest import run_burst
 from tests.jobs import (
     checkpoint_echo,
     echo,
     exact_repr,
     noop,
     record,
-    surrogate_cancel,
-    surrogate_failure,
     typed,
 )
 
@@ -157,27 +155,6 @@ def test_a_heartbeat_saves_a_checkpoint_with_its_floats():
     with connection.cursor() as cursor:
         progress = job_progress(cursor, job_id)
     assert progress is not None and exact_repr(progress.checkpoint) == exact_repr(saved)
-
-
-def test_lone_surrogates_in_errors_reasons_and_progress_do_not_block_completions():
-    failing = surrogate_failure.enqueue()
-    cancelled = surrogate_cancel.enqueue()
-    fine = noop.enqueue(n=1)
-    # A background worker, not a burst: a surrogate reaching jsonb would fail the completion
-    # batch on every retry, and a burst would wait for it forever instead of failing this test.
-    worker = BackgroundWorker(queues={"default": 4}).start()
-    try:
-        wait_until(lambda: awa.get_job(fine).state == "completed", timeout=10)
-    finally:
-        summary = worker.stop(timeout=10)
-    assert summary.claimed == 3 and summary.written == 3 and summary.stale == 0
-    job = awa.get_job(failing)
-    assert job.state == "retryable"
-    assert job.errors[0]["message"] == "before\\udfffafter"
-    with connection.cursor() as cursor:
-        saved = job_progress(cursor, failing)
-    assert saved is not None and saved.progress == {"percent": 50, "message": "half\\ud800way"}
-    assert awa.get_job(cancelled).errors[-1]["reason"] == "no\\ud83dlonger"
 
 
 @pytest.mark.parametrize(

@@ -68,6 +68,12 @@ class CallbackHub:
         if event is not None:
             event.set()
 
+    def wake_all(self) -> None:
+        """Re-check every wait now: resumes may have committed while no notification could
+        reach this worker (its LISTEN connection was down)."""
+        for event in self._wakeups.values():
+            event.set()
+
     def subscribe(self, job_id: int, run_lease: int) -> asyncio.Event:
         event = self._wakeups[(job_id, run_lease)] = asyncio.Event()
         return event

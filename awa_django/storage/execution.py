@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
@@ -51,6 +51,32 @@ def address_arrays(items: Sequence[Any]) -> dict[str, list[Any]]:
     return {name: [getattr(item, name) for item in items] for name in _ADDRESS_FIELDS}
 
 
+class Attempt(Protocol):
+    """What closing an attempt needs to know of it: its receipt address, and the attempt
+    counts the retry policy reads (a ``ClaimedJob``, or the ``Completion`` of the attempt)."""
+
+    @property
+    def job_id(self) -> int: ...
+    @property
+    def run_lease(self) -> int: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def shard(self) -> int: ...
+    @property
+    def lane_seq(self) -> int: ...
+    @property
+    def ready_slot(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def max_attempts(self) -> int: ...
+
+
 # Not frozen: built per finished attempt on the hot path (see ClaimedJob).
 @dataclass(slots=True, kw_only=True)
 class Completion:
@@ -64,8 +90,9 @@ class Completion:
     lane_seq: int
     ready_slot: int
     outcome: Outcome
-    # When a retryable or snoozed job runs again; None otherwise.
-    run_at: datetime | None = None
+    # Seconds until a retryable or snoozed job runs again (None otherwise), counted from the
+    # database's clock when the completion is written: a worker's own clock may be off.
+    delay_s: float | None = None
     # This attempt's error (or cancel reason) as a JSON object.
     error: dict[str, Any] | None = None
     # Progress and checkpoint the attempt reported; None leaves the saved ones unchanged.
@@ -74,12 +101,14 @@ class Completion:
     # A completed attempt's return value as JSON text, kept only for handlers that return a
     # ``StoredReturn`` (django.tasks results); None stores nothing.
     result_json: str | None = None
-    # Carried for signals, metrics and logs only (never written): saves re-reading the job.
+    # Carried for signals, metrics and logs, and for closing the attempt another way when the
+    # database refuses this completion (never written): saves re-reading the job.
     kind: str = ""
     attempt: int = 0
+    max_attempts: int = 0
 
     @classmethod
-    def of(cls, job: ClaimedJob, outcome: Outcome, **details: Any) -> Completion:
+    def of(cls, job: Attempt, outcome: Outcome, **details: Any) -> Completion:
         """The completion of ``job``'s attempt, addressed by its receipt."""
         # The address is spelled out, not receipt_address(job): one is built per finished
         # attempt, and the getattr loop and its dict cost about a microsecond of it.
@@ -94,6 +123,7 @@ class Completion:
             outcome=outcome,
             kind=job.kind,
             attempt=job.attempt,
+            max_attempts=job.max_attempts,
             **details,
         )
 
@@ -134,13 +164,21 @@ def _json_or_none(value: dict[str, Any] | None) -> Jsonb | None:
     return None if value is None else Jsonb(value, dumps=exact_text)
 
 
-async def close_attempts(
-    conn: AsyncConnection[Any], completions: Sequence[Completion]
-) -> set[tuple[int, int]]:
-    """Write a batch of completions in one statement; returns the (job_id, run_lease) pairs that
-    closed. Anything missing was stale: an older lease, or an attempt closed by someone else."""
+# The attempts a close statement closed, (job_id, run_lease), each with when its job runs again
+# (retried or snoozed; None otherwise).
+Closed = dict[tuple[int, int], datetime | None]
+
+
+def closed_from_rows(rows: Sequence[tuple[Any, ...]]) -> Closed:
+    """The answer of the close statement, from its rows."""
+    return {(int(job_id), int(lease)): run_at for job_id, lease, run_at in rows}
+
+
+async def close_attempts(conn: AsyncConnection[Any], completions: Sequence[Completion]) -> Closed:
+    """Write a batch of completions in one statement; returns the attempts that closed. Anything
+    missing was stale: an older lease, or an attempt closed by someone else."""
     cursor = await conn.execute(_SQL["close_attempts"], close_params(completions))
-    return {(int(job_id), int(lease)) for job_id, lease in await cursor.fetchall()}
+    return closed_from_rows(await cursor.fetchall())
 
 
 def close_params(completions: Sequence[Completion]) -> dict[str, str]:
@@ -161,7 +199,7 @@ def _close_item(c: Completion) -> str:
     # for json.dumps cost twice as much (1.4 against 0.7 µs per completion, the integer checks
     # included) and sent five nulls.
     if (
-        c.run_at is None
+        c.delay_s is None
         and c.error is None
         and c.progress is None
         and c.checkpoint is None
@@ -178,7 +216,7 @@ def _close_item(c: Completion) -> str:
             f'"run_lease":{c.run_lease:d},"outcome":"{c.outcome.value}"}}'
         )
     details = {
-        "run_at": None if c.run_at is None else c.run_at.isoformat(),
+        "delay_s": c.delay_s,
         "error": c.error,
         "progress": c.progress,
         "checkpoint": c.checkpoint,

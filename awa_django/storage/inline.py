@@ -16,7 +16,7 @@ from django.db.backends.utils import CursorWrapper
 
 from awa_django.sql import queries
 from awa_django.storage.backlog import PROMOTE_BLOCKS
-from awa_django.storage.execution import Completion, close_params
+from awa_django.storage.execution import Closed, Completion, close_params, closed_from_rows
 from awa_django.storage.jobs import fetch_dicts
 from awa_django.storage.queue import ClaimedJob, claim_params
 
@@ -73,12 +73,10 @@ def claim_ready(
     return [ClaimedJob(**values) for values in fetch_dicts(cursor, _CLAIMED_JSON)]
 
 
-def close_attempts(
-    cursor: CursorWrapper, completions: Sequence[Completion]
-) -> set[tuple[int, int]]:
+def close_attempts(cursor: CursorWrapper, completions: Sequence[Completion]) -> Closed:
     """``storage.execution.close_attempts`` on a Django cursor."""
     cursor.execute(_EXECUTION_SQL["close_attempts"], close_params(completions))
-    return {(int(job_id), int(lease)) for job_id, lease in cursor.fetchall()}
+    return closed_from_rows(cursor.fetchall())
 
 
 def notify_cancel(cursor: CursorWrapper, attempts: Sequence[tuple[int, int]]) -> None:

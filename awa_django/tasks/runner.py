@@ -30,7 +30,7 @@ from awa_django.tasks.compat import (
     task_finished,
     task_started,
 )
-from awa_django.worker.executor import StoredReturn, error_entry
+from awa_django.worker.executor import StoredReturn, error_entry, stops_the_attempt
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def _call_args(task: Task[Any, Any], result: TaskResult[Any, Any], args: list[An
 
 
 def _finished(
-    result: TaskResult[Any, Any], ctx: JobContext, error: Exception | None, value: Any = None
+    result: TaskResult[Any, Any], ctx: JobContext, error: BaseException | None, value: Any = None
 ) -> TaskResult[Any, Any]:
     """``result`` as the attempt left it, for ``task_finished``. A failure the worker will retry
     reports READY, as the stored job will read."""
@@ -100,8 +100,11 @@ def _handler(task: Task[Any, Any]) -> Callable[..., Any]:
             try:
                 value = await task.func(*_call_args(task, result, args), **kwargs)
                 stored = StoredReturn.of(value)
-            except Exception as exc:
-                await task_finished.asend(sender, task_result=_finished(result, ctx, exc))
+            except BaseException as exc:
+                # KeyboardInterrupt and SystemExit fail the attempt like any error (the
+                # worker's executor records them); only the worker's own cancel ends it silently.
+                if not stops_the_attempt(exc):
+                    await task_finished.asend(sender, task_result=_finished(result, ctx, exc))
                 raise
             await task_finished.asend(sender, task_result=_finished(result, ctx, None, value))
             return stored
@@ -116,7 +119,7 @@ def _handler(task: Task[Any, Any]) -> Callable[..., Any]:
         try:
             value = task.func(*_call_args(task, result, args), **kwargs)
             stored = StoredReturn.of(value)
-        except Exception as exc:
+        except BaseException as exc:
             task_finished.send(sender, task_result=_finished(result, ctx, exc))
             raise
         task_finished.send(sender, task_result=_finished(result, ctx, None, value))

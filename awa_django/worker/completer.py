@@ -3,25 +3,40 @@
 Executors ``submit`` completions; a flush task writes whatever has accumulated as soon as the
 batch is full or ``flush_s`` after the first item arrived. Stale completions (older run_lease,
 or an attempt someone else closed) come back from storage as not-closed and are logged, never
-raised.
+raised. A batch that fails for a transient reason is written again with backoff; one the
+database refuses for what some completions hold is split down to those (``worker.isolation``),
+which are replaced by failures that say why. At shutdown, writes still failing at its deadline
+are given up, their attempts left to rescue.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Final
 
 from django.dispatch import Signal
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django import signals
+from awa_django.exceptions import UnstorableAttempt
 from awa_django.logs import job_extra
-from awa_django.storage.execution import Completion, Outcome, close_attempts
+from awa_django.storage.execution import Closed, Completion, Outcome, close_attempts
 from awa_django.storage.queue import notify_queues
 from awa_django.telemetry import get_telemetry
+from awa_django.worker.events import wait_for_any
+from awa_django.worker.executor import HandlerResult, RetryPolicy, result_to_completion
+from awa_django.worker.isolation import refusal_reason, write_apart
 
 logger = logging.getLogger(__name__)
+
+# Backoff between attempts at a batch that failed for a transient reason.
+RETRY_FIRST_S: Final = 0.1
+RETRY_MAX_S: Final = 5.0
+# How long a write that began before the shutdown deadline may run on past it.
+LAST_WRITE_S: Final = 5.0
 
 _OUTCOME_SIGNALS: dict[Outcome, Signal] = {
     Outcome.RETRYABLE: signals.job_retried,
@@ -31,7 +46,7 @@ _OUTCOME_SIGNALS: dict[Outcome, Signal] = {
 }
 
 
-def _signal_kwargs(completion: Completion) -> dict[str, Any]:
+def _signal_kwargs(completion: Completion, closed: Closed) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "job_id": completion.job_id,
         "run_lease": completion.run_lease,
@@ -40,7 +55,7 @@ def _signal_kwargs(completion: Completion) -> dict[str, Any]:
         "attempt": completion.attempt,
     }
     if completion.outcome in (Outcome.RETRYABLE, Outcome.SNOOZED):
-        kwargs["run_at"] = completion.run_at
+        kwargs["run_at"] = closed[(completion.job_id, completion.run_lease)]
     if completion.outcome is Outcome.CANCELLED:
         kwargs["reason"] = (completion.error or {}).get("reason", "")
     elif completion.outcome in (Outcome.RETRYABLE, Outcome.FAILED):
@@ -49,7 +64,7 @@ def _signal_kwargs(completion: Completion) -> dict[str, Any]:
 
 
 async def report_closed(
-    completions: list[Completion], closed: set[tuple[int, int]], *, rescue_reasons: dict[int, str]
+    completions: list[Completion], closed: Closed, *, rescue_reasons: dict[int, str]
 ) -> None:
     """Count and announce the attempts of ``completions`` that actually ``closed`` (written,
     hence committed: worker writes are autocommit). ``rescue_reasons`` maps the job ids the
@@ -61,12 +76,12 @@ async def report_closed(
         if reason is not None and signals.job_rescued.has_listeners():
             await signals.send_robust(
                 signals.job_rescued,
-                **_signal_kwargs(completion) | {"reason": reason},
+                **_signal_kwargs(completion, closed) | {"reason": reason},
                 outcome=completion.outcome.value,
             )
         signal = _OUTCOME_SIGNALS.get(completion.outcome)
         if signal is not None and signal.has_listeners():
-            await signals.send_robust(signal, **_signal_kwargs(completion))
+            await signals.send_robust(signal, **_signal_kwargs(completion, closed))
 
 
 class Completer:
@@ -78,6 +93,8 @@ class Completer:
         *,
         batch_size: int,
         flush_s: float,
+        policy: RetryPolicy,
+        now: Callable[[], datetime],
         wake_after_close: frozenset[str] = frozenset(),
     ) -> None:
         self._pool = pool
@@ -86,18 +103,49 @@ class Completer:
         self._wake_after_close = wake_after_close
         self._batch_size = batch_size
         self._flush_s = flush_s
+        # For closing an attempt whose completion the database refuses.
+        self._policy = policy
+        self._now = now
         self._pending: list[Completion] = []
         self._arrived = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
+        # Event-loop time after which a failing write is given up (set by stop), and its signal.
+        self._deadline: float | None = None
+        self._deadline_set = asyncio.Event()
+        self._writing = 0  # completions of the batch being written
+        # Attempts closed by ``supersede`` whose handlers have not reported yet.
+        self._superseded: set[tuple[int, int]] = set()
         self.stale_count = 0
         self.written_count = 0
+        # Completions given up at the shutdown deadline: their attempts are left to rescue.
+        self.unwritten_count = 0
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="awa-completer")
 
     def submit(self, completion: Completion) -> None:
+        if self._superseded:
+            key = (completion.job_id, completion.run_lease)
+            if key in self._superseded:
+                self._superseded.discard(key)
+                self._stale(completion)
+                return
+        self._queue(completion)
+
+    def supersede(self, completion: Completion) -> None:
+        """Close an attempt whose handler still runs (its heartbeat was refused): the handler's
+        own completion, when it comes, is stale and is not sent, and if it came meanwhile and
+        waits to be written, it closes the attempt instead. Either way one batch never holds
+        two completions of one attempt, which its close statement could not tell apart."""
+        key = (completion.job_id, completion.run_lease)
+        if any((c.job_id, c.run_lease) == key for c in self._pending):
+            return
+        self._queue(completion)
+        self._superseded.add(key)
+
+    def _queue(self, completion: Completion) -> None:
         self._pending.append(completion)
         self._idle.clear()
         self._arrived.set()
@@ -106,11 +154,30 @@ class Completer:
         """Wait until everything submitted so far is written."""
         await self._idle.wait()
 
-    async def stop(self) -> None:
-        await self.drain()
+    async def stop(self, deadline: float | None = None) -> None:
+        """Write what is pending, then end the flush task. With a ``deadline`` (event-loop
+        time), a write still failing then is given up, and one still running
+        ``LAST_WRITE_S`` later is cut off: their attempts stay open and are rescued like a
+        stopped worker's, and a database that refuses or hangs cannot hold the shutdown."""
+        if deadline is None:
+            await self.drain()
+        else:
+            self._deadline = deadline
+            self._deadline_set.set()
+            left = deadline - asyncio.get_running_loop().time()
+            try:
+                await asyncio.wait_for(self.drain(), timeout=max(left, 0.0) + LAST_WRITE_S)
+            except TimeoutError:
+                self.unwritten_count += len(self._pending) + self._writing
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        if self.unwritten_count:
+            logger.warning(
+                "shutdown deadline: completions not written, their attempts are left to rescue "
+                "count=%s",
+                self.unwritten_count,
+            )
 
     async def _run(self) -> None:
         while True:
@@ -121,28 +188,19 @@ class Completer:
             while self._pending:
                 batch = self._pending[: self._batch_size]
                 del self._pending[: self._batch_size]
+                self._writing = len(batch)
                 await self._write(batch)
+                self._writing = 0
             if not self._pending:
                 self._idle.set()
 
     async def _write(self, batch: list[Completion]) -> None:
-        # A failed write is retried until it lands: dropping it would leave the attempts open
-        # until rescue, and every write is idempotent under the run_lease guard.
-        delay = 0.1
-        while True:
-            try:
-                async with self._pool.connection() as conn:
-                    closed = await close_attempts(conn, batch)
-                break
-            except Exception:
-                logger.exception("completion batch failed, retrying size=%s", len(batch))
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+        landed, closed = await self._land(batch)
         self.written_count += len(closed)
         freed = sorted(
             {
                 c.queue
-                for c in batch
+                for c in landed
                 if c.queue in self._wake_after_close and (c.job_id, c.run_lease) in closed
             }
         )
@@ -153,14 +211,95 @@ class Completer:
             except Exception:
                 # The closures are written; the workers find the freed lanes at their next poll.
                 logger.exception("waking sequential queues failed queues=%s", freed)
-        for completion in batch:
+        for completion in landed:
             if (completion.job_id, completion.run_lease) not in closed:
-                self.stale_count += 1
-                logger.warning(
-                    "stale completion ignored job_id=%s run_lease=%s outcome=%s",
-                    completion.job_id,
-                    completion.run_lease,
-                    completion.outcome.value,
-                    extra=job_extra(completion),
-                )
-        await report_closed(batch, closed, rescue_reasons={})
+                self._stale(completion)
+        await report_closed(landed, closed, rescue_reasons={})
+
+    def _stale(self, completion: Completion) -> None:
+        self.stale_count += 1
+        logger.warning(
+            "stale completion ignored job_id=%s run_lease=%s outcome=%s",
+            completion.job_id,
+            completion.run_lease,
+            completion.outcome.value,
+            extra=job_extra(completion),
+        )
+
+    async def _land(self, batch: list[Completion]) -> tuple[list[Completion], Closed]:
+        """Write ``batch``; returns the completions written (some replaced, below) and what
+        closed. A completion the database refuses on its own is replaced by one that closes
+        its attempt as failed with the reason, and nothing it could not store; the rest of the
+        batch lands. Transient failures are retried with backoff, until the shutdown deadline:
+        nothing is dropped before it, since every write is idempotent under the run_lease guard
+        and a dropped one would leave its attempt open until rescue ran it again."""
+        landed: list[Completion] = []
+        closed: Closed = {}
+        # The completions replaced so far, by attempt.
+        originals: dict[tuple[int, int], Completion] = {}
+        pending = batch
+        delay = RETRY_FIRST_S
+        while pending:
+            split = await write_apart(pending, self._close)
+            for items, answer in split.written:
+                landed += items
+                closed |= answer
+            pending = split.unwritten
+            error = split.error
+            for completion, exc in split.refused:
+                key = (completion.job_id, completion.run_lease)
+                original = originals.pop(key, None)
+                if original is not None:
+                    # Even the replacement, which carries nothing of the handler's, was refused:
+                    # the database refuses these writes whatever they hold (a permission, a
+                    # missing function). The handler's own completion is retried like after a
+                    # transient failure, and judged afresh then.
+                    error = exc
+                    pending.append(original)
+                    continue
+                originals[key] = completion
+                pending.append(self._replacement(completion, exc))
+            if error is None:
+                continue
+            logger.error("completion batch failed, retrying size=%s", len(pending), exc_info=error)
+            if not await self._pause(delay):
+                self.unwritten_count += len(pending)
+                break
+            delay = min(delay * 2, RETRY_MAX_S)
+        return landed, closed
+
+    async def _close(self, completions: list[Completion]) -> Closed:
+        async with self._pool.connection() as conn:
+            return await close_attempts(conn, completions)
+
+    def _replacement(self, completion: Completion, exc: Exception) -> Completion:
+        reason = refusal_reason(exc)
+        logger.error(
+            "completion refused by the database, closing the attempt as failed instead "
+            "job_id=%s run_lease=%s outcome=%s reason=%s",
+            completion.job_id,
+            completion.run_lease,
+            completion.outcome.value,
+            reason,
+            extra=job_extra(completion),
+        )
+        error = UnstorableAttempt(
+            f"the database refused to store how this attempt ended "
+            f"({completion.outcome.value}): {reason}"
+        )
+        return result_to_completion(
+            completion, HandlerResult(error), now=self._now(), policy=self._policy
+        )
+
+    async def _pause(self, delay: float) -> bool:
+        """Wait ``delay`` before writing again; False once the shutdown deadline has passed."""
+        if self._deadline is None:
+            # A shutdown that begins meanwhile ends the wait: its deadline may come sooner.
+            await wait_for_any(self._deadline_set, timeout=delay)
+        else:
+            await asyncio.sleep(min(delay, max(self._time_left(), 0.0)))
+        return self._deadline is None or self._time_left() > 0
+
+    def _time_left(self) -> float:
+        assert self._deadline is not None
+        return self._deadline - asyncio.get_running_loop().time()

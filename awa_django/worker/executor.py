@@ -15,7 +15,7 @@ import random
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from asgiref.sync import async_to_sync
@@ -35,7 +35,7 @@ from awa_django.exceptions import (
 )
 from awa_django.jobs import AttemptProgress, Job, JobContext
 from awa_django.logs import job_extra
-from awa_django.storage.execution import Completion, Outcome
+from awa_django.storage.execution import Attempt, Completion, Outcome
 from awa_django.storage.queue import ClaimedJob
 from awa_django.worker.handler_threads import HandlerThreads
 
@@ -132,14 +132,23 @@ def error_entry(exc: BaseException, *, attempt: int, at: datetime) -> dict[str, 
     return {
         "attempt": attempt,
         "at": at.isoformat(),
-        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
-        "message": storable_text(str(exc)),
+        "type": storable_text(f"{type(exc).__module__}.{type(exc).__qualname__}"),
+        "message": storable_text(_message(exc)),
         "traceback": storable_text("".join(lines[-TRACEBACK_LINES:])),
     }
 
 
+def _message(exc: BaseException) -> str:
+    # An exception whose __str__ raises must still close its attempt (traceback formatting
+    # copes with it the same way).
+    try:
+        return str(exc)
+    except Exception:
+        return f"<{type(exc).__qualname__}: str() failed>"
+
+
 def result_to_completion(
-    job: ClaimedJob,
+    job: Attempt,
     result: HandlerResult,
     *,
     now: datetime,
@@ -150,8 +159,10 @@ def result_to_completion(
 ) -> Completion:
     """Map a handler result to the storage transition that closes the attempt.
 
-    ``progress``/``checkpoint`` are what the attempt reported and not yet flushed; they are
-    saved for the next attempt unless the job completed (success clears them).
+    ``now`` dates the error entries; when a retried or snoozed job runs again is a delay, which
+    the database adds to its own clock. ``progress``/``checkpoint`` are what the attempt
+    reported and not yet flushed; they are saved for the next attempt unless the job completed
+    (success clears them).
     """
     exc = result.error
     if exc is None:
@@ -160,21 +171,21 @@ def result_to_completion(
         return Completion.of(job, Outcome.COMPLETED, result_json=result.result_json)
 
     def close(
-        outcome: Outcome, *, run_at: datetime | None = None, error: dict[str, Any] | None = None
+        outcome: Outcome, *, delay_s: float | None = None, error: dict[str, Any] | None = None
     ) -> Completion:
         return Completion.of(
-            job, outcome, run_at=run_at, error=error, progress=progress, checkpoint=checkpoint
+            job, outcome, delay_s=delay_s, error=error, progress=progress, checkpoint=checkpoint
         )
 
     if isinstance(exc, Snooze):
-        return close(Outcome.SNOOZED, run_at=now + timedelta(seconds=exc.seconds))
+        return close(Outcome.SNOOZED, delay_s=exc.seconds)
     if isinstance(exc, Cancel):
         return close(
             Outcome.CANCELLED,
             error={
                 "attempt": job.attempt,
                 "at": now.isoformat(),
-                "reason": storable_text(exc.reason),
+                "reason": storable_text(str(exc.reason)),
             },
         )
     error = error_entry(exc, attempt=job.attempt, at=now)
@@ -183,9 +194,8 @@ def result_to_completion(
     if job.attempt >= job.max_attempts:
         return close(Outcome.FAILED, error=error)
     if isinstance(exc, RetryAfter):
-        return close(Outcome.RETRYABLE, run_at=now + timedelta(seconds=exc.seconds), error=error)
-    delay = policy.backoff_seconds(job.attempt, rng)
-    return close(Outcome.RETRYABLE, run_at=now + timedelta(seconds=delay), error=error)
+        return close(Outcome.RETRYABLE, delay_s=exc.seconds, error=error)
+    return close(Outcome.RETRYABLE, delay_s=policy.backoff_seconds(job.attempt, rng), error=error)
 
 
 def _run_sync(func: Callable[..., Any], ctx: JobContext, args: dict[str, Any]) -> Any:
@@ -198,7 +208,7 @@ def _run_sync(func: Callable[..., Any], ctx: JobContext, args: dict[str, Any]) -
         close_old_connections()
 
 
-def _log_failure(job: ClaimedJob, exc: Exception) -> None:
+def _log_failure(job: ClaimedJob, exc: BaseException) -> None:
     # The last failure goes out with its traceback at ERROR, so error trackers that hook the
     # logging module catch it; failures that will be retried are WARNING without one.
     final = isinstance(exc, TerminalError) or job.attempt >= job.max_attempts
@@ -237,10 +247,24 @@ def _returned(value: object) -> HandlerResult:
     return HandlerResult()
 
 
+def stops_the_attempt(exc: BaseException) -> bool:
+    """Whether ``exc``, raised where a handler runs, ends the attempt without a result instead of
+    failing it: the cancellation of a job's task by the worker (an attempt abandoned at the
+    shutdown timeout, left open for rescue) and GeneratorExit, with which Python closes a
+    coroutine. Anything else a handler raises, ``KeyboardInterrupt``, ``SystemExit`` or a
+    ``CancelledError`` of its own included, fails its attempt: none may end the worker."""
+    if isinstance(exc, GeneratorExit):
+        return True
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 async def execute(
     job: ClaimedJob, handler: Job[Any, Any] | None, ctx: JobContext, threads: HandlerThreads
 ) -> HandlerResult:
-    """Run the handler for ``job``; never raises except for task cancellation."""
+    """Run the handler for ``job``; never raises, except when the worker cancels its task."""
     if handler is None:
         return _unknown_kind(job)
     try:
@@ -252,9 +276,9 @@ async def execute(
             value = await threads.run(
                 contextvars.copy_context().run, _run_sync, handler.func, ctx, job.args
             )
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
+    except BaseException as exc:
+        if stops_the_attempt(exc):
+            raise
         _log_failure(job, exc)
         return HandlerResult(exc)
     return _returned(value)

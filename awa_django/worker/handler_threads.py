@@ -119,8 +119,9 @@ class HandlerThreads:
                 continue
             if ok:
                 future.set_result(value)
-            elif isinstance(value, StopIteration):
-                # A future refuses StopIteration (it would end the awaiting coroutine quietly).
+            elif isinstance(value, StopIteration | GeneratorExit):
+                # A future refuses StopIteration (it would end the awaiting coroutine quietly),
+                # and GeneratorExit would read as that coroutine being closed.
                 future.set_exception(RuntimeError(f"sync handler raised {value!r}"))
             else:
                 future.set_exception(value)

@@ -45,7 +45,7 @@ class RanJob:
     outcome: Outcome
     # What the handler raised (or returned as an outcome); None when it completed.
     error: BaseException | None
-    # When a retried or snoozed job runs again; None otherwise.
+    # When a retried or snoozed job runs again, on the database's clock; None otherwise.
     run_at: datetime | None
     # False when the closure was stale: someone else (rescue, cancel) closed the attempt first.
     closed: bool
@@ -132,7 +132,7 @@ class InlineRunner:
             attempt=job.attempt,
             outcome=completion.outcome,
             error=result.error,
-            run_at=completion.run_at,
+            run_at=closed.get((job.job_id, job.run_lease)),
             closed=(job.job_id, job.run_lease) in closed,
         )
 

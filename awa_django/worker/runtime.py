@@ -306,11 +306,14 @@ class WorkerRuntime:
 
     def _on_listening(self) -> None:
         # The LISTEN connection is (back) up: work committed while it was down notified no one,
-        # and the wake locks may have gone with the server it lost.
+        # nor did resumes of sequential callback waits, and the wake locks may have gone with
+        # the server it lost. Every dispatcher claims once, every wait polls once.
         if self._wake is not None:
             self._wake.forget()
         for dispatcher in self._dispatchers.values():
             dispatcher.poke()
+        if self._callbacks is not None:
+            self._callbacks.wake_all()
 
     def _on_cancel(self, job_id: int, run_lease: int) -> None:
         if self._callbacks is not None:
@@ -343,6 +346,8 @@ class WorkerRuntime:
             pool,
             batch_size=config.completion_batch_size,
             flush_s=config.completion_flush_s,
+            policy=config.retry_policy,
+            now=_utcnow,
             wake_after_close=config.sequential,
         )
         promoter = Promoter(
@@ -439,7 +444,6 @@ class WorkerRuntime:
             await asyncio.gather(*background, return_exceptions=True)
             if wake is not None:
                 await wake.close()
-            await completer.stop()
             await reporter.withdraw()
             await pool.close()
             threads.shutdown()
@@ -477,6 +481,9 @@ class WorkerRuntime:
                 self.running_attempts,
                 interval_s=config.heartbeat_interval_s,
                 claimed_by=self.identity,
+                completer=completer,
+                policy=config.retry_policy,
+                now=_utcnow,
             )
             tasks.append(asyncio.create_task(heartbeat.run(drained), name="awa-heartbeat"))
         if config.maintenance is not None:
@@ -504,20 +511,25 @@ class WorkerRuntime:
             await asyncio.wait_for(self._notifier.listening.wait(), timeout=30)
 
     async def _drain(self, dispatch: list[asyncio.Task[None]], completer: Completer) -> int:
-        """Stop claiming, then give in-flight jobs until the shutdown timeout to finish."""
+        """Stop claiming, then give in-flight jobs and the writes of their results until the
+        shutdown timeout to finish."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.shutdown_timeout_s
         await asyncio.gather(*dispatch, return_exceptions=True)
         in_flight = [t for d in self._dispatchers.values() for t in d.in_flight]
         abandoned = 0
         if in_flight:
             logger.info("draining in-flight jobs count=%s", len(in_flight))
-            _, pending = await asyncio.wait(in_flight, timeout=self.config.shutdown_timeout_s)
+            _, pending = await asyncio.wait(in_flight, timeout=max(deadline - loop.time(), 0))
             abandoned = len(pending)
             if pending:
                 # Their attempts stay open in storage and are rescued like a crashed worker's.
                 logger.warning("shutdown timeout, abandoning in-flight jobs count=%s", abandoned)
                 for task in pending:
                     task.cancel()
-        await completer.drain()
+        # Every result in hand gets one write, even past the deadline; a write that keeps
+        # failing is given up there (Completer.stop).
+        await completer.stop(deadline)
         return abandoned
 
     async def _watch_burst(

@@ -85,12 +85,17 @@ class WakeLocks:
             try:
                 if self._conn is None or self._conn.closed:
                     self._conn = await self._connect()
+                conn = self._conn
                 state = WakeState(
-                    await storage.arm_wake(self._conn, queue=queue, candidate=queue in self._held)
+                    await storage.arm_wake(conn, queue=queue, candidate=queue in self._held)
                 )
             except Exception:
                 logger.warning("wake lock session failed; polling until it is back", exc_info=True)
                 await self._lose_session()
+                return WakeState.UNAVAILABLE
+            if conn is not self._conn:
+                # Forgotten meanwhile (the LISTEN connection came back): the locks just taken
+                # go with the session being closed, and the next arm takes them on a new one.
                 return WakeState.UNAVAILABLE
             if state is WakeState.TAKEN:
                 self._held.pop(queue, None)

@@ -6,7 +6,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+import time_machine
 from django.test import override_settings
+from django.utils import timezone
 
 import awa_django as awa
 from tests.callbacks.helpers import (
@@ -79,6 +81,20 @@ def test_external_retry_runs_the_job_again_after_the_delay(worker):
     assert awa.get_job(job_id).state in ("retryable", "available", "running", "waiting_external")
     wait_for_token(job_id, 2)
     assert awa.get_job(job_id).attempt == 2
+
+
+def test_external_retry_counts_its_delay_on_the_database_clock(worker):
+    job_id = parks.enqueue()
+    token = wait_for_token(job_id)
+    wait_parked(job_id)
+    # The caller's clock is an hour fast: the delay still runs from the database's now().
+    with time_machine.travel(timezone.now() + timedelta(hours=1), tick=True):
+        assert awa.retry_external(token, timedelta(seconds=30)) == "retryable"
+    due_in = scalar(
+        "SELECT extract(epoch FROM run_at - now()) FROM awa.deferred_jobs WHERE job_id = %s",
+        [job_id],
+    )
+    assert 25 < due_in <= 30
 
 
 def test_duplicate_and_stale_tokens_are_rejected_and_change_nothing(worker):

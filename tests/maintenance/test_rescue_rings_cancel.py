@@ -101,7 +101,7 @@ def claim(deadline_s: float = 0.0):
 
 
 def complete(job, outcome=Outcome.COMPLETED, **extra):
-    return run(close_attempts, [Completion.of(job, outcome, **extra)])
+    return set(run(close_attempts, [Completion.of(job, outcome, **extra)]))
 
 
 def scalar(sql: str, params: list[Any] | None = None) -> Any:

@@ -10,6 +10,7 @@ import time
 from django.db import connection
 
 import awa_django as awa
+from tests.callbacks.helpers import wait_for_state, wait_for_token
 from tests.conftest import wait_until
 
 POLL = {"AWA_OVERRIDES": json.dumps({"POLL_INTERVAL_S": 30})}
@@ -51,18 +52,39 @@ def test_another_worker_takes_over_waiting_when_the_waiting_one_stops(worker_pro
     assert second.proc.poll() is None
 
 
-def test_work_committed_while_the_listen_connection_was_down_is_claimed_once_it_is_back(
-    worker_process,
-):
-    worker = worker_process("--queue", "default=2", env=POLL).wait_ready()
-    time.sleep(0.3)
+def terminate_the_listener() -> None:
+    """End the worker's LISTEN connection from the server side, as a failover or a network
+    cut would; its last statement was one of its LISTENs."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
             " WHERE datname = current_database() AND query LIKE 'LISTEN%%'"
         )
         assert cursor.rowcount == 1
+
+
+def test_work_committed_while_the_listen_connection_was_down_is_claimed_once_it_is_back(
+    worker_process,
+):
+    worker = worker_process("--queue", "default=2", env=POLL).wait_ready()
+    time.sleep(0.3)
+    terminate_the_listener()
     job_id = awa.enqueue("tests.record", args={"n": 1})
     wait_until(lambda: awa.get_job(job_id).state == "completed", timeout=10)
     assert started_after_commit(job_id) < 5.0
+    assert "listen connection lost" in worker.output
+
+
+def test_a_resume_committed_while_the_listen_connection_was_down_reaches_its_waiting_handler(
+    worker_process,
+):
+    worker = worker_process("--queue", "default=2", env=POLL).wait_ready()
+    job_id = awa.enqueue("tests.waits", args={})  # waits in its attempt for a resume
+    token = wait_for_token(job_id)
+    wait_for_state(job_id, "waiting_external")
+    terminate_the_listener()
+    # Its NOTIFY awa_callback reaches no one: the handler's wait polls once the listener is
+    # back, not 30 s later.
+    awa.resume_external(token, {"approved": True})
+    wait_for_state(job_id, "completed", timeout=10)
     assert "listen connection lost" in worker.output

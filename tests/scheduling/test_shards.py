@@ -185,7 +185,7 @@ def test_scheduled_retried_and_dead_lettered_jobs_reenter_their_keys_shard():
     # Retried: its attempt closed as retryable, due at once.
     (job,) = claim()
     assert job.job_id == scheduled
-    close(Completion.of(job, Outcome.RETRYABLE, run_at=datetime.now(UTC), error={"m": "x"}))
+    close(Completion.of(job, Outcome.RETRYABLE, delay_s=0, error={"m": "x"}))
     assert promote("retryable") == 1
     assert current_shard_of(scheduled) == expected
 

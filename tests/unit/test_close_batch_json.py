@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from datetime import UTC, datetime
 
 import pytest
 
@@ -37,20 +36,20 @@ def test_queue_names_are_json_escaped(queue: str) -> None:
 
 
 def test_completions_with_details_send_them_beside_plain_ones() -> None:
-    run_at = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
     error = {"attempt": 1, "message": "boom"}
     plain = Completion(**ADDRESS, outcome=Outcome.COMPLETED)
     retry = Completion(
-        **{**ADDRESS, "job_id": 5}, outcome=Outcome.RETRYABLE, run_at=run_at, error=error
+        **{**ADDRESS, "job_id": 5}, outcome=Outcome.RETRYABLE, delay_s=0.25, error=error
     )
     stored = Completion(**{**ADDRESS, "job_id": 6}, outcome=Outcome.COMPLETED, result_json="[1]")
     first, second, third = batch(plain, retry, stored)
     assert first == {**ADDRESS, "outcome": "completed"}
     assert second["outcome"] == "retryable" and second["job_id"] == 5
-    assert second["run_at"] == run_at.isoformat() and second["error"] == error
+    # A delay, not a time: the database adds it to its own clock.
+    assert second["delay_s"] == 0.25 and second["error"] == error
     assert third["result"] == "[1]" and third["outcome"] == "completed"
     # Fields that are not set are left out, for every item.
-    assert set(second) == {*ADDRESS, "outcome", "run_at", "error"}
+    assert set(second) == {*ADDRESS, "outcome", "delay_s", "error"}
     assert set(third) == {*ADDRESS, "outcome", "result"}
 
 

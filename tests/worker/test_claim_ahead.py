@@ -46,7 +46,13 @@ async def run_dispatcher(*, until: int, stop_at: tuple[int, int] | None = None) 
     stopping = asyncio.Event()
     enough = asyncio.Event()
     pool = await open_pool("default", max_size=4)
-    completer = Completer(pool, batch_size=100, flush_s=0.001)
+    completer = Completer(
+        pool,
+        batch_size=100,
+        flush_s=0.001,
+        policy=RetryPolicy(base_s=1, max_s=1, jitter=0),
+        now=lambda: datetime.now(UTC),
+    )
     completer.start()
 
     async def handler(ctx: JobContext, n: int = 0) -> None:

@@ -26,6 +26,7 @@ from tests.jobs import (
     snooze_once,
     terminal,
 )
+from tests.misbehaving import surrogate_cancel, surrogate_failure
 
 pytestmark = pytest.mark.usefixtures("awa_db")
 
@@ -181,6 +182,27 @@ def test_nul_characters_in_errors_reasons_and_progress_do_not_block_completions(
     assert cancel.state == "cancelled"
     assert cancel.errors[-1]["reason"] == "no\\x00longer"
     assert awa.get_job(fine).state == "completed"
+
+
+def test_lone_surrogates_in_errors_reasons_and_progress_are_escaped_and_block_nothing():
+    failing = surrogate_failure.enqueue()
+    cancelled = surrogate_cancel.enqueue()
+    fine = [noop.enqueue(n=n) for n in range(20)]
+    worker = BackgroundWorker(queues={"default": 4}).start()
+    try:
+        wait_until(lambda: {j.state for j in awa.get_jobs(fine)} == {"completed"}, timeout=10)
+        wait_until(lambda: awa.get_job(cancelled).state == "cancelled", timeout=10)
+    finally:
+        summary = worker.stop(timeout=10)
+    assert summary.claimed == 22 and summary.written == 22 and summary.stale == 0
+    job = awa.get_job(failing)
+    assert job.state == "retryable"
+    assert job.errors[0]["message"] == "bad \\udcff text"
+    assert "bad \\udcff text" in job.errors[0]["traceback"]
+    with connection.cursor() as cursor:
+        saved = job_progress(cursor, failing)
+    assert saved is not None and saved.progress == {"percent": 50, "message": "file \\udcff.txt"}
+    assert awa.get_job(cancelled).errors[-1]["reason"] == "gone \\udcff away"
 
 
 @override_settings(AWA=FAST_RETRY)

@@ -3,7 +3,8 @@
 -- a later migration that changes a definition applies its file again (docs/architecture.md,
 -- "SQL layout and schema changes").
 
--- Closes a batch of attempts in one statement and returns the attempts it actually closed.
+-- Closes a batch of attempts in one statement and returns the attempts it actually closed, with
+-- the time each retried or snoozed one runs again.
 --
 -- Guard (DESIGN.md §3 property 2): an item must match an existing receipt on
 -- (job_id, run_lease), and the done_entries primary key lets only the first closer of an attempt
@@ -16,29 +17,38 @@
 -- job completed.
 --
 -- p_batch is a JSON array with one object per attempt: its receipt address (ready_slot, queue,
--- priority, shard, lane_seq, job_id, run_lease), outcome, run_at (retryable and snoozed only),
--- error, progress and checkpoint (objects, or null when the attempt reported none) and result
--- (a completed attempt's return value as JSON text, or null). One JSON document rather than
--- one array per field: the worker serializes it in one C call, where dumping thirteen arrays
--- element by element cost it about 6 µs per completion.
+-- priority, shard, lane_seq, job_id, run_lease), outcome, delay_s (retryable and snoozed only:
+-- seconds from now until the job runs again), error, progress and checkpoint (objects, or null
+-- when the attempt reported none) and result (a completed attempt's return value as JSON text,
+-- or null). One JSON document rather than one array per field: the worker serializes it in one
+-- C call, where dumping thirteen arrays element by element cost it about 6 µs per completion.
+-- The time a job runs again is the database's, so a worker whose clock is off schedules it
+-- no differently: statement_timestamp(), the time of the closing statement, which is now() for
+-- a worker (autocommit) and the current time inside a closer's longer transaction (an external
+-- callback, a test), as run_at was when the 0.1.0 worker sent it. That run_at (an absolute
+-- time, the 0.1.0 workers' form of delay_s) is still read when delay_s is missing.
 -- Plans: as awa.claim_ready's, for the same reasons. Every ring row is read through a LATERAL
 -- ... LIMIT 1 probe of its primary key, one per batch item: as a plain join, a generic plan
 -- made while the ring was small hashed the batch against every retained receipt, so each
 -- close cost more the longer the ring had run (1.8 ms for 100 completions at 2,000 retained
 -- receipts, 4.4 ms at 18,000).
-CREATE OR REPLACE FUNCTION awa.close_attempts(p_batch json)
-RETURNS TABLE (job_id bigint, run_lease bigint) LANGUAGE plpgsql
+CREATE OR REPLACE FUNCTION awa.close_batch(p_batch json)
+RETURNS TABLE (job_id bigint, run_lease bigint, run_at timestamptz) LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 #variable_conflict use_column
 BEGIN
     RETURN QUERY
     WITH batch AS (
         SELECT b.ready_slot, b.queue, b.priority, b.shard, b.lane_seq, b.job_id, b.run_lease,
-               b.outcome, b.run_at, b.error, b.progress, b.checkpoint, b.result::jsonb AS result
+               b.outcome,
+               coalesce(statement_timestamp() + make_interval(secs => b.delay_s), b.run_at)
+                 AS run_at,
+               b.error, b.progress, b.checkpoint, b.result::jsonb AS result
           FROM json_to_recordset(p_batch)
             AS b(ready_slot integer, queue text, priority smallint, shard smallint,
                  lane_seq bigint, job_id bigint, run_lease bigint, outcome text,
-                 run_at timestamptz, error jsonb, progress jsonb, checkpoint jsonb, result text)
+                 delay_s double precision, run_at timestamptz, error jsonb, progress jsonb,
+                 checkpoint jsonb, result text)
     ), live AS (
         -- The receipt by attempt, through the job_id index (its lane columns come from it).
         SELECT b.ready_slot, c.queue, c.priority, c.shard, c.lane_seq, b.job_id, b.run_lease,
@@ -120,6 +130,15 @@ BEGIN
                updated_at = now()
          WHERE awa.attempt_state.run_lease <= excluded.run_lease
     )
-    SELECT c.job_id, c.run_lease FROM closed c;
+    SELECT c.job_id, c.run_lease, l.run_at
+      FROM closed c
+      JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease;
 END
+$$;
+
+-- The 0.1.0 form of awa.close_batch, without the times: 0.1.0 workers (whose batches carry run_at)
+-- and awa.cancel_job call it.
+CREATE OR REPLACE FUNCTION awa.close_attempts(p_batch json)
+RETURNS TABLE (job_id bigint, run_lease bigint) LANGUAGE sql AS $$
+    SELECT b.job_id, b.run_lease FROM awa.close_batch(p_batch) b
 $$;

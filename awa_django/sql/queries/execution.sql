@@ -2,8 +2,9 @@
 
 -- name: close_attempts
 -- Closes a batch of attempts in one statement, guarded by (job_id, run_lease); returns the
--- attempts that were closed, so the caller can report the rest as stale.
-SELECT job_id, run_lease FROM awa.close_attempts(%(batch)s::json)
+-- attempts that were closed, so the caller can report the rest as stale, each with when its job
+-- runs again (retried or snoozed), on the database's clock.
+SELECT job_id, run_lease, run_at FROM awa.close_batch(%(batch)s::json)
 
 -- name: heartbeat_attempts
 -- Heartbeats one worker's live attempts and saves their progress in one statement; returns the

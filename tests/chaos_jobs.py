@@ -1,0 +1,24 @@
+"""Handlers of the chaos test (tests/processes/test_chaos.py), imported by its worker
+subprocesses through ``AWA_JOB_MODULES``."""
+
+from __future__ import annotations
+
+import time
+
+import awa_django as awa
+from awa_django.jobs import JobContext
+from tests.jobs import record_run
+
+
+@awa.job(kind="tests.chaos_step")
+def chaos_step(ctx: JobContext, n: int) -> None:
+    time.sleep(0.02)
+    record_run(ctx, str(n))
+
+
+@awa.job(kind="tests.chaos_poison", max_attempts=2)
+def chaos_poison(ctx: JobContext) -> None:
+    """Fails every attempt with an error whose text PostgreSQL cannot store as it is (a lone
+    surrogate, as ``os.fsdecode`` produces for undecodable file names)."""
+    record_run(ctx, "poison")
+    raise RuntimeError("poison pill \ud800 from a file name")

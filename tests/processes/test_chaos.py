@@ -1,0 +1,172 @@
+"""Chaos, with real processes on a PostgreSQL cluster of the test's own: worker processes are
+SIGKILLed at random while producers enqueue, the server restarts once, and a poison-pill job
+sits among the rest. Nothing is lost, no attempt runs twice, every job completes exactly once
+but the poison pill, which fails with its reason, and every worker alive at the end is still
+serving and stops cleanly."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from types import ModuleType
+
+import psycopg
+import pytest
+
+from tests.conftest import REPO_ROOT, WorkerProcess, wait_until
+from tests.processes.test_recovery_processes import FAST
+
+JOBS = 400
+WORKERS = 3
+CHAOS_SECONDS = 25
+
+
+def load_with_postgres() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "with_postgres", REPO_ROOT / "scripts" / "with_postgres.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def cluster() -> Iterator[object]:
+    """A private server the test may restart without disturbing the suite's own."""
+    with_postgres = load_with_postgres()
+    server = with_postgres.Cluster()
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+def restart(server: object) -> None:
+    with_postgres = load_with_postgres()
+    pg_ctl = [str(server.bindir / "pg_ctl"), "-w", "-t", "60", "-D", str(server.data)]
+    command = [*pg_ctl, "-l", str(server.logfile), "-m", "fast", "restart"]
+    # The new server must not inherit a pipe of ours, or waiting for pg_ctl would wait for it.
+    subprocess.run(
+        with_postgres.as_user(server.user, command),
+        cwd=server.tmp,
+        check=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=90,
+    )
+
+
+def manage(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {"DATABASE_URL": url, "AWA_JOB_MODULES": "tests.chaos_jobs"}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+
+
+def query(url: str, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        cursor = conn.execute(sql, params)
+        return cursor.fetchall() if cursor.description else []
+
+
+ENQUEUE = """
+import awa_django as awa
+from django.db import transaction
+from tests.chaos_jobs import chaos_poison, chaos_step
+start, count, poison = {start}, {count}, {poison}
+with transaction.atomic():
+    awa.enqueue_many(chaos_step, [{{"n": n}} for n in range(start, start + count)])
+    if poison:
+        chaos_poison.enqueue()
+"""
+
+
+def test_kills_a_restart_and_a_poison_pill_lose_nothing(cluster):
+    url = cluster.url
+    manage(url, "migrate", "--no-input", "-v", "0")
+    query(
+        url,
+        "CREATE TABLE tests_job_runs (id bigserial PRIMARY KEY, job_id bigint, "
+        "run_lease bigint, attempt integer, note text, at timestamptz DEFAULT clock_timestamp())",
+    )
+    env = {
+        "DATABASE_URL": url,
+        "AWA_JOB_MODULES": "tests.chaos_jobs",
+        "AWA_OVERRIDES": json.dumps({**FAST, "QUEUES": {"default": {"concurrency": 4}}}),
+    }
+    rng = random.Random(20261202)
+    workers = [WorkerProcess("--queue", "default", env=env).wait_ready() for _ in range(WORKERS)]
+    try:
+        batches = 8
+        started = time.monotonic()
+        restarted = False
+        for batch in range(batches):
+            count = JOBS // batches
+            code = ENQUEUE.format(start=batch * count, count=count, poison=batch == 3)
+            manage(url, "shell", "-c", code)
+            time.sleep(CHAOS_SECONDS / batches / 2)
+            victim = rng.randrange(len(workers))
+            workers[victim].proc.kill()
+            workers[victim].wait(10)
+            workers[victim] = WorkerProcess("--queue", "default", env=env)
+            if not restarted and time.monotonic() - started > CHAOS_SECONDS / 3:
+                restart(cluster)
+                restarted = True
+            time.sleep(CHAOS_SECONDS / batches / 2)
+        assert restarted
+
+        def settled() -> bool:
+            rows = query(
+                url,
+                "SELECT count(*) FILTER (WHERE state NOT IN ('completed', 'failed')) FROM awa.jobs",
+            )
+            return rows[0][0] == 0
+
+        wait_until(settled, timeout=60)
+        assert all(worker.proc.poll() is None for worker in workers), [
+            worker.output[-2000:] for worker in workers if worker.proc.poll() is not None
+        ]
+    finally:
+        for worker in workers:
+            if worker.proc.poll() is None:
+                worker.proc.terminate()
+        try:
+            codes = [worker.wait(30) for worker in workers]
+        finally:
+            for worker in workers:
+                worker.kill()
+    assert codes == [0] * WORKERS
+
+    states = dict(query(url, "SELECT state, count(*) FROM awa.jobs GROUP BY state"))
+    assert states == {"completed": JOBS, "failed": 1}
+    # Exactly one completed attempt per job; no attempt ran twice (a run belongs to one lease).
+    done = query(
+        url,
+        "SELECT job_id, count(*) FROM awa.done_entries WHERE outcome = 'completed' "
+        "GROUP BY job_id HAVING count(*) <> 1",
+    )
+    assert done == []
+    twice = query(
+        url,
+        "SELECT job_id, run_lease FROM tests_job_runs GROUP BY job_id, run_lease "
+        "HAVING count(*) > 1",
+    )
+    assert twice == []
+    (poison,) = query(url, "SELECT attempt, errors FROM awa.jobs WHERE kind = 'tests.chaos_poison'")
+    assert poison[0] == 2
+    assert all("poison pill" in error["message"] for error in poison[1])
