@@ -16,8 +16,10 @@ from awa_django.admin.base import OperatorAdmin, View, awa_cursor, query_with
 from awa_django.limits import MAX_ID
 from awa_django.models import Job
 from awa_django.storage.browse import (
+    COUNT_CAP,
     JOB_STATES,
     JobFilter,
+    count_in_state,
     job_attempts,
     job_progress,
     list_jobs,
@@ -58,7 +60,7 @@ class JobAdmin(OperatorAdmin):
     def changelist(self, request: HttpRequest) -> HttpResponse:
         self.require_view(request)
         form = JobSearchForm(request.GET)
-        jobs, next_query = [], None
+        jobs, next_query, state_count = [], None, None
         if form.is_valid():
             data = form.cleaned_data
             with awa_cursor() as cursor:
@@ -72,6 +74,8 @@ class JobAdmin(OperatorAdmin):
                     )
                     page = list_jobs(cursor, where=where, before=data["before"], limit=PAGE_SIZE)
                     jobs = page.jobs
+                    if where.state is not None:
+                        state_count = count_in_state(cursor, where.state, where)
                     if page.next_before is not None:
                         next_query = query_with(request.GET, before=page.next_before)
         return self.render(
@@ -82,6 +86,8 @@ class JobAdmin(OperatorAdmin):
                 "form": form,
                 "jobs": jobs,
                 "next_query": next_query,
+                "state_count": state_count,
+                "count_cap": COUNT_CAP,
                 "is_first_page": not request.GET.get("before"),
                 "first_query": query_with(request.GET, before=None),
             },

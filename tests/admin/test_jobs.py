@@ -112,7 +112,8 @@ def test_list_query_count_is_constant_at_1000_jobs(operator_client, django_asser
     with django_assert_num_queries(4):
         response = operator_client.get(url)
     assert len(response.context["jobs"]) == 50
-    with django_assert_num_queries(4):
+    # With a state: the state's ids, their hydration and the state's count.
+    with django_assert_num_queries(5):
         response = operator_client.get(url, {"state": "available", "kind": "tests.noop"})
     assert len(response.context["jobs"]) == 50
 
@@ -279,3 +280,58 @@ def test_retry_a_cancelled_job(operator_client):
     operator_client.post(retry_url(job_id))
 
     assert awa.get_job(job_id).state == "available"
+
+
+def completed_count() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM awa.done_entries WHERE outcome = 'completed'")
+        return cursor.fetchone()[0]
+
+
+def test_every_state_is_found_on_page_one_under_2000_newer_completed_jobs(operator_client):
+    # Rare states first (older ids), then 2,000 newer completed jobs: a list that filtered a
+    # window of the newest ids by state would say "No jobs match" for every rare one.
+    failed, dead = (awa.enqueue("tests.always_fails", args={}, max_attempts=1) for _ in range(2))
+    run_burst(queues={"default": 2})
+    assert awa.dlq.move_failed(job_ids=[dead]) == 1
+    scheduled = awa.enqueue("tests.noop", args={}, run_at=timedelta(hours=1))
+    cancelled = awa.enqueue("tests.noop", args={}, queue="email")
+    awa.cancel(cancelled)
+    available = awa.enqueue("tests.noop", args={}, queue="email")
+    running = [awa.enqueue("tests.slow_first", args={"seconds": 60}) for _ in range(2)]
+    waiting = awa.enqueue("tests.parks", args={})
+    worker = BackgroundWorker(maintenance=False, queues={"default": 8}).start()
+    try:
+        wait_until(lambda: {awa.get_job(j).state for j in running} == {"running"})
+        wait_until(lambda: awa.get_job(waiting).state == "waiting_external")
+        noop.enqueue_many([{"n": n} for n in range(2000)])
+        wait_until(lambda: completed_count() >= 2000, timeout=120)
+        expected = {
+            "failed": [failed],
+            "dlq": [dead],
+            "scheduled": [scheduled],
+            "cancelled": [cancelled],
+            "available": [available],
+            "running": sorted(running, reverse=True),
+            "waiting_external": [waiting],
+        }
+        for state, job_ids in expected.items():
+            response = operator_client.get(reverse(LIST), {"state": state})
+            assert listed_ids(response) == job_ids, state
+            assert response.context["state_count"] == len(job_ids), state
+            assert f"{len(job_ids)} {state} job".encode() in response.content
+        # Kind and queue narrow a state as they narrow the list.
+        narrowed = {"state": "running", "kind": "tests.slow_first", "queue": "default"}
+        assert listed_ids(operator_client.get(reverse(LIST), narrowed)) == sorted(
+            running, reverse=True
+        )
+        assert (
+            listed_ids(operator_client.get(reverse(LIST), {"state": "running", "queue": "email"}))
+            == []
+        )
+        completed = operator_client.get(reverse(LIST), {"state": "completed"})
+        assert len(listed_ids(completed)) == 50
+        assert completed.context["state_count"] == 2000
+        assert completed.context["next_query"] is not None
+    finally:
+        worker.stop()
