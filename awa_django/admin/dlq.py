@@ -1,5 +1,5 @@
 """Dead-letter queue page: filter and inspect held jobs, retry them (to their queue or another)
-and purge them, with a confirmation page before purging. Everything goes through awa.dlq."""
+and purge them, with a confirmation page before purging. Every action goes through awa.dlq."""
 
 from __future__ import annotations
 
@@ -18,13 +18,16 @@ from awa_django import dlq
 from awa_django.admin.base import (
     OperatorAdmin,
     View,
+    awa_cursor,
     query_with,
     queue_choices,
     report_form_errors,
 )
+from awa_django.conf import get_settings
 from awa_django.exceptions import InvalidJob
 from awa_django.limits import MAX_ID
 from awa_django.models import DeadLetter
+from awa_django.storage.dlq import ring_held_ids
 
 PAGE_SIZE: Final = 50
 AGES: Final = {
@@ -168,14 +171,28 @@ class DeadLetterAdmin(OperatorAdmin):
         else:
             self.require_delete(request)
             if not data["confirmed"]:
-                return self.render(
-                    request,
-                    "dlq_purge_confirm.html",
-                    "Purge dead-letter jobs?",
-                    {"job_ids": job_ids, "act_url": reverse(self.url_name("act"))},
-                )
+                return self.confirm_purge(request, job_ids)
             self.purge(request, job_ids)
         return HttpResponseRedirect(reverse(self.url_name("changelist")))
+
+    def confirm_purge(self, request: HttpRequest, job_ids: list[int]) -> HttpResponse:
+        # The ring is insert-only, so a purge cannot reach the failed attempt a job's DLQ entry
+        # was made from: the page says which jobs keep one, and for how long.
+        with awa_cursor() as cursor:
+            kept = ring_held_ids(cursor, job_ids)
+        return self.render(
+            request,
+            "dlq_purge_confirm.html",
+            "Purge dead-letter jobs?",
+            {
+                "job_ids": job_ids,
+                "kept_ids": kept,
+                "gone_count": len(set(job_ids) - set(kept)),
+                "failed_retention": timedelta(seconds=get_settings().FAILED_RETENTION_S),
+                "completed_retention": timedelta(seconds=get_settings().COMPLETED_RETENTION_S),
+                "act_url": reverse(self.url_name("act")),
+            },
+        )
 
     def retry(self, request: HttpRequest, job_ids: list[int], *, to_queue: str | None) -> None:
         where = f" to queue {to_queue}" if to_queue else ""

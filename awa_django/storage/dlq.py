@@ -112,6 +112,12 @@ def purge_entries(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[int]:
     return [int(job_id) for (job_id,) in cursor.fetchall()]
 
 
+def ring_held_ids(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[int]:
+    """The ``job_ids`` whose failed attempt the queue ring still holds, in id order."""
+    cursor.execute(_SQL["ring_held_ids"], {"job_ids": list(job_ids)})
+    return [int(job_id) for (job_id,) in cursor.fetchall()]
+
+
 def depths(cursor: CursorWrapper) -> dict[str, int]:
     """Entries per queue (queues with none are left out)."""
     cursor.execute(_SQL["dlq_depths"])

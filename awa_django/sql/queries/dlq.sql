@@ -45,6 +45,13 @@ SELECT job_id FROM awa.dlq_retry(%(job_ids)s::bigint[], %(run_at)s::timestamptz,
 -- Deletes entries; returns the ids deleted.
 DELETE FROM awa.dlq_entries WHERE job_id = ANY (%(job_ids)s::bigint[]) RETURNING job_id
 
+-- name: ring_held_ids
+-- Which of these jobs the queue ring still holds a body of: purging their DLQ entry leaves
+-- their last failed attempt (arguments, errors) readable, as a failed job, until prune.
+SELECT DISTINCT job_id FROM awa.ready_entries
+ WHERE job_id = ANY(%(job_ids)s::bigint[])
+ ORDER BY job_id
+
 -- name: dlq_depths
 -- Entries per queue.
 SELECT queue, count(*)::integer AS depth FROM awa.dlq_entries GROUP BY queue ORDER BY queue
