@@ -8,6 +8,7 @@ from typing import Any, Final
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.models import DELETION
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect
@@ -203,6 +204,7 @@ class DeadLetterAdmin(OperatorAdmin):
                 messages.error(request, f"Job {job_id} was not retried: {error}")
                 continue
             if retried:
+                self.log_operator_action(request, [job_id], f"Retried{where}.")
                 messages.success(request, f"Job {job_id} retried{where}.")
             else:
                 messages.warning(request, f"Job {job_id} is no longer in the dead-letter queue.")
@@ -210,6 +212,9 @@ class DeadLetterAdmin(OperatorAdmin):
     def purge(self, request: HttpRequest, job_ids: list[int]) -> None:
         for job_id in job_ids:
             if dlq.purge(job_id):
+                self.log_operator_action(
+                    request, [job_id], "Purged from the dead-letter queue.", flag=DELETION
+                )
                 messages.success(request, f"Job {job_id} purged.")
             else:
                 messages.warning(request, f"Job {job_id} is no longer in the dead-letter queue.")

@@ -127,6 +127,7 @@ class JobAdmin(OperatorAdmin):
     def cancel_job(self, request: HttpRequest, job_id: int) -> HttpResponse:
         self.require_change(request)
         if cancel(job_id, reason=f"cancelled by {request.user} in the admin"):
+            self.log_operator_action(request, [job_id], "Cancelled.")
             messages.success(request, f"Job {job_id} cancelled.")
         else:
             messages.warning(request, f"Job {job_id} was not cancelled: it had already ended.")
@@ -135,6 +136,7 @@ class JobAdmin(OperatorAdmin):
     def retry_job(self, request: HttpRequest, job_id: int) -> HttpResponse:
         self.require_change(request)
         if retry(job_id):
+            self.log_operator_action(request, [job_id], "Retried.")
             messages.success(request, f"Job {job_id} retried.")
         else:
             messages.warning(
