@@ -13,6 +13,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
 from django.db import connections
 from django.db.backends.utils import CursorWrapper
@@ -75,6 +76,14 @@ def report_form_errors(request: HttpRequest, form: Form) -> None:
         messages.error(request, f"{field}: {' '.join(str(error) for error in errors)}")
 
 
+def acting_user_id(request: HttpRequest) -> int | str:
+    """The primary key of the user acting, for the admin log."""
+    user_id = request.user.pk
+    if user_id is None:  # admin_view lets only logged-in staff this far
+        raise PermissionDenied
+    return user_id
+
+
 class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """A ModelAdmin whose pages are the views ``operator_urls`` returns. Nothing is added
     through the admin: jobs enter through enqueue, queues through use."""
@@ -114,10 +123,23 @@ class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         """Record an action that took effect in Django's admin log, one entry per object acted
         on (``keys`` are primary keys of this page's model), so it shows in "Recent actions"
         and the history an auditor reads, with who did it and when."""
-        user_id = request.user.pk
-        if user_id is None:  # admin_view lets only logged-in staff this far
-            raise PermissionDenied
-        LogEntry.objects.log_actions(user_id, [self.model(pk=key) for key in keys], flag, message)
+        LogEntry.objects.log_actions(
+            acting_user_id(request), [self.model(pk=key) for key in keys], flag, message
+        )
+
+    def log_filter_action(
+        self, request: HttpRequest, description: str, message: str, *, flag: int
+    ) -> None:
+        """Record an action on everything a filter matched, as one admin log entry on this
+        page's model with no object id, ``description`` naming what it covered."""
+        LogEntry.objects.create(
+            user_id=acting_user_id(request),
+            content_type=ContentType.objects.get_for_model(self.model),
+            object_id=None,
+            object_repr=description[:200],
+            action_flag=flag,
+            change_message=message,
+        )
 
     def render(
         self, request: HttpRequest, template: str, title: str, context: Mapping[str, Any]

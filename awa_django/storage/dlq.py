@@ -91,6 +91,12 @@ def matching_ids(cursor: CursorWrapper, where: DlqFilter, *, limit: int) -> list
     return [int(job_id) for (job_id,) in cursor.fetchall()]
 
 
+def count_matching(cursor: CursorWrapper, where: DlqFilter) -> int:
+    """How many entries ``where`` covers now."""
+    cursor.execute(_SQL["count_matching_dlq"], where.params())
+    return int(cursor.fetchone()[0])
+
+
 def retry_entries(
     cursor: CursorWrapper,
     job_ids: Sequence[int],
