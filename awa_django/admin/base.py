@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connections
 from django.db.backends.utils import CursorWrapper
 from django.forms import Form
@@ -82,6 +83,24 @@ def acting_user_id(request: HttpRequest) -> int | str:
     if user_id is None:  # admin_view lets only logged-in staff this far
         raise PermissionDenied
     return user_id
+
+
+class JobIdsField(forms.Field):
+    """Repeated ``job_ids`` values (ticked rows) as a list of job ids in bigint's range; the
+    action itself says which of them it could act on."""
+
+    widget = forms.MultipleHiddenInput
+
+    def to_python(self, value: Any) -> list[int]:
+        if not value:
+            raise ValidationError("select at least one job")
+        try:
+            ids = [int(item) for item in value]
+        except (TypeError, ValueError):
+            raise ValidationError("job ids must be whole numbers") from None
+        if not 1 <= min(ids) <= max(ids) <= MAX_ID:
+            raise ValidationError(f"job ids must be whole numbers from 1 to {MAX_ID}")
+        return ids
 
 
 class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]

@@ -4,12 +4,11 @@ and purge them, with a confirmation page before purging. Every action goes throu
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Final
+from typing import Final
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, DELETION
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.template.defaultfilters import pluralize
@@ -18,6 +17,7 @@ from django.views.decorators.http import require_POST
 
 from awa_django import dlq
 from awa_django.admin.base import (
+    JobIdsField,
     OperatorAdmin,
     View,
     awa_cursor,
@@ -65,23 +65,6 @@ class DlqFilterForm(forms.Form):
     before_id = forms.IntegerField(
         required=False, min_value=1, max_value=MAX_ID, widget=forms.HiddenInput
     )
-
-
-class JobIdsField(forms.Field):
-    """Repeated ``job_ids`` values as a list of job ids (the DLQ says which it holds)."""
-
-    widget = forms.MultipleHiddenInput
-
-    def to_python(self, value: Any) -> list[int]:
-        if not value:
-            raise ValidationError("select at least one job")
-        try:
-            ids = [int(item) for item in value]
-        except (TypeError, ValueError):
-            raise ValidationError("job ids must be whole numbers") from None
-        if not 1 <= min(ids) <= max(ids) <= MAX_ID:
-            raise ValidationError(f"job ids must be whole numbers from 1 to {MAX_ID}")
-        return ids
 
 
 class SelectionForm(forms.Form):

@@ -6,13 +6,20 @@ from typing import Final
 
 from django import forms
 from django.contrib import admin, messages
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from awa_django.actions import cancel, retry
-from awa_django.admin.base import OperatorAdmin, View, awa_cursor, query_with
+from awa_django.admin.base import (
+    JobIdsField,
+    OperatorAdmin,
+    View,
+    awa_cursor,
+    query_with,
+    report_form_errors,
+)
 from awa_django.limits import MAX_ID
 from awa_django.models import Job
 from awa_django.storage.browse import (
@@ -47,11 +54,19 @@ class JobSearchForm(forms.Form):
     )
 
 
+class CancelSelectionForm(forms.Form):
+    """The ticked rows of a jobs page, and the search to return to."""
+
+    job_ids = JobIdsField()
+    return_query = forms.CharField(required=False, max_length=2000)
+
+
 @admin.register(Job)
 class JobAdmin(OperatorAdmin):
     def operator_urls(self) -> list[tuple[str, View, str]]:
         return [
             ("", self.changelist, ""),
+            ("cancel-selected/", require_POST(self.cancel_selected), "cancel_selected"),
             ("<awa_job_id:job_id>/", self.detail, "change"),
             ("<awa_job_id:job_id>/cancel/", require_POST(self.cancel_job), "cancel"),
             ("<awa_job_id:job_id>/retry/", require_POST(self.retry_job), "retry"),
@@ -86,6 +101,9 @@ class JobAdmin(OperatorAdmin):
                 "form": form,
                 "jobs": jobs,
                 "next_query": next_query,
+                "cancellable_states": CANCELLABLE,
+                "cancel_selected_url": reverse(self.url_name("cancel_selected")),
+                "return_query": request.GET.urlencode(),
                 "state_count": state_count,
                 "count_cap": COUNT_CAP,
                 "is_first_page": not request.GET.get("before"),
@@ -126,12 +144,33 @@ class JobAdmin(OperatorAdmin):
 
     def cancel_job(self, request: HttpRequest, job_id: int) -> HttpResponse:
         self.require_change(request)
+        self.cancel_one(request, job_id)
+        return HttpResponseRedirect(reverse(self.url_name("change"), args=[job_id]))
+
+    def cancel_one(self, request: HttpRequest, job_id: int) -> None:
         if cancel(job_id, reason=f"cancelled by {request.user} in the admin"):
             self.log_operator_action(request, [job_id], "Cancelled.")
             messages.success(request, f"Job {job_id} cancelled.")
         else:
             messages.warning(request, f"Job {job_id} was not cancelled: it had already ended.")
-        return HttpResponseRedirect(reverse(self.url_name("change"), args=[job_id]))
+
+    def cancel_selected(self, request: HttpRequest) -> HttpResponse:
+        """Cancel the ticked rows of a page (at most a page's worth), one message per job."""
+        self.require_change(request)
+        form = CancelSelectionForm(request.POST)
+        back = reverse(self.url_name("changelist"))
+        if not form.is_valid():
+            report_form_errors(request, form)
+            return HttpResponseRedirect(back)
+        job_ids: list[int] = form.cleaned_data["job_ids"]
+        if len(job_ids) > PAGE_SIZE:
+            messages.error(request, f"Select at most {PAGE_SIZE} jobs at a time.")
+            return HttpResponseRedirect(back)
+        for job_id in job_ids:
+            self.cancel_one(request, job_id)
+        # Only the query string comes from the form; the path is ours, so no open redirect.
+        query = QueryDict(form.cleaned_data["return_query"]).urlencode()
+        return HttpResponseRedirect(f"{back}?{query}" if query else back)
 
     def retry_job(self, request: HttpRequest, job_id: int) -> HttpResponse:
         self.require_change(request)

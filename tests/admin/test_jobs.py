@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.contrib.admin.models import LogEntry
 from django.db import connection
 from django.urls import reverse
 
@@ -335,3 +336,50 @@ def test_every_state_is_found_on_page_one_under_2000_newer_completed_jobs(operat
         assert completed.context["next_query"] is not None
     finally:
         worker.stop()
+
+
+CANCEL_SELECTED = "admin:awa_django_job_cancel_selected"
+
+
+def test_bulk_cancel_of_ticked_rows_with_a_message_per_job(operator_client):
+    done = awa.enqueue("tests.noop", args={})
+    run_burst(queues={"default": 1})
+    waiting = [awa.enqueue("tests.noop", args={}, queue="email") for _ in range(3)]
+    later = awa.enqueue("tests.noop", args={}, run_at=timedelta(hours=1))
+    page = operator_client.get(reverse(LIST))
+    # A checkbox on every row that can still be cancelled, none on the finished one.
+    for job_id in [*waiting, later]:
+        assert f'id="select-{job_id}"'.encode() in page.content
+    assert f'id="select-{done}"'.encode() not in page.content
+
+    response = operator_client.post(
+        reverse(CANCEL_SELECTED),
+        {"job_ids": [*waiting, later, done], "return_query": "queue=email"},
+        follow=True,
+    )
+
+    assert response.redirect_chain[-1][0] == reverse(LIST) + "?queue=email"
+    assert [str(m) for m in response.context["messages"]] == [
+        *(f"Job {job_id} cancelled." for job_id in [*waiting, later]),
+        f"Job {done} was not cancelled: it had already ended.",
+    ]
+    assert {job.state for job in awa.get_jobs([*waiting, later])} == {"cancelled"}
+    assert sorted(int(e.object_id) for e in LogEntry.objects.all()) == sorted([*waiting, later])
+
+
+def test_bulk_cancel_needs_change_permission_and_shows_no_checkboxes_without_it(viewer_client):
+    job_id = awa.enqueue("tests.noop", args={}, queue="email")
+    page = viewer_client.get(reverse(LIST))
+    assert b"jobs-cancel" not in page.content and f"select-{job_id}".encode() not in page.content
+    denied = viewer_client.post(reverse(CANCEL_SELECTED), {"job_ids": [job_id]})
+    assert denied.status_code == 403
+    assert awa.get_job(job_id).state == "available"
+
+
+def test_bulk_cancel_refuses_more_than_a_page_and_bad_ids(operator_client):
+    too_many = operator_client.post(
+        reverse(CANCEL_SELECTED), {"job_ids": list(range(1, 52))}, follow=True
+    )
+    assert [str(m) for m in too_many.context["messages"]] == ["Select at most 50 jobs at a time."]
+    bad = operator_client.post(reverse(CANCEL_SELECTED), {"job_ids": [str(2**63)]}, follow=True)
+    assert any("from 1 to" in str(m) for m in bad.context["messages"])
