@@ -88,6 +88,21 @@ class Attempt:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RunningAttempt:
+    """An attempt a worker holds now; ``percent`` and ``message`` are its last saved progress."""
+
+    claimed_by: str
+    job_id: int
+    kind: str
+    queue: str
+    attempt: int
+    claimed_at: datetime
+    deadline_at: datetime | None
+    percent: float | None
+    message: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SavedProgress:
     progress: dict[str, Any] | None
     checkpoint: dict[str, Any] | None
@@ -158,6 +173,38 @@ def count_in_state(cursor: CursorWrapper, state: str, where: JobFilter) -> int:
     """How many jobs are in ``state`` and match ``where``'s kind and queue, counting at most
     ``COUNT_CAP + 1``: a result above ``COUNT_CAP`` means "more than that"."""
     return len(_state_ids(cursor, state, where, _NO_CURSOR, COUNT_CAP + 1))
+
+
+def running_attempts(cursor: CursorWrapper, *, limit: int) -> list[RunningAttempt]:
+    """Up to ``limit`` open attempts, newest claim first."""
+    cursor.execute(_SQL["running_attempts"], {"limit": limit})
+    attempts = []
+    for (
+        claimed_by,
+        job_id,
+        kind,
+        queue,
+        attempt,
+        claimed_at,
+        deadline_at,
+        progress,
+    ) in cursor.fetchall():
+        saved = _json(progress) or {}
+        percent = saved.get("percent")
+        attempts.append(
+            RunningAttempt(
+                claimed_by=claimed_by,
+                job_id=job_id,
+                kind=kind,
+                queue=queue,
+                attempt=attempt,
+                claimed_at=claimed_at,
+                deadline_at=deadline_at,
+                percent=float(percent) if isinstance(percent, int | float) else None,
+                message=saved.get("message"),
+            )
+        )
+    return attempts
 
 
 def job_attempts(cursor: CursorWrapper, job_id: int) -> list[Attempt]:

@@ -32,6 +32,23 @@ SELECT job_id FROM (
 ) ids
  ORDER BY job_id DESC LIMIT %(size)s
 
+-- name: running_attempts
+-- The open attempts (claims without a closure), newest claim first, with their worker, elapsed
+-- time's start and saved progress, for "what is running right now". It reads every claim the
+-- ring retains (one primary-key probe each), so it is an operator read, never a hot one.
+SELECT c.claimed_by, c.job_id, r.kind, c.queue, c.attempt, c.claimed_at, c.deadline_at,
+       s.progress
+  FROM awa.claim_receipts c
+  JOIN awa.ready_entries r
+    ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
+   AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
+  LEFT JOIN awa.attempt_state s ON s.job_id = c.job_id AND s.run_lease = c.run_lease
+ WHERE NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                    WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                      AND d.ready_slot = c.ready_slot)
+ ORDER BY c.claimed_at DESC, c.job_id DESC
+ LIMIT %(limit)s
+
 -- name: job_attempts
 -- Every attempt of one job that started, oldest first: its claim and, once closed, how it
 -- ended. A closure sits in the same ring slot as its claim, so both go when the slot is pruned.
