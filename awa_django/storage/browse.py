@@ -154,7 +154,8 @@ def _list_in_state(
     matches: list[JobRecord] = []
     below = before if before is not None else _NO_CURSOR
     while len(matches) <= limit:
-        ids = _state_ids(cursor, state, where, below, limit + 1 - len(matches))
+        wanted = limit + 1 - len(matches)
+        ids = _state_ids(cursor, state, where, below, wanted)
         if not ids:
             break
         records = {record.job_id: record for record in get_jobs(cursor, ids)}
@@ -163,6 +164,8 @@ def _list_in_state(
             for job_id in ids
             if job_id in records and records[job_id].state == state
         )
+        if len(ids) < wanted:  # the state holds no older jobs
+            break
         below = ids[-1]
     if len(matches) > limit:
         return JobPage(jobs=matches[:limit], next_before=matches[limit - 1].job_id)
