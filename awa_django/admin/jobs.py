@@ -44,8 +44,12 @@ RETRYABLE: Final = frozenset({"dlq", "failed", "cancelled"})
 
 class JobSearchForm(forms.Form):
     job_id = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID, label="Job id")
-    kind = forms.CharField(required=False, max_length=200)
-    queue = forms.CharField(required=False, max_length=200)
+    kind = forms.CharField(
+        required=False, max_length=200, help_text="the start of the name, any case"
+    )
+    queue = forms.CharField(
+        required=False, max_length=200, help_text="the start of the name, any case"
+    )
     state = forms.ChoiceField(
         required=False, choices=[("", "any state"), *((s, s) for s in JOB_STATES)]
     )

@@ -53,7 +53,8 @@ _NO_CURSOR: Final = 2**63 - 1
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobFilter:
-    """What a jobs page is narrowed to; None means any."""
+    """What a jobs page is narrowed to; None means any. ``kind`` and ``queue`` match names
+    that start with them, whatever the case."""
 
     kind: str | None = None
     queue: str | None = None
@@ -62,6 +63,18 @@ class JobFilter:
     def __post_init__(self) -> None:
         if self.state is not None and self.state not in _IDS_BY_STATE:
             raise ValueError(f"state must be one of {', '.join(JOB_STATES)}, got {self.state!r}")
+
+    def params(self) -> dict[str, str | None]:
+        """The kind and queue as the queries' LIKE patterns on lower-cased names."""
+        return {"kind": _prefix_pattern(self.kind), "queue": _prefix_pattern(self.queue)}
+
+
+def _prefix_pattern(value: str | None) -> str | None:
+    # LIKE's wildcards in a name (kinds often hold "_") must match themselves.
+    if value is None:
+        return None
+    escaped = value.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"{escaped}%"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,8 +138,7 @@ def list_jobs(
         {
             "before": before if before is not None else _NO_CURSOR,
             "size": limit + 1,
-            "kind": where.kind,
-            "queue": where.queue,
+            **where.params(),
         },
     )
     window = [row[0] for row in cursor.fetchall()]
@@ -140,7 +152,7 @@ def _state_ids(
     name, params = _IDS_BY_STATE[state]
     cursor.execute(
         _SQL[name],
-        {"before": before, "size": size, "kind": where.kind, "queue": where.queue, **params},
+        {"before": before, "size": size, **where.params(), **params},
     )
     return [row[0] for row in cursor.fetchall()]
 

@@ -383,3 +383,27 @@ def test_bulk_cancel_refuses_more_than_a_page_and_bad_ids(operator_client):
     assert [str(m) for m in too_many.context["messages"]] == ["Select at most 50 jobs at a time."]
     bad = operator_client.post(reverse(CANCEL_SELECTED), {"job_ids": [str(2**63)]}, follow=True)
     assert any("from 1 to" in str(m) for m in bad.context["messages"])
+
+
+def test_kind_and_queue_match_a_case_insensitive_prefix_with_wildcards_taken_literally(
+    operator_client,
+):
+    noop_job = awa.enqueue("tests.noop", args={}, queue="email")
+    record = awa.enqueue("tests.record", args={}, queue="email")
+    fails = awa.enqueue("tests.always_fails", args={}, run_at=timedelta(hours=1))
+    url = reverse(LIST)
+
+    assert listed_ids(operator_client.get(url, {"kind": "TESTS.NO"})) == [noop_job]
+    assert listed_ids(operator_client.get(url, {"kind": "tests."})) == [fails, record, noop_job]
+    assert listed_ids(operator_client.get(url, {"queue": "EM"})) == [record, noop_job]
+    # The same on a state page.
+    assert listed_ids(operator_client.get(url, {"kind": "Tests.R", "state": "available"})) == [
+        record
+    ]
+    assert listed_ids(operator_client.get(url, {"kind": "tests.ALWAYS", "state": "scheduled"})) == [
+        fails
+    ]
+    # "_" and "%" are characters of the name, not LIKE wildcards.
+    assert listed_ids(operator_client.get(url, {"kind": "tests_"})) == []
+    assert listed_ids(operator_client.get(url, {"kind": "%noop"})) == []
+    assert listed_ids(operator_client.get(url, {"kind": "tests.always_"})) == [fails]

@@ -4,30 +4,31 @@
 -- The newest distinct job ids below a keyset cursor, from the four tables that hold a job's
 -- body (every claim and closure joins a ready row, so they cover the awa.jobs view), for a page
 -- in any state. Each arm walks its job_id index backwards and stops after `size` ids, so a page
--- costs the same at any table size; no arm counts. kind/queue are NULL when not filtered.
+-- costs the same at any table size; no arm counts. kind/queue are NULL when not filtered, else
+-- LIKE patterns on the lower-cased name (a case-insensitive prefix, built by browse.py).
 SELECT job_id FROM (
     (SELECT DISTINCT r.job_id FROM awa.ready_entries r
       WHERE r.job_id < %(before)s
-        AND (%(kind)s::text IS NULL OR r.kind = %(kind)s)
-        AND (%(queue)s::text IS NULL OR r.queue = %(queue)s)
+        AND (%(kind)s::text IS NULL OR lower(r.kind) LIKE %(kind)s)
+        AND (%(queue)s::text IS NULL OR lower(r.queue) LIKE %(queue)s)
       ORDER BY r.job_id DESC LIMIT %(size)s)
     UNION
     (SELECT f.job_id FROM awa.deferred_jobs f
       WHERE f.job_id < %(before)s
-        AND (%(kind)s::text IS NULL OR f.kind = %(kind)s)
-        AND (%(queue)s::text IS NULL OR f.queue = %(queue)s)
+        AND (%(kind)s::text IS NULL OR lower(f.kind) LIKE %(kind)s)
+        AND (%(queue)s::text IS NULL OR lower(f.queue) LIKE %(queue)s)
       ORDER BY f.job_id DESC LIMIT %(size)s)
     UNION
     (SELECT h.job_id FROM awa.terminal_history h
       WHERE h.job_id < %(before)s
-        AND (%(kind)s::text IS NULL OR h.kind = %(kind)s)
-        AND (%(queue)s::text IS NULL OR h.queue = %(queue)s)
+        AND (%(kind)s::text IS NULL OR lower(h.kind) LIKE %(kind)s)
+        AND (%(queue)s::text IS NULL OR lower(h.queue) LIKE %(queue)s)
       ORDER BY h.job_id DESC LIMIT %(size)s)
     UNION
     (SELECT q.job_id FROM awa.dlq_entries q
       WHERE q.job_id < %(before)s
-        AND (%(kind)s::text IS NULL OR q.kind = %(kind)s)
-        AND (%(queue)s::text IS NULL OR q.queue = %(queue)s)
+        AND (%(kind)s::text IS NULL OR lower(q.kind) LIKE %(kind)s)
+        AND (%(queue)s::text IS NULL OR lower(q.queue) LIKE %(queue)s)
       ORDER BY q.job_id DESC LIMIT %(size)s)
 ) ids
  ORDER BY job_id DESC LIMIT %(size)s
@@ -72,16 +73,16 @@ SELECT progress, checkpoint, finalized_at FROM awa.terminal_history WHERE job_id
 -- state, each read from the table that holds that state rather than by filtering a window of
 -- the awa.jobs view: a rare state deep in a long history is on page 1. Each walks a job_id
 -- index backwards from a keyset cursor (`before`) and stops after `size` ids; the NOT EXISTS
--- probes say "no newer fact", by primary key or a job_id index. kind/queue are NULL when not
--- filtered. The positions they compare follow awa.jobs (a ready row at run_lease L ranks after
--- a closure at L; a deferred or DLQ row is always a job's newest fact while it exists).
+-- probes say "no newer fact", by primary key or a job_id index. kind/queue are as in
+-- job_id_window. The positions they compare follow awa.jobs (a ready row at run_lease L ranks
+-- after a closure at L; a deferred or DLQ row is always a job's newest fact while it exists).
 
 -- name: available_job_ids
 -- Ready rows never claimed and never tombstoned.
 SELECT DISTINCT r.job_id FROM awa.ready_entries r
  WHERE r.job_id < %(before)s
-   AND (%(kind)s::text IS NULL OR r.kind = %(kind)s)
-   AND (%(queue)s::text IS NULL OR r.queue = %(queue)s)
+   AND (%(kind)s::text IS NULL OR lower(r.kind) LIKE %(kind)s)
+   AND (%(queue)s::text IS NULL OR lower(r.queue) LIKE %(queue)s)
    AND NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
                     WHERE c.job_id = r.job_id AND c.queue = r.queue AND c.priority = r.priority
                       AND c.shard = r.shard AND c.lane_seq = r.lane_seq
@@ -99,8 +100,8 @@ SELECT DISTINCT c.job_id FROM awa.claim_receipts c
     ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
    AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
  WHERE c.job_id < %(before)s
-   AND (%(kind)s::text IS NULL OR r.kind = %(kind)s)
-   AND (%(queue)s::text IS NULL OR c.queue = %(queue)s)
+   AND (%(kind)s::text IS NULL OR lower(r.kind) LIKE %(kind)s)
+   AND (%(queue)s::text IS NULL OR lower(c.queue) LIKE %(queue)s)
    AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
                     WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
                       AND d.ready_slot = c.ready_slot)
@@ -113,15 +114,15 @@ SELECT DISTINCT c.job_id FROM awa.claim_receipts c
 -- `scheduled` or `retryable` (%(state)s): the backlog row is the job's newest fact.
 SELECT f.job_id FROM awa.deferred_jobs f
  WHERE f.job_id < %(before)s AND f.state = %(state)s
-   AND (%(kind)s::text IS NULL OR f.kind = %(kind)s)
-   AND (%(queue)s::text IS NULL OR f.queue = %(queue)s)
+   AND (%(kind)s::text IS NULL OR lower(f.kind) LIKE %(kind)s)
+   AND (%(queue)s::text IS NULL OR lower(f.queue) LIKE %(queue)s)
  ORDER BY f.job_id DESC LIMIT %(size)s
 
 -- name: dlq_job_ids
 SELECT q.job_id FROM awa.dlq_entries q
  WHERE q.job_id < %(before)s
-   AND (%(kind)s::text IS NULL OR q.kind = %(kind)s)
-   AND (%(queue)s::text IS NULL OR q.queue = %(queue)s)
+   AND (%(kind)s::text IS NULL OR lower(q.kind) LIKE %(kind)s)
+   AND (%(queue)s::text IS NULL OR lower(q.queue) LIKE %(queue)s)
  ORDER BY q.job_id DESC LIMIT %(size)s
 
 -- name: closed_job_ids
@@ -135,8 +136,8 @@ SELECT job_id FROM (
          ON r.queue = d.queue AND r.priority = d.priority AND r.shard = d.shard
         AND r.lane_seq = d.lane_seq AND r.ready_slot = d.ready_slot
       WHERE d.job_id < %(before)s AND d.outcome = %(state)s
-        AND (%(kind)s::text IS NULL OR r.kind = %(kind)s)
-        AND (%(queue)s::text IS NULL OR d.queue = %(queue)s)
+        AND (%(kind)s::text IS NULL OR lower(r.kind) LIKE %(kind)s)
+        AND (%(queue)s::text IS NULL OR lower(d.queue) LIKE %(queue)s)
         AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
                          WHERE n.job_id = d.job_id AND n.run_lease >= d.run_lease)
         AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = d.job_id)
@@ -145,8 +146,8 @@ SELECT job_id FROM (
     UNION
     (SELECT h.job_id FROM awa.terminal_history h
       WHERE h.job_id < %(before)s AND h.state = %(state)s
-        AND (%(kind)s::text IS NULL OR h.kind = %(kind)s)
-        AND (%(queue)s::text IS NULL OR h.queue = %(queue)s)
+        AND (%(kind)s::text IS NULL OR lower(h.kind) LIKE %(kind)s)
+        AND (%(queue)s::text IS NULL OR lower(h.queue) LIKE %(queue)s)
         AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
                          WHERE n.job_id = h.job_id AND n.run_lease > h.run_lease)
         AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = h.job_id)
@@ -160,8 +161,8 @@ SELECT job_id FROM (
          ON r.queue = t.queue AND r.priority = t.priority AND r.shard = t.shard
         AND r.lane_seq = t.lane_seq AND r.ready_slot = t.ready_slot
       WHERE %(state)s::text = 'cancelled' AND t.job_id < %(before)s
-        AND (%(kind)s::text IS NULL OR r.kind = %(kind)s)
-        AND (%(queue)s::text IS NULL OR t.queue = %(queue)s)
+        AND (%(kind)s::text IS NULL OR lower(r.kind) LIKE %(kind)s)
+        AND (%(queue)s::text IS NULL OR lower(t.queue) LIKE %(queue)s)
         AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
                          WHERE n.job_id = t.job_id AND n.run_lease > r.run_lease)
         AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = t.job_id)
