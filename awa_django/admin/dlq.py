@@ -101,7 +101,8 @@ class MatchingActionForm(forms.Form):
 
 
 def describe(where: DlqFilter, age: str) -> str:
-    """The filter in words, for messages and the admin log: ``queue=default, age>1d``."""
+    """The filter in words, for messages and the admin log, such as
+    ``queue=default, in the DLQ for over 1d``."""
     parts = [
         f"{name}={value}"
         for name, value in (("queue", where.queue), ("kind", where.kind), ("reason", where.reason))
