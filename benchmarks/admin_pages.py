@@ -68,6 +68,8 @@ def main() -> None:
         "jobs, middle page": f"/admin/awa_django/job/?before={middle_id}",
         "jobs, state=available": "/admin/awa_django/job/?state=available",
         "jobs, state=completed (none)": "/admin/awa_django/job/?state=completed",
+        "jobs, state=running (none)": "/admin/awa_django/job/?state=running",
+        "jobs, state=dlq": "/admin/awa_django/job/?state=dlq",
         "jobs, by id": f"/admin/awa_django/job/?job_id={middle_id}",
         "dlq, first page": "/admin/awa_django/deadletter/",
         "dlq, older than 1 day": "/admin/awa_django/deadletter/?age=1d",

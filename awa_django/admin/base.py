@@ -8,11 +8,14 @@ instead of the changelist's counts and offsets.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connections
 from django.db.backends.utils import CursorWrapper
 from django.forms import Form
@@ -74,6 +77,32 @@ def report_form_errors(request: HttpRequest, form: Form) -> None:
         messages.error(request, f"{field}: {' '.join(str(error) for error in errors)}")
 
 
+def acting_user_id(request: HttpRequest) -> int | str:
+    """The primary key of the user acting, for the admin log."""
+    user_id = request.user.pk
+    if user_id is None:  # admin_view lets only logged-in staff this far
+        raise PermissionDenied
+    return user_id
+
+
+class JobIdsField(forms.Field):
+    """Repeated ``job_ids`` values (ticked rows) as a list of job ids in bigint's range; the
+    action itself says which of them it could act on."""
+
+    widget = forms.MultipleHiddenInput
+
+    def to_python(self, value: Any) -> list[int]:
+        if not value:
+            raise ValidationError("select at least one job")
+        try:
+            ids = [int(item) for item in value]
+        except (TypeError, ValueError):
+            raise ValidationError("job ids must be whole numbers") from None
+        if not 1 <= min(ids) <= max(ids) <= MAX_ID:
+            raise ValidationError(f"job ids must be whole numbers from 1 to {MAX_ID}")
+        return ids
+
+
 class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """A ModelAdmin whose pages are the views ``operator_urls`` returns. Nothing is added
     through the admin: jobs enter through enqueue, queues through use."""
@@ -106,6 +135,30 @@ class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def require_delete(self, request: HttpRequest) -> None:
         if not self.has_delete_permission(request):
             raise PermissionDenied
+
+    def log_operator_action(
+        self, request: HttpRequest, keys: Iterable[object], message: str, *, flag: int = CHANGE
+    ) -> None:
+        """Record an action that took effect in Django's admin log, one entry per object acted
+        on (``keys`` are primary keys of this page's model), so it shows in "Recent actions"
+        and the history an auditor reads, with who did it and when."""
+        LogEntry.objects.log_actions(
+            acting_user_id(request), [self.model(pk=key) for key in keys], flag, message
+        )
+
+    def log_filter_action(
+        self, request: HttpRequest, description: str, message: str, *, flag: int
+    ) -> None:
+        """Record an action on everything a filter matched, as one admin log entry on this
+        page's model with no object id, ``description`` naming what it covered."""
+        LogEntry.objects.create(
+            user_id=acting_user_id(request),
+            content_type=ContentType.objects.get_for_model(self.model),
+            object_id=None,
+            object_repr=description[:200],
+            action_flag=flag,
+            change_message=message,
+        )
 
     def render(
         self, request: HttpRequest, template: str, title: str, context: Mapping[str, Any]

@@ -1,30 +1,35 @@
 """Dead-letter queue page: filter and inspect held jobs, retry them (to their queue or another)
-and purge them, with a confirmation page before purging. Everything goes through awa.dlq."""
+and purge them, with a confirmation page before purging. Every action goes through awa.dlq."""
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Final
+from typing import Final
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.contrib.admin.models import CHANGE, DELETION
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from awa_django import dlq
 from awa_django.admin.base import (
+    JobIdsField,
     OperatorAdmin,
     View,
+    awa_cursor,
     query_with,
     queue_choices,
     report_form_errors,
 )
+from awa_django.conf import get_settings
 from awa_django.exceptions import InvalidJob
 from awa_django.limits import MAX_ID
 from awa_django.models import DeadLetter
+from awa_django.storage.dlq import DlqFilter, count_matching, ring_held_ids
 
 PAGE_SIZE: Final = 50
 AGES: Final = {
@@ -62,23 +67,6 @@ class DlqFilterForm(forms.Form):
     )
 
 
-class JobIdsField(forms.Field):
-    """Repeated ``job_ids`` values as a list of job ids (the DLQ says which it holds)."""
-
-    widget = forms.MultipleHiddenInput
-
-    def to_python(self, value: Any) -> list[int]:
-        if not value:
-            raise ValidationError("select at least one job")
-        try:
-            ids = [int(item) for item in value]
-        except (TypeError, ValueError):
-            raise ValidationError("job ids must be whole numbers") from None
-        if not 1 <= min(ids) <= max(ids) <= MAX_ID:
-            raise ValidationError(f"job ids must be whole numbers from 1 to {MAX_ID}")
-        return ids
-
-
 class SelectionForm(forms.Form):
     """The rows an action applies to, and the target queue of a retry-to-queue."""
 
@@ -88,6 +76,41 @@ class SelectionForm(forms.Form):
     confirmed = forms.BooleanField(required=False)
 
 
+class MatchingActionForm(forms.Form):
+    """An action on every entry a list filter covers (the filter's own fields, repeated)."""
+
+    action = forms.ChoiceField(choices=[("retry", "retry"), ("purge", "purge")])
+    queue = forms.ChoiceField(required=False, choices=any_queue_choices)
+    kind = forms.CharField(required=False, max_length=200)
+    reason = forms.ChoiceField(
+        required=False, choices=[("", "any reason"), *((r, r) for r in dlq.REASONS)]
+    )
+    age = forms.ChoiceField(required=False, choices=[("", "any time"), *((k, k) for k in AGES)])
+    to_queue = forms.ChoiceField(required=False, choices=target_queue_choices)
+    confirmed = forms.BooleanField(required=False)
+
+    def filter(self) -> DlqFilter:
+        data = self.cleaned_data
+        older_than = AGES.get(data["age"])
+        return DlqFilter(
+            queue=data["queue"] or None,
+            kind=data["kind"] or None,
+            reason=data["reason"] or None,
+            older_than_s=older_than.total_seconds() if older_than is not None else None,
+        )
+
+
+def describe(where: DlqFilter, age: str) -> str:
+    """The filter in words, for messages and the admin log, such as
+    ``queue=default, in the DLQ for over 1d``."""
+    parts = [
+        f"{name}={value}"
+        for name, value in (("queue", where.queue), ("kind", where.kind), ("reason", where.reason))
+        if value
+    ]
+    return ", ".join([*parts, *([f"in the DLQ for over {age}"] if age else [])])
+
+
 @admin.register(DeadLetter)
 class DeadLetterAdmin(OperatorAdmin):
     def operator_urls(self) -> list[tuple[str, View, str]]:
@@ -95,6 +118,7 @@ class DeadLetterAdmin(OperatorAdmin):
             ("", self.changelist, ""),
             ("<awa_job_id:job_id>/", self.detail, "change"),
             ("act/", require_POST(self.act), "act"),
+            ("act-matching/", require_POST(self.act_matching), "act_matching"),
         ]
 
     def changelist(self, request: HttpRequest) -> HttpResponse:
@@ -139,6 +163,9 @@ class DeadLetterAdmin(OperatorAdmin):
                 "first_query": query_with(request.GET, before_at=None, before_id=None),
                 "queues": queue_choices(),
                 "act_url": reverse(self.url_name("act")),
+                "act_matching_url": reverse(self.url_name("act_matching")),
+                "is_filtered": form.is_valid()
+                and any(form.cleaned_data[f] for f in ("queue", "kind", "reason", "age")),
             },
         )
 
@@ -168,14 +195,88 @@ class DeadLetterAdmin(OperatorAdmin):
         else:
             self.require_delete(request)
             if not data["confirmed"]:
-                return self.render(
-                    request,
-                    "dlq_purge_confirm.html",
-                    "Purge dead-letter jobs?",
-                    {"job_ids": job_ids, "act_url": reverse(self.url_name("act"))},
-                )
+                return self.confirm_purge(request, job_ids)
             self.purge(request, job_ids)
         return HttpResponseRedirect(reverse(self.url_name("changelist")))
+
+    def act_matching(self, request: HttpRequest) -> HttpResponse:
+        """Retry or purge every entry a filter covers: a confirmation page with the count
+        first, then ``dlq.retry_bulk`` / ``purge_bulk``, which commit in batches of
+        ``dlq.BULK_BATCH_SIZE`` and take only entries still there, so a re-run (after a timeout,
+        or by a second operator) finishes the rest and never acts twice on one entry."""
+        form = MatchingActionForm(request.POST)
+        if not form.is_valid():
+            report_form_errors(request, form)
+            return redirect(self.url_name("changelist"))
+        data = form.cleaned_data
+        if data["action"] == "retry":
+            self.require_change(request)
+        else:
+            self.require_delete(request)
+        where = form.filter()
+        if where == DlqFilter():
+            messages.error(request, "Choose a queue, kind, reason or age first.")
+            return redirect(self.url_name("changelist"))
+        words = describe(where, data["age"])
+        if not data["confirmed"]:
+            with awa_cursor() as cursor:
+                count = count_matching(cursor, where)
+            return self.render(
+                request,
+                "dlq_matching_confirm.html",
+                f"{data['action'].capitalize()} every matching dead-letter job?",
+                {
+                    "count": count,
+                    "described": words,
+                    "form_data": form.cleaned_data,
+                    "batch_size": dlq.BULK_BATCH_SIZE,
+                    "act_matching_url": reverse(self.url_name("act_matching")),
+                },
+            )
+        if data["action"] == "retry":
+            to_queue = data["to_queue"] or None
+            done = dlq.retry_bulk(
+                queue=where.queue,
+                kind=where.kind,
+                reason=where.reason,
+                older_than=where.older_than_s,
+                to_queue=to_queue,
+            )
+            target = f" to queue {to_queue}" if to_queue else ""
+            summary = f"Retried {done} dead-letter job{pluralize(done)}{target} matching {words}."
+            flag = CHANGE
+        else:
+            done = dlq.purge_bulk(
+                queue=where.queue,
+                kind=where.kind,
+                reason=where.reason,
+                older_than=where.older_than_s,
+            )
+            summary = f"Purged {done} dead-letter job{pluralize(done)} matching {words}."
+            flag = DELETION
+        # The bulk functions return a count, not ids: the entry names the filter.
+        self.log_filter_action(request, f"dead-letter jobs matching {words}", summary, flag=flag)
+        messages.success(request, summary)
+        return HttpResponseRedirect(reverse(self.url_name("changelist")))
+
+    def confirm_purge(self, request: HttpRequest, job_ids: list[int]) -> HttpResponse:
+        # The ring is insert-only, so a purge cannot reach the failed attempt a job's DLQ entry
+        # was made from: the page says which jobs keep one, and for how long.
+        with awa_cursor() as cursor:
+            kept = ring_held_ids(cursor, job_ids)
+        return self.render(
+            request,
+            "dlq_purge_confirm.html",
+            "Purge dead-letter jobs?",
+            {
+                "job_ids": job_ids,
+                "kept_ids": kept,
+                "gone_count": len(set(job_ids) - set(kept)),
+                "failed_retention": timedelta(seconds=get_settings().FAILED_RETENTION_S),
+                "completed_retention": timedelta(seconds=get_settings().COMPLETED_RETENTION_S),
+                "act_url": reverse(self.url_name("act")),
+            },
+        )
 
     def retry(self, request: HttpRequest, job_ids: list[int], *, to_queue: str | None) -> None:
         where = f" to queue {to_queue}" if to_queue else ""
@@ -186,6 +287,7 @@ class DeadLetterAdmin(OperatorAdmin):
                 messages.error(request, f"Job {job_id} was not retried: {error}")
                 continue
             if retried:
+                self.log_operator_action(request, [job_id], f"Retried{where}.")
                 messages.success(request, f"Job {job_id} retried{where}.")
             else:
                 messages.warning(request, f"Job {job_id} is no longer in the dead-letter queue.")
@@ -193,6 +295,9 @@ class DeadLetterAdmin(OperatorAdmin):
     def purge(self, request: HttpRequest, job_ids: list[int]) -> None:
         for job_id in job_ids:
             if dlq.purge(job_id):
+                self.log_operator_action(
+                    request, [job_id], "Purged from the dead-letter queue.", flag=DELETION
+                )
                 messages.success(request, f"Job {job_id} purged.")
             else:
                 messages.warning(request, f"Job {job_id} is no longer in the dead-letter queue.")

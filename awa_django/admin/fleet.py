@@ -3,12 +3,18 @@ drift badges) and which processes are live, with the current maintenance leader.
 
 from __future__ import annotations
 
+from typing import Final
+
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 
 from awa_django import descriptors, runtimes
-from awa_django.admin.base import ReadOnlyOperatorAdmin, View
+from awa_django.admin.base import ReadOnlyOperatorAdmin, View, awa_cursor
 from awa_django.models import KindDescriptor, QueueDescriptor, RuntimeInstance
+from awa_django.storage.browse import running_attempts
+
+# How many open attempts the runtimes page lists, newest claim first.
+RUNNING_SHOWN: Final = 200
 
 
 @admin.register(QueueDescriptor)
@@ -48,9 +54,19 @@ class RuntimeInstanceAdmin(ReadOnlyOperatorAdmin):
 
     def changelist(self, request: HttpRequest) -> HttpResponse:
         self.require_view(request)
+        with awa_cursor() as cursor:
+            running = running_attempts(cursor, limit=RUNNING_SHOWN + 1)
         return self.render(
             request,
             "runtimes.html",
             "Runtimes",
-            {"runtimes": runtimes.list(), "leader": runtimes.leader()},
+            {
+                "runtimes": runtimes.list(),
+                "leader": runtimes.leader(),
+                # Grouped by worker in the template; newest claim first within each.
+                "running": sorted(running[:RUNNING_SHOWN], key=lambda a: a.claimed_by),
+                "running_truncated": len(running) > RUNNING_SHOWN,
+                "running_shown": RUNNING_SHOWN,
+                "job_url_name": f"{self.admin_site.name}:awa_django_job_change",
+            },
         )

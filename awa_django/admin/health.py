@@ -191,9 +191,11 @@ class QueueAdmin(OperatorAdmin):
         try:
             if action == "pause":
                 queues.pause(queue, by=str(request.user))
+                self.log_operator_action(request, [queue], "Paused.")
                 messages.success(request, f"Queue {queue} paused: workers claim nothing from it.")
             elif action == "resume":
                 queues.resume(queue)
+                self.log_operator_action(request, [queue], "Resumed.")
                 messages.success(request, f"Queue {queue} resumed.")
             elif not form.cleaned_data["confirmed"]:
                 return self.render(
@@ -205,6 +207,9 @@ class QueueAdmin(OperatorAdmin):
             else:
                 cancelled = queues.drain(
                     queue, confirm=True, reason=f"drained by {request.user} in the admin"
+                )
+                self.log_operator_action(
+                    request, [queue], f"Drained: {cancelled} pending jobs cancelled."
                 )
                 messages.success(
                     request, f"Queue {queue} drained: {cancelled} pending jobs cancelled."

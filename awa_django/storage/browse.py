@@ -1,8 +1,10 @@
 """Read-only listings for operator surfaces: keyset pages of jobs and the history of one job.
 
-Pages walk job ids downwards from a cursor (newest first) and never count: at a million jobs a
-page costs what it costs at a thousand. A job's current state comes from the ``awa.jobs`` view,
-looked up by id for the ids of one window, which is the only way that view is fast.
+Pages walk job ids downwards from a cursor (newest first): at a million jobs a page costs what
+it costs at a thousand. A page of one state reads that state's ids from the table that holds it
+(open claims for running, the backlog for scheduled, ...), so it finds a rare state at any
+depth. A job's current state comes from the ``awa.jobs`` view, looked up by id for the ids of
+one page, which is the only way that view is fast.
 """
 
 from __future__ import annotations
@@ -24,46 +26,61 @@ JOB_STATES: Final = (
     "available",
     "scheduled",
     "running",
+    "waiting_external",
     "retryable",
     "completed",
     "failed",
     "cancelled",
     "dlq",
 )
-# Which of the four body tables can hold a job whose current state is the key.
-_ARMS_BY_STATE: Final[dict[str | None, frozenset[str]]] = {
-    None: frozenset({"ready", "deferred", "history", "dlq"}),
-    "available": frozenset({"ready"}),
-    "running": frozenset({"ready"}),
-    "completed": frozenset({"ready"}),
-    "scheduled": frozenset({"deferred"}),
-    "retryable": frozenset({"deferred"}),
-    "failed": frozenset({"ready", "history"}),
-    "cancelled": frozenset({"ready", "history"}),
-    "dlq": frozenset({"dlq"}),
+# The query listing the jobs in each state, read from the table that holds it, and the
+# parameters that pick the state out of it.
+_IDS_BY_STATE: Final[dict[str, tuple[str, dict[str, bool | str]]]] = {
+    "available": ("available_job_ids", {}),
+    "running": ("open_attempt_job_ids", {"waiting": False}),
+    "waiting_external": ("open_attempt_job_ids", {"waiting": True}),
+    "scheduled": ("deferred_job_ids", {"state": "scheduled"}),
+    "retryable": ("deferred_job_ids", {"state": "retryable"}),
+    "completed": ("closed_job_ids", {"state": "completed"}),
+    "failed": ("closed_job_ids", {"state": "failed"}),
+    "cancelled": ("closed_job_ids", {"state": "cancelled"}),
+    "dlq": ("dlq_job_ids", {}),
 }
-# With a state filter only some ids of a window match, so the window is wider than the page.
-STATE_WINDOW_FACTOR: Final = 10
+# A state count stops here, so asking costs a bounded scan even on a huge history.
+COUNT_CAP: Final = 10_000
+_NO_CURSOR: Final = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobFilter:
-    """What a jobs page is narrowed to; None means any."""
+    """What a jobs page is narrowed to; None means any. ``kind`` and ``queue`` match names
+    that start with them, whatever the case."""
 
     kind: str | None = None
     queue: str | None = None
     state: str | None = None
 
     def __post_init__(self) -> None:
-        if self.state not in _ARMS_BY_STATE:
+        if self.state is not None and self.state not in _IDS_BY_STATE:
             raise ValueError(f"state must be one of {', '.join(JOB_STATES)}, got {self.state!r}")
+
+    def params(self) -> dict[str, str | None]:
+        """The kind and queue as the queries' LIKE patterns on lower-cased names."""
+        return {"kind": _prefix_pattern(self.kind), "queue": _prefix_pattern(self.queue)}
+
+
+def _prefix_pattern(value: str | None) -> str | None:
+    # LIKE's wildcards in a name (kinds often hold "_") must match themselves.
+    if value is None:
+        return None
+    escaped = value.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"{escaped}%"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobPage:
     """One page of jobs, newest first. ``next_before`` is the cursor of the next (older) page,
-    None on the last one. A state-filtered page may hold fewer rows than asked while older
-    pages still have matches: it covers a fixed window of ids rather than counting matches."""
+    None on the last one."""
 
     jobs: list[JobRecord]
     next_before: int | None
@@ -84,6 +101,21 @@ class Attempt:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RunningAttempt:
+    """An attempt a worker holds now; ``percent`` and ``message`` are its last saved progress."""
+
+    claimed_by: str
+    job_id: int
+    kind: str
+    queue: str
+    attempt: int
+    claimed_at: datetime
+    deadline_at: datetime | None
+    percent: float | None
+    message: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SavedProgress:
     progress: dict[str, Any] | None
     checkpoint: dict[str, Any] | None
@@ -99,32 +131,95 @@ def list_jobs(
     cursor: CursorWrapper, *, where: JobFilter, before: int | None, limit: int
 ) -> JobPage:
     """A page of at most ``limit`` jobs with ids below ``before`` (None: from the newest)."""
-    arms = _ARMS_BY_STATE[where.state]
-    size = limit if where.state is None else limit * STATE_WINDOW_FACTOR
+    if where.state is not None:
+        return _list_in_state(cursor, where.state, where=where, before=before, limit=limit)
     cursor.execute(
         _SQL["job_id_window"],
         {
-            "before": before if before is not None else 2**63 - 1,
-            "size": size,
-            "kind": where.kind,
-            "queue": where.queue,
-            "state": where.state,
-            "from_ready": "ready" in arms,
-            "from_deferred": "deferred" in arms,
-            "from_history": "history" in arms,
-            "from_dlq": "dlq" in arms,
+            "before": before if before is not None else _NO_CURSOR,
+            "size": limit + 1,
+            **where.params(),
         },
     )
     window = [row[0] for row in cursor.fetchall()]
-    records = get_jobs(cursor, window) if window else []
-    matches = sorted(
-        (record for record in records if where.state is None or record.state == where.state),
-        key=lambda record: record.job_id,
-        reverse=True,
+    jobs = list(reversed(get_jobs(cursor, window[:limit]))) if window else []
+    return JobPage(jobs=jobs, next_before=window[limit - 1] if len(window) > limit else None)
+
+
+def _state_ids(
+    cursor: CursorWrapper, state: str, where: JobFilter, before: int, size: int
+) -> list[int]:
+    name, params = _IDS_BY_STATE[state]
+    cursor.execute(
+        _SQL[name],
+        {"before": before, "size": size, **where.params(), **params},
     )
+    return [row[0] for row in cursor.fetchall()]
+
+
+def _list_in_state(
+    cursor: CursorWrapper, state: str, *, where: JobFilter, before: int | None, limit: int
+) -> JobPage:
+    # The ids come from the table holding the state; the view, read for just those ids, has the
+    # last word, so a job that moved on between the two reads is left out, and the next ids are
+    # fetched to fill the page.
+    matches: list[JobRecord] = []
+    below = before if before is not None else _NO_CURSOR
+    while len(matches) <= limit:
+        wanted = limit + 1 - len(matches)
+        ids = _state_ids(cursor, state, where, below, wanted)
+        if not ids:
+            break
+        records = {record.job_id: record for record in get_jobs(cursor, ids)}
+        matches.extend(
+            records[job_id]
+            for job_id in ids
+            if job_id in records and records[job_id].state == state
+        )
+        if len(ids) < wanted:  # the state holds no older jobs
+            break
+        below = ids[-1]
     if len(matches) > limit:
         return JobPage(jobs=matches[:limit], next_before=matches[limit - 1].job_id)
-    return JobPage(jobs=matches, next_before=window[-1] if len(window) == size else None)
+    return JobPage(jobs=matches, next_before=None)
+
+
+def count_in_state(cursor: CursorWrapper, state: str, where: JobFilter) -> int:
+    """How many jobs are in ``state`` and match ``where``'s kind and queue, counting at most
+    ``COUNT_CAP + 1``: a result above ``COUNT_CAP`` means "more than that"."""
+    return len(_state_ids(cursor, state, where, _NO_CURSOR, COUNT_CAP + 1))
+
+
+def running_attempts(cursor: CursorWrapper, *, limit: int) -> list[RunningAttempt]:
+    """Up to ``limit`` open attempts, newest claim first."""
+    cursor.execute(_SQL["running_attempts"], {"limit": limit})
+    attempts = []
+    for (
+        claimed_by,
+        job_id,
+        kind,
+        queue,
+        attempt,
+        claimed_at,
+        deadline_at,
+        progress,
+    ) in cursor.fetchall():
+        saved = _json(progress) or {}
+        percent = saved.get("percent")
+        attempts.append(
+            RunningAttempt(
+                claimed_by=claimed_by,
+                job_id=job_id,
+                kind=kind,
+                queue=queue,
+                attempt=attempt,
+                claimed_at=claimed_at,
+                deadline_at=deadline_at,
+                percent=float(percent) if isinstance(percent, int | float) else None,
+                message=saved.get("message"),
+            )
+        )
+    return attempts
 
 
 def job_attempts(cursor: CursorWrapper, job_id: int) -> list[Attempt]:

@@ -91,6 +91,12 @@ def matching_ids(cursor: CursorWrapper, where: DlqFilter, *, limit: int) -> list
     return [int(job_id) for (job_id,) in cursor.fetchall()]
 
 
+def count_matching(cursor: CursorWrapper, where: DlqFilter) -> int:
+    """How many entries ``where`` covers now."""
+    cursor.execute(_SQL["count_matching_dlq"], where.params())
+    return int(cursor.fetchone()[0])
+
+
 def retry_entries(
     cursor: CursorWrapper,
     job_ids: Sequence[int],
@@ -109,6 +115,12 @@ def retry_entries(
 
 def purge_entries(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[int]:
     cursor.execute(_SQL["purge_dlq"], {"job_ids": list(job_ids)})
+    return [int(job_id) for (job_id,) in cursor.fetchall()]
+
+
+def ring_held_ids(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[int]:
+    """The ``job_ids`` whose failed attempt the queue ring still holds, in id order."""
+    cursor.execute(_SQL["ring_held_ids"], {"job_ids": list(job_ids)})
     return [int(job_id) for (job_id,) in cursor.fetchall()]
 
 

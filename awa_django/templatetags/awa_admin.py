@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django import template
 from django.utils.formats import date_format
+from django.utils.timesince import timesince
 from django.utils.timezone import localtime
 
 register = template.Library()
@@ -25,3 +26,10 @@ def when(value: datetime | None) -> str:
     if value is None:
         return "—"
     return date_format(localtime(value), "Y-m-d H:i:s T")
+
+
+@register.filter
+def duration(value: timedelta) -> str:
+    """A period in words to its largest unit ("1 hour", "3 days"), for retention settings."""
+    now = datetime.now(UTC)
+    return timesince(now - value, now, depth=1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.contrib.admin.models import CHANGE, DELETION, LogEntry
 from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
@@ -154,6 +155,41 @@ def test_purge_asks_for_confirmation_first(operator_client):
     assert awa.dlq.get(job_id) is None
 
 
+def test_purge_confirmation_says_what_the_ring_keeps_and_for_how_long(operator_client):
+    # A job routed to the DLQ from the ring keeps its failed attempt there; an entry whose ring
+    # slot is long gone (written directly here) has nothing left once purged.
+    kept = dead_job("secret argument")
+    gone = insert_entries(1)[0]
+
+    confirm = operator_client.post(reverse(ACT), {"action": "purge", "job_ids": [kept, gone]})
+
+    assert confirm.context["kept_ids"] == [kept]
+    body = " ".join(confirm.content.decode().replace("\xa0", " ").split())
+    assert f"still holds the last failed attempt of job {kept}" in body
+    assert "can be retried from there" in body
+    assert "completed jobs are kept for 1 hour" in body
+    assert "until 3 days after the attempt failed" in body
+    assert "The other 1 is gone for good" in body
+
+    operator_client.post(
+        reverse(ACT), {"action": "purge", "job_ids": [kept, gone], "confirmed": "on"}
+    )
+    # Exactly as the page said: the kept job reads as failed, with its arguments and errors,
+    # and a Retry button; the other one is gone from every page.
+    page = operator_client.get(reverse("admin:awa_django_job_change", args=[kept]))
+    assert page.context["job"].state == "failed"
+    assert b"secret argument" in page.content and page.context["retry_url"] is not None
+    assert awa.get_job(gone) is None
+
+
+def test_purge_of_entries_the_ring_no_longer_holds_says_they_are_gone_for_good(operator_client):
+    gone = insert_entries(2)
+    confirm = operator_client.post(reverse(ACT), {"action": "purge", "job_ids": gone})
+    body = " ".join(confirm.content.decode().split())
+    assert "What is kept" not in body
+    assert "These jobs are gone for good" in body
+
+
 def test_an_empty_or_malformed_selection_is_refused_with_a_message(operator_client):
     empty = operator_client.post(reverse(ACT), {"action": "retry"}, follow=True)
     assert any("select at least one job" in m for m in messages_of(empty))
@@ -205,3 +241,87 @@ def test_change_without_delete_may_retry_but_not_purge():
 def test_user_without_permission_gets_403(outsider_client):
     assert outsider_client.get(reverse(LIST)).status_code == 403
     assert User.objects.filter(username="outsider").exists()
+
+
+MATCHING = "admin:awa_django_deadletter_act_matching"
+
+
+def dlq_ids(queue: str) -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT job_id FROM awa.dlq_entries WHERE queue = %s ORDER BY 1", [queue])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def test_retry_all_matching_confirms_the_count_then_retries_every_page_in_batches(
+    operator_client, monkeypatch
+):
+    monkeypatch.setattr(awa.dlq, "BULK_BATCH_SIZE", 50)
+    matching = insert_entries(120, queue="default")
+    other = insert_entries(3, queue="email")
+    page = operator_client.get(reverse(LIST), {"queue": "default"})
+    assert b"dlq-retry-matching" in page.content and b"dlq-purge-matching" in page.content
+    assert len(listed_ids(page)) == 50  # one page shown, 120 covered
+
+    confirm = operator_client.post(reverse(MATCHING), {"action": "retry", "queue": "default"})
+    assert confirm.context["count"] == 120
+    assert "120 dead-letter jobs match queue=default." in confirm.content.decode()
+    assert "Yes, retry 120 jobs" in confirm.content.decode()
+    assert dlq_ids("default") == matching  # nothing done before the confirmation
+
+    done = operator_client.post(
+        reverse(MATCHING), {"action": "retry", "queue": "default", "confirmed": "on"}, follow=True
+    )
+    assert messages_of(done) == ["Retried 120 dead-letter jobs matching queue=default."]
+    assert dlq_ids("default") == [] and dlq_ids("email") == other
+    assert {job.state for job in awa.get_jobs(matching)} == {"available"}
+    entry = LogEntry.objects.get()
+    assert entry.object_repr == "dead-letter jobs matching queue=default"
+    assert entry.action_flag == CHANGE and entry.object_id is None
+
+    # Safe to re-run: nothing left to do, nothing done twice.
+    again = operator_client.post(
+        reverse(MATCHING), {"action": "retry", "queue": "default", "confirmed": "on"}, follow=True
+    )
+    assert messages_of(again) == ["Retried 0 dead-letter jobs matching queue=default."]
+
+
+def test_purge_all_matching_an_age_filter(operator_client):
+    old = insert_entries(4, age=timedelta(days=2))
+    new = insert_entries(2)
+    confirm = operator_client.post(reverse(MATCHING), {"action": "purge", "age": "1d"})
+    assert confirm.context["count"] == 4
+    done = operator_client.post(
+        reverse(MATCHING), {"action": "purge", "age": "1d", "confirmed": "on"}, follow=True
+    )
+    assert messages_of(done) == ["Purged 4 dead-letter jobs matching in the DLQ for over 1d."]
+    assert dlq_ids("default") == new and all(awa.dlq.get(j) is None for j in old)
+    assert LogEntry.objects.get().action_flag == DELETION
+
+
+def test_all_matching_needs_a_filter(operator_client):
+    insert_entries(2)
+    refused = operator_client.post(
+        reverse(MATCHING), {"action": "purge", "confirmed": "on"}, follow=True
+    )
+    assert messages_of(refused) == ["Choose a queue, kind, reason or age first."]
+    assert len(dlq_ids("default")) == 2
+    page = operator_client.get(reverse(LIST))
+    assert b"dlq-retry-matching" not in page.content
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_all_matching_is_permission_checked_like_the_single_actions(viewer_client):
+    ids = insert_entries(2)
+    retrier = Client()
+    retrier.force_login(staff_user("retrier", ["view_deadletter", "change_deadletter"]))
+    page = retrier.get(reverse(LIST), {"queue": "default"})
+    assert b"dlq-retry-matching" in page.content and b"dlq-purge-matching" not in page.content
+    for client, action in ((viewer_client, "retry"), (viewer_client, "purge"), (retrier, "purge")):
+        denied = client.post(
+            reverse(MATCHING), {"action": action, "queue": "default", "confirmed": "on"}
+        )
+        assert denied.status_code == 403
+    assert dlq_ids("default") == ids
+    assert (
+        b"dlq-retry-matching" not in viewer_client.get(reverse(LIST), {"queue": "default"}).content
+    )

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 
+from django.db import connection
 from django.urls import reverse
 
+import awa_django as awa
 from awa_django import runtimes
-from tests.conftest import wait_until
+from tests.conftest import BackgroundWorker, wait_until
 
 QUEUE_DESCRIPTORS = "admin:awa_django_queuedescriptor_changelist"
 KIND_DESCRIPTORS = "admin:awa_django_kinddescriptor_changelist"
@@ -71,3 +73,40 @@ def test_fleet_pages_are_read_only_and_permission_checked(viewer_client, outside
     for name in (QUEUE_DESCRIPTORS, KIND_DESCRIPTORS, RUNTIMES):
         assert viewer_client.get(reverse(name)).status_code == 200
         assert outsider_client.get(reverse(name)).status_code == 403
+
+
+RUNTIMES = "admin:awa_django_runtimeinstance_changelist"
+
+
+def test_runtimes_page_says_when_nothing_is_running(operator_client):
+    page = operator_client.get(reverse(RUNTIMES))
+    assert page.status_code == 200 and b"No attempt is running." in page.content
+
+
+def test_running_jobs_per_worker_with_links_elapsed_time_and_a_progress_bar(operator_client):
+    # tests.sleepy reports no progress itself, so the progress written here stays as written.
+    job_id = awa.enqueue("tests.sleepy", args={"seconds": 10})
+    worker = BackgroundWorker(maintenance=False, queues={"default": 2}).start()
+    try:
+        wait_until(lambda: awa.get_job(job_id).state == "running")
+        # The page rounds a fraction a job reported instead of printing every digit.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO awa.attempt_state (job_id, run_lease, progress) VALUES (%s, %s, "
+                '\'{"percent": 3.2333333333333334, "message": "page 3 of 90"}\')',
+                [job_id, awa.get_job(job_id).run_lease],
+            )
+
+        page = operator_client.get(reverse(RUNTIMES))
+
+        body = page.content.decode()
+        [attempt] = page.context["running"]
+        assert f"Worker <code>{attempt.claimed_by}</code>: 1 running" in body
+        assert attempt.job_id == job_id and attempt.percent == 3.2333333333333334
+        row = body[body.index(f'id="running-job-{job_id}"') :].split("</tr>")[0]
+        assert f'href="/admin/awa_django/job/{job_id}/"' in row
+        assert '<progress max="100" value="3">' in row and "3%" in row and "3.23" not in row
+        assert "page 3 of 90" in row and "tests.sleepy" in row
+        assert "minute" in row  # elapsed since the claim ("0 minutes" in the first one)
+    finally:
+        worker.stop()

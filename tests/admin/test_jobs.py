@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.contrib.admin.models import LogEntry
 from django.db import connection
 from django.urls import reverse
 
@@ -112,7 +113,8 @@ def test_list_query_count_is_constant_at_1000_jobs(operator_client, django_asser
     with django_assert_num_queries(4):
         response = operator_client.get(url)
     assert len(response.context["jobs"]) == 50
-    with django_assert_num_queries(4):
+    # With a state: the state's ids, their hydration and the state's count.
+    with django_assert_num_queries(5):
         response = operator_client.get(url, {"state": "available", "kind": "tests.noop"})
     assert len(response.context["jobs"]) == 50
 
@@ -279,3 +281,129 @@ def test_retry_a_cancelled_job(operator_client):
     operator_client.post(retry_url(job_id))
 
     assert awa.get_job(job_id).state == "available"
+
+
+def completed_count() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM awa.done_entries WHERE outcome = 'completed'")
+        return cursor.fetchone()[0]
+
+
+def test_every_state_is_found_on_page_one_under_2000_newer_completed_jobs(operator_client):
+    # Rare states first (older ids), then 2,000 newer completed jobs: a list that filtered a
+    # window of the newest ids by state would say "No jobs match" for every rare one.
+    failed, dead = (awa.enqueue("tests.always_fails", args={}, max_attempts=1) for _ in range(2))
+    run_burst(queues={"default": 2})
+    assert awa.dlq.move_failed(job_ids=[dead]) == 1
+    scheduled = awa.enqueue("tests.noop", args={}, run_at=timedelta(hours=1))
+    cancelled = awa.enqueue("tests.noop", args={}, queue="email")
+    awa.cancel(cancelled)
+    available = awa.enqueue("tests.noop", args={}, queue="email")
+    running = [awa.enqueue("tests.slow_first", args={"seconds": 60}) for _ in range(2)]
+    waiting = awa.enqueue("tests.parks", args={})
+    worker = BackgroundWorker(maintenance=False, queues={"default": 8}).start()
+    try:
+        wait_until(lambda: {awa.get_job(j).state for j in running} == {"running"})
+        wait_until(lambda: awa.get_job(waiting).state == "waiting_external")
+        noop.enqueue_many([{"n": n} for n in range(2000)])
+        wait_until(lambda: completed_count() >= 2000, timeout=120)
+        expected = {
+            "failed": [failed],
+            "dlq": [dead],
+            "scheduled": [scheduled],
+            "cancelled": [cancelled],
+            "available": [available],
+            "running": sorted(running, reverse=True),
+            "waiting_external": [waiting],
+        }
+        for state, job_ids in expected.items():
+            response = operator_client.get(reverse(LIST), {"state": state})
+            assert listed_ids(response) == job_ids, state
+            assert response.context["state_count"] == len(job_ids), state
+            assert f"{len(job_ids)} {state} job".encode() in response.content
+        # Kind and queue narrow a state as they narrow the list.
+        narrowed = {"state": "running", "kind": "tests.slow_first", "queue": "default"}
+        assert listed_ids(operator_client.get(reverse(LIST), narrowed)) == sorted(
+            running, reverse=True
+        )
+        assert (
+            listed_ids(operator_client.get(reverse(LIST), {"state": "running", "queue": "email"}))
+            == []
+        )
+        completed = operator_client.get(reverse(LIST), {"state": "completed"})
+        assert len(listed_ids(completed)) == 50
+        assert completed.context["state_count"] == 2000
+        assert completed.context["next_query"] is not None
+    finally:
+        worker.stop()
+
+
+CANCEL_SELECTED = "admin:awa_django_job_cancel_selected"
+
+
+def test_bulk_cancel_of_ticked_rows_with_a_message_per_job(operator_client):
+    done = awa.enqueue("tests.noop", args={})
+    run_burst(queues={"default": 1})
+    waiting = [awa.enqueue("tests.noop", args={}, queue="email") for _ in range(3)]
+    later = awa.enqueue("tests.noop", args={}, run_at=timedelta(hours=1))
+    page = operator_client.get(reverse(LIST))
+    # A checkbox on every row that can still be cancelled, none on the finished one.
+    for job_id in [*waiting, later]:
+        assert f'id="select-{job_id}"'.encode() in page.content
+    assert f'id="select-{done}"'.encode() not in page.content
+
+    response = operator_client.post(
+        reverse(CANCEL_SELECTED),
+        {"job_ids": [*waiting, later, done], "return_query": "queue=email"},
+        follow=True,
+    )
+
+    assert response.redirect_chain[-1][0] == reverse(LIST) + "?queue=email"
+    assert [str(m) for m in response.context["messages"]] == [
+        *(f"Job {job_id} cancelled." for job_id in [*waiting, later]),
+        f"Job {done} was not cancelled: it had already ended.",
+    ]
+    assert {job.state for job in awa.get_jobs([*waiting, later])} == {"cancelled"}
+    assert sorted(int(e.object_id) for e in LogEntry.objects.all()) == sorted([*waiting, later])
+
+
+def test_bulk_cancel_needs_change_permission_and_shows_no_checkboxes_without_it(viewer_client):
+    job_id = awa.enqueue("tests.noop", args={}, queue="email")
+    page = viewer_client.get(reverse(LIST))
+    assert b"jobs-cancel" not in page.content and f"select-{job_id}".encode() not in page.content
+    denied = viewer_client.post(reverse(CANCEL_SELECTED), {"job_ids": [job_id]})
+    assert denied.status_code == 403
+    assert awa.get_job(job_id).state == "available"
+
+
+def test_bulk_cancel_refuses_more_than_a_page_and_bad_ids(operator_client):
+    too_many = operator_client.post(
+        reverse(CANCEL_SELECTED), {"job_ids": list(range(1, 52))}, follow=True
+    )
+    assert [str(m) for m in too_many.context["messages"]] == ["Select at most 50 jobs at a time."]
+    bad = operator_client.post(reverse(CANCEL_SELECTED), {"job_ids": [str(2**63)]}, follow=True)
+    assert any("from 1 to" in str(m) for m in bad.context["messages"])
+
+
+def test_kind_and_queue_match_a_case_insensitive_prefix_with_wildcards_taken_literally(
+    operator_client,
+):
+    noop_job = awa.enqueue("tests.noop", args={}, queue="email")
+    record = awa.enqueue("tests.record", args={}, queue="email")
+    fails = awa.enqueue("tests.always_fails", args={}, run_at=timedelta(hours=1))
+    url = reverse(LIST)
+
+    assert listed_ids(operator_client.get(url, {"kind": "TESTS.NO"})) == [noop_job]
+    assert listed_ids(operator_client.get(url, {"kind": "tests."})) == [fails, record, noop_job]
+    assert listed_ids(operator_client.get(url, {"queue": "EM"})) == [record, noop_job]
+    # The same on a state page.
+    assert listed_ids(operator_client.get(url, {"kind": "Tests.R", "state": "available"})) == [
+        record
+    ]
+    assert listed_ids(operator_client.get(url, {"kind": "tests.ALWAYS", "state": "scheduled"})) == [
+        fails
+    ]
+    # "_" and "%" are characters of the name, not LIKE wildcards.
+    assert listed_ids(operator_client.get(url, {"kind": "tests_"})) == []
+    assert listed_ids(operator_client.get(url, {"kind": "%noop"})) == []
+    assert listed_ids(operator_client.get(url, {"kind": "tests.always_"})) == [fails]

@@ -1,8 +1,8 @@
 """A real browser in the real admin: headless Chromium (Debian's, through its chromedriver)
 logs into the example project's live server, opens queue health and the DLQ, retries a dead
-job that a real worker process then completes, purges another after its confirmation page, and
-sees descriptor drift once a second worker declares the queue differently; it saves screenshots
-of every step.
+job that a real worker process then completes, purges another after its confirmation page,
+retries a filtered group of dead letters larger than a page at once, and sees descriptor drift
+once a second worker declares the queue differently; it saves screenshots of every step.
 
 Screenshots go to artifacts/browser/ at the repository root (gitignored); the path is printed.
 """
@@ -102,6 +102,21 @@ def seed_last_hour(queue: str) -> None:
         )
 
 
+def dead_noops(count: int) -> list[int]:
+    """``count`` dead letters of a kind the worker runs, as if they had failed for good."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.dlq_entries (job_id, kind, queue, priority, args, attempt, "
+            "original_run_lease, max_attempts, created_at, metadata, tags, errors, dlq_reason, "
+            "dlq_at) SELECT nextval('awa.job_id_seq'), 'tests.noop', 'default', 2, "
+            "jsonb_build_object('n', n), 3, 3, 3, now(), '{}', '{}', "
+            "jsonb_build_array(jsonb_build_object('attempt', 3, 'at', now(), 'message', 'x')), "
+            "'attempts_exhausted', now() FROM generate_series(1, %s) n RETURNING job_id",
+            [count],
+        )
+        return sorted(row[0] for row in cursor.fetchall())
+
+
 def wait_for(driver: WebDriver, css: str, timeout: float = 20.0) -> None:
     WebDriverWait(driver, timeout).until(
         expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css))
@@ -186,6 +201,24 @@ def test_operator_retries_a_dead_job_from_the_admin(
     # Gone from the DLQ; the failed attempt stays in ring history until its slot is pruned.
     assert awa.dlq.get(doomed) is None and awa.get_job(doomed).state == "failed"
 
+    # A group of dead letters larger than a page, found by a filter and retried all at once
+    # after the count is confirmed; the real worker then runs every one of them.
+    group = dead_noops(60)
+    browser.get(f"{live_server.url}/admin/awa_django/deadletter/?kind=tests.noop")
+    wait_for(browser, "#dlq-matching")
+    browser.find_element(By.ID, "dlq-retry-matching").click()
+    wait_for(browser, "#confirm-matching")
+    count = browser.find_element(By.ID, "matching-count").text
+    assert count == "60 dead-letter jobs match kind=tests.noop."
+    browser.save_screenshot(str(screenshots / "07b-dlq-retry-matching-confirm.png"))
+    browser.find_element(By.ID, "confirm-matching").click()
+    wait_for(browser, "ul.messagelist")
+    assert (
+        "Retried 60 dead-letter jobs matching kind=tests.noop."
+        in browser.find_element(By.CSS_SELECTOR, "ul.messagelist").text
+    )
+    wait_until(lambda: {job.state for job in awa.get_jobs(group)} == {"completed"}, timeout=60)
+
     # A second worker deploys a different description of the default queue: drift.
     redeployed = json.loads(json.dumps(WORKER_SETTINGS))
     redeployed["QUEUES"]["default"]["description"] = "Orders, payments and refunds"
@@ -217,6 +250,7 @@ def test_operator_retries_a_dead_job_from_the_admin(
         "05-dlq-retried.png",
         "06-job-completed.png",
         "07-dlq-purge-confirm.png",
+        "07b-dlq-retry-matching-confirm.png",
         "08-runtimes.png",
         "09-queue-descriptors.png",
     ]

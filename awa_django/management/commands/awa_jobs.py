@@ -19,7 +19,6 @@ from awa_django.management.validation import (
 from awa_django.storage.browse import JOB_STATES
 
 # The awa.jobs view also reports an attempt parked on a callback as its own state.
-STATES: Final = (*JOB_STATES, "waiting_external")
 DEFAULT_LIMIT: Final = 50
 DEFAULT_REASON: Final = "cancelled by operator"
 # Each option that only some actions read: how it is typed, and those actions.
@@ -46,7 +45,7 @@ class Command(BaseCommand):
         parser.add_argument("job_ids", nargs="*", type=job_id, metavar="JOB_ID")
         parser.add_argument("--queue", type=name, help="list: only this queue.")
         parser.add_argument("--kind", type=name, help="list: only this job kind.")
-        parser.add_argument("--state", choices=STATES, help="list: only this state.")
+        parser.add_argument("--state", choices=JOB_STATES, help="list: only this state.")
         parser.add_argument(
             "--limit", type=row_limit, help=f"list: most jobs shown (default {DEFAULT_LIMIT})."
         )

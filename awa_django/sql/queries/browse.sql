@@ -2,38 +2,53 @@
 
 -- name: job_id_window
 -- The newest distinct job ids below a keyset cursor, from the four tables that hold a job's
--- body (every claim and closure joins a ready row, so they cover the awa.jobs view). Each arm
--- walks its job_id index backwards and stops after `size` ids, so a page costs the same at any
--- table size; no arm counts. The from_* flags leave out arms that cannot hold the asked-for
--- state, and kind/queue/state are NULL when not filtered.
+-- body (every claim and closure joins a ready row, so they cover the awa.jobs view), for a page
+-- in any state. Each arm walks its job_id index backwards and stops after `size` ids, so a page
+-- costs the same at any table size; no arm counts. kind/queue are NULL when not filtered, else
+-- LIKE patterns on the lower-cased name (a case-insensitive prefix, built by browse.py).
 SELECT job_id FROM (
     (SELECT DISTINCT r.job_id FROM awa.ready_entries r
-      WHERE %(from_ready)s AND r.job_id < %(before)s
-        AND (%(kind)s::text IS NULL OR r.kind = %(kind)s)
-        AND (%(queue)s::text IS NULL OR r.queue = %(queue)s)
+      WHERE r.job_id < %(before)s
+        AND (%(kind)s::text IS NULL OR lower(r.kind) LIKE %(kind)s)
+        AND (%(queue)s::text IS NULL OR lower(r.queue) LIKE %(queue)s)
       ORDER BY r.job_id DESC LIMIT %(size)s)
     UNION
     (SELECT f.job_id FROM awa.deferred_jobs f
-      WHERE %(from_deferred)s AND f.job_id < %(before)s
-        AND (%(kind)s::text IS NULL OR f.kind = %(kind)s)
-        AND (%(queue)s::text IS NULL OR f.queue = %(queue)s)
-        AND (%(state)s::text IS NULL OR f.state = %(state)s)
+      WHERE f.job_id < %(before)s
+        AND (%(kind)s::text IS NULL OR lower(f.kind) LIKE %(kind)s)
+        AND (%(queue)s::text IS NULL OR lower(f.queue) LIKE %(queue)s)
       ORDER BY f.job_id DESC LIMIT %(size)s)
     UNION
     (SELECT h.job_id FROM awa.terminal_history h
-      WHERE %(from_history)s AND h.job_id < %(before)s
-        AND (%(kind)s::text IS NULL OR h.kind = %(kind)s)
-        AND (%(queue)s::text IS NULL OR h.queue = %(queue)s)
-        AND (%(state)s::text IS NULL OR h.state = %(state)s)
+      WHERE h.job_id < %(before)s
+        AND (%(kind)s::text IS NULL OR lower(h.kind) LIKE %(kind)s)
+        AND (%(queue)s::text IS NULL OR lower(h.queue) LIKE %(queue)s)
       ORDER BY h.job_id DESC LIMIT %(size)s)
     UNION
     (SELECT q.job_id FROM awa.dlq_entries q
-      WHERE %(from_dlq)s AND q.job_id < %(before)s
-        AND (%(kind)s::text IS NULL OR q.kind = %(kind)s)
-        AND (%(queue)s::text IS NULL OR q.queue = %(queue)s)
+      WHERE q.job_id < %(before)s
+        AND (%(kind)s::text IS NULL OR lower(q.kind) LIKE %(kind)s)
+        AND (%(queue)s::text IS NULL OR lower(q.queue) LIKE %(queue)s)
       ORDER BY q.job_id DESC LIMIT %(size)s)
 ) ids
  ORDER BY job_id DESC LIMIT %(size)s
+
+-- name: running_attempts
+-- The open attempts (claims without a closure), newest claim first, with their worker, elapsed
+-- time's start and saved progress, for "what is running right now". It reads every claim the
+-- ring retains (one primary-key probe each), so it is an operator read, never a hot one.
+SELECT c.claimed_by, c.job_id, r.kind, c.queue, c.attempt, c.claimed_at, c.deadline_at,
+       s.progress
+  FROM awa.claim_receipts c
+  JOIN awa.ready_entries r
+    ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
+   AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
+  LEFT JOIN awa.attempt_state s ON s.job_id = c.job_id AND s.run_lease = c.run_lease
+ WHERE NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                    WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                      AND d.ready_slot = c.ready_slot)
+ ORDER BY c.claimed_at DESC, c.job_id DESC
+ LIMIT %(limit)s
 
 -- name: job_attempts
 -- Every attempt of one job that started, oldest first: its claim and, once closed, how it
@@ -53,3 +68,105 @@ SELECT progress, checkpoint, updated_at FROM awa.attempt_state WHERE job_id = %(
 UNION ALL
 SELECT progress, checkpoint, finalized_at FROM awa.terminal_history WHERE job_id = %(job_id)s
  LIMIT 1
+
+-- The *_job_ids blocks below list, newest first, the ids of the jobs whose current state is one
+-- state, each read from the table that holds that state rather than by filtering a window of
+-- the awa.jobs view: a rare state deep in a long history is on page 1. Each walks a job_id
+-- index backwards from a keyset cursor (`before`) and stops after `size` ids; the NOT EXISTS
+-- probes say "no newer fact", by primary key or a job_id index. kind/queue are as in
+-- job_id_window. The positions they compare follow awa.jobs (a ready row at run_lease L ranks
+-- after a closure at L; a deferred or DLQ row is always a job's newest fact while it exists).
+
+-- name: available_job_ids
+-- Ready rows never claimed and never tombstoned.
+SELECT DISTINCT r.job_id FROM awa.ready_entries r
+ WHERE r.job_id < %(before)s
+   AND (%(kind)s::text IS NULL OR lower(r.kind) LIKE %(kind)s)
+   AND (%(queue)s::text IS NULL OR lower(r.queue) LIKE %(queue)s)
+   AND NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
+                    WHERE c.job_id = r.job_id AND c.queue = r.queue AND c.priority = r.priority
+                      AND c.shard = r.shard AND c.lane_seq = r.lane_seq
+                      AND c.ready_slot = r.ready_slot)
+   AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t
+                    WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
+                      AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
+ ORDER BY r.job_id DESC LIMIT %(size)s
+
+-- name: open_attempt_job_ids
+-- Claims with no closure yet: `running`, or `waiting_external` (when %(waiting)s) while the
+-- attempt's lease holds an unresumed callback, exactly as the view tells them apart.
+SELECT DISTINCT c.job_id FROM awa.claim_receipts c
+  JOIN awa.ready_entries r
+    ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
+   AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
+ WHERE c.job_id < %(before)s
+   AND (%(kind)s::text IS NULL OR lower(r.kind) LIKE %(kind)s)
+   AND (%(queue)s::text IS NULL OR lower(c.queue) LIKE %(queue)s)
+   AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                    WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                      AND d.ready_slot = c.ready_slot)
+   AND %(waiting)s = EXISTS (SELECT 1 FROM awa.leases x
+                              WHERE x.job_id = c.job_id AND x.run_lease = c.run_lease
+                                AND x.callback_id IS NOT NULL AND x.callback_resumed_at IS NULL)
+ ORDER BY c.job_id DESC LIMIT %(size)s
+
+-- name: deferred_job_ids
+-- `scheduled` or `retryable` (%(state)s): the backlog row is the job's newest fact.
+SELECT f.job_id FROM awa.deferred_jobs f
+ WHERE f.job_id < %(before)s AND f.state = %(state)s
+   AND (%(kind)s::text IS NULL OR lower(f.kind) LIKE %(kind)s)
+   AND (%(queue)s::text IS NULL OR lower(f.queue) LIKE %(queue)s)
+ ORDER BY f.job_id DESC LIMIT %(size)s
+
+-- name: dlq_job_ids
+SELECT q.job_id FROM awa.dlq_entries q
+ WHERE q.job_id < %(before)s
+   AND (%(kind)s::text IS NULL OR lower(q.kind) LIKE %(kind)s)
+   AND (%(queue)s::text IS NULL OR lower(q.queue) LIKE %(queue)s)
+ ORDER BY q.job_id DESC LIMIT %(size)s
+
+-- name: closed_job_ids
+-- `completed`, `failed` or `cancelled` (%(state)s): closures in the ring with that outcome,
+-- plus, for failed and cancelled, records kept past their slot in terminal_history and
+-- cancelled ready rows (tombstones) — each only when no newer fact (a retry's ready row, a
+-- backlog or DLQ row) follows it.
+SELECT job_id FROM (
+    (SELECT d.job_id FROM awa.done_entries d
+       JOIN awa.ready_entries r
+         ON r.queue = d.queue AND r.priority = d.priority AND r.shard = d.shard
+        AND r.lane_seq = d.lane_seq AND r.ready_slot = d.ready_slot
+      WHERE d.job_id < %(before)s AND d.outcome = %(state)s
+        AND (%(kind)s::text IS NULL OR lower(r.kind) LIKE %(kind)s)
+        AND (%(queue)s::text IS NULL OR lower(d.queue) LIKE %(queue)s)
+        AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
+                         WHERE n.job_id = d.job_id AND n.run_lease >= d.run_lease)
+        AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = d.job_id)
+        AND NOT EXISTS (SELECT 1 FROM awa.dlq_entries q WHERE q.job_id = d.job_id)
+      ORDER BY d.job_id DESC LIMIT %(size)s)
+    UNION
+    (SELECT h.job_id FROM awa.terminal_history h
+      WHERE h.job_id < %(before)s AND h.state = %(state)s
+        AND (%(kind)s::text IS NULL OR lower(h.kind) LIKE %(kind)s)
+        AND (%(queue)s::text IS NULL OR lower(h.queue) LIKE %(queue)s)
+        AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
+                         WHERE n.job_id = h.job_id AND n.run_lease > h.run_lease)
+        AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = h.job_id)
+        AND NOT EXISTS (SELECT 1 FROM awa.dlq_entries q WHERE q.job_id = h.job_id)
+      ORDER BY h.job_id DESC LIMIT %(size)s)
+    UNION
+    -- Tombstones have no job_id index; there is one per cancel of a job that had not started,
+    -- a small set next to the ring's claims and closures.
+    (SELECT t.job_id FROM awa.ready_tombstones t
+       JOIN awa.ready_entries r
+         ON r.queue = t.queue AND r.priority = t.priority AND r.shard = t.shard
+        AND r.lane_seq = t.lane_seq AND r.ready_slot = t.ready_slot
+      WHERE %(state)s::text = 'cancelled' AND t.job_id < %(before)s
+        AND (%(kind)s::text IS NULL OR lower(r.kind) LIKE %(kind)s)
+        AND (%(queue)s::text IS NULL OR lower(t.queue) LIKE %(queue)s)
+        AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
+                         WHERE n.job_id = t.job_id AND n.run_lease > r.run_lease)
+        AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = t.job_id)
+        AND NOT EXISTS (SELECT 1 FROM awa.dlq_entries q WHERE q.job_id = t.job_id)
+      ORDER BY t.job_id DESC LIMIT %(size)s)
+) ids
+ ORDER BY job_id DESC LIMIT %(size)s

@@ -36,6 +36,16 @@ SELECT d.job_id
  LIMIT %(limit)s::integer
    FOR UPDATE SKIP LOCKED
 
+-- name: count_matching_dlq
+-- How many entries match the filters, for the count a bulk action confirms first.
+SELECT count(*)::integer
+  FROM awa.dlq_entries d
+ WHERE (%(queue)s::text IS NULL OR d.queue = %(queue)s::text)
+   AND (%(kind)s::text IS NULL OR d.kind = %(kind)s::text)
+   AND (%(reason)s::text IS NULL OR d.dlq_reason = %(reason)s::text)
+   AND (%(older_than_s)s::double precision IS NULL
+        OR d.dlq_at < now() - make_interval(secs => %(older_than_s)s::double precision))
+
 -- name: retry_dlq
 -- Puts entries back as fresh attempts (ready, or scheduled at run_at); returns the ids moved.
 SELECT job_id FROM awa.dlq_retry(%(job_ids)s::bigint[], %(run_at)s::timestamptz,
@@ -44,6 +54,13 @@ SELECT job_id FROM awa.dlq_retry(%(job_ids)s::bigint[], %(run_at)s::timestamptz,
 -- name: purge_dlq
 -- Deletes entries; returns the ids deleted.
 DELETE FROM awa.dlq_entries WHERE job_id = ANY (%(job_ids)s::bigint[]) RETURNING job_id
+
+-- name: ring_held_ids
+-- Which of these jobs the queue ring still holds a body of: purging their DLQ entry leaves
+-- their last failed attempt (arguments, errors) readable, as a failed job, until prune.
+SELECT DISTINCT job_id FROM awa.ready_entries
+ WHERE job_id = ANY(%(job_ids)s::bigint[])
+ ORDER BY job_id
 
 -- name: dlq_depths
 -- Entries per queue.
