@@ -7,12 +7,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import connection
+from django.test import override_settings
 
 import awa_django as awa
 from awa_django.maintenance.rescuer import Rescuer, RescuerResult
 from awa_django.worker.connections import open_pool
 from awa_django.worker.executor import RetryPolicy
-from tests.conftest import wait_until
+from tests.conftest import BackgroundWorker, wait_until
+from tests.jobs import parks
 
 SECRET = "s3cret-" + "x" * 40
 
@@ -60,6 +62,20 @@ def wait_parked(job_id: int, timeout: float = 20.0) -> None:
         ),
         timeout,
     )
+
+
+def park_one() -> tuple[int, str]:
+    """A ``parks`` job parked on its callback, and the token; the worker that parked it is
+    stopped again, so nothing else touches the callback afterwards."""
+    with override_settings(AWA=FAST):
+        worker = BackgroundWorker().start()
+        try:
+            job_id = parks.enqueue()
+            token = wait_for_token(job_id)
+            wait_parked(job_id)
+        finally:
+            worker.stop()
+    return job_id, token
 
 
 def state(job_id: int) -> str:

@@ -19,10 +19,8 @@ from hypothesis import strategies as st
 import awa_django as awa
 from awa_django.callbacks.external import ACTIONS
 from awa_django.limits import MAX_SECONDS
-from tests.callbacks.helpers import FAST, SECRET, wait_for_token, wait_parked
-from tests.conftest import BackgroundWorker
+from tests.callbacks.helpers import FAST, SECRET, park_one
 from tests.fuzzing import BOUNDARY
-from tests.jobs import parks
 
 pytestmark = [pytest.mark.usefixtures("awa_db"), pytest.mark.django_db(transaction=True)]
 
@@ -100,15 +98,8 @@ def tokens(live: str) -> st.SearchStrategy[str]:
 def live() -> Iterator[str]:
     """The token of a parked callback. The worker that parked it is stopped first: nothing else
     may touch the callback (or Python's random state) while Hypothesis runs."""
-    with override_settings(AWA=FAST):
-        worker = BackgroundWorker().start()
-        try:
-            job_id = parks.enqueue()
-            token = wait_for_token(job_id)
-            wait_parked(job_id)
-        finally:
-            worker.stop()
-        yield token
+    _, token = park_one()
+    yield token
 
 
 def rolled_back(request: Callable[[], HttpResponse]) -> HttpResponse:

@@ -24,13 +24,11 @@ from tests.callbacks.helpers import (
     FAST,
     SECRET,
     notes,
+    park_one,
     snapshot,
     wait_for_state,
-    wait_for_token,
-    wait_parked,
 )
 from tests.conftest import REPO_ROOT, BackgroundWorker, wait_until
-from tests.jobs import parks
 
 pytestmark = [pytest.mark.usefixtures("awa_db"), pytest.mark.django_db(transaction=True)]
 
@@ -98,14 +96,7 @@ def test_payment_provider_calls_back_through_a_real_server(server):
 
 
 def test_real_server_refuses_a_bad_signature_and_accepts_a_good_one(server):
-    with override_settings(AWA=FAST):
-        worker = BackgroundWorker().start()
-        try:
-            job_id = parks.enqueue()
-            token = wait_for_token(job_id)
-            wait_parked(job_id)
-        finally:
-            worker.stop()
+    job_id, token = park_one()
     before = snapshot(job_id)
     url = f"{server}/awa/callbacks/{token}/complete"
     body = json.dumps({"payload": {"via": "http"}}).encode()

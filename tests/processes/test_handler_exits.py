@@ -20,17 +20,8 @@ from tests.misbehaving import (
     task_exits,
     task_interrupts,
 )
+from tests.processes.test_recovery_processes import FAST
 
-FAST = {
-    "HEARTBEAT_INTERVAL_S": 0.2,
-    "HEARTBEAT_STALENESS_S": 1.0,
-    "RESCUE_INTERVAL_S": 0.2,
-    "LEADER_ELECTION_INTERVAL_S": 0.2,
-    "PROMOTE_INTERVAL_S": 0.1,
-    "POLL_INTERVAL_S": 0.2,
-    "RETRY_BACKOFF_BASE_S": 0.05,
-    "RETRY_JITTER": 0,
-}
 ENV = {"AWA_JOB_MODULES": MODULES, "AWA_OVERRIDES": json.dumps(FAST)}
 
 
