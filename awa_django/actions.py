@@ -15,6 +15,7 @@ from awa_django.dlq import retry_options
 from awa_django.enqueue import RunAt, _bind, _chosen_unique, _options, _resolve_job
 from awa_django.exceptions import InvalidJob
 from awa_django.jobs import Job
+from awa_django.limits import is_job_id
 from awa_django.signals import job_cancelled
 from awa_django.storage import dlq as dlq_storage
 from awa_django.storage.jobs import get_jobs
@@ -34,6 +35,8 @@ def cancel(job_id: int, *, reason: str = "cancelled by operator") -> bool:
     closed as cancelled at once and its worker is notified: the handler sees
     ``ctx.is_cancelled()`` and whatever it reports afterwards is ignored as stale.
     """
+    if not is_job_id(job_id):
+        return False
     alias = get_settings().DATABASE_ALIAS
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         if cancel_job(cursor, job_id=job_id, reason=reason) not in CANCELLED:
@@ -112,6 +115,8 @@ def retry(
     error history kept, attempt count reset, a larger run_lease than any before.
     """
     when, to_queue, to_priority = retry_options(run_at, queue, priority)
+    if not is_job_id(job_id):
+        return False
     alias = get_settings().DATABASE_ALIAS
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         dlq_storage.move_jobs(

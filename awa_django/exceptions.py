@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from django.core.exceptions import ImproperlyConfigured
 
+from awa_django.limits import delay_problem
+
 
 class AwaError(Exception):
     """Root of awa_django's errors."""
@@ -52,8 +54,9 @@ class RetryAfter(JobOutcome):
     """Retry this job after ``seconds``; the attempt counts against ``max_attempts``."""
 
     def __init__(self, seconds: float, reason: str = "") -> None:
-        if seconds < 0:
-            raise ValueError(f"RetryAfter seconds must be >= 0, got {seconds!r}")
+        problem = delay_problem(seconds)
+        if problem is not None:
+            raise ValueError(f"RetryAfter seconds {problem}")
         super().__init__(reason or f"retry requested after {seconds}s")
         self.seconds = float(seconds)
         self.reason = reason
@@ -63,8 +66,9 @@ class Snooze(JobOutcome):
     """Run this job again after ``seconds`` without using up an attempt."""
 
     def __init__(self, seconds: float) -> None:
-        if seconds < 0:
-            raise ValueError(f"Snooze seconds must be >= 0, got {seconds!r}")
+        problem = delay_problem(seconds)
+        if problem is not None:
+            raise ValueError(f"Snooze seconds {problem}")
         super().__init__(f"snoozed for {seconds}s")
         self.seconds = float(seconds)
 

@@ -12,3 +12,18 @@ MAX_LIMIT: Final = 2**31 - 1
 # The longest wait, delay or age accepted: 100 years is beyond any real use, and now plus that
 # stays inside Python's datetime (year 9999), where 1e12 seconds would not.
 MAX_SECONDS: Final = 100 * 365 * 86_400
+
+
+def is_job_id(value: object) -> bool:
+    """True for an int that can be a job id (1 to bigint's maximum); any other cannot name a
+    job, so lookups answer "no such job" for it instead of sending it to the database."""
+    return type(value) is int and 1 <= value <= MAX_ID
+
+
+def delay_problem(seconds: object) -> str | None:
+    """Why ``seconds`` is no delay a retry or snooze can wait, or None."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        return f"must be a number of seconds, got {seconds!r}"
+    if not 0 <= seconds <= MAX_SECONDS:  # NaN fails both comparisons
+        return f"must be between 0 and {MAX_SECONDS} (100 years), got {seconds!r}"
+    return None

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from django.db import connections
 
 from awa_django.conf import get_settings
+from awa_django.limits import is_job_id
 from awa_django.storage.inspect import list_jobs as _list_jobs
 from awa_django.storage.jobs import JobRecord
 from awa_django.storage.jobs import get_jobs as _fetch_jobs
@@ -15,8 +16,11 @@ from awa_django.storage.jobs import get_jobs as _fetch_jobs
 def get_jobs(job_ids: Sequence[int]) -> list[JobRecord]:
     """Records of ``job_ids`` that exist, ordered by id. States: available, scheduled, running,
     retryable, completed, failed, cancelled, dlq. History is kept until its ring slot is pruned."""
+    ids = [job_id for job_id in job_ids if is_job_id(job_id)]
+    if not ids:
+        return []
     with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
-        return _fetch_jobs(cursor, job_ids)
+        return _fetch_jobs(cursor, ids)
 
 
 def get_job(job_id: int) -> JobRecord | None:
