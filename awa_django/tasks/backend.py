@@ -25,6 +25,7 @@ from awa_django.conf import MAX_ATTEMPTS_LIMIT, get_settings, problems
 from awa_django.enqueue import check_tags, enqueue
 from awa_django.exact_json import moved
 from awa_django.exceptions import InvalidJob
+from awa_django.limits import is_job_id
 from awa_django.storage.jobs import Claim, JobRecord, get_claims, get_jobs
 from awa_django.tasks.awa_task import AwaTask
 from awa_django.tasks.compat import (
@@ -35,6 +36,7 @@ from awa_django.tasks.compat import (
     TaskResult,
     TaskResultDoesNotExist,
     TaskResultStatus,
+    normalize_json,
     task_enqueued,
 )
 
@@ -187,7 +189,16 @@ class AwaBackend(BaseTaskBackend):
         run_after = task.run_after
         if isinstance(run_after, timedelta):
             run_after = timezone.now() + run_after
-        job_args: dict[str, Any] = {"args": list(args), "kwargs": dict(kwargs)}
+        # Django's own normalisation first (tuples become lists, mappings dicts, bytes text), as
+        # TaskResult applies it: what the task receives is what a result reports it was given.
+        try:
+            job_args: dict[str, Any] = {
+                "args": normalize_json(list(args)),
+                "kwargs": normalize_json(dict(kwargs)),
+            }
+        except (TypeError, ValueError):
+            # Django refuses the value too; the exact check below names it (args[0][0].at).
+            job_args = {"args": list(args), "kwargs": dict(kwargs)}
         task_meta: dict[str, Any] = {
             "priority": task.priority,
             "queue_name": task.queue_name,
@@ -244,10 +255,12 @@ class AwaBackend(BaseTaskBackend):
         return result, True
 
     def get_result(self, result_id: str) -> TaskResult[Any, Any]:
-        try:
-            job_id = int(result_id)
-        except (TypeError, ValueError):
-            raise TaskResultDoesNotExist(result_id) from None
+        # Result ids are job ids in decimal: anything else (signs, spaces, other digits, values
+        # past bigint) names no result, and is not sent to the database.
+        digits = isinstance(result_id, str) and result_id.isascii() and result_id.isdigit()
+        job_id = int(result_id) if digits else 0
+        if not is_job_id(job_id):
+            raise TaskResultDoesNotExist(result_id)
         with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
             records = get_jobs(cursor, [job_id])
             if not records or not records[0].kind.startswith(KIND_PREFIX):

@@ -22,6 +22,7 @@ try:
     from django.tasks.base import TaskError
     from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
+    from django.utils.json import normalize_json
 except ImportError:
     # Type-checked against django.tasks (django-stubs); the backport mirrors that API.
     if not TYPE_CHECKING:
@@ -37,6 +38,7 @@ except ImportError:
         from django_tasks.exceptions import InvalidTaskError as InvalidTask
         from django_tasks.exceptions import TaskResultDoesNotExist
         from django_tasks.signals import task_enqueued, task_finished, task_started
+        from django_tasks.utils import normalize_json
 
 __all__ = [
     "BaseTaskBackend",
@@ -47,6 +49,7 @@ __all__ = [
     "TaskResult",
     "TaskResultDoesNotExist",
     "TaskResultStatus",
+    "normalize_json",
     "task",
     "task_backends",
     "task_enqueued",
