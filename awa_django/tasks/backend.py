@@ -196,8 +196,9 @@ class AwaBackend(BaseTaskBackend):
                 "args": normalize_json(list(args)),
                 "kwargs": normalize_json(dict(kwargs)),
             }
-        except (TypeError, ValueError):
-            # Django refuses the value too; the exact check below names it (args[0][0].at).
+        except (TypeError, ValueError, RecursionError):
+            # Django refuses the value too (or it nests past Python's recursion limit, which
+            # Django's normaliser recurses against): the exact check below names it.
             job_args = {"args": list(args), "kwargs": dict(kwargs)}
         task_meta: dict[str, Any] = {
             "priority": task.priority,
