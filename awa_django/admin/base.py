@@ -174,6 +174,9 @@ class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 "has_delete_permission": self.has_delete_permission(request),
                 "changelist_url_name": self.url_name("changelist"),
                 "detail_url_name": self.url_name("change"),
+                # A page answering a GET can fetch its own URL again; a confirmation page
+                # answers a POST and must not.
+                "live_refresh": request.method == "GET",
                 **context,
             },
         )
