@@ -4,12 +4,16 @@ real worker processes declaring what they serve."""
 from __future__ import annotations
 
 import json
+import re
+from datetime import timedelta
 
 from django.db import connection
 from django.urls import reverse
+from django.utils import timezone
 
 import awa_django as awa
 from awa_django import runtimes
+from awa_django.templatetags.awa_admin import elapsed
 from tests.conftest import BackgroundWorker, wait_until
 
 QUEUE_DESCRIPTORS = "admin:awa_django_queuedescriptor_changelist"
@@ -100,13 +104,38 @@ def test_running_jobs_per_worker_with_links_elapsed_time_and_a_progress_bar(oper
         page = operator_client.get(reverse(RUNTIMES))
 
         body = page.content.decode()
-        [attempt] = page.context["running"]
-        assert f"Worker <code>{attempt.claimed_by}</code>: 1 running" in body
+        [(holder, runtime, [attempt])] = page.context["running"]
+        assert holder == attempt.claimed_by and runtime is not None
+        where = f"on {runtime.hostname}, pid {runtime.pid}"
+        assert f"Worker <code>{holder}</code> {where}: 1 running" in body
         assert attempt.job_id == job_id and attempt.percent == 3.2333333333333334
         row = body[body.index(f'id="running-job-{job_id}"') :].split("</tr>")[0]
         assert f'href="/admin/awa_django/job/{job_id}/"' in row
         assert '<progress max="100" value="3">' in row and "3%" in row and "3.23" not in row
         assert "page 3 of 90" in row and "tests.sleepy" in row
-        assert "minute" in row  # elapsed since the claim ("0 minutes" in the first one)
+        # Elapsed since the claim, to the second ("4 s"), not timesince's "0 minutes".
+        assert re.search(r'<td title="claimed [^"]+">\d+ s</td>', row), row
     finally:
         worker.stop()
+
+
+def test_attempts_of_a_worker_that_never_reported_in_are_listed_under_its_id(operator_client):
+    job_id = awa.enqueue("tests.sleepy", args={"seconds": 10})
+    # A claim by a process that has no runtime row (it crashed before its first snapshot).
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM awa.claim_ready('default', 1, 'ghost-worker', 60, 0, false)")
+    page = operator_client.get(reverse(RUNTIMES))
+    [(worker, runtime, [attempt])] = page.context["running"]
+    assert (worker, runtime, attempt.job_id) == ("ghost-worker", None, job_id)
+    assert "not reporting" in page.content.decode().split("ghost-worker")[1].split("</h3>")[0]
+
+
+def test_elapsed_counts_seconds_then_minutes_then_hours():
+    now = timezone.now()
+    assert [elapsed(now - timedelta(seconds=s)) for s in (0, 42, 192, 7500, -5)] == [
+        "0 s",
+        "42 s",
+        "3 min 12 s",
+        "2 h 5 min",
+        "0 s",
+    ]
