@@ -26,6 +26,7 @@ from awa_django.admin.base import (
 )
 from awa_django.admin.chart import Series, line_chart
 from awa_django.admin.cron import CronViews
+from awa_django.admin.shards import ShardViews
 from awa_django.conf import get_settings
 from awa_django.exceptions import InvalidJob
 from awa_django.models import Queue
@@ -150,7 +151,7 @@ def queue_charts(samples: Sequence[queues.QueueSample]) -> dict[str, tuple[SafeS
 
 
 @admin.register(Queue)
-class QueueAdmin(CronViews):
+class QueueAdmin(CronViews, ShardViews):
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         # Queues are not deleted; draining (a change) is the destructive action here.
         return False
@@ -160,6 +161,7 @@ class QueueAdmin(CronViews):
             ("", self.changelist, ""),
             ("act/", require_POST(self.act), "act"),
             *self.cron_urls(),
+            *self.shard_urls(),
         ]
 
     def changelist(self, request: HttpRequest) -> HttpResponse:
@@ -183,6 +185,7 @@ class QueueAdmin(CronViews):
                 "live": live,
                 "act_url": reverse(self.url_name("act")),
                 "cron_url": reverse(self.url_name("cron")),
+                "shards_url": reverse(self.url_name("shards")),
             },
         )
 

@@ -21,6 +21,7 @@ PAGES = [
     "admin:awa_django_deadletter_changelist",
     "admin:awa_django_queue_changelist",
     "admin:awa_django_queue_cron",
+    "admin:awa_django_queue_shards",
     "admin:awa_django_queuedescriptor_changelist",
     "admin:awa_django_kinddescriptor_changelist",
     "admin:awa_django_runtimeinstance_changelist",
