@@ -11,11 +11,21 @@ from django.http import HttpRequest, HttpResponse
 
 from awa_django import descriptors, runtimes
 from awa_django.admin.base import ReadOnlyOperatorAdmin, View, awa_cursor
+from awa_django.conf import get_settings
+from awa_django.discovery import ensure_jobs_discovered
+from awa_django.jobs import registry
 from awa_django.models import KindDescriptor, QueueDescriptor, RuntimeInstance
 from awa_django.storage.browse import RunningAttempt, running_attempts
 
 # How many open attempts the runtimes page lists, newest claim first.
 RUNNING_SHOWN: Final = 200
+
+
+def this_process_declares() -> descriptors.Declarations:
+    """What this process's own settings and jobs declare, to put values behind the hashes
+    that drifting runtimes report."""
+    ensure_jobs_discovered()
+    return descriptors.declared(get_settings(), registry.jobs())
 
 
 @admin.register(QueueDescriptor)
@@ -25,11 +35,17 @@ class QueueDescriptorAdmin(ReadOnlyOperatorAdmin):
 
     def changelist(self, request: HttpRequest) -> HttpResponse:
         self.require_view(request)
+        local = this_process_declares()
         return self.render(
             request,
             "queue_descriptors.html",
             "Queue descriptors",
-            {"descriptors": descriptors.queues()},
+            {
+                "rows": [
+                    (d, descriptors.queue_drift_versions(d, local) if d.drift else [])
+                    for d in descriptors.queues()
+                ]
+            },
         )
 
 
@@ -40,11 +56,17 @@ class KindDescriptorAdmin(ReadOnlyOperatorAdmin):
 
     def changelist(self, request: HttpRequest) -> HttpResponse:
         self.require_view(request)
+        local = this_process_declares()
         return self.render(
             request,
             "kind_descriptors.html",
             "Job kind descriptors",
-            {"descriptors": descriptors.kinds()},
+            {
+                "rows": [
+                    (d, descriptors.kind_drift_versions(d, local) if d.drift else [])
+                    for d in descriptors.kinds()
+                ]
+            },
         )
 
 

@@ -7,7 +7,9 @@ import json
 import re
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import connection
+from django.test import override_settings
 from django.urls import reverse
 from django.utils import timezone
 
@@ -46,7 +48,7 @@ def test_two_workers_declaring_a_queue_differently_show_drift(operator_client, w
     page = operator_client.get(reverse(QUEUE_DESCRIPTORS))
 
     assert page.status_code == 200
-    by_queue = {d.queue: d for d in page.context["descriptors"]}
+    by_queue = {d.queue: d for d, _ in page.context["rows"]}
     assert by_queue["default"].drift and not by_queue["email"].drift
     body = page.content.decode()
     default_row = body.split('id="queue-default"')[1].split("</tr>")[0]
@@ -63,7 +65,7 @@ def test_two_workers_declaring_a_queue_differently_show_drift(operator_client, w
 
     kinds = operator_client.get(reverse(KIND_DESCRIPTORS))
     # A kind from AWA["JOB_MODULES"] (tests.jobs) is declared like an app's jobs module's.
-    assert "tests.always_fails" in {d.kind for d in kinds.context["descriptors"]}
+    assert "tests.always_fails" in {d.kind for d, _ in kinds.context["rows"]}
 
 
 def test_pages_without_runtimes_say_so(operator_client):
@@ -139,3 +141,36 @@ def test_elapsed_counts_seconds_then_minutes_then_hours():
         "2 h 5 min",
         "0 s",
     ]
+
+
+def test_drift_shows_the_differing_values_and_who_declares_them(operator_client, worker_process):
+    first = worker_process(env=worker_env("charges cards")).wait_ready()
+    second = worker_process(env=worker_env("refunds cards")).wait_ready()
+    wait_until(lambda: len([r for r in runtimes.list() if r.live]) == 2, timeout=30)
+    ids = {r.pid: r.instance_id for r in runtimes.list()}
+    first_id, second_id = ids[first.proc.pid], ids[second.proc.pid]
+
+    # This process declares the queue as the first worker does: both versions have values
+    # (the stored descriptor is the last one written, the second worker's).
+    overrides = json.loads(worker_env("charges cards")["AWA_OVERRIDES"])
+    with override_settings(AWA={**settings.AWA, **overrides}):
+        page = operator_client.get(reverse(QUEUE_DESCRIPTORS))
+
+    [versions] = [v for d, v in page.context["rows"] if d.queue == "default"]
+    assert {(v.instances, v.source) for v in versions} == {
+        ((first_id,), "this process's code"),
+        ((second_id,), "stored descriptor"),
+    }
+    # Only what differs is shown: both declare the same owner.
+    assert sorted(v.fields["description"] for v in versions) == ["charges cards", "refunds cards"]
+    assert all(list(v.fields) == ["description"] for v in versions)
+    row = page.content.decode().split('id="queue-default"')[1].split("</tr>")[0]
+    assert "&ldquo;charges cards&rdquo;" in row and "&ldquo;refunds cards&rdquo;" in row
+    assert first_id in row and second_id in row
+
+    # Seen from a process that declares neither, only the stored one has values.
+    page = operator_client.get(reverse(QUEUE_DESCRIPTORS))
+    [versions] = [v for d, v in page.context["rows"] if d.queue == "default"]
+    unknown = [v for v in versions if v.fields is None]
+    assert [v.instances for v in unknown] == [(first_id,)]
+    assert "values not known here" in page.content.decode()
