@@ -2,21 +2,24 @@
 test_admin_browser) watches queue health refresh itself until jobs enqueued meanwhile show in
 the counts, without a reload, then watches a real worker's running job on the runtimes page,
 its progress bar advancing under the remembered refresh interval; a cron schedule is paused and
-triggered from its page. Screenshots go to artifacts/browser/test_live_console/."""
+triggered from its page; a second worker's differing declaration shows as drift with both
+values. Screenshots go to artifacts/browser/test_live_console/."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth.models import User
+from django.test import override_settings
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.wait import WebDriverWait
 
 import awa_django as awa
-from awa_django import queues
+from awa_django import queues, runtimes
 from tests.browser.test_admin_browser import WORKER_SETTINGS, seed_last_hour, wait_for
 from tests.conftest import wait_until
 
@@ -128,9 +131,29 @@ def test_pages_refresh_in_place_and_show_a_running_jobs_progress(
     message = browser.find_element(By.CSS_SELECTOR, "ul.messagelist").text
     assert f"Cron schedule {name} triggered: job" in message
     browser.save_screenshot(str(screenshots / "13-cron-paused-and-triggered.png"))
+
+    # A second worker deploys a different description of the default queue while the admin
+    # runs the first one's code: the drift badge lists both values and who declares each.
+    redeployed = json.loads(json.dumps(CONSOLE_SETTINGS))
+    redeployed["QUEUES"]["default"]["description"] = "Orders, payments and refunds"
+    worker_process(
+        env={
+            "AWA_OVERRIDES": json.dumps(redeployed),
+            "AWA_JOB_MODULES": "tests.jobs,tests.browser.handlers",
+        }
+    ).wait_ready()
+    wait_until(lambda: len([r for r in runtimes.list() if r.live]) == 2, timeout=30)
+    with override_settings(AWA={**settings.AWA, "QUEUES": CONSOLE_SETTINGS["QUEUES"]}):
+        browser.get(f"{live_server.url}/admin/awa_django/queuedescriptor/")
+        wait_for(browser, "#queue-descriptors")
+    status = browser.find_element(By.ID, "queue-default").text
+    assert "drift" in status and "values not known" not in status
+    assert "“Orders and payments”" in status and "“Orders, payments and refunds”" in status
+    browser.save_screenshot(str(screenshots / "14-queue-descriptors-drift.png"))
     assert sorted(p.name for p in screenshots.glob("*.png")) == [
         "10-queue-health-live.png",
         "11-runtimes-running-now.png",
         "12-cron-schedules.png",
         "13-cron-paused-and-triggered.png",
+        "14-queue-descriptors-drift.png",
     ]
