@@ -1,6 +1,7 @@
-"""The shard page: every queue's enqueue shard count and the jobs waiting in each of its
-(priority, shard) lanes, read-only, under queue health (view permission). Changing a count is
-``manage.py awa_shards QUEUE N`` or ``awa_django.shards.set_enqueue_shards``."""
+"""The shard page: every queue's enqueue shard count and, on request (``?live=1``), the jobs
+waiting in each of its (priority, shard) lanes; read-only, under queue health (view
+permission). Changing a count is ``manage.py awa_shards QUEUE N`` or
+``awa_django.shards.set_enqueue_shards``."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from awa_django.storage.lanes import LaneBacklog
 
 @dataclass(frozen=True, slots=True)
 class QueueLanes:
-    """A queue's shard count and its lanes that hold waiting jobs."""
+    """A queue's shard count and its lanes that hold waiting jobs (none when not counted)."""
 
     queue: str
     declared: bool
@@ -29,13 +30,14 @@ class QueueLanes:
         return sum(lane.waiting for lane in self.lanes)
 
 
-def queue_lanes() -> list[QueueLanes]:
-    """Every declared queue, every queue with a shard count of its own, and every queue with
-    waiting jobs, by name."""
+def queue_lanes(*, count_waiting: bool) -> list[QueueLanes]:
+    """Every declared queue, every queue with a shard count of its own and, when
+    ``count_waiting``, every queue with waiting jobs and its lanes, by name. Counting reads
+    every waiting job, so it is asked for, as live depths are on queue health."""
     declared = get_settings().QUEUES
     counts = shards.enqueue_shard_counts()
     by_queue: dict[str, list[LaneBacklog]] = defaultdict(list)
-    for lane in shards.all_lane_backlogs():
+    for lane in shards.all_lane_backlogs() if count_waiting else []:
         by_queue[lane.queue].append(lane)
     return [
         QueueLanes(
@@ -56,6 +58,10 @@ class ShardViews(OperatorAdmin):
 
     def shard_changelist(self, request: HttpRequest) -> HttpResponse:
         self.require_view(request)
+        live = request.GET.get("live") == "1"
         return self.render(
-            request, "queue_shards.html", "Queue shards and lanes", {"queues": queue_lanes()}
+            request,
+            "queue_shards.html",
+            "Queue shards and lanes",
+            {"queues": queue_lanes(count_waiting=live), "live": live},
         )

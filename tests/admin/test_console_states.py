@@ -21,6 +21,7 @@ PAGES = [
     ("admin:awa_django_queue_changelist", {"live": "1"}),
     ("admin:awa_django_queue_cron", {}),
     ("admin:awa_django_queue_shards", {}),
+    ("admin:awa_django_queue_shards", {"live": "1"}),
     ("admin:awa_django_queuedescriptor_changelist", {}),
     ("admin:awa_django_kinddescriptor_changelist", {}),
     ("admin:awa_django_runtimeinstance_changelist", {}),
@@ -69,7 +70,7 @@ def test_shard_page_shows_each_queues_shard_count_and_waiting_per_lane(operator_
         awa.enqueue("tests.noop", args={}, ordering_key=key, priority=1)
     awa.enqueue("tests.noop", args={}, queue="email", priority=3)
 
-    page = operator_client.get(reverse(SHARDS))
+    page = operator_client.get(reverse(SHARDS), {"live": "1"})
 
     by_queue = {q.queue: q for q in page.context["queues"]}
     assert (by_queue["default"].enqueue_shards, by_queue["default"].waiting) == (4, 3)
@@ -86,6 +87,16 @@ def test_shard_page_shows_each_queues_shard_count_and_waiting_per_lane(operator_
     assert "p3 / s0: 1" in email_row
     health = operator_client.get(reverse("admin:awa_django_queue_changelist"))
     assert f'href="{reverse(SHARDS)}"'.encode() in health.content
+
+
+def test_shard_page_counts_nothing_unless_asked(operator_client, django_assert_num_queries):
+    legacy_queue_with_jobs()
+    # Session and user, then the shard counts: no read of the waiting jobs.
+    with django_assert_num_queries(3):
+        page = operator_client.get(reverse(SHARDS))
+    by_queue = {q.queue: q for q in page.context["queues"]}
+    assert (by_queue["legacy"].enqueue_shards, by_queue["legacy"].lanes) == (2, [])
+    assert b'id="count-lanes"' in page.content and b"Waiting per lane" not in page.content
 
 
 def test_shard_page_needs_the_view_permission(outsider_client):
