@@ -1,6 +1,7 @@
 """The live half of the operator console in a real browser: headless Chromium (as in
-test_admin_browser) watches queue health refresh itself until jobs enqueued meanwhile show in
-the counts, without a reload, then watches a real worker's running job on the runtimes page,
+test_admin_browser) watches queue health and a Jobs search refresh themselves until jobs
+enqueued meanwhile show in the counts, without a reload (and hold still while the search form
+is being edited), then watches a real worker's running job on the runtimes page,
 its progress bar advancing under the remembered refresh interval; a cron schedule is paused and
 triggered from its page; a second worker's differing declaration shows as drift with both
 values. Screenshots go to artifacts/browser/test_live_console/."""
@@ -92,6 +93,24 @@ def test_pages_refresh_in_place_and_show_a_running_jobs_progress(
         browser.execute_script("return localStorage.getItem('awa_django.live_refresh_s');") == "2"
     )
     browser.save_screenshot(str(screenshots / "10-queue-health-live.png"))
+
+    # The Jobs list searched by state keeps its count current the same way (the interval is
+    # remembered), and holds still while the operator is typing into the search form.
+    browser.get(f"{live_server.url}/admin/awa_django/job/?state=available&queue=email")
+    wait_for(browser, "#state-count")
+    browser.execute_script(f"{MARKER} = true;")
+    assert browser.find_element(By.ID, "state-count").text.startswith("3 available jobs")
+    awa.enqueue("tests.noop", args={}, queue="email")
+    text_becomes(browser, "state-count", lambda text: text.startswith("4 available jobs"))
+    browser.find_element(By.ID, "id_kind").send_keys("tests.")
+    awa.enqueue("tests.noop", args={}, queue="email")
+    text_becomes(browser, "awa-live-refresh", lambda text: "paused while you edit" in text)
+    assert browser.find_element(By.ID, "state-count").text.startswith("4 available jobs")
+    assert browser.find_element(By.ID, "id_kind").get_attribute("value") == "tests."
+    browser.find_element(By.ID, "id_kind").clear()  # back as the page rendered it
+    browser.find_element(By.TAG_NAME, "h1").click()  # and nothing focused
+    text_becomes(browser, "state-count", lambda text: text.startswith("5 available jobs"))
+    assert browser.execute_script(f"return {MARKER} === true;")
 
     # A long job on a real worker: the runtimes page, refreshed every 2 s (remembered), shows
     # its progress bar moving while the page stays loaded.
