@@ -9,7 +9,8 @@ hash, and reports the hashes in its runtime row. Read back with ``awa.descriptor
 - ``stale``: no live runtime refreshed the descriptor within ``RUNTIME_STALE_AFTER_S`` (the code
   that declared it is no longer running anywhere);
 - ``drift``: live runtimes declare it with different hashes (a deploy in progress, or workers
-  with different settings); ``runtime_hashes`` says which runtime declares which.
+  with different settings); ``runtime_hashes`` says which runtime declares which, and
+  ``drift_versions`` what each hash stands for, where this process can tell.
 """
 
 from __future__ import annotations
@@ -158,3 +159,85 @@ def kinds() -> list[KindDescriptor]:
     with connections[conf.DATABASE_ALIAS].cursor() as cursor:
         rows = list_descriptors(cursor, of="kind", stale_after_s=conf.RUNTIME_STALE_AFTER_S)
     return [KindDescriptor(**row) for row in rows]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeclaredVersion:
+    """One of the differing declarations of a drifting descriptor: its hash, the live runtimes
+    that declare it, and its fields when known here. A runtime reports only a hash; the values
+    behind one are known when it is the stored descriptor's (the last one written) or this
+    process's own declaration, which covers both sides of a rolling deploy seen from either."""
+
+    hash: str
+    instances: tuple[str, ...]
+    fields: dict[str, Any] | None
+    source: str | None  # "stored descriptor" or "this process's code"
+
+
+def _queue_fields(d: QueueDescriptor | QueueDeclaration) -> dict[str, Any]:
+    dlq = d.dlq_enabled if isinstance(d, QueueDescriptor) else d.dlq
+    return {
+        "display_name": d.display_name,
+        "description": d.description,
+        "owner": d.owner,
+        "dlq": dlq,
+    }
+
+
+def _kind_fields(d: KindDescriptor | KindDeclaration) -> dict[str, Any]:
+    return {
+        "queue": d.queue,
+        "description": d.description,
+        "owner": d.owner,
+        "docs_url": d.docs_url,
+    }
+
+
+def _versions(
+    runtime_hashes: dict[str, str],
+    known: list[tuple[str, dict[str, Any], str]],
+) -> list[DeclaredVersion]:
+    """The versions behind ``runtime_hashes``, the most declared first, each with the fields
+    that differ between the versions known here (all of them when only one is known)."""
+    by_hash: dict[str, list[str]] = {}
+    for instance, declared_hash in sorted(runtime_hashes.items()):
+        by_hash.setdefault(declared_hash, []).append(instance)
+    values: dict[str, tuple[dict[str, Any], str]] = {}
+    for known_hash, fields, source in known:
+        values.setdefault(known_hash, (fields, source))
+    known_fields = [values[h][0] for h in by_hash if h in values]
+    names = list(known_fields[0]) if known_fields else []
+    differing = [n for n in names if len({repr(f[n]) for f in known_fields}) > 1] or names
+    return [
+        DeclaredVersion(
+            hash=declared_hash,
+            instances=tuple(instances),
+            fields={name: values[declared_hash][0][name] for name in differing}
+            if declared_hash in values
+            else None,
+            source=values[declared_hash][1] if declared_hash in values else None,
+        )
+        for declared_hash, instances in sorted(by_hash.items(), key=lambda item: -len(item[1]))
+    ]
+
+
+def queue_drift_versions(descriptor: QueueDescriptor, local: Declarations) -> list[DeclaredVersion]:
+    """What each live runtime declares for a drifting queue (see ``DeclaredVersion``)."""
+    known = [(descriptor.descriptor_hash, _queue_fields(descriptor), "stored descriptor")]
+    known += [
+        (q.hash, _queue_fields(q), "this process's code")
+        for q in local.queues
+        if q.queue == descriptor.queue
+    ]
+    return _versions(descriptor.runtime_hashes, known)
+
+
+def kind_drift_versions(descriptor: KindDescriptor, local: Declarations) -> list[DeclaredVersion]:
+    """What each live runtime declares for a drifting job kind (see ``DeclaredVersion``)."""
+    known = [(descriptor.descriptor_hash, _kind_fields(descriptor), "stored descriptor")]
+    known += [
+        (k.hash, _kind_fields(k), "this process's code")
+        for k in local.kinds
+        if k.kind == descriptor.kind
+    ]
+    return _versions(descriptor.runtime_hashes, known)

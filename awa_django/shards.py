@@ -58,3 +58,16 @@ def lane_backlog(queue: str) -> list[lanes.LaneBacklog]:
     _check_queue(queue)
     with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
         return lanes.lane_backlog(cursor, queue=queue)
+
+
+def enqueue_shard_counts() -> dict[str, int]:
+    """The enqueue shard count of every queue that has set one; any other queue has 1."""
+    with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
+        return lanes.enqueue_shard_counts(cursor)
+
+
+def all_lane_backlogs() -> list[lanes.LaneBacklog]:
+    """Jobs waiting in each lane of every queue, by queue, priority and shard. It counts every
+    waiting job, so it takes about as long as live queue depths."""
+    with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
+        return lanes.lane_backlog(cursor, queue=None)

@@ -149,8 +149,9 @@ class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def log_filter_action(
         self, request: HttpRequest, description: str, message: str, *, flag: int
     ) -> None:
-        """Record an action on everything a filter matched, as one admin log entry on this
-        page's model with no object id, ``description`` naming what it covered."""
+        """Record an action on something that is not one row of this page's model (everything
+        a filter matched, a cron schedule), as one admin log entry on this page's model with no
+        object id, ``description`` naming what it covered."""
         LogEntry.objects.create(
             user_id=acting_user_id(request),
             content_type=ContentType.objects.get_for_model(self.model),
@@ -174,6 +175,9 @@ class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 "has_delete_permission": self.has_delete_permission(request),
                 "changelist_url_name": self.url_name("changelist"),
                 "detail_url_name": self.url_name("change"),
+                # A page answering a GET can fetch its own URL again; a confirmation page
+                # answers a POST and must not.
+                "live_refresh": request.method == "GET",
                 **context,
             },
         )

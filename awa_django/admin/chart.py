@@ -1,27 +1,39 @@
 """Line charts as inline SVG, rendered on the server: no JavaScript, no CDN, no extra package.
 
 A chart covers a fixed time window (the last hour on the queue health page), so gaps in the
-samples show as gaps in time rather than being stretched away.
+samples show as gaps in time rather than being stretched away. Its values can be read without
+a script: the legend gives each line's latest value and maximum, the highest point is labelled,
+and every point carries an SVG ``<title>`` that browsers show on hover.
+
+When one burst dwarfs the rest of the window, a linear axis up to the burst's peak would draw
+everything else on the zero line; the y axis then switches to a logarithmic one (decades from
+1, with 0 at the bottom), which keeps the steady rate and the burst readable on the same chart.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from html import escape
+from statistics import median
 from typing import Final
 
 from django.utils.safestring import SafeString, mark_safe
 
 WIDTH: Final = 480
-HEIGHT: Final = 160
-# Room for the y labels on the left and the x labels and legend below.
+# Room for the y labels on the left and the x labels, axis title and legend below.
 LEFT: Final = 44
 RIGHT: Final = 8
-TOP: Final = 10
-BOTTOM: Final = 40
+TOP: Final = 14
+PLOT_HEIGHT: Final = 110
+AXIS_ROOM: Final = 28
+LEGEND_ROW: Final = 14
+LEGEND_COLUMNS: Final = 2
 X_TICKS: Final = 4
+# A peak this many times the median of the positive values is a burst: the axis goes log.
+BURST_RATIO: Final = 10.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,6 +43,24 @@ class Series:
     name: str
     color: str
     points: Sequence[tuple[datetime, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    """The y axis: where a value sits as a fraction of the plot's height, and its ticks."""
+
+    top: float
+    logarithmic: bool
+
+    def fraction(self, value: float) -> float:
+        if self.logarithmic:
+            return math.log10(1 + max(value, 0.0)) / math.log10(1 + self.top)
+        return value / self.top
+
+    def ticks(self) -> list[float]:
+        if self.logarithmic:
+            return [0.0] + [10.0**power for power in range(round(math.log10(self.top)) + 1)]
+        return [0.0, self.top / 2, self.top]
 
 
 def _nice_ceiling(value: float) -> float:
@@ -45,65 +75,127 @@ def _nice_ceiling(value: float) -> float:
     return float(10 * magnitude)
 
 
+def y_scale(values: Sequence[float]) -> Scale:
+    """Linear from 0 to a round number at or above the peak, unless the peak is a burst
+    (``BURST_RATIO`` times the median positive value): then log up to the decade above it."""
+    positive = [value for value in values if value > 0]
+    if not positive:
+        return Scale(1.0, logarithmic=False)
+    peak = max(positive)
+    if peak > BURST_RATIO * median(positive):
+        # At least one decade, so a burst of small rates still gets the ticks 0, 1, 10.
+        return Scale(max(10.0 ** math.ceil(math.log10(peak)), 10.0), logarithmic=True)
+    return Scale(_nice_ceiling(peak), logarithmic=False)
+
+
 def _label(value: float) -> str:
-    return f"{value:g}" if value < 10_000 else f"{value / 1000:g}k"
+    if value >= 10_000:
+        return f"{value / 1000:g}k"
+    # Rates are fractions; a tenth is as fine as an operator reads them.
+    return f"{value:.1f}".removesuffix(".0") if value < 100 else f"{value:.0f}"
 
 
-def line_chart(
-    series: Sequence[Series], *, start: datetime, end: datetime, title: str, unit: str
-) -> SafeString:
-    """An SVG chart of ``series`` between ``start`` and ``end``, y from 0 to a round maximum."""
+def _minutes_ago(at: datetime, end: datetime) -> str:
+    ago = round((end - at).total_seconds() / 60)
+    return "now" if ago <= 0 else f"-{ago}m"
+
+
+def chart_height(series_count: int) -> int:
+    """The SVG's height: the plot, the x axis, and one legend row per ``LEGEND_COLUMNS``
+    series."""
+    rows = max(math.ceil(series_count / LEGEND_COLUMNS), 1)
+    return TOP + PLOT_HEIGHT + AXIS_ROOM + rows * LEGEND_ROW
+
+
+def _axes(scale: Scale, y: Callable[[float], float], span_s: float, unit: str) -> list[str]:
     plot_w = WIDTH - LEFT - RIGHT
-    plot_h = HEIGHT - TOP - BOTTOM
-    span_s = max((end - start).total_seconds(), 1.0)
-    peak = max((value for line in series for _, value in line.points), default=0.0)
-    y_max = _nice_ceiling(peak)
-
-    def x(at: datetime) -> float:
-        return LEFT + plot_w * min(max((at - start).total_seconds() / span_s, 0.0), 1.0)
-
-    def y(value: float) -> float:
-        return TOP + plot_h * (1 - value / y_max)
-
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" '
-        f'width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{escape(title)}" '
-        'font-family="sans-serif" font-size="10">',
-        f"<title>{escape(title)}</title>",
-    ]
-    for fraction in (0.0, 0.5, 1.0):
-        level = y(y_max * fraction)
+    parts = []
+    for tick in scale.ticks():
+        level = y(tick)
         parts.append(
             f'<line x1="{LEFT}" y1="{level:.1f}" x2="{WIDTH - RIGHT}" y2="{level:.1f}" '
             'stroke="#ccc" stroke-width="1"/>'
             f'<text x="{LEFT - 4}" y="{level + 3:.1f}" text-anchor="end" fill="#666">'
-            f"{_label(y_max * fraction)}</text>"
+            f"{_label(tick)}</text>"
         )
     minutes = span_s / 60
     for tick in range(X_TICKS + 1):
         at_x = LEFT + plot_w * tick / X_TICKS
         ago = minutes * (X_TICKS - tick) / X_TICKS
         parts.append(
-            f'<text x="{at_x:.1f}" y="{TOP + plot_h + 13}" text-anchor="middle" fill="#666">'
-            f"{'now' if ago == 0 else f'-{ago:g}m'}</text>"
+            f'<text x="{at_x:.1f}" y="{TOP + PLOT_HEIGHT + 13}" text-anchor="middle" '
+            f'fill="#666">{"now" if ago == 0 else f"-{ago:g}m"}</text>'
         )
+    axis_y = TOP + PLOT_HEIGHT + 24
     parts.append(
-        f'<text x="{LEFT}" y="{TOP + 2}" fill="#666" dy="-2" font-size="9">{escape(unit)}</text>'
+        f'<text x="{LEFT + plot_w / 2:.1f}" y="{axis_y}" text-anchor="middle" fill="#666" '
+        'font-size="9">minutes ago</text>'
+        f'<text x="{LEFT}" y="{TOP - 4}" fill="#666" font-size="9">'
+        f"{escape(unit)}{', log scale' if scale.logarithmic else ''}</text>"
     )
+    return parts
+
+
+def line_chart(
+    series: Sequence[Series], *, start: datetime, end: datetime, title: str, unit: str
+) -> SafeString:
+    """An SVG chart of ``series`` between ``start`` and ``end``, with its values labelled."""
+    plot_w = WIDTH - LEFT - RIGHT
+    height = chart_height(len(series))
+    span_s = max((end - start).total_seconds(), 1.0)
+    scale = y_scale([value for line in series for _, value in line.points])
+
+    def x(at: datetime) -> float:
+        return LEFT + plot_w * min(max((at - start).total_seconds() / span_s, 0.0), 1.0)
+
+    def y(value: float) -> float:
+        return TOP + PLOT_HEIGHT * (1 - min(scale.fraction(value), 1.0))
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" '
+        f'width="{WIDTH}" height="{height}" role="img" aria-label="{escape(title)}" '
+        'font-family="sans-serif" font-size="10">',
+        f"<title>{escape(title)}</title>",
+        *_axes(scale, y, span_s, unit),
+    ]
+    highest: tuple[float, datetime] | None = None
     for index, line in enumerate(series):
         color = escape(line.color)
-        if len(line.points) == 1:
-            ((at, value),) = line.points
-            parts.append(f'<circle cx="{x(at):.1f}" cy="{y(value):.1f}" r="2" fill="{color}"/>')
-        elif line.points:
+        name = escape(line.name)
+        if len(line.points) > 1:
             coords = " ".join(f"{x(at):.1f},{y(value):.1f}" for at, value in line.points)
             parts.append(
                 f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="1.5"/>'
             )
-        legend_x = LEFT + index * 110
+        for at, value in line.points:
+            # A lone point is drawn; on a line the circle is an invisible hover target.
+            opacity = "" if len(line.points) == 1 else ' fill-opacity="0"'
+            parts.append(
+                f'<circle cx="{x(at):.1f}" cy="{y(value):.1f}" r="2.5" fill="{color}"{opacity}>'
+                f"<title>{name}: {_label(value)} {escape(unit)}, "
+                f"{_minutes_ago(at, end)}</title></circle>"
+            )
+            if highest is None or value > highest[0]:
+                highest = (value, at)
+        row, column = divmod(index, LEGEND_COLUMNS)
+        legend_x = LEFT + column * plot_w / LEGEND_COLUMNS
+        legend_y = TOP + PLOT_HEIGHT + AXIS_ROOM + row * LEGEND_ROW + 8
+        reading = (
+            f"{_label(line.points[-1][1])} now, max {_label(max(v for _, v in line.points))}"
+            if line.points
+            else "no data"
+        )
         parts.append(
-            f'<rect x="{legend_x}" y="{HEIGHT - 12}" width="10" height="3" fill="{color}"/>'
-            f'<text x="{legend_x + 14}" y="{HEIGHT - 8}" fill="#333">{escape(line.name)}</text>'
+            f'<rect x="{legend_x:.1f}" y="{legend_y - 4}" width="10" height="3" fill="{color}"/>'
+            f'<text x="{legend_x + 14:.1f}" y="{legend_y}" fill="#333">{name}: {reading}</text>'
+        )
+    if highest is not None and highest[0] > 0:
+        value, at = highest
+        label_x = min(max(x(at), LEFT + 30), WIDTH - RIGHT - 30)
+        parts.append(
+            f'<text class="awa-peak" x="{label_x:.1f}" y="{max(y(value) - 4, TOP + 8):.1f}" '
+            f'text-anchor="middle" fill="#333" font-weight="bold">'
+            f"peak {_label(value)} ({_minutes_ago(at, end)})</text>"
         )
     parts.append("</svg>")
     # Every interpolated string above is escaped or a number we formatted.

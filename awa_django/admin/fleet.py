@@ -3,6 +3,7 @@ drift badges) and which processes are live, with the current maintenance leader.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Final
 
 from django.contrib import admin
@@ -10,11 +11,21 @@ from django.http import HttpRequest, HttpResponse
 
 from awa_django import descriptors, runtimes
 from awa_django.admin.base import ReadOnlyOperatorAdmin, View, awa_cursor
+from awa_django.conf import get_settings
+from awa_django.discovery import ensure_jobs_discovered
+from awa_django.jobs import registry
 from awa_django.models import KindDescriptor, QueueDescriptor, RuntimeInstance
-from awa_django.storage.browse import running_attempts
+from awa_django.storage.browse import RunningAttempt, running_attempts
 
 # How many open attempts the runtimes page lists, newest claim first.
 RUNNING_SHOWN: Final = 200
+
+
+def this_process_declares() -> descriptors.Declarations:
+    """What this process's own settings and jobs declare, to put values behind the hashes
+    that drifting runtimes report."""
+    ensure_jobs_discovered()
+    return descriptors.declared(get_settings(), registry.jobs())
 
 
 @admin.register(QueueDescriptor)
@@ -24,11 +35,17 @@ class QueueDescriptorAdmin(ReadOnlyOperatorAdmin):
 
     def changelist(self, request: HttpRequest) -> HttpResponse:
         self.require_view(request)
+        local = this_process_declares()
         return self.render(
             request,
             "queue_descriptors.html",
             "Queue descriptors",
-            {"descriptors": descriptors.queues()},
+            {
+                "rows": [
+                    (d, descriptors.queue_drift_versions(d, local) if d.drift else [])
+                    for d in descriptors.queues()
+                ]
+            },
         )
 
 
@@ -39,11 +56,17 @@ class KindDescriptorAdmin(ReadOnlyOperatorAdmin):
 
     def changelist(self, request: HttpRequest) -> HttpResponse:
         self.require_view(request)
+        local = this_process_declares()
         return self.render(
             request,
             "kind_descriptors.html",
             "Job kind descriptors",
-            {"descriptors": descriptors.kinds()},
+            {
+                "rows": [
+                    (d, descriptors.kind_drift_versions(d, local) if d.drift else [])
+                    for d in descriptors.kinds()
+                ]
+            },
         )
 
 
@@ -56,15 +79,22 @@ class RuntimeInstanceAdmin(ReadOnlyOperatorAdmin):
         self.require_view(request)
         with awa_cursor() as cursor:
             running = running_attempts(cursor, limit=RUNNING_SHOWN + 1)
+        instances = runtimes.list()
+        by_id = {r.instance_id: r for r in instances}
+        groups: dict[str, list[RunningAttempt]] = defaultdict(list)
+        for attempt in running[:RUNNING_SHOWN]:  # newest claim first within each worker
+            groups[attempt.claimed_by].append(attempt)
         return self.render(
             request,
             "runtimes.html",
             "Runtimes",
             {
-                "runtimes": runtimes.list(),
+                "runtimes": instances,
                 "leader": runtimes.leader(),
-                # Grouped by worker in the template; newest claim first within each.
-                "running": sorted(running[:RUNNING_SHOWN], key=lambda a: a.claimed_by),
+                # (worker id, its runtime if it has reported in, its attempts), by worker id.
+                "running": [
+                    (worker, by_id.get(worker), groups[worker]) for worker in sorted(groups)
+                ],
                 "running_truncated": len(running) > RUNNING_SHOWN,
                 "running_shown": RUNNING_SHOWN,
                 "job_url_name": f"{self.admin_site.name}:awa_django_job_change",

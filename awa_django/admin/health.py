@@ -19,13 +19,14 @@ from django.views.decorators.http import require_POST
 
 from awa_django import queues
 from awa_django.admin.base import (
-    OperatorAdmin,
     View,
     awa_cursor,
     queue_choices,
     report_form_errors,
 )
 from awa_django.admin.chart import Series, line_chart
+from awa_django.admin.cron import CronViews
+from awa_django.admin.shards import ShardViews
 from awa_django.conf import get_settings
 from awa_django.exceptions import InvalidJob
 from awa_django.models import Queue
@@ -150,13 +151,18 @@ def queue_charts(samples: Sequence[queues.QueueSample]) -> dict[str, tuple[SafeS
 
 
 @admin.register(Queue)
-class QueueAdmin(OperatorAdmin):
+class QueueAdmin(CronViews, ShardViews):
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         # Queues are not deleted; draining (a change) is the destructive action here.
         return False
 
     def operator_urls(self) -> list[tuple[str, View, str]]:
-        return [("", self.changelist, ""), ("act/", require_POST(self.act), "act")]
+        return [
+            ("", self.changelist, ""),
+            ("act/", require_POST(self.act), "act"),
+            *self.cron_urls(),
+            *self.shard_urls(),
+        ]
 
     def changelist(self, request: HttpRequest) -> HttpResponse:
         self.require_view(request)
@@ -178,6 +184,8 @@ class QueueAdmin(OperatorAdmin):
                 "rows": [(row, sampled_at.get(row.queue), charts.get(row.queue)) for row in rows],
                 "live": live,
                 "act_url": reverse(self.url_name("act")),
+                "cron_url": reverse(self.url_name("cron")),
+                "shards_url": reverse(self.url_name("shards")),
             },
         )
 

@@ -67,6 +67,11 @@ class CronExpression:
     def _iterator(self, start: datetime) -> croniter:
         return croniter(self.expr, start, second_at_beginning=len(self.expr.split()) == 6)
 
+    def next_tick(self, after: datetime) -> datetime:
+        """The first tick strictly after ``after``, in the schedule's timezone."""
+        next_at: datetime = self._iterator(after.astimezone(self.zone)).get_next(datetime)
+        return next_at
+
     def ticks_between(self, after: datetime, until: datetime, *, limit: int) -> list[datetime]:
         """The newest ``limit`` ticks in ``(after, until)``, oldest first.
 

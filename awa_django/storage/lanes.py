@@ -13,6 +13,7 @@ _SQL = queries("lanes")
 
 @dataclass(frozen=True, slots=True)
 class LaneBacklog:
+    queue: str
     priority: int
     shard: int
     waiting: int
@@ -29,6 +30,12 @@ def enqueue_shards(cursor: CursorWrapper, *, queue: str) -> int:
     return int(row[0])
 
 
-def lane_backlog(cursor: CursorWrapper, *, queue: str) -> list[LaneBacklog]:
+def lane_backlog(cursor: CursorWrapper, *, queue: str | None) -> list[LaneBacklog]:
+    """The waiting jobs of each lane of ``queue`` (of every queue when None) that has any."""
     cursor.execute(_SQL["lane_backlog"], {"queue": queue})
     return [LaneBacklog(*row) for row in cursor.fetchall()]
+
+
+def enqueue_shard_counts(cursor: CursorWrapper) -> dict[str, int]:
+    cursor.execute(_SQL["enqueue_shard_counts"])
+    return {queue: shards for queue, shards in cursor.fetchall()}

@@ -9,7 +9,7 @@ from typing import Any
 from django import template
 from django.utils.formats import date_format
 from django.utils.timesince import timesince
-from django.utils.timezone import localtime
+from django.utils.timezone import localtime, now
 
 register = template.Library()
 
@@ -33,3 +33,18 @@ def duration(value: timedelta) -> str:
     """A period in words to its largest unit ("1 hour", "3 days"), for retention settings."""
     now = datetime.now(UTC)
     return timesince(now - value, now, depth=1)
+
+
+@register.filter
+def elapsed(since: datetime) -> str:
+    """How long ago ``since`` was, to the second under an hour ("42 s", "3 min 12 s") and to the
+    minute above ("2 h 5 min"): a running job is watched by the second, unlike timesince's
+    "0 minutes"."""
+    seconds = max(int((now() - since).total_seconds()), 0)
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours} h {minutes} min"
+    if minutes:
+        return f"{minutes} min {seconds} s"
+    return f"{seconds} s"

@@ -4,12 +4,18 @@ real worker processes declaring what they serve."""
 from __future__ import annotations
 
 import json
+import re
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import connection
+from django.test import override_settings
 from django.urls import reverse
+from django.utils import timezone
 
 import awa_django as awa
 from awa_django import runtimes
+from awa_django.templatetags.awa_admin import elapsed
 from tests.conftest import BackgroundWorker, wait_until
 
 QUEUE_DESCRIPTORS = "admin:awa_django_queuedescriptor_changelist"
@@ -42,7 +48,7 @@ def test_two_workers_declaring_a_queue_differently_show_drift(operator_client, w
     page = operator_client.get(reverse(QUEUE_DESCRIPTORS))
 
     assert page.status_code == 200
-    by_queue = {d.queue: d for d in page.context["descriptors"]}
+    by_queue = {d.queue: d for d, _ in page.context["rows"]}
     assert by_queue["default"].drift and not by_queue["email"].drift
     body = page.content.decode()
     default_row = body.split('id="queue-default"')[1].split("</tr>")[0]
@@ -59,7 +65,7 @@ def test_two_workers_declaring_a_queue_differently_show_drift(operator_client, w
 
     kinds = operator_client.get(reverse(KIND_DESCRIPTORS))
     # A kind from AWA["JOB_MODULES"] (tests.jobs) is declared like an app's jobs module's.
-    assert "tests.always_fails" in {d.kind for d in kinds.context["descriptors"]}
+    assert "tests.always_fails" in {d.kind for d, _ in kinds.context["rows"]}
 
 
 def test_pages_without_runtimes_say_so(operator_client):
@@ -100,13 +106,71 @@ def test_running_jobs_per_worker_with_links_elapsed_time_and_a_progress_bar(oper
         page = operator_client.get(reverse(RUNTIMES))
 
         body = page.content.decode()
-        [attempt] = page.context["running"]
-        assert f"Worker <code>{attempt.claimed_by}</code>: 1 running" in body
+        [(holder, runtime, [attempt])] = page.context["running"]
+        assert holder == attempt.claimed_by and runtime is not None
+        where = f"on {runtime.hostname}, pid {runtime.pid}"
+        assert f"Worker <code>{holder}</code> {where}: 1 running" in body
         assert attempt.job_id == job_id and attempt.percent == 3.2333333333333334
         row = body[body.index(f'id="running-job-{job_id}"') :].split("</tr>")[0]
         assert f'href="/admin/awa_django/job/{job_id}/"' in row
         assert '<progress max="100" value="3">' in row and "3%" in row and "3.23" not in row
         assert "page 3 of 90" in row and "tests.sleepy" in row
-        assert "minute" in row  # elapsed since the claim ("0 minutes" in the first one)
+        # Elapsed since the claim, to the second ("4 s"), not timesince's "0 minutes".
+        assert re.search(r'<td title="claimed [^"]+">\d+ s</td>', row), row
     finally:
         worker.stop()
+
+
+def test_attempts_of_a_worker_that_never_reported_in_are_listed_under_its_id(operator_client):
+    job_id = awa.enqueue("tests.sleepy", args={"seconds": 10})
+    # A claim by a process that has no runtime row (it crashed before its first snapshot).
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM awa.claim_ready('default', 1, 'ghost-worker', 60, 0, false)")
+    page = operator_client.get(reverse(RUNTIMES))
+    [(worker, runtime, [attempt])] = page.context["running"]
+    assert (worker, runtime, attempt.job_id) == ("ghost-worker", None, job_id)
+    assert "not reporting" in page.content.decode().split("ghost-worker")[1].split("</h3>")[0]
+
+
+def test_elapsed_counts_seconds_then_minutes_then_hours():
+    now = timezone.now()
+    assert [elapsed(now - timedelta(seconds=s)) for s in (0, 42, 192, 7500, -5)] == [
+        "0 s",
+        "42 s",
+        "3 min 12 s",
+        "2 h 5 min",
+        "0 s",
+    ]
+
+
+def test_drift_shows_the_differing_values_and_who_declares_them(operator_client, worker_process):
+    first = worker_process(env=worker_env("charges cards")).wait_ready()
+    second = worker_process(env=worker_env("refunds cards")).wait_ready()
+    wait_until(lambda: len([r for r in runtimes.list() if r.live]) == 2, timeout=30)
+    ids = {r.pid: r.instance_id for r in runtimes.list()}
+    first_id, second_id = ids[first.proc.pid], ids[second.proc.pid]
+
+    # This process declares the queue as the first worker does: both versions have values
+    # (the stored descriptor is the last one written, the second worker's).
+    overrides = json.loads(worker_env("charges cards")["AWA_OVERRIDES"])
+    with override_settings(AWA={**settings.AWA, **overrides}):
+        page = operator_client.get(reverse(QUEUE_DESCRIPTORS))
+
+    [versions] = [v for d, v in page.context["rows"] if d.queue == "default"]
+    assert {(v.instances, v.source) for v in versions} == {
+        ((first_id,), "this process's code"),
+        ((second_id,), "stored descriptor"),
+    }
+    # Only what differs is shown: both declare the same owner.
+    assert sorted(v.fields["description"] for v in versions) == ["charges cards", "refunds cards"]
+    assert all(list(v.fields) == ["description"] for v in versions)
+    row = page.content.decode().split('id="queue-default"')[1].split("</tr>")[0]
+    assert "&ldquo;charges cards&rdquo;" in row and "&ldquo;refunds cards&rdquo;" in row
+    assert first_id in row and second_id in row
+
+    # Seen from a process that declares neither, only the stored one has values.
+    page = operator_client.get(reverse(QUEUE_DESCRIPTORS))
+    [versions] = [v for d, v in page.context["rows"] if d.queue == "default"]
+    unknown = [v for v in versions if v.fields is None]
+    assert [v.instances for v in unknown] == [(first_id,)]
+    assert "values not known here" in page.content.decode()

@@ -4,21 +4,17 @@ job that a real worker process then completes, purges another after its confirma
 retries a filtered group of dead letters larger than a page at once, and sees descriptor drift
 once a second worker declares the queue differently; it saves screenshots of every step.
 
-Screenshots go to artifacts/browser/ at the repository root (gitignored); the path is printed.
+Screenshots go to artifacts/browser/test_admin_browser/ at the repository root (gitignored,
+see conftest.py); the path is printed.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from django.contrib.auth.models import User
 from django.db import connection
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support import expected_conditions
@@ -26,24 +22,8 @@ from selenium.webdriver.support.wait import WebDriverWait
 
 import awa_django as awa
 from awa_django import queues, runtimes
-from tests.conftest import REPO_ROOT, wait_until
+from tests.conftest import wait_until
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-ARTIFACTS = REPO_ROOT / "artifacts" / "browser"
-# The flags this machine needs: no sandbox (root in a container), no GPU, and nothing that
-# phones home (QUIC, component updates, sync, background networking).
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1400,1000",
-)
 WORKER_SETTINGS = {
     "QUEUES": {
         "default": {
@@ -59,30 +39,6 @@ WORKER_SETTINGS = {
     "RUNTIME_SNAPSHOT_INTERVAL_S": 1,
     "RUNTIME_STALE_AFTER_S": 30,
 }
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[WebDriver]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
-    driver.implicitly_wait(0)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-@pytest.fixture
-def screenshots(capsys: pytest.CaptureFixture[str]) -> Iterator[Path]:
-    shutil.rmtree(ARTIFACTS, ignore_errors=True)
-    ARTIFACTS.mkdir(parents=True)
-    yield ARTIFACTS
-    with capsys.disabled():  # shown even when pytest captures output
-        print(f"\nbrowser screenshots saved in {ARTIFACTS}")
 
 
 def seed_last_hour(queue: str) -> None:

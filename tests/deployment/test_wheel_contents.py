@@ -14,6 +14,7 @@ def package_files() -> set[str]:
     expected = set(tracked("awa_django"))
     assert any(name.endswith(".html") for name in expected), "the admin templates are tracked"
     assert any(name.endswith(".sql") for name in expected), "the SQL files are tracked"
+    assert "awa_django/static/awa_django/live_refresh.js" in expected, "the static files too"
     return expected
 
 

@@ -7,7 +7,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from awa_django.admin.chart import BOTTOM, HEIGHT, TOP, WIDTH, Series, _nice_ceiling, line_chart
+from awa_django.admin.chart import (
+    PLOT_HEIGHT,
+    TOP,
+    WIDTH,
+    Series,
+    _nice_ceiling,
+    chart_height,
+    line_chart,
+    y_scale,
+)
 
 SVG = "{http://www.w3.org/2000/svg}"
 END = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -36,20 +45,24 @@ def test_lines_span_the_window_and_stay_inside_the_plot():
     ]
     root = parse(line_chart(series, start=START, end=END, title="Throughput", unit="jobs/min"))
 
-    assert root.get("viewBox") == f"0 0 {WIDTH} {HEIGHT}"
+    height = chart_height(2)
+    assert root.get("viewBox") == f"0 0 {WIDTH} {height}"
     (completed, failed) = points(root)
     xs = [x for x, _ in completed]
     assert xs == sorted(xs) and xs[0] < xs[-1]
     assert all(
-        0 <= x <= WIDTH and 0 <= y <= HEIGHT for line in (completed, failed) for x, y in line
+        0 <= x <= WIDTH and 0 <= y <= height for line in (completed, failed) for x, y in line
     )
     # The peak (60) is drawn at 60% of an axis that ends at the round 100.
-    plot_top, plot_bottom = TOP, HEIGHT - BOTTOM
+    plot_top, plot_bottom = TOP, TOP + PLOT_HEIGHT
     assert min(y for _, y in completed) == pytest.approx(
         plot_bottom - 0.6 * (plot_bottom - plot_top), abs=0.1
     )
     labels = [text.text for text in root.iter(f"{SVG}text")]
-    assert "-60m" in labels and "now" in labels and "completed" in labels and "failed" in labels
+    assert "-60m" in labels and "now" in labels and "minutes ago" in labels
+    # The legend reads each line's latest value and maximum; the highest point is labelled.
+    assert "completed: 60 now, max 60" in labels and "failed: 4 now, max 4" in labels
+    assert "peak 60 (now)" in labels and "jobs/min" in labels
 
 
 def test_names_are_escaped():
@@ -58,7 +71,8 @@ def test_names_are_escaped():
     assert "<script>" not in svg
     root = parse(svg)
     assert root.find(f"{SVG}title").text == "a & b"
-    assert len(list(root.iter(f"{SVG}circle"))) == 1
+    [point] = root.iter(f"{SVG}circle")
+    assert point.get("fill-opacity") is None  # a lone point is drawn, not only hoverable
 
 
 def test_no_samples_renders_an_empty_chart():
@@ -86,3 +100,46 @@ def test_axis_maximum_is_a_round_number_at_or_above_the_peak():
     assert _nice_ceiling(240) == 250
     assert _nice_ceiling(4100) == 5000
     assert _nice_ceiling(1000) == 1000
+
+
+def test_every_point_carries_its_value_as_a_hover_title():
+    series = [
+        Series(
+            name="available",
+            color="blue",
+            points=[(END - timedelta(minutes=10), 12.0), (END, 3.25)],
+        )
+    ]
+    root = parse(line_chart(series, start=START, end=END, title="t", unit="jobs"))
+    titles = [circle.find(f"{SVG}title").text for circle in root.iter(f"{SVG}circle")]
+    assert titles == ["available: 12 jobs, -10m", "available: 3.2 jobs, now"]
+
+
+def test_a_burst_switches_the_axis_to_log_so_the_steady_rate_stays_off_the_zero_line():
+    steady = [(START + timedelta(minutes=m), 5.0) for m in range(60)]
+    burst = [*steady[:30], (START + timedelta(minutes=30), 500.0), *steady[31:]]
+    root = parse(
+        line_chart(
+            [Series(name="completed", color="green", points=burst)],
+            start=START,
+            end=END,
+            title="t",
+            unit="jobs/min",
+        )
+    )
+    labels = [text.text for text in root.iter(f"{SVG}text")]
+    assert "jobs/min, log scale" in labels and "peak 500 (-30m)" in labels
+    assert {"0", "1", "10", "100", "1000"} <= set(labels)
+    ((*_, (_, steady_y)),) = points(root)
+    zero_line, top_line = TOP + PLOT_HEIGHT, TOP
+    # log10(1 + 5) / log10(1 + 1000): a quarter of the way up, not a pixel above zero.
+    assert steady_y == pytest.approx(zero_line - 0.259 * (zero_line - top_line), abs=0.5)
+
+
+def test_the_axis_stays_linear_without_a_burst():
+    assert y_scale([30.0, 55.0, 41.0]) == y_scale([55.0])
+    assert not y_scale([30.0, 55.0]).logarithmic and y_scale([30.0, 55.0]).top == 100
+    assert y_scale([5.0] * 50 + [500.0]).logarithmic
+    assert y_scale([]).top == 1 and not y_scale([0.0, 0.0]).logarithmic
+    # A burst of small rates still spans a decade.
+    assert y_scale([0.01] * 9 + [0.5]).top == 10

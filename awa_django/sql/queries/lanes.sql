@@ -11,10 +11,11 @@ ON CONFLICT (queue) DO UPDATE SET enqueue_shards = excluded.enqueue_shards
 SELECT coalesce((SELECT enqueue_shards FROM awa.queue_meta WHERE queue = %(queue)s), 1)
 
 -- name: lane_backlog
--- Waiting (unclaimed, not cancelled) ready rows per lane of a queue, for operators.
-SELECT r.priority, r.shard, count(*)::integer AS waiting
+-- Waiting (unclaimed, not cancelled) ready rows per lane of a queue, or of every queue when
+-- %(queue)s is NULL (the admin's shard page), for operators: it counts every waiting row.
+SELECT r.queue, r.priority, r.shard, count(*)::integer AS waiting
   FROM awa.ready_entries r
- WHERE r.queue = %(queue)s
+ WHERE (%(queue)s::text IS NULL OR r.queue = %(queue)s)
    AND NOT EXISTS (
            SELECT 1 FROM awa.claim_receipts c
             WHERE c.job_id = r.job_id AND c.run_lease = r.run_lease + 1
@@ -23,5 +24,9 @@ SELECT r.priority, r.shard, count(*)::integer AS waiting
            SELECT 1 FROM awa.ready_tombstones t
             WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
               AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
- GROUP BY r.priority, r.shard
- ORDER BY r.priority, r.shard
+ GROUP BY r.queue, r.priority, r.shard
+ ORDER BY r.queue, r.priority, r.shard
+
+-- name: enqueue_shard_counts
+-- The enqueue shard count of every queue that has a meta row (the others have 1).
+SELECT queue, enqueue_shards::integer FROM awa.queue_meta ORDER BY queue
