@@ -14,7 +14,8 @@
 -- carrying its body from the retained ready row. A retry appends this attempt's error to the
 -- job's error list; a snooze gives the attempt back. A closed attempt's lease (if it had one)
 -- is deleted; its progress and checkpoint are saved for the next attempt, or deleted when the
--- job completed.
+-- job completed. A job that ended (completed, failed, cancelled) while a session waits on it
+-- is announced on channel awa_job_done, with its id as payload, when the transaction commits.
 --
 -- p_batch is a JSON array with one object per attempt: its receipt address (ready_slot, queue,
 -- priority, shard, lane_seq, job_id, run_lease), outcome, delay_s (retryable and snoozed only:
@@ -129,10 +130,20 @@ BEGIN
                checkpoint = coalesce(excluded.checkpoint, awa.attempt_state.checkpoint),
                updated_at = now()
          WHERE awa.attempt_state.run_lease <= excluded.run_lease
+    ), woken AS (
+        -- Tells the sessions waiting on a job (awa.job_waiters) that it ended. The table is
+        -- empty unless someone waits: the one-time probe finds no row and the batch sends
+        -- nothing. Read by the final SELECT (a plain CTE runs only when referenced); one row.
+        SELECT count(pg_notify('awa_job_done', c.job_id::text)) AS sent
+          FROM closed c
+         WHERE (SELECT EXISTS (SELECT 1 FROM awa.job_waiters))
+           AND c.outcome IN ('completed', 'failed', 'cancelled')
+           AND EXISTS (SELECT 1 FROM awa.job_waiters w WHERE w.job_id = c.job_id)
     )
     SELECT c.job_id, c.run_lease, l.run_at
       FROM closed c
-      JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease;
+      JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease
+     CROSS JOIN woken;
 END
 $$;
 
