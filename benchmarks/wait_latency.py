@@ -4,7 +4,7 @@ waiters costs when nobody waits.
 Usage (a throwaway cluster, as the other harnesses)::
 
     python3 scripts/with_postgres.py -- .venv/bin/python -m benchmarks.wait_latency \
-        [--jobs 200] [--delay-ms 20] [--probe-reps 300] [--output PATH]
+        [--jobs 200] [--delay-ms 20] [--close-reps 300] [--output PATH]
 
 Two measurements:
 
@@ -14,10 +14,11 @@ Two measurements:
   ``finalized_at`` (the start of the transaction that closed it, so the close and its commit
   count against the waiter) to ``wait()`` returning, on this machine's clock, which the local
   server shares. Jobs that had ended before ``wait()`` was called are left out and counted.
-- **probe**: the server-side execution time (``EXPLAIN ANALYZE``) of reading a batch of 100
-  closed attempts joined with the check for waiters that ``awa.close_batch`` makes, while
-  ``awa.job_waiters`` is empty, against the same read without it; medians of ``--probe-reps``
-  runs, interleaved.
+- **close**: what the check for waiters costs a worker when nobody waits: the server-side
+  execution time (``EXPLAIN ANALYZE``) of ``awa.close_batch`` completing 1 and 100 claimed
+  attempts while ``awa.job_waiters`` is empty, against the definition migration 0004 left
+  (from 0005's ``down.sql``, created under another name for the run), each statement rolled
+  back so the same attempts close again; medians of ``--close-reps`` runs, interleaved.
 
 Writes every sample and the environment to ``benchmarks/results/wait-latency-<UTC time>.json``.
 """
@@ -36,19 +37,11 @@ from pathlib import Path
 from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-PROBE_BATCH = 100
-# A batch of closed attempts read as awa.close_batch's final SELECT reads it, with and without
-# the woken CTE it joins for waiters (the same statement as in sql/functions/close.sql).
-_CLOSED = (
-    "WITH closed AS MATERIALIZED (SELECT g::bigint AS job_id, 'completed'::text AS outcome "
-    f"FROM generate_series(1, {PROBE_BATCH}) g), "
-    "woken AS (SELECT count(pg_notify('awa_job_done', c.job_id::text)) AS sent FROM closed c "
-    "WHERE (SELECT EXISTS (SELECT 1 FROM awa.job_waiters)) "
-    "AND c.outcome IN ('completed', 'failed', 'cancelled') "
-    "AND EXISTS (SELECT 1 FROM awa.job_waiters w WHERE w.job_id = c.job_id)) "
-)
-PROBE_SQL = _CLOSED + "SELECT c.job_id FROM closed c CROSS JOIN woken"
-BASELINE_SQL = _CLOSED + "SELECT c.job_id FROM closed c"
+# Batch sizes of the close measurement: a worker at low load closes one attempt per statement,
+# a busy one up to its batch limit.
+CLOSE_BATCHES = (1, 100)
+# awa.close_batch as migration 0004 left it, before it looked for waiters, under another name.
+PREVIOUS_CLOSE = "awa.close_batch_before_waiters"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -57,7 +50,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--delay-ms", type=float, default=20.0, help="each handler's sleep (default 20 ms)"
     )
-    parser.add_argument("--probe-reps", type=int, default=300, help="EXPLAIN runs per variant")
+    parser.add_argument(
+        "--close-reps", type=int, default=300, help="close statements timed per variant and size"
+    )
     parser.add_argument("--output", type=Path)
     return parser.parse_args(argv)
 
@@ -101,21 +96,69 @@ def measure_wakes(jobs: int, delay_s: float) -> tuple[list[float], int]:
     return latencies, early
 
 
-def execution_ms(cursor: Any, statement: str) -> float:
-    cursor.execute("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) " + statement)
-    return float(cursor.fetchone()[0][0]["Execution Time"])
+def create_previous_close(cursor: Any) -> None:
+    from awa_django import sql
+
+    down = sql.migration("0005_job_waiters", "down")
+    start = down.index("CREATE OR REPLACE FUNCTION awa.close_batch(")
+    definition = down[start : down.index("\n$$;", start) + 4]
+    cursor.execute(definition.replace("awa.close_batch(", f"{PREVIOUS_CLOSE}(", 1))
 
 
-def measure_probe(reps: int) -> dict[str, list[float]]:
+def open_attempts(size: int) -> str:
+    """The close parameter of ``size`` claimed attempts, each completing."""
     from django.db import connection
 
-    samples: dict[str, list[float]] = {"with the check": [], "without": []}
+    import awa_django as awa
+    from awa_django.storage.execution import Completion, Outcome, close_params
+    from awa_django.storage.inline import claim_ready
+    from benchmarks.jobs import SYNC_KIND
+
+    for n in range(size):
+        awa.enqueue(SYNC_KIND, args={"n": n, "payload": ""})
+    with connection.cursor() as cursor:
+        claimed = claim_ready(
+            cursor, queue="bench", limit=size, claimed_by="bench", deadline_s=0,
+            aging_s=0, sequential=False,
+        )  # fmt: skip
+    assert len(claimed) == size
+    return close_params([Completion.of(job, Outcome.COMPLETED) for job in claimed])["batch"]
+
+
+def execution_ms(cursor: Any, function: str, batch: str) -> float:
+    """Server-side time of one close statement, rolled back so the attempts stay open."""
+    cursor.execute("BEGIN")
+    try:
+        cursor.execute(
+            f"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) SELECT * FROM {function}(%s::json)",
+            [batch],
+        )
+        return float(cursor.fetchone()[0][0]["Execution Time"])
+    finally:
+        cursor.execute("ROLLBACK")
+
+
+def measure_close(reps: int) -> dict[str, dict[str, list[float]]]:
+    from django.db import connection
+
+    from awa_django.testing import reset_queue
+
+    variants = {"0004 (no check)": PREVIOUS_CLOSE, "this checkout": "awa.close_batch"}
+    samples: dict[str, dict[str, list[float]]] = {}
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM awa.job_waiters")
-        assert cursor.fetchone()[0] == 0, "awa.job_waiters must be empty for the probe"
-        for _ in range(reps):  # interleaved, so that noise lands on both alike
-            samples["with the check"].append(execution_ms(cursor, PROBE_SQL))
-            samples["without"].append(execution_ms(cursor, BASELINE_SQL))
+        assert cursor.fetchone()[0] == 0, "awa.job_waiters must be empty while closes are timed"
+        create_previous_close(cursor)
+        try:
+            for size in CLOSE_BATCHES:
+                reset_queue()
+                batch = open_attempts(size)
+                by_variant = samples[f"{size} attempts"] = {name: [] for name in variants}
+                for _ in range(reps):  # interleaved, so that noise lands on both alike
+                    for name, function in variants.items():
+                        by_variant[name].append(execution_ms(cursor, function, batch))
+        finally:
+            cursor.execute(f"DROP FUNCTION {PREVIOUS_CLOSE}(json)")
     return samples
 
 
@@ -139,18 +182,18 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         worker.terminate()
         worker.wait(30)
-    probe = measure_probe(args.probe_reps)
+    close = measure_close(args.close_reps)
 
     print(
         f"wake latency over {len(latencies)} jobs ({early} ended before wait() was called): "
         f"p50 {percentile(latencies, 0.5):.1f} ms, p95 {percentile(latencies, 0.95):.1f} ms, "
         f"max {max(latencies):.1f} ms"
     )
-    for name, values in probe.items():
-        print(
-            f"probe, {PROBE_BATCH} closed attempts, {name}: "
-            f"median {statistics.median(values) * 1000:.1f} µs"
+    for size, variants in close.items():
+        medians = ", ".join(
+            f"{name} {statistics.median(values) * 1000:.0f} µs" for name, values in variants.items()
         )
+        print(f"close statement, {size}: median {medians}")
     env["machine"]["loadavg_at_end"] = list(os.getloadavg())
     output = args.output or RESULTS_DIR / (
         f"wait-latency-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
@@ -163,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                 "parameters": vars(args) | {"output": str(output)},
                 "wake_latency_ms": latencies,
                 "ended_before_wait": early,
-                "probe_execution_ms": probe,
+                "close_execution_ms": close,
             },
             indent=2,
             default=str,

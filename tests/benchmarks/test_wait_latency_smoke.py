@@ -1,5 +1,6 @@
 """Smoke test of the wait-latency benchmark (benchmarks/wait_latency.py) at a tiny size. Not a
-benchmark: it keeps the harness, its worker process and its probe statement from rotting."""
+benchmark: it keeps the harness, its worker process and its timed close statements from
+rotting."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def test_both_measurements_are_taken(tmp_path: Path) -> None:
     output = tmp_path / "wait-latency.json"
     argv = [
         sys.executable, "-m", "benchmarks.wait_latency",
-        "--jobs", "3", "--probe-reps", "2", "--output", str(output),
+        "--jobs", "3", "--close-reps", "2", "--output", str(output),
     ]  # fmt: skip
     env = {
         **os.environ,
@@ -35,7 +36,10 @@ def test_both_measurements_are_taken(tmp_path: Path) -> None:
     results = json.loads(output.read_text())
     assert len(results["wake_latency_ms"]) + results["ended_before_wait"] == 3
     assert all(0 < latency < 30_000 for latency in results["wake_latency_ms"])
-    assert {name: len(samples) for name, samples in results["probe_execution_ms"].items()} == {
-        "with the check": 2,
-        "without": 2,
-    }
+    close = results["close_execution_ms"]
+    assert set(close) == {"1 attempts", "100 attempts"}
+    for variants in close.values():
+        assert {name: len(samples) for name, samples in variants.items()} == {
+            "0004 (no check)": 2,
+            "this checkout": 2,
+        }

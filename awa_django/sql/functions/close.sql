@@ -130,20 +130,23 @@ BEGIN
                checkpoint = coalesce(excluded.checkpoint, awa.attempt_state.checkpoint),
                updated_at = now()
          WHERE awa.attempt_state.run_lease <= excluded.run_lease
-    ), woken AS (
-        -- Tells the sessions waiting on a job (awa.job_waiters) that it ended. The table is
-        -- empty unless someone waits: the one-time probe finds no row and the batch sends
-        -- nothing. Read by the final SELECT (a plain CTE runs only when referenced); one row.
-        SELECT count(pg_notify('awa_job_done', c.job_id::text)) AS sent
-          FROM closed c
-         WHERE (SELECT EXISTS (SELECT 1 FROM awa.job_waiters))
-           AND c.outcome IN ('completed', 'failed', 'cancelled')
-           AND EXISTS (SELECT 1 FROM awa.job_waiters w WHERE w.job_id = c.job_id)
     )
     SELECT c.job_id, c.run_lease, l.run_at
       FROM closed c
-      JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease
-     CROSS JOIN woken;
+      JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease;
+    -- Tells the sessions waiting on a job (awa.job_waiters) that it ended. The table is empty
+    -- unless someone waits, and then this one probe is all a close pays: a statement of its
+    -- own, as a CTE of the one above cost more even when it found nobody. The attempts are read
+    -- back from their done rows, which the statement above wrote (an attempt a rescue or cancel
+    -- had closed first is announced again: its waiter only reads the state once more).
+    IF EXISTS (SELECT 1 FROM awa.job_waiters) THEN
+        PERFORM pg_notify('awa_job_done', d.job_id::text)
+           FROM json_to_recordset(p_batch) AS b(ready_slot integer, job_id bigint, run_lease bigint)
+           JOIN awa.done_entries d
+             ON d.job_id = b.job_id AND d.run_lease = b.run_lease AND d.ready_slot = b.ready_slot
+          WHERE d.outcome IN ('completed', 'failed', 'cancelled')
+            AND EXISTS (SELECT 1 FROM awa.job_waiters w WHERE w.job_id = d.job_id);
+    END IF;
 END
 $$;
 
