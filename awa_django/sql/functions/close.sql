@@ -135,13 +135,14 @@ BEGIN
       FROM closed c
       JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease;
     -- Tells the sessions waiting on a job (awa.job_waiters) that it ended. The table is empty
-    -- unless someone waits, and then this one probe is all a close pays: a statement of its
-    -- own, as a CTE of the one above cost more even when it found nobody. The attempts are read
-    -- back from their done rows, which the statement above wrote (an attempt a rescue or cancel
-    -- had closed first is announced again: its waiter only reads the state once more).
+    -- unless someone waits, so a close that nobody waits on pays this one probe: a statement of
+    -- its own, as a CTE of the one above cost more even when it found nobody. The attempts are
+    -- read back from their done rows, which the statement above wrote (an attempt a rescue or
+    -- cancel had closed first is announced again: its waiter only reads the state once more).
     IF EXISTS (SELECT 1 FROM awa.job_waiters) THEN
         PERFORM pg_notify('awa_job_done', d.job_id::text)
-           FROM json_to_recordset(p_batch) AS b(ready_slot integer, job_id bigint, run_lease bigint)
+           FROM json_to_recordset(p_batch)
+             AS b(ready_slot integer, job_id bigint, run_lease bigint)
            JOIN awa.done_entries d
              ON d.job_id = b.job_id AND d.run_lease = b.run_lease AND d.ready_slot = b.ready_slot
           WHERE d.outcome IN ('completed', 'failed', 'cancelled')
