@@ -24,7 +24,7 @@ from awa_django.worker.connections import connection_kwargs
 from tests.callbacks.helpers import FAST as CALLBACK_FAST
 from tests.callbacks.helpers import park_one
 from tests.conftest import REPO_ROOT, run_burst, subprocess_database_url, wait_until
-from tests.jobs import returns_value, sleepy, terminal
+from tests.jobs import always_fails, returns_value, sleepy, terminal
 
 # Well under the waiter's one-second fallback poll: a wake this fast came from the notification.
 NOTIFIED_WITHIN_S = 0.5
@@ -78,6 +78,21 @@ def test_a_failed_job_raises_job_failed_with_its_errors(worker_process):
     assert failure.record.job_id == job_id and failure.record.state == "failed"
     assert failure.errors == failure.record.errors and len(failure.errors) == 1
     assert str(failure).startswith(f"job {job_id} (tests.terminal) ended failed: ")
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_a_waiter_waits_through_retries_until_the_job_is_dead_lettered():
+    dlq = {"QUEUES": {"default": {"dlq": True}}, "RETRY_BACKOFF_BASE_S": 0.01}
+    with override_settings(AWA=dlq):
+        job_id = always_fails.enqueue(message="down")
+        thread, outcome = in_background(awa.wait, job_id, timeout=30)
+        wait_until(lambda: waiter_rows() != [])
+        run_burst(burst_wait_s=1.0)
+        thread.join(30)
+    (failure,) = outcome
+    assert isinstance(failure, awa.JobFailed) and failure.record.state == "dlq"
+    assert [error["attempt"] for error in failure.errors] == [1, 2, 3]
+    assert str(failure) == f"job {job_id} (tests.always_fails) ended dlq: down on attempt 3"
 
 
 @pytest.mark.usefixtures("awa_db")
