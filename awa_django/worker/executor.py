@@ -108,11 +108,12 @@ class StoredReturn:
 
 
 def kept_return(value: object, ctx: JobContext) -> object:
-    """What a handler returned, with a plain value (not None, not an outcome) made a
+    """What a handler returned other than None, with a plain value (not an outcome) made a
     ``StoredReturn``. Called where the handler ran (its thread, or the loop for an async one),
     so a value too large or not exactly JSON fails that attempt alone, terminally: running the
-    handler again would return the same value. None, the common case, costs one comparison."""
-    if value is None or isinstance(value, JobOutcome | StoredReturn):
+    handler again would return the same value. The callers test for None, the common case,
+    themselves: a comparison costs a completion less than a call."""
+    if isinstance(value, JobOutcome | StoredReturn):
         return value
     try:
         return StoredReturn.of(value)
@@ -216,7 +217,8 @@ def _run_sync(func: Callable[..., Any], ctx: JobContext, args: dict[str, Any]) -
     # from an earlier job on this thread are closed before, and expired ones after.
     close_old_connections()
     try:
-        return kept_return(func(ctx, **args), ctx)
+        value = func(ctx, **args)
+        return value if value is None else kept_return(value, ctx)
     finally:
         close_old_connections()
 
@@ -282,7 +284,9 @@ async def execute(
         return _unknown_kind(job)
     try:
         if handler.is_async:
-            value = kept_return(await handler.func(ctx, **job.args), ctx)
+            value = await handler.func(ctx, **job.args)
+            if value is not None:
+                value = kept_return(value, ctx)
         else:
             # The copied context carries the job's span into the thread, so spans the handler
             # (or its instrumented libraries) opens are children of it.
@@ -310,7 +314,8 @@ def execute_inline(
             value = async_to_sync(handler.func)(ctx, **job.args)
         else:
             value = handler.func(ctx, **job.args)
-        value = kept_return(value, ctx)
+        if value is not None:
+            value = kept_return(value, ctx)
     except Exception as exc:
         _log_failure(job, exc)
         return HandlerResult(exc)
