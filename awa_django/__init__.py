@@ -32,6 +32,8 @@ from awa_django.exceptions import (
     InvalidCallback,
     InvalidJob,
     InvalidSchedule,
+    JobFailed,
+    JobNotFound,
     JobOutcome,
     RetryAfter,
     Snooze,
@@ -42,7 +44,9 @@ from awa_django.exceptions import (
     UnknownJobKind,
     UnstorableAttempt,
     WaitForCallback,
+    WaitTimeout,
 )
+from awa_django.job_waits import await_job, wait
 from awa_django.jobs import Job, JobContext, job
 from awa_django.records import get_job, get_jobs, list_jobs
 from awa_django.storage.jobs import JobRecord
@@ -61,6 +65,8 @@ __all__ = [
     "InvalidSchedule",
     "Job",
     "JobContext",
+    "JobFailed",
+    "JobNotFound",
     "JobOutcome",
     "JobRecord",
     "RetryAfter",
@@ -73,6 +79,8 @@ __all__ = [
     "UnknownJobKind",
     "UnstorableAttempt",
     "WaitForCallback",
+    "WaitTimeout",
+    "await_job",
     "callback_url",
     "cancel",
     "cancel_unique",
@@ -97,4 +105,5 @@ __all__ = [
     "retry_external",
     "runtimes",
     "sign_callback",
+    "wait",
 ]

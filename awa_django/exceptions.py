@@ -7,9 +7,14 @@ sit under ``JobOutcome``: they are not errors, they tell the worker what to do w
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.core.exceptions import ImproperlyConfigured
 
 from awa_django.limits import delay_problem
+
+if TYPE_CHECKING:
+    from awa_django.storage.jobs import JobRecord
 
 
 class AwaError(Exception):
@@ -33,6 +38,40 @@ class ConfigError(AwaError, ImproperlyConfigured):
 
 class UnknownJobKind(AwaError, LookupError):
     """No handler is registered in this process for a job kind."""
+
+
+class JobNotFound(AwaError, LookupError):
+    """No committed job has the id ``job_id``: it was never enqueued, its transaction rolled
+    back or has not committed yet, or its history was pruned."""
+
+    def __init__(self, message: str, *, job_id: object) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+
+
+class JobFailed(AwaError):
+    """The job waited on ended without completing: ``record.state`` is ``failed``,
+    ``cancelled`` or ``dlq``. ``record`` is its ``JobRecord`` and ``errors`` its error entries,
+    oldest first; the message quotes the last one."""
+
+    def __init__(self, record: JobRecord) -> None:
+        last = record.errors[-1] if record.errors else {}
+        why = last.get("message", last.get("reason", ""))
+        ended = f"job {record.job_id} ({record.kind}) ended {record.state}"
+        super().__init__(f"{ended}: {why}" if why else ended)
+        self.record = record
+        self.errors = record.errors
+
+
+class WaitTimeout(AwaError, TimeoutError):
+    """The job waited on had not ended when the timeout ran out. ``record`` is its
+    ``JobRecord`` as last read; the job itself goes on."""
+
+    def __init__(self, record: JobRecord, timeout: float) -> None:
+        super().__init__(
+            f"job {record.job_id} ({record.kind}) still {record.state} after {timeout}s"
+        )
+        self.record = record
 
 
 class AttemptRescued(AwaError):

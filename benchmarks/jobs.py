@@ -1,10 +1,13 @@
-"""No-op handlers the drain benchmark runs: one sync (thread pool) and one async (event loop).
+"""Handlers the benchmarks run: the drain benchmark's no-ops, one sync (thread pool) and one async
+(event loop), the side-by-side probes and the wait-latency target.
 
 Their arguments match the ~256-byte JSON payload built by ``benchmarks.scenarios.job_args``, so
 enqueue-time validation binds real arguments, as it would for an application's job.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 import awa_django as awa
 from awa_django.jobs import JobContext
@@ -40,3 +43,13 @@ def probe_sync(ctx: JobContext, n: int, payload: str) -> None:
 async def probe_async(ctx: JobContext, n: int, payload: str) -> None:
     PROBE.start(n)
     PROBE.finish(n)
+
+
+# The wait-latency benchmark's job (benchmarks/wait_latency.py): ends a moment after it starts,
+# so that its waiter has registered before the completion it measures.
+WAIT_KIND = "bench.wait_target"
+
+
+@awa.job(kind=WAIT_KIND, queue="bench")
+async def wait_target(ctx: JobContext, delay_s: float) -> None:
+    await asyncio.sleep(delay_s)

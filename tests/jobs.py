@@ -255,3 +255,23 @@ def checkpoint_echo(ctx: JobContext, checkpoint: dict) -> None:
         ctx.set_progress(10, "saved", checkpoint=checkpoint)
         raise awa.RetryAfter(0)
     record_run(ctx, exact_repr(ctx.checkpoint))
+
+
+@awa.job(kind="tests.returns_value")
+def returns_value(ctx: JobContext, value: object = None) -> object:
+    return value
+
+
+@awa.job(kind="tests.returns_value_async")
+async def returns_value_async(ctx: JobContext, value: object = None) -> object:
+    return value
+
+
+@awa.job(kind="tests.returns_set", max_attempts=3)
+def returns_set(ctx: JobContext) -> object:
+    return {1, 2}
+
+
+@awa.job(kind="tests.returns_too_much", max_attempts=3)
+async def returns_too_much(ctx: JobContext) -> object:
+    return "x" * (64 * 1024)

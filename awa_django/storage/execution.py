@@ -98,8 +98,8 @@ class Completion:
     # Progress and checkpoint the attempt reported; None leaves the saved ones unchanged.
     progress: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None
-    # A completed attempt's return value as JSON text, kept only for handlers that return a
-    # ``StoredReturn`` (django.tasks results); None stores nothing.
+    # A completed attempt's return value as JSON text (a handler's value other than None, or a
+    # django.tasks result, made a ``StoredReturn`` in the handler); None stores nothing.
     result_json: str | None = None
     # Carried for signals, metrics and logs, and for closing the attempt another way when the
     # database refuses this completion (never written): saves re-reading the job.

@@ -34,7 +34,8 @@ class JobRecord:
     tags: list[str]
     errors: list[dict[str, Any]]
     finalized_at: datetime | None
-    # The JSON return value a completed job kept (django.tasks results); None otherwise.
+    # The JSON return value a completed job kept (its handler's return value other than None,
+    # or a django.tasks result); None otherwise.
     result: Any = None
 
 

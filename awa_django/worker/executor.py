@@ -85,8 +85,8 @@ class StoredReturn:
     """Returned by a handler whose return value must be kept with the job (django.tasks).
 
     Build it with ``StoredReturn.of(value)``: the value is checked once, in the handler, so an
-    unstorable value fails the attempt like any other error. Plain ``@awa.job`` return values
-    are not stored, so ordinary jobs pay nothing for this.
+    unstorable value fails the attempt like any other error. A plain ``@awa.job`` handler's
+    return value other than None is turned into one by ``kept_return`` as it returns.
     """
 
     json: str
@@ -105,6 +105,20 @@ class StoredReturn:
                 "store large results yourself and return a reference to them"
             )
         return cls(text)
+
+
+def kept_return(value: object, ctx: JobContext) -> object:
+    """What a handler returned other than None, with a plain value (not an outcome) made a
+    ``StoredReturn``. Called where the handler ran (its thread, or the loop for an async one),
+    so a value too large or not exactly JSON fails that attempt alone, terminally: running the
+    handler again would return the same value. The callers test for None, the common case,
+    themselves: a comparison costs a completion less than a call."""
+    if isinstance(value, JobOutcome | StoredReturn):
+        return value
+    try:
+        return StoredReturn.of(value)
+    except InvalidReturnValue as exc:
+        raise InvalidReturnValue(f"job {ctx.job_id} ({ctx.kind}): {exc}") from None
 
 
 def context_for(job: ClaimedJob, *, callbacks: AttemptCallbacks | None = None) -> JobContext:
@@ -203,7 +217,8 @@ def _run_sync(func: Callable[..., Any], ctx: JobContext, args: dict[str, Any]) -
     # from an earlier job on this thread are closed before, and expired ones after.
     close_old_connections()
     try:
-        return func(ctx, **args)
+        value = func(ctx, **args)
+        return value if value is None else kept_return(value, ctx)
     finally:
         close_old_connections()
 
@@ -270,6 +285,8 @@ async def execute(
     try:
         if handler.is_async:
             value = await handler.func(ctx, **job.args)
+            if value is not None:
+                value = kept_return(value, ctx)
         else:
             # The copied context carries the job's span into the thread, so spans the handler
             # (or its instrumented libraries) opens are children of it.
@@ -297,6 +314,8 @@ def execute_inline(
             value = async_to_sync(handler.func)(ctx, **job.args)
         else:
             value = handler.func(ctx, **job.args)
+        if value is not None:
+            value = kept_return(value, ctx)
     except Exception as exc:
         _log_failure(job, exc)
         return HandlerResult(exc)

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 import awa_django as awa
 from tests.conftest import BackgroundWorker, run_burst, wait_until
-from tests.jobs import noop
+from tests.jobs import noop, returns_value
 
 LIST = "admin:awa_django_job_changelist"
 
@@ -407,3 +407,10 @@ def test_kind_and_queue_match_a_case_insensitive_prefix_with_wildcards_taken_lit
     assert listed_ids(operator_client.get(url, {"kind": "tests_"})) == []
     assert listed_ids(operator_client.get(url, {"kind": "%noop"})) == []
     assert listed_ids(operator_client.get(url, {"kind": "tests.always_"})) == [fails]
+
+
+def test_detail_shows_what_a_native_handler_returned(operator_client):
+    job_id = returns_value.enqueue(value={"order": "ord-7731"})
+    run_burst()
+    page = operator_client.get(detail_url(job_id)).content.decode()
+    assert "<h2>Result</h2>" in page and "ord-7731" in page

@@ -7,7 +7,8 @@
 -- 'cancelled_running' (its open attempt is closed as cancelled and its worker told through
 -- NOTIFY awa_cancel, so a late completion is stale), 'cancelled_queued' (a tombstone makes the
 -- ready row unclaimable), 'cancelled_scheduled' (moved out of the backlog as a tombstoned ready
--- row), or 'not_cancellable' / 'not_found'.
+-- row), or 'not_cancellable' / 'not_found'. Sessions waiting on the job are told, as by
+-- awa.close_batch, which closes a running attempt.
 -- A queued job's lane claim lock is taken first: claimers skip a locked lane, so a claim cannot
 -- slip in between our check and the tombstone.
 CREATE OR REPLACE FUNCTION awa.cancel_job(p_job_id bigint, p_reason text) RETURNS text
@@ -45,6 +46,7 @@ BEGIN
         INSERT INTO awa.ready_tombstones (queue, priority, shard, lane_seq, ready_slot, job_id,
                                           reason)
         VALUES (v_row.queue, v_row.priority, 0, v_seq, v_lane.slot, p_job_id, p_reason);
+        PERFORM awa.notify_job_waiters(p_job_id);
         RETURN 'cancelled_scheduled';
     END IF;
     IF v_state = 'available' THEN
@@ -60,6 +62,7 @@ BEGIN
             VALUES (v_row.queue, v_row.priority, v_row.shard, v_row.lane_seq, v_row.ready_slot,
                     p_job_id, p_reason)
             ON CONFLICT DO NOTHING;
+            PERFORM awa.notify_job_waiters(p_job_id);
             RETURN 'cancelled_queued';
         END IF;
         -- Claimed after all: fall through to the running case.
@@ -81,4 +84,12 @@ BEGIN
     END IF;
     RETURN 'not_cancellable';
 END
+$$;
+
+-- Tells the sessions waiting on p_job_id (awa.job_waiters) that it ended, when the transaction
+-- commits; nothing when nobody waits.
+CREATE OR REPLACE FUNCTION awa.notify_job_waiters(p_job_id bigint) RETURNS void
+LANGUAGE sql AS $$
+    SELECT pg_notify('awa_job_done', p_job_id::text)
+     WHERE EXISTS (SELECT 1 FROM awa.job_waiters w WHERE w.job_id = p_job_id)
 $$;

@@ -14,7 +14,8 @@
 -- carrying its body from the retained ready row. A retry appends this attempt's error to the
 -- job's error list; a snooze gives the attempt back. A closed attempt's lease (if it had one)
 -- is deleted; its progress and checkpoint are saved for the next attempt, or deleted when the
--- job completed.
+-- job completed. A job that ended (completed, failed, cancelled) while a session waits on it
+-- is announced on channel awa_job_done, with its id as payload, when the transaction commits.
 --
 -- p_batch is a JSON array with one object per attempt: its receipt address (ready_slot, queue,
 -- priority, shard, lane_seq, job_id, run_lease), outcome, delay_s (retryable and snoozed only:
@@ -133,6 +134,20 @@ BEGIN
     SELECT c.job_id, c.run_lease, l.run_at
       FROM closed c
       JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease;
+    -- Tells the sessions waiting on a job (awa.job_waiters) that it ended. The table is empty
+    -- unless someone waits, so a close that nobody waits on pays this one probe: a statement of
+    -- its own, as a CTE of the one above cost more even when it found nobody. The attempts are
+    -- read back from their done rows, which the statement above wrote (an attempt a rescue or
+    -- cancel had closed first is announced again: its waiter only reads the state once more).
+    IF EXISTS (SELECT 1 FROM awa.job_waiters) THEN
+        PERFORM pg_notify('awa_job_done', d.job_id::text)
+           FROM json_to_recordset(p_batch)
+             AS b(ready_slot integer, job_id bigint, run_lease bigint)
+           JOIN awa.done_entries d
+             ON d.job_id = b.job_id AND d.run_lease = b.run_lease AND d.ready_slot = b.ready_slot
+          WHERE d.outcome IN ('completed', 'failed', 'cancelled')
+            AND EXISTS (SELECT 1 FROM awa.job_waiters w WHERE w.job_id = d.job_id);
+    END IF;
 END
 $$;
 
