@@ -13,6 +13,10 @@ import logging
 from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
+# Below DEBUG, for the lines ``-v 3`` adds (a job's start): ``-v 2`` prints one line per job.
+TRACE: Final = 5
+logging.addLevelName(TRACE, "TRACE")
+
 
 class JobLike(Protocol):
     """What ``job_extra`` reads: a ``ClaimedJob`` or a ``Completion``."""

@@ -104,6 +104,9 @@ TASKS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # The level and logger on every line, as awa_worker prints them without LOGGING: an INFO
+    # outcome and an ERROR failure must not look alike.
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {"awa_django": {"handlers": ["console"], "level": "INFO"}},
 }

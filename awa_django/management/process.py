@@ -15,11 +15,11 @@ from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
 
 from awa_django.jobs import registry
-from awa_django.logs import JsonFormatter
+from awa_django.logs import TRACE, JsonFormatter
 from awa_django.worker import shutdown
 from awa_django.worker.runtime import RunSummary, WorkerConfig, WorkerRuntime
 
-VERBOSITY_LEVELS: Final = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: logging.DEBUG}
+VERBOSITY_LEVELS: Final = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: TRACE}
 LOG_FORMATS: Final = ("text", "json")
 
 

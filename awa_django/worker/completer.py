@@ -117,6 +117,9 @@ class Completer:
         self._writing = 0  # completions of the batch being written
         # Attempts closed by ``supersede`` whose handlers have not reported yet.
         self._superseded: set[tuple[int, int]] = set()
+        # Attempts this worker was told were closed elsewhere (a cancel, a rescue, a callback):
+        # their handlers' completions are stale by design, logged at INFO rather than WARNING.
+        self._closed_elsewhere: set[tuple[int, int]] = set()
         self.stale_count = 0
         self.written_count = 0
         # Completions given up at the shutdown deadline: their attempts are left to rescue.
@@ -133,6 +136,10 @@ class Completer:
                 self._stale(completion)
                 return
         self._queue(completion)
+
+    def expect_stale(self, job_id: int, run_lease: int) -> None:
+        """The attempt was closed elsewhere and its worker told: its completion is stale."""
+        self._closed_elsewhere.add((job_id, run_lease))
 
     def supersede(self, completion: Completion) -> None:
         """Close an attempt whose handler still runs (its heartbeat was refused): the handler's
@@ -212,18 +219,26 @@ class Completer:
                 # The closures are written; the workers find the freed lanes at their next poll.
                 logger.exception("waking sequential queues failed queues=%s", freed)
         for completion in landed:
-            if (completion.job_id, completion.run_lease) not in closed:
+            key = (completion.job_id, completion.run_lease)
+            if key not in closed:
                 self._stale(completion)
+            # A close notice that came after this completion was written needs no keeping.
+            self._closed_elsewhere.discard(key)
         await report_closed(landed, closed, rescue_reasons={})
 
     def _stale(self, completion: Completion) -> None:
         self.stale_count += 1
-        logger.warning(
-            "stale completion ignored job_id=%s run_lease=%s outcome=%s",
+        key = (completion.job_id, completion.run_lease)
+        told = key in self._closed_elsewhere
+        self._closed_elsewhere.discard(key)
+        logger.log(
+            logging.INFO if told else logging.WARNING,
+            "stale completion ignored job_id=%s run_lease=%s outcome=%s%s",
             completion.job_id,
             completion.run_lease,
             completion.outcome.value,
-            extra=job_extra(completion),
+            " (the attempt was closed elsewhere: cancelled, rescued or resolved)" if told else "",
+            extra=job_extra(completion, outcome=completion.outcome.value),
         )
 
     async def _land(self, batch: list[Completion]) -> tuple[list[Completion], Closed]:

@@ -34,7 +34,6 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.exceptions import Cancel, RetryAfter, Snooze, WaitForCallback
 from awa_django.jobs import Job, JobContext
-from awa_django.logs import job_extra
 from awa_django.storage.queue import ClaimedJob, claim_ready
 from awa_django.storage.rate_limits import claim_ready_limited
 from awa_django.telemetry import get_telemetry
@@ -47,6 +46,7 @@ from awa_django.worker.executor import (
     result_to_completion,
 )
 from awa_django.worker.handler_threads import HandlerThreads
+from awa_django.worker.job_log import log_finished, log_started
 from awa_django.worker.rate_limit import RateLimit, TokenBucket
 from awa_django.worker.wake import IdleWait, WakeLocks
 from awa_django.worker.weighted import QueuePermits
@@ -200,10 +200,12 @@ class Dispatcher:
             attempt.ctx.cancel_flag.set()
 
     def cancel_attempt(self, job_id: int, run_lease: int) -> bool:
-        """Raise the cancel flag of one attempt if this dispatcher runs it."""
+        """Raise the cancel flag of one attempt if this dispatcher runs it (its attempt was
+        closed elsewhere: the completion its handler makes will be stale, as expected)."""
         for attempt in self._running:
             if attempt.job.job_id == job_id and attempt.job.run_lease == run_lease:
                 attempt.ctx.cancel_flag.set()
+                self._completer.expect_stale(job_id, run_lease)
                 return True
         return False
 
@@ -376,16 +378,7 @@ class Dispatcher:
 
     async def _run_one(self, attempt: RunningAttempt) -> None:
         job, ctx = attempt.job, attempt.ctx
-        # Guarded: the extra dict would otherwise be built per job with DEBUG off.
-        debug = logger.isEnabledFor(logging.DEBUG)
-        if debug:
-            logger.debug(
-                "job started job_id=%s kind=%s attempt=%s",
-                job.job_id,
-                job.kind,
-                job.attempt,
-                extra=job_extra(job),
-            )
+        log_started(job)
         started = time.monotonic()
         try:
             with self._telemetry.job_span(job) as span:
@@ -416,13 +409,7 @@ class Dispatcher:
                 checkpoint=checkpoint if changed else None,
             )
             self._completer.submit(completion)
-            if debug:
-                logger.debug(
-                    "job finished job_id=%s outcome=%s",
-                    job.job_id,
-                    completion.outcome.value,
-                    extra=job_extra(job, duration_ms=round(duration_s * 1000, 3)),
-                )
+            log_finished(job, result.error, completion.outcome, duration_s)
         finally:
             # In the finally so an attempt abandoned at shutdown leaves in_flight too.
             self._telemetry.finished(job, duration_s=time.monotonic() - started)

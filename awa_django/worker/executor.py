@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import logging
 import random
 import traceback
 from collections.abc import Callable
@@ -34,15 +33,12 @@ from awa_django.exceptions import (
     UnknownJobKind,
 )
 from awa_django.jobs import AttemptProgress, Job, JobContext
-from awa_django.logs import job_extra
 from awa_django.storage.execution import Attempt, Completion, Outcome
 from awa_django.storage.queue import ClaimedJob
 from awa_django.worker.handler_threads import HandlerThreads
 
 if TYPE_CHECKING:
     from awa_django.callbacks.waiting import AttemptCallbacks
-
-logger = logging.getLogger(__name__)
 
 TRACEBACK_LINES: Final = 20
 # Largest return value (JSON text, UTF-8 bytes) a job may keep: results live in the done row,
@@ -223,32 +219,7 @@ def _run_sync(func: Callable[..., Any], ctx: JobContext, args: dict[str, Any]) -
         close_old_connections()
 
 
-def _log_failure(job: ClaimedJob, exc: BaseException) -> None:
-    # The last failure goes out with its traceback at ERROR, so error trackers that hook the
-    # logging module catch it; failures that will be retried are WARNING without one.
-    final = isinstance(exc, TerminalError) or job.attempt >= job.max_attempts
-    if isinstance(exc, JobOutcome) and not isinstance(exc, TerminalError):
-        return
-    logger.log(
-        logging.ERROR if final else logging.WARNING,
-        "job failed job_id=%s kind=%s attempt=%s final=%s error=%r",
-        job.job_id,
-        job.kind,
-        job.attempt,
-        final,
-        exc,
-        exc_info=exc if final else None,
-        extra=job_extra(job),
-    )
-
-
 def _unknown_kind(job: ClaimedJob) -> HandlerResult:
-    logger.error(
-        "unknown job kind job_id=%s kind=%s: no handler registered in this worker",
-        job.job_id,
-        job.kind,
-        extra=job_extra(job),
-    )
     return HandlerResult(
         UnknownJobKind(f"unknown job kind {job.kind!r}: no handler registered in this worker")
     )
@@ -296,7 +267,6 @@ async def execute(
     except BaseException as exc:
         if stops_the_attempt(exc):
             raise
-        _log_failure(job, exc)
         return HandlerResult(exc)
     return _returned(value)
 
@@ -317,6 +287,5 @@ def execute_inline(
         if value is not None:
             value = kept_return(value, ctx)
     except Exception as exc:
-        _log_failure(job, exc)
         return HandlerResult(exc)
     return _returned(value)

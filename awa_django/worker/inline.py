@@ -10,6 +10,7 @@ handler runs (this thread, no thread pool, no heartbeats or deadlines being enfo
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,6 +32,7 @@ from awa_django.worker.executor import (
     execute_inline,
     result_to_completion,
 )
+from awa_django.worker.job_log import log_finished, log_started
 from awa_django.worker.runtime import worker_identity
 
 
@@ -104,6 +106,8 @@ class InlineRunner:
         """Run a claimed job's handler here and close its attempt."""
         ctx = context_for(job)
         handler = self._resolve(job.kind)
+        log_started(job)
+        started = time.monotonic()
         if connections[self.alias].in_atomic_block:
             # Inside a (test) transaction a database error in the handler would abort the whole
             # transaction; a savepoint confines it to the handler's own writes.
@@ -113,6 +117,7 @@ class InlineRunner:
                     transaction.set_rollback(True, using=self.alias)
         else:
             result = execute_inline(job, handler, ctx)
+        duration_s = time.monotonic() - started
         progress, checkpoint, changed = ctx.state.take_unflushed()
         completion = result_to_completion(
             job,
@@ -124,6 +129,7 @@ class InlineRunner:
         )
         with connections[self.alias].cursor() as cursor:
             closed = storage.close_attempts(cursor, [completion])
+        log_finished(job, result.error, completion.outcome, duration_s)
         async_to_sync(report_closed)([completion], closed, rescue_reasons={})
         return RanJob(
             job_id=job.job_id,
