@@ -5,6 +5,7 @@ through call_command and as a real ``manage.py`` process."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 
@@ -174,3 +175,39 @@ def test_manage_py_prints_only_the_id_and_refuses_with_one_line():
     assert conflict.stderr.count("\n") == 1
     assert manage(*unique, "--on-conflict", "return", env=env).stdout == first.stdout
     assert [j.job_id for j in awa.list_jobs()] == [int(first.stdout), int(ok.stdout)]
+
+
+def test_wait_prints_the_result_or_exits_naming_how_the_job_ended(worker_process):
+    env = {"AWA_JOB_MODULES": "tests.jobs"}
+    # No worker yet: the job cannot end in time; its id is printed all the same.
+    late = manage("awa_enqueue", "tests.noop", "--args", '{"n": 1}', "--wait", "0.3", env=env)
+    assert late.returncode == 5, late.stderr
+    late_id = late.stdout.strip()
+    assert late_id.isdigit() and late.stderr.count("\n") == 1
+    assert f"job {late_id} (tests.noop) still available after 0.3s" in late.stderr
+
+    worker_process().wait_ready()
+    done = manage(
+        "awa_enqueue",
+        "tests.returns_value",
+        "--args",
+        '{"value": {"paid": true}}',
+        "--wait",
+        "60",
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    job_id, result = done.stdout.splitlines()
+    assert json.loads(result) == {"paid": True}
+    assert awa.get_job(int(job_id)).result == {"paid": True}  # type: ignore[union-attr]
+
+    failed = manage("awa_enqueue", "tests.terminal", "--wait", "60", env=env)
+    assert failed.returncode == 4 and failed.stdout.strip().isdigit()
+    assert f"job {failed.stdout.strip()} (tests.terminal) ended failed: card declined" in (
+        failed.stderr
+    )
+
+    bad = manage("awa_enqueue", "tests.noop", "--args", '{"n": 1}', "--wait", "-1", env=env)
+    assert (
+        bad.returncode == 1 and bad.stdout == "" and bad.stderr.startswith("CommandError: --wait")
+    )

@@ -77,11 +77,15 @@ CONVERSIONS: Final[dict[str, tuple[str, Callable[[str], object]]]] = {
     "max_attempts": ("--max-attempts", whole_number),
     "run_at": ("--run-at", iso_datetime),
     "delay": ("--delay", seconds),
+    "wait": ("--wait", seconds),
     "unique_period": ("--unique-period", seconds),
 }
 # Exit status when a unique job's key is already held (bad input exits 1, usage errors 2), so
 # a script can tell "already enqueued" from a mistake.
 UNIQUE_CONFLICT_EXIT: Final = 3
+# Exit statuses of --wait: the job ended without completing, or had not ended in time.
+JOB_FAILED_EXIT: Final = 4
+WAIT_TIMEOUT_EXIT: Final = 5
 
 
 def refusal(exc: awa.InvalidJob) -> str:
@@ -161,6 +165,14 @@ class Command(BaseCommand):
             "or return (print the holder's id, exit 0).",
         )
 
+        parser.add_argument(
+            "--wait",
+            metavar="SECONDS",
+            help="After printing the id, wait this long for the job to end and print its "
+            f"result as JSON; exit {JOB_FAILED_EXIT} if it failed, was cancelled or "
+            f"dead-lettered, {WAIT_TIMEOUT_EXIT} if it had not ended in time.",
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
         kind = options["kind"]
         known_kind(kind, option="KIND")
@@ -195,6 +207,19 @@ class Command(BaseCommand):
                 returncode=UNIQUE_CONFLICT_EXIT,
             ) from None
         self.stdout.write(str(job_id))
+        if options["wait"] is not None:
+            self._wait(job_id, options["wait"])
+
+    def _wait(self, job_id: int, timeout: float) -> None:
+        # The id is out first, so a script that gives up waiting still knows the job.
+        self.stdout.flush()
+        try:
+            record = awa.wait(job_id, timeout=timeout)
+        except awa.JobFailed as exc:
+            raise CommandError(str(exc), returncode=JOB_FAILED_EXIT) from None
+        except awa.WaitTimeout as exc:
+            raise CommandError(str(exc), returncode=WAIT_TIMEOUT_EXIT) from None
+        self.stdout.write(json.dumps(record.result))
 
     def _unique(self, options: dict[str, Any]) -> awa.Unique | None:
         """The ``awa.Unique`` the options ask for; None leaves the job's own (if any)."""
