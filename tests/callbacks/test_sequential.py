@@ -168,7 +168,10 @@ def test_timed_out_sequential_wait_is_rescued_and_its_handler_stops():
 
 
 def test_stopping_worker_ends_a_sequential_wait_so_the_job_retries():
-    with override_settings(AWA={**FAST, "POLL_INTERVAL_S": 30.0}):
+    # A backoff of a minute keeps the retry scheduled: with FAST's 0.02 s the stopping worker's
+    # leader could promote it to available before the worker stopped.
+    settings = {**FAST, "POLL_INTERVAL_S": 30.0, "RETRY_BACKOFF_BASE_S": 60.0}
+    with override_settings(AWA=settings):
         worker = BackgroundWorker(shutdown_timeout_s=60.0).start()
         job_id = waits.enqueue()
         token = wait_for_token(job_id)
