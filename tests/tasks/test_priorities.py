@@ -53,6 +53,14 @@ def test_a_later_higher_priority_runs_first():
     assert ran() == ["ninety", "fifty"]
 
 
+def test_a_worker_process_runs_them_in_priority_order(worker_process):
+    for priority, label in ((50, "fifty"), (-100, "lowest"), (90, "ninety"), (100, "highest")):
+        enqueue_ranked(priority, label)
+    worker = worker_process("--burst", "--queue", "default=1")
+    assert worker.wait() == 0, worker.output
+    assert ran() == ["highest", "ninety", "fifty", "lowest"]
+
+
 def test_the_whole_range_runs_in_priority_order_and_ties_in_enqueue_order():
     priorities = [*range(-100, 101), 100, 100, 0, 0, -100, -100, 37]
     random.Random(21).shuffle(priorities)
