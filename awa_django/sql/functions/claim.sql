@@ -74,11 +74,15 @@ $$;
 -- With aging, only lanes with a claimable head are returned, best first: by the head's
 -- effective priority, then its run_at (the longest-waiting head wins a tie, which also orders
 -- shards of one priority), then the lane. That costs a cursor and a head read per lane, so
--- without aging (or with a single lane) the order is static instead: the lanes that may hold
--- work (awa.lane_has_work) by priority, and within a priority from a random shard onwards, so
--- every shard of a busy queue gets served. A queue keeps every lane it ever used (up to 201
--- priorities per shard with django.tasks), so drained lanes are ruled out here, in one
--- statement, rather than by awa.claim_ready's lock and cursor read of each.
+-- without aging (or with a single lane) the order is static instead: by priority, and within
+-- a priority from a random shard onwards, so every shard of a busy queue gets served.
+--
+-- A queue keeps every lane it ever used: up to 201 priorities per shard with django.tasks,
+-- most of them drained at any time. Past the 4 native priorities per shard, the static order
+-- leaves out the lanes with nothing to claim (awa.lane_has_work), probed in this one
+-- statement, rather than awa.claim_ready locking each and reading its cursor. With fewer lanes
+-- it keeps them all: the claim usually stops at the first, and probing every lane would cost
+-- more than the lanes it skips.
 CREATE OR REPLACE FUNCTION awa.claim_order(p_queue text, p_aging_s double precision)
 RETURNS TABLE (priority smallint, shard smallint, bound integer)
 LANGUAGE plpgsql VOLATILE AS $$
@@ -91,10 +95,10 @@ BEGIN
     IF v_lanes <= 1 OR p_aging_s <= 0 THEN
         RETURN QUERY
         WITH rotation AS (SELECT floor(random() * v_shards)::integer AS offset_by)
-        SELECT l.priority, l.shard, 32767 FROM awa.queue_lanes l
-         CROSS JOIN rotation o
-         CROSS JOIN LATERAL awa.lane_has_work(l.queue, l.priority, l.shard) w
+        SELECT l.priority, l.shard, 32767 FROM awa.queue_lanes l, rotation o
          WHERE l.queue = p_queue
+           AND (v_lanes <= 4 * v_shards
+                OR EXISTS (SELECT 1 FROM awa.lane_has_work(l.queue, l.priority, l.shard)))
          ORDER BY l.priority, (l.shard + o.offset_by) % v_shards;
         RETURN;
     END IF;
