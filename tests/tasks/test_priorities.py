@@ -12,6 +12,7 @@ from django.db import connection
 from django.test import override_settings
 
 import awa_django as awa
+import awa_django.tasks as tasks_package
 from awa_django.priorities import STORED_PRIORITY_MAX, STORED_PRIORITY_MIN, awa_priority
 from awa_django.tasks.compat import InvalidTask
 from tests.conftest import run_burst
@@ -44,6 +45,7 @@ def test_every_django_priority_has_a_lane_priority_of_its_own_in_order():
     assert (awa_priority(100), awa_priority(-100)) == (STORED_PRIORITY_MIN, STORED_PRIORITY_MAX)
     # Django's default shares awa's default lane; native 1, 3, 4 rank with Django 1, -1, -2.
     assert [awa_priority(p) for p in (1, 0, -1, -2)] == [1, 2, 3, 4]
+    assert tasks_package.awa_priority is awa_priority  # the documented public name
 
 
 def test_a_later_higher_priority_runs_first():
