@@ -25,6 +25,7 @@ from awa_django.discovery import ensure_jobs_discovered
 from awa_django.exact_json import check_text, moved, path_of, to_json_text
 from awa_django.exceptions import InvalidJob, UniqueConflict
 from awa_django.jobs import Job, registry
+from awa_django.priorities import STORED_PRIORITY_MAX, STORED_PRIORITY_MIN
 from awa_django.signals import job_enqueued
 from awa_django.storage import backlog
 from awa_django.storage import queue as queue_storage
@@ -129,6 +130,7 @@ def _options(
     metadata: Mapping[str, Any] | None,
     tags: Sequence[str] | None,
     ordering_key: str | None = None,
+    priority_range: tuple[int, int] = (PRIORITY_MIN, PRIORITY_MAX),
 ) -> _Options:
     conf = get_settings()
     chosen_queue = queue_name or (job.queue if job else None) or conf.DEFAULT_QUEUE
@@ -143,8 +145,8 @@ def _options(
         if priority is not None
         else (job.priority if job and job.priority is not None else conf.DEFAULT_PRIORITY),
         name="priority",
-        low=PRIORITY_MIN,
-        high=PRIORITY_MAX,
+        low=priority_range[0],
+        high=priority_range[1],
     )
     chosen_attempts = _check_int(
         max_attempts
@@ -353,6 +355,50 @@ def enqueue(
         tags=tags,
         ordering_key=ordering_key,
     )
+    return _enqueue_one(kind, job, bound, options, chosen_unique, conflict, eager)
+
+
+def enqueue_at_lane_priority(
+    kind_or_job: str | Job[Any, Any],
+    *,
+    args: Mapping[str, Any] | None,
+    queue: str,
+    priority: int,
+    run_at: RunAt,
+    max_attempts: int | None,
+    metadata: Mapping[str, Any],
+    tags: Sequence[str],
+    eager: bool | None,
+) -> int:
+    """``enqueue`` at any stored lane priority, ``STORED_PRIORITY_MIN..MAX``, not only the
+    native 1..4: how the django.tasks backend stores Django's -100..100 (awa_django.priorities).
+    """
+    kind, job = _resolve_job(kind_or_job)
+    bound = _bind(kind, job, args)
+    options = _options(
+        kind,
+        job,
+        queue_name=queue,
+        priority=priority,
+        max_attempts=max_attempts,
+        run_at=run_at,
+        metadata=metadata,
+        tags=tags,
+        priority_range=(STORED_PRIORITY_MIN, STORED_PRIORITY_MAX),
+    )
+    return _enqueue_one(kind, job, bound, options, _chosen_unique(job, None), "raise", eager)
+
+
+def _enqueue_one(
+    kind: str,
+    job: Job[Any, Any] | None,
+    bound: BoundArgs,
+    options: _Options,
+    chosen_unique: Unique | None,
+    conflict: OnConflict,
+    eager: bool | None,
+) -> int:
+    """Insert one validated job in the current transaction and announce it."""
     alias = get_settings().DATABASE_ALIAS
     new_job = NewJob(
         kind=kind,

@@ -22,10 +22,11 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, get_settings, problems
-from awa_django.enqueue import check_tags, enqueue
+from awa_django.enqueue import check_tags, enqueue_at_lane_priority
 from awa_django.exact_json import moved
 from awa_django.exceptions import InvalidJob
 from awa_django.limits import is_job_id
+from awa_django.priorities import awa_priority
 from awa_django.storage.jobs import Claim, JobRecord, get_claims, get_jobs
 from awa_django.tasks.awa_task import AwaTask
 from awa_django.tasks.compat import (
@@ -57,20 +58,6 @@ _STATUS: Final[Mapping[str, TaskResultStatus]] = {
     "cancelled": TaskResultStatus.FAILED,
     "dlq": TaskResultStatus.FAILED,
 }
-
-
-def awa_priority(priority: int) -> int:
-    """Django's -100..100 (higher runs sooner) onto awa's 1 (most urgent)..4, monotonically.
-
-    Django's default 0 lands on awa's default 2, and anything above it on 1, so a task given a
-    higher priority always runs ahead of default-priority work: 1..100 → 1, 0 → 2,
-    -50..-1 → 3, -100..-51 → 4.
-    """
-    if priority > 0:
-        return 1
-    if priority == 0:
-        return 2
-    return 3 if priority >= -50 else 4
 
 
 def task_error(entry: Mapping[str, Any]) -> TaskError:
@@ -216,7 +203,7 @@ class AwaBackend(BaseTaskBackend):
                 tags = task.tags
                 task_meta["tags"] = list(tags)
         try:
-            job_id = enqueue(
+            job_id = enqueue_at_lane_priority(
                 f"{KIND_PREFIX}{task.module_path}",
                 args=job_args,
                 queue=self.awa_queue(task.queue_name),

@@ -12,6 +12,8 @@ import psycopg
 import pytest
 from django.db import connection, transaction
 
+import awa_django as awa
+from awa_django.enqueue import enqueue_at_lane_priority
 from awa_django.sql import queries
 from awa_django.storage.execution import Completion, Outcome, close_params
 from tests.jobs import noop
@@ -235,6 +237,72 @@ def test_a_claim_of_an_ordinary_queue_does_not_touch_the_closures() -> None:
         cursor.execute(LOCKED_RING_PARTITIONS)
         locked = {row[0] for row in cursor.fetchall()}
     assert locked == {"ready_entries", "lane_commits", "ready_tombstones", "claim_receipts"}
+
+
+CLAIM_LOCKS_HELD = """
+SELECT count(*) FROM pg_locks
+ WHERE pid = pg_backend_pid() AND locktype = 'advisory' AND classid = 1096237379
+"""
+
+
+def enqueue_at(priority: int) -> int:
+    return enqueue_at_lane_priority(
+        noop,
+        args={"n": priority},
+        queue="default",
+        priority=priority,
+        run_at=None,
+        max_attempts=None,
+        metadata={},
+        tags=(),
+        eager=False,
+    )
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_a_claim_of_a_few_lanes_visits_them_without_probing_them_first(
+    plan_log: list[str],
+) -> None:
+    # Up to 4 lanes per shard (the native priorities) the claim usually stops at the first
+    # lane, and probing each lane up front would cost more than the drained ones it skips.
+    for priority in (1, 2, 3, 4):
+        awa.enqueue(noop, args={"n": priority}, priority=priority)
+    assert len(claim(1)) == 1
+    plan_log.clear()
+    with connection.cursor() as cursor:
+        cursor.execute("SET auto_explain.log_analyze = on")
+    assert len(claim(1)) == 1
+    (order_plan,) = [plan for plan in plan_log if "FROM awa.queue_lanes l, rotation o" in plan]
+    probes = [line for line in order_plan.splitlines() if "using lane_commits" in line]
+    assert probes and all("never executed" in line for line in probes), order_plan
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_a_claim_passes_drained_lanes_without_locking_or_reading_them() -> None:
+    # A queue keeps every lane it ever used: one per django.tasks priority it saw. Each drained
+    # lane is ruled out in the statement that orders the lanes, so a claim takes the lock (and
+    # reads the cursor) of only the lanes that hold work.
+    for priority in range(-98, 102):
+        enqueue_at(priority)
+    assert len(claim(500)) == 200
+    busy = [enqueue_at(102) for _ in range(3)]  # the least urgent lane, visited last
+    with transaction.atomic(), connection.cursor() as cursor:
+        assert [row[0] for row in claim(10)] == busy
+        cursor.execute(CLAIM_LOCKS_HELD)
+        assert cursor.fetchone() == (1,)
+        cursor.execute("SELECT count(*) FROM awa.queue_lanes WHERE queue = 'default'")
+        assert cursor.fetchone() == (201,)
+
+
+@pytest.mark.django_db
+def test_the_lane_work_probe_is_inlined_into_the_lane_order() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "EXPLAIN SELECT 1 FROM awa.queue_lanes l"
+            " WHERE EXISTS (SELECT 1 FROM awa.lane_has_work(l.queue, l.priority, l.shard))"
+        )
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "Function Scan" not in plan and "claim_receipts" in plan, plan
 
 
 @pytest.mark.django_db

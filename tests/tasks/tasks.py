@@ -84,3 +84,8 @@ def tagged(label: str) -> str:
 def echo(*args: object, **kwargs: object) -> dict:
     """Returns exactly what it was handed, to be kept as its result."""
     return {"args": list(args), "kwargs": kwargs}
+
+
+@task
+def ranked(label: str) -> None:
+    log_run(label)

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 import awa_django as awa
 from awa_django.conf import get_settings
-from awa_django.tasks import AwaBackend, AwaTask, awa_priority
+from awa_django.tasks import AwaBackend, AwaTask
 from awa_django.tasks.backend import METADATA_KEY
 from awa_django.tasks.compat import (
     InvalidTask,
@@ -76,13 +76,6 @@ def test_the_configured_backend_is_awa_with_every_feature():
     assert isinstance(backend, AwaBackend)
     assert backend.supports_defer and backend.supports_async_task
     assert backend.supports_get_result and backend.supports_priority
-
-
-def test_priority_mapping_is_monotonic_and_keeps_the_default():
-    mapped = [awa_priority(p) for p in range(-100, 101)]
-    assert mapped == sorted(mapped, reverse=True)
-    assert set(mapped) == {1, 2, 3, 4}
-    assert awa_priority(0) == 2 and awa_priority(1) == 1 and awa_priority(-100) == 4
 
 
 def test_committed_tasks_run_and_results_read_back():
@@ -151,7 +144,7 @@ def test_priority_orders_work_and_is_kept_on_the_result():
     lazy = tasks.lazy.enqueue(label="first enqueued")
     plain = tasks.add.enqueue(0, 0)
     urgent = tasks.urgent.enqueue(label="last enqueued")
-    assert [awa.get_job(int(r.id)).priority for r in (urgent, plain, lazy)] == [1, 2, 4]
+    assert [awa.get_job(int(r.id)).priority for r in (urgent, plain, lazy)] == [-48, 2, 102]
     run_burst(queues={"default": 1})
     assert notes() == ["urgent last enqueued", "add 0 0", "lazy first enqueued"]
     assert tasks.urgent.get_result(urgent.id).task.priority == 50
@@ -269,7 +262,7 @@ def test_tags_and_max_attempts_from_the_decorator_and_per_call_reach_the_job():
     assert awa.get_job(int(per_call.id)).tags == ["billing", "eu"]
     assert awa.get_job(int(untagged.id)).tags == []
     assert {awa.get_job(int(r.id)).max_attempts for r in (declared, per_call, untagged)} == {3}
-    assert awa.get_job(int(per_call.id)).priority == 1
+    assert awa.get_job(int(per_call.id)).priority == -8
     run_burst()
     fetched = tasks.tagged.get_result(per_call.id)
     assert fetched.status == TaskResultStatus.SUCCESSFUL and fetched.return_value == "per call"

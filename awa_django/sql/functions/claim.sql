@@ -4,12 +4,14 @@
 -- "SQL layout and schema changes").
 
 -- A waiting row's priority at claim time: one step more urgent per p_aging_s seconds since its
--- run_at, never above 1; p_aging_s <= 0 disables aging. Computed, never written back.
+-- run_at, never above 1, the most urgent native priority; a row stored more urgent than that
+-- (a django.tasks priority above 1) neither ages nor is lowered to 1, so those keep their
+-- order. p_aging_s <= 0 disables aging. Computed, never written back.
 CREATE OR REPLACE FUNCTION awa.effective_priority(p_priority smallint, p_run_at timestamptz,
                                        p_aging_s double precision) RETURNS integer
 LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN p_aging_s > 0
-                THEN greatest(1, p_priority - least(
+                THEN greatest(least(p_priority, 1), p_priority - least(
                          floor(greatest(extract(epoch FROM now() - p_run_at), 0) / p_aging_s),
                          32767)::integer)
                 ELSE p_priority END
@@ -47,6 +49,24 @@ LANGUAGE sql STABLE AS $$
            ORDER BY m.commit_seq LIMIT 1) h
 $$;
 
+-- One row when a lane may hold a claimable row, none when it certainly holds none (for the
+-- caller's snapshot): its newest commit is past its cursor (the newest receipt), or is the
+-- cursor's commit with rows after the cursor. A row may still lead to only tombstoned rows, or
+-- to a hole awa.claim_ready waits out. A set-returning function, so that the planner inlines it
+-- into its caller's statement: called per lane it would cost more than the probes themselves.
+CREATE OR REPLACE FUNCTION awa.lane_has_work(p_queue text, p_priority smallint, p_shard smallint)
+RETURNS TABLE (has_work boolean) LANGUAGE sql STABLE AS $$
+    SELECT true
+      FROM (SELECT m.commit_seq, m.last_seq FROM awa.lane_commits m
+             WHERE m.queue = p_queue AND m.priority = p_priority AND m.shard = p_shard
+             ORDER BY m.commit_seq DESC LIMIT 1) m
+      LEFT JOIN LATERAL (
+          SELECT c.commit_seq, c.lane_seq FROM awa.claim_receipts c
+           WHERE c.queue = p_queue AND c.priority = p_priority AND c.shard = p_shard
+           ORDER BY c.commit_seq DESC, c.lane_seq DESC LIMIT 1) c ON true
+     WHERE m.commit_seq > coalesce(c.commit_seq, 0) OR m.last_seq > c.lane_seq
+$$;
+
 -- The lanes of p_queue in the order a claim visits them, with each lane's ``bound``: the
 -- effective priority of the next lane's head (32767 for the last, or when there is no aging);
 -- awa.claim_ready takes a lane's rows only while they are at least that urgent.
@@ -54,9 +74,15 @@ $$;
 -- With aging, only lanes with a claimable head are returned, best first: by the head's
 -- effective priority, then its run_at (the longest-waiting head wins a tie, which also orders
 -- shards of one priority), then the lane. That costs a cursor and a head read per lane, so
--- without aging (or with a single lane) the order is static instead, as cheap as before aging
--- existed: by priority, and within a priority from a random shard onwards, so every shard of a
--- busy queue gets served.
+-- without aging (or with a single lane) the order is static instead: by priority, and within
+-- a priority from a random shard onwards, so every shard of a busy queue gets served.
+--
+-- A queue keeps every lane it ever used: up to 201 priorities per shard with django.tasks,
+-- most of them drained at any time. Past the 4 native priorities per shard, the static order
+-- leaves out the lanes with nothing to claim (awa.lane_has_work), probed in this one
+-- statement, rather than awa.claim_ready locking each and reading its cursor. With fewer lanes
+-- it keeps them all: the claim usually stops at the first, and probing every lane would cost
+-- more than the lanes it skips.
 CREATE OR REPLACE FUNCTION awa.claim_order(p_queue text, p_aging_s double precision)
 RETURNS TABLE (priority smallint, shard smallint, bound integer)
 LANGUAGE plpgsql VOLATILE AS $$
@@ -71,6 +97,8 @@ BEGIN
         WITH rotation AS (SELECT floor(random() * v_shards)::integer AS offset_by)
         SELECT l.priority, l.shard, 32767 FROM awa.queue_lanes l, rotation o
          WHERE l.queue = p_queue
+           AND (v_lanes <= 4 * v_shards
+                OR EXISTS (SELECT 1 FROM awa.lane_has_work(l.queue, l.priority, l.shard)))
          ORDER BY l.priority, (l.shard + o.offset_by) % v_shards;
         RETURN;
     END IF;

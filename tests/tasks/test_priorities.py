@@ -1,0 +1,151 @@
+"""Django's priorities -100..100 on awa: each value is a lane priority of its own, claimed in
+order (higher first, equal ones in enqueue order) and ranked among native ``@awa.job``
+priorities; priority aging never inverts them."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+
+import awa_django as awa
+import awa_django.tasks as tasks_package
+from awa_django.priorities import STORED_PRIORITY_MAX, STORED_PRIORITY_MIN, awa_priority
+from awa_django.tasks.compat import InvalidTask
+from tests.conftest import run_burst
+from tests.scheduling.test_aging import claim
+from tests.tasks import tasks
+
+pytestmark = pytest.mark.usefixtures("awa_db", "close_orm_thread_connection")
+
+
+def ran() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT note FROM tests_job_runs ORDER BY id")
+        return [row[0] for row in cursor.fetchall()]
+
+
+def enqueue_ranked(priority: int, label: str) -> str:
+    return tasks.ranked.using(priority=priority).enqueue(label).id
+
+
+def one_at_a_time(aging_interval_s: float = 60.0) -> None:
+    """A worker with one permit, so jobs run (and are logged) in the order they are claimed."""
+    queues = {"default": {"concurrency": 1, "aging_interval_s": aging_interval_s}, "email": {}}
+    with override_settings(AWA={"QUEUES": queues}):
+        run_burst(queues={"default": 1})
+
+
+def test_every_django_priority_has_a_lane_priority_of_its_own_in_order():
+    stored = [awa_priority(p) for p in range(-100, 101)]
+    assert stored == sorted(stored, reverse=True) and len(set(stored)) == 201
+    assert (awa_priority(100), awa_priority(-100)) == (STORED_PRIORITY_MIN, STORED_PRIORITY_MAX)
+    # Django's default shares awa's default lane; native 1, 3, 4 rank with Django 1, -1, -2.
+    assert [awa_priority(p) for p in (1, 0, -1, -2)] == [1, 2, 3, 4]
+    assert tasks_package.awa_priority is awa_priority  # the documented public name
+
+
+def test_a_later_higher_priority_runs_first():
+    enqueue_ranked(50, "fifty")
+    enqueue_ranked(90, "ninety")
+    one_at_a_time()
+    assert ran() == ["ninety", "fifty"]
+
+
+def test_a_worker_process_runs_them_in_priority_order(worker_process):
+    for priority, label in ((50, "fifty"), (-100, "lowest"), (90, "ninety"), (100, "highest")):
+        enqueue_ranked(priority, label)
+    worker = worker_process("--burst", "--queue", "default=1")
+    assert worker.wait() == 0, worker.output
+    assert ran() == ["highest", "ninety", "fifty", "lowest"]
+
+
+def test_the_whole_range_runs_in_priority_order_and_ties_in_enqueue_order():
+    priorities = [*range(-100, 101), 100, 100, 0, 0, -100, -100, 37]
+    random.Random(21).shuffle(priorities)
+    labels = [f"{p}/{n}" for n, p in enumerate(priorities)]
+    for priority, label in zip(priorities, labels, strict=True):
+        enqueue_ranked(priority, label)
+    one_at_a_time()
+    # sorted() is stable: equal priorities keep their enqueue order.
+    expected = sorted(labels, key=lambda label: -int(label.split("/")[0]))
+    assert ran() == expected
+    assert expected[0].startswith("100/") and expected[-1].startswith("-100/")
+
+
+def test_results_read_back_the_django_priority_enqueued():
+    for priority in (100, 50, 0, -1, -100):
+        result = tasks.ranked.using(priority=priority).enqueue(str(priority))
+        assert tasks.ranked.get_result(result.id).task.priority == priority
+        assert awa.get_job(int(result.id)).priority == 2 - priority
+
+
+@pytest.mark.parametrize("priority", [101, -101, 1000])
+def test_out_of_range_priorities_are_refused_as_django_refuses_them(priority):
+    with pytest.raises(InvalidTask):
+        tasks.ranked.using(priority=priority)
+    with pytest.raises(InvalidTask):
+        tasks.ranked.using(priority=priority).enqueue("refused")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM awa.ready_entries")
+        assert cursor.fetchone() == (0,)
+
+
+def test_native_and_django_priorities_share_one_order_in_a_queue():
+    awa.enqueue("tests.record", args={"n": 4}, priority=4)
+    enqueue_ranked(-50, "django -50")
+    awa.enqueue("tests.record", args={"n": 2})  # the default, 2
+    enqueue_ranked(0, "django 0")
+    enqueue_ranked(1, "django 1")
+    awa.enqueue("tests.record", args={"n": 1}, priority=1)
+    enqueue_ranked(-2, "django -2")
+    enqueue_ranked(5, "django 5")
+    awa.enqueue("tests.record", args={"n": 3}, priority=3)
+    one_at_a_time()
+    assert ran() == [
+        "django 5",
+        "django 1",  # Django 1 ranks with native 1: enqueue order between them
+        "1",
+        "2",  # Django's default 0 ranks with awa's default 2
+        "django 0",
+        "3",
+        "4",  # Django -2 ranks with native 4
+        "django -2",
+        "django -50",
+    ]
+
+
+def claimed_in_order(aging_s: float, count: int) -> list[int]:
+    """Job ids as claims that each compare lanes by aged priority take them, one per claim."""
+    return [job.job_id for _ in range(count) for job in claim(limit=1, aging_s=aging_s)]
+
+
+def test_aging_lifts_native_priorities_but_never_past_priority_1():
+    old_low = awa.enqueue("tests.record", args={"n": 4}, priority=4)
+    old_lazy = int(enqueue_ranked(-100, "lazy"))
+    time.sleep(1.6)  # 3 steps of 0.5 s: native 4 -> 1, Django -100 (lane 102) -> 99
+    above_1 = int(enqueue_ranked(2, "above 1"))  # lane 0: more urgent than aging ever gets
+    urgent = awa.enqueue("tests.record", args={"n": 1}, priority=1)
+    fresh_lazy = int(enqueue_ranked(-99, "fresh lazy"))  # lane 101: behind the aged 99
+    order = claimed_in_order(aging_s=0.5, count=5)
+    assert order == [above_1, old_low, urgent, old_lazy, fresh_lazy]
+
+
+def test_aging_never_reorders_priorities_above_1():
+    ninety = int(enqueue_ranked(90, "ninety"))
+    hundred = int(enqueue_ranked(100, "hundred"))
+    time.sleep(1.1)  # two steps of 0.5 s
+    ninety_five = int(enqueue_ranked(95, "ninety-five"))
+    assert claimed_in_order(aging_s=0.5, count=3) == [hundred, ninety_five, ninety]
+
+
+def test_effective_priority_keeps_rows_more_urgent_than_1():
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT awa.effective_priority(p::smallint, now() - interval '1 hour', 60)"
+            " FROM unnest(ARRAY[-98, 0, 1, 4, 102]) p"
+        )
+        assert [row[0] for row in cursor.fetchall()] == [-98, 0, 1, 1, 42]
