@@ -31,6 +31,7 @@ from awa_django.storage.browse import (
     job_progress,
     list_jobs,
 )
+from awa_django.storage.dlq import purged_at
 from awa_django.storage.jobs import get_jobs
 
 PAGE_SIZE: Final = 50
@@ -122,7 +123,7 @@ class JobAdmin(OperatorAdmin):
             attempts = job_attempts(cursor, job_id) if found else []
             progress = job_progress(cursor, job_id) if found else None
         if not found:
-            messages.warning(request, f"Job {job_id} does not exist (or its history was pruned).")
+            messages.warning(request, self.missing_message(job_id))
             return redirect(self.url_name("changelist"))
         job = found[0]
         return self.render(
@@ -145,6 +146,16 @@ class JobAdmin(OperatorAdmin):
                 ),
             },
         )
+
+    def missing_message(self, job_id: int) -> str:
+        with awa_cursor() as cursor:
+            purged = purged_at(cursor, job_id)
+        if purged is not None:
+            return (
+                f"Job {job_id} was purged from the dead-letter queue at"
+                f" {purged:%Y-%m-%d %H:%M:%S %Z}: its arguments and errors are gone."
+            )
+        return f"Job {job_id} does not exist (or its history was pruned)."
 
     def cancel_job(self, request: HttpRequest, job_id: int) -> HttpResponse:
         self.require_change(request)
