@@ -1,6 +1,7 @@
--- Reverse of migration 0007_purge_forgets: awa.jobs and awa.prune_queue_ring as they were
--- before it (the definitions that read and clear awa.purged_jobs), then the purge function, the
--- error fingerprint, the marker lookup and the marker table dropped, so that migration 0001's reverse finds only the
+-- Reverse of migration 0007_operator_console: awa.jobs, awa.prune_queue_ring and awa.promote_due
+-- as they were before it (the definitions that read and clear awa.purged_jobs, and promote
+-- through awa.ready_deferred), then run-now, the purge function, the error fingerprint, the
+-- marker lookup and the marker table dropped, so that migration 0001's reverse finds only the
 -- objects it created.
 -- Read surface: one row per job with its current state, hydrated from whichever table holds the
 -- job's newest fact. Facts are ordered along a job's life by run_lease: a ready row waiting for
@@ -143,6 +144,64 @@ BEGIN
 END
 $$;
 
+CREATE OR REPLACE FUNCTION awa.promote_due(p_state text, p_limit integer)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_ids bigint[];
+    v_seqs bigint[];
+    v_slot record;
+    v_moved integer;
+BEGIN
+    IF p_state = 'scheduled' THEN
+        SELECT array_agg(d.job_id) INTO v_ids FROM (
+            SELECT s.job_id FROM awa.deferred_jobs s
+             WHERE s.state = 'scheduled' AND s.run_at <= now()
+               AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m
+                                WHERE m.queue = s.queue AND m.paused)
+             ORDER BY s.run_at, s.job_id LIMIT p_limit FOR UPDATE SKIP LOCKED) d;
+    ELSIF p_state = 'retryable' THEN
+        SELECT array_agg(d.job_id) INTO v_ids FROM (
+            SELECT s.job_id FROM awa.deferred_jobs s
+             WHERE s.state = 'retryable' AND s.run_at <= now()
+               AND NOT EXISTS (SELECT 1 FROM awa.queue_meta m
+                                WHERE m.queue = s.queue AND m.paused)
+             ORDER BY s.run_at, s.job_id LIMIT p_limit FOR UPDATE SKIP LOCKED) d;
+    ELSE
+        RAISE EXCEPTION 'unknown deferred state %', p_state;
+    END IF;
+    IF v_ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    v_slot := awa.producer_slot();
+    -- Increasing, and handed out in (lane, run_at, job_id) order below: each lane's rows are
+    -- numbered by run_at, and its announcing row has the lowest number of them.
+    v_seqs := ARRAY(SELECT nextval('awa.lane_seq') FROM generate_series(1, cardinality(v_ids)));
+    WITH moved AS (
+        DELETE FROM awa.deferred_jobs d WHERE d.job_id = ANY (v_ids)
+        RETURNING d.*, awa.reentry_shard(d.queue, d.metadata) AS shard
+    ), numbered AS (
+        SELECT m.*,
+               row_number() OVER (ORDER BY m.queue, m.priority, m.shard, m.run_at, m.job_id)
+                   AS position,
+               row_number() OVER (PARTITION BY m.queue, m.priority, m.shard
+                                  ORDER BY m.run_at, m.job_id) = 1 AS announce
+          FROM moved m
+    )
+    INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot,
+                                   ready_generation, job_id, kind, args, attempt, run_lease,
+                                   max_attempts, run_at, created_at, metadata, tags, errors,
+                                   announce)
+    SELECT n.queue, n.priority, n.shard, v_seqs[n.position], v_slot.slot, v_slot.generation,
+           n.job_id, n.kind, n.args, n.attempt, n.run_lease, n.max_attempts, n.run_at,
+           n.created_at, n.metadata, n.tags, n.errors, n.announce
+      FROM numbered n;
+    GET DIAGNOSTICS v_moved = ROW_COUNT;
+    RETURN v_moved;
+END
+$$;
+
+DROP FUNCTION awa.run_now(bigint[]);
+DROP FUNCTION awa.ready_deferred(bigint[]);
 DROP FUNCTION awa.dlq_purge(bigint[]);
 DROP FUNCTION awa.error_fingerprint(text);
 DROP FUNCTION awa.purged_job_ids();
