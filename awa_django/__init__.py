@@ -9,7 +9,7 @@ from __future__ import annotations
 __version__ = "0.2.0.dev0"
 
 from awa_django import cron, descriptors, dlq, health, queues, runtimes
-from awa_django.actions import cancel, cancel_unique, retry
+from awa_django.actions import cancel, cancel_unique, retry, run_now
 from awa_django.callbacks.external import (
     callback_url,
     complete_external,
@@ -103,6 +103,7 @@ __all__ = [
     "resume_external",
     "retry",
     "retry_external",
+    "run_now",
     "runtimes",
     "sign_callback",
     "wait",

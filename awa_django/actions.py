@@ -18,6 +18,7 @@ from awa_django.jobs import Job
 from awa_django.limits import is_job_id
 from awa_django.signals import job_cancelled
 from awa_django.storage import dlq as dlq_storage
+from awa_django.storage.backlog import run_now as run_deferred_now
 from awa_django.storage.jobs import get_jobs
 from awa_django.storage.queue import cancel_job
 from awa_django.storage.unique import unique_holder
@@ -103,6 +104,17 @@ def cancel_unique(
         if holder is None or not cancel(holder, reason=reason):
             return None
         return holder
+
+
+def run_now(job_id: int) -> bool:
+    """Run a ``scheduled`` or ``retryable`` job now instead of at its ``run_at``: it joins the
+    back of its lane at once (a paused queue's job waits there until the queue is resumed).
+    Returns False for any other state (or no such job)."""
+    if not is_job_id(job_id):
+        return False
+    alias = get_settings().DATABASE_ALIAS
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        return bool(run_deferred_now(cursor, [job_id]))
 
 
 def retry(

@@ -1,5 +1,5 @@
-"""The dead-letter queue, for operators: ``awa.dlq.list/get/retry/retry_bulk/purge/purge_bulk/
-depth/depths/move_failed``.
+"""The dead-letter queue, for operators: ``awa.dlq.list/get/groups/retry/retry_bulk/purge/
+purge_bulk/depth/depths/move_failed``.
 
 A queue opts in with ``AWA["QUEUES"][name]["dlq"] = True``. Its jobs that fail terminally
 (attempts exhausted, ``TerminalError``, rescue or callback timeout on the last attempt) are then
@@ -7,8 +7,9 @@ held in the DLQ instead of failed history, with their error history and the run_
 attempt that failed, until an operator retries or purges them or ``DLQ_RETENTION_S`` passes.
 
 Every function runs on ``AWA["DATABASE_ALIAS"]`` in its own transaction (or the caller's, when
-one is open). Bulk actions need a filter (``queue``, ``kind``, ``reason``, ``older_than``) or an
-explicit ``all=True``; without either they raise ``ConfirmationRequired`` and change nothing.
+one is open). Bulk actions need a filter (``queue``, ``kind``, ``reason``, ``older_than``, or a
+group's ``error_type`` and ``fingerprint``) or an explicit ``all=True``; without either they
+raise ``ConfirmationRequired`` and change nothing.
 """
 
 from __future__ import annotations
@@ -25,13 +26,16 @@ from awa_django.conf import PRIORITY_MAX, PRIORITY_MIN, get_settings
 from awa_django.enqueue import RunAt, _check_int, _resolve_run_at
 from awa_django.exceptions import ConfirmationRequired, InvalidJob
 from awa_django.storage import dlq as storage
-from awa_django.storage.dlq import DlqEntry, DlqFilter
+from awa_django.storage.dlq import DlqEntry, DlqFilter, DlqGroup, DlqGroups
 
 __all__ = [
     "DlqEntry",
+    "DlqGroup",
+    "DlqGroups",
     "depth",
     "depths",
     "get",
+    "groups",
     "list",
     "move_failed",
     "purge",
@@ -44,6 +48,8 @@ __all__ = [
 BULK_BATCH_SIZE: Final = 1000
 # Why an entry is held, as the reason filters take it (awa.retry's own moves never stay).
 REASONS: Final = ("attempts_exhausted", "terminal_error", "moved_from_failed")
+# Entries ``groups`` reads at most, newest first, so grouping costs a bounded scan.
+GROUP_SCAN: Final = 10_000
 Age = timedelta | float | int | None
 
 
@@ -69,12 +75,27 @@ def _queue(name: str | None, *, field: str) -> str | None:
 
 
 def _filter(
-    *, queue: str | None, kind: str | None, reason: str | None, older_than: Age, all: bool
+    *,
+    queue: str | None,
+    kind: str | None,
+    reason: str | None,
+    older_than: Age,
+    all: bool,
+    error_type: str | None = None,
+    fingerprint: str | None = None,
 ) -> DlqFilter:
-    where = DlqFilter(queue=queue, kind=kind, reason=reason, older_than_s=_older_than_s(older_than))
+    where = DlqFilter(
+        queue=queue,
+        kind=kind,
+        reason=reason,
+        older_than_s=_older_than_s(older_than),
+        error_type=error_type,
+        fingerprint=fingerprint,
+    )
     if where == DlqFilter() and not all:
         raise ConfirmationRequired(
-            "a bulk DLQ action needs a filter (queue=, kind=, reason=, older_than=) or all=True"
+            "a bulk DLQ action needs a filter (queue=, kind=, reason=, older_than=, error_type=,"
+            " fingerprint=) or all=True"
         )
     return where
 
@@ -90,14 +111,43 @@ def list(
     kind: str | None = None,
     reason: str | None = None,
     older_than: Age = None,
+    error_type: str | None = None,
+    fingerprint: str | None = None,
     limit: int = 100,
     before: tuple[datetime, int] | None = None,
 ) -> builtins.list[DlqEntry]:
-    """Entries newest first, filtered; page on with ``before=(last.dlq_at, last.job_id)``."""
-    where = DlqFilter(queue=queue, kind=kind, reason=reason, older_than_s=_older_than_s(older_than))
+    """Entries newest first, filtered (``error_type`` and ``fingerprint`` as ``groups`` names
+    them); page on with ``before=(last.dlq_at, last.job_id)``."""
+    where = _filter(
+        queue=queue,
+        kind=kind,
+        reason=reason,
+        older_than=older_than,
+        all=True,
+        error_type=error_type,
+        fingerprint=fingerprint,
+    )
     _, cursor = _cursor()
     with cursor:
         return storage.list_entries(cursor, where, limit=limit, before=before)
+
+
+def groups(
+    *,
+    queue: str | None = None,
+    kind: str | None = None,
+    reason: str | None = None,
+    older_than: Age = None,
+    scan: int = GROUP_SCAN,
+    limit: int = 100,
+) -> DlqGroups:
+    """The newest ``scan`` matching entries grouped by their last error's type and message
+    fingerprint (numbers, ids and hex strings replaced), largest group first; a group's
+    ``error_type`` and ``fingerprint`` filter ``list``, ``retry_bulk`` and ``purge_bulk``."""
+    where = _filter(queue=queue, kind=kind, reason=reason, older_than=older_than, all=True)
+    _, cursor = _cursor()
+    with cursor:
+        return storage.group_entries(cursor, where, scan=scan, limit=limit)
 
 
 def get(job_id: int) -> DlqEntry | None:
@@ -167,13 +217,23 @@ def retry_bulk(
     kind: str | None = None,
     reason: str | None = None,
     older_than: Age = None,
+    error_type: str | None = None,
+    fingerprint: str | None = None,
     all: bool = False,
     run_at: RunAt = None,
     to_queue: str | None = None,
     priority: int | None = None,
 ) -> int:
     """Retry every matching entry (see ``retry``); returns how many went back."""
-    where = _filter(queue=queue, kind=kind, reason=reason, older_than=older_than, all=all)
+    where = _filter(
+        queue=queue,
+        kind=kind,
+        reason=reason,
+        older_than=older_than,
+        all=all,
+        error_type=error_type,
+        fingerprint=fingerprint,
+    )
     when, chosen_queue, chosen_priority = retry_options(run_at, to_queue, priority)
     alias = get_settings().DATABASE_ALIAS
 
@@ -200,10 +260,20 @@ def purge_bulk(
     kind: str | None = None,
     reason: str | None = None,
     older_than: Age = None,
+    error_type: str | None = None,
+    fingerprint: str | None = None,
     all: bool = False,
 ) -> int:
-    """Delete every matching entry; returns how many."""
-    where = _filter(queue=queue, kind=kind, reason=reason, older_than=older_than, all=all)
+    """Delete every matching entry (see ``purge``); returns how many."""
+    where = _filter(
+        queue=queue,
+        kind=kind,
+        reason=reason,
+        older_than=older_than,
+        all=all,
+        error_type=error_type,
+        fingerprint=fingerprint,
+    )
 
     def step(cursor: CursorWrapper) -> int:
         ids = storage.matching_ids(cursor, where, limit=BULK_BATCH_SIZE)

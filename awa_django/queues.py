@@ -3,12 +3,14 @@
 
 Live depths come from one indexed statement over the queue plane (the same one the leader's
 gauges use); completed and failed counts and throughput come from the samples the maintenance
-leader stores every ``QUEUE_STATS_INTERVAL_S`` — there is no per-job counter row. Without a
-running leader the live depths are still exact, the hourly numbers stop moving.
+leader stores every ``QUEUE_STATS_INTERVAL_S`` — there is no per-job counter row — plus the
+closures since its newest sample, read from the ring, so they count from the first job on,
+with or without a leader.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
@@ -63,14 +65,29 @@ def _alias() -> str:
     return get_settings().DATABASE_ALIAS
 
 
+def with_unsampled(
+    sampled: Mapping[str, tuple[int, int, int]], unsampled: Mapping[str, tuple[int, int, int]]
+) -> dict[str, tuple[int, int, int]]:
+    """(completed, failed, completed in the last 5 minutes) per queue, the samples' and the
+    closures since the newest sample added up."""
+    totals = dict(sampled)
+    for name, (completed, failed, completed_5m) in unsampled.items():
+        before = totals.get(name, (0, 0, 0))
+        totals[name] = (before[0] + completed, before[1] + failed, before[2] + completed_5m)
+    return totals
+
+
 def stats() -> list[QueueStats]:
     """Every declared queue, and any other queue the database knows, by name."""
     conf = get_settings()
     with connections[conf.DATABASE_ALIAS].cursor() as cursor:
         depths = {d.queue: d for d in read_queue_depths(cursor)}
-        totals = storage.sample_totals(cursor, window_s=HOUR_S)
+        totals = with_unsampled(
+            storage.sample_totals(cursor, window_s=HOUR_S),
+            storage.unsampled_closures(cursor, window_s=HOUR_S),
+        )
         meta = storage.meta_rows(cursor)
-    names = sorted(set(conf.QUEUES) | set(depths) | set(meta))
+    names = sorted(set(conf.QUEUES) | set(depths) | set(meta) | set(totals))
     found = []
     for name in names:
         depth = depths.get(name) or QueueDepth(

@@ -1,27 +1,41 @@
-"""How long the admin's list pages take over a large queue, first page and deep pages.
+"""How long the admin's pages take over a history with jobs in every state, and whether each
+state filter finds its jobs on page 1.
 
 Usage (it EMPTIES the awa tables of the database it runs on)::
 
-    DATABASE_URL=postgres://... python -m benchmarks.admin_pages [--jobs 1000000] [--reps 5]
+    DATABASE_URL=postgres://... python -m benchmarks.admin_pages [--jobs 50000] [--reps 5]
 
-It loads ``--jobs`` available jobs (bulk COPY) and as many DLQ entries, then renders each page
-through Django's test client as a superuser and prints the median time and query count of each.
-The example project's settings are used because they install the admin.
+It builds ``--jobs`` jobs through the real paths (enqueue, a burst worker, claims, cancel, the
+DLQ), the rare states first so that they sit under the whole history: a few running and
+waiting_external attempts, cancelled, failed and retryable jobs, then scheduled jobs and DLQ
+entries (a tenth each), completed jobs (half) and available ones (the rest). It then renders
+each page through Django's test client as a superuser and prints the median time and query
+count of each, and for each state page how many jobs of that state page 1 lists against how
+many there are; it exits non-zero if a state page misses jobs of its state. The example
+project's settings are used because they install the admin.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import statistics
+import sys
 import time
+from datetime import timedelta
 
 import django
+
+OK_KIND = "bench.admin_ok"
+FAILS_KIND = "bench.admin_fails"
+RARE = 50  # cancelled, failed and retryable jobs each
+OPEN = 5  # running and waiting_external attempts each
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=1_000_000)
+    parser.add_argument("--jobs", type=int, default=50_000)
     parser.add_argument("--reps", type=int, default=5)
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
@@ -33,50 +47,102 @@ def main() -> None:
     from django.test import Client
     from django.test.utils import CaptureQueriesContext, setup_test_environment
 
-    from awa_django.enqueue import enqueue_many
+    import awa_django as awa
+    from awa_django.conf import get_settings
+    from awa_django.jobs import JobContext, registry
+    from awa_django.storage.browse import JOB_STATES
+    from awa_django.storage.queue import claim_ready
     from awa_django.testing import reset_queue
+    from awa_django.worker.connections import connect
+    from awa_django.worker.runtime import WorkerRuntime, config_from_settings
+
+    @awa.job(kind=OK_KIND)
+    def succeeds(ctx: JobContext, n: int) -> None:
+        return None
+
+    @awa.job(kind=FAILS_KIND)
+    def fails(ctx: JobContext, n: int) -> None:
+        raise RuntimeError(f"bench failure {n}")
+
+    def burst() -> None:
+        config = config_from_settings(get_settings(), queues={"default": 8}, burst=True)
+        asyncio.run(WorkerRuntime(config, registry.get).run())
+
+    async def claim_open(count: int) -> list[int]:
+        async with await connect("default") as conn:
+            jobs = await claim_ready(
+                conn, queue="email", limit=count, claimed_by="bench", deadline_s=0, aging_s=0
+            )
+            return [job.job_id for job in jobs]
 
     setup_test_environment()
     call_command("migrate", verbosity=0)
     reset_queue()
     started = time.perf_counter()
-    for start in range(0, args.jobs, 50_000):
-        count = min(50_000, args.jobs - start)
-        enqueue_many("bench.noop", [{"n": n} for n in range(count)], queue="default")
+    many = awa.enqueue_many
+    # Open attempts first: claimed from their own queue, half of them parked on a callback.
+    many(OK_KIND, [{"n": n} for n in range(2 * OPEN)], queue="email")
+    claimed = asyncio.run(claim_open(2 * OPEN))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.leases (job_id, run_lease, lease_slot, ready_slot, queue, priority,"
+            " shard, lane_seq, claimed_by, callback_id, callback_timeout_at)"
+            " SELECT job_id, run_lease, 0, ready_slot, queue, priority, shard, lane_seq,"
+            " claimed_by, gen_random_uuid(), now() + interval '1 day'"
+            " FROM awa.claim_receipts WHERE job_id = ANY(%s)",
+            [claimed[:OPEN]],
+        )
+    for job_id in many(OK_KIND, [{"n": n} for n in range(RARE)], queue="default"):
+        awa.cancel(job_id)
+    many(FAILS_KIND, [{"n": n} for n in range(RARE)], queue="default", max_attempts=1)
+    many(FAILS_KIND, [{"n": n} for n in range(RARE)], queue="default", max_attempts=5)
+    burst()  # failed, and retryable (their retry is minutes away)
+    tenth = args.jobs // 10
+    many(OK_KIND, [{"n": n} for n in range(tenth)], run_at=timedelta(days=1))
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO awa.dlq_entries (job_id, kind, queue, priority, args, attempt, "
             "original_run_lease, max_attempts, created_at, metadata, tags, errors, dlq_reason, "
-            "dlq_at) SELECT nextval('awa.job_id_seq'), 'bench.fail', 'default', 2, '{}', 1, 1, "
+            "dlq_at) SELECT nextval('awa.job_id_seq'), %s, 'default', 2, '{}', 1, 1, "
             "1, now(), '{}', '{}', '[]', 'attempts_exhausted', now() - make_interval(secs => n) "
             "FROM generate_series(1, %s) n",
-            [args.jobs],
+            [FAILS_KIND, tenth],
         )
+    half = args.jobs // 2
+    for start in range(0, half, 10_000):
+        many(OK_KIND, [{"n": n} for n in range(min(10_000, half - start))])
+    burst()
+    rest = args.jobs - half - 2 * tenth - 3 * RARE - 2 * OPEN
+    for start in range(0, rest, 10_000):
+        many(OK_KIND, [{"n": n} for n in range(min(10_000, rest - start))])
+    with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
         cursor.execute("SELECT max(job_id) / 2 FROM awa.ready_entries")
         (middle_id,) = cursor.fetchone()
-    print(
-        f"loaded {args.jobs} jobs and {args.jobs} DLQ entries in "
-        f"{time.perf_counter() - started:.0f} s"
-    )
+        # Every job's state through the view: a full read, done once here, never by a page.
+        cursor.execute("SELECT state, count(*) FROM awa.jobs GROUP BY state")
+        totals = {state: 0 for state in JOB_STATES} | dict(cursor.fetchall())
+    print(f"built {sum(totals.values())} jobs in {time.perf_counter() - started:.0f} s: {totals}")
 
     user, _ = User.objects.get_or_create(username="bench-admin", is_staff=True, is_superuser=True)
     client = Client()
     client.force_login(user)
+    jobs = "/admin/awa_django/job/"
     pages = {
-        "jobs, first page": "/admin/awa_django/job/",
-        "jobs, middle page": f"/admin/awa_django/job/?before={middle_id}",
-        "jobs, state=available": "/admin/awa_django/job/?state=available",
-        "jobs, state=completed (none)": "/admin/awa_django/job/?state=completed",
-        "jobs, state=running (none)": "/admin/awa_django/job/?state=running",
-        "jobs, state=dlq": "/admin/awa_django/job/?state=dlq",
-        "jobs, by id": f"/admin/awa_django/job/?job_id={middle_id}",
+        "jobs, first page": jobs,
+        "jobs, middle page": f"{jobs}?before={middle_id}",
+        **{f"jobs, state={state}": f"{jobs}?state={state}" for state in JOB_STATES},
+        "jobs, kind prefix": f"{jobs}?kind=BENCH.ADMIN_F",
+        "jobs, args search": f'{jobs}?args={{"n": 3}}',
+        "jobs, error text": f"{jobs}?error=failure+7",
+        "jobs, by id": f"{jobs}?job_id={middle_id}",
         "dlq, first page": "/admin/awa_django/deadletter/",
         "dlq, older than 1 day": "/admin/awa_django/deadletter/?age=1d",
-        "dlq, queue=default": "/admin/awa_django/deadletter/?queue=default",
+        "dlq, by error": "/admin/awa_django/deadletter/groups/",
         "queue health": "/admin/awa_django/queue/",
     }
-    print(f"{'page':32} {'median ms':>10} {'queries':>8}")
+    missed = []
+    print(f"{'page':32} {'median ms':>10} {'queries':>8} {'page 1 / in state':>18}")
     for name, url in pages.items():
         timings = []
         for _ in range(args.reps):
@@ -85,7 +151,19 @@ def main() -> None:
                 response = client.get(url)
                 timings.append((time.perf_counter() - began) * 1000)
             assert response.status_code == 200, (url, response.status_code)
-        print(f"{name:32} {statistics.median(timings):10.1f} {len(queries.captured_queries):8}")
+        found = ""
+        state = name.removeprefix("jobs, state=") if name.startswith("jobs, state=") else None
+        if state is not None:
+            listed = [job for job in response.context["jobs"] if job.state == state]
+            found = f"{len(listed)} / {totals[state]}"
+            if len(listed) < min(totals[state], 50) or len(listed) != len(response.context["jobs"]):
+                missed.append(name)
+        print(
+            f"{name:32} {statistics.median(timings):10.1f} "
+            f"{len(queries.captured_queries):8} {found:>18}"
+        )
+    if missed:
+        sys.exit(f"state pages that missed jobs of their state on page 1: {missed}")
 
 
 if __name__ == "__main__":

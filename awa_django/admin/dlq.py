@@ -1,10 +1,11 @@
-"""Dead-letter queue page: filter and inspect held jobs, retry them (to their queue or another)
-and purge them, with a confirmation page before purging. Every action goes through awa.dlq."""
+"""Dead-letter queue page: filter and inspect held jobs, see them grouped by error, retry them (to
+their queue or another) and purge them, with a confirmation page before purging and before any
+action on everything a filter or group matches. Every action goes through awa.dlq."""
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Final
+from typing import Any, Final
 
 from django import forms
 from django.contrib import admin, messages
@@ -32,6 +33,8 @@ from awa_django.models import DeadLetter
 from awa_django.storage.dlq import DlqFilter, count_matching, ring_held_ids
 
 PAGE_SIZE: Final = 50
+# Groups the error page lists, largest first.
+GROUP_LIMIT: Final = 100
 AGES: Final = {
     "1h": timedelta(hours=1),
     "1d": timedelta(days=1),
@@ -48,6 +51,17 @@ def target_queue_choices() -> list[tuple[str, str]]:
     return [("", "same queue"), *queue_choices()]
 
 
+def error_type_field() -> forms.CharField:
+    return forms.CharField(
+        required=False, max_length=300, label="Error type", help_text="as the groups name it"
+    )
+
+
+def fingerprint_field() -> forms.CharField:
+    # A fingerprint is at most 500 characters of message, each digit run grown to "<n>".
+    return forms.CharField(required=False, max_length=2000, widget=forms.HiddenInput)
+
+
 class DlqFilterForm(forms.Form):
     job_id = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID, label="Job id")
     # Callable choices are read per form, so they follow AWA["QUEUES"] (override_settings too).
@@ -61,6 +75,8 @@ class DlqFilterForm(forms.Form):
         label="In the DLQ for over",
         choices=[("", "any time"), *((key, key) for key in AGES)],
     )
+    error_type = error_type_field()
+    fingerprint = fingerprint_field()
     before_at = forms.DateTimeField(required=False, widget=forms.HiddenInput)
     before_id = forms.IntegerField(
         required=False, min_value=1, max_value=MAX_ID, widget=forms.HiddenInput
@@ -86,18 +102,28 @@ class MatchingActionForm(forms.Form):
         required=False, choices=[("", "any reason"), *((r, r) for r in dlq.REASONS)]
     )
     age = forms.ChoiceField(required=False, choices=[("", "any time"), *((k, k) for k in AGES)])
+    error_type = error_type_field()
+    fingerprint = fingerprint_field()
     to_queue = forms.ChoiceField(required=False, choices=target_queue_choices)
+    # The count the confirmation page showed, for the result message.
+    counted = forms.IntegerField(required=False, min_value=0, max_value=MAX_ID)
     confirmed = forms.BooleanField(required=False)
 
     def filter(self) -> DlqFilter:
-        data = self.cleaned_data
-        older_than = AGES.get(data["age"])
-        return DlqFilter(
-            queue=data["queue"] or None,
-            kind=data["kind"] or None,
-            reason=data["reason"] or None,
-            older_than_s=older_than.total_seconds() if older_than is not None else None,
-        )
+        return dlq_filter(self.cleaned_data)
+
+
+def dlq_filter(data: dict[str, Any]) -> DlqFilter:
+    """The DlqFilter of a filter form's cleaned data (queue, kind, reason, age, group)."""
+    older_than = AGES.get(data["age"])
+    return DlqFilter(
+        queue=data["queue"] or None,
+        kind=data["kind"] or None,
+        reason=data["reason"] or None,
+        older_than_s=older_than.total_seconds() if older_than is not None else None,
+        error_type=data["error_type"] or None,
+        fingerprint=data["fingerprint"] or None,
+    )
 
 
 def describe(where: DlqFilter, age: str) -> str:
@@ -105,10 +131,24 @@ def describe(where: DlqFilter, age: str) -> str:
     ``queue=default, in the DLQ for over 1d``."""
     parts = [
         f"{name}={value}"
-        for name, value in (("queue", where.queue), ("kind", where.kind), ("reason", where.reason))
+        for name, value in (
+            ("queue", where.queue),
+            ("kind", where.kind),
+            ("reason", where.reason),
+            ("error type", where.error_type),
+            ("message like", where.fingerprint),
+        )
         if value
     ]
     return ", ".join([*parts, *([f"in the DLQ for over {age}"] if age else [])])
+
+
+def of_counted(done: int, counted: int | None) -> str:
+    """``done`` against the count the operator confirmed: ``1,000 of 3,044 dead-letter jobs``
+    when they differ (entries came or went meanwhile), else ``3,044 dead-letter jobs``."""
+    if counted is None or counted == done:
+        return f"{done:,} dead-letter job{pluralize(done)}"
+    return f"{done:,} of the {counted:,} dead-letter job{pluralize(counted)} counted"
 
 
 @admin.register(DeadLetter)
@@ -119,6 +159,7 @@ class DeadLetterAdmin(OperatorAdmin):
             ("<awa_job_id:job_id>/", self.detail, "change"),
             ("act/", require_POST(self.act), "act"),
             ("act-matching/", require_POST(self.act_matching), "act_matching"),
+            ("groups/", self.groups, "groups"),
         ]
 
     def changelist(self, request: HttpRequest) -> HttpResponse:
@@ -137,11 +178,14 @@ class DeadLetterAdmin(OperatorAdmin):
                     if data["before_at"] is not None and data["before_id"] is not None
                     else None
                 )
+                where = dlq_filter(data)
                 entries = dlq.list(
-                    queue=data["queue"] or None,
-                    kind=data["kind"] or None,
-                    reason=data["reason"] or None,
-                    older_than=AGES.get(data["age"]),
+                    queue=where.queue,
+                    kind=where.kind,
+                    reason=where.reason,
+                    older_than=where.older_than_s,
+                    error_type=where.error_type,
+                    fingerprint=where.fingerprint,
                     limit=PAGE_SIZE + 1,
                     before=before,
                 )
@@ -164,8 +208,46 @@ class DeadLetterAdmin(OperatorAdmin):
                 "queues": queue_choices(),
                 "act_url": reverse(self.url_name("act")),
                 "act_matching_url": reverse(self.url_name("act_matching")),
+                "groups_url": reverse(self.url_name("groups")),
                 "is_filtered": form.is_valid()
-                and any(form.cleaned_data[f] for f in ("queue", "kind", "reason", "age")),
+                and any(
+                    form.cleaned_data[f]
+                    for f in ("queue", "kind", "reason", "age", "error_type", "fingerprint")
+                ),
+            },
+        )
+
+    def groups(self, request: HttpRequest) -> HttpResponse:
+        """The entries a filter matches, grouped by their last error's type and message
+        fingerprint, each group listable, retryable and purgeable at once."""
+        self.require_view(request)
+        form = DlqFilterForm(request.GET)
+        found = None
+        if form.is_valid():
+            where = dlq_filter({**form.cleaned_data, "error_type": "", "fingerprint": ""})
+            found = dlq.groups(
+                queue=where.queue,
+                kind=where.kind,
+                reason=where.reason,
+                older_than=where.older_than_s,
+                limit=GROUP_LIMIT,
+            )
+        base = query_with(
+            request.GET, error_type=None, fingerprint=None, before_at=None, before_id=None
+        )
+        return self.render(
+            request,
+            "dlq_groups.html",
+            "Dead-letter queue by error",
+            {
+                "form": form,
+                "found": found,
+                "scan": dlq.GROUP_SCAN,
+                "group_limit": GROUP_LIMIT,
+                "base_query": base,
+                "list_url": reverse(self.url_name("changelist")),
+                "act_matching_url": reverse(self.url_name("act_matching")),
+                "queues": queue_choices(),
             },
         )
 
@@ -240,10 +322,12 @@ class DeadLetterAdmin(OperatorAdmin):
                 kind=where.kind,
                 reason=where.reason,
                 older_than=where.older_than_s,
+                error_type=where.error_type,
+                fingerprint=where.fingerprint,
                 to_queue=to_queue,
             )
             target = f" to queue {to_queue}" if to_queue else ""
-            summary = f"Retried {done} dead-letter job{pluralize(done)}{target} matching {words}."
+            summary = f"Retried {of_counted(done, data['counted'])}{target} matching {words}."
             flag = CHANGE
         else:
             done = dlq.purge_bulk(
@@ -251,8 +335,10 @@ class DeadLetterAdmin(OperatorAdmin):
                 kind=where.kind,
                 reason=where.reason,
                 older_than=where.older_than_s,
+                error_type=where.error_type,
+                fingerprint=where.fingerprint,
             )
-            summary = f"Purged {done} dead-letter job{pluralize(done)} matching {words}."
+            summary = f"Purged {of_counted(done, data['counted'])} matching {words}."
             flag = DELETION
         # The bulk functions return a count, not ids: the entry names the filter.
         self.log_filter_action(request, f"dead-letter jobs matching {words}", summary, flag=flag)
@@ -260,8 +346,8 @@ class DeadLetterAdmin(OperatorAdmin):
         return HttpResponseRedirect(reverse(self.url_name("changelist")))
 
     def confirm_purge(self, request: HttpRequest, job_ids: list[int]) -> HttpResponse:
-        # The ring is insert-only, so a purge cannot reach the failed attempt a job's DLQ entry
-        # was made from: the page says which jobs keep one, and for how long.
+        # The ring is insert-only, so a purge hides, but cannot delete, the rows a job's DLQ
+        # entry was made from: the page says which jobs leave rows on disk, and until when.
         with awa_cursor() as cursor:
             kept = ring_held_ids(cursor, job_ids)
         return self.render(
@@ -271,8 +357,6 @@ class DeadLetterAdmin(OperatorAdmin):
             {
                 "job_ids": job_ids,
                 "kept_ids": kept,
-                "gone_count": len(set(job_ids) - set(kept)),
-                "failed_retention": timedelta(seconds=get_settings().FAILED_RETENTION_S),
                 "completed_retention": timedelta(seconds=get_settings().COMPLETED_RETENTION_S),
                 "act_url": reverse(self.url_name("act")),
             },

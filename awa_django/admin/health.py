@@ -4,7 +4,7 @@ after a confirmation page), and last-hour charts drawn from the leader's samples
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any, Final
@@ -30,7 +30,7 @@ from awa_django.admin.shards import ShardViews
 from awa_django.conf import get_settings
 from awa_django.exceptions import InvalidJob
 from awa_django.models import Queue
-from awa_django.storage.health import meta_rows
+from awa_django.storage.health import meta_rows, unsampled_closures
 
 CHART_WINDOW: Final = timedelta(hours=1)
 
@@ -44,13 +44,15 @@ class QueueActionForm(forms.Form):
 
 
 def snapshot_stats(
-    samples: Sequence[queues.QueueSample], meta: dict[str, dict[str, Any]]
+    samples: Sequence[queues.QueueSample],
+    meta: dict[str, dict[str, Any]],
+    unsampled: Mapping[str, tuple[int, int, int]],
 ) -> tuple[list[queues.QueueStats], dict[str, datetime]]:
     """Every queue's health as of the leader's latest sample, and when that sample was taken.
 
     The page's default: reading the samples costs the same at any backlog, where live depths
     (``awa.queues.stats()``) count every waiting job. Totals and throughput are summed from the
-    same samples the way ``stats()`` sums them.
+    same samples, plus the ``unsampled`` closures since the newest one, as ``stats()`` does.
     """
     declared = get_settings().QUEUES
     recent = timezone.now() - timedelta(minutes=queues.THROUGHPUT_WINDOW_MIN)
@@ -64,8 +66,12 @@ def snapshot_stats(
         failed[sample.queue] += sample.failed
         if sample.sampled_at >= recent:
             completed_recently[sample.queue] += sample.completed
+    totals = queues.with_unsampled(
+        {name: (completed[name], failed[name], completed_recently[name]) for name in latest},
+        unsampled,
+    )
     rows = []
-    for name in sorted(set(declared) | set(latest) | set(meta)):
+    for name in sorted(set(declared) | set(latest) | set(meta) | set(totals)):
         last = latest.get(name)
         control = meta.get(name, {})
         rows.append(
@@ -79,9 +85,9 @@ def snapshot_stats(
                 waiting_external=last.waiting_external if last else 0,
                 dlq=last.dlq if last else 0,
                 lag_s=last.lag_s if last else 0.0,
-                completed_last_hour=completed[name],
-                failed_last_hour=failed[name],
-                throughput_per_min=completed_recently[name] / queues.THROUGHPUT_WINDOW_MIN,
+                completed_last_hour=totals.get(name, (0, 0, 0))[0],
+                failed_last_hour=totals.get(name, (0, 0, 0))[1],
+                throughput_per_min=totals.get(name, (0, 0, 0))[2] / queues.THROUGHPUT_WINDOW_MIN,
                 paused=bool(control.get("paused", False)),
                 paused_at=control.get("paused_at"),
                 paused_by=control.get("paused_by"),
@@ -174,7 +180,8 @@ class QueueAdmin(CronViews, ShardViews):
         else:
             with awa_cursor() as cursor:
                 meta = meta_rows(cursor)
-            rows, sampled_at = snapshot_stats(samples, meta)
+                unsampled = unsampled_closures(cursor, window_s=queues.HOUR_S)
+            rows, sampled_at = snapshot_stats(samples, meta, unsampled)
         charts = queue_charts(samples)
         return self.render(
             request,

@@ -1,17 +1,24 @@
-"""Jobs page: search jobs in every state, inspect one, cancel or retry it."""
+"""Jobs page: search jobs in every state, inspect one, cancel, retry or run it now; cancel or run
+now the ticked rows, or everything a state search matches after confirming the count."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import Final
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.models import CHANGE
+from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import redirect
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from awa_django.actions import cancel, retry
+from awa_django.actions import cancel, retry, run_now
 from awa_django.admin.base import (
     JobIdsField,
     OperatorAdmin,
@@ -20,18 +27,25 @@ from awa_django.admin.base import (
     query_with,
     report_form_errors,
 )
+from awa_django.conf import get_settings
+from awa_django.exact_json import check_text, to_json_text
+from awa_django.exceptions import InvalidJob
 from awa_django.limits import MAX_ID
 from awa_django.models import Job
+from awa_django.storage.backlog import run_now as run_deferred_now
 from awa_django.storage.browse import (
     COUNT_CAP,
     JOB_STATES,
+    SEARCH_SCAN,
     JobFilter,
+    JobPage,
     count_in_state,
     job_attempts,
     job_progress,
     list_jobs,
 )
-from awa_django.storage.jobs import get_jobs
+from awa_django.storage.dlq import purged_at
+from awa_django.storage.jobs import JobRecord, get_jobs
 
 PAGE_SIZE: Final = 50
 # States cancel can still act on; the others already ended.
@@ -40,6 +54,14 @@ CANCELLABLE: Final = frozenset(
 )
 # States awa.retry puts back as a fresh attempt.
 RETRYABLE: Final = frozenset({"dlq", "failed", "cancelled"})
+# States awa.run_now moves ahead of their run_at.
+RUNNABLE_NOW: Final = frozenset({"scheduled", "retryable"})
+# Jobs one step of an action on everything matching reads and acts on; each job's cancel, and
+# each step's run-now, commits on its own.
+BULK_BATCH_SIZE: Final = 1000
+BULK_ACTIONS: Final = {"cancel": CANCELLABLE, "run_now": RUNNABLE_NOW}
+# Newer pages a jobs page remembers the way back to.
+NEWER_KEPT: Final = 50
 
 
 class JobSearchForm(forms.Form):
@@ -53,16 +75,129 @@ class JobSearchForm(forms.Form):
     state = forms.ChoiceField(
         required=False, choices=[("", "any state"), *((s, s) for s in JOB_STATES)]
     )
+    args = forms.CharField(
+        required=False,
+        max_length=2000,
+        label="Arguments contain",
+        help_text='a JSON object, such as {"user_id": 7}',
+    )
+    tag = forms.CharField(required=False, max_length=200)
+    error = forms.CharField(
+        required=False, max_length=200, label="Error text", help_text="in a message or type"
+    )
     before = forms.IntegerField(
         required=False, min_value=1, max_value=MAX_ID, widget=forms.HiddenInput
     )
+    # The cursors of the newer pages walked through, oldest last, for the "Newer" link.
+    newer = forms.RegexField(
+        required=False,
+        regex=r"^[0-9]{1,19}(\.[0-9]{1,19})*$",
+        max_length=1000,
+        widget=forms.HiddenInput,
+    )
+
+    def clean_args(self) -> str | None:
+        text = self.cleaned_data["args"]
+        if not text:
+            return None
+        try:
+            value = json.loads(text, parse_constant=refuse_constant)
+        except (ValueError, RecursionError):
+            raise ValidationError('not JSON: write an object such as {"user_id": 7}') from None
+        if not isinstance(value, dict):
+            raise ValidationError('must be a JSON object, such as {"user_id": 7}')
+        try:
+            return to_json_text(value, field="args")
+        except InvalidJob as refused:
+            raise ValidationError(str(refused)) from None
+        except RecursionError:
+            raise ValidationError("nested too deeply") from None
+
+    def clean_tag(self) -> str | None:
+        return self.storable("tag")
+
+    def clean_error(self) -> str | None:
+        return self.storable("error")
+
+    def storable(self, field: str) -> str | None:
+        text: str = self.cleaned_data[field]
+        if not text:
+            return None
+        try:
+            check_text(text, field=field)
+        except InvalidJob as refused:
+            raise ValidationError(str(refused)) from None
+        return text
+
+    def newer_cursors(self) -> list[int]:
+        trail = self.cleaned_data["newer"]
+        return [int(cursor) for cursor in trail.split(".")] if trail else []
 
 
-class CancelSelectionForm(forms.Form):
+def refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def page_links(
+    query: QueryDict, before: int | None, newer: list[int], page: JobPage | None
+) -> tuple[str | None, str | None]:
+    """The query strings of the older and the newer page. Pages are keyset cursors walking
+    down the ids, so the way back up is carried along: each older link appends the current
+    cursor (0 for the first page) to ``newer``, keeping the last NEWER_KEPT; further back than
+    that, the newest page is the way up."""
+    older = None
+    if page is not None and page.next_before is not None:
+        trail = [*newer, before or 0][-NEWER_KEPT:]
+        older = query_with(
+            query, before=page.next_before, newer=".".join(str(cursor) for cursor in trail)
+        )
+    if before is None or not newer:
+        return older, None
+    *rest, previous = newer
+    return older, query_with(
+        query,
+        before=previous or None,
+        newer=".".join(str(cursor) for cursor in rest) or None,
+    )
+
+
+class SelectionForm(forms.Form):
     """The ticked rows of a jobs page, and the search to return to."""
 
     job_ids = JobIdsField()
     return_query = forms.CharField(required=False, max_length=2000)
+
+
+class MatchingActionForm(forms.Form):
+    """An action on every job a state search covers (the search's own fields, repeated)."""
+
+    action = forms.ChoiceField(choices=[("cancel", "cancel"), ("run_now", "run now")])
+    kind = forms.CharField(required=False, max_length=200)
+    queue = forms.CharField(required=False, max_length=200)
+    state = forms.ChoiceField(choices=[(s, s) for s in JOB_STATES])
+    # The count the confirmation page showed, for the result message.
+    counted = forms.IntegerField(required=False, min_value=0, max_value=MAX_ID)
+    confirmed = forms.BooleanField(required=False)
+
+    def clean(self) -> dict[str, object]:
+        data = super().clean() or {}
+        action, state = data.get("action"), data.get("state")
+        if action in BULK_ACTIONS and state is not None and state not in BULK_ACTIONS[action]:
+            allowed = ", ".join(sorted(BULK_ACTIONS[action]))
+            self.add_error("state", f"{action} acts on jobs that are {allowed}, not {state}")
+        return data
+
+    def filter(self) -> JobFilter:
+        data = self.cleaned_data
+        return JobFilter(
+            kind=data["kind"] or None, queue=data["queue"] or None, state=data["state"]
+        )
+
+
+def describe(where: JobFilter) -> str:
+    """The search in words, for messages and the admin log: ``state=scheduled, queue=email``."""
+    parts = (("state", where.state), ("kind", where.kind), ("queue", where.queue))
+    return ", ".join(f"{name}={value}" for name, value in parts if value)
 
 
 @admin.register(Job)
@@ -71,15 +206,21 @@ class JobAdmin(OperatorAdmin):
         return [
             ("", self.changelist, ""),
             ("cancel-selected/", require_POST(self.cancel_selected), "cancel_selected"),
+            ("run-now-selected/", require_POST(self.run_now_selected), "run_now_selected"),
+            ("act-matching/", require_POST(self.act_matching), "act_matching"),
             ("<awa_job_id:job_id>/", self.detail, "change"),
             ("<awa_job_id:job_id>/cancel/", require_POST(self.cancel_job), "cancel"),
             ("<awa_job_id:job_id>/retry/", require_POST(self.retry_job), "retry"),
+            ("<awa_job_id:job_id>/run-now/", require_POST(self.run_now_job), "run_now"),
         ]
 
     def changelist(self, request: HttpRequest) -> HttpResponse:
         self.require_view(request)
         form = JobSearchForm(request.GET)
-        jobs, next_query, state_count = [], None, None
+        jobs: list[JobRecord] = []
+        page = None
+        next_query = newer_query = None
+        state_count = None
         if form.is_valid():
             data = form.cleaned_data
             with awa_cursor() as cursor:
@@ -90,13 +231,17 @@ class JobAdmin(OperatorAdmin):
                         kind=data["kind"] or None,
                         queue=data["queue"] or None,
                         state=data["state"] or None,
+                        args=data["args"],
+                        tag=data["tag"],
+                        error=data["error"],
                     )
                     page = list_jobs(cursor, where=where, before=data["before"], limit=PAGE_SIZE)
                     jobs = page.jobs
-                    if where.state is not None:
+                    if where.state is not None and not where.searches_content:
                         state_count = count_in_state(cursor, where.state, where)
-                    if page.next_before is not None:
-                        next_query = query_with(request.GET, before=page.next_before)
+            next_query, newer_query = page_links(
+                request.GET, data["before"], form.newer_cursors(), page
+            )
         return self.render(
             request,
             "job_list.html",
@@ -104,14 +249,20 @@ class JobAdmin(OperatorAdmin):
             {
                 "form": form,
                 "jobs": jobs,
+                "page": page,
                 "next_query": next_query,
+                "newer_query": newer_query,
+                "search_scan": SEARCH_SCAN,
                 "cancellable_states": CANCELLABLE,
+                "runnable_now_states": RUNNABLE_NOW,
                 "cancel_selected_url": reverse(self.url_name("cancel_selected")),
+                "run_now_selected_url": reverse(self.url_name("run_now_selected")),
+                "act_matching_url": reverse(self.url_name("act_matching")),
                 "return_query": request.GET.urlencode(),
                 "state_count": state_count,
                 "count_cap": COUNT_CAP,
                 "is_first_page": not request.GET.get("before"),
-                "first_query": query_with(request.GET, before=None),
+                "first_query": query_with(request.GET, before=None, newer=None),
             },
         )
 
@@ -122,7 +273,7 @@ class JobAdmin(OperatorAdmin):
             attempts = job_attempts(cursor, job_id) if found else []
             progress = job_progress(cursor, job_id) if found else None
         if not found:
-            messages.warning(request, f"Job {job_id} does not exist (or its history was pruned).")
+            messages.warning(request, self.missing_message(job_id))
             return redirect(self.url_name("changelist"))
         job = found[0]
         return self.render(
@@ -143,8 +294,23 @@ class JobAdmin(OperatorAdmin):
                     if job.state in CANCELLABLE
                     else None
                 ),
+                "run_now_url": (
+                    reverse(self.url_name("run_now"), args=[job_id])
+                    if job.state in RUNNABLE_NOW
+                    else None
+                ),
             },
         )
+
+    def missing_message(self, job_id: int) -> str:
+        with awa_cursor() as cursor:
+            purged = purged_at(cursor, job_id)
+        if purged is not None:
+            return (
+                f"Job {job_id} was purged from the dead-letter queue at"
+                f" {purged:%Y-%m-%d %H:%M:%S %Z}: its arguments and errors are gone."
+            )
+        return f"Job {job_id} does not exist (or its history was pruned)."
 
     def cancel_job(self, request: HttpRequest, job_id: int) -> HttpResponse:
         self.require_change(request)
@@ -158,10 +324,33 @@ class JobAdmin(OperatorAdmin):
         else:
             messages.warning(request, f"Job {job_id} was not cancelled: it had already ended.")
 
+    def run_now_one(self, request: HttpRequest, job_id: int) -> None:
+        if run_now(job_id):
+            self.log_operator_action(request, [job_id], "Run now.")
+            messages.success(request, f"Job {job_id} runs now.")
+        else:
+            messages.warning(
+                request, f"Job {job_id} was not run now: it is no longer scheduled or retryable."
+            )
+
+    def run_now_job(self, request: HttpRequest, job_id: int) -> HttpResponse:
+        self.require_change(request)
+        self.run_now_one(request, job_id)
+        return HttpResponseRedirect(reverse(self.url_name("change"), args=[job_id]))
+
     def cancel_selected(self, request: HttpRequest) -> HttpResponse:
         """Cancel the ticked rows of a page (at most a page's worth), one message per job."""
+        return self.act_selected(request, self.cancel_one)
+
+    def run_now_selected(self, request: HttpRequest) -> HttpResponse:
+        """Run the ticked scheduled or retryable rows now, one message per job."""
+        return self.act_selected(request, self.run_now_one)
+
+    def act_selected(
+        self, request: HttpRequest, act_one: Callable[[HttpRequest, int], None]
+    ) -> HttpResponse:
         self.require_change(request)
-        form = CancelSelectionForm(request.POST)
+        form = SelectionForm(request.POST)
         back = reverse(self.url_name("changelist"))
         if not form.is_valid():
             report_form_errors(request, form)
@@ -171,10 +360,75 @@ class JobAdmin(OperatorAdmin):
             messages.error(request, f"Select at most {PAGE_SIZE} jobs at a time.")
             return HttpResponseRedirect(back)
         for job_id in job_ids:
-            self.cancel_one(request, job_id)
+            act_one(request, job_id)
         # Only the query string comes from the form; the path is ours, so no open redirect.
         query = QueryDict(form.cleaned_data["return_query"]).urlencode()
         return HttpResponseRedirect(f"{back}?{query}" if query else back)
+
+    def act_matching(self, request: HttpRequest) -> HttpResponse:
+        """Cancel, or run now, every job a state search covers: a confirmation page with the
+        count first, then batches of ``BULK_BATCH_SIZE`` walked down the job ids, each job
+        checked against its current state, so a re-run after an interruption acts only on the
+        jobs still in the state and never twice on one."""
+        self.require_change(request)
+        form = MatchingActionForm(request.POST)
+        back = reverse(self.url_name("changelist"))
+        if not form.is_valid():
+            report_form_errors(request, form)
+            return HttpResponseRedirect(back)
+        data = form.cleaned_data
+        where = form.filter()
+        words = describe(where)
+        verb = "Cancel" if data["action"] == "cancel" else "Run now"
+        if not data["confirmed"]:
+            with awa_cursor() as cursor:
+                count = count_in_state(cursor, data["state"], where)
+            return self.render(
+                request,
+                "job_matching_confirm.html",
+                f"{verb} every matching job?",
+                {
+                    "count": count,
+                    "count_cap": COUNT_CAP,
+                    "described": words,
+                    "form_data": data,
+                    "batch_size": BULK_BATCH_SIZE,
+                    "act_matching_url": reverse(self.url_name("act_matching")),
+                },
+            )
+        done = self.act_on_matching(request, data["action"], where)
+        counted = data["counted"]
+        if counted is None or counted == done:
+            reached = f"{done:,} job{pluralize(done)}"
+        else:
+            reached = f"{done:,} of the {counted:,} job{pluralize(counted)} counted"
+        summary = (
+            f"Cancelled {reached} matching {words}."
+            if data["action"] == "cancel"
+            else f"Ran {reached} now matching {words}."
+        )
+        self.log_filter_action(request, f"jobs matching {words}", summary, flag=CHANGE)
+        messages.success(request, summary)
+        search = {"state": where.state, "kind": where.kind, "queue": where.queue}
+        return HttpResponseRedirect(f"{back}?{query_with(QueryDict(), **search)}")
+
+    def act_on_matching(self, request: HttpRequest, action: str, where: JobFilter) -> int:
+        done = 0
+        before = None
+        alias = get_settings().DATABASE_ALIAS
+        reason = f"cancelled by {request.user} in the admin"
+        while True:
+            with awa_cursor() as cursor:
+                page = list_jobs(cursor, where=where, before=before, limit=BULK_BATCH_SIZE)
+            ids = [job.job_id for job in page.jobs]
+            if action == "cancel":
+                done += sum(cancel(job_id, reason=reason) for job_id in ids)
+            elif ids:
+                with transaction.atomic(using=alias), awa_cursor() as cursor:
+                    done += len(run_deferred_now(cursor, ids))
+            if page.next_before is None:
+                return done
+            before = page.next_before
 
     def retry_job(self, request: HttpRequest, job_id: int) -> HttpResponse:
         self.require_change(request)

@@ -63,3 +63,10 @@ async def seconds_until_next_due(
     cursor = await conn.execute(_SQL["seconds_until_next_due"], {"queues": list(queues)})
     row = await cursor.fetchone()
     return None if row is None or row[0] is None else float(row[0])
+
+
+def run_now(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[int]:
+    """Make these scheduled or retryable jobs ready now, whatever their run_at; returns the ids
+    moved (a job in another state, or held by a concurrent promotion or cancel, is not)."""
+    cursor.execute(_SQL["run_now"], {"job_ids": list(job_ids)})
+    return [int(job_id) for (job_id,) in cursor.fetchall()]

@@ -17,7 +17,7 @@ from typing import Any, Final
 from django.db.backends.utils import CursorWrapper
 
 from awa_django.sql import queries
-from awa_django.storage.jobs import JobRecord, get_jobs
+from awa_django.storage.jobs import JSON_COLUMNS, JobRecord, fetch_dicts, get_jobs
 
 _SQL = queries("browse")
 
@@ -48,6 +48,11 @@ _IDS_BY_STATE: Final[dict[str, tuple[str, dict[str, bool | str]]]] = {
 }
 # A state count stops here, so asking costs a bounded scan even on a huge history.
 COUNT_CAP: Final = 10_000
+# A search by arguments, tag or error text has no index to read: it reads candidate ids newest
+# first (of the state, kind and queue searched, from their tables) in batches, checks each
+# batch's records, and stops after SEARCH_SCAN candidates per page, saying where it stopped.
+SEARCH_BATCH: Final = 2_000
+SEARCH_SCAN: Final = 10_000
 _NO_CURSOR: Final = 2**63 - 1
 
 
@@ -59,6 +64,12 @@ class JobFilter:
     kind: str | None = None
     queue: str | None = None
     state: str | None = None
+    # Content searches, read from each candidate's record (no index): arguments containing
+    # this JSON object, as JSON text (jsonb ``@>``), a tag, and text inside an error's message,
+    # type or reason (any case).
+    args: str | None = None
+    tag: str | None = None
+    error: str | None = None
 
     def __post_init__(self) -> None:
         if self.state is not None and self.state not in _IDS_BY_STATE:
@@ -68,13 +79,28 @@ class JobFilter:
         """The kind and queue as the queries' LIKE patterns on lower-cased names."""
         return {"kind": _prefix_pattern(self.kind), "queue": _prefix_pattern(self.queue)}
 
+    @property
+    def searches_content(self) -> bool:
+        return self.args is not None or self.tag is not None or self.error is not None
+
+    def content_params(self) -> dict[str, str | None]:
+        return {
+            "state": self.state,
+            "args": self.args,
+            "tag": self.tag,
+            "error": f"%{_escape_like(self.error)}%" if self.error is not None else None,
+        }
+
+
+def _escape_like(value: str) -> str:
+    # LIKE's wildcards in a name (kinds often hold "_") or a message must match themselves.
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
 
 def _prefix_pattern(value: str | None) -> str | None:
-    # LIKE's wildcards in a name (kinds often hold "_") must match themselves.
     if value is None:
         return None
-    escaped = value.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"{escaped}%"
+    return f"{_escape_like(value.lower())}%"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,6 +110,10 @@ class JobPage:
 
     jobs: list[JobRecord]
     next_before: int | None
+    # For a content search: how many candidates this page read, and whether it stopped at
+    # SEARCH_SCAN with candidates left (next_before then continues the scan, not the results).
+    scanned: int | None = None
+    scan_stopped: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,6 +161,8 @@ def list_jobs(
     cursor: CursorWrapper, *, where: JobFilter, before: int | None, limit: int
 ) -> JobPage:
     """A page of at most ``limit`` jobs with ids below ``before`` (None: from the newest)."""
+    if where.searches_content:
+        return _search(cursor, where=where, before=before, limit=limit)
     if where.state is not None:
         return _list_in_state(cursor, where.state, where=where, before=before, limit=limit)
     cursor.execute(
@@ -182,6 +214,38 @@ def _list_in_state(
     if len(matches) > limit:
         return JobPage(jobs=matches[:limit], next_before=matches[limit - 1].job_id)
     return JobPage(jobs=matches, next_before=None)
+
+
+def _candidate_ids(cursor: CursorWrapper, where: JobFilter, before: int, size: int) -> list[int]:
+    if where.state is not None:
+        return _state_ids(cursor, where.state, where, before, size)
+    cursor.execute(_SQL["job_id_window"], {"before": before, "size": size, **where.params()})
+    return [row[0] for row in cursor.fetchall()]
+
+
+def _search(cursor: CursorWrapper, *, where: JobFilter, before: int | None, limit: int) -> JobPage:
+    # Candidates come newest first from the tables of the state, kind and queue searched; each
+    # batch's records are checked against the content search in one query.
+    matches: list[JobRecord] = []
+    below = before if before is not None else _NO_CURSOR
+    scanned = 0
+    exhausted = False
+    while len(matches) <= limit and scanned < SEARCH_SCAN:
+        ids = _candidate_ids(cursor, where, below, SEARCH_BATCH)
+        scanned += len(ids)
+        if ids:
+            cursor.execute(_SQL["matching_jobs"], {"job_ids": ids, **where.content_params()})
+            found = [JobRecord(**values) for values in fetch_dicts(cursor, JSON_COLUMNS)]
+            matches.extend(sorted(found, key=lambda record: record.job_id, reverse=True))
+            below = ids[-1]
+        if len(ids) < SEARCH_BATCH:
+            exhausted = True
+            break
+    if len(matches) > limit:
+        return JobPage(jobs=matches[:limit], next_before=matches[limit - 1].job_id, scanned=scanned)
+    if exhausted:
+        return JobPage(jobs=matches, next_before=None, scanned=scanned)
+    return JobPage(jobs=matches, next_before=below, scanned=scanned, scan_stopped=True)
 
 
 def count_in_state(cursor: CursorWrapper, state: str, where: JobFilter) -> int:

@@ -54,6 +54,9 @@ class DlqFilter:
     reason: str | None = None
     # Only entries that entered the DLQ more than this many seconds ago.
     older_than_s: float | None = None
+    # The type and message fingerprint of an entry's last error, as a DlqGroup names them.
+    error_type: str | None = None
+    fingerprint: str | None = None
 
     def params(self) -> dict[str, Any]:
         return {
@@ -61,7 +64,31 @@ class DlqFilter:
             "kind": self.kind,
             "reason": self.reason,
             "older_than_s": self.older_than_s,
+            "error_type": self.error_type,
+            "fingerprint": self.fingerprint,
         }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DlqGroup:
+    """Entries whose last error has one type ('(none)' when it had none) and one message
+    fingerprint (the message with numbers, ids and hex strings replaced, by
+    ``awa.error_fingerprint``); ``sample`` is one of those messages as it was."""
+
+    error_type: str
+    fingerprint: str
+    count: int
+    first_at: datetime
+    last_at: datetime
+    sample: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DlqGroups:
+    """The groups of the newest ``scanned`` entries a filter matched, largest first."""
+
+    groups: list[DlqGroup]
+    scanned: int
 
 
 def list_entries(
@@ -78,6 +105,27 @@ def list_entries(
         {**where.params(), "limit": limit, "before_at": before_at, "before_id": before_id},
     )
     return [DlqEntry(**values) for values in fetch_dicts(cursor, _JSON_COLUMNS)]
+
+
+def group_entries(cursor: CursorWrapper, where: DlqFilter, *, scan: int, limit: int) -> DlqGroups:
+    """Up to ``limit`` groups of the newest ``scan`` entries matching ``where``'s queue, kind,
+    reason and age."""
+    cursor.execute(_SQL["dlq_groups"], {**where.params(), "scan": scan, "limit": limit})
+    rows = cursor.fetchall()
+    return DlqGroups(
+        groups=[
+            DlqGroup(
+                error_type=error_type,
+                fingerprint=fingerprint,
+                count=count,
+                first_at=first_at,
+                last_at=last_at,
+                sample=sample,
+            )
+            for error_type, fingerprint, count, first_at, last_at, sample, _ in rows
+        ],
+        scanned=rows[0][-1] if rows else 0,
+    )
 
 
 def get_entries(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[DlqEntry]:
@@ -114,12 +162,22 @@ def retry_entries(
 
 
 def purge_entries(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[int]:
+    """Delete entries for good, hiding from ``awa.jobs`` whatever the ring still holds of
+    them; returns the ids that were in the DLQ."""
     cursor.execute(_SQL["purge_dlq"], {"job_ids": list(job_ids)})
     return [int(job_id) for (job_id,) in cursor.fetchall()]
 
 
+def purged_at(cursor: CursorWrapper, job_id: int) -> datetime | None:
+    """When ``job_id`` was purged, while the ring still holds rows of it; None otherwise."""
+    cursor.execute(_SQL["purged_at"], {"job_id": job_id})
+    row = cursor.fetchone()
+    return row[0] if row is not None else None
+
+
 def ring_held_ids(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[int]:
-    """The ``job_ids`` whose failed attempt the queue ring still holds, in id order."""
+    """The ``job_ids`` the queue ring still holds rows of, in id order: a purge hides those rows
+    but they stay on disk until prune reclaims their slot."""
     cursor.execute(_SQL["ring_held_ids"], {"job_ids": list(job_ids)})
     return [int(job_id) for (job_id,) in cursor.fetchall()]
 

@@ -59,8 +59,20 @@ async def record_samples(
 
 
 def sample_totals(cursor: CursorWrapper, *, window_s: float) -> dict[str, tuple[int, int, int]]:
-    """Per queue: (completed, failed) over the window and completions of the last 5 minutes."""
+    """Per queue: (completed, failed) over the window and completions of the last 5 minutes,
+    as the leader's samples counted them, closures since its newest sample not included."""
     cursor.execute(_SQL["queue_sample_totals"], {"window_s": window_s})
+    return {queue: (c, f, c5) for queue, c, f, c5 in cursor.fetchall()}
+
+
+def unsampled_closures(
+    cursor: CursorWrapper, *, window_s: float
+) -> dict[str, tuple[int, int, int]]:
+    """Per queue: (completed, failed, completed in the last 5 minutes) among the attempts closed
+    since the leader's newest sample (or over the whole window without one), which no sample
+    counts yet: added to the samples' totals, they make the counts current from the first job
+    on, with or without a leader."""
+    cursor.execute(_SQL["unsampled_closures"], {"window_s": window_s})
     return {queue: (c, f, c5) for queue, c, f, c5 in cursor.fetchall()}
 
 

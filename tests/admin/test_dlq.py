@@ -155,9 +155,9 @@ def test_purge_asks_for_confirmation_first(operator_client):
     assert awa.dlq.get(job_id) is None
 
 
-def test_purge_confirmation_says_what_the_ring_keeps_and_for_how_long(operator_client):
-    # A job routed to the DLQ from the ring keeps its failed attempt there; an entry whose ring
-    # slot is long gone (written directly here) has nothing left once purged.
+def test_purge_confirmation_says_what_stays_on_disk_and_until_when(operator_client):
+    # A job routed to the DLQ from the ring leaves rows there; an entry whose ring slot is long
+    # gone (written directly here) leaves nothing.
     kept = dead_job("secret argument")
     gone = insert_entries(1)[0]
 
@@ -165,29 +165,34 @@ def test_purge_confirmation_says_what_the_ring_keeps_and_for_how_long(operator_c
 
     assert confirm.context["kept_ids"] == [kept]
     body = " ".join(confirm.content.decode().replace("\xa0", " ").split())
-    assert f"still holds the last failed attempt of job {kept}" in body
-    assert "can be retried from there" in body
-    assert "completed jobs are kept for 1 hour" in body
-    assert "until 3 days after the attempt failed" in body
-    assert "The other 1 is gone for good" in body
+    assert "no admin page, <code>awa.get_job</code> or retry finds them again" in body
+    assert f"the ready row and failed attempt of job {kept}." in body
+    assert "no job that completed less than 1 hour ago" in body
 
+
+def test_a_purged_job_is_gone_from_every_page_and_cannot_be_retried(operator_client):
+    kept = dead_job("secret argument")
+    gone = insert_entries(1)[0]
     operator_client.post(
         reverse(ACT), {"action": "purge", "job_ids": [kept, gone], "confirmed": "on"}
     )
-    # Exactly as the page said: the kept job reads as failed, with its arguments and errors,
-    # and a Retry button; the other one is gone from every page.
-    page = operator_client.get(reverse("admin:awa_django_job_change", args=[kept]))
-    assert page.context["job"].state == "failed"
-    assert b"secret argument" in page.content and page.context["retry_url"] is not None
-    assert awa.get_job(gone) is None
 
-
-def test_purge_of_entries_the_ring_no_longer_holds_says_they_are_gone_for_good(operator_client):
-    gone = insert_entries(2)
-    confirm = operator_client.post(reverse(ACT), {"action": "purge", "job_ids": gone})
-    body = " ".join(confirm.content.decode().split())
-    assert "What is kept" not in body
-    assert "These jobs are gone for good" in body
+    for job_id in (kept, gone):
+        assert awa.get_job(job_id) is None
+        page = operator_client.get(reverse("admin:awa_django_job_change", args=[job_id]))
+        assert page.status_code == 302
+        assert awa.retry(job_id) is False
+        assert awa.dlq.move_failed(job_ids=[job_id]) == 0
+    followed = operator_client.get(reverse("admin:awa_django_job_change", args=[kept]), follow=True)
+    assert any(
+        f"Job {kept} was purged from the dead-letter queue at" in message
+        for message in messages_of(followed)
+    )
+    for query in ({}, {"state": "failed"}, {"state": "dlq"}, {"kind": "tests"}):
+        listing = operator_client.get(reverse("admin:awa_django_job_changelist"), query)
+        assert b"secret argument" not in listing.content
+        assert kept not in [job.job_id for job in listing.context["jobs"]]
+    assert operator_client.get(reverse(LIST)).context["entries"] == []
 
 
 def test_an_empty_or_malformed_selection_is_refused_with_a_message(operator_client):

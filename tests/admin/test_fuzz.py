@@ -5,6 +5,7 @@ back afterwards, so every one meets the same jobs (available, failed, dead-lette
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from urllib.parse import quote
 
@@ -23,8 +24,19 @@ from tests.jobs import noop
 ADMIN = "/admin/awa_django"
 # Every page, with the query parameters it reads.
 PAGES = {
-    "job": ("job_id", "kind", "queue", "state", "before"),
-    "deadletter": ("job_id", "queue", "kind", "reason", "age", "before_at", "before_id"),
+    "job": ("job_id", "kind", "queue", "state", "before", "args", "tag", "error", "newer"),
+    "deadletter": (
+        "job_id",
+        "queue",
+        "kind",
+        "reason",
+        "age",
+        "error_type",
+        "fingerprint",
+        "before_at",
+        "before_id",
+    ),
+    "deadletter/groups": ("queue", "kind", "reason", "age"),
     "queue": ("live",),
     "queuedescriptor": (),
     "kinddescriptor": (),
@@ -41,6 +53,18 @@ VALUES = (
     | st.sampled_from(["available", "dlq", "1h", "terminal_error", "default", "1", "1.5"])
     | st.datetimes().map(lambda moment: moment.isoformat())
 )
+# JSON text a search box may get: documents of every shape, some an object, some not JSON at all.
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | TEXT,
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(TEXT, children, max_size=3),
+    max_leaves=8,
+)
+JSON_TEXT = (
+    JSON_VALUES.map(json.dumps)
+    | st.dictionaries(TEXT, JSON_VALUES, max_size=3).map(json.dumps)
+    | st.sampled_from(['{"x": "\\u0000"}', '{"x": "\\ud800"}', '{"x": NaN}', "[" * 900, "{"])
+)
+SEARCHES = {"args": JSON_TEXT, "newer": st.sampled_from(["0", "0.5", "1.2.3", "."]) | TEXT}
 IDS = (
     BIG
     | st.integers(min_value=0, max_value=10**25).map(str)
@@ -72,7 +96,8 @@ def test_query_parameters_never_answer_500(operator_client, jobs, page):
     known = st.fixed_dictionaries(
         {},
         optional={
-            name: (NUMBERS if name in NUMERIC else VALUES) | st.lists(VALUES, max_size=3)
+            name: SEARCHES.get(name, NUMBERS if name in NUMERIC else VALUES)
+            | st.lists(VALUES, max_size=3)
             for name in PAGES[page]
         },
     )
@@ -134,6 +159,32 @@ def test_action_forms_never_answer_500(operator_client, jobs, page):
     @given(form=st.fixed_dictionaries(sent, optional=optional))
     def check(form: dict[str, object]) -> None:
         response = rolled_back(lambda: operator_client.post(f"{ADMIN}/{page}/act/", form))
+        assert response.status_code < 500
+
+    check()
+
+
+def test_actions_on_everything_matching_never_answer_500(operator_client, jobs):
+    @BOUNDARY
+    @given(
+        page=st.sampled_from(["job", "deadletter"]),
+        form=st.fixed_dictionaries(
+            {"action": st.sampled_from(["retry", "purge", "cancel", "run_now"]) | TEXT},
+            optional={
+                "state": VALUES,
+                "queue": QUEUE_NAMES,
+                "kind": VALUES,
+                "reason": VALUES,
+                "age": VALUES,
+                "error_type": VALUES,
+                "fingerprint": VALUES,
+                "counted": NUMBERS,
+                "confirmed": CONFIRMED,
+            },
+        ),
+    )
+    def check(page: str, form: dict[str, object]) -> None:
+        response = rolled_back(lambda: operator_client.post(f"{ADMIN}/{page}/act-matching/", form))
         assert response.status_code < 500
 
     check()

@@ -10,6 +10,7 @@ from django.db import connection
 from django.urls import reverse
 
 import awa_django as awa
+from tests.conftest import run_burst
 from tests.jobs import noop
 
 PAGE = "admin:awa_django_queue_changelist"
@@ -54,6 +55,18 @@ def test_table_shows_the_leaders_latest_sample_by_default(operator_client):
     assert b'id="pause-default"' in response.content and b'id="drain-email"' in response.content
 
 
+def test_the_default_table_counts_completions_from_the_first_job_without_a_sample(
+    operator_client,
+):
+    noop.enqueue_many([{"n": n} for n in range(3)])
+    awa.enqueue("tests.always_fails", args={}, queue="email", max_attempts=1)
+    run_burst()
+    response = operator_client.get(reverse(PAGE))
+    default, email = row_of(response, "default"), row_of(response, "email")
+    assert (default.completed_last_hour, email.failed_last_hour) == (3, 1)
+    assert default.throughput_per_min == pytest.approx(3 / 5)
+
+
 def test_count_now_reads_live_depths(operator_client):
     noop.enqueue_many([{"n": n} for n in range(3)])
     awa.enqueue("tests.noop", args={}, queue="email", run_at=timedelta(hours=1))
@@ -81,9 +94,9 @@ def test_charts_plot_the_last_hour_of_samples(operator_client):
 def test_page_queries_stay_constant_with_1000_jobs(operator_client, django_assert_num_queries):
     insert_samples("default", 60)
     noop.enqueue_many([{"n": n} for n in range(1000)])
-    # Session and user, then the hour's samples and the queue control rows: no count of job
-    # rows, nothing per queue or per row.
-    with django_assert_num_queries(4):
+    # Session and user, then the hour's samples, the queue control rows and the closures since
+    # the newest sample (a BRIN range read): no count of waiting jobs, nothing per queue or row.
+    with django_assert_num_queries(5):
         response = operator_client.get(reverse(PAGE))
     assert row_of(response, "default").available == 10
 

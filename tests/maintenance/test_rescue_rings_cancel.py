@@ -356,6 +356,37 @@ def test_failed_history_past_retention_is_deleted():
     assert awa.get_job(failed_id) is None
 
 
+def fail_into_dlq(job_id: int) -> None:
+    (failed,) = claim()
+    complete(failed, Outcome.FAILED, error={"message": "secret error"})
+    assert awa.dlq.move_failed(job_ids=[job_id]) == 1
+
+
+def test_prune_carries_nothing_of_a_purged_job_and_drops_its_marker_with_its_last_slot():
+    job_id = awa.enqueue("k.f", args={"secret": 1}, max_attempts=1)
+    fail_into_dlq(job_id)
+    assert scalar("SELECT awa.rotate_queue_ring(1000)") == "rotated"
+    assert awa.dlq.retry(job_id)  # its next attempt's rows are in slot 1
+    fail_into_dlq(job_id)
+    assert awa.dlq.purge(job_id)
+    markers = "SELECT count(*) FROM awa.purged_jobs WHERE job_id = %s"
+    assert scalar(markers, [job_id]) == 1
+
+    assert scalar("SELECT awa.prune_queue_ring(0, 3600, 200)") == "pruned"  # slot 0
+    # Slot 1 still holds the failed attempt: the marker stays, and the failure was not carried
+    # into terminal_history.
+    assert scalar(markers, [job_id]) == 1
+    assert scalar("SELECT count(*) FROM awa.terminal_history WHERE job_id = %s", [job_id]) == 0
+    assert awa.get_job(job_id) is None
+
+    assert scalar("SELECT awa.rotate_queue_ring(1000)") == "rotated"
+    assert scalar("SELECT awa.prune_queue_ring(0, 3600, 200)") == "pruned"  # slot 1
+    assert scalar(markers, [job_id]) == 0
+    assert slot_of(job_id) is None
+    assert scalar("SELECT count(*) FROM awa.terminal_history WHERE job_id = %s", [job_id]) == 0
+    assert awa.get_job(job_id) is None
+
+
 def test_orphan_lease_from_a_late_heartbeat_is_removed_by_lease_prune():
     job_id = awa.enqueue("k.o", args={})
     (job,) = claim()

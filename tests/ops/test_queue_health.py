@@ -66,6 +66,32 @@ def by_queue() -> dict[str, awa.queues.QueueStats]:
     return {q.queue: q for q in awa.queues.stats()}
 
 
+def test_completions_and_failures_count_from_the_first_job_without_a_leader():
+    noop.enqueue()
+    noop.enqueue()
+    awa.enqueue(terminal, queue="email")
+    run_burst()
+    # No leader has sampled: the closures are read from the ring.
+    default, email = by_queue()["default"], by_queue()["email"]
+    assert (default.completed_last_hour, default.failed_last_hour) == (2, 0)
+    assert default.throughput_per_min == pytest.approx(2 / 5)
+    assert (email.completed_last_hour, email.failed_last_hour) == (0, 1)
+
+
+def test_closures_after_the_newest_sample_are_added_once():
+    noop.enqueue()
+    run_burst()
+    stats_pass()  # counts the first completion
+    noop.enqueue()
+    awa.enqueue(terminal, queue="email")
+    run_burst()  # after the sample: read from the ring
+    default, email = by_queue()["default"], by_queue()["email"]
+    assert (default.completed_last_hour, email.failed_last_hour) == (2, 1)
+    stats_pass()  # now sampled: still counted once
+    default, email = by_queue()["default"], by_queue()["email"]
+    assert (default.completed_last_hour, email.failed_last_hour) == (2, 1)
+
+
 def test_stats_count_every_state_from_live_queries_and_samples():
     noop.enqueue()
     awa.enqueue(terminal)  # -> DLQ

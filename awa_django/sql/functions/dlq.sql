@@ -86,6 +86,40 @@ RETURNS SETOF bigint LANGUAGE sql AS $$
     SELECT m.job_id FROM moved m ORDER BY m.job_id
 $$;
 
+-- An error message with what varies between occurrences of one failure replaced: UUIDs, hex
+-- strings of 6 or more characters holding a digit (hashes, addresses, 0x values) and numbers,
+-- so "order 12 not found" and "order 9481 not found" share the fingerprint "order <n> not
+-- found". Only the first 500 characters count, so a huge message costs a bounded amount.
+CREATE OR REPLACE FUNCTION awa.error_fingerprint(p_message text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT regexp_replace(
+               regexp_replace(
+                   regexp_replace(
+                       regexp_replace(left(coalesce(p_message, ''), 500),
+                                      '[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}',
+                                      '<id>', 'gi'),
+                       '\m0x[0-9a-f]+\M', '<hex>', 'gi'),
+                   '\m(?=[0-9a-f]*[0-9])[0-9a-f]{6,}\M', '<hex>', 'gi'),
+               '[0-9]+', '<n>', 'g')
+$$;
+
+-- Deletes DLQ entries for good and returns the ids it deleted. An entry made from the ring
+-- (not moved in from terminal history) leaves its ready row and failed closure there, which
+-- the ring cannot delete: those jobs get a marker in awa.purged_jobs that hides them from
+-- awa.jobs, so nothing reads their arguments or errors or retries them again.
+CREATE OR REPLACE FUNCTION awa.dlq_purge(p_job_ids bigint[]) RETURNS SETOF bigint
+LANGUAGE sql AS $$
+    WITH purged AS (
+        DELETE FROM awa.dlq_entries d WHERE d.job_id = ANY (p_job_ids) RETURNING d.job_id
+    ), marked AS (
+        INSERT INTO awa.purged_jobs (job_id)
+        SELECT p.job_id FROM purged p
+         WHERE EXISTS (SELECT 1 FROM awa.ready_entries r WHERE r.job_id = p.job_id)
+        ON CONFLICT (job_id) DO NOTHING
+    )
+    SELECT p.job_id FROM purged p ORDER BY p.job_id
+$$;
+
 -- Cancels every pending job of a queue (available, scheduled, retryable) through
 -- awa.cancel_job, so each is withdrawn the way a single cancel would; returns how many.
 -- Running attempts are left to finish.

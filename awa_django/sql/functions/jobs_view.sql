@@ -3,6 +3,15 @@
 -- a later migration that changes a definition applies its file again (docs/architecture.md,
 -- "SQL layout and schema changes").
 
+-- The jobs purged from the DLQ whose rows the ring still holds (awa.purged_jobs, migration
+-- 0007). The view reads them through this function, not the table, because migration 0001
+-- creates today's view before 0007 creates the table; being one plain SELECT, it is inlined
+-- into the view's plan, which probes the table's primary key.
+CREATE OR REPLACE FUNCTION awa.purged_job_ids() RETURNS SETOF bigint
+LANGUAGE sql STABLE AS $$
+    SELECT p.job_id FROM awa.purged_jobs p
+$$;
+
 -- Read surface: one row per job with its current state, hydrated from whichever table holds the
 -- job's newest fact. Facts are ordered along a job's life by run_lease: a ready row waiting for
 -- lease L+1 sits at 2L+1, its claim at 2(L+1), the closure just after, a deferred row after that.
@@ -65,4 +74,6 @@ SELECT DISTINCT ON (job_id)
        job_id, state, kind, queue, priority, args, attempt, run_lease, max_attempts, run_at,
        created_at, metadata, tags, errors, finalized_at, result
   FROM facts
+ -- A purged job is gone from every reading of it, whatever the ring still holds.
+ WHERE NOT EXISTS (SELECT 1 FROM awa.purged_job_ids() p(job_id) WHERE p.job_id = facts.job_id)
  ORDER BY job_id, position DESC;

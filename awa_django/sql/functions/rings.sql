@@ -161,6 +161,12 @@ BEGIN
                            AND d.outcome IN ('completed', 'failed', 'cancelled')
                         UNION
                         SELECT t.job_id FROM awa.ready_tombstones t WHERE t.ready_slot = v_slot);
+    -- A purge marker is needed while any ring row of its job remains: it goes with the last
+    -- slot holding one. Markers are few (one per purged job still in the ring), each checked
+    -- through the ready rows' job_id index.
+    DELETE FROM awa.purged_jobs p
+     WHERE NOT EXISTS (SELECT 1 FROM awa.ready_entries o
+                        WHERE o.job_id = p.job_id AND o.ready_slot <> v_slot);
 
     EXECUTE format('TRUNCATE awa.%I, awa.%I, awa.%I, awa.%I, awa.%I',
                    'ready_entries_' || v_slot, 'lane_commits_' || v_slot,

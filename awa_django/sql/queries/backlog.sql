@@ -31,3 +31,8 @@ SELECT extract(epoch FROM least(
            (SELECT min(run_at) FROM awa.deferred_jobs
              WHERE state = 'retryable' AND queue IN (SELECT q FROM live)))
        - now())::float8 AS seconds
+
+-- name: run_now
+-- Moves the given scheduled and retryable jobs into the ready ring now (awa.run_now); returns
+-- the ids moved.
+SELECT job_id FROM awa.run_now(%(job_ids)s::bigint[]) AS job_id

@@ -170,3 +170,24 @@ SELECT job_id FROM (
       ORDER BY t.job_id DESC LIMIT %(size)s)
 ) ids
  ORDER BY job_id DESC LIMIT %(size)s
+
+-- name: matching_jobs
+-- The current records of these candidate ids that match a content search, ordered by id: the
+-- state (NULL: any), arguments containing %(args)s (jsonb @>), the tag %(tag)s, and an error
+-- whose message, type or reason matches the ILIKE pattern %(error)s (tracebacks are not
+-- searched). Only the given ids are read, so the cost is that of hydrating them.
+SELECT job_id, state, kind, queue, priority, args, attempt, run_lease, max_attempts, run_at,
+       created_at, metadata, tags, errors, finalized_at, result
+  FROM awa.jobs j
+ WHERE j.job_id = ANY (%(job_ids)s::bigint[])
+   AND (%(state)s::text IS NULL OR j.state = %(state)s::text)
+   AND (%(args)s::jsonb IS NULL OR j.args @> %(args)s::jsonb)
+   AND (%(tag)s::text IS NULL OR %(tag)s::text = ANY (j.tags))
+   AND (%(error)s::text IS NULL
+        OR EXISTS (SELECT 1
+                     FROM jsonb_array_elements(CASE WHEN jsonb_typeof(j.errors) = 'array'
+                                                    THEN j.errors ELSE '[]' END) e
+                    WHERE e ->> 'message' ILIKE %(error)s::text
+                       OR e ->> 'type' ILIKE %(error)s::text
+                       OR e ->> 'reason' ILIKE %(error)s::text))
+ ORDER BY j.job_id

@@ -1,5 +1,7 @@
--- Dead-letter queue: listing, retry, purge and moving failed jobs in (see awa.dlq_retry and
--- awa.dlq_move in the substrate migration). A NULL filter parameter matches everything.
+-- Dead-letter queue: listing, grouping, retry, purge and moving failed jobs in (see
+-- awa.dlq_retry, awa.dlq_move and awa.dlq_purge). A NULL filter parameter matches everything;
+-- error_type and fingerprint are those of an entry's last error ('(none)' for an error without a
+-- type), as dlq_groups reports them.
 
 -- name: list_dlq
 -- One page of entries, newest first, after the (dlq_at, job_id) keyset of the previous page.
@@ -11,9 +13,39 @@ SELECT job_id, kind, queue, priority, args, attempt, original_run_lease, max_att
    AND (%(reason)s::text IS NULL OR d.dlq_reason = %(reason)s::text)
    AND (%(older_than_s)s::double precision IS NULL
         OR d.dlq_at < now() - make_interval(secs => %(older_than_s)s::double precision))
+   AND (%(error_type)s::text IS NULL
+        OR coalesce(d.errors -> -1 ->> 'type', '(none)') = %(error_type)s::text)
+   AND (%(fingerprint)s::text IS NULL
+        OR awa.error_fingerprint(d.errors -> -1 ->> 'message') = %(fingerprint)s::text)
    AND (%(before_at)s::timestamptz IS NULL
         OR (d.dlq_at, d.job_id) < (%(before_at)s::timestamptz, %(before_id)s::bigint))
  ORDER BY d.dlq_at DESC, d.job_id DESC
+ LIMIT %(limit)s::integer
+
+-- name: dlq_groups
+-- The entries matching the filters grouped by their last error's type and message fingerprint
+-- (awa.error_fingerprint), largest group first, with when the group's first and last entries
+-- entered the DLQ and one message as it was. Only the newest %(scan)s entries are grouped, so
+-- the page costs a bounded scan whatever the DLQ holds; scanned says how many were.
+WITH recent AS (
+    SELECT coalesce(d.errors -> -1 ->> 'type', '(none)') AS error_type,
+           awa.error_fingerprint(d.errors -> -1 ->> 'message') AS fingerprint,
+           d.errors -> -1 ->> 'message' AS message, d.dlq_at
+      FROM awa.dlq_entries d
+     WHERE (%(queue)s::text IS NULL OR d.queue = %(queue)s::text)
+       AND (%(kind)s::text IS NULL OR d.kind = %(kind)s::text)
+       AND (%(reason)s::text IS NULL OR d.dlq_reason = %(reason)s::text)
+       AND (%(older_than_s)s::double precision IS NULL
+            OR d.dlq_at < now() - make_interval(secs => %(older_than_s)s::double precision))
+     ORDER BY d.dlq_at DESC, d.job_id DESC
+     LIMIT %(scan)s::integer
+)
+SELECT error_type, fingerprint, count(*)::integer AS count, min(dlq_at) AS first_at,
+       max(dlq_at) AS last_at, left(min(message), 500) AS sample,
+       sum(count(*)) OVER ()::integer AS scanned
+  FROM recent
+ GROUP BY error_type, fingerprint
+ ORDER BY count(*) DESC, max(dlq_at) DESC
  LIMIT %(limit)s::integer
 
 -- name: get_dlq
@@ -32,6 +64,10 @@ SELECT d.job_id
    AND (%(reason)s::text IS NULL OR d.dlq_reason = %(reason)s::text)
    AND (%(older_than_s)s::double precision IS NULL
         OR d.dlq_at < now() - make_interval(secs => %(older_than_s)s::double precision))
+   AND (%(error_type)s::text IS NULL
+        OR coalesce(d.errors -> -1 ->> 'type', '(none)') = %(error_type)s::text)
+   AND (%(fingerprint)s::text IS NULL
+        OR awa.error_fingerprint(d.errors -> -1 ->> 'message') = %(fingerprint)s::text)
  ORDER BY d.dlq_at, d.job_id
  LIMIT %(limit)s::integer
    FOR UPDATE SKIP LOCKED
@@ -45,6 +81,10 @@ SELECT count(*)::integer
    AND (%(reason)s::text IS NULL OR d.dlq_reason = %(reason)s::text)
    AND (%(older_than_s)s::double precision IS NULL
         OR d.dlq_at < now() - make_interval(secs => %(older_than_s)s::double precision))
+   AND (%(error_type)s::text IS NULL
+        OR coalesce(d.errors -> -1 ->> 'type', '(none)') = %(error_type)s::text)
+   AND (%(fingerprint)s::text IS NULL
+        OR awa.error_fingerprint(d.errors -> -1 ->> 'message') = %(fingerprint)s::text)
 
 -- name: retry_dlq
 -- Puts entries back as fresh attempts (ready, or scheduled at run_at); returns the ids moved.
@@ -52,12 +92,16 @@ SELECT job_id FROM awa.dlq_retry(%(job_ids)s::bigint[], %(run_at)s::timestamptz,
                                  %(queue)s::text, %(priority)s::smallint) AS job_id
 
 -- name: purge_dlq
--- Deletes entries; returns the ids deleted.
-DELETE FROM awa.dlq_entries WHERE job_id = ANY (%(job_ids)s::bigint[]) RETURNING job_id
+-- Deletes entries for good (see awa.dlq_purge); returns the ids deleted.
+SELECT job_id FROM awa.dlq_purge(%(job_ids)s::bigint[]) AS job_id
+
+-- name: purged_at
+-- When a job was purged, while its purge marker is kept.
+SELECT purged_at FROM awa.purged_jobs WHERE job_id = %(job_id)s::bigint
 
 -- name: ring_held_ids
--- Which of these jobs the queue ring still holds a body of: purging their DLQ entry leaves
--- their last failed attempt (arguments, errors) readable, as a failed job, until prune.
+-- Which of these jobs the queue ring still holds rows of (a ready row, the failed attempt): a
+-- purge hides them from every reading (awa.purged_jobs) but cannot delete them before prune.
 SELECT DISTINCT job_id FROM awa.ready_entries
  WHERE job_id = ANY(%(job_ids)s::bigint[])
  ORDER BY job_id

@@ -44,6 +44,26 @@ SELECT queue, sum(completed)::integer AS completed, sum(failed)::integer AS fail
  WHERE sampled_at > now() - make_interval(secs => %(window_s)s::double precision)
  GROUP BY queue
 
+-- name: unsampled_closures
+-- Per queue: the attempts closed as completed and as failed after the newest sample, which no
+-- sample counts yet (all of the window's when no leader has sampled in it), and the completions
+-- among them in the last five minutes. Read through the BRIN index on
+-- done_entries.finalized_at, from the same boundary the next sample will count from.
+WITH since AS (
+    SELECT greatest(coalesce(max(s.sampled_at), '-infinity'::timestamptz),
+                    now() - make_interval(secs => %(window_s)s::double precision)) AS at
+      FROM awa.queue_stat_samples s
+)
+SELECT d.queue,
+       count(*) FILTER (WHERE d.outcome = 'completed')::integer AS completed,
+       count(*) FILTER (WHERE d.outcome = 'failed')::integer AS failed,
+       count(*) FILTER (WHERE d.outcome = 'completed'
+                          AND d.finalized_at > now() - interval '5 minutes')::integer
+           AS completed_5m
+  FROM awa.done_entries d, since
+ WHERE d.finalized_at > since.at AND d.finalized_at <= now()
+ GROUP BY d.queue
+
 -- name: queue_samples
 -- The samples of one queue (or all, when NULL) over the last window, oldest first.
 SELECT queue, sampled_at, available, scheduled, retryable, running, waiting_external, dlq,

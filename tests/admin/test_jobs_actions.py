@@ -1,0 +1,175 @@
+"""Run now (one job, ticked rows) and actions on everything a state search matches (cancel, run
+now): count confirmed first, bounded batches, re-runnable, permissions, audit log."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+
+import awa_django as awa
+from awa_django.admin import jobs
+from tests.admin.test_dlq import messages_of
+from tests.conftest import run_burst
+
+LIST = "admin:awa_django_job_changelist"
+MATCHING = "admin:awa_django_job_act_matching"
+RUN_NOW_SELECTED = "admin:awa_django_job_run_now_selected"
+
+
+def run_now_url(job_id: int) -> str:
+    return reverse("admin:awa_django_job_run_now", args=[job_id])
+
+
+def scheduled(count: int, **options) -> list[int]:
+    return [
+        awa.enqueue("tests.noop", args={"n": n}, run_at=timedelta(hours=1), **options)
+        for n in range(count)
+    ]
+
+
+def test_run_now_from_the_detail_page(operator_client):
+    (job_id,) = scheduled(1)
+    page = operator_client.get(reverse("admin:awa_django_job_change", args=[job_id]))
+    assert b'id="run-now-job"' in page.content
+
+    done = operator_client.post(run_now_url(job_id), follow=True)
+    assert messages_of(done) == [f"Job {job_id} runs now."]
+    assert awa.get_job(job_id).state == "available"
+    entry = LogEntry.objects.get()
+    assert (entry.object_id, entry.change_message) == (str(job_id), "Run now.")
+
+    again = operator_client.post(run_now_url(job_id), follow=True)
+    assert messages_of(again) == [
+        f"Job {job_id} was not run now: it is no longer scheduled or retryable."
+    ]
+    assert LogEntry.objects.count() == 1
+
+
+def test_run_now_of_a_retryable_job_keeps_its_attempt(operator_client):
+    job_id = awa.enqueue("tests.always_fails", args={}, max_attempts=3)
+    run_burst()
+    before = awa.get_job(job_id)
+    assert before.state == "retryable"
+    assert awa.run_now(job_id) is True
+    after = awa.get_job(job_id)
+    assert (after.state, after.attempt, after.run_lease) == (
+        "available",
+        before.attempt,
+        before.run_lease,
+    )
+    assert after.run_at <= before.run_at
+
+
+def test_run_now_in_a_paused_queue_waits_there(operator_client):
+    (job_id,) = scheduled(1, queue="email")
+    awa.queues.pause("email")
+    assert awa.run_now(job_id) is True
+    assert awa.get_job(job_id).state == "available"
+    page = operator_client.get(reverse(LIST), {"queue": "email"})
+    assert page.status_code == 200
+
+
+def test_run_now_refuses_other_states_and_impossible_ids(awa_db):
+    waiting = awa.enqueue("tests.noop", args={})
+    assert awa.run_now(waiting) is False
+    assert awa.run_now(2**63) is False and awa.run_now(0) is False
+
+
+def test_run_ticked_rows_now(operator_client):
+    first, second = scheduled(2)
+    waiting = awa.enqueue("tests.noop", args={})
+    done = operator_client.post(
+        reverse(RUN_NOW_SELECTED),
+        {"job_ids": [first, second, waiting], "return_query": "state=scheduled"},
+    )
+    assert done.status_code == 302 and done["Location"].endswith("?state=scheduled")
+    assert {awa.get_job(j).state for j in (first, second)} == {"available"}
+    assert LogEntry.objects.count() == 2
+
+
+def test_run_all_matching_now_confirms_then_works_in_batches(operator_client, monkeypatch):
+    monkeypatch.setattr(jobs, "BULK_BATCH_SIZE", 7)
+    email = scheduled(20, queue="email")
+    other = scheduled(3)
+    page = operator_client.get(reverse(LIST), {"state": "scheduled", "queue": "EM"})
+    assert b"jobs-run-now-matching" in page.content and b"jobs-cancel-matching" in page.content
+
+    search = {"action": "run_now", "state": "scheduled", "queue": "EM"}
+    confirm = operator_client.post(reverse(MATCHING), search)
+    assert confirm.context["count"] == 20
+    assert "Yes, run now 20 jobs" in confirm.content.decode()
+    assert {awa.get_job(j).state for j in email} == {"scheduled"}  # nothing yet
+
+    done = operator_client.post(
+        reverse(MATCHING), {**search, "counted": "20", "confirmed": "on"}, follow=True
+    )
+    assert messages_of(done) == ["Ran 20 jobs now matching state=scheduled, queue=EM."]
+    assert {awa.get_job(j).state for j in email} == {"available"}
+    assert {awa.get_job(j).state for j in other} == {"scheduled"}
+    entry = LogEntry.objects.get()
+    assert entry.object_id is None and entry.action_flag == CHANGE
+    assert entry.object_repr == "jobs matching state=scheduled, queue=EM"
+
+    again = operator_client.post(
+        reverse(MATCHING), {**search, "counted": "20", "confirmed": "on"}, follow=True
+    )
+    assert messages_of(again) == [
+        "Ran 0 of the 20 jobs counted now matching state=scheduled, queue=EM."
+    ]
+
+
+def test_cancel_all_matching(operator_client, monkeypatch):
+    monkeypatch.setattr(jobs, "BULK_BATCH_SIZE", 4)
+    waiting = [awa.enqueue("tests.noop", args={}) for _ in range(9)]
+    search = {"action": "cancel", "state": "available"}
+    assert operator_client.post(reverse(MATCHING), search).context["count"] == 9
+    done = operator_client.post(reverse(MATCHING), {**search, "confirmed": "on"}, follow=True)
+    assert messages_of(done) == ["Cancelled 9 jobs matching state=available."]
+    assert {awa.get_job(j).state for j in waiting} == {"cancelled"}
+
+
+def test_an_action_on_a_state_it_cannot_change_is_a_form_error(operator_client):
+    scheduled(1)
+    refused = operator_client.post(
+        reverse(MATCHING),
+        {"action": "run_now", "state": "available", "confirmed": "on"},
+        follow=True,
+    )
+    assert any("run_now acts on jobs that are" in m for m in messages_of(refused))
+    missing = operator_client.post(reverse(MATCHING), {"action": "cancel"}, follow=True)
+    assert any(m.startswith("state:") for m in messages_of(missing))
+    assert not LogEntry.objects.exists()
+
+
+def test_view_only_staff_get_403_on_every_new_action(viewer_client):
+    (job_id,) = scheduled(1)
+    page = viewer_client.get(reverse(LIST), {"state": "scheduled"})
+    assert page.status_code == 200
+    assert b"jobs-run-now-matching" not in page.content and b"jobs-run-now" not in page.content
+    detail = viewer_client.get(reverse("admin:awa_django_job_change", args=[job_id]))
+    assert b"run-now-job" not in detail.content
+    posts = [
+        (run_now_url(job_id), {}),
+        (reverse(RUN_NOW_SELECTED), {"job_ids": [job_id]}),
+        (reverse(MATCHING), {"action": "run_now", "state": "scheduled", "confirmed": "on"}),
+        (reverse(MATCHING), {"action": "cancel", "state": "scheduled", "confirmed": "on"}),
+    ]
+    for url, data in posts:
+        assert viewer_client.post(url, data).status_code == 403
+    assert awa.get_job(job_id).state == "scheduled" and not LogEntry.objects.exists()
+
+
+def test_new_actions_need_csrf(operator_client):
+    (job_id,) = scheduled(1)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(User.objects.get(username="operator"))
+    assert client.post(run_now_url(job_id)).status_code == 403
+    refused = client.post(
+        reverse(MATCHING), {"action": "run_now", "state": "scheduled", "confirmed": "on"}
+    )
+    assert refused.status_code == 403
+    assert awa.get_job(job_id).state == "scheduled"
