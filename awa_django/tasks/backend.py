@@ -22,7 +22,8 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, get_settings, problems
-from awa_django.enqueue import check_tags, enqueue_at_lane_priority
+from awa_django.enqueue import enqueue_at_lane_priority
+from awa_django.enqueue_options import EnqueueOptions, check_tags
 from awa_django.exact_json import moved
 from awa_django.exceptions import InvalidJob
 from awa_django.limits import is_job_id
@@ -206,13 +207,15 @@ class AwaBackend(BaseTaskBackend):
             job_id = enqueue_at_lane_priority(
                 f"{KIND_PREFIX}{task.module_path}",
                 args=job_args,
-                queue=self.awa_queue(task.queue_name),
-                priority=awa_priority(task.priority),
-                run_at=run_after,
-                max_attempts=max_attempts,
-                metadata={METADATA_KEY: task_meta},
-                tags=tags,
-                eager=self.eager,
+                options=EnqueueOptions(
+                    queue=self.awa_queue(task.queue_name),
+                    priority=awa_priority(task.priority),
+                    run_at=run_after,
+                    max_attempts=max_attempts,
+                    metadata={METADATA_KEY: task_meta},
+                    tags=tags,
+                    eager=self.eager,
+                ),
             )
         except InvalidJob as refusal:
             # The job's arguments are {"args": [...], "kwargs": {...}}: a refused value is named
