@@ -170,6 +170,7 @@ def check_int(value: object, *, name: str, low: int, high: int) -> int:
 
 
 def check_ordering_key(ordering_key: object) -> str:
+    """``ordering_key`` if it is a storable string of 1..200 characters, else ``InvalidJob``."""
     if not isinstance(ordering_key, str) or not ordering_key:
         raise InvalidJob(
             f"ordering_key must be a non-empty string, got {ordering_key!r}",
