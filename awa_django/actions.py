@@ -83,9 +83,7 @@ def cancel_unique(
     """
     kind, job = resolve_job(kind_or_job)
     bound = bind_args(kind, job, args).args
-    options = EnqueueOptions(queue=queue, unique=unique).resolve(
-        kind, job.defaults if job else None
-    )
+    options = EnqueueOptions(queue=queue, unique=unique).resolve(kind, job)
     if options.unique is None:
         raise InvalidJob(
             f"job {kind!r} is not unique: pass the unique= it was enqueued with", field="unique"

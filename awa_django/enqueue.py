@@ -196,7 +196,7 @@ def enqueue(
     """
     kind, job = resolve_job(kind_or_job)
     bound = bind_args(kind, job, args)
-    resolved = options.using(**changes).resolve(kind, job.defaults if job else None)
+    resolved = options.using(**changes).resolve(kind, job)
     return _enqueue_one(bound, resolved)
 
 
@@ -210,7 +210,7 @@ def enqueue_at_lane_priority(
     bound = bind_args(kind, job, args)
     resolved = options.resolve(
         kind,
-        job.defaults if job else None,
+        job,
         priority_range=(STORED_PRIORITY_MIN, STORED_PRIORITY_MAX),
     )
     return _enqueue_one(bound, resolved)
@@ -275,8 +275,7 @@ def enqueue_on_commit(
     kind, job = resolve_job(kind_or_job)
     bound = bind_args(kind, job, args)
     chosen = options.using(**changes)
-    defaults = job.defaults if job else None
-    resolved = chosen.resolve(kind, defaults, on_conflict="return")
+    resolved = chosen.resolve(kind, job, on_conflict="return")
     # Resolved again at commit, as an enqueue of that moment: a timedelta run_at then counts
     # from the commit, and the settings and trace context are the commit's.
     transaction.on_commit(
@@ -308,7 +307,7 @@ def enqueue_many(
     the batch with the same key).
     """
     kind, job = resolve_job(kind_or_job)
-    resolved = options.using(**changes).resolve(kind, job.defaults if job else None)
+    resolved = options.using(**changes).resolve(kind, job)
     if isinstance(args_list, str | bytes | Mapping) or not isinstance(args_list, Iterable):
         raise InvalidJob(
             f"args_list must be a list of argument dicts, got {args_list!r}", field="args_list"

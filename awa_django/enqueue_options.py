@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, TypedDict, Unpack
+from typing import Any, Protocol, TypedDict, Unpack
 
 from django.conf import settings
 from django.utils import timezone
@@ -44,6 +44,12 @@ class EnqueueOptionArgs(TypedDict, total=False):
     eager: bool | None
 
 
+class HasDefaults(Protocol):
+    """A job handler (``awa.Job``): what its enqueues use unless told otherwise."""
+
+    defaults: EnqueueOptions
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EnqueueOptions:
     """How to enqueue a job; None leaves an option to the job's own default, then ``AWA``'s.
@@ -70,14 +76,14 @@ class EnqueueOptions:
     def resolve(
         self,
         kind: str,
-        defaults: EnqueueOptions | None,
+        job: HasDefaults | None,
         *,
         on_conflict: OnConflict = "raise",
         priority_range: tuple[int, int] = (PRIORITY_MIN, PRIORITY_MAX),
     ) -> ResolvedOptions:
-        """These options for a job of ``kind`` with the job's ``defaults`` (None: no handler in
-        this process), validated; ``on_conflict`` is the call's default."""
-        base = defaults or NO_OPTIONS
+        """These options for a job of ``kind`` over the defaults of its handler ``job`` (None: no
+        handler in this process), validated; ``on_conflict`` is the call's default."""
+        base = job.defaults if job is not None else NO_OPTIONS
         unique = _first(self.unique, base.unique)
         if unique is not None and not isinstance(unique, Unique):
             raise InvalidJob(f"unique must be an awa.Unique, got {unique!r}", field="unique")

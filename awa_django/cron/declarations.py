@@ -208,7 +208,7 @@ def resolve(declaration: Declaration) -> Schedule:
             max_attempts=declaration.max_attempts,
             metadata=declaration.metadata,
             tags=declaration.tags,
-        ).resolve(kind, handler.defaults if handler else None)
+        ).resolve(kind, handler)
     except InvalidJob as exc:
         raise InvalidSchedule(f"{origin}: {exc}") from None
     return Schedule(
