@@ -163,9 +163,11 @@ class ResolvedOptions:
 NO_OPTIONS = EnqueueOptions()
 
 
-def _first(*values: Any) -> Any:
-    """The first value that is not None (None if all are)."""
-    return next((value for value in values if value is not None), None)
+def _first(given: Any, default: Any, fallback: Any = None) -> Any:
+    """``given``, else ``default``, else ``fallback``: the first one that is not None."""
+    if given is not None:
+        return given
+    return default if default is not None else fallback
 
 
 def check_int(value: object, *, name: str, low: int, high: int) -> int:
