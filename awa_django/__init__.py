@@ -21,6 +21,7 @@ from awa_django.callbacks.external import (
 from awa_django.callbacks.signing import sign_callback
 from awa_django.cron.declarations import periodic
 from awa_django.enqueue import enqueue, enqueue_many, enqueue_on_commit
+from awa_django.enqueue_options import EnqueueOptions
 from awa_django.exceptions import (
     AttemptRescued,
     AwaError,
@@ -60,6 +61,7 @@ __all__ = [
     "Cancel",
     "ConfigError",
     "ConfirmationRequired",
+    "EnqueueOptions",
     "InvalidCallback",
     "InvalidJob",
     "InvalidSchedule",

@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from awa_django.conf import get_settings
 from awa_django.dlq import retry_options
-from awa_django.enqueue import RunAt, _bind, _chosen_unique, _options, _resolve_job
+from awa_django.enqueue import bind_args, resolve_job
+from awa_django.enqueue_options import EnqueueOptions, RunAt
 from awa_django.exceptions import InvalidJob
 from awa_django.jobs import Job
 from awa_django.limits import is_job_id
@@ -80,24 +81,16 @@ def cancel_unique(
     The key is computed as ``enqueue`` computes it: from the job's kind, ``args``, ``queue``
     and ``unique`` (default: the job's own), with the period bucket of ``at`` (default: now).
     """
-    kind, job = _resolve_job(kind_or_job)
-    bound = _bind(kind, job, args).args
-    chosen = _chosen_unique(job, unique)
-    if chosen is None:
+    kind, job = resolve_job(kind_or_job)
+    bound = bind_args(kind, job, args).args
+    options = EnqueueOptions(queue=queue, unique=unique).resolve(kind, job)
+    if options.unique is None:
         raise InvalidJob(
             f"job {kind!r} is not unique: pass the unique= it was enqueued with", field="unique"
         )
-    options = _options(
-        kind,
-        job,
-        queue_name=queue,
-        priority=None,
-        max_attempts=None,
-        run_at=None,
-        metadata=None,
-        tags=None,
+    key = unique_key(
+        options.unique, kind=kind, queue=options.queue, args=bound, now=at or timezone.now()
     )
-    key = unique_key(chosen, kind=kind, queue=options.queue, args=bound, now=at or timezone.now())
     alias = get_settings().DATABASE_ALIAS
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         holder = unique_holder(cursor, key=key.digest)

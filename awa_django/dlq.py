@@ -23,7 +23,7 @@ from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 
 from awa_django.conf import PRIORITY_MAX, PRIORITY_MIN, get_settings
-from awa_django.enqueue import RunAt, _check_int, _resolve_run_at
+from awa_django.enqueue_options import RunAt, check_int, resolve_run_at
 from awa_django.exceptions import ConfirmationRequired, InvalidJob
 from awa_django.storage import dlq as storage
 from awa_django.storage.dlq import DlqEntry, DlqFilter, DlqGroup, DlqGroups
@@ -178,9 +178,9 @@ def retry_options(
     chosen_priority = (
         None
         if priority is None
-        else _check_int(priority, name="priority", low=PRIORITY_MIN, high=PRIORITY_MAX)
+        else check_int(priority, name="priority", low=PRIORITY_MIN, high=PRIORITY_MAX)
     )
-    return _resolve_run_at(run_at), _queue(queue, field="queue"), chosen_priority
+    return resolve_run_at(run_at), _queue(queue, field="queue"), chosen_priority
 
 
 def retry(

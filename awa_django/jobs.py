@@ -8,24 +8,35 @@ arguments, passed by keyword and stored as JSON. ``@awa.job(...)`` registers it 
 from __future__ import annotations
 
 import asyncio
+import copy
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Concatenate, Final, Generic, ParamSpec, TypeVar, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Final,
+    Generic,
+    ParamSpec,
+    TypeVar,
+    Unpack,
+    overload,
+)
 
 from django.apps import apps
 from django.utils.module_loading import import_string
 
 from awa_django.arguments import BoundArgs, bind_arguments, handler_parameters
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN
+from awa_django.enqueue_options import EnqueueOptionArgs, EnqueueOptions, RunAt
 from awa_django.exact_json import storable_text, to_json_text
 from awa_django.exceptions import InvalidJob
 from awa_django.unique import Unique
 
 if TYPE_CHECKING:
     from awa_django.callbacks.waiting import AttemptCallbacks
-    from awa_django.enqueue import RunAt
 
 P = ParamSpec("P")
 DEFAULT_CALLBACK_TIMEOUT: Final = timedelta(hours=1)
@@ -201,11 +212,11 @@ class Job(Generic[P, R]):
                 raise InvalidJob(f"@awa.job {name} must be a string, got {text!r}", field=name)
         self.func = func
         self._kind = kind
-        self.queue = queue
-        self.priority = priority
-        self.max_attempts = max_attempts
-        # Deduplication applied to every enqueue of this job (None: not unique).
-        self.unique = unique
+        # What every enqueue of this job uses unless the call says otherwise; ``unique`` is the
+        # deduplication applied to each (None: not unique).
+        self.defaults = EnqueueOptions(
+            queue=queue, priority=priority, max_attempts=max_attempts, unique=unique
+        )
         # Descriptor for operators (awa.descriptors): published by workers, shown in the admin.
         self.description = description
         self.owner = owner
@@ -215,6 +226,30 @@ class Job(Generic[P, R]):
         self.__name__ = func.__name__
         self.__qualname__ = func.__qualname__
         self.__module__ = func.__module__
+
+    @property
+    def queue(self) -> str | None:
+        return self.defaults.queue
+
+    @property
+    def priority(self) -> int | None:
+        return self.defaults.priority
+
+    @property
+    def max_attempts(self) -> int | None:
+        return self.defaults.max_attempts
+
+    @property
+    def unique(self) -> Unique | None:
+        return self.defaults.unique
+
+    def using(self, **options: Unpack[EnqueueOptionArgs]) -> Job[P, R]:
+        """A copy of this job whose enqueues use these options by default (as django.tasks'
+        ``Task.using``): ``send_welcome.using(queue="bulk", priority=4).enqueue(user_id=1)``.
+        The copy runs the same handler under the same kind; this job is left unchanged."""
+        changed = copy.copy(self)
+        changed.defaults = self.defaults.using(**options)
+        return changed
 
     @property
     def kind(self) -> str:

@@ -16,7 +16,8 @@ from typing import Any, Final, Literal
 from awa_django.conf import get_settings
 from awa_django.cron.expression import CronExpression
 from awa_django.discovery import ensure_jobs_discovered
-from awa_django.enqueue import _bind, _options, _resolve_job
+from awa_django.enqueue import bind_args, resolve_job
+from awa_django.enqueue_options import EnqueueOptions
 from awa_django.exceptions import InvalidJob, InvalidSchedule
 from awa_django.jobs import Job, job
 
@@ -193,24 +194,21 @@ def resolve(declaration: Declaration) -> Schedule:
             f"got {declaration.missed!r}"
         )
     try:
-        kind, handler = _resolve_job(declaration.job)
+        kind, handler = resolve_job(declaration.job)
         name = kind if declaration.name is None else declaration.name
         if not isinstance(name, str) or not 0 < len(name) <= NAME_MAX_LENGTH:
             raise InvalidJob(
                 f"schedule name must be a string of 1..{NAME_MAX_LENGTH} characters, got {name!r}",
                 field="name",
             )
-        bound = _bind(kind, handler, declaration.args).args
-        options = _options(
-            kind,
-            handler,
-            queue_name=declaration.queue,
+        bound = bind_args(kind, handler, declaration.args).args
+        options = EnqueueOptions(
+            queue=declaration.queue,
             priority=declaration.priority,
             max_attempts=declaration.max_attempts,
-            run_at=None,
             metadata=declaration.metadata,
             tags=declaration.tags,
-        )
+        ).resolve(kind, handler)
     except InvalidJob as exc:
         raise InvalidSchedule(f"{origin}: {exc}") from None
     return Schedule(

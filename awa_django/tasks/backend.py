@@ -22,7 +22,8 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, get_settings, problems
-from awa_django.enqueue import check_tags, enqueue_at_lane_priority
+from awa_django.enqueue import enqueue_at_lane_priority
+from awa_django.enqueue_options import EnqueueOptions, check_int, check_tags
 from awa_django.exact_json import moved
 from awa_django.exceptions import InvalidJob
 from awa_django.limits import is_job_id
@@ -69,20 +70,13 @@ def task_error(entry: Mapping[str, Any]) -> TaskError:
 
 def validate_awa_options(task: AwaTask) -> None:
     """Raise ``InvalidTask`` for per-task awa options that ``awa.enqueue`` would refuse."""
-    attempts = task.max_attempts
-    if attempts is not None and (
-        isinstance(attempts, bool)
-        or not isinstance(attempts, int)
-        or not 1 <= attempts <= MAX_ATTEMPTS_LIMIT
-    ):
-        raise InvalidTask(
-            f"max_attempts must be an integer 1..{MAX_ATTEMPTS_LIMIT}, got {attempts!r}"
-        )
-    if task.tags is not None:
-        try:
+    try:
+        if task.max_attempts is not None:
+            check_int(task.max_attempts, name="max_attempts", low=1, high=MAX_ATTEMPTS_LIMIT)
+        if task.tags is not None:
             check_tags(task.tags)
-        except InvalidJob as exc:
-            raise InvalidTask(str(exc)) from None
+    except InvalidJob as exc:
+        raise InvalidTask(str(exc)) from None
 
 
 class AwaBackend(BaseTaskBackend):
@@ -206,13 +200,15 @@ class AwaBackend(BaseTaskBackend):
             job_id = enqueue_at_lane_priority(
                 f"{KIND_PREFIX}{task.module_path}",
                 args=job_args,
-                queue=self.awa_queue(task.queue_name),
-                priority=awa_priority(task.priority),
-                run_at=run_after,
-                max_attempts=max_attempts,
-                metadata={METADATA_KEY: task_meta},
-                tags=tags,
-                eager=self.eager,
+                options=EnqueueOptions(
+                    queue=self.awa_queue(task.queue_name),
+                    priority=awa_priority(task.priority),
+                    run_at=run_after,
+                    max_attempts=max_attempts,
+                    metadata={METADATA_KEY: task_meta},
+                    tags=tags,
+                    eager=self.eager,
+                ),
             )
         except InvalidJob as refusal:
             # The job's arguments are {"args": [...], "kwargs": {...}}: a refused value is named

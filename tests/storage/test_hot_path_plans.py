@@ -14,6 +14,7 @@ from django.db import connection, transaction
 
 import awa_django as awa
 from awa_django.enqueue import enqueue_at_lane_priority
+from awa_django.enqueue_options import EnqueueOptions
 from awa_django.sql import queries
 from awa_django.storage.execution import Completion, Outcome, close_params
 from tests.jobs import noop
@@ -249,13 +250,7 @@ def enqueue_at(priority: int) -> int:
     return enqueue_at_lane_priority(
         noop,
         args={"n": priority},
-        queue="default",
-        priority=priority,
-        run_at=None,
-        max_attempts=None,
-        metadata={},
-        tags=(),
-        eager=False,
+        options=EnqueueOptions(queue="default", priority=priority, eager=False),
     )
 
 

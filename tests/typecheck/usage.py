@@ -1,4 +1,5 @@
-"""Checked by mypy in CI (``make typecheck``), never run: the typed API of ``@awa.job``.
+"""Checked by mypy in CI (``make typecheck``), never run: the typed API of ``@awa.job`` and of
+the enqueue options.
 
 ``warn_unused_ignores`` is on, so each ``# type: ignore[...]`` below is an expected error: if
 the decorator stopped carrying the handler's parameters to ``enqueue``, the ignore would go
@@ -36,3 +37,20 @@ assert_type(send_welcome.enqueue_many([{"user_id": 1}]), list[int])
 assert_type(perform(send_welcome, user_id=2), bool)
 perform(send_welcome, user_id="2")  # type: ignore[arg-type]
 assert_type(run_jobs(queue="email").completed, int)
+
+bulk = send_welcome.using(queue="bulk", priority=4)
+assert_type(bulk.enqueue(user_id=1), int)
+bulk.enqueue(user_id="1")  # type: ignore[arg-type]
+bulk.enqueue(note="no user")  # type: ignore[call-arg]
+send_welcome.using(colour="red")  # type: ignore[call-arg]
+send_welcome.using(priority="high")  # type: ignore[arg-type]
+
+options = awa.EnqueueOptions(queue="email", tags=["welcome"])
+options.queue = "default"  # type: ignore[misc]
+assert_type(options.using(priority=3), awa.EnqueueOptions)
+awa.EnqueueOptions(on_conflict="ignore")  # type: ignore[arg-type]
+assert_type(awa.enqueue(send_welcome, args={"user_id": 1}, options=options), int)
+assert_type(awa.enqueue_many(send_welcome, [{"user_id": 1}], options=options), list[int])
+awa.enqueue_on_commit(send_welcome, args={"user_id": 1}, unique=awa.Unique(), eager=True)
+awa.enqueue(send_welcome, args={}, colour="red")  # type: ignore[call-arg]
+awa.enqueue_on_commit(send_welcome, args={}, on_conflict="ignore")  # type: ignore[arg-type]
