@@ -59,7 +59,13 @@ RUNNABLE_NOW: Final = frozenset({"scheduled", "retryable"})
 # Jobs one step of an action on everything matching reads and acts on; each job's cancel, and
 # each step's run-now, commits on its own.
 BULK_BATCH_SIZE: Final = 1000
-BULK_ACTIONS: Final = {"cancel": CANCELLABLE, "run_now": RUNNABLE_NOW}
+BULK_ACTIONS: Final = {"cancel": CANCELLABLE, "run_now": RUNNABLE_NOW, "retry": RETRYABLE}
+# What the confirmation asks and the result message says, per action.
+BULK_WORDS: Final = {
+    "cancel": ("Cancel", "Cancelled {reached} matching {words}."),
+    "run_now": ("Run now", "Ran {reached} now matching {words}."),
+    "retry": ("Retry", "Retried {reached} matching {words}."),
+}
 # Newer pages a jobs page remembers the way back to.
 NEWER_KEPT: Final = 50
 
@@ -171,7 +177,9 @@ class SelectionForm(forms.Form):
 class MatchingActionForm(forms.Form):
     """An action on every job a state search covers (the search's own fields, repeated)."""
 
-    action = forms.ChoiceField(choices=[("cancel", "cancel"), ("run_now", "run now")])
+    action = forms.ChoiceField(
+        choices=[("cancel", "cancel"), ("run_now", "run now"), ("retry", "retry")]
+    )
     kind = forms.CharField(required=False, max_length=200)
     queue = forms.CharField(required=False, max_length=200)
     state = forms.ChoiceField(choices=[(s, s) for s in JOB_STATES])
@@ -255,6 +263,7 @@ class JobAdmin(OperatorAdmin):
                 "search_scan": SEARCH_SCAN,
                 "cancellable_states": CANCELLABLE,
                 "runnable_now_states": RUNNABLE_NOW,
+                "retryable_states": RETRYABLE,
                 "cancel_selected_url": reverse(self.url_name("cancel_selected")),
                 "run_now_selected_url": reverse(self.url_name("run_now_selected")),
                 "act_matching_url": reverse(self.url_name("act_matching")),
@@ -366,7 +375,7 @@ class JobAdmin(OperatorAdmin):
         return HttpResponseRedirect(f"{back}?{query}" if query else back)
 
     def act_matching(self, request: HttpRequest) -> HttpResponse:
-        """Cancel, or run now, every job a state search covers: a confirmation page with the
+        """Cancel, run now or retry every job a state search covers: a confirmation page with the
         count first, then batches of ``BULK_BATCH_SIZE`` walked down the job ids, each job
         checked against its current state, so a re-run after an interruption acts only on the
         jobs still in the state and never twice on one."""
@@ -379,7 +388,7 @@ class JobAdmin(OperatorAdmin):
         data = form.cleaned_data
         where = form.filter()
         words = describe(where)
-        verb = "Cancel" if data["action"] == "cancel" else "Run now"
+        verb, result = BULK_WORDS[data["action"]]
         if not data["confirmed"]:
             with awa_cursor() as cursor:
                 count = count_in_state(cursor, data["state"], where)
@@ -402,11 +411,7 @@ class JobAdmin(OperatorAdmin):
             reached = f"{done:,} job{pluralize(done)}"
         else:
             reached = f"{done:,} of the {counted:,} job{pluralize(counted)} counted"
-        summary = (
-            f"Cancelled {reached} matching {words}."
-            if data["action"] == "cancel"
-            else f"Ran {reached} now matching {words}."
-        )
+        summary = result.format(reached=reached, words=words)
         self.log_filter_action(request, f"jobs matching {words}", summary, flag=CHANGE)
         messages.success(request, summary)
         search = {"state": where.state, "kind": where.kind, "queue": where.queue}
@@ -423,6 +428,10 @@ class JobAdmin(OperatorAdmin):
             ids = [job.job_id for job in page.jobs]
             if action == "cancel":
                 done += sum(cancel(job_id, reason=reason) for job_id in ids)
+            elif action == "retry":
+                # Each retry commits on its own, as a single retry does; one already retried
+                # (by a re-run, or someone else) is no longer in the state and is skipped.
+                done += sum(retry(job_id) for job_id in ids)
             elif ids:
                 with transaction.atomic(using=alias), awa_cursor() as cursor:
                     done += len(run_deferred_now(cursor, ids))

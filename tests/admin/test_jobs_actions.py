@@ -1,5 +1,5 @@
 """Run now (one job, ticked rows) and actions on everything a state search matches (cancel, run
-now): count confirmed first, bounded batches, re-runnable, permissions, audit log."""
+now, retry): count confirmed first, bounded batches, re-runnable, permissions, audit log."""
 
 from __future__ import annotations
 
@@ -132,6 +132,35 @@ def test_cancel_all_matching(operator_client, monkeypatch):
     assert {awa.get_job(j).state for j in waiting} == {"cancelled"}
 
 
+def test_retry_all_matching_failed_jobs(operator_client, monkeypatch):
+    monkeypatch.setattr(jobs, "BULK_BATCH_SIZE", 2)
+    failed = [awa.enqueue("tests.terminal") for _ in range(5)]
+    run_burst()
+    assert {awa.get_job(j).state for j in failed} == {"failed"}
+    page = operator_client.get(reverse(LIST), {"state": "failed"})
+    assert b"jobs-retry-matching" in page.content
+    assert b"jobs-cancel-matching" not in page.content  # failed jobs cannot be cancelled
+
+    search = {"action": "retry", "state": "failed", "kind": "tests.term"}
+    confirm = operator_client.post(reverse(MATCHING), search)
+    assert confirm.context["count"] == 5 and "Yes, retry 5 jobs" in confirm.content.decode()
+    done = operator_client.post(
+        reverse(MATCHING), {**search, "counted": "5", "confirmed": "on"}, follow=True
+    )
+    assert messages_of(done) == ["Retried 5 jobs matching state=failed, kind=tests.term."]
+    retried = [awa.get_job(j) for j in failed]
+    assert {(job.state, job.attempt, len(job.errors)) for job in retried} == {("available", 0, 1)}
+    entry = LogEntry.objects.get()
+    assert entry.object_repr == "jobs matching state=failed, kind=tests.term"
+
+    again = operator_client.post(
+        reverse(MATCHING), {**search, "counted": "5", "confirmed": "on"}, follow=True
+    )
+    assert messages_of(again) == [
+        "Retried 0 of the 5 jobs counted matching state=failed, kind=tests.term."
+    ]
+
+
 def test_an_action_on_a_state_it_cannot_change_is_a_form_error(operator_client):
     scheduled(1)
     refused = operator_client.post(
@@ -157,6 +186,7 @@ def test_view_only_staff_get_403_on_every_new_action(viewer_client):
         (reverse(RUN_NOW_SELECTED), {"job_ids": [job_id]}),
         (reverse(MATCHING), {"action": "run_now", "state": "scheduled", "confirmed": "on"}),
         (reverse(MATCHING), {"action": "cancel", "state": "scheduled", "confirmed": "on"}),
+        (reverse(MATCHING), {"action": "retry", "state": "failed", "confirmed": "on"}),
     ]
     for url, data in posts:
         assert viewer_client.post(url, data).status_code == 403
