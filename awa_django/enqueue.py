@@ -22,9 +22,10 @@ from django.utils import timezone
 from awa_django.arguments import BoundArgs
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN, get_settings
 from awa_django.discovery import ensure_jobs_discovered
+from awa_django.eager import run_after_commit
 from awa_django.exact_json import check_text, moved, path_of, to_json_text
 from awa_django.exceptions import InvalidJob, UniqueConflict
-from awa_django.jobs import Job, registry
+from awa_django.jobs import EnqueueFunctions, Job, provide_enqueue, registry
 from awa_django.priorities import STORED_PRIORITY_MAX, STORED_PRIORITY_MIN
 from awa_django.signals import job_enqueued
 from awa_django.storage import backlog
@@ -432,8 +433,6 @@ def _maybe_eager(alias: str, options: _Options, job_ids: list[int], eager: bool 
         return
     if options.run_at is not None and options.run_at > timezone.now():
         return  # scheduled: a worker (or run_jobs) runs it when it is due
-    from awa_django.eager import run_after_commit
-
     run_after_commit(alias, options.queue, job_ids)
 
 
@@ -588,3 +587,10 @@ def enqueue_many(
     if job_ids:
         _maybe_eager(alias, options, job_ids, eager)
     return job_ids if batch is None else batch.result(job_ids)
+
+
+provide_enqueue(
+    EnqueueFunctions(
+        enqueue=enqueue, enqueue_on_commit=enqueue_on_commit, enqueue_many=enqueue_many
+    )
+)
