@@ -11,14 +11,41 @@ from the commit as well (see docs/testing.md#eager-mode).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
+from typing import Protocol
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 from awa_django.conf import get_settings
 from awa_django.discovery import ensure_jobs_discovered
 from awa_django.storage.execution import Outcome
+
+
+class EagerAttempt(Protocol):
+    """One attempt the in-process runner made."""
+
+    @property
+    def outcome(self) -> Outcome: ...
+
+    @property
+    def error(self) -> BaseException | None: ...
+
+
+# ``(queue, job_ids) -> the attempts made``: the worker's in-process runner, which the app
+# registers when Django is ready (``awa_django.apps``). Enqueue imports this module and the
+# worker imports enqueue (cron), so this module may not import the worker.
+InProcessRunner = Callable[[str, Sequence[int]], Sequence[EagerAttempt]]
+
+
+_runner: InProcessRunner | None = None
+
+
+def use_runner(run: InProcessRunner) -> None:
+    """Run eager jobs through ``run``."""
+    global _runner
+    _runner = run
 
 
 def run_after_commit(alias: str, queue: str, job_ids: Sequence[int]) -> None:
@@ -27,10 +54,10 @@ def run_after_commit(alias: str, queue: str, job_ids: Sequence[int]) -> None:
 
 
 def _run(queue: str, job_ids: tuple[int, ...]) -> None:
-    from awa_django.worker.inline import InlineRunner
-
+    if _runner is None:
+        raise ImproperlyConfigured("eager mode needs awa_django in INSTALLED_APPS")
     ensure_jobs_discovered()
-    ran = InlineRunner().run_eagerly(queue, job_ids)
+    ran = _runner(queue, job_ids)
     if not get_settings().EAGER_RAISE:
         return
     for attempt in ran:

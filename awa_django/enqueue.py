@@ -20,6 +20,7 @@ from django.utils import timezone
 from awa_django.arguments import BoundArgs
 from awa_django.conf import get_settings
 from awa_django.discovery import ensure_jobs_discovered
+from awa_django.eager import run_after_commit
 from awa_django.enqueue_options import (
     NO_OPTIONS,
     EnqueueOptionArgs,
@@ -28,7 +29,7 @@ from awa_django.enqueue_options import (
 )
 from awa_django.exact_json import check_text, moved, to_json_text
 from awa_django.exceptions import InvalidJob, UniqueConflict
-from awa_django.jobs import Job, registry
+from awa_django.jobs import EnqueueFunctions, Job, provide_enqueue, registry
 from awa_django.priorities import STORED_PRIORITY_MAX, STORED_PRIORITY_MIN
 from awa_django.signals import job_enqueued
 from awa_django.storage import backlog
@@ -249,8 +250,6 @@ def _enqueue_one(bound: BoundArgs, options: ResolvedOptions) -> int:
 def _maybe_eager(alias: str, options: ResolvedOptions, job_ids: list[int]) -> None:
     if not options.runs_eagerly():
         return
-    from awa_django.eager import run_after_commit
-
     run_after_commit(alias, options.queue, job_ids)
 
 
@@ -367,3 +366,10 @@ def enqueue_many(
     if job_ids:
         _maybe_eager(alias, resolved, job_ids)
     return job_ids if batch is None else batch.result(job_ids)
+
+
+provide_enqueue(
+    EnqueueFunctions(
+        enqueue=enqueue, enqueue_on_commit=enqueue_on_commit, enqueue_many=enqueue_many
+    )
+)

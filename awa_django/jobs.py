@@ -269,27 +269,21 @@ class Job(Generic[P, R]):
 
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> int:
         """Enqueue with these arguments in the current transaction; returns the job id."""
-        from awa_django.enqueue import enqueue
-
         if args:
             raise TypeError(f"{self.kind}.enqueue takes keyword arguments only")
-        return enqueue(self, args=kwargs)
+        return _enqueuing().enqueue(self, args=kwargs)
 
     def enqueue_on_commit(self, *args: P.args, **kwargs: P.kwargs) -> None:
         """Validate now, enqueue when the current transaction commits."""
-        from awa_django.enqueue import enqueue_on_commit
-
         if args:
             raise TypeError(f"{self.kind}.enqueue_on_commit takes keyword arguments only")
-        enqueue_on_commit(self, args=kwargs)
+        _enqueuing().enqueue_on_commit(self, args=kwargs)
 
     def enqueue_many(
         self, args_list: Iterable[Mapping[str, Any]], *, run_at: RunAt = None
     ) -> list[int]:
         """Enqueue one job per argument dict with COPY; returns the job ids."""
-        from awa_django.enqueue import enqueue_many
-
-        return enqueue_many(self, args_list, run_at=run_at)
+        return _enqueuing().enqueue_many(self, args_list, run_at=run_at)
 
     def __repr__(self) -> str:
         return f"<awa job {self.kind}>"
@@ -350,8 +344,32 @@ class JobRegistry:
 
 
 registry = JobRegistry()
-# Django's own @task functions, stored by module path (see awa_django.tasks).
-registry.add_resolver("django.tasks:", "awa_django.tasks.runner.resolve")
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueFunctions:
+    """The functions behind ``Job.enqueue``, ``enqueue_on_commit`` and ``enqueue_many``."""
+
+    enqueue: Callable[..., int]
+    enqueue_on_commit: Callable[..., None]
+    enqueue_many: Callable[..., list[int]]
+
+
+_enqueue_functions: EnqueueFunctions | None = None
+
+
+def provide_enqueue(functions: EnqueueFunctions) -> None:
+    """Called by ``awa_django.enqueue`` as it is imported: it resolves kinds through this
+    module's registry, so this module (which the worker imports) may not import it."""
+    global _enqueue_functions
+    _enqueue_functions = functions
+
+
+def _enqueuing() -> EnqueueFunctions:
+    # The package's __init__ imports awa_django.enqueue, so it has registered before any job
+    # can be enqueued.
+    assert _enqueue_functions is not None
+    return _enqueue_functions
 
 
 @overload

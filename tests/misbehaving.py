@@ -13,9 +13,9 @@ import time
 from asgiref.sync import sync_to_async
 
 import awa_django as awa
+from awa_django.core.handler_result import StoredReturn
 from awa_django.jobs import JobContext
 from awa_django.tasks.compat import task
-from awa_django.worker.executor import StoredReturn
 from tests.jobs import record_and_close, record_run
 
 # AWA_JOB_MODULES for a worker subprocess that runs these as well as tests.jobs.

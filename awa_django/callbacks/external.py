@@ -22,6 +22,10 @@ from django.urls import reverse
 
 from awa_django.callbacks.tokens import describe, parse_token
 from awa_django.conf import get_settings
+from awa_django.core.closed_attempts import report_closed
+from awa_django.core.completion import result_to_completion
+from awa_django.core.handler_result import MAX_RESULT_BYTES, HandlerResult
+from awa_django.core.retry import RetryPolicy
 from awa_django.exact_json import has_lone_surrogate, to_json_text
 from awa_django.exceptions import (
     CallbackFailed,
@@ -40,13 +44,6 @@ from awa_django.storage.callbacks import (
 )
 from awa_django.storage.inline import close_attempts, notify_cancel
 from awa_django.storage.queue import ClaimedJob
-from awa_django.worker.completer import report_closed
-from awa_django.worker.executor import (
-    MAX_RESULT_BYTES,
-    HandlerResult,
-    RetryPolicy,
-    result_to_completion,
-)
 
 ACTIONS: Final = ("complete", "fail", "retry", "heartbeat", "resume")
 # PostgreSQL's deadlock_detected: a worker closing the same attempt the other way round.

@@ -23,6 +23,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.callbacks.external import seconds, status_error
 from awa_django.callbacks.tokens import describe, format_token, new_callback, parse_token
+from awa_django.core.events import wait_for_any
+from awa_django.core.handler_result import HandlerResult
 from awa_django.exceptions import CallbackError, InvalidCallback, StaleCallback, WaitForCallback
 from awa_django.logs import job_extra
 from awa_django.storage.callbacks import (
@@ -32,8 +34,6 @@ from awa_django.storage.callbacks import (
     take_callback_payload,
 )
 from awa_django.storage.queue import ClaimedJob
-from awa_django.worker.events import wait_for_any
-from awa_django.worker.executor import HandlerResult
 
 logger = logging.getLogger(__name__)
 

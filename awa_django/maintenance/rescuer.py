@@ -22,6 +22,10 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.core.closed_attempts import report_closed
+from awa_django.core.completion import result_to_completion
+from awa_django.core.handler_result import HandlerResult
+from awa_django.core.retry import RetryPolicy
 from awa_django.exceptions import AttemptRescued
 from awa_django.logs import job_extra
 from awa_django.storage.callbacks import lock_timed_out_callbacks
@@ -31,8 +35,6 @@ from awa_django.storage.execution import (
     find_rescuable,
     notify_cancel,
 )
-from awa_django.worker.completer import report_closed
-from awa_django.worker.executor import HandlerResult, RetryPolicy, result_to_completion
 
 logger = logging.getLogger(__name__)
 

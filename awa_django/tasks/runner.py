@@ -19,6 +19,8 @@ from typing import Any
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from awa_django.core.completion import error_entry
+from awa_django.core.handler_result import StoredReturn
 from awa_django.exceptions import Cancel, Snooze, TerminalError
 from awa_django.jobs import Job, JobContext
 from awa_django.tasks.backend import KIND_PREFIX, AwaBackend, task_error
@@ -30,7 +32,7 @@ from awa_django.tasks.compat import (
     task_finished,
     task_started,
 )
-from awa_django.worker.executor import StoredReturn, error_entry, stops_the_attempt
+from awa_django.worker.executor import stops_the_attempt
 
 logger = logging.getLogger(__name__)
 

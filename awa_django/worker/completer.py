@@ -17,17 +17,17 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Final
 
-from django.dispatch import Signal
 from psycopg_pool import AsyncConnectionPool
 
-from awa_django import signals
+from awa_django.core.closed_attempts import report_closed
+from awa_django.core.completion import result_to_completion
+from awa_django.core.events import wait_for_any
+from awa_django.core.handler_result import HandlerResult
+from awa_django.core.retry import RetryPolicy
 from awa_django.exceptions import UnstorableAttempt
 from awa_django.logs import job_extra
-from awa_django.storage.execution import Closed, Completion, Outcome, close_attempts
+from awa_django.storage.execution import Closed, Completion, close_attempts
 from awa_django.storage.queue import notify_queues
-from awa_django.telemetry import get_telemetry
-from awa_django.worker.events import wait_for_any
-from awa_django.worker.executor import HandlerResult, RetryPolicy, result_to_completion
 from awa_django.worker.isolation import refusal_reason, write_apart
 
 logger = logging.getLogger(__name__)
@@ -37,51 +37,6 @@ RETRY_FIRST_S: Final = 0.1
 RETRY_MAX_S: Final = 5.0
 # How long a write that began before the shutdown deadline may run on past it.
 LAST_WRITE_S: Final = 5.0
-
-_OUTCOME_SIGNALS: dict[Outcome, Signal] = {
-    Outcome.RETRYABLE: signals.job_retried,
-    Outcome.SNOOZED: signals.job_snoozed,
-    Outcome.FAILED: signals.job_failed,
-    Outcome.CANCELLED: signals.job_cancelled,
-}
-
-
-def _signal_kwargs(completion: Completion, closed: Closed) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {
-        "job_id": completion.job_id,
-        "run_lease": completion.run_lease,
-        "kind": completion.kind,
-        "queue": completion.queue,
-        "attempt": completion.attempt,
-    }
-    if completion.outcome in (Outcome.RETRYABLE, Outcome.SNOOZED):
-        kwargs["run_at"] = closed[(completion.job_id, completion.run_lease)]
-    if completion.outcome is Outcome.CANCELLED:
-        kwargs["reason"] = (completion.error or {}).get("reason", "")
-    elif completion.outcome in (Outcome.RETRYABLE, Outcome.FAILED):
-        kwargs["error"] = completion.error
-    return kwargs
-
-
-async def report_closed(
-    completions: list[Completion], closed: Closed, *, rescue_reasons: dict[int, str]
-) -> None:
-    """Count and announce the attempts of ``completions`` that actually ``closed`` (written,
-    hence committed: worker writes are autocommit). ``rescue_reasons`` maps the job ids the
-    leader rescued to why; stale completions are never reported."""
-    written = [c for c in completions if (c.job_id, c.run_lease) in closed]
-    get_telemetry().closed(written, rescued=rescue_reasons.keys())
-    for completion in written:
-        reason = rescue_reasons.get(completion.job_id)
-        if reason is not None and signals.job_rescued.has_listeners():
-            await signals.send_robust(
-                signals.job_rescued,
-                **_signal_kwargs(completion, closed) | {"reason": reason},
-                outcome=completion.outcome.value,
-            )
-        signal = _OUTCOME_SIGNALS.get(completion.outcome)
-        if signal is not None and signal.has_listeners():
-            await signals.send_robust(signal, **_signal_kwargs(completion, closed))
 
 
 class Completer:

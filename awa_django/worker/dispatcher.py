@@ -32,19 +32,16 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.core.completion import result_to_completion
+from awa_django.core.events import wait_for_any
+from awa_django.core.retry import RetryPolicy
 from awa_django.exceptions import Cancel, RetryAfter, Snooze, WaitForCallback
 from awa_django.jobs import Job, JobContext
 from awa_django.storage.queue import ClaimedJob, claim_ready
 from awa_django.storage.rate_limits import claim_ready_limited
 from awa_django.telemetry import get_telemetry
 from awa_django.worker.completer import Completer
-from awa_django.worker.events import wait_for_any
-from awa_django.worker.executor import (
-    RetryPolicy,
-    context_for,
-    execute,
-    result_to_completion,
-)
+from awa_django.worker.executor import context_for, execute
 from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.job_log import log_finished, log_started
 from awa_django.worker.rate_limit import RateLimit, TokenBucket
@@ -383,18 +380,18 @@ class Dispatcher:
         try:
             with self._telemetry.job_span(job) as span:
                 result = await execute(job, self._resolve(job.kind), ctx, self._threads)
-                if isinstance(result.error, WaitForCallback) and self._callbacks is not None:
-                    refused = await self._callbacks.park(job, result.error)
+                if isinstance(result.outcome, WaitForCallback) and self._callbacks is not None:
+                    refused = await self._callbacks.park(job, result.outcome)
                     if refused is None:
                         # Parked (or already resolved): the attempt stays open in storage
                         # without this worker, whose slot is freed below.
                         return
                     result = refused
                 # Asked-for outcomes are not failures; errors (terminal ones too) are.
-                if result.error is not None and not isinstance(
-                    result.error, Snooze | Cancel | RetryAfter
+                if result.outcome is not None and not isinstance(
+                    result.outcome, Snooze | Cancel | RetryAfter
                 ):
-                    span.failed(result.error)
+                    span.failed(result.outcome)
                     # The error may have broken the ORM thread's connection: check it before
                     # the next batch instead of a second later, so a retry does not meet it.
                     self._next_orm_thread_check = 0.0
@@ -409,7 +406,7 @@ class Dispatcher:
                 checkpoint=checkpoint if changed else None,
             )
             self._completer.submit(completion)
-            log_finished(job, result.error, completion.outcome, duration_s)
+            log_finished(job, result.outcome, completion.outcome, duration_s)
         finally:
             # In the finally so an attempt abandoned at shutdown leaves in_flight too.
             self._telemetry.finished(job, duration_s=time.monotonic() - started)

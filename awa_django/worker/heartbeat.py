@@ -22,12 +22,14 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.core.completion import result_to_completion
+from awa_django.core.handler_result import HandlerResult
+from awa_django.core.retry import RetryPolicy
 from awa_django.exceptions import UnstorableAttempt
 from awa_django.logs import job_extra
 from awa_django.storage.execution import LiveAttempt, heartbeat_attempts
 from awa_django.worker.completer import Completer
 from awa_django.worker.dispatcher import RunningAttempt
-from awa_django.worker.executor import HandlerResult, RetryPolicy, result_to_completion
 from awa_django.worker.isolation import refusal_reason, write_apart
 
 logger = logging.getLogger(__name__)

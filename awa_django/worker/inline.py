@@ -20,18 +20,15 @@ from asgiref.sync import async_to_sync
 from django.db import DatabaseError, connections, transaction
 
 from awa_django.conf import get_settings
+from awa_django.core.closed_attempts import report_closed
+from awa_django.core.completion import result_to_completion
+from awa_django.core.retry import RetryPolicy
 from awa_django.jobs import Job, registry
 from awa_django.storage import inline as storage
 from awa_django.storage.execution import Outcome
 from awa_django.storage.inline import NextReady
 from awa_django.storage.queue import ClaimedJob
-from awa_django.worker.completer import report_closed
-from awa_django.worker.executor import (
-    RetryPolicy,
-    context_for,
-    execute_inline,
-    result_to_completion,
-)
+from awa_django.worker.executor import context_for, execute_inline
 from awa_django.worker.job_log import log_finished, log_started
 from awa_django.worker.runtime import worker_identity
 
@@ -113,7 +110,7 @@ class InlineRunner:
             # transaction; a savepoint confines it to the handler's own writes.
             with transaction.atomic(using=self.alias):
                 result = execute_inline(job, handler, ctx)
-                if isinstance(result.error, DatabaseError):
+                if isinstance(result.outcome, DatabaseError):
                     transaction.set_rollback(True, using=self.alias)
         else:
             result = execute_inline(job, handler, ctx)
@@ -129,7 +126,7 @@ class InlineRunner:
         )
         with connections[self.alias].cursor() as cursor:
             closed = storage.close_attempts(cursor, [completion])
-        log_finished(job, result.error, completion.outcome, duration_s)
+        log_finished(job, result.outcome, completion.outcome, duration_s)
         async_to_sync(report_closed)([completion], closed, rescue_reasons={})
         return RanJob(
             job_id=job.job_id,
@@ -137,7 +134,7 @@ class InlineRunner:
             queue=job.queue,
             attempt=job.attempt,
             outcome=completion.outcome,
-            error=result.error,
+            error=result.outcome,
             run_at=closed.get((job.job_id, job.run_lease)),
             closed=(job.job_id, job.run_lease) in closed,
         )

@@ -20,6 +20,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.core.events import wait_for_any
 from awa_django.descriptors import Declarations
 from awa_django.storage.runtime import (
     RuntimeSnapshot,
@@ -27,7 +28,6 @@ from awa_django.storage.runtime import (
     publish_declarations,
     write_snapshot,
 )
-from awa_django.worker.events import wait_for_any
 
 logger = logging.getLogger(__name__)
 

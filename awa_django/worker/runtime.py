@@ -30,6 +30,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.callbacks.waiting import CallbackHub
 from awa_django.conf import AwaSettings
+from awa_django.core.retry import RetryPolicy
 from awa_django.cron.declarations import declared_schedules
 from awa_django.descriptors import Declarations, declared
 from awa_django.exceptions import ConfigError, InvalidSchedule
@@ -49,7 +50,6 @@ from awa_django.storage.cron import sync_cron_jobs
 from awa_django.worker import connections
 from awa_django.worker.completer import Completer
 from awa_django.worker.dispatcher import Dispatcher, RunningAttempt
-from awa_django.worker.executor import RetryPolicy
 from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.heartbeat import Heartbeat
 from awa_django.worker.notifier import Notifier

@@ -29,8 +29,8 @@ from typing import Any, Final
 
 from psycopg import AsyncConnection
 
+from awa_django.core.events import wait_for_any
 from awa_django.storage import wake as storage
-from awa_django.worker.events import wait_for_any
 
 logger = logging.getLogger(__name__)
 

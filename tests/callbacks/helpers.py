@@ -10,9 +10,9 @@ from django.db import connection
 from django.test import override_settings
 
 import awa_django as awa
+from awa_django.core.retry import RetryPolicy
 from awa_django.maintenance.rescuer import Rescuer, RescuerResult
 from awa_django.worker.connections import open_pool
-from awa_django.worker.executor import RetryPolicy
 from tests.conftest import BackgroundWorker, wait_until
 from tests.jobs import parks
 

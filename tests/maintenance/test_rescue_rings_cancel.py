@@ -17,6 +17,7 @@ from django.db import connection, connections, transaction
 from django.test import override_settings
 
 import awa_django as awa
+from awa_django.core.retry import RetryPolicy
 from awa_django.maintenance.rescuer import Rescuer
 from awa_django.maintenance.rings import RingMaintainer
 from awa_django.storage.execution import (
@@ -28,7 +29,6 @@ from awa_django.storage.execution import (
 )
 from awa_django.storage.queue import claim_ready
 from awa_django.worker.connections import connect, open_pool
-from awa_django.worker.executor import RetryPolicy
 from tests.conftest import BackgroundWorker, run_burst, wait_until
 from tests.jobs import checkpointed_retry, cooperative, noop, record
 
@@ -441,8 +441,10 @@ def test_rotation_and_prune_under_load_account_for_every_job_once(worker_process
     # Producers no longer queue behind each other, so 600 jobs can commit within a few ring
     # intervals: keep producing until the ring has also turned over several times.
     wait_until(
-        lambda: len(committed) > 600
-        and scalar("SELECT max(generation) FROM awa.queue_ring_rotations") >= 5,
+        lambda: (
+            len(committed) > 600
+            and scalar("SELECT max(generation) FROM awa.queue_ring_rotations") >= 5
+        ),
         timeout=60,
     )
     stop.set()

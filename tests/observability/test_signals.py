@@ -15,12 +15,12 @@ from django.test import override_settings
 
 import awa_django as awa
 from awa_django import signals
+from awa_django.core.retry import RetryPolicy
 from awa_django.jobs import Job
 from awa_django.maintenance.rescuer import Rescuer
 from awa_django.storage.execution import Completion, Outcome
 from awa_django.worker.completer import Completer
 from awa_django.worker.connections import open_pool
-from awa_django.worker.executor import RetryPolicy
 from tests.conftest import run_burst
 from tests.jobs import always_fails, cancels, noop, retry_after, snooze_once, terminal
 from tests.maintenance.test_rescue_rings_cancel import age_claims, claim

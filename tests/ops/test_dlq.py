@@ -227,9 +227,9 @@ def test_round_trip_with_a_real_worker_process(worker_process):
 
 
 def test_attempts_the_rescuer_closes_on_their_last_attempt_route_too():
+    from awa_django.core.retry import RetryPolicy
     from awa_django.maintenance.rescuer import Rescuer
     from awa_django.storage.queue import claim_ready
-    from awa_django.worker.executor import RetryPolicy
 
     job_id = awa.enqueue(noop, max_attempts=1)
     run_burst(queues={"email": 1})  # publishes the DLQ policies, runs nothing of default

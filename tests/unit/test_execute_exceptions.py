@@ -46,7 +46,7 @@ def run(func: Any) -> BaseException | None:
         handler: Job[Any, Any] = Job(func, kind="k", queue=None, priority=None, max_attempts=None)
         threads = HandlerThreads(1)
         try:
-            return (await execute(job, handler, context_for(job), threads)).error
+            return (await execute(job, handler, context_for(job), threads)).outcome
         finally:
             threads.shutdown()
 

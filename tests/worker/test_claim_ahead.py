@@ -11,12 +11,12 @@ import pytest
 from django.db import connection
 
 import awa_django as awa
+from awa_django.core.retry import RetryPolicy
 from awa_django.jobs import Job, JobContext
 from awa_django.storage.queue import ClaimedJob
 from awa_django.worker.completer import Completer
 from awa_django.worker.connections import open_pool
 from awa_django.worker.dispatcher import Dispatcher
-from awa_django.worker.executor import RetryPolicy
 from awa_django.worker.handler_threads import HandlerThreads
 from tests.conftest import truncate_awa_tables
 from tests.jobs import record

@@ -11,11 +11,11 @@ from django.db import connection
 from django.test import override_settings
 
 import awa_django as awa
+from awa_django.core.retry import RetryPolicy
 from awa_django.storage.browse import job_progress
 from awa_django.storage.execution import Completion, Outcome
 from awa_django.worker.completer import Completer
 from awa_django.worker.connections import open_pool
-from awa_django.worker.executor import RetryPolicy
 from tests.conftest import BackgroundWorker, wait_until
 from tests.jobs import noop, slow_first
 from tests.maintenance.test_rescue_rings_cancel import claim

@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from django.test import override_settings
 
 import awa_django as awa
-from awa_django.worker.executor import MAX_RESULT_BYTES
+from awa_django.core.handler_result import MAX_RESULT_BYTES
 from tests.conftest import run_burst
 from tests.jobs import (
     returns_outcome,

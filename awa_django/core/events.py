@@ -1,4 +1,5 @@
-"""Waiting on asyncio events with a timeout, the way every loop of the worker sleeps."""
+"""Waiting on asyncio events with a timeout, the way the loops of the worker and of the callback
+hub sleep."""
 
 from __future__ import annotations
 

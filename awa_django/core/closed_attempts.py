@@ -1,0 +1,58 @@
+"""Counting and announcing closed attempts: telemetry and the outcome signals, the same for the
+worker's completions, the leader's rescues and external callbacks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.dispatch import Signal
+
+from awa_django import signals
+from awa_django.storage.execution import Closed, Completion, Outcome
+from awa_django.telemetry import get_telemetry
+
+_OUTCOME_SIGNALS: dict[Outcome, Signal] = {
+    Outcome.RETRYABLE: signals.job_retried,
+    Outcome.SNOOZED: signals.job_snoozed,
+    Outcome.FAILED: signals.job_failed,
+    Outcome.CANCELLED: signals.job_cancelled,
+}
+
+
+def _signal_kwargs(completion: Completion, closed: Closed) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "job_id": completion.job_id,
+        "run_lease": completion.run_lease,
+        "kind": completion.kind,
+        "queue": completion.queue,
+        "attempt": completion.attempt,
+    }
+    if completion.outcome in (Outcome.RETRYABLE, Outcome.SNOOZED):
+        kwargs["run_at"] = closed[(completion.job_id, completion.run_lease)]
+    if completion.outcome is Outcome.CANCELLED:
+        kwargs["reason"] = (completion.error or {}).get("reason", "")
+    elif completion.outcome in (Outcome.RETRYABLE, Outcome.FAILED):
+        kwargs["error"] = completion.error
+    return kwargs
+
+
+async def report_closed(
+    completions: list[Completion], closed: Closed, *, rescue_reasons: dict[int, str]
+) -> None:
+    """Count and announce the attempts of ``completions`` that actually ``closed`` (written,
+    hence committed: worker writes are autocommit). ``rescue_reasons`` maps the job ids the
+    leader rescued to why; stale completions are never reported."""
+    written = [c for c in completions if (c.job_id, c.run_lease) in closed]
+    get_telemetry().closed(written, rescued=rescue_reasons.keys())
+    for completion in written:
+        reason = rescue_reasons.get(completion.job_id)
+        if reason is not None and signals.job_rescued.has_listeners():
+            await signals.send_robust(
+                signals.job_rescued,
+                **_signal_kwargs(completion, closed) | {"reason": reason},
+                outcome=completion.outcome.value,
+            )
+        signal = _OUTCOME_SIGNALS.get(completion.outcome)
+        if signal is not None and signal.has_listeners():
+            await signals.send_robust(signal, **_signal_kwargs(completion, closed))
