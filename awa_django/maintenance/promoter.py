@@ -12,6 +12,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.maintenance.batches import until_short
 from awa_django.storage.backlog import promote_due
 from awa_django.telemetry import get_telemetry
 
@@ -38,11 +39,10 @@ class Promoter:
         self._batch_size = batch_size
 
     async def run_once(self) -> PromoterResult:
-        total = 0
-        while True:
-            async with self._pool.connection() as conn:
-                moved = await promote_due(conn, limit=self._batch_size)
-            total += moved
-            if moved < self._batch_size:
-                get_telemetry().promoted(total)
-                return PromoterResult(total)
+        moved = await until_short(
+            self._pool,
+            lambda conn, limit: promote_due(conn, limit=limit),
+            batch_size=self._batch_size,
+        )
+        get_telemetry().promoted(moved)
+        return PromoterResult(moved)

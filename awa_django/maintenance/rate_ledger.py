@@ -9,6 +9,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.maintenance.batches import until_short
 from awa_django.storage.rate_limits import delete_superseded_rate_entries
 
 
@@ -32,10 +33,9 @@ class RateLedgerCleaner:
         self._batch_size = batch_size
 
     async def run_once(self) -> RateLedgerResult:
-        deleted = 0
-        while True:
-            async with self._pool.connection() as conn:
-                batch = await delete_superseded_rate_entries(conn, limit=self._batch_size)
-            deleted += batch
-            if batch < self._batch_size:
-                return RateLedgerResult(deleted)
+        deleted = await until_short(
+            self._pool,
+            lambda conn, limit: delete_superseded_rate_entries(conn, limit=limit),
+            batch_size=self._batch_size,
+        )
+        return RateLedgerResult(deleted)

@@ -12,8 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.maintenance.batches import in_batches
 from awa_django.storage.unique import sweep_unique_claims
 
 # Keys checked per statement: each takes one advisory lock until the statement commits.
@@ -41,14 +43,12 @@ class UniqueClaimSweeper:
         self._after: bytes | None = None
 
     async def run_once(self) -> UniqueSweepResult:
-        deleted = checked = 0
-        while checked < self._max_per_pass:
-            async with self._pool.connection() as conn:
-                batch_deleted, self._after = await sweep_unique_claims(
-                    conn, limit=SWEEP_BATCH, after=self._after
-                )
-            deleted += batch_deleted
-            checked += SWEEP_BATCH
-            if self._after is None:
-                break
+        deleted = await in_batches(
+            self._pool, self._sweep_batch, max_batches=-(-self._max_per_pass // SWEEP_BATCH)
+        )
         return UniqueSweepResult(deleted)
+
+    async def _sweep_batch(self, conn: AsyncConnection[Any]) -> tuple[int, bool]:
+        deleted, self._after = await sweep_unique_claims(conn, limit=SWEEP_BATCH, after=self._after)
+        # The scan reached the end: the next pass starts from the first key again.
+        return deleted, self._after is not None
