@@ -12,9 +12,20 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import until_short
 from awa_django.storage.backlog import promote_due
 from awa_django.telemetry import get_telemetry
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromoterConfig:
+    interval_s: float
+    batch_size: int
+
+    @classmethod
+    def from_settings(cls, conf: AwaSettings) -> PromoterConfig:
+        return cls(interval_s=conf.PROMOTE_INTERVAL_S, batch_size=conf.PROMOTE_BATCH_SIZE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,12 +42,10 @@ class Promoter:
 
     name = "promoter"
 
-    def __init__(
-        self, pool: AsyncConnectionPool[Any], *, interval_s: float, batch_size: int
-    ) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], config: PromoterConfig) -> None:
         self._pool = pool
-        self.interval_s = interval_s
-        self._batch_size = batch_size
+        self.interval_s = config.interval_s
+        self._batch_size = config.batch_size
 
     async def run_once(self) -> PromoterResult:
         moved = await until_short(

@@ -8,7 +8,18 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.conf import AwaSettings
 from awa_django.storage.runtime import delete_stale_runtimes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeCleanupConfig:
+    interval_s: float
+    stale_after_s: float
+
+    @classmethod
+    def from_settings(cls, conf: AwaSettings) -> RuntimeCleanupConfig:
+        return cls(interval_s=conf.CLEANUP_INTERVAL_S, stale_after_s=conf.RUNTIME_STALE_AFTER_S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,12 +34,10 @@ class RuntimeCleanupResult:
 class RuntimeCleaner:
     name = "runtimes"
 
-    def __init__(
-        self, pool: AsyncConnectionPool[Any], *, interval_s: float, stale_after_s: float
-    ) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], config: RuntimeCleanupConfig) -> None:
         self._pool = pool
-        self.interval_s = interval_s
-        self._stale_after_s = stale_after_s
+        self.interval_s = config.interval_s
+        self._stale_after_s = config.stale_after_s
 
     async def run_once(self) -> RuntimeCleanupResult:
         async with self._pool.connection() as conn:

@@ -22,7 +22,7 @@ from awa_django.cron.publish import declared_schedule_rows, publish_schedules
 from awa_django.descriptors import Declarations, declared
 from awa_django.jobs import registry
 from awa_django.maintenance.maintainer import Maintainer, MaintenanceConfig
-from awa_django.maintenance.promoter import Promoter
+from awa_django.maintenance.promoter import Promoter, PromoterConfig
 from awa_django.worker import connections
 from awa_django.worker.executor import RetryPolicy
 from awa_django.worker.reporter import RuntimeReporter
@@ -39,8 +39,7 @@ class MaintenanceProcessConfig:
 
     database_alias: str
     maintenance: MaintenanceConfig
-    promote_interval_s: float
-    promote_batch_size: int
+    promoter: PromoterConfig
     retry_policy: RetryPolicy
     declared: Declarations
     runtime_snapshot_interval_s: float
@@ -50,8 +49,7 @@ class MaintenanceProcessConfig:
         return cls(
             database_alias=conf.WORKER_DATABASE or conf.DATABASE_ALIAS,
             maintenance=MaintenanceConfig.from_settings(conf),
-            promote_interval_s=conf.PROMOTE_INTERVAL_S,
-            promote_batch_size=conf.PROMOTE_BATCH_SIZE,
+            promoter=PromoterConfig.from_settings(conf),
             retry_policy=RetryPolicy.from_settings(conf),
             declared=declared(conf, registry.jobs()),
             runtime_snapshot_interval_s=conf.RUNTIME_SNAPSHOT_INTERVAL_S,
@@ -79,9 +77,7 @@ class MaintenanceProcess:
         schedules = declared_schedule_rows()
         pool = await connections.open_pool(config.database_alias, max_size=4)
         await publish_schedules(pool, schedules)
-        promoter = Promoter(
-            pool, interval_s=config.promote_interval_s, batch_size=config.promote_batch_size
-        )
+        promoter = Promoter(pool, config.promoter)
         maintainer = self._maintainer = Maintainer(
             pool,
             config.maintenance,

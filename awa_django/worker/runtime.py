@@ -35,7 +35,7 @@ from awa_django.cron.publish import declared_schedule_rows, publish_schedules
 from awa_django.descriptors import Declarations, declared
 from awa_django.jobs import Job, registry
 from awa_django.maintenance.maintainer import Maintainer, MaintenanceConfig
-from awa_django.maintenance.promoter import Promoter
+from awa_django.maintenance.promoter import Promoter, PromoterConfig
 from awa_django.storage.backlog import seconds_until_next_due
 from awa_django.worker import connections
 from awa_django.worker.completer import Completer
@@ -62,8 +62,7 @@ class WorkerConfig:
     deadlines: Mapping[str, float]  # queue name -> attempt deadline in seconds (0: none)
     claim_batch_size: int
     poll_interval_s: float
-    promote_interval_s: float
-    promote_batch_size: int
+    promoter: PromoterConfig
     completion_batch_size: int
     completion_flush_s: float
     retry_policy: RetryPolicy
@@ -118,8 +117,7 @@ def config_from_settings(
         deadlines={name: conf.QUEUES[name].deadline_s for name in chosen},
         claim_batch_size=conf.CLAIM_BATCH_SIZE,
         poll_interval_s=conf.POLL_INTERVAL_S,
-        promote_interval_s=conf.PROMOTE_INTERVAL_S,
-        promote_batch_size=conf.PROMOTE_BATCH_SIZE,
+        promoter=PromoterConfig.from_settings(conf),
         completion_batch_size=conf.COMPLETION_BATCH_SIZE,
         completion_flush_s=conf.COMPLETION_FLUSH_S,
         retry_policy=RetryPolicy.from_settings(conf),
@@ -252,9 +250,7 @@ class WorkerRuntime:
             now=_utcnow,
             wake_after_close=config.sequential,
         )
-        promoter = Promoter(
-            pool, interval_s=config.promote_interval_s, batch_size=config.promote_batch_size
-        )
+        promoter = Promoter(pool, config.promoter)
         self._callbacks = CallbackHub(
             pool,
             loop=asyncio.get_running_loop(),
