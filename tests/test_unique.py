@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 import awa_django as awa
-from awa_django.maintenance.unique_sweeper import UniqueClaimSweeper
+from awa_django.maintenance.unique_sweeper import UniqueClaimSweeper, UniqueSweepConfig
 from awa_django.worker.connections import open_pool
 from tests.conftest import run_burst
 from tests.jobs import always_fails, record, unique_record
@@ -218,7 +218,9 @@ def sweep() -> int:
         pool = await open_pool("default", max_size=2)
         try:
             return (
-                await UniqueClaimSweeper(pool, interval_s=1, max_per_pass=1000).run_once()
+                await UniqueClaimSweeper(
+                    pool, UniqueSweepConfig(interval_s=1, max_per_pass=1000)
+                ).run_once()
             ).deleted
         finally:
             await pool.close()
@@ -260,7 +262,7 @@ def test_sweeper_resumes_across_passes_on_a_large_table():
     async def passes() -> list[int]:
         pool = await open_pool("default", max_size=2)
         try:
-            sweeper = UniqueClaimSweeper(pool, interval_s=1, max_per_pass=200)
+            sweeper = UniqueClaimSweeper(pool, UniqueSweepConfig(interval_s=1, max_per_pass=200))
             return [(await sweeper.run_once()).deleted for _ in range(4)]
         finally:
             await pool.close()

@@ -20,12 +20,23 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django import signals
+from awa_django.conf import AwaSettings
 from awa_django.cron.expression import CronExpression
 from awa_django.exceptions import InvalidSchedule
 from awa_django.storage.cron import DueSchedule, due_cron_jobs, fire_cron
 from awa_django.telemetry import get_telemetry
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CronConfig:
+    interval_s: float
+    max_catch_up: int
+
+    @classmethod
+    def from_settings(cls, conf: AwaSettings) -> CronConfig:
+        return cls(interval_s=conf.CRON_INTERVAL_S, max_catch_up=conf.CRON_MAX_CATCH_UP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,12 +73,10 @@ def due_ticks(schedule: DueSchedule, *, max_catch_up: int) -> list[datetime]:
 class CronEvaluator:
     name = "cron"
 
-    def __init__(
-        self, pool: AsyncConnectionPool[Any], *, interval_s: float, max_catch_up: int
-    ) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], config: CronConfig) -> None:
         self._pool = pool
-        self.interval_s = interval_s
-        self._max_catch_up = max_catch_up
+        self.interval_s = config.interval_s
+        self._max_catch_up = config.max_catch_up
         # Schedules already reported as unusable, so a bad row is logged once, not every pass.
         self._reported: set[tuple[str, str, str]] = set()
 

@@ -12,8 +12,20 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.conf import AwaSettings
+from awa_django.maintenance.batches import until_short
 from awa_django.storage.backlog import promote_due
 from awa_django.telemetry import get_telemetry
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromoterConfig:
+    interval_s: float
+    batch_size: int
+
+    @classmethod
+    def from_settings(cls, conf: AwaSettings) -> PromoterConfig:
+        return cls(interval_s=conf.PROMOTE_INTERVAL_S, batch_size=conf.PROMOTE_BATCH_SIZE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,19 +42,16 @@ class Promoter:
 
     name = "promoter"
 
-    def __init__(
-        self, pool: AsyncConnectionPool[Any], *, interval_s: float, batch_size: int
-    ) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], config: PromoterConfig) -> None:
         self._pool = pool
-        self.interval_s = interval_s
-        self._batch_size = batch_size
+        self.interval_s = config.interval_s
+        self._batch_size = config.batch_size
 
     async def run_once(self) -> PromoterResult:
-        total = 0
-        while True:
-            async with self._pool.connection() as conn:
-                moved = await promote_due(conn, limit=self._batch_size)
-            total += moved
-            if moved < self._batch_size:
-                get_telemetry().promoted(total)
-                return PromoterResult(total)
+        moved = await until_short(
+            self._pool,
+            lambda conn, limit: promote_due(conn, limit=limit),
+            batch_size=self._batch_size,
+        )
+        get_telemetry().promoted(moved)
+        return PromoterResult(moved)

@@ -14,12 +14,22 @@ from typing import Any, Final
 
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.conf import AwaSettings
 from awa_django.storage.health import record_samples
 from awa_django.storage.queue import QueueDepth, queue_depths
 from awa_django.telemetry import get_telemetry
 
 # Samples are kept this long: the health page charts the last hour.
 SAMPLE_KEEP_S: Final = 2 * 3600.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueStatsConfig:
+    interval_s: float
+
+    @classmethod
+    def from_settings(cls, conf: AwaSettings) -> QueueStatsConfig:
+        return cls(interval_s=conf.QUEUE_STATS_INTERVAL_S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +47,9 @@ class QueueStats:
 
     name = "queue_stats"
 
-    def __init__(self, pool: AsyncConnectionPool[Any], *, interval_s: float) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], config: QueueStatsConfig) -> None:
         self._pool = pool
-        self.interval_s = interval_s
+        self.interval_s = config.interval_s
 
     async def run_once(self) -> QueueStatsResult:
         async with self._pool.connection() as conn:

@@ -9,7 +9,19 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.conf import AwaSettings
+from awa_django.maintenance.batches import until_short
 from awa_django.storage.rate_limits import delete_superseded_rate_entries
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RateLedgerConfig:
+    interval_s: float
+    batch_size: int
+
+    @classmethod
+    def from_settings(cls, conf: AwaSettings) -> RateLedgerConfig:
+        return cls(interval_s=conf.CLEANUP_INTERVAL_S, batch_size=conf.CLEANUP_BATCH_SIZE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,18 +36,15 @@ class RateLedgerResult:
 class RateLedgerCleaner:
     name = "rate_ledger"
 
-    def __init__(
-        self, pool: AsyncConnectionPool[Any], *, interval_s: float, batch_size: int
-    ) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], config: RateLedgerConfig) -> None:
         self._pool = pool
-        self.interval_s = interval_s
-        self._batch_size = batch_size
+        self.interval_s = config.interval_s
+        self._batch_size = config.batch_size
 
     async def run_once(self) -> RateLedgerResult:
-        deleted = 0
-        while True:
-            async with self._pool.connection() as conn:
-                batch = await delete_superseded_rate_entries(conn, limit=self._batch_size)
-            deleted += batch
-            if batch < self._batch_size:
-                return RateLedgerResult(deleted)
+        deleted = await until_short(
+            self._pool,
+            lambda conn, limit: delete_superseded_rate_entries(conn, limit=limit),
+            batch_size=self._batch_size,
+        )
+        return RateLedgerResult(deleted)

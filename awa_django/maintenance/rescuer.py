@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.conf import AwaSettings
 from awa_django.core.closed_attempts import report_closed
 from awa_django.core.completion import result_to_completion
 from awa_django.core.handler_result import HandlerResult
@@ -30,6 +32,9 @@ from awa_django.exceptions import AttemptRescued
 from awa_django.logs import job_extra
 from awa_django.storage.callbacks import lock_timed_out_callbacks
 from awa_django.storage.execution import (
+    Closed,
+    Completion,
+    Rescuable,
     RescueCursor,
     close_attempts,
     find_rescuable,
@@ -45,6 +50,21 @@ REASONS = {
 }
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RescueConfig:
+    interval_s: float
+    staleness_s: float
+    batch_size: int
+
+    @classmethod
+    def from_settings(cls, conf: AwaSettings) -> RescueConfig:
+        return cls(
+            interval_s=conf.RESCUE_INTERVAL_S,
+            staleness_s=conf.HEARTBEAT_STALENESS_S,
+            batch_size=conf.RESCUE_BATCH_SIZE,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class RescuerResult:
     found: int
@@ -56,24 +76,26 @@ class RescuerResult:
 
 
 class Rescuer:
-    """Closes stale and overdue attempts, one bounded batch per pass."""
+    """Closes stale and overdue attempts, one bounded batch per pass.
+
+    The three rescues are three reasons of one scan rather than three services: one statement
+    finds them all and one cursor says where the next pass starts. A pass reads as its steps:
+    scan, lock the receipts of timed-out callback waits, close, report.
+    """
 
     name = "rescuer"
 
     def __init__(
         self,
         pool: AsyncConnectionPool[Any],
+        config: RescueConfig,
         *,
-        interval_s: float,
-        staleness_s: float,
-        batch_size: int,
         policy: RetryPolicy,
         now: Callable[[], datetime],
     ) -> None:
         self._pool = pool
-        self.interval_s = interval_s
-        self._staleness_s = staleness_s
-        self._batch_size = batch_size
+        self._config = config
+        self.interval_s = config.interval_s
         self._policy = policy
         self._now = now
         # None until a pass completes: a new leader looks at every retained receipt once. Kept
@@ -83,44 +105,63 @@ class Rescuer:
     async def run_once(self) -> RescuerResult:
         async with self._pool.connection() as conn:
             scan = await find_rescuable(
-                conn, staleness_s=self._staleness_s, limit=self._batch_size, since=self._cursor
+                conn,
+                staleness_s=self._config.staleness_s,
+                limit=self._config.batch_size,
+                since=self._cursor,
             )
             found = scan.found
             # A full batch may have left due attempts unseen: the next pass starts where this
             # one did. Otherwise it may start at this pass's cutoffs once these are closed.
-            advance = len(found) < self._batch_size
+            advance = len(found) < self._config.batch_size
             if not found:
                 self._cursor = scan.next_cursor
                 return RescuerResult(0, 0)
-            now = self._now()
             async with conn.transaction():
-                # An external resolution holds the lease of its callback while it closes the
-                # attempt; take the same lock first (skipping held ones until the next pass) so
-                # the two never wait on each other the other way round.
-                waiting = [
-                    (i.job.job_id, i.job.run_lease) for i in found if i.reason == "callback_timeout"
-                ]
-                if waiting:
-                    locked = await lock_timed_out_callbacks(conn, waiting)
-                    found = [
-                        i
-                        for i in found
-                        if i.reason != "callback_timeout"
-                        or (i.job.job_id, i.job.run_lease) in locked
-                    ]
-                completions = [
-                    result_to_completion(
-                        item.job,
-                        HandlerResult(AttemptRescued(REASONS[item.reason])),
-                        now=now,
-                        policy=self._policy,
-                    )
-                    for item in found
-                ]
+                found = await self._lock_callback_waits(conn, found)
+                completions = self._completions(found)
                 closed = await close_attempts(conn, completions)
                 await notify_cancel(conn, sorted(closed))
         if advance:
             self._cursor = scan.next_cursor
+        await self._report(found, completions, closed)
+        return RescuerResult(len(found), len(closed))
+
+    async def _lock_callback_waits(
+        self, conn: AsyncConnection[Any], found: list[Rescuable]
+    ) -> list[Rescuable]:
+        """``found`` without the timed-out callback waits whose receipt another transaction
+        holds (they are tried again next pass)."""
+        # An external resolution holds the lease of its callback while it closes the attempt;
+        # take the same lock first so the two never wait on each other the other way round.
+        waiting = [(i.job.job_id, i.job.run_lease) for i in found if i.reason == "callback_timeout"]
+        if not waiting:
+            return found
+        locked = await lock_timed_out_callbacks(conn, waiting)
+        return [
+            i
+            for i in found
+            if i.reason != "callback_timeout" or (i.job.job_id, i.job.run_lease) in locked
+        ]
+
+    def _completions(self, found: list[Rescuable]) -> list[Completion]:
+        now = self._now()
+        return [
+            result_to_completion(
+                item.job,
+                HandlerResult(AttemptRescued(REASONS[item.reason])),
+                now=now,
+                policy=self._policy,
+            )
+            for item in found
+        ]
+
+    async def _report(
+        self,
+        found: list[Rescuable],
+        completions: list[Completion],
+        closed: Closed,
+    ) -> None:
         reasons = {item.job.job_id: item.reason for item in found}
         for completion in completions:
             if (completion.job_id, completion.run_lease) in closed:
@@ -132,4 +173,3 @@ class Rescuer:
                     extra=job_extra(completion),
                 )
         await report_closed(completions, closed, rescue_reasons=reasons)
-        return RescuerResult(len(found), len(closed))

@@ -11,14 +11,33 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.conf import AwaSettings
 from awa_django.storage import control
 from awa_django.telemetry import get_telemetry
 
 # Rotations each ring's ledger keeps. Only the newest is read; a busy lease ring rotates about
 # once a pass, so an untrimmed ledger would grow by tens of thousands of rows a day.
 ROTATIONS_KEPT = 1000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RingConfig:
+    interval_s: float
+    completed_retention_s: float
+    failed_retention_s: float
+    lock_timeout_ms: int
+
+    @classmethod
+    def from_settings(cls, conf: AwaSettings) -> RingConfig:
+        return cls(
+            interval_s=conf.RING_INTERVAL_S,
+            completed_retention_s=conf.COMPLETED_RETENTION_S,
+            failed_retention_s=conf.FAILED_RETENTION_S,
+            lock_timeout_ms=conf.RING_LOCK_TIMEOUT_MS,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,36 +60,34 @@ class RingMaintainer:
 
     name = "rings"
 
-    def __init__(
-        self,
-        pool: AsyncConnectionPool[Any],
-        *,
-        interval_s: float,
-        completed_retention_s: float,
-        failed_retention_s: float,
-        lock_timeout_ms: int,
-    ) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], config: RingConfig) -> None:
         self._pool = pool
-        self.interval_s = interval_s
-        self._completed_retention_s = completed_retention_s
-        self._failed_retention_s = failed_retention_s
-        self._lock_timeout_ms = lock_timeout_ms
+        self._config = config
+        self.interval_s = config.interval_s
 
     async def run_once(self) -> RingResult:
         async with self._pool.connection() as conn:
-            queue_rotation = await control.rotate_queue_ring(conn, keep=ROTATIONS_KEPT)
-            queue_prune = await control.prune_queue_ring(
-                conn,
-                completed_retention_s=self._completed_retention_s,
-                failed_retention_s=self._failed_retention_s,
-                lock_timeout_ms=self._lock_timeout_ms,
-            )
-            lease_rotation = await control.rotate_lease_ring(conn, keep=ROTATIONS_KEPT)
-            lease_prune = await control.prune_lease_ring(
-                conn, lock_timeout_ms=self._lock_timeout_ms
-            )
+            queue_rotation, queue_prune = await self._queue_ring(conn)
+            lease_rotation, lease_prune = await self._lease_ring(conn)
         get_telemetry().ring_pass(
             rotations=(queue_rotation, lease_rotation).count("rotated"),
             prunes=(queue_prune, lease_prune).count("pruned"),
         )
         return RingResult(queue_rotation, queue_prune, lease_rotation, lease_prune)
+
+    async def _queue_ring(self, conn: AsyncConnection[Any]) -> tuple[str, str]:
+        """Rotate, then prune, the queue ring: (rotation outcome, prune outcome)."""
+        rotation = await control.rotate_queue_ring(conn, keep=ROTATIONS_KEPT)
+        prune = await control.prune_queue_ring(
+            conn,
+            completed_retention_s=self._config.completed_retention_s,
+            failed_retention_s=self._config.failed_retention_s,
+            lock_timeout_ms=self._config.lock_timeout_ms,
+        )
+        return rotation, prune
+
+    async def _lease_ring(self, conn: AsyncConnection[Any]) -> tuple[str, str]:
+        """Rotate, then prune, the lease ring: (rotation outcome, prune outcome)."""
+        rotation = await control.rotate_lease_ring(conn, keep=ROTATIONS_KEPT)
+        prune = await control.prune_lease_ring(conn, lock_timeout_ms=self._config.lock_timeout_ms)
+        return rotation, prune

@@ -12,12 +12,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.conf import AwaSettings
+from awa_django.maintenance.batches import in_batches
 from awa_django.storage.unique import sweep_unique_claims
 
 # Keys checked per statement: each takes one advisory lock until the statement commits.
 SWEEP_BATCH: Final = 200
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UniqueSweepConfig:
+    interval_s: float
+    max_per_pass: int
+
+    @classmethod
+    def from_settings(cls, conf: AwaSettings) -> UniqueSweepConfig:
+        return cls(interval_s=conf.CLEANUP_INTERVAL_S, max_per_pass=10 * conf.CLEANUP_BATCH_SIZE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,23 +45,19 @@ class UniqueSweepResult:
 class UniqueClaimSweeper:
     name = "unique_claims"
 
-    def __init__(
-        self, pool: AsyncConnectionPool[Any], *, interval_s: float, max_per_pass: int
-    ) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], config: UniqueSweepConfig) -> None:
         self._pool = pool
-        self.interval_s = interval_s
-        self._max_per_pass = max_per_pass
+        self.interval_s = config.interval_s
+        self._max_per_pass = config.max_per_pass
         self._after: bytes | None = None
 
     async def run_once(self) -> UniqueSweepResult:
-        deleted = checked = 0
-        while checked < self._max_per_pass:
-            async with self._pool.connection() as conn:
-                batch_deleted, self._after = await sweep_unique_claims(
-                    conn, limit=SWEEP_BATCH, after=self._after
-                )
-            deleted += batch_deleted
-            checked += SWEEP_BATCH
-            if self._after is None:
-                break
+        deleted = await in_batches(
+            self._pool, self._sweep_batch, max_batches=-(-self._max_per_pass // SWEEP_BATCH)
+        )
         return UniqueSweepResult(deleted)
+
+    async def _sweep_batch(self, conn: AsyncConnection[Any]) -> tuple[int, bool]:
+        deleted, self._after = await sweep_unique_claims(conn, limit=SWEEP_BATCH, after=self._after)
+        # The scan reached the end: the next pass starts from the first key again.
+        return deleted, self._after is not None

@@ -1,5 +1,6 @@
 """What the awa_worker and awa_maintenance commands share: logging setup and running one
-runtime as the process's main loop, with OS signals wired to a graceful shutdown."""
+process (a worker runtime or a maintenance process) as the main loop, with OS signals wired to
+a graceful shutdown."""
 
 from __future__ import annotations
 
@@ -7,17 +8,17 @@ import argparse
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 from io import TextIOBase
-from typing import Final
+from typing import Final, Protocol
 
 from django.core.management.base import CommandError
 from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
 
-from awa_django.jobs import registry
 from awa_django.logs import TRACE, JsonFormatter
 from awa_django.worker import shutdown
-from awa_django.worker.runtime import RunSummary, WorkerConfig, WorkerRuntime
+from awa_django.worker.runtime import RunSummary
 
 VERBOSITY_LEVELS: Final = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: TRACE}
 LOG_FORMATS: Final = ("text", "json")
@@ -68,13 +69,22 @@ def require_migrated(alias: str) -> None:
         )
 
 
-def run_process(config: WorkerConfig, *streams: TextIOBase) -> RunSummary:
-    """Run a runtime until it stops; the first SIGTERM/SIGINT drains, the second exits."""
+class Process(Protocol):
+    """A worker runtime or a maintenance process: runs until asked to stop."""
+
+    def request_stop(self) -> None: ...
+
+    async def run(self) -> RunSummary: ...
+
+
+def run_process(make: Callable[[], Process], *streams: TextIOBase) -> RunSummary:
+    """Run the process ``make`` builds (inside the event loop) until it stops; the first
+    SIGTERM/SIGINT drains, the second exits."""
 
     async def main() -> RunSummary:
-        runtime = WorkerRuntime(config, registry.get)
-        shutdown.install(asyncio.get_running_loop(), runtime.request_stop)
-        return await runtime.run()
+        process = make()
+        shutdown.install(asyncio.get_running_loop(), process.request_stop)
+        return await process.run()
 
     summary = asyncio.run(main())
     if summary.abandoned:

@@ -2,9 +2,10 @@
 until there is nothing left to do).
 
 Pieces: a dispatcher per queue, one completer, one heartbeat, one LISTEN notifier, a thread
-pool for sync handlers, a pool of autocommit connections and, unless disabled, the leader
-elector with the maintenance tasks it runs while leading. A process with no queues runs
-maintenance alone (``awa_maintenance``).
+pool for sync handlers, a pool of autocommit connections and, unless disabled, a
+``Maintainer`` (the leader elector and the maintenance services it runs while leading).
+``awa_maintenance`` runs a ``Maintainer`` without this runtime
+(``awa_django.management.maintenance_process``).
 
 Shutdown order: stop claiming, raise the cancel flags of running attempts, wait for in-flight
 jobs up to the shutdown timeout while heartbeats continue, flush the completer, then stop the
@@ -31,22 +32,12 @@ from psycopg_pool import AsyncConnectionPool
 from awa_django.callbacks.waiting import CallbackHub
 from awa_django.conf import AwaSettings
 from awa_django.core.retry import RetryPolicy
-from awa_django.cron.declarations import declared_schedules
+from awa_django.cron.publish import declared_schedule_rows, publish_schedules
 from awa_django.descriptors import Declarations, declared
-from awa_django.exceptions import ConfigError, InvalidSchedule
 from awa_django.jobs import Job, registry
-from awa_django.maintenance.cron_evaluator import CronEvaluator
-from awa_django.maintenance.leader import LeaderElector
-from awa_django.maintenance.promoter import Promoter
-from awa_django.maintenance.queue_stats import QueueStats
-from awa_django.maintenance.rate_ledger import RateLedgerCleaner
-from awa_django.maintenance.rescuer import Rescuer
-from awa_django.maintenance.retention import RetentionCleaner
-from awa_django.maintenance.rings import RingMaintainer
-from awa_django.maintenance.service import MaintenanceTask, run_task
-from awa_django.maintenance.unique_sweeper import UniqueClaimSweeper
+from awa_django.maintenance.maintainer import Maintainer, MaintenanceConfig
+from awa_django.maintenance.promoter import Promoter, PromoterConfig
 from awa_django.storage.backlog import seconds_until_next_due
-from awa_django.storage.cron import sync_cron_jobs
 from awa_django.worker import connections
 from awa_django.worker.completer import Completer
 from awa_django.worker.dispatcher import Dispatcher, RunningAttempt
@@ -62,28 +53,6 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class MaintenanceConfig:
-    """What the maintenance leader runs, and how often (units in the names)."""
-
-    leader_interval_s: float
-    rescue_interval_s: float
-    staleness_s: float
-    rescue_batch_size: int
-    ring_interval_s: float
-    ring_lock_timeout_ms: int
-    completed_retention_s: float
-    failed_retention_s: float
-    dlq_retention_s: float
-    cleanup_interval_s: float
-    cleanup_batch_size: int
-    queue_stats_interval_s: float
-    cron_interval_s: float
-    cron_max_catch_up: int
-    rate_ledger_interval_s: float
-    runtime_stale_after_s: float = 60.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerConfig:
     """Everything one worker process needs, resolved from settings and command options."""
 
@@ -93,8 +62,7 @@ class WorkerConfig:
     deadlines: Mapping[str, float]  # queue name -> attempt deadline in seconds (0: none)
     claim_batch_size: int
     poll_interval_s: float
-    promote_interval_s: float
-    promote_batch_size: int
+    promoter: PromoterConfig
     completion_batch_size: int
     completion_flush_s: float
     retry_policy: RetryPolicy
@@ -149,8 +117,7 @@ def config_from_settings(
         deadlines={name: conf.QUEUES[name].deadline_s for name in chosen},
         claim_batch_size=conf.CLAIM_BATCH_SIZE,
         poll_interval_s=conf.POLL_INTERVAL_S,
-        promote_interval_s=conf.PROMOTE_INTERVAL_S,
-        promote_batch_size=conf.PROMOTE_BATCH_SIZE,
+        promoter=PromoterConfig.from_settings(conf),
         completion_batch_size=conf.COMPLETION_BATCH_SIZE,
         completion_flush_s=conf.COMPLETION_FLUSH_S,
         retry_policy=RetryPolicy.from_settings(conf),
@@ -158,26 +125,7 @@ def config_from_settings(
             conf.SHUTDOWN_TIMEOUT_S if shutdown_timeout_s is None else shutdown_timeout_s
         ),
         heartbeat_interval_s=conf.HEARTBEAT_INTERVAL_S,
-        maintenance=MaintenanceConfig(
-            leader_interval_s=conf.LEADER_ELECTION_INTERVAL_S,
-            rescue_interval_s=conf.RESCUE_INTERVAL_S,
-            staleness_s=conf.HEARTBEAT_STALENESS_S,
-            rescue_batch_size=conf.RESCUE_BATCH_SIZE,
-            ring_interval_s=conf.RING_INTERVAL_S,
-            ring_lock_timeout_ms=conf.RING_LOCK_TIMEOUT_MS,
-            completed_retention_s=conf.COMPLETED_RETENTION_S,
-            failed_retention_s=conf.FAILED_RETENTION_S,
-            dlq_retention_s=conf.DLQ_RETENTION_S,
-            cleanup_interval_s=conf.CLEANUP_INTERVAL_S,
-            cleanup_batch_size=conf.CLEANUP_BATCH_SIZE,
-            queue_stats_interval_s=conf.QUEUE_STATS_INTERVAL_S,
-            cron_interval_s=conf.CRON_INTERVAL_S,
-            cron_max_catch_up=conf.CRON_MAX_CATCH_UP,
-            rate_ledger_interval_s=conf.CLEANUP_INTERVAL_S,
-            runtime_stale_after_s=conf.RUNTIME_STALE_AFTER_S,
-        )
-        if maintenance
-        else None,
+        maintenance=MaintenanceConfig.from_settings(conf) if maintenance else None,
         burst=burst,
         burst_wait_s=burst_wait_s,
         aging_s={name: conf.QUEUES[name].aging_interval_s for name in chosen},
@@ -207,48 +155,6 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def maintenance_tasks(
-    pool: AsyncConnectionPool[Any], config: WorkerConfig, promoter: Promoter
-) -> list[MaintenanceTask]:
-    """The tasks the elected leader runs."""
-    m = config.maintenance
-    assert m is not None
-    return [
-        promoter,
-        Rescuer(
-            pool,
-            interval_s=m.rescue_interval_s,
-            staleness_s=m.staleness_s,
-            batch_size=m.rescue_batch_size,
-            policy=config.retry_policy,
-            now=_utcnow,
-        ),
-        RingMaintainer(
-            pool,
-            interval_s=m.ring_interval_s,
-            completed_retention_s=m.completed_retention_s,
-            failed_retention_s=m.failed_retention_s,
-            lock_timeout_ms=m.ring_lock_timeout_ms,
-        ),
-        RetentionCleaner(
-            pool,
-            interval_s=m.cleanup_interval_s,
-            dlq_retention_s=m.dlq_retention_s,
-            failed_retention_s=m.failed_retention_s,
-            batch_size=m.cleanup_batch_size,
-            runtime_stale_after_s=m.runtime_stale_after_s,
-        ),
-        QueueStats(pool, interval_s=m.queue_stats_interval_s),
-        CronEvaluator(pool, interval_s=m.cron_interval_s, max_catch_up=m.cron_max_catch_up),
-        UniqueClaimSweeper(
-            pool, interval_s=m.cleanup_interval_s, max_per_pass=10 * m.cleanup_batch_size
-        ),
-        RateLedgerCleaner(
-            pool, interval_s=m.rate_ledger_interval_s, batch_size=m.cleanup_batch_size
-        ),
-    ]
-
-
 class WorkerRuntime:
     """One worker process's asyncio core."""
 
@@ -264,7 +170,7 @@ class WorkerRuntime:
         self._notifier: Notifier | None = None
         self._wake: WakeLocks | None = None
         self._callbacks: CallbackHub | None = None
-        self.leader: LeaderElector | None = None
+        self.maintainer: Maintainer | None = None
         self._dispatch_tasks: list[asyncio.Task[None]] = []
 
     def request_stop(self) -> None:
@@ -293,7 +199,7 @@ class WorkerRuntime:
         """(in-flight jobs, leading, healthy, shutting down) for the runtime snapshot. Healthy:
         every dispatcher is still running (a crashed one stops the worker anyway)."""
         in_flight = sum(len(d.in_flight) for d in self._dispatchers.values())
-        leading = self.leader is not None and self.leader.is_leader
+        leading = self.maintainer is not None and self.maintainer.is_leader
         stopping = self.stopping.is_set()
         # Dispatchers end by design once stopping; before that an ended one has crashed.
         healthy = stopping or not any(task.done() for task in self._dispatch_tasks)
@@ -324,15 +230,9 @@ class WorkerRuntime:
 
     async def run(self) -> RunSummary:
         config = self.config
-        try:
-            schedules = [schedule.as_row() for schedule in declared_schedules()]
-        except InvalidSchedule as exc:
-            raise ConfigError(f"{exc} ({exc.check_id}; run manage.py check for all)") from None
+        schedules = declared_schedule_rows()
         pool = await connections.open_pool(config.database_alias, max_size=4 + len(config.queues))
-        if schedules:
-            # Each deployment adds or updates the schedules it declares and deletes none.
-            async with pool.connection() as conn:
-                await sync_cron_jobs(conn, schedules)
+        await publish_schedules(pool, schedules)
         weighted = (
             WeightedPermits(config.worker_concurrency, config.shares)
             if config.worker_concurrency is not None
@@ -350,9 +250,7 @@ class WorkerRuntime:
             now=_utcnow,
             wake_after_close=config.sequential,
         )
-        promoter = Promoter(
-            pool, interval_s=config.promote_interval_s, batch_size=config.promote_batch_size
-        )
+        promoter = Promoter(pool, config.promoter)
         self._callbacks = CallbackHub(
             pool,
             loop=asyncio.get_running_loop(),
@@ -487,19 +385,15 @@ class WorkerRuntime:
             )
             tasks.append(asyncio.create_task(heartbeat.run(drained), name="awa-heartbeat"))
         if config.maintenance is not None:
-            leader = LeaderElector(
-                lambda: connections.connect(config.database_alias),
-                retry_interval_s=config.maintenance.leader_interval_s,
+            self.maintainer = Maintainer(
+                pool,
+                config.maintenance,
+                connect=lambda: connections.connect(config.database_alias),
+                promoter=promoter,
+                policy=config.retry_policy,
+                now=_utcnow,
             )
-            self.leader = leader
-            tasks.append(asyncio.create_task(leader.run(drained), name="awa-leader"))
-            for task in maintenance_tasks(pool, config, promoter):
-                tasks.append(
-                    asyncio.create_task(
-                        run_task(task, is_leader=lambda: leader.is_leader, stopping=drained),
-                        name=f"awa-maintenance-{task.name}",
-                    )
-                )
+            tasks.extend(self.maintainer.start(drained))
         if config.burst:
             tasks.append(
                 asyncio.create_task(self._watch_burst(pool, promoter, completer), name="awa-burst")

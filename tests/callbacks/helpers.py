@@ -11,7 +11,7 @@ from django.test import override_settings
 
 import awa_django as awa
 from awa_django.core.retry import RetryPolicy
-from awa_django.maintenance.rescuer import Rescuer, RescuerResult
+from awa_django.maintenance.rescuer import RescueConfig, Rescuer, RescuerResult
 from awa_django.worker.connections import open_pool
 from tests.conftest import BackgroundWorker, wait_until
 from tests.jobs import parks
@@ -126,9 +126,7 @@ def rescue(staleness_s: float = 3600.0, batch_size: int = 500) -> RescuerResult:
         try:
             rescuer = Rescuer(
                 pool,
-                interval_s=1,
-                staleness_s=staleness_s,
-                batch_size=batch_size,
+                RescueConfig(interval_s=1, staleness_s=staleness_s, batch_size=batch_size),
                 policy=RetryPolicy(base_s=0.01, max_s=1, jitter=0),
                 now=lambda: datetime.now(UTC),
             )

@@ -25,7 +25,7 @@ import awa_django as awa
 from awa_django.conf import get_settings
 from awa_django.cron.declarations import Declaration, declarations, declared_schedules
 from awa_django.jobs import Job, registry
-from awa_django.maintenance.cron_evaluator import CronEvaluator
+from awa_django.maintenance.cron_evaluator import CronConfig, CronEvaluator
 from awa_django.signals import job_enqueued
 from awa_django.storage.cron import sync_cron_jobs
 from awa_django.worker.connections import connect, open_pool
@@ -96,7 +96,8 @@ async def _with_evaluators(count: int, scenario: Any, max_catch_up: int = 100) -
     pools = [await open_pool("default", max_size=2) for _ in range(count)]
     try:
         evaluators = [
-            CronEvaluator(pool, interval_s=1, max_catch_up=max_catch_up) for pool in pools
+            CronEvaluator(pool, CronConfig(interval_s=1, max_catch_up=max_catch_up))
+            for pool in pools
         ]
         return await scenario(*evaluators)
     finally:

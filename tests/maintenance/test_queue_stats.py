@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 
 import awa_django as awa
-from awa_django.maintenance.queue_stats import QueueStats, QueueStatsResult
+from awa_django.maintenance.queue_stats import QueueStats, QueueStatsConfig, QueueStatsResult
 from awa_django.storage.queue import QueueDepth, claim_ready
 from awa_django.telemetry import get_telemetry
 from awa_django.worker.connections import connect, open_pool
@@ -25,7 +25,7 @@ def run_pass() -> QueueStatsResult:
     async def main() -> QueueStatsResult:
         pool = await open_pool("default", max_size=1)
         try:
-            return await QueueStats(pool, interval_s=30.0).run_once()
+            return await QueueStats(pool, QueueStatsConfig(interval_s=30.0)).run_once()
         finally:
             await pool.close()
 

@@ -18,8 +18,8 @@ from django.test import override_settings
 
 import awa_django as awa
 from awa_django.core.retry import RetryPolicy
-from awa_django.maintenance.rescuer import Rescuer
-from awa_django.maintenance.rings import RingMaintainer
+from awa_django.maintenance.rescuer import RescueConfig, Rescuer
+from awa_django.maintenance.rings import RingConfig, RingMaintainer
 from awa_django.storage.execution import (
     Completion,
     LiveAttempt,
@@ -68,9 +68,7 @@ def rescue(staleness_s: float = 60.0):
     return with_pool(
         lambda pool: Rescuer(
             pool,
-            interval_s=1,
-            staleness_s=staleness_s,
-            batch_size=100,
+            RescueConfig(interval_s=1, staleness_s=staleness_s, batch_size=100),
             policy=POLICY,
             now=lambda: datetime.now(UTC),
         )
@@ -81,10 +79,12 @@ def rings(completed_retention_s: float = 0.0, failed_retention_s: float = 3600.0
     return with_pool(
         lambda pool: RingMaintainer(
             pool,
-            interval_s=1,
-            completed_retention_s=completed_retention_s,
-            failed_retention_s=failed_retention_s,
-            lock_timeout_ms=200,
+            RingConfig(
+                interval_s=1,
+                completed_retention_s=completed_retention_s,
+                failed_retention_s=failed_retention_s,
+                lock_timeout_ms=200,
+            ),
         )
     )
 
@@ -177,9 +177,7 @@ class LeaderRescuer:
     def __init__(self, *, staleness_s: float, batch_size: int = 100) -> None:
         self.rescuer = Rescuer(
             None,  # type: ignore[arg-type]  # set per pass
-            interval_s=1,
-            staleness_s=staleness_s,
-            batch_size=batch_size,
+            RescueConfig(interval_s=1, staleness_s=staleness_s, batch_size=batch_size),
             policy=POLICY,
             now=lambda: datetime.now(UTC),
         )
@@ -339,7 +337,7 @@ def test_prune_carries_failed_history_within_retention_and_never_loses_a_live_jo
 
 
 def test_failed_history_past_retention_is_deleted():
-    from awa_django.maintenance.retention import RetentionCleaner
+    from awa_django.maintenance.retention import RetentionCleaner, RetentionConfig
 
     failed_id = awa.enqueue("k.f", args={}, max_attempts=1)
     (failed,) = claim()
@@ -349,7 +347,10 @@ def test_failed_history_past_retention_is_deleted():
     assert awa.get_job(failed_id).state == "failed"
     result = with_pool(
         lambda pool: RetentionCleaner(
-            pool, interval_s=1, dlq_retention_s=3600, failed_retention_s=0, batch_size=10
+            pool,
+            RetentionConfig(
+                interval_s=1, dlq_retention_s=3600, failed_retention_s=0, batch_size=10
+            ),
         )
     )
     assert result.history_deleted == 1

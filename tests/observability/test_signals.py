@@ -17,7 +17,7 @@ import awa_django as awa
 from awa_django import signals
 from awa_django.core.retry import RetryPolicy
 from awa_django.jobs import Job
-from awa_django.maintenance.rescuer import Rescuer
+from awa_django.maintenance.rescuer import RescueConfig, Rescuer
 from awa_django.storage.execution import Completion, Outcome
 from awa_django.worker.completer import Completer
 from awa_django.worker.connections import open_pool
@@ -135,9 +135,7 @@ def rescue_once() -> None:
         try:
             await Rescuer(
                 pool,
-                interval_s=1,
-                staleness_s=60,
-                batch_size=100,
+                RescueConfig(interval_s=1, staleness_s=60, batch_size=100),
                 policy=RetryPolicy(base_s=0.01, max_s=1, jitter=0),
                 now=lambda: datetime.now(UTC),
             ).run_once()

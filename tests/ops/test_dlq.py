@@ -14,7 +14,7 @@ from django.utils import timezone
 
 import awa_django as awa
 from awa_django.exceptions import ConfirmationRequired, InvalidJob
-from awa_django.maintenance.retention import RetentionCleaner
+from awa_django.maintenance.retention import RetentionCleaner, RetentionConfig
 from awa_django.worker.connections import open_pool
 from tests.conftest import run_burst, wait_until
 from tests.jobs import always_fails, fails_through_lease, noop, terminal
@@ -190,10 +190,12 @@ def test_the_leader_deletes_entries_past_dlq_retention():
         try:
             cleaner = RetentionCleaner(
                 pool,
-                interval_s=60,
-                dlq_retention_s=30 * 86400,
-                failed_retention_s=3 * 86400,
-                batch_size=10,
+                RetentionConfig(
+                    interval_s=60,
+                    dlq_retention_s=30 * 86400,
+                    failed_retention_s=3 * 86400,
+                    batch_size=10,
+                ),
             )
             return (await cleaner.run_once()).dlq_deleted
         finally:
@@ -228,7 +230,7 @@ def test_round_trip_with_a_real_worker_process(worker_process):
 
 def test_attempts_the_rescuer_closes_on_their_last_attempt_route_too():
     from awa_django.core.retry import RetryPolicy
-    from awa_django.maintenance.rescuer import Rescuer
+    from awa_django.maintenance.rescuer import RescueConfig, Rescuer
     from awa_django.storage.queue import claim_ready
 
     job_id = awa.enqueue(noop, max_attempts=1)
@@ -244,9 +246,7 @@ def test_attempts_the_rescuer_closes_on_their_last_attempt_route_too():
                 assert [c.job_id for c in claimed] == [job_id]
             rescuer = Rescuer(
                 pool,
-                interval_s=1,
-                staleness_s=0,
-                batch_size=10,
+                RescueConfig(interval_s=1, staleness_s=0, batch_size=10),
                 policy=RetryPolicy(base_s=1, max_s=1, jitter=0),
                 now=timezone.now,
             )

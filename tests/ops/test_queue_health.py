@@ -12,7 +12,7 @@ from django.test import override_settings
 
 import awa_django as awa
 from awa_django.exceptions import ConfirmationRequired, InvalidJob
-from awa_django.maintenance.queue_stats import QueueStats
+from awa_django.maintenance.queue_stats import QueueStats, QueueStatsConfig
 from awa_django.storage.queue import claim_ready
 from awa_django.worker.connections import connect, open_pool
 from tests.conftest import run_burst
@@ -55,7 +55,7 @@ def stats_pass() -> None:
     async def main() -> None:
         pool = await open_pool("default", max_size=1)
         try:
-            await QueueStats(pool, interval_s=30.0).run_once()
+            await QueueStats(pool, QueueStatsConfig(interval_s=30.0)).run_once()
         finally:
             await pool.close()
 

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
-from awa_django.maintenance.rate_ledger import RateLedgerCleaner
+from awa_django.maintenance.rate_ledger import RateLedgerCleaner, RateLedgerConfig
 from awa_django.storage.rate_limits import claim_ready_limited
 from awa_django.worker import connections
 from awa_django.worker.connections import connect
@@ -139,7 +139,11 @@ def test_the_leader_keeps_only_the_newest_ledger_row_per_queue():
     async def main() -> int:
         pool = await connections.open_pool("default", max_size=2)
         try:
-            return (await RateLedgerCleaner(pool, interval_s=1, batch_size=3).run_once()).deleted
+            return (
+                await RateLedgerCleaner(
+                    pool, RateLedgerConfig(interval_s=1, batch_size=3)
+                ).run_once()
+            ).deleted
         finally:
             await pool.close()
 

@@ -10,13 +10,16 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from awa_django.conf import get_settings
+from awa_django.management.maintenance_process import (
+    MaintenanceProcess,
+    MaintenanceProcessConfig,
+)
 from awa_django.management.process import (
     add_log_format_argument,
     configure_logging,
     require_migrated,
     run_process,
 )
-from awa_django.worker.runtime import config_from_settings
 
 
 class Command(BaseCommand):
@@ -29,4 +32,5 @@ class Command(BaseCommand):
         configure_logging(self.stderr, options["verbosity"], options["log_format"])
         conf = get_settings()
         require_migrated(conf.DATABASE_ALIAS)
-        run_process(config_from_settings(conf, queues={}), self.stdout, self.stderr)
+        config = MaintenanceProcessConfig.from_settings(conf)
+        run_process(lambda: MaintenanceProcess(config), self.stdout, self.stderr)

@@ -10,13 +10,14 @@ from django.core.management.base import BaseCommand, CommandError
 
 from awa_django.conf import QUEUE_NAME_PATTERN, get_settings
 from awa_django.discovery import discover_jobs
+from awa_django.jobs import registry
 from awa_django.management.process import (
     add_log_format_argument,
     configure_logging,
     require_migrated,
     run_process,
 )
-from awa_django.worker.runtime import config_from_settings
+from awa_django.worker.runtime import WorkerRuntime, config_from_settings
 
 
 def queue_option(value: str) -> tuple[str, int | None]:
@@ -131,4 +132,4 @@ class Command(BaseCommand):
 
             reloading.run(config)
             return
-        run_process(config, self.stdout, self.stderr)
+        run_process(lambda: WorkerRuntime(config, registry.get), self.stdout, self.stderr)

@@ -1,0 +1,128 @@
+"""The ``awa_maintenance`` process: a ``Maintainer`` with what any awa process publishes (its
+declared schedules, its declarations and runtime snapshot), and no worker: no dispatchers,
+completer, notifier or heartbeat.
+
+It logs the same start and stop lines as a worker, with no queues and nothing claimed, so
+operators and supervisors read both kinds of process the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+
+from asgiref.sync import sync_to_async
+from django.db import connections as db_connections
+
+from awa_django.conf import AwaSettings
+from awa_django.core.retry import RetryPolicy
+from awa_django.cron.publish import declared_schedule_rows, publish_schedules
+from awa_django.descriptors import Declarations, declared
+from awa_django.jobs import registry
+from awa_django.maintenance.maintainer import Maintainer, MaintenanceConfig
+from awa_django.maintenance.promoter import Promoter, PromoterConfig
+from awa_django.worker import connections
+from awa_django.worker.reporter import RuntimeReporter
+from awa_django.worker.runtime import RunSummary, worker_identity
+
+logger = logging.getLogger(__name__)
+
+_utcnow = partial(datetime.now, UTC)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MaintenanceProcessConfig:
+    """Everything an ``awa_maintenance`` process needs, resolved from settings."""
+
+    database_alias: str
+    maintenance: MaintenanceConfig
+    promoter: PromoterConfig
+    retry_policy: RetryPolicy
+    declared: Declarations
+    runtime_snapshot_interval_s: float
+
+    @classmethod
+    def from_settings(cls, conf: AwaSettings) -> MaintenanceProcessConfig:
+        return cls(
+            database_alias=conf.WORKER_DATABASE or conf.DATABASE_ALIAS,
+            maintenance=MaintenanceConfig.from_settings(conf),
+            promoter=PromoterConfig.from_settings(conf),
+            retry_policy=RetryPolicy.from_settings(conf),
+            declared=declared(conf, registry.jobs()),
+            runtime_snapshot_interval_s=conf.RUNTIME_SNAPSHOT_INTERVAL_S,
+        )
+
+
+class MaintenanceProcess:
+    """Competes for leadership and maintains while leading, until told to stop."""
+
+    def __init__(self, config: MaintenanceProcessConfig) -> None:
+        self.config = config
+        self.identity = worker_identity()
+        self.stopping = asyncio.Event()
+        self._maintainer: Maintainer | None = None
+
+    def request_stop(self) -> None:
+        self.stopping.set()
+
+    def _snapshot_state(self) -> tuple[int, bool, bool, bool]:
+        leading = self._maintainer is not None and self._maintainer.is_leader
+        return 0, leading, True, self.stopping.is_set()
+
+    async def run(self) -> RunSummary:
+        config = self.config
+        schedules = declared_schedule_rows()
+        pool = await connections.open_pool(config.database_alias, max_size=4)
+        await publish_schedules(pool, schedules)
+        promoter = Promoter(pool, config.promoter)
+        maintainer = self._maintainer = Maintainer(
+            pool,
+            config.maintenance,
+            connect=lambda: connections.connect(config.database_alias),
+            promoter=promoter,
+            policy=config.retry_policy,
+            now=_utcnow,
+        )
+        reporter = RuntimeReporter(
+            pool,
+            instance_id=self.identity,
+            queues={},
+            declared=config.declared,
+            interval_s=config.runtime_snapshot_interval_s,
+            started_at=_utcnow(),
+            state=self._snapshot_state,
+        )
+        await reporter.report_once()
+        background = maintainer.start(self.stopping)
+        background.append(
+            asyncio.create_task(reporter.run(self.stopping, self.stopping), name="awa-reporter")
+        )
+        logger.info(
+            "worker ready identity=%s queues=%s maintenance=%s burst=%s",
+            self.identity,
+            {},
+            True,
+            False,
+        )
+        try:
+            await self.stopping.wait()
+        finally:
+            # Each loop finishes its current pass; the elector releases the lock.
+            self.stopping.set()
+            await asyncio.gather(*background, return_exceptions=True)
+            await reporter.withdraw()
+            await pool.close()
+            # Async signal receivers reach the ORM on asgiref's thread; its connection goes too.
+            await sync_to_async(db_connections.close_all)()
+        summary = RunSummary(claimed=0, written=0, stale=0, abandoned=0)
+        logger.info(
+            "worker stopped claimed=%s completed_writes=%s stale=%s abandoned=%s",
+            summary.claimed,
+            summary.written,
+            summary.stale,
+            summary.abandoned,
+        )
+        return summary
