@@ -58,17 +58,20 @@ def seed_last_hour(queue: str) -> None:
         )
 
 
-def dead_noops(count: int) -> list[int]:
-    """``count`` dead letters of a kind the worker runs, as if they had failed for good."""
+def dead_noops(count: int, *, error_type: str = "", message: str = "x") -> list[int]:
+    """``count`` dead letters of a kind the worker runs, as if they had failed for good: each
+    with one error of ``error_type`` (none when empty) whose message is ``message`` with
+    ``{n}`` replaced by the entry's number."""
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO awa.dlq_entries (job_id, kind, queue, priority, args, attempt, "
             "original_run_lease, max_attempts, created_at, metadata, tags, errors, dlq_reason, "
             "dlq_at) SELECT nextval('awa.job_id_seq'), 'tests.noop', 'default', 2, "
             "jsonb_build_object('n', n), 3, 3, 3, now(), '{}', '{}', "
-            "jsonb_build_array(jsonb_build_object('attempt', 3, 'at', now(), 'message', 'x')), "
+            "jsonb_build_array(jsonb_strip_nulls(jsonb_build_object('attempt', 3, 'at', now(), "
+            "'message', replace(%s, '{n}', n::text), 'type', nullif(%s, '')))), "
             "'attempts_exhausted', now() FROM generate_series(1, %s) n RETURNING job_id",
-            [count],
+            [message, error_type, count],
         )
         return sorted(row[0] for row in cursor.fetchall())
 
@@ -175,6 +178,30 @@ def test_operator_retries_a_dead_job_from_the_admin(
     )
     wait_until(lambda: {job.state for job in awa.get_jobs(group)} == {"completed"}, timeout=60)
 
+    # "What is failing?": dead letters grouped by error, one group retried at once after its
+    # count is confirmed, the other group left where it is.
+    missing = dead_noops(40, error_type="LookupError", message="order {n} not found")
+    other = dead_noops(5, error_type="ValueError", message="bad input {n}")
+    browser.get(f"{live_server.url}/admin/awa_django/deadletter/groups/")
+    wait_for(browser, "#dlq-groups")
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr.dlq-group")
+    (lookup,) = [row for row in rows if "order <n> not found" in row.text]
+    assert lookup.find_element(By.CLASS_NAME, "group-count").text == "40"
+    browser.save_screenshot(str(screenshots / "07c-dlq-groups.png"))
+    lookup.find_element(By.CLASS_NAME, "group-retry").click()
+    wait_for(browser, "#confirm-matching")
+    assert browser.find_element(By.ID, "matching-count").text.startswith(
+        "40 dead-letter jobs match"
+    )
+    browser.find_element(By.ID, "confirm-matching").click()
+    wait_for(browser, "ul.messagelist")
+    assert (
+        "Retried 40 dead-letter jobs matching error type=LookupError, "
+        "message like=order <n> not found."
+    ) in browser.find_element(By.CSS_SELECTOR, "ul.messagelist").text
+    wait_until(lambda: {job.state for job in awa.get_jobs(missing)} == {"completed"}, timeout=60)
+    assert sorted(entry.job_id for entry in awa.dlq.list()) == other
+
     # A second worker deploys a different description of the default queue: drift.
     redeployed = json.loads(json.dumps(WORKER_SETTINGS))
     redeployed["QUEUES"]["default"]["description"] = "Orders, payments and refunds"
@@ -207,6 +234,7 @@ def test_operator_retries_a_dead_job_from_the_admin(
         "06-job-completed.png",
         "07-dlq-purge-confirm.png",
         "07b-dlq-retry-matching-confirm.png",
+        "07c-dlq-groups.png",
         "08-runtimes.png",
         "09-queue-descriptors.png",
     ]
