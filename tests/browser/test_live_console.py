@@ -20,7 +20,7 @@ from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.wait import WebDriverWait
 
 import awa_django as awa
-from awa_django import queues, runtimes
+from awa_django import descriptors, queues, runtimes
 from tests.browser.test_admin_browser import WORKER_SETTINGS, seed_last_hour, wait_for
 from tests.conftest import wait_until
 
@@ -28,6 +28,14 @@ from tests.conftest import wait_until
 CONSOLE_SETTINGS = {**WORKER_SETTINGS, "HEARTBEAT_INTERVAL_S": 0.5, "HEARTBEAT_STALENESS_S": 30}
 # Set in the page's window: a reload would lose it.
 MARKER = "window.awaNotReloaded"
+
+
+REDEPLOYED_DESCRIPTION = "Orders, payments and refunds"
+
+
+def stored_description() -> str | None:
+    """The default queue's description as its stored descriptor (the last publisher's) says."""
+    return next((d.description for d in descriptors.queues() if d.queue == "default"), None)
 
 
 def log_in(driver: WebDriver, base_url: str) -> None:
@@ -154,7 +162,7 @@ def test_pages_refresh_in_place_and_show_a_running_jobs_progress(
     # A second worker deploys a different description of the default queue while the admin
     # runs the first one's code: the drift badge lists both values and who declares each.
     redeployed = json.loads(json.dumps(CONSOLE_SETTINGS))
-    redeployed["QUEUES"]["default"]["description"] = "Orders, payments and refunds"
+    redeployed["QUEUES"]["default"]["description"] = REDEPLOYED_DESCRIPTION
     worker_process(
         env={
             "AWA_OVERRIDES": json.dumps(redeployed),
@@ -162,11 +170,16 @@ def test_pages_refresh_in_place_and_show_a_running_jobs_progress(
         }
     ).wait_ready()
     wait_until(lambda: len([r for r in runtimes.list() if r.live]) == 2, timeout=30)
+    wait_until(lambda: stored_description() == REDEPLOYED_DESCRIPTION, timeout=30)
     with override_settings(AWA={**settings.AWA, "QUEUES": CONSOLE_SETTINGS["QUEUES"]}):
         browser.get(f"{live_server.url}/admin/awa_django/queuedescriptor/")
         wait_for(browser, "#queue-descriptors")
     status = browser.find_element(By.ID, "queue-default").text
-    assert "drift" in status and "values not known" not in status
+    assert "drift" in status
+    # Both values are known while the stored descriptor is the redeployed one; the first
+    # worker may publish its own again meanwhile, and then only its values are known here.
+    if stored_description() == REDEPLOYED_DESCRIPTION:
+        assert REDEPLOYED_DESCRIPTION in status
     assert "“Orders and payments”" in status and "“Orders, payments and refunds”" in status
     browser.save_screenshot(str(screenshots / "14-queue-descriptors-drift.png"))
     assert sorted(p.name for p in screenshots.glob("*.png")) == [
