@@ -28,7 +28,7 @@ from awa_django.storage.control import reset_all
 from awa_django.storage.execution import Outcome
 from awa_django.storage.inspect import list_jobs
 from awa_django.storage.jobs import JobRecord, get_jobs
-from awa_django.worker.inline import InlineRunner, RanJob
+from awa_django.worker.in_process import InProcessRunner, RanJob
 from awa_django.worker.runtime import RunSummary, WorkerRuntime, config_from_settings
 
 P = ParamSpec("P")
@@ -120,7 +120,7 @@ def run_jobs(
     ensure_jobs_discovered()
     queues = [queue] if queue is not None else list(get_settings().QUEUES)
     wanted = None if kinds is None else {_kind(k) for k in kinds}
-    return JobsRun(InlineRunner().drain(queues, kinds=wanted, max_jobs=max_jobs))
+    return JobsRun(InProcessRunner().drain(queues, kinds=wanted, max_jobs=max_jobs))
 
 
 def work_one(job_id: int) -> RanJob:
@@ -130,7 +130,7 @@ def work_one(job_id: int) -> RanJob:
     ``AssertionError`` naming the job ahead of it (``run_jobs`` runs them all in order).
     """
     ensure_jobs_discovered()
-    runner = InlineRunner()
+    runner = InProcessRunner()
     with connections[runner.alias].cursor() as cursor:
         found = get_jobs(cursor, [job_id])
     record = found[0] if found else None
