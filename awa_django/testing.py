@@ -29,7 +29,7 @@ from awa_django.storage.execution import Outcome
 from awa_django.storage.inspect import list_jobs
 from awa_django.storage.jobs import JobRecord, get_jobs
 from awa_django.worker.in_process import InProcessRunner, RanJob
-from awa_django.worker.runtime import RunSummary, WorkerRuntime, config_from_settings
+from awa_django.worker.process import RunSummary, WorkerProcess, config_from_settings
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -276,12 +276,13 @@ def make_due(job_ids: Sequence[int] | None = None) -> int:
 
 
 class BackgroundWorker:
-    """A real, non-burst worker runtime on its own thread and event loop, for end-to-end tests
-    with committed data (``TransactionTestCase``); ``stop`` drains it like a SIGTERM."""
+    """A real, non-burst worker (a ``WorkerProcess``) on its own thread and event loop, for
+    end-to-end tests with committed data (``TransactionTestCase``); ``stop`` drains it like a
+    SIGTERM. ``runtime`` is that ``WorkerProcess`` once started."""
 
     def __init__(self, **config_overrides: Any) -> None:
         self.config = config_from_settings(get_settings(), **config_overrides)
-        self.runtime: WorkerRuntime | None = None
+        self.runtime: WorkerProcess | None = None
         self.summary: RunSummary | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = threading.Event()
@@ -290,7 +291,7 @@ class BackgroundWorker:
     def _main(self) -> None:
         async def main() -> None:
             self._loop = asyncio.get_running_loop()
-            self.runtime = WorkerRuntime(self.config, registry.get)
+            self.runtime = WorkerProcess(self.config, registry.get)
             ready_task = asyncio.create_task(self.runtime.ready.wait())
             ready_task.add_done_callback(lambda _: self._started.set())
             self.summary = await self.runtime.run()

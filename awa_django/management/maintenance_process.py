@@ -25,8 +25,8 @@ from awa_django.jobs import registry
 from awa_django.maintenance.maintainer import Maintainer, MaintenanceConfig
 from awa_django.maintenance.promoter import Promoter, PromoterConfig
 from awa_django.worker import connections
+from awa_django.worker.process import RunSummary, worker_identity
 from awa_django.worker.reporter import RuntimeReporter
-from awa_django.worker.runtime import RunSummary, worker_identity
 
 logger = logging.getLogger(__name__)
 

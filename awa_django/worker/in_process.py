@@ -30,7 +30,7 @@ from awa_django.storage.inline import NextReady
 from awa_django.storage.queue import ClaimedJob
 from awa_django.worker.executor import context_for, execute_in_calling_thread
 from awa_django.worker.job_log import log_finished, log_started
-from awa_django.worker.runtime import worker_identity
+from awa_django.worker.process import worker_identity
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
