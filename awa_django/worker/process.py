@@ -45,7 +45,7 @@ from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.heartbeat import Heartbeat
 from awa_django.worker.notifier import Notifier
 from awa_django.worker.rate_limit import RateLimit
-from awa_django.worker.reporter import RuntimeReporter
+from awa_django.worker.reporter import InstanceReporter
 from awa_django.worker.wake import WakeLocks
 from awa_django.worker.weighted import QueueShare, WeightedPermits
 
@@ -296,7 +296,7 @@ class WorkerProcess:
                 callbacks=self._callbacks,
                 wake=wake,
             )
-        reporter = RuntimeReporter(
+        reporter = InstanceReporter(
             pool,
             instance_id=self.identity,
             queues=dict(config.queues),
