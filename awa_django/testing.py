@@ -26,8 +26,7 @@ from awa_django.jobs import Job, JobContext, registry
 from awa_django.storage import inline as inline_storage
 from awa_django.storage.control import reset_all
 from awa_django.storage.execution import Outcome
-from awa_django.storage.inspect import list_jobs
-from awa_django.storage.jobs import JobRecord, get_jobs
+from awa_django.storage.jobs import JobRecord, get_jobs, list_jobs
 from awa_django.worker.in_process import InProcessRunner, RanJob
 from awa_django.worker.process import RunSummary, WorkerProcess, config_from_settings
 
