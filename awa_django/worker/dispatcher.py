@@ -1,7 +1,7 @@
 """One queue's dispatch loop: wait for work, reserve permits, claim a batch, start executions.
 
 How it works: a dispatcher owns its queue's permits (the queue's concurrency in this process).
-It sleeps until a NOTIFY for its queue, a poke from the runtime, or the poll interval (right
+It sleeps until a NOTIFY for its queue, a poke from the worker process, or the poll interval (right
 after work it polls for a few milliseconds instead, and producers only notify a worker that
 waits: ``worker.wake``); then it reserves every free permit (at most one claim batch), claims
 that many jobs in one round trip and starts one task per job. Each task runs the handler,
