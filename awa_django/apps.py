@@ -36,6 +36,6 @@ class AwaConfig(AppConfig):
 def _run_in_process(queue: str, job_ids: Sequence[int]) -> Sequence[EagerAttempt]:
     # Imported on the first eager run: a process that never runs a job eagerly never loads
     # the worker.
-    from awa_django.worker.inline import InlineRunner
+    from awa_django.worker.in_process import InProcessRunner
 
-    return InlineRunner().run_eagerly(queue, job_ids)
+    return InProcessRunner().run_eagerly(queue, job_ids)

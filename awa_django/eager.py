@@ -36,13 +36,13 @@ class EagerAttempt(Protocol):
 # ``(queue, job_ids) -> the attempts made``: the worker's in-process runner, which the app
 # registers when Django is ready (``awa_django.apps``). Enqueue imports this module and the
 # worker imports enqueue (cron), so this module may not import the worker.
-InProcessRunner = Callable[[str, Sequence[int]], Sequence[EagerAttempt]]
+EagerRunner = Callable[[str, Sequence[int]], Sequence[EagerAttempt]]
 
 
-_runner: InProcessRunner | None = None
+_runner: EagerRunner | None = None
 
 
-def use_runner(run: InProcessRunner) -> None:
+def use_runner(run: EagerRunner) -> None:
     """Run eager jobs through ``run``."""
     global _runner
     _runner = run

@@ -8,9 +8,9 @@ from django.db import connections
 
 from awa_django.conf import get_settings
 from awa_django.limits import is_job_id
-from awa_django.storage.inspect import list_jobs as _list_jobs
 from awa_django.storage.jobs import JobRecord
 from awa_django.storage.jobs import get_jobs as _fetch_jobs
+from awa_django.storage.jobs import list_jobs as _list_jobs
 
 
 def get_jobs(job_ids: Sequence[int]) -> list[JobRecord]:

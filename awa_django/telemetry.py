@@ -32,8 +32,9 @@ from awa_django.storage.queue import ClaimedJob, QueueDepth
 
 TRACEPARENT_KEY: Final = "awa:traceparent"
 # How often, at most, ``job_span`` asks OpenTelemetry whether an SDK tracer provider has been
-# installed, until one has. The question reads the environment (about 0.6 µs); asked for every
-# job, it was 7% of the event loop's time in a no-op drain with sync handlers.
+# installed, until one has. The question reads the environment: asked for every job, it was a
+# visible share of the event loop's time in a no-op drain (docs/benchmarks.md, "Why the code is
+# shaped as it is").
 PROVIDER_CHECK_INTERVAL_S: Final = 1.0
 INSTRUMENTATION_NAME: Final = "awa_django"
 
@@ -192,7 +193,7 @@ class OtelTelemetry(Telemetry):
             "awa.job.wait", unit="s", description="Pickup latency: claim time minus run_at"
         )
         # Observed, not counted per job: with an SDK installed, every synchronous instrument
-        # call costs several microseconds (see ``claimed``).
+        # call is as costly as ``claimed`` says.
         meter.create_observable_up_down_counter(
             "awa.job.in_flight",
             callbacks=[_observe_in_flight],
@@ -229,9 +230,9 @@ class OtelTelemetry(Telemetry):
             metadata[TRACEPARENT_KEY] = carrier["traceparent"]
 
     # Counters are added once per claim or completion batch and kind, not once per job: with an
-    # SDK meter provider installed each instrument call costs about 4.5 µs, and the six calls
-    # per job this used to make (27 µs) were as much as the rest of the worker's work on a
-    # job. The histograms still take one value per job.
+    # SDK meter provider installed each instrument call is costly, and the six calls per job
+    # this used to make cost as much as the rest of the worker's work on a job
+    # (docs/benchmarks.md). The histograms still take one value per job.
     def claimed(self, jobs: Sequence[ClaimedJob], *, now: datetime) -> None:
         counts: Counter[tuple[str, str]] = Counter()
         for job in jobs:
@@ -279,9 +280,10 @@ class OtelTelemetry(Telemetry):
 
     def _tracing_installed(self) -> bool:
         # Until an SDK tracer provider is installed, the API's proxy only makes non-recording
-        # spans; skipping them saves a context attach and detach per job (about 8% of a
-        # no-op drain's event loop). A provider is set once and for all, so True is kept; one
-        # installed after the worker started is picked up within PROVIDER_CHECK_INTERVAL_S.
+        # spans; skipping them saves a context attach and detach per job, a visible share of a
+        # no-op drain's event loop (docs/benchmarks.md). A provider is set once and for all, so
+        # True is kept; one installed after the worker started is picked up within
+        # PROVIDER_CHECK_INTERVAL_S.
         if not self._tracing:
             now = time.monotonic()
             if now >= self._next_provider_check:

@@ -26,10 +26,9 @@ from awa_django.jobs import Job, JobContext, registry
 from awa_django.storage import inline as inline_storage
 from awa_django.storage.control import reset_all
 from awa_django.storage.execution import Outcome
-from awa_django.storage.inspect import list_jobs
-from awa_django.storage.jobs import JobRecord, get_jobs
-from awa_django.worker.inline import InlineRunner, RanJob
-from awa_django.worker.runtime import RunSummary, WorkerRuntime, config_from_settings
+from awa_django.storage.jobs import JobRecord, get_jobs, list_jobs
+from awa_django.worker.in_process import InProcessRunner, RanJob
+from awa_django.worker.process import RunSummary, WorkerProcess, config_from_settings
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -120,7 +119,7 @@ def run_jobs(
     ensure_jobs_discovered()
     queues = [queue] if queue is not None else list(get_settings().QUEUES)
     wanted = None if kinds is None else {_kind(k) for k in kinds}
-    return JobsRun(InlineRunner().drain(queues, kinds=wanted, max_jobs=max_jobs))
+    return JobsRun(InProcessRunner().drain(queues, kinds=wanted, max_jobs=max_jobs))
 
 
 def work_one(job_id: int) -> RanJob:
@@ -130,7 +129,7 @@ def work_one(job_id: int) -> RanJob:
     ``AssertionError`` naming the job ahead of it (``run_jobs`` runs them all in order).
     """
     ensure_jobs_discovered()
-    runner = InlineRunner()
+    runner = InProcessRunner()
     with connections[runner.alias].cursor() as cursor:
         found = get_jobs(cursor, [job_id])
     record = found[0] if found else None
@@ -276,12 +275,13 @@ def make_due(job_ids: Sequence[int] | None = None) -> int:
 
 
 class BackgroundWorker:
-    """A real, non-burst worker runtime on its own thread and event loop, for end-to-end tests
-    with committed data (``TransactionTestCase``); ``stop`` drains it like a SIGTERM."""
+    """A real, non-burst worker (a ``WorkerProcess``) on its own thread and event loop, for
+    end-to-end tests with committed data (``TransactionTestCase``); ``stop`` drains it like a
+    SIGTERM. ``runtime`` is that ``WorkerProcess`` once started."""
 
     def __init__(self, **config_overrides: Any) -> None:
         self.config = config_from_settings(get_settings(), **config_overrides)
-        self.runtime: WorkerRuntime | None = None
+        self.runtime: WorkerProcess | None = None
         self.summary: RunSummary | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = threading.Event()
@@ -290,7 +290,7 @@ class BackgroundWorker:
     def _main(self) -> None:
         async def main() -> None:
             self._loop = asyncio.get_running_loop()
-            self.runtime = WorkerRuntime(self.config, registry.get)
+            self.runtime = WorkerProcess(self.config, registry.get)
             ready_task = asyncio.create_task(self.runtime.ready.wait())
             ready_task.add_done_callback(lambda _: self._started.set())
             self.summary = await self.runtime.run()

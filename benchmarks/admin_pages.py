@@ -54,7 +54,7 @@ def main() -> None:
     from awa_django.storage.queue import claim_ready
     from awa_django.testing import reset_queue
     from awa_django.worker.connections import connect
-    from awa_django.worker.runtime import WorkerRuntime, config_from_settings
+    from awa_django.worker.process import WorkerProcess, config_from_settings
 
     @awa.job(kind=OK_KIND)
     def succeeds(ctx: JobContext, n: int) -> None:
@@ -66,7 +66,7 @@ def main() -> None:
 
     def burst() -> None:
         config = config_from_settings(get_settings(), queues={"default": 8}, burst=True)
-        asyncio.run(WorkerRuntime(config, registry.get).run())
+        asyncio.run(WorkerProcess(config, registry.get).run())
 
     async def claim_open(count: int) -> list[int]:
         async with await connect("default") as conn:

@@ -19,7 +19,7 @@ from django.db import connection
 from awa_django.conf import get_settings
 from awa_django.jobs import registry
 from awa_django.testing import BackgroundWorker, reset_queue  # noqa: F401 (re-exported)
-from awa_django.worker.runtime import RunSummary, WorkerRuntime, config_from_settings
+from awa_django.worker.process import RunSummary, WorkerProcess, config_from_settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,7 +72,7 @@ def run_burst(*, burst_wait_s: float = 0.0, queues: dict[str, int] | None = None
     config = config_from_settings(
         get_settings(), queues=queues, burst=True, burst_wait_s=burst_wait_s
     )
-    return asyncio.run(WorkerRuntime(config, registry.get).run())
+    return asyncio.run(WorkerProcess(config, registry.get).run())
 
 
 def subprocess_database_url() -> str:
@@ -81,7 +81,7 @@ def subprocess_database_url() -> str:
     return f"postgres://{auth}@{params['HOST']}:{params['PORT']}/{params['NAME']}"
 
 
-class WorkerProcess:
+class WorkerSubprocess:
     """A real ``manage.py awa_worker`` subprocess on the test database."""
 
     def __init__(
@@ -114,7 +114,7 @@ class WorkerProcess:
     def output(self) -> str:
         return self.log.decode(errors="replace")
 
-    def wait_ready(self, timeout: float = 30.0) -> WorkerProcess:
+    def wait_ready(self, timeout: float = 30.0) -> WorkerSubprocess:
         wait_until(lambda: "worker ready" in self.output or self.proc.poll() is not None, timeout)
         assert "worker ready" in self.output, self.output
         return self
@@ -131,14 +131,14 @@ class WorkerProcess:
 
 
 @pytest.fixture
-def worker_process(awa_db: None) -> Iterator[Callable[..., WorkerProcess]]:
+def worker_process(awa_db: None) -> Iterator[Callable[..., WorkerSubprocess]]:
     """Start real worker subprocesses; any still running are killed after the test."""
-    started: list[WorkerProcess] = []
+    started: list[WorkerSubprocess] = []
 
     def start(
         *args: str, env: dict[str, str] | None = None, command: str = "awa_worker"
-    ) -> WorkerProcess:
-        process = WorkerProcess(*args, env=env, command=command)
+    ) -> WorkerSubprocess:
+        process = WorkerSubprocess(*args, env=env, command=command)
         started.append(process)
         return process
 

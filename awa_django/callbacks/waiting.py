@@ -1,6 +1,6 @@
 """The worker's side of callbacks: registering, parking and sequential waits.
 
-``CallbackHub`` belongs to one worker runtime; ``AttemptCallbacks`` is what a running handler's
+``CallbackHub`` belongs to one worker process; ``AttemptCallbacks`` is what a running handler's
 ``JobContext`` calls. Everything runs on the worker's event loop and connection pool: a sync
 handler's calls are handed to the loop and waited for in the handler's thread.
 

@@ -16,6 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 from awa_django.conf import AwaSettings
 from awa_django.core.retry import RetryPolicy
 from awa_django.maintenance.cron_evaluator import CronConfig, CronEvaluator
+from awa_django.maintenance.instance_cleanup import InstanceCleaner, InstanceCleanupConfig
 from awa_django.maintenance.leader import LeaderElector
 from awa_django.maintenance.promoter import Promoter
 from awa_django.maintenance.queue_stats import QueueStats, QueueStatsConfig
@@ -23,7 +24,6 @@ from awa_django.maintenance.rate_ledger import RateLedgerCleaner, RateLedgerConf
 from awa_django.maintenance.rescuer import RescueConfig, Rescuer
 from awa_django.maintenance.retention import RetentionCleaner, RetentionConfig
 from awa_django.maintenance.rings import RingConfig, RingMaintainer
-from awa_django.maintenance.runtime_cleanup import RuntimeCleaner, RuntimeCleanupConfig
 from awa_django.maintenance.service import MaintenanceTask, run_task
 from awa_django.maintenance.unique_sweeper import UniqueClaimSweeper, UniqueSweepConfig
 
@@ -37,7 +37,7 @@ class MaintenanceConfig:
     rescue: RescueConfig
     rings: RingConfig
     retention: RetentionConfig
-    runtimes: RuntimeCleanupConfig
+    instances: InstanceCleanupConfig
     queue_stats: QueueStatsConfig
     cron: CronConfig
     unique_claims: UniqueSweepConfig
@@ -50,7 +50,7 @@ class MaintenanceConfig:
             rescue=RescueConfig.from_settings(conf),
             rings=RingConfig.from_settings(conf),
             retention=RetentionConfig.from_settings(conf),
-            runtimes=RuntimeCleanupConfig.from_settings(conf),
+            instances=InstanceCleanupConfig.from_settings(conf),
             queue_stats=QueueStatsConfig.from_settings(conf),
             cron=CronConfig.from_settings(conf),
             unique_claims=UniqueSweepConfig.from_settings(conf),
@@ -73,7 +73,7 @@ def maintenance_services(
         Rescuer(pool, config.rescue, policy=policy, now=now),
         RingMaintainer(pool, config.rings),
         RetentionCleaner(pool, config.retention),
-        RuntimeCleaner(pool, config.runtimes),
+        InstanceCleaner(pool, config.instances),
         QueueStats(pool, config.queue_stats),
         CronEvaluator(pool, config.cron),
         UniqueClaimSweeper(pool, config.unique_claims),

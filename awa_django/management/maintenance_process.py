@@ -25,8 +25,8 @@ from awa_django.jobs import registry
 from awa_django.maintenance.maintainer import Maintainer, MaintenanceConfig
 from awa_django.maintenance.promoter import Promoter, PromoterConfig
 from awa_django.worker import connections
-from awa_django.worker.reporter import RuntimeReporter
-from awa_django.worker.runtime import RunSummary, worker_identity
+from awa_django.worker.process import RunSummary, worker_identity
+from awa_django.worker.reporter import InstanceReporter
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class MaintenanceProcess:
             policy=config.retry_policy,
             now=_utcnow,
         )
-        reporter = RuntimeReporter(
+        reporter = InstanceReporter(
             pool,
             instance_id=self.identity,
             queues={},

@@ -1,5 +1,5 @@
 """What the awa_worker and awa_maintenance commands share: logging setup and running one
-process (a worker runtime or a maintenance process) as the main loop, with OS signals wired to
+process (a worker or a maintenance process) as the main loop, with OS signals wired to
 a graceful shutdown."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from django.db.migrations.executor import MigrationExecutor
 
 from awa_django.logs import TRACE, JsonFormatter
 from awa_django.worker import shutdown
-from awa_django.worker.runtime import RunSummary
+from awa_django.worker.process import RunSummary
 
 VERBOSITY_LEVELS: Final = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: TRACE}
 LOG_FORMATS: Final = ("text", "json")
@@ -70,7 +70,7 @@ def require_migrated(alias: str) -> None:
 
 
 class Process(Protocol):
-    """A worker runtime or a maintenance process: runs until asked to stop."""
+    """A worker or a maintenance process: runs until asked to stop."""
 
     def request_stop(self) -> None: ...
 

@@ -4,8 +4,8 @@ Django's autoreloader does the watching; the process layout is its own, made gra
 job worker. A supervisor process starts the worker as a child (with Django's
 ``RUN_MAIN=true`` marker) in its own process group, forwards SIGTERM/SIGINT to it, and starts
 it again whenever it exits with status 3. In the child, the main thread runs Django's reloader
-and the worker runtime runs on another thread; when a watched file changes, the reloader's
-``file_changed`` signal first stops the runtime the graceful way (no new claims, in-flight jobs
+and the worker process runs on another thread; when a watched file changes, the reloader's
+``file_changed`` signal first stops the worker the graceful way (no new claims, in-flight jobs
 finish within the shutdown timeout, completions flushed, leadership released), then lets Django
 exit with status 3. A job module that fails to import leaves the child watching for the fix
 instead of exiting.
@@ -28,7 +28,7 @@ from django.utils import autoreload
 
 from awa_django.discovery import discover_jobs
 from awa_django.jobs import registry
-from awa_django.worker.runtime import WorkerConfig, WorkerRuntime
+from awa_django.worker.process import WorkerConfig, WorkerProcess
 from awa_django.worker.shutdown import FORCED_EXIT_STATUS
 
 logger = logging.getLogger(__name__)
@@ -74,13 +74,13 @@ def supervise() -> int:
 
 
 class ReloadingWorker:
-    """The child: Django's reloader on the main thread, the runtime on another."""
+    """The child: Django's reloader on the main thread, the worker process on another."""
 
     def __init__(self, config: WorkerConfig) -> None:
         self._config = config
         self._reloader = autoreload.get_reloader()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._runtime: WorkerRuntime | None = None
+        self._worker: WorkerProcess | None = None
         self._thread: threading.Thread | None = None
         self._abandoned = 0
         self._signals = 0
@@ -115,16 +115,16 @@ class ReloadingWorker:
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._runtime = WorkerRuntime(self._config, registry.get)
+        self._worker = WorkerProcess(self._config, registry.get)
         if self._stop_requested:
-            self._runtime.request_stop()
-        summary = await self._runtime.run()
+            self._worker.request_stop()
+        summary = await self._worker.run()
         self._abandoned = summary.abandoned
 
     def _stop_worker(self) -> None:
         self._stop_requested = True
-        if self._loop is not None and self._runtime is not None:
-            self._loop.call_soon_threadsafe(self._runtime.request_stop)
+        if self._loop is not None and self._worker is not None:
+            self._loop.call_soon_threadsafe(self._worker.request_stop)
 
     def _watch_parent(self, parent: int) -> None:
         # In its own process group, the child would outlive a supervisor killed outright

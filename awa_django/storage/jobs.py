@@ -1,4 +1,6 @@
-"""Read surface across every plane: the current state of jobs, from the ``awa.jobs`` view."""
+"""Reading jobs back across every plane: their current state from the ``awa.jobs`` view (by
+id, or listed for operators) and their claims. ``awa_django.records`` is the public API over
+it."""
 
 from __future__ import annotations
 
@@ -77,3 +79,21 @@ def get_claims(cursor: CursorWrapper, job_ids: Sequence[int]) -> dict[int, list[
     for job_id, claimed_by, claimed_at in cursor.fetchall():
         claims.setdefault(job_id, []).append(Claim(claimed_by=claimed_by, claimed_at=claimed_at))
     return claims
+
+
+def list_jobs(
+    cursor: CursorWrapper,
+    *,
+    queue: str | None,
+    kind: str | None,
+    state: str | None,
+    limit: int,
+    before_id: int | None = None,
+) -> list[JobRecord]:
+    """Up to ``limit`` jobs, newest id first, with ids below ``before_id``. Reads every retained
+    fact through the view: for operators, never on a hot path."""
+    cursor.execute(
+        _SQL["list_jobs"],
+        {"queue": queue, "kind": kind, "state": state, "limit": limit, "before_id": before_id},
+    )
+    return [JobRecord(**values) for values in fetch_dicts(cursor, JSON_COLUMNS)]

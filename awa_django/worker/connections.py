@@ -33,11 +33,11 @@ def connection_kwargs(alias: str) -> dict[str, Any]:
         params = conninfo_to_dict(alias)
     params.setdefault("application_name", "awa_worker")
     # The worker's statements scan many small partitions whose cost estimates can cross the JIT
-    # threshold; compiling them takes far longer (hundreds of ms) than running them.
+    # threshold; compiling them takes far longer than running them.
     # UTC, as Django's own connections use: timestamps then come back with Python's fixed UTC
     # zone, as the ORM returns them, whatever the server's default zone. With a zone name
     # such as the Debian default 'Etc/UTC', psycopg attaches a ZoneInfo, which made each
-    # claimed job's two timestamps 2.5 times as slow to decode and to compute with.
+    # claimed job's two timestamps slower to decode and to compute with (docs/benchmarks.md).
     params["options"] = f"{params.get('options', '')} -c jit=off -c TimeZone=UTC".strip()
     return params
 
@@ -45,8 +45,8 @@ def connection_kwargs(alias: str) -> dict[str, Any]:
 class ClaimJsonbLoader(JsonbLoader):
     """jsonb as Python values, like psycopg's loader, but without the parser for the empty
     object and array that most jobs' metadata and error history are, and without its encoding
-    detection: a claim decodes three jsonb columns per job, and this takes a no-op drain's
-    decoding from about 4.6 to 1.4 µs per job."""
+    detection: a claim decodes three jsonb columns per job, most of them empty, so this saves
+    most of the time a no-op drain spends decoding them (docs/benchmarks.md)."""
 
     def load(self, data: Buffer) -> Any:
         if data == b"{}":

@@ -1,7 +1,7 @@
 """One queue's dispatch loop: wait for work, reserve permits, claim a batch, start executions.
 
 How it works: a dispatcher owns its queue's permits (the queue's concurrency in this process).
-It sleeps until a NOTIFY for its queue, a poke from the runtime, or the poll interval (right
+It sleeps until a NOTIFY for its queue, a poke from the worker process, or the poll interval (right
 after work it polls for a few milliseconds instead, and producers only notify a worker that
 waits: ``worker.wake``); then it reserves every free permit (at most one claim batch), claims
 that many jobs in one round trip and starts one task per job. Each task runs the handler,
@@ -279,9 +279,9 @@ class Dispatcher:
 
         Claims of one lane run one after another (each holds the lane's lock), so the time
         between a claim's reply and the next claim's start is time the lane serves nobody.
-        Starting the jobs of a batch takes a few microseconds each; started first, the next
-        claim's round trip overlaps them. Rate-limited queues claim only as their budget
-        allows, so they keep to one claim at a time.
+        Starting the jobs of a batch takes time of its own; started first, the next claim's
+        round trip overlaps it. Rate-limited queues claim only as their budget allows, so they
+        keep to one claim at a time.
         """
         if self._rate_limit is not None:
             return None
@@ -291,9 +291,10 @@ class Dispatcher:
     def _claim_aging_s(self) -> float:
         """The aging interval this claim applies (0: static priority order).
 
-        An aged claim reads the head of every lane of the queue, which costs a few times a
-        static one; a job gains a step only once per interval, so comparing the lanes on one
-        claim per tenth of the interval (at least once a second) is as good as on every claim.
+        An aged claim reads the head of every lane of the queue, which costs more than a
+        static one (docs/benchmarks.md, "Priority lanes"); a job gains a step only once per
+        interval, so comparing the lanes on one claim per tenth of the interval (at least once
+        a second) is as good as on every claim.
         """
         if self._aging_s <= 0:
             return 0.0
@@ -346,7 +347,8 @@ class Dispatcher:
         # Django connection gets the same expiry and health hygiene as the sync pool's: before
         # the batch after a failed attempt, otherwise at most once per
         # ORM_THREAD_CHECK_INTERVAL_S (connection ages are counted in seconds, and a thread hop
-        # per claimed batch cost a no-op drain 8-10% of its throughput). Started, not awaited,
+        # per claimed batch cost a no-op drain a visible share of its throughput, see
+        # docs/benchmarks.md). Started, not awaited,
         # so the batch's handlers start without waiting for the hop: tasks take their first
         # step in creation order (eagerly or not, as they are all started by start_task), and
         # this one's first step queues the check on that (FIFO) thread ahead of any ORM call

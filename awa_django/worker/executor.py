@@ -107,7 +107,7 @@ async def execute(
     return _returned(value)
 
 
-def execute_inline(
+def execute_in_calling_thread(
     job: ClaimedJob, handler: Job[Any, Any] | None, ctx: JobContext
 ) -> HandlerResult:
     """``execute`` in the calling thread, on its Django connection (in-process runs: tests and

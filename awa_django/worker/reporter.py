@@ -1,6 +1,6 @@
-"""Runtime reporting: a worker publishes its declarations (DLQ policies, queue and kind
-descriptors) and a snapshot of itself at start, then every ``interval_s`` until it stops, and
-deletes its snapshot row on a clean exit.
+"""Instance reporting: a worker (or ``awa_maintenance``) publishes its declarations (DLQ
+policies, queue and kind descriptors) and a snapshot of itself, its runtime instance row, at
+start, then every ``interval_s`` until it stops, and deletes that row on a clean exit.
 
 Publishing at start, before the first claim, is what makes a queue's DLQ policy known to
 ``awa.close_attempts`` by the time its jobs can fail.
@@ -39,7 +39,7 @@ def package_version() -> str:
         return "unknown"
 
 
-class RuntimeReporter:
+class InstanceReporter:
     """Writes one process's declarations and snapshot; ``state()`` supplies the live fields
     (in-flight count, leader flag, health, shutting down)."""
 

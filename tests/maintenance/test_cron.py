@@ -29,7 +29,7 @@ from awa_django.maintenance.cron_evaluator import CronConfig, CronEvaluator
 from awa_django.signals import job_enqueued
 from awa_django.storage.cron import sync_cron_jobs
 from awa_django.worker.connections import connect, open_pool
-from awa_django.worker.runtime import WorkerRuntime, config_from_settings
+from awa_django.worker.process import WorkerProcess, config_from_settings
 from tests.conftest import BackgroundWorker, wait_until
 from tests.jobs import echo, exact_repr, record
 
@@ -487,7 +487,7 @@ def test_invalid_declaration_fails_manage_py_check(options, check_id):
 def test_invalid_declaration_stops_the_worker_from_starting():
     config = config_from_settings(get_settings(), queues={})
     with declared(schedule="61 * * * *"), pytest.raises(awa.ConfigError, match=r"awa\.E030"):
-        asyncio.run(WorkerRuntime(config, registry.get).run())
+        asyncio.run(WorkerProcess(config, registry.get).run())
 
 
 def test_duplicate_names_fail_the_check():

@@ -19,7 +19,7 @@ from types import ModuleType
 import psycopg
 import pytest
 
-from tests.conftest import REPO_ROOT, WorkerProcess, wait_until
+from tests.conftest import REPO_ROOT, WorkerSubprocess, wait_until
 from tests.processes.test_recovery_processes import FAST
 
 JOBS = 400
@@ -110,7 +110,7 @@ def test_kills_a_restart_and_a_poison_pill_lose_nothing(cluster):
         "AWA_OVERRIDES": json.dumps({**FAST, "QUEUES": {"default": {"concurrency": 4}}}),
     }
     rng = random.Random(20261202)
-    workers = [WorkerProcess("--queue", "default", env=env).wait_ready() for _ in range(WORKERS)]
+    workers = [WorkerSubprocess("--queue", "default", env=env).wait_ready() for _ in range(WORKERS)]
     try:
         batches = 8
         started = time.monotonic()
@@ -123,7 +123,7 @@ def test_kills_a_restart_and_a_poison_pill_lose_nothing(cluster):
             victim = rng.randrange(len(workers))
             workers[victim].proc.kill()
             workers[victim].wait(10)
-            workers[victim] = WorkerProcess("--queue", "default", env=env)
+            workers[victim] = WorkerSubprocess("--queue", "default", env=env)
             if not restarted and time.monotonic() - started > CHAOS_SECONDS / 3:
                 restart(cluster)
                 restarted = True

@@ -9,8 +9,8 @@ from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from awa_django import conf
+from awa_django.worker.process import config_from_settings
 from awa_django.worker.rate_limit import RateLimit
-from awa_django.worker.runtime import config_from_settings
 from awa_django.worker.weighted import QueueShare
 
 

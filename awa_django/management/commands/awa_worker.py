@@ -17,7 +17,7 @@ from awa_django.management.process import (
     require_migrated,
     run_process,
 )
-from awa_django.worker.runtime import WorkerRuntime, config_from_settings
+from awa_django.worker.process import WorkerProcess, config_from_settings
 
 
 def queue_option(value: str) -> tuple[str, int | None]:
@@ -132,4 +132,4 @@ class Command(BaseCommand):
 
             reloading.run(config)
             return
-        run_process(lambda: WorkerRuntime(config, registry.get), self.stdout, self.stderr)
+        run_process(lambda: WorkerProcess(config, registry.get), self.stdout, self.stderr)

@@ -32,7 +32,7 @@ from awa_django.conf import get_settings
 from awa_django.discovery import discover_jobs
 from awa_django.jobs import registry
 from awa_django.shards import set_enqueue_shards
-from awa_django.worker.runtime import RunSummary, WorkerRuntime, config_from_settings
+from awa_django.worker.process import RunSummary, WorkerProcess, config_from_settings
 from example_project.shop import jobs
 from example_project.shop.models import Order, SentEmail
 
@@ -535,16 +535,16 @@ class Command(BaseCommand):
 
         async def run() -> RunSummary:
             nonlocal timed_out
-            runtime = WorkerRuntime(config, registry.get)
+            worker = WorkerProcess(config, registry.get)
 
             def give_up() -> None:
                 nonlocal timed_out
                 timed_out = True
-                runtime.request_stop()
+                worker.request_stop()
 
             watchdog = asyncio.get_running_loop().call_later(timeout_s, give_up)
             try:
-                return await runtime.run()
+                return await worker.run()
             finally:
                 watchdog.cancel()
 

@@ -4,7 +4,7 @@ until there is nothing left to do).
 Pieces: a dispatcher per queue, one completer, one heartbeat, one LISTEN notifier, a thread
 pool for sync handlers, a pool of autocommit connections and, unless disabled, a
 ``Maintainer`` (the leader elector and the maintenance services it runs while leading).
-``awa_maintenance`` runs a ``Maintainer`` without this runtime
+``awa_maintenance`` runs a ``Maintainer`` without this worker process
 (``awa_django.management.maintenance_process``).
 
 Shutdown order: stop claiming, raise the cancel flags of running attempts, wait for in-flight
@@ -45,7 +45,7 @@ from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.heartbeat import Heartbeat
 from awa_django.worker.notifier import Notifier
 from awa_django.worker.rate_limit import RateLimit
-from awa_django.worker.reporter import RuntimeReporter
+from awa_django.worker.reporter import InstanceReporter
 from awa_django.worker.wake import WakeLocks
 from awa_django.worker.weighted import QueueShare, WeightedPermits
 
@@ -155,7 +155,7 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class WorkerRuntime:
+class WorkerProcess:
     """One worker process's asyncio core."""
 
     def __init__(
@@ -196,7 +196,7 @@ class WorkerRuntime:
             self.request_stop()
 
     def _snapshot_state(self) -> tuple[int, bool, bool, bool]:
-        """(in-flight jobs, leading, healthy, shutting down) for the runtime snapshot. Healthy:
+        """(in-flight jobs, leading, healthy, shutting down) for the instance snapshot. Healthy:
         every dispatcher is still running (a crashed one stops the worker anyway)."""
         in_flight = sum(len(d.in_flight) for d in self._dispatchers.values())
         leading = self.maintainer is not None and self.maintainer.is_leader
@@ -296,7 +296,7 @@ class WorkerRuntime:
                 callbacks=self._callbacks,
                 wake=wake,
             )
-        reporter = RuntimeReporter(
+        reporter = InstanceReporter(
             pool,
             instance_id=self.identity,
             queues=dict(config.queues),

@@ -1,5 +1,7 @@
-"""Runtime cleanup (leader task): runtime rows silent for longer than ``RUNTIME_STALE_AFTER_S``
-belong to processes that died without withdrawing them; one small statement deletes them."""
+"""Instance cleanup (leader task): runtime instance rows silent for longer than
+``RUNTIME_STALE_AFTER_S`` belong to processes that died without withdrawing them; one small
+statement deletes them. The pass logs as ``task=runtimes``, the operators' name for these rows
+(``awa.runtimes``, the admin's Runtimes page)."""
 
 from __future__ import annotations
 
@@ -13,17 +15,17 @@ from awa_django.storage.runtime import delete_stale_runtimes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RuntimeCleanupConfig:
+class InstanceCleanupConfig:
     interval_s: float
     stale_after_s: float
 
     @classmethod
-    def from_settings(cls, conf: AwaSettings) -> RuntimeCleanupConfig:
+    def from_settings(cls, conf: AwaSettings) -> InstanceCleanupConfig:
         return cls(interval_s=conf.CLEANUP_INTERVAL_S, stale_after_s=conf.RUNTIME_STALE_AFTER_S)
 
 
 @dataclass(frozen=True, slots=True)
-class RuntimeCleanupResult:
+class InstanceCleanupResult:
     deleted: int
 
     @property
@@ -31,15 +33,15 @@ class RuntimeCleanupResult:
         return self.deleted > 0
 
 
-class RuntimeCleaner:
+class InstanceCleaner:
     name = "runtimes"
 
-    def __init__(self, pool: AsyncConnectionPool[Any], config: RuntimeCleanupConfig) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], config: InstanceCleanupConfig) -> None:
         self._pool = pool
         self.interval_s = config.interval_s
         self._stale_after_s = config.stale_after_s
 
-    async def run_once(self) -> RuntimeCleanupResult:
+    async def run_once(self) -> InstanceCleanupResult:
         async with self._pool.connection() as conn:
             deleted = await delete_stale_runtimes(conn, stale_after_s=self._stale_after_s)
-        return RuntimeCleanupResult(deleted)
+        return InstanceCleanupResult(deleted)

@@ -28,9 +28,9 @@ from awa_django.storage import inline as storage
 from awa_django.storage.execution import Outcome
 from awa_django.storage.inline import NextReady
 from awa_django.storage.queue import ClaimedJob
-from awa_django.worker.executor import context_for, execute_inline
+from awa_django.worker.executor import context_for, execute_in_calling_thread
 from awa_django.worker.job_log import log_finished, log_started
-from awa_django.worker.runtime import worker_identity
+from awa_django.worker.process import worker_identity
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,7 +50,7 @@ class RanJob:
     closed: bool
 
 
-class InlineRunner:
+class InProcessRunner:
     """Claims and runs jobs on this thread's Django connection."""
 
     def __init__(self, resolve: Callable[[str], Job[Any, Any] | None] = registry.get) -> None:
@@ -59,6 +59,8 @@ class InlineRunner:
         self._queues = conf.QUEUES
         self._policy = RetryPolicy.from_settings(conf)
         self._resolve = resolve
+        # The prefix is older than the names eager and in-process: it is stored as the claim's
+        # claimed_by, which the admin and django.tasks (worker_ids) show, so it stays.
         self.identity = f"inline:{worker_identity()}"
 
     def publish_policies(self) -> None:
@@ -109,11 +111,11 @@ class InlineRunner:
             # Inside a (test) transaction a database error in the handler would abort the whole
             # transaction; a savepoint confines it to the handler's own writes.
             with transaction.atomic(using=self.alias):
-                result = execute_inline(job, handler, ctx)
+                result = execute_in_calling_thread(job, handler, ctx)
                 if isinstance(result.outcome, DatabaseError):
                     transaction.set_rollback(True, using=self.alias)
         else:
-            result = execute_inline(job, handler, ctx)
+            result = execute_in_calling_thread(job, handler, ctx)
         duration_s = time.monotonic() - started
         progress, checkpoint, changed = ctx.state.take_unflushed()
         completion = result_to_completion(
