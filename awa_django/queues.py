@@ -22,7 +22,8 @@ from awa_django.exceptions import ConfirmationRequired, InvalidJob
 from awa_django.known import queue_known, unknown_queue_message
 from awa_django.storage import health as storage
 from awa_django.storage.health import QueueSample
-from awa_django.storage.queue import QueueDepth, read_queue_depths
+from awa_django.storage.queue import QueueDepth, queue_depths
+from awa_django.storage.statement import run
 
 __all__ = ["QueueSample", "QueueStats", "drain", "history", "pause", "resume", "stats"]
 
@@ -81,7 +82,7 @@ def stats() -> list[QueueStats]:
     """Every declared queue, and any other queue the database knows, by name."""
     conf = get_settings()
     with connections[conf.DATABASE_ALIAS].cursor() as cursor:
-        depths = {d.queue: d for d in read_queue_depths(cursor)}
+        depths = {d.queue: d for d in run(cursor, queue_depths())}
         totals = with_unsampled(
             storage.sample_totals(cursor, window_s=HOUR_S),
             storage.unsampled_closures(cursor, window_s=HOUR_S),

@@ -18,7 +18,8 @@ from django.core.management.base import CommandError
 from django.db import connections, router
 from django.db.migrations import Migration
 
-from awa_django.storage.queue import read_queue_depths
+from awa_django.storage.queue import queue_depths
+from awa_django.storage.statement import run
 
 ALLOW_ENV: Final = "AWA_ALLOW_SCHEMA_DROP"
 # Only 0001's reverse drops anything; 0002 and 0003 unapply without touching a row.
@@ -54,7 +55,7 @@ def refuse_schema_drop(
     if os.environ.get(ALLOW_ENV, "").strip().lower() in {"1", "true", "yes"}:
         return
     with connections[using].cursor() as cursor:
-        depths = read_queue_depths(cursor)
+        depths = run(cursor, queue_depths())
     counts = {state: sum(getattr(depth, state) for depth in depths) for state in _LIVE}
     if not any(counts.values()):
         return

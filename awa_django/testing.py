@@ -23,7 +23,7 @@ from django.utils import timezone
 from awa_django.conf import get_settings
 from awa_django.discovery import ensure_jobs_discovered
 from awa_django.jobs import Job, JobContext, registry
-from awa_django.storage import inline as inline_storage
+from awa_django.storage import eager as eager_storage
 from awa_django.storage.control import reset_all
 from awa_django.storage.execution import Outcome
 from awa_django.storage.jobs import JobRecord, get_jobs, list_jobs
@@ -264,14 +264,14 @@ def advance_clock(by: float | timedelta) -> int:
     changes: nothing in awa's code reads a fake clock."""
     seconds = by.total_seconds() if isinstance(by, timedelta) else float(by)
     with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
-        return inline_storage.shift_deferred(cursor, seconds=seconds)
+        return eager_storage.shift_deferred(cursor, seconds=seconds)
 
 
 def make_due(job_ids: Sequence[int] | None = None) -> int:
     """Make these scheduled or retrying jobs (every one when None) due now; returns how many
     moved."""
     with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
-        return inline_storage.make_due(cursor, job_ids=job_ids)
+        return eager_storage.make_due(cursor, job_ids=job_ids)
 
 
 class BackgroundWorker:

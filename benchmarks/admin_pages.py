@@ -51,7 +51,8 @@ def main() -> None:
     from awa_django.conf import get_settings
     from awa_django.jobs import JobContext, registry
     from awa_django.storage.browse import JOB_STATES
-    from awa_django.storage.queue import claim_ready
+    from awa_django.storage.queue import ClaimRequest, claim_ready
+    from awa_django.storage.statement import run_async
     from awa_django.testing import reset_queue
     from awa_django.worker.connections import connect
     from awa_django.worker.process import WorkerProcess, config_from_settings
@@ -70,8 +71,12 @@ def main() -> None:
 
     async def claim_open(count: int) -> list[int]:
         async with await connect("default") as conn:
-            jobs = await claim_ready(
-                conn, queue="email", limit=count, claimed_by="bench", deadline_s=0, aging_s=0
+            jobs = await run_async(
+                conn,
+                claim_ready(
+                    ClaimRequest(queue="email", claimed_by="bench", deadline_s=0, aging_s=0),
+                    limit=count,
+                ),
             )
             return [job.job_id for job in jobs]
 

@@ -111,16 +111,15 @@ def open_attempts(size: int) -> str:
 
     import awa_django as awa
     from awa_django.storage.execution import Completion, Outcome, close_params
-    from awa_django.storage.inline import claim_ready
+    from awa_django.storage.queue import ClaimRequest, claim_ready
+    from awa_django.storage.statement import run
     from benchmarks.jobs import SYNC_KIND
 
     for n in range(size):
         awa.enqueue(SYNC_KIND, args={"n": n, "payload": ""})
     with connection.cursor() as cursor:
-        claimed = claim_ready(
-            cursor, queue="bench", limit=size, claimed_by="bench", deadline_s=0,
-            aging_s=0, sequential=False,
-        )  # fmt: skip
+        request = ClaimRequest(queue="bench", claimed_by="bench", deadline_s=0)
+        claimed = run(cursor, claim_ready(request, limit=size))
     assert len(claimed) == size
     return close_params([Completion.of(job, Outcome.COMPLETED) for job in claimed])["batch"]
 

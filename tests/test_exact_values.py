@@ -16,7 +16,8 @@ from django.db import connection, transaction
 import awa_django as awa
 from awa_django.storage.browse import job_progress
 from awa_django.storage.execution import LiveAttempt, heartbeat_attempts
-from awa_django.storage.queue import claim_ready
+from awa_django.storage.queue import ClaimRequest, claim_ready
+from awa_django.storage.statement import run_async
 from awa_django.worker.connections import connect
 from tests.conftest import run_burst
 from tests.jobs import (
@@ -144,8 +145,11 @@ def test_a_heartbeat_saves_a_checkpoint_with_its_floats():
 
     async def beat() -> None:
         async with await connect("default") as conn:
-            (job,) = await claim_ready(
-                conn, queue="default", limit=1, claimed_by="w", deadline_s=0, aging_s=0
+            (job,) = await run_async(
+                conn,
+                claim_ready(
+                    ClaimRequest(queue="default", claimed_by="w", deadline_s=0, aging_s=0), limit=1
+                ),
             )
             live = LiveAttempt.of(job, progress={"percent": 1, "message": ""}, checkpoint=saved)
             assert await heartbeat_attempts(conn, [live], claimed_by="w") == {(job_id, 1)}

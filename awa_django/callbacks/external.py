@@ -42,8 +42,9 @@ from awa_django.storage.callbacks import (
     lock_callback,
     resume_callback,
 )
-from awa_django.storage.inline import close_attempts, notify_cancel
+from awa_django.storage.execution import close_attempts, notify_cancel
 from awa_django.storage.queue import ClaimedJob
+from awa_django.storage.statement import run
 
 ACTIONS: Final = ("complete", "fail", "retry", "heartbeat", "resume")
 # PostgreSQL's deadlock_detected: a worker closing the same attempt the other way round.
@@ -122,11 +123,11 @@ def _close(token: str, result: HandlerResult) -> str:
         completion = result_to_completion(
             job, result, now=datetime.now(UTC), policy=RetryPolicy.from_settings(conf)
         )
-        closed = close_attempts(cursor, [completion])
+        closed = run(cursor, close_attempts([completion]))
         if not closed:
             raise StaleCallback(f"{describe(ref)} was closed concurrently")
         # A sequential handler still waiting on this attempt learns that it is over.
-        notify_cancel(cursor, sorted(closed))
+        run(cursor, notify_cancel(sorted(closed)))
         transaction.on_commit(
             partial(async_to_sync(report_closed), [completion], closed, rescue_reasons={}),
             using=conf.DATABASE_ALIAS,

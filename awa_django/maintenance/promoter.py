@@ -10,12 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import until_short
 from awa_django.storage.backlog import promote_due
+from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
+
+
+async def _promote(conn: AsyncConnection[Any], limit: int) -> int:
+    moved = 0
+    for statement in promote_due(limit=limit):
+        moved += await run_async(conn, statement)
+    return moved
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,7 +59,7 @@ class Promoter:
     async def run_once(self) -> PromoterResult:
         moved = await until_short(
             self._pool,
-            lambda conn, limit: promote_due(conn, limit=limit),
+            _promote,
             batch_size=self._batch_size,
         )
         get_telemetry().promoted(moved)

@@ -17,6 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 from awa_django.conf import AwaSettings
 from awa_django.storage.health import record_samples
 from awa_django.storage.queue import QueueDepth, queue_depths
+from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
 
 # Samples are kept this long: the health page charts the last hour.
@@ -53,7 +54,7 @@ class QueueStats:
 
     async def run_once(self) -> QueueStatsResult:
         async with self._pool.connection() as conn:
-            depths = tuple(await queue_depths(conn))
+            depths = tuple(await run_async(conn, queue_depths()))
             await record_samples(conn, depths, interval_s=self.interval_s, keep_s=SAMPLE_KEEP_S)
         telemetry = get_telemetry()
         if telemetry.enabled:

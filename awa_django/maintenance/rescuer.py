@@ -40,6 +40,7 @@ from awa_django.storage.execution import (
     find_rescuable,
     notify_cancel,
 )
+from awa_django.storage.statement import run_async
 
 logger = logging.getLogger(__name__)
 
@@ -120,8 +121,9 @@ class Rescuer:
             async with conn.transaction():
                 found = await self._lock_callback_waits(conn, found)
                 completions = self._completions(found)
-                closed = await close_attempts(conn, completions)
-                await notify_cancel(conn, sorted(closed))
+                closed = await run_async(conn, close_attempts(completions))
+                if closed:
+                    await run_async(conn, notify_cancel(sorted(closed)))
         if advance:
             self._cursor = scan.next_cursor
         await self._report(found, completions, closed)

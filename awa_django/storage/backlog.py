@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
 
 from awa_django.sql import queries
 from awa_django.storage import copy_text
+from awa_django.storage.statement import Statement, first_int
 
 _SQL = queries("backlog")
-# Scheduled first, then retryable: the order every promoter (leader, burst, in-process) uses.
-PROMOTE_BLOCKS: Final = ("promote_due_scheduled", "promote_due_retryable")
 
 
 def copy_deferred(
@@ -46,14 +45,15 @@ def copy_deferred(
     return list(job_ids)
 
 
-async def promote_due(conn: AsyncConnection[Any], *, limit: int) -> int:
-    """Move due scheduled, then retryable, jobs into the ready ring; returns how many moved."""
-    moved = 0
-    for block in PROMOTE_BLOCKS:
-        cursor = await conn.execute(_SQL[block], {"limit": limit})
-        row = await cursor.fetchone()
-        moved += int(row[0]) if row else 0
-    return moved
+def promote_due(*, limit: int) -> tuple[Statement[int], Statement[int]]:
+    """Move due scheduled, then retryable, jobs into the ready ring: two statements, each
+    answering how many it moved (at most ``limit``). Every promoter (leader, burst, in-process)
+    runs them in this order."""
+    params = {"limit": limit}
+    return (
+        Statement(sql=_SQL["promote_due_scheduled"], params=params, read=first_int),
+        Statement(sql=_SQL["promote_due_retryable"], params=params, read=first_int),
+    )
 
 
 async def seconds_until_next_due(

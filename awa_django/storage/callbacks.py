@@ -5,7 +5,7 @@ here names the attempt by ``(job_id, run_lease)`` and the callback by its id, so
 older attempt, or one its handler replaced, can never touch the current one. The worker's side
 runs on its autocommit pool; external resolutions run on a Django cursor, inside the caller's
 transaction, and close attempts through the worker's close statement on that cursor
-(``storage.inline.close_attempts``).
+(``storage.execution.close_attempts``, run by ``storage.statement.run``).
 """
 
 from __future__ import annotations
@@ -14,18 +14,16 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
 
 from awa_django.sql import queries
 from awa_django.storage.jobs import fetch_dicts
-from awa_django.storage.queue import ClaimedJob
+from awa_django.storage.queue import CLAIMED_JOB_JSON, ClaimedJob
 
 _SQL = queries("callbacks")
-# jsonb columns of the attempt lock_callback returns (Django's connection hands them back as text).
-_CLAIMED_JSON: Final = ("args", "metadata", "errors", "progress", "checkpoint")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +77,7 @@ async def take_callback_payload(conn: AsyncConnection[Any], ref: CallbackRef) ->
 def lock_callback(cursor: CursorWrapper, ref: CallbackRef) -> LockedCallback:
     """Lock ``ref``'s lease until the transaction ends and say where the callback stands."""
     cursor.execute(_SQL["lock_callback"], ref.params())
-    (values,) = fetch_dicts(cursor, _CLAIMED_JSON)  # the function always answers one row
+    (values,) = fetch_dicts(cursor, CLAIMED_JOB_JSON)  # the function always answers one row
     status = values.pop("status")
     job = ClaimedJob(**values) if status == "waiting" else None
     return LockedCallback(status=status, job=job)

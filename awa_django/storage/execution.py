@@ -15,6 +15,7 @@ from psycopg.types.json import Jsonb
 from awa_django.exact_json import exact_text
 from awa_django.sql import queries
 from awa_django.storage.queue import ClaimedJob
+from awa_django.storage.statement import Statement, nothing
 
 _SQL = queries("execution")
 
@@ -111,7 +112,7 @@ class Completion:
     def of(cls, job: Attempt, outcome: Outcome, **details: Any) -> Completion:
         """The completion of ``job``'s attempt, addressed by its receipt."""
         # The address is spelled out, not receipt_address(job): one is built per finished
-        # attempt, and the getattr loop and its dict cost about a microsecond of it.
+        # attempt, and the getattr loop and its dict were a measurable part of its cost.
         return cls(
             job_id=job.job_id,
             run_lease=job.run_lease,
@@ -169,22 +170,19 @@ def _json_or_none(value: dict[str, Any] | None) -> Jsonb | None:
 Closed = dict[tuple[int, int], datetime | None]
 
 
-def closed_from_rows(rows: Sequence[tuple[Any, ...]]) -> Closed:
-    """The answer of the close statement, from its rows."""
+def _closed(rows: list[tuple[Any, ...]]) -> Closed:
     return {(int(job_id), int(lease)): run_at for job_id, lease, run_at in rows}
 
 
-async def close_attempts(conn: AsyncConnection[Any], completions: Sequence[Completion]) -> Closed:
-    """Write a batch of completions in one statement; returns the attempts that closed. Anything
-    missing was stale: an older lease, or an attempt closed by someone else."""
-    cursor = await conn.execute(_SQL["close_attempts"], close_params(completions))
-    return closed_from_rows(await cursor.fetchall())
+def close_attempts(completions: Sequence[Completion]) -> Statement[Closed]:
+    """Write a batch of completions in one statement; answers the attempts that closed.
+    Anything missing was stale: an older lease, or an attempt closed by someone else."""
+    return Statement(sql=_SQL["close_attempts"], params=close_params(completions), read=_closed)
 
 
 def close_params(completions: Sequence[Completion]) -> dict[str, str]:
-    """The parameters of the close statement (shared by the worker and in-process runs): the
-    batch as one JSON array, in the shape awa.close_attempts reads; a key that is missing
-    reads as NULL there."""
+    """The parameters of the close statement: the batch as one JSON array, in the shape
+    awa.close_attempts reads; a key that is missing reads as NULL there."""
     return {"batch": "[" + ",".join(_close_item(c) for c in completions) + "]"}
 
 
@@ -196,8 +194,8 @@ _QUEUE_LITERALS_MAX: Final = 1024
 def _close_item(c: Completion) -> str:
     # Nearly every item closes an attempt that succeeded and stored nothing: its JSON is its
     # address and outcome, all integers and known strings, formatted directly. Building a dict
-    # for json.dumps cost twice as much (1.4 against 0.7 µs per completion, the integer checks
-    # included) and sent five nulls.
+    # for json.dumps cost twice as much, the integer checks included, and sent five nulls
+    # (docs/benchmarks.md).
     if (
         c.delay_s is None
         and c.error is None
@@ -306,9 +304,11 @@ async def find_rescuable(
     return RescueScan(found, RescueCursor(*cutoffs))
 
 
-async def notify_cancel(conn: AsyncConnection[Any], attempts: Sequence[tuple[int, int]]) -> None:
-    """Tell every worker that these attempts were closed, so their owner raises the cancel flag."""
-    if attempts:
-        await conn.execute(
-            _SQL["notify_cancel"], {"attempts": [f"{job}:{lease}" for job, lease in attempts]}
-        )
+def notify_cancel(attempts: Sequence[tuple[int, int]]) -> Statement[None]:
+    """Tell every worker that these attempts were closed, so their owner raises the cancel flag
+    (delivered when the transaction commits)."""
+    return Statement(
+        sql=_SQL["notify_cancel"],
+        params={"attempts": [f"{job}:{lease}" for job, lease in attempts]},
+        read=nothing,
+    )

@@ -11,21 +11,17 @@ updated: the SQL functions behind these calls live in the substrate migration.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
-from psycopg.rows import RowMaker, class_row, no_result
 
 from awa_django.sql import queries
 from awa_django.storage import copy_text
-
-if TYPE_CHECKING:
-    # psycopg's row factories are typed against it; it is not re-exported publicly.
-    from psycopg._cursor_base import BaseCursor
+from awa_django.storage.statement import Statement, all_rows
 
 _SQL = queries("queue")
 
@@ -45,7 +41,8 @@ class NewJob:
 
 
 # Not frozen, like Completion: one is built per claimed job, and a frozen dataclass's __init__
-# (one object.__setattr__ per field) made a no-op drain about 6% slower. Nothing mutates them.
+# (one object.__setattr__ per field) made a no-op drain measurably slower (docs/benchmarks.md).
+# Nothing mutates them.
 # Positional: the claim's row maker builds one from each row's values in column order.
 @dataclass(slots=True)
 class ClaimedJob:
@@ -75,21 +72,47 @@ class ClaimedJob:
 CLAIMED_JOB_COLUMNS: Final = tuple(field.name for field in fields(ClaimedJob))
 
 
+# The jsonb columns of a claimed job (Django's connection hands them back as text).
+CLAIMED_JOB_JSON: Final = ("args", "metadata", "errors", "progress", "checkpoint")
+
+
 def _claimed_job(values: Sequence[Any]) -> ClaimedJob:
     return ClaimedJob(*values)
 
 
-def claimed_job_row(cursor: BaseCursor[Any, Any]) -> RowMaker[ClaimedJob]:
-    """psycopg row factory: the rows of a claim statement as ``ClaimedJob``s, built from the
-    values in column order. ``class_row`` goes through a keyword dict per row, which cost the
-    claim about 2 µs per job, on the path between the claim's reply and the handlers' start.
-    The columns are checked once per result, so a statement out of step fails loudly."""
-    if cursor.description is None:
-        return no_result
-    names = tuple(column.name for column in cursor.description)
+def claimed_job_rows(names: tuple[str, ...]) -> Callable[[Sequence[Any]], ClaimedJob]:
+    """``Statement.rows`` of a claim: each row a ``ClaimedJob``, built from the values in
+    column order. Going through a keyword dict per row (``class_row``) cost the claim time per
+    job, on the path between the claim's reply and the handlers' start. The columns are checked
+    once per result, so a statement out of step fails loudly."""
     if names != CLAIMED_JOB_COLUMNS:
         raise ValueError(f"claim returned columns {names}, expected {CLAIMED_JOB_COLUMNS}")
     return _claimed_job
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimRequest:
+    """How a worker of one queue claims, built once per queue: ``deadline_s`` > 0 gives each
+    attempt a hard deadline, ``aging_s`` > 0 raises a waiting job's priority one step per that
+    many seconds (0 disables aging), ``sequential`` runs each lane one job at a time."""
+
+    queue: str
+    claimed_by: str
+    deadline_s: float
+    aging_s: float = 0.0
+    sequential: bool = False
+
+    def params(self, *, limit: int, aged: bool) -> dict[str, Any]:
+        """The claim statements' parameters for one claim of up to ``limit`` jobs; ``aged``
+        False compares lanes by static priority (see the dispatcher's aging refresh)."""
+        return {
+            "queue": self.queue,
+            "limit": limit,
+            "claimed_by": self.claimed_by,
+            "deadline_s": self.deadline_s,
+            "aging_s": self.aging_s if aged else 0.0,
+            "sequential": self.sequential,
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,58 +200,23 @@ def copy_ready(
     return list(job_ids)
 
 
-async def claim_ready(
-    conn: AsyncConnection[Any],
-    *,
-    queue: str,
-    limit: int,
-    claimed_by: str,
-    deadline_s: float,
-    aging_s: float,
-    sequential: bool = False,
-) -> list[ClaimedJob]:
-    """Claim up to ``limit`` jobs of ``queue`` in one round trip (autocommit connection);
-    ``deadline_s`` > 0 gives each attempt a hard deadline, ``aging_s`` > 0 raises a waiting
-    job's priority one step per that many seconds (0 disables aging), ``sequential`` runs each
-    lane one job at a time."""
-    async with conn.cursor(row_factory=claimed_job_row) as cursor:
-        await cursor.execute(
-            _SQL["claim_ready"],
-            claim_params(
-                queue=queue,
-                limit=limit,
-                claimed_by=claimed_by,
-                deadline_s=deadline_s,
-                aging_s=aging_s,
-                sequential=sequential,
-            ),
-        )
-        return await cursor.fetchall()
+def claim_ready(
+    request: ClaimRequest, *, limit: int, aged: bool = True
+) -> Statement[list[ClaimedJob]]:
+    """Claim up to ``limit`` jobs of the request's queue in one statement (in autocommit, or in
+    the caller's transaction)."""
+    return Statement(
+        sql=_SQL["claim_ready"],
+        params=request.params(limit=limit, aged=aged),
+        read=all_rows,
+        rows=claimed_job_rows,
+        json=CLAIMED_JOB_JSON,
+    )
 
 
 async def notify_queues(conn: AsyncConnection[Any], queues: Sequence[str]) -> None:
     """Wake the workers of ``queues`` (autocommit connection: delivered at once)."""
     await conn.execute(_SQL["notify_queues"], {"queues": list(queues)})
-
-
-def claim_params(
-    *,
-    queue: str,
-    limit: int,
-    claimed_by: str,
-    deadline_s: float,
-    aging_s: float,
-    sequential: bool,
-) -> dict[str, Any]:
-    """The parameters of the claim statement (shared by the worker and in-process runs)."""
-    return {
-        "queue": queue,
-        "limit": limit,
-        "claimed_by": claimed_by,
-        "deadline_s": deadline_s,
-        "aging_s": aging_s,
-        "sequential": sequential,
-    }
 
 
 def cancel_job(cursor: CursorWrapper, *, job_id: int, reason: str) -> str:
@@ -239,15 +227,10 @@ def cancel_job(cursor: CursorWrapper, *, job_id: int, reason: str) -> str:
     return str(row[0])
 
 
-async def queue_depths(conn: AsyncConnection[Any]) -> list[QueueDepth]:
-    """Depth and lag of every known queue, in one statement (autocommit connection)."""
-    async with conn.cursor(row_factory=class_row(QueueDepth)) as cursor:
-        await cursor.execute(_SQL["queue_depths"])
-        return await cursor.fetchall()
+def _queue_depth_rows(names: tuple[str, ...]) -> Callable[[Sequence[Any]], QueueDepth]:
+    return lambda values: QueueDepth(**dict(zip(names, values, strict=True)))
 
 
-def read_queue_depths(cursor: CursorWrapper) -> list[QueueDepth]:
-    """``queue_depths`` on a Django cursor, for operator reads."""
-    cursor.execute(_SQL["queue_depths"])
-    names = [col.name for col in cursor.description]
-    return [QueueDepth(**dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
+def queue_depths() -> Statement[list[QueueDepth]]:
+    """Depth and lag of every known queue, in one statement."""
+    return Statement(sql=_SQL["queue_depths"], read=all_rows, rows=_queue_depth_rows)

@@ -3,14 +3,15 @@ the leader's cleanup of the bucket's ledger."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg.rows import dict_row
 
 from awa_django.sql import queries
-from awa_django.storage.queue import ClaimedJob
+from awa_django.storage.queue import CLAIMED_JOB_JSON, ClaimedJob, ClaimRequest
+from awa_django.storage.statement import Statement
 
 _SQL = queries("rate_limits")
 
@@ -24,35 +25,15 @@ class LimitedClaim:
     throttled_for_s: float | None
 
 
-async def claim_ready_limited(
-    conn: AsyncConnection[Any],
-    *,
-    queue: str,
-    limit: int,
-    claimed_by: str,
-    deadline_s: float,
-    aging_s: float,
-    sequential: bool,
-    rate: float,
-    burst: int,
-) -> LimitedClaim:
-    """Claim up to ``limit`` jobs of ``queue`` within its fleet-wide token bucket, in one round
-    trip (autocommit connection)."""
-    async with conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(
-            _SQL["claim_ready_limited"],
-            {
-                "queue": queue,
-                "limit": limit,
-                "claimed_by": claimed_by,
-                "deadline_s": deadline_s,
-                "aging_s": aging_s,
-                "sequential": sequential,
-                "rate": rate,
-                "burst": burst,
-            },
-        )
-        rows = await cursor.fetchall()
+@dataclass(frozen=True, slots=True)
+class FleetBudget:
+    """A queue's fleet-wide token bucket: ``rate`` jobs a second, at most ``burst`` at once."""
+
+    rate: float
+    burst: int
+
+
+def _limited_claim(rows: list[dict[str, Any]]) -> LimitedClaim:
     jobs: list[ClaimedJob] = []
     throttled_for_s: float | None = None
     for row in rows:
@@ -62,6 +43,28 @@ async def claim_ready_limited(
         else:
             jobs.append(ClaimedJob(**row))
     return LimitedClaim(jobs, throttled_for_s)
+
+
+def _dict_rows(names: tuple[str, ...]) -> Callable[[Sequence[Any]], dict[str, Any]]:
+    return lambda values: dict(zip(names, values, strict=True))
+
+
+def claim_ready_limited(
+    request: ClaimRequest, budget: FleetBudget, *, limit: int, aged: bool = True
+) -> Statement[LimitedClaim]:
+    """Claim up to ``limit`` jobs of the request's queue within its fleet-wide token bucket, in
+    one statement."""
+    return Statement(
+        sql=_SQL["claim_ready_limited"],
+        params={
+            **request.params(limit=limit, aged=aged),
+            "rate": budget.rate,
+            "burst": budget.burst,
+        },
+        read=_limited_claim,
+        rows=_dict_rows,
+        json=CLAIMED_JOB_JSON,
+    )
 
 
 async def delete_superseded_rate_entries(conn: AsyncConnection[Any], *, limit: int) -> int:

@@ -4,7 +4,7 @@ worker's pool) and the reads operators make (sync, on Django's connection)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
@@ -14,6 +14,7 @@ from psycopg import AsyncConnection
 
 from awa_django.sql import queries
 from awa_django.storage.jobs import fetch_dicts
+from awa_django.storage.statement import Statement, nothing, run_async
 
 if TYPE_CHECKING:
     from awa_django.descriptors import Declarations
@@ -43,10 +44,7 @@ async def publish_declarations(conn: AsyncConnection[Any], declared: Declaration
     kinds = declared.kinds
     async with conn.transaction():
         if queues:
-            await conn.execute(
-                _SQL["sync_queue_policies"],
-                {"queues": [q.queue for q in queues], "dlq_enabled": [q.dlq for q in queues]},
-            )
+            await run_async(conn, sync_queue_policies({q.queue: q.dlq for q in queues}))
             await conn.execute(
                 _SQL["upsert_queue_descriptors"],
                 {
@@ -70,6 +68,15 @@ async def publish_declarations(conn: AsyncConnection[Any], declared: Declaration
                     "hashes": [k.hash for k in kinds],
                 },
             )
+
+
+def sync_queue_policies(dlq_enabled: Mapping[str, bool]) -> Statement[None]:
+    """Publish each queue's DLQ policy where the close statement reads it."""
+    return Statement(
+        sql=_SQL["sync_queue_policies"],
+        params={"queues": list(dlq_enabled), "dlq_enabled": list(dlq_enabled.values())},
+        read=nothing,
+    )
 
 
 async def write_snapshot(

@@ -28,6 +28,7 @@ from awa_django.exceptions import UnstorableAttempt
 from awa_django.logs import job_extra
 from awa_django.storage.execution import Closed, Completion, close_attempts
 from awa_django.storage.queue import notify_queues
+from awa_django.storage.statement import run_async
 from awa_django.worker.isolation import refusal_reason, write_apart
 
 logger = logging.getLogger(__name__)
@@ -240,7 +241,7 @@ class Completer:
 
     async def _close(self, completions: list[Completion]) -> Closed:
         async with self._pool.connection() as conn:
-            return await close_attempts(conn, completions)
+            return await run_async(conn, close_attempts(completions))
 
     def _replacement(self, completion: Completion, exc: Exception) -> Completion:
         reason = refusal_reason(exc)

@@ -37,8 +37,9 @@ from awa_django.core.events import wait_for_any
 from awa_django.core.retry import RetryPolicy
 from awa_django.exceptions import Cancel, RetryAfter, Snooze, WaitForCallback
 from awa_django.jobs import Job, JobContext
-from awa_django.storage.queue import ClaimedJob, claim_ready
-from awa_django.storage.rate_limits import claim_ready_limited
+from awa_django.storage.queue import ClaimedJob, ClaimRequest, claim_ready
+from awa_django.storage.rate_limits import FleetBudget, claim_ready_limited
+from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
 from awa_django.worker.completer import Completer
 from awa_django.worker.executor import context_for, execute
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Longest time between two claims that compare lanes by aged priority (see _claim_aging_s).
+# Longest time between two claims that compare lanes by aged priority (see _claim_aged).
 AGING_REFRESH_MAX_S = 1.0
 # Least time between two connection checks of the async handlers' ORM thread (see
 # _refresh_loop_thread_connection).
@@ -149,9 +150,13 @@ class Dispatcher:
     ) -> None:
         self.queue = queue
         self._callbacks = callbacks
-        self._deadline_s = deadline_s
-        self._aging_s = aging_s
-        self._sequential = sequential
+        self._request = ClaimRequest(
+            queue=queue,
+            claimed_by=claimed_by,
+            deadline_s=deadline_s,
+            aging_s=aging_s,
+            sequential=sequential,
+        )
         self._next_aged_claim = 0.0  # monotonic time from which a claim applies aging again
         self._next_orm_thread_check = 0.0  # monotonic time of the next ORM thread check
         # Weighted mode hands in a view of the process-wide limit; otherwise permits are ours.
@@ -162,13 +167,17 @@ class Dispatcher:
             if rate_limit is not None and not rate_limit.fleet
             else None
         )
+        self._fleet_budget = (
+            FleetBudget(rate_limit.rate, rate_limit.burst)
+            if rate_limit is not None and rate_limit.fleet
+            else None
+        )
         # Seconds the fleet-wide budget told the last claim to wait (None: not held back).
         self._throttled_for_s: float | None = None
         self._claim_batch_size = claim_batch_size
         # None (burst runs): claims wait for a notification or the poll interval, as producers
         # only notify for a worker that holds its queue's wake lock.
         self._idle_wait = IdleWait(queue, wake, poll_interval_s=poll_interval_s)
-        self._claimed_by = claimed_by
         self._pool = pool
         self._completer = completer
         self._threads = threads
@@ -288,50 +297,38 @@ class Dispatcher:
         wanted = self.permits.try_reserve(self._claim_batch_size)
         return self._begin_claim(wanted, in_task=True) if wanted else None
 
-    def _claim_aging_s(self) -> float:
-        """The aging interval this claim applies (0: static priority order).
+    def _claim_aged(self) -> bool:
+        """Whether this claim compares lanes by aged priority (else by static priority).
 
         An aged claim reads the head of every lane of the queue, which costs more than a
         static one (docs/benchmarks.md, "Priority lanes"); a job gains a step only once per
         interval, so comparing the lanes on one claim per tenth of the interval (at least once
         a second) is as good as on every claim.
         """
-        if self._aging_s <= 0:
-            return 0.0
+        aging_s = self._request.aging_s
+        if aging_s <= 0:
+            return False
         now = time.monotonic()
         if now < self._next_aged_claim:
-            return 0.0
-        self._next_aged_claim = now + min(self._aging_s / 10, AGING_REFRESH_MAX_S)
-        return self._aging_s
+            return False
+        self._next_aged_claim = now + min(aging_s / 10, AGING_REFRESH_MAX_S)
+        return True
 
     async def _claim(self, limit: int) -> list[ClaimedJob]:
         self._throttled_for_s = None
-        aging_s = self._claim_aging_s()
+        aged = self._claim_aged()
         try:
             async with self._pool.connection() as conn:
-                if self._rate_limit is not None and self._rate_limit.fleet:
-                    limited = await claim_ready_limited(
+                if self._fleet_budget is not None:
+                    limited = await run_async(
                         conn,
-                        queue=self.queue,
-                        limit=limit,
-                        claimed_by=self._claimed_by,
-                        deadline_s=self._deadline_s,
-                        aging_s=aging_s,
-                        sequential=self._sequential,
-                        rate=self._rate_limit.rate,
-                        burst=self._rate_limit.burst,
+                        claim_ready_limited(
+                            self._request, self._fleet_budget, limit=limit, aged=aged
+                        ),
                     )
                     jobs, self._throttled_for_s = limited.jobs, limited.throttled_for_s
                 else:
-                    jobs = await claim_ready(
-                        conn,
-                        queue=self.queue,
-                        limit=limit,
-                        claimed_by=self._claimed_by,
-                        deadline_s=self._deadline_s,
-                        aging_s=aging_s,
-                        sequential=self._sequential,
-                    )
+                    jobs = await run_async(conn, claim_ready(self._request, limit=limit, aged=aged))
         except Exception:
             logger.exception("claim failed queue=%s", self.queue)
             return []

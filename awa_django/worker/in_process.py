@@ -24,10 +24,13 @@ from awa_django.core.closed_attempts import report_closed
 from awa_django.core.completion import result_to_completion
 from awa_django.core.retry import RetryPolicy
 from awa_django.jobs import Job, registry
-from awa_django.storage import inline as storage
-from awa_django.storage.execution import Outcome
-from awa_django.storage.inline import NextReady
-from awa_django.storage.queue import ClaimedJob
+from awa_django.storage import eager as eager_storage
+from awa_django.storage.backlog import promote_due
+from awa_django.storage.eager import NextReady
+from awa_django.storage.execution import Outcome, close_attempts
+from awa_django.storage.queue import ClaimedJob, ClaimRequest, claim_ready
+from awa_django.storage.runtime import sync_queue_policies
+from awa_django.storage.statement import run
 from awa_django.worker.executor import context_for, execute_in_calling_thread
 from awa_django.worker.job_log import log_finished, log_started
 from awa_django.worker.process import worker_identity
@@ -68,38 +71,41 @@ class InProcessRunner:
         terminal failures are routed the same way."""
         conf = get_settings()
         with connections[self.alias].cursor() as cursor:
-            storage.publish_queue_policies(
-                cursor, {name: queue.dlq for name, queue in conf.QUEUES.items()}
+            run(
+                cursor,
+                sync_queue_policies({name: queue.dlq for name, queue in conf.QUEUES.items()}),
             )
 
     def promote(self) -> int:
         """Move every due scheduled and retryable job into its lane; returns how many moved."""
         with connections[self.alias].cursor() as cursor:
-            return storage.promote_due(cursor, limit=get_settings().PROMOTE_BATCH_SIZE)
+            limit = get_settings().PROMOTE_BATCH_SIZE
+            return sum(run(cursor, statement) for statement in promote_due(limit=limit))
 
     def make_due(self, job_ids: Sequence[int] | None = None) -> int:
         """Make deferred jobs (all of them when None) due now; returns how many moved."""
         with connections[self.alias].cursor() as cursor:
-            return storage.make_due(cursor, job_ids=job_ids)
+            return eager_storage.make_due(cursor, job_ids=job_ids)
 
     def next_ready(self, queue: str) -> NextReady | None:
         with connections[self.alias].cursor() as cursor:
-            return storage.next_ready(cursor, queue=queue)
+            return eager_storage.next_ready(cursor, queue=queue)
 
     def claim(self, queue: str, limit: int) -> list[ClaimedJob]:
         """Claim as a worker of ``queue`` would: its deadline, priority aging and sequential
         lanes (rate limits are a worker's pacing and do not apply here)."""
         options = self._queues[queue]
+        request = ClaimRequest(
+            queue=queue,
+            claimed_by=self.identity,
+            deadline_s=options.deadline_s,
+            aging_s=options.aging_interval_s,
+            sequential=options.sequential_lanes,
+        )
         with connections[self.alias].cursor() as cursor:
-            return storage.claim_ready(
-                cursor,
-                queue=queue,
-                limit=limit,
-                claimed_by=self.identity,
-                deadline_s=options.deadline_s,
-                aging_s=options.aging_interval_s,
-                sequential=options.sequential_lanes,
-            )
+            # What the cursor's transaction enqueued is claimable only once published.
+            eager_storage.publish_pending(cursor)
+            return run(cursor, claim_ready(request, limit=limit))
 
     def work(self, job: ClaimedJob) -> RanJob:
         """Run a claimed job's handler here and close its attempt."""
@@ -127,7 +133,7 @@ class InProcessRunner:
             checkpoint=checkpoint if changed else None,
         )
         with connections[self.alias].cursor() as cursor:
-            closed = storage.close_attempts(cursor, [completion])
+            closed = run(cursor, close_attempts([completion]))
         log_finished(job, result.outcome, completion.outcome, duration_s)
         async_to_sync(report_closed)([completion], closed, rescue_reasons={})
         return RanJob(

@@ -12,7 +12,8 @@ import awa_django as awa
 from awa_django.callbacks.tokens import format_token, new_callback
 from awa_django.storage.callbacks import register_callback
 from awa_django.storage.execution import find_rescuable
-from awa_django.storage.queue import claim_ready
+from awa_django.storage.queue import ClaimRequest, claim_ready
+from awa_django.storage.statement import run_async
 from awa_django.worker.connections import connect
 from tests.callbacks.helpers import rescue, scalar
 from tests.conftest import wait_until
@@ -27,13 +28,14 @@ QUEUE_RING = ("ready_entries_", "claim_receipts_", "done_entries_", "ready_tombs
 def claim_and_register(*, deadline_s: float, timeout_s: float = 3600.0) -> str:
     async def main() -> str:
         async with await connect("default") as conn:
-            (job,) = await claim_ready(
+            (job,) = await run_async(
                 conn,
-                queue="default",
-                limit=1,
-                claimed_by="test",
-                deadline_s=deadline_s,
-                aging_s=0.0,
+                claim_ready(
+                    ClaimRequest(
+                        queue="default", claimed_by="test", deadline_s=deadline_s, aging_s=0.0
+                    ),
+                    limit=1,
+                ),
             )
             ref = new_callback(job.job_id, job.run_lease)
             assert await register_callback(conn, ref, timeout_s=timeout_s, claimed_by="test")

@@ -12,7 +12,8 @@ from django.db import connection
 
 import awa_django as awa
 from awa_django.maintenance.queue_stats import QueueStats, QueueStatsConfig, QueueStatsResult
-from awa_django.storage.queue import QueueDepth, claim_ready
+from awa_django.storage.queue import ClaimRequest, QueueDepth, claim_ready
+from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
 from awa_django.worker.connections import connect, open_pool
 from tests.conftest import run_burst
@@ -35,8 +36,11 @@ def run_pass() -> QueueStatsResult:
 def claim_one(queue: str) -> None:
     async def main() -> None:
         async with await connect("default") as conn:
-            claimed = await claim_ready(
-                conn, queue=queue, limit=1, claimed_by="tests", deadline_s=0, aging_s=0
+            claimed = await run_async(
+                conn,
+                claim_ready(
+                    ClaimRequest(queue=queue, claimed_by="tests", deadline_s=0, aging_s=0), limit=1
+                ),
             )
             assert len(claimed) == 1
 

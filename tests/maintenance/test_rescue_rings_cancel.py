@@ -27,7 +27,8 @@ from awa_django.storage.execution import (
     close_attempts,
     heartbeat_attempts,
 )
-from awa_django.storage.queue import claim_ready
+from awa_django.storage.queue import ClaimRequest, claim_ready
+from awa_django.storage.statement import run_async
 from awa_django.worker.connections import connect, open_pool
 from tests.conftest import BackgroundWorker, run_burst, wait_until
 from tests.jobs import checkpointed_retry, cooperative, noop, record
@@ -90,18 +91,12 @@ def rings(completed_retention_s: float = 0.0, failed_retention_s: float = 3600.0
 
 
 def claim(deadline_s: float = 0.0):
-    return run(
-        claim_ready,
-        queue="default",
-        limit=100,
-        claimed_by="dead",
-        deadline_s=deadline_s,
-        aging_s=0,
-    )
+    request = ClaimRequest(queue="default", claimed_by="dead", deadline_s=deadline_s)
+    return run(run_async, claim_ready(request, limit=100))
 
 
 def complete(job, outcome=Outcome.COMPLETED, **extra):
-    return set(run(close_attempts, [Completion.of(job, outcome, **extra)]))
+    return set(run(run_async, close_attempts([Completion.of(job, outcome, **extra)])))
 
 
 def scalar(sql: str, params: list[Any] | None = None) -> Any:

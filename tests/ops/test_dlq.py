@@ -231,7 +231,8 @@ def test_round_trip_with_a_real_worker_process(worker_process):
 def test_attempts_the_rescuer_closes_on_their_last_attempt_route_too():
     from awa_django.core.retry import RetryPolicy
     from awa_django.maintenance.rescuer import RescueConfig, Rescuer
-    from awa_django.storage.queue import claim_ready
+    from awa_django.storage.queue import ClaimRequest, claim_ready
+    from awa_django.storage.statement import run_async
 
     job_id = awa.enqueue(noop, max_attempts=1)
     run_burst(queues={"email": 1})  # publishes the DLQ policies, runs nothing of default
@@ -240,8 +241,12 @@ def test_attempts_the_rescuer_closes_on_their_last_attempt_route_too():
         pool = await open_pool("default", max_size=2)
         try:
             async with pool.connection() as conn:
-                claimed = await claim_ready(
-                    conn, queue="default", limit=1, claimed_by="gone", deadline_s=0, aging_s=0
+                claimed = await run_async(
+                    conn,
+                    claim_ready(
+                        ClaimRequest(queue="default", claimed_by="gone", deadline_s=0, aging_s=0),
+                        limit=1,
+                    ),
                 )
                 assert [c.job_id for c in claimed] == [job_id]
             rescuer = Rescuer(

@@ -13,7 +13,8 @@ from django.test import override_settings
 import awa_django as awa
 from awa_django.exceptions import ConfirmationRequired, InvalidJob
 from awa_django.maintenance.queue_stats import QueueStats, QueueStatsConfig
-from awa_django.storage.queue import claim_ready
+from awa_django.storage.queue import ClaimRequest, claim_ready
+from awa_django.storage.statement import run_async
 from awa_django.worker.connections import connect, open_pool
 from tests.conftest import run_burst
 from tests.jobs import noop, retry_after, terminal
@@ -30,8 +31,11 @@ def queues_with_dlq():
 def claim(queue: str, n: int) -> list[int]:
     async def main() -> list[int]:
         async with await connect("default") as conn:
-            jobs = await claim_ready(
-                conn, queue=queue, limit=n, claimed_by="t", deadline_s=0, aging_s=0
+            jobs = await run_async(
+                conn,
+                claim_ready(
+                    ClaimRequest(queue=queue, claimed_by="t", deadline_s=0, aging_s=0), limit=n
+                ),
             )
             return [j.job_id for j in jobs]
 

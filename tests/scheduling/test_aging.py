@@ -12,7 +12,8 @@ from django.db import connection
 from django.test import override_settings
 
 import awa_django as awa
-from awa_django.storage.queue import ClaimedJob, claim_ready
+from awa_django.storage.queue import ClaimedJob, ClaimRequest, claim_ready
+from awa_django.storage.statement import run_async
 from awa_django.worker.connections import connect
 from tests.conftest import run_burst
 
@@ -22,13 +23,12 @@ pytestmark = pytest.mark.usefixtures("awa_db")
 def claim(limit: int, aging_s: float) -> list[ClaimedJob]:
     async def main() -> list[ClaimedJob]:
         async with await connect("default") as conn:
-            return await claim_ready(
+            return await run_async(
                 conn,
-                queue="default",
-                limit=limit,
-                claimed_by="test",
-                deadline_s=0,
-                aging_s=aging_s,
+                claim_ready(
+                    ClaimRequest(queue="default", claimed_by="test", deadline_s=0, aging_s=aging_s),
+                    limit=limit,
+                ),
             )
 
     return asyncio.run(main())

@@ -11,7 +11,9 @@ from django.db import connection
 from django.test import override_settings
 
 from awa_django.maintenance.rate_ledger import RateLedgerCleaner, RateLedgerConfig
-from awa_django.storage.rate_limits import claim_ready_limited
+from awa_django.storage.queue import ClaimRequest
+from awa_django.storage.rate_limits import FleetBudget, claim_ready_limited
+from awa_django.storage.statement import run_async
 from awa_django.worker import connections
 from awa_django.worker.connections import connect
 from awa_django.worker.rate_limit import TokenBucket
@@ -79,17 +81,10 @@ def test_a_fleet_claim_reports_how_long_the_budget_holds_it_back():
 
     async def main() -> tuple[list[int], float | None, list[int], float | None]:
         async with await connect("default") as conn:
-            kwargs = {
-                "queue": "default",
-                "claimed_by": "t",
-                "deadline_s": 0,
-                "aging_s": 0,
-                "sequential": False,
-                "rate": 2.0,
-                "burst": 3,
-            }
-            first = await claim_ready_limited(conn, limit=5, **kwargs)
-            second = await claim_ready_limited(conn, limit=5, **kwargs)
+            request = ClaimRequest(queue="default", claimed_by="t", deadline_s=0)
+            budget = FleetBudget(rate=2.0, burst=3)
+            first = await run_async(conn, claim_ready_limited(request, budget, limit=5))
+            second = await run_async(conn, claim_ready_limited(request, budget, limit=5))
         return (
             [j.job_id for j in first.jobs],
             first.throttled_for_s,
@@ -110,17 +105,9 @@ def test_a_drained_queue_is_not_reported_as_throttled():
 
     async def main() -> float | None:
         async with await connect("default") as conn:
-            claim = await claim_ready_limited(
-                conn,
-                queue="default",
-                limit=5,
-                claimed_by="t",
-                deadline_s=0,
-                aging_s=0,
-                sequential=False,
-                rate=100.0,
-                burst=100,
-            )
+            request = ClaimRequest(queue="default", claimed_by="t", deadline_s=0)
+            budget = FleetBudget(rate=100.0, burst=100)
+            claim = await run_async(conn, claim_ready_limited(request, budget, limit=5))
         assert len(claim.jobs) == 2
         return claim.throttled_for_s
 

@@ -16,7 +16,8 @@ import awa_django as awa
 from awa_django.exceptions import InvalidJob
 from awa_django.shards import get_enqueue_shards, lane_backlog, set_enqueue_shards
 from awa_django.storage.execution import Completion, Outcome, close_attempts
-from awa_django.storage.queue import ClaimedJob, claim_ready
+from awa_django.storage.queue import ClaimedJob, ClaimRequest, claim_ready
+from awa_django.storage.statement import run_async
 from awa_django.worker.connections import connect
 
 pytestmark = pytest.mark.usefixtures("awa_db")
@@ -25,13 +26,12 @@ pytestmark = pytest.mark.usefixtures("awa_db")
 def claim(limit: int = 1000, aging_s: float = 0) -> list[ClaimedJob]:
     async def main() -> list[ClaimedJob]:
         async with await connect("default") as conn:
-            return await claim_ready(
+            return await run_async(
                 conn,
-                queue="default",
-                limit=limit,
-                claimed_by="test",
-                deadline_s=0,
-                aging_s=aging_s,
+                claim_ready(
+                    ClaimRequest(queue="default", claimed_by="test", deadline_s=0, aging_s=aging_s),
+                    limit=limit,
+                ),
             )
 
     return asyncio.run(main())
@@ -40,7 +40,7 @@ def claim(limit: int = 1000, aging_s: float = 0) -> list[ClaimedJob]:
 def close(completion: Completion) -> None:
     async def main() -> None:
         async with await connect("default") as conn:
-            assert await close_attempts(conn, [completion])
+            assert await run_async(conn, close_attempts([completion]))
 
     asyncio.run(main())
 

@@ -16,7 +16,8 @@ import pytest
 from django.db import DatabaseError, OperationalError, connection, connections, transaction
 
 import awa_django as awa
-from awa_django.storage.queue import ClaimedJob, claim_ready
+from awa_django.storage.queue import ClaimedJob, ClaimRequest, claim_ready
+from awa_django.storage.statement import run_async
 from awa_django.worker.connections import connect, connection_kwargs
 from tests.jobs import noop
 
@@ -61,8 +62,12 @@ def put(n: int, queue: str = "default", priority: int | None = None) -> int:
 def claim(queue: str = "default", limit: int = 100) -> list[ClaimedJob]:
     async def main() -> list[ClaimedJob]:
         async with await connect("default") as conn:
-            return await claim_ready(
-                conn, queue=queue, limit=limit, claimed_by="test", deadline_s=0, aging_s=0
+            return await run_async(
+                conn,
+                claim_ready(
+                    ClaimRequest(queue=queue, claimed_by="test", deadline_s=0, aging_s=0),
+                    limit=limit,
+                ),
             )
 
     return asyncio.run(main())
@@ -245,9 +250,7 @@ def test_a_position_whose_producer_failed_at_commit_is_stepped_over(at_commit):
     assert isinstance(failed.error, DatabaseError)
     later = noop.enqueue(n=2)
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT commit_seq FROM awa.lane_commits WHERE queue = 'default' ORDER BY 1"
-        )
+        cursor.execute("SELECT commit_seq FROM awa.lane_commits WHERE queue = 'default' ORDER BY 1")
         # The failed producer's position (2) is missing: its commit aborted after drawing it.
         assert [row[0] for row in cursor.fetchall()] == [1, 3]
     assert awa.get_job(failed.result) is None

@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 from django.db import connection, transaction
+from psycopg import AsyncConnection
 
 import awa_django as awa
 from awa_django.storage.backlog import promote_due, seconds_until_next_due
 from awa_django.storage.execution import Completion, Outcome, close_attempts
-from awa_django.storage.queue import ClaimedJob, claim_ready
+from awa_django.storage.queue import ClaimedJob, ClaimRequest, claim_ready
+from awa_django.storage.statement import run_async
 from awa_django.worker.connections import connect
 
 pytestmark = pytest.mark.usefixtures("awa_db")
@@ -31,9 +33,8 @@ def run(coro_fn, *args: Any, **kwargs: Any):
 def claim(
     queue: str = "default", limit: int = 100, who: str = "test", deadline_s: float = 0
 ) -> list[ClaimedJob]:
-    return run(
-        claim_ready, queue=queue, limit=limit, claimed_by=who, deadline_s=deadline_s, aging_s=0
-    )
+    request = ClaimRequest(queue=queue, claimed_by=who, deadline_s=deadline_s)
+    return run(run_async, claim_ready(request, limit=limit))
 
 
 def completion(
@@ -45,7 +46,11 @@ def completion(
 
 
 def close(*completions: Completion) -> set[tuple[int, int]]:
-    return set(run(close_attempts, list(completions)))
+    return set(run(run_async, close_attempts(list(completions))))
+
+
+async def promote(conn: AsyncConnection[Any], *, limit: int) -> int:
+    return sum([await run_async(conn, statement) for statement in promote_due(limit=limit)])
 
 
 def test_claim_is_fifo_within_a_lane():
@@ -124,7 +129,7 @@ def test_completion_for_an_older_lease_is_stale_after_retry():
     assert close(
         completion(first, Outcome.RETRYABLE, delay_s=-1, error={"message": "try again"})
     ) == {(job_id, 1)}
-    assert run(promote_due, limit=10) == 1
+    assert run(promote, limit=10) == 1
     (second,) = claim()
     assert (second.job_id, second.run_lease, second.attempt) == (job_id, 2, 2)
     # The first attempt's worker reports success late: its lease is gone.
@@ -149,7 +154,7 @@ def test_snooze_gives_the_attempt_back():
     (job,) = claim()
     close(completion(job, Outcome.SNOOZED, delay_s=-1))
     assert awa.get_job(job_id).state == "scheduled"
-    run(promote_due, limit=10)
+    run(promote, limit=10)
     (again,) = claim()
     assert (again.attempt, again.run_lease) == (1, 2)
 
@@ -160,7 +165,7 @@ def test_promotion_respects_run_at_and_keeps_identity():
     assert claim() == []
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_sleep(0.6)")
-    assert run(promote_due, limit=10) == 1
+    assert run(promote, limit=10) == 1
     (job,) = claim()
     assert (job.job_id, job.args, job.attempt, job.run_lease) == (due, {"a": 1}, 1, 1)
     assert awa.get_job(later).state == "scheduled"
@@ -174,7 +179,7 @@ def test_promotion_skips_paused_queues():
     with connection.cursor() as cursor:
         cursor.execute("INSERT INTO awa.queue_meta (queue, paused) VALUES ('email', true)")
         cursor.execute("SELECT pg_sleep(0.6)")
-    assert run(promote_due, limit=10) == 0
+    assert run(promote, limit=10) == 0
 
 
 def test_promotion_uses_the_partial_indexes():
@@ -223,7 +228,7 @@ def test_promotion_and_claims_pass_a_producer_whose_transaction_is_still_open():
         due = awa.enqueue("k.d", args={}, run_at=timedelta(milliseconds=300))
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_sleep(0.4)")
-        assert run(promote_due, limit=10) == 1
+        assert run(promote, limit=10) == 1
         assert awa.get_job(due).state == "available"
         assert [job.job_id for job in claim()] == [due]
     finally:

@@ -10,7 +10,8 @@ import pytest
 from psycopg import conninfo
 
 import awa_django as awa
-from awa_django.storage.queue import ClaimedJob, claim_ready, claimed_job_row
+from awa_django.storage.queue import ClaimedJob, ClaimRequest, claim_ready, claimed_job_rows
+from awa_django.storage.statement import Statement, all_rows, run_async
 from awa_django.worker.connections import ClaimJsonbLoader, connection_kwargs, open_pool
 from tests.jobs import typed
 
@@ -25,13 +26,14 @@ async def claim_all(database: str = "default") -> tuple[list[ClaimedJob], object
         async with pool.connection() as conn:
             loader = conn.adapters.get_loader(conn.adapters.types["jsonb"].oid, 0)
             zone = conn.info.parameter_status("TimeZone")
-            jobs = await claim_ready(
+            jobs = await run_async(
                 conn,
-                queue="default",
-                limit=10,
-                claimed_by="decoding-test",
-                deadline_s=0,
-                aging_s=0,
+                claim_ready(
+                    ClaimRequest(
+                        queue="default", claimed_by="decoding-test", deadline_s=0, aging_s=0
+                    ),
+                    limit=10,
+                ),
             )
     finally:
         await pool.close()
@@ -62,8 +64,13 @@ def test_claimed_json_columns_decode_exactly_and_are_not_shared() -> None:
 async def claim_with_other_columns() -> None:
     pool = await open_pool("default", max_size=1)
     try:
-        async with pool.connection() as conn, conn.cursor(row_factory=claimed_job_row) as cur:
-            await cur.execute("SELECT 1 AS job_id, 'k' AS kind")
+        async with pool.connection() as conn:
+            await run_async(
+                conn,
+                Statement(
+                    sql="SELECT 1 AS job_id, 'k' AS kind", read=all_rows, rows=claimed_job_rows
+                ),
+            )
     finally:
         await pool.close()
 

@@ -1,5 +1,5 @@
--- In-process runs (awa_django.testing, eager mode): reads and clock moves on Django's connection.
--- Claims, promotions and closures reuse the worker's blocks (queue, backlog, execution).
+-- In-process runs (eager mode, awa_django.testing): reads and clock moves on Django's connection.
+-- Claims, promotions and closures are the worker's statements (queue, backlog, execution).
 
 -- name: publish_pending
 -- Publishes the ready rows this transaction has written so far, as its commit would: fires the

@@ -1,0 +1,112 @@
+"""One definition per statement, run on either kind of connection the package has.
+
+A storage function that both sides need builds a ``Statement``: its SQL block, its parameters
+and how its rows become the answer. ``run`` executes it on a Django cursor (eager mode, the test
+helpers, operator reads and external resolutions: the caller's transaction), ``run_async`` on
+one of the worker's psycopg connections (the worker and the maintenance leader). Sync and async
+calls cannot share a function body; a statement is a value, so both share everything else.
+
+The two connections differ in one way the answer must not show: Django's hands jsonb back as
+text (its JSONField parses it), the worker's psycopg connections parse it. A statement names its
+jsonb columns, and ``run`` decodes them before the rows are made.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any, Generic, LiteralString, TypeVar
+
+from django.db.backends.utils import CursorWrapper
+from psycopg import AsyncConnection
+from psycopg.rows import RowFactory, RowMaker, no_result, tuple_row
+
+if TYPE_CHECKING:
+    # psycopg's row factories are typed against it; it is not re-exported publicly.
+    from psycopg._cursor_base import BaseCursor
+
+T = TypeVar("T")
+# A statement is immutable and only produces its answer: one answering a list of depths is one
+# answering an iterable of them.
+T_co = TypeVar("T_co", covariant=True)
+
+# Given a result's column names, the function that makes one row from its values; called once
+# per result, so a check of the columns costs nothing per row.
+RowsOf = Callable[[tuple[str, ...]], Callable[[Sequence[Any]], Any]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Statement(Generic[T_co]):
+    """One SQL statement, its parameters, and how its fetched rows become the answer."""
+
+    sql: LiteralString
+    params: Mapping[str, Any] | None = None
+    # The answer, from the rows (tuples, or what ``rows`` made; empty when there is no result).
+    read: Callable[[list[Any]], T_co]
+    # How rows are made from their values; None keeps them as tuples.
+    rows: RowsOf | None = None
+    # Columns that are jsonb, so that both connections read them as parsed values.
+    json: tuple[str, ...] = ()
+
+
+def all_rows(rows: list[Any]) -> list[Any]:
+    """``read`` for a statement whose answer is its rows."""
+    return rows
+
+
+def nothing(rows: list[Any]) -> None:
+    """``read`` for a statement run for its effect."""
+
+
+def first_int(rows: list[Any]) -> int:
+    """``read`` for a statement answering one integer (0 when it returns no row)."""
+    return int(rows[0][0]) if rows else 0
+
+
+def run(cursor: CursorWrapper, statement: Statement[T]) -> T:
+    """Execute ``statement`` on a Django cursor, in its connection's transaction."""
+    cursor.execute(statement.sql, statement.params)
+    if cursor.description is None:
+        return statement.read([])
+    names = tuple(column.name for column in cursor.description)
+    rows: list[Any] = cursor.fetchall()
+    if statement.json:
+        positions = [names.index(column) for column in statement.json]
+        rows = [_decode_json(row, positions) for row in rows]
+    if statement.rows is not None:
+        make = statement.rows(names)
+        rows = [make(row) for row in rows]
+    return statement.read(rows)
+
+
+async def run_async(conn: AsyncConnection[Any], statement: Statement[T]) -> T:
+    """Execute ``statement`` on a psycopg connection (the worker's: autocommit, or the caller's
+    open transaction)."""
+    factory = tuple_row if statement.rows is None else _row_factory(statement.rows)
+    async with conn.cursor(row_factory=factory) as cursor:
+        await cursor.execute(statement.sql, statement.params)
+        rows = await cursor.fetchall() if cursor.description is not None else []
+    return statement.read(rows)
+
+
+def _decode_json(row: Sequence[Any], positions: Sequence[int]) -> tuple[Any, ...]:
+    values = list(row)
+    for position in positions:
+        if isinstance(values[position], str):
+            values[position] = json.loads(values[position])
+    # A tuple, as the rows of both connections are.
+    return tuple(values)
+
+
+# Cached: a statement's ``rows`` is a module-level function, so each gets one psycopg factory
+# instead of a new closure per execution on the hot path.
+@cache
+def _row_factory(rows: RowsOf) -> RowFactory[Any]:
+    def factory(cursor: BaseCursor[Any, Any]) -> RowMaker[Any]:
+        if cursor.description is None:
+            return no_result
+        return rows(tuple(column.name for column in cursor.description))
+
+    return factory

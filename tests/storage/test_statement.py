@@ -1,0 +1,110 @@
+"""The two executors of a storage statement: a Django cursor and a worker's psycopg connection
+must give the same answer for the same statement."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any, TypeVar
+
+import pytest
+from django.db import connection
+
+import awa_django as awa
+from awa_django.storage.execution import Completion, Outcome, close_attempts
+from awa_django.storage.queue import ClaimedJob, ClaimRequest, claim_ready, queue_depths
+from awa_django.storage.statement import Statement, all_rows, nothing, run, run_async
+from awa_django.worker.connections import connect
+
+pytestmark = pytest.mark.usefixtures("awa_db")
+
+T = TypeVar("T")
+
+DOCUMENT = Statement(
+    sql="SELECT %(doc)s::jsonb AS doc, 2 AS n, NULL::jsonb AS missing",
+    params={"doc": '{"a": [1, 2.5, "ß"], "b": null}'},
+    read=all_rows,
+    json=("doc", "missing"),
+)
+
+
+def on_django(statement: Statement[T]) -> T:
+    with connection.cursor() as cursor:
+        return run(cursor, statement)
+
+
+def on_psycopg(statement: Statement[T]) -> T:
+    async def main() -> T:
+        async with await connect("default") as conn:
+            return await run_async(conn, statement)
+
+    return asyncio.run(main())
+
+
+def test_declared_jsonb_columns_come_back_parsed_from_both_connections() -> None:
+    expected = [({"a": [1, 2.5, "ß"], "b": None}, 2, None)]
+    assert on_django(DOCUMENT) == expected
+    assert on_psycopg(DOCUMENT) == expected
+
+
+def test_undeclared_jsonb_is_text_on_django_and_parsed_on_psycopg() -> None:
+    # Why a statement names its jsonb columns: the two connections disagree on them.
+    undeclared = dataclasses.replace(DOCUMENT, json=())
+    ((django_doc, _, _),) = on_django(undeclared)
+    ((psycopg_doc, _, _),) = on_psycopg(undeclared)
+    assert isinstance(django_doc, str)
+    assert psycopg_doc == {"a": [1, 2.5, "ß"], "b": None}
+
+
+def test_rows_are_made_once_per_result_and_a_statement_without_rows_reads_nothing() -> None:
+    made: list[tuple[str, ...]] = []
+
+    def pairs(names: tuple[str, ...]) -> Any:
+        made.append(names)
+        return lambda values: dict(zip(names, values, strict=True))
+
+    statement = Statement(
+        sql="SELECT i AS n, i * 2 AS twice FROM generate_series(1, 3) i", read=all_rows, rows=pairs
+    )
+    expected = [{"n": i, "twice": 2 * i} for i in (1, 2, 3)]
+    assert on_django(statement) == expected
+    assert on_psycopg(statement) == expected
+    assert made == [("n", "twice"), ("n", "twice")]
+    no_result = Statement(sql="DO $$ BEGIN END $$", read=nothing)
+    assert on_django(no_result) is None
+    assert on_psycopg(no_result) is None
+
+
+def test_queue_depths_are_the_same_on_both_connections() -> None:
+    awa.enqueue("k.depth", args={})
+    awa.enqueue("k.depth", args={}, queue="email")
+    by_django, by_psycopg = on_django(queue_depths()), on_psycopg(queue_depths())
+    assert {d.queue: d.available for d in by_django} == {"default": 1, "email": 1}
+    # The lag is measured anew by each read.
+    assert all(isinstance(d.lag_s, float) for d in by_django + by_psycopg)
+    assert [dataclasses.replace(d, lag_s=0.0) for d in by_psycopg] == [
+        dataclasses.replace(d, lag_s=0.0) for d in by_django
+    ]
+
+
+def _comparable(job: ClaimedJob) -> dict[str, Any]:
+    values = dataclasses.asdict(job)
+    for varying in ("job_id", "lane_seq", "run_at", "created_at"):
+        values[varying] = type(values[varying])
+    return values
+
+
+def test_a_claim_and_its_close_answer_alike_on_both_connections() -> None:
+    args = {"n": 1, "nested": {"x": [1.5, None]}}
+    for _ in range(2):
+        awa.enqueue("k.same", args=args, metadata={"tenant": "t"}, tags=["a"])
+    request = ClaimRequest(queue="default", claimed_by="executors", deadline_s=0)
+    (by_django,) = on_django(claim_ready(request, limit=1))
+    (by_psycopg,) = on_psycopg(claim_ready(request, limit=1))
+    assert by_django.args == args and by_django.metadata == {"tenant": "t"}
+    assert _comparable(by_django) == _comparable(by_psycopg)
+    assert by_django.job_id != by_psycopg.job_id
+    closed_django = on_django(close_attempts([Completion.of(by_django, Outcome.COMPLETED)]))
+    closed_psycopg = on_psycopg(close_attempts([Completion.of(by_psycopg, Outcome.COMPLETED)]))
+    assert closed_django == {(by_django.job_id, by_django.run_lease): None}
+    assert closed_psycopg == {(by_psycopg.job_id, by_psycopg.run_lease): None}
