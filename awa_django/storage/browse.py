@@ -36,18 +36,23 @@ JOB_STATES: Final = (
     "cancelled",
     "dlq",
 )
-# The query listing the jobs in each state, read from the table that holds it, and the
+# The queries listing the jobs in each state, read from the table that holds it (the first
+# down its job_id index, the second, for a kind or queue filter, down its name index), and the
 # parameters that pick the state out of it.
-_IDS_BY_STATE: Final[dict[str, tuple[str, dict[str, bool | str]]]] = {
-    "available": ("available_job_ids", {}),
-    "running": ("open_attempt_job_ids", {"waiting": False}),
-    "waiting_external": ("open_attempt_job_ids", {"waiting": True}),
-    "scheduled": ("deferred_job_ids", {"state": "scheduled"}),
-    "retryable": ("deferred_job_ids", {"state": "retryable"}),
-    "completed": ("closed_job_ids", {"state": "completed"}),
-    "failed": ("closed_job_ids", {"state": "failed"}),
-    "cancelled": ("closed_job_ids", {"state": "cancelled"}),
-    "dlq": ("dlq_job_ids", {}),
+_IDS_BY_STATE: Final[dict[str, tuple[str, str, dict[str, bool | str]]]] = {
+    "available": ("available_job_ids", "available_job_ids_by_name", {}),
+    "running": ("open_attempt_job_ids", "open_attempt_job_ids_by_name", {"waiting": False}),
+    "waiting_external": (
+        "open_attempt_job_ids",
+        "open_attempt_job_ids_by_name",
+        {"waiting": True},
+    ),
+    "scheduled": ("deferred_job_ids", "deferred_job_ids_by_name", {"state": "scheduled"}),
+    "retryable": ("deferred_job_ids", "deferred_job_ids_by_name", {"state": "retryable"}),
+    "completed": ("closed_job_ids", "closed_job_ids_by_name", {"state": "completed"}),
+    "failed": ("closed_job_ids", "closed_job_ids_by_name", {"state": "failed"}),
+    "cancelled": ("closed_job_ids", "closed_job_ids_by_name", {"state": "cancelled"}),
+    "dlq": ("dlq_job_ids", "dlq_job_ids_by_name", {}),
 }
 # A state count stops here, so asking costs a bounded scan even on a huge history.
 COUNT_CAP: Final = 10_000
@@ -189,8 +194,8 @@ class _Walk:
 
     names: list[tuple[str, str]] | None
 
-    def query(self, name: str) -> str:
-        return _SQL[name if self.names is None else f"{name}_by_name"]
+    def query(self, by_id: str, by_name: str) -> str:
+        return _SQL[by_id if self.names is None else by_name]
 
     def params(self) -> dict[str, list[str]]:
         if self.names is None:
@@ -217,15 +222,20 @@ def _walk_for(cursor: CursorWrapper, where: JobFilter) -> _Walk:
 def _window_ids(cursor: CursorWrapper, walk: _Walk, before: int, size: int) -> list[int]:
     if walk.matches_nothing:
         return []
-    cursor.execute(walk.query("job_id_window"), {"before": before, "size": size, **walk.params()})
+    cursor.execute(
+        walk.query("job_id_window", "job_id_window_by_name"),
+        {"before": before, "size": size, **walk.params()},
+    )
     return [row[0] for row in cursor.fetchall()]
 
 
 def _state_ids(cursor: CursorWrapper, state: str, walk: _Walk, before: int, size: int) -> list[int]:
     if walk.matches_nothing:
         return []
-    name, params = _IDS_BY_STATE[state]
-    cursor.execute(walk.query(name), {"before": before, "size": size, **walk.params(), **params})
+    by_id, by_name, params = _IDS_BY_STATE[state]
+    cursor.execute(
+        walk.query(by_id, by_name), {"before": before, "size": size, **walk.params(), **params}
+    )
     return [row[0] for row in cursor.fetchall()]
 
 
