@@ -243,10 +243,11 @@ class JobAdmin(OperatorAdmin):
                         tag=data["tag"],
                         error=data["error"],
                     )
-                    page = list_jobs(cursor, where=where, before=data["before"], limit=PAGE_SIZE)
+                    page = list_jobs(
+                        cursor, where=where, before=data["before"], limit=PAGE_SIZE, count=True
+                    )
                     jobs = page.jobs
-                    if where.state is not None and not where.searches_content:
-                        state_count = count_in_state(cursor, where.state, where)
+                    state_count = page.count
             next_query, newer_query = page_links(
                 request.GET, data["before"], form.newer_cursors(), page
             )

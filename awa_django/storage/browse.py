@@ -3,14 +3,17 @@
 Pages walk job ids downwards from a cursor (newest first): at a million jobs a page costs what
 it costs at a thousand. A page of one state reads that state's ids from the table that holds it
 (open claims for running, the backlog for scheduled, ...), so it finds a rare state at any
-depth. A job's current state comes from the ``awa.jobs`` view, looked up by id for the ids of
-one page, which is the only way that view is fast.
+depth. A kind or queue filter first finds the (queue, kind) pairs whose names match, by a
+few index probes, then walks each pair's ids down the (queue, kind, job_id) index of each table,
+so a rare kind is found at any depth too and the other kinds' jobs are never read. A job's
+current state comes from the ``awa.jobs`` view, looked up by id for the ids of one page, which is
+the only way that view is fast.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final
 
@@ -33,18 +36,23 @@ JOB_STATES: Final = (
     "cancelled",
     "dlq",
 )
-# The query listing the jobs in each state, read from the table that holds it, and the
+# The queries listing the jobs in each state, read from the table that holds it (the first
+# down its job_id index, the second, for a kind or queue filter, down its name index), and the
 # parameters that pick the state out of it.
-_IDS_BY_STATE: Final[dict[str, tuple[str, dict[str, bool | str]]]] = {
-    "available": ("available_job_ids", {}),
-    "running": ("open_attempt_job_ids", {"waiting": False}),
-    "waiting_external": ("open_attempt_job_ids", {"waiting": True}),
-    "scheduled": ("deferred_job_ids", {"state": "scheduled"}),
-    "retryable": ("deferred_job_ids", {"state": "retryable"}),
-    "completed": ("closed_job_ids", {"state": "completed"}),
-    "failed": ("closed_job_ids", {"state": "failed"}),
-    "cancelled": ("closed_job_ids", {"state": "cancelled"}),
-    "dlq": ("dlq_job_ids", {}),
+_IDS_BY_STATE: Final[dict[str, tuple[str, str, dict[str, bool | str]]]] = {
+    "available": ("available_job_ids", "available_job_ids_by_name", {}),
+    "running": ("open_attempt_job_ids", "open_attempt_job_ids_by_name", {"waiting": False}),
+    "waiting_external": (
+        "open_attempt_job_ids",
+        "open_attempt_job_ids_by_name",
+        {"waiting": True},
+    ),
+    "scheduled": ("deferred_job_ids", "deferred_job_ids_by_name", {"state": "scheduled"}),
+    "retryable": ("deferred_job_ids", "deferred_job_ids_by_name", {"state": "retryable"}),
+    "completed": ("closed_job_ids", "closed_job_ids_by_name", {"state": "completed"}),
+    "failed": ("closed_job_ids", "closed_job_ids_by_name", {"state": "failed"}),
+    "cancelled": ("closed_job_ids", "closed_job_ids_by_name", {"state": "cancelled"}),
+    "dlq": ("dlq_job_ids", "dlq_job_ids_by_name", {}),
 }
 # A state count stops here, so asking costs a bounded scan even on a huge history.
 COUNT_CAP: Final = 10_000
@@ -76,7 +84,7 @@ class JobFilter:
             raise ValueError(f"state must be one of {', '.join(JOB_STATES)}, got {self.state!r}")
 
     def params(self) -> dict[str, str | None]:
-        """The kind and queue as the queries' LIKE patterns on lower-cased names."""
+        """The kind and queue as LIKE patterns on lower-cased names, for ``name_pairs``."""
         return {"kind": _prefix_pattern(self.kind), "queue": _prefix_pattern(self.queue)}
 
     @property
@@ -114,6 +122,8 @@ class JobPage:
     # SEARCH_SCAN with candidates left (next_before then continues the scan, not the results).
     scanned: int | None = None
     scan_stopped: bool = False
+    # For a page of one state asked to count: its matching jobs, at most COUNT_CAP + 1.
+    count: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -158,39 +168,79 @@ def _json(value: Any) -> Any:
 
 
 def list_jobs(
-    cursor: CursorWrapper, *, where: JobFilter, before: int | None, limit: int
+    cursor: CursorWrapper, *, where: JobFilter, before: int | None, limit: int, count: bool = False
 ) -> JobPage:
-    """A page of at most ``limit`` jobs with ids below ``before`` (None: from the newest)."""
+    """A page of at most ``limit`` jobs with ids below ``before`` (None: from the newest). With
+    ``count``, a page of one state (and no content search) also counts the state's matching
+    jobs, as ``count_in_state`` does, reading the names the filter matches only once."""
+    walk = _walk_for(cursor, where)
     if where.searches_content:
-        return _search(cursor, where=where, before=before, limit=limit)
+        return _search(cursor, where=where, walk=walk, before=before, limit=limit)
     if where.state is not None:
-        return _list_in_state(cursor, where.state, where=where, before=before, limit=limit)
-    cursor.execute(
-        _SQL["job_id_window"],
-        {
-            "before": before if before is not None else _NO_CURSOR,
-            "size": limit + 1,
-            **where.params(),
-        },
-    )
-    window = [row[0] for row in cursor.fetchall()]
+        page = _list_in_state(cursor, where.state, walk=walk, before=before, limit=limit)
+        if not count:
+            return page
+        return replace(page, count=_count(cursor, where.state, walk))
+    window = _window_ids(cursor, walk, before if before is not None else _NO_CURSOR, limit + 1)
     jobs = list(reversed(get_jobs(cursor, window[:limit]))) if window else []
     return JobPage(jobs=jobs, next_before=window[limit - 1] if len(window) > limit else None)
 
 
-def _state_ids(
-    cursor: CursorWrapper, state: str, where: JobFilter, before: int, size: int
-) -> list[int]:
-    name, params = _IDS_BY_STATE[state]
+@dataclass(frozen=True, slots=True)
+class _Walk:
+    """How a listing reads its ids: down the job_id indexes (no kind or queue filter, no
+    ``names``), or, for a kind or queue filter, down the (queue, kind, job_id) indexes of the
+    ``names`` pairs that match it (the ``_by_name`` queries)."""
+
+    names: list[tuple[str, str]] | None
+
+    def query(self, by_id: str, by_name: str) -> str:
+        return _SQL[by_id if self.names is None else by_name]
+
+    def params(self) -> dict[str, list[str]]:
+        if self.names is None:
+            return {}
+        return {
+            "queues": [queue for queue, _ in self.names],
+            "kinds": [kind for _, kind in self.names],
+        }
+
+    @property
+    def matches_nothing(self) -> bool:
+        return self.names == []
+
+
+def _walk_for(cursor: CursorWrapper, where: JobFilter) -> _Walk:
+    # The pairs are resolved once per listing: a handful of index probes, then every query of
+    # the listing reads only their jobs.
+    if where.kind is None and where.queue is None:
+        return _Walk(names=None)
+    cursor.execute(_SQL["name_pairs"], where.params())
+    return _Walk(names=[(queue, kind) for queue, kind in cursor.fetchall()])
+
+
+def _window_ids(cursor: CursorWrapper, walk: _Walk, before: int, size: int) -> list[int]:
+    if walk.matches_nothing:
+        return []
     cursor.execute(
-        _SQL[name],
-        {"before": before, "size": size, **where.params(), **params},
+        walk.query("job_id_window", "job_id_window_by_name"),
+        {"before": before, "size": size, **walk.params()},
+    )
+    return [row[0] for row in cursor.fetchall()]
+
+
+def _state_ids(cursor: CursorWrapper, state: str, walk: _Walk, before: int, size: int) -> list[int]:
+    if walk.matches_nothing:
+        return []
+    by_id, by_name, params = _IDS_BY_STATE[state]
+    cursor.execute(
+        walk.query(by_id, by_name), {"before": before, "size": size, **walk.params(), **params}
     )
     return [row[0] for row in cursor.fetchall()]
 
 
 def _list_in_state(
-    cursor: CursorWrapper, state: str, *, where: JobFilter, before: int | None, limit: int
+    cursor: CursorWrapper, state: str, *, walk: _Walk, before: int | None, limit: int
 ) -> JobPage:
     # The ids come from the table holding the state; the view, read for just those ids, has the
     # last word, so a job that moved on between the two reads is left out, and the next ids are
@@ -199,7 +249,7 @@ def _list_in_state(
     below = before if before is not None else _NO_CURSOR
     while len(matches) <= limit:
         wanted = limit + 1 - len(matches)
-        ids = _state_ids(cursor, state, where, below, wanted)
+        ids = _state_ids(cursor, state, walk, below, wanted)
         if not ids:
             break
         records = {record.job_id: record for record in get_jobs(cursor, ids)}
@@ -216,14 +266,17 @@ def _list_in_state(
     return JobPage(jobs=matches, next_before=None)
 
 
-def _candidate_ids(cursor: CursorWrapper, where: JobFilter, before: int, size: int) -> list[int]:
+def _candidate_ids(
+    cursor: CursorWrapper, where: JobFilter, walk: _Walk, before: int, size: int
+) -> list[int]:
     if where.state is not None:
-        return _state_ids(cursor, where.state, where, before, size)
-    cursor.execute(_SQL["job_id_window"], {"before": before, "size": size, **where.params()})
-    return [row[0] for row in cursor.fetchall()]
+        return _state_ids(cursor, where.state, walk, before, size)
+    return _window_ids(cursor, walk, before, size)
 
 
-def _search(cursor: CursorWrapper, *, where: JobFilter, before: int | None, limit: int) -> JobPage:
+def _search(
+    cursor: CursorWrapper, *, where: JobFilter, walk: _Walk, before: int | None, limit: int
+) -> JobPage:
     # Candidates come newest first from the tables of the state, kind and queue searched; each
     # batch's records are checked against the content search in one query.
     matches: list[JobRecord] = []
@@ -231,7 +284,7 @@ def _search(cursor: CursorWrapper, *, where: JobFilter, before: int | None, limi
     scanned = 0
     exhausted = False
     while len(matches) <= limit and scanned < SEARCH_SCAN:
-        ids = _candidate_ids(cursor, where, below, SEARCH_BATCH)
+        ids = _candidate_ids(cursor, where, walk, below, SEARCH_BATCH)
         scanned += len(ids)
         if ids:
             cursor.execute(_SQL["matching_jobs"], {"job_ids": ids, **where.content_params()})
@@ -251,7 +304,11 @@ def _search(cursor: CursorWrapper, *, where: JobFilter, before: int | None, limi
 def count_in_state(cursor: CursorWrapper, state: str, where: JobFilter) -> int:
     """How many jobs are in ``state`` and match ``where``'s kind and queue, counting at most
     ``COUNT_CAP + 1``: a result above ``COUNT_CAP`` means "more than that"."""
-    return len(_state_ids(cursor, state, where, _NO_CURSOR, COUNT_CAP + 1))
+    return _count(cursor, state, _walk_for(cursor, where))
+
+
+def _count(cursor: CursorWrapper, state: str, walk: _Walk) -> int:
+    return len(_state_ids(cursor, state, walk, _NO_CURSOR, COUNT_CAP + 1))
 
 
 def running_attempts(cursor: CursorWrapper, *, limit: int) -> list[RunningAttempt]:

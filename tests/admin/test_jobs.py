@@ -113,8 +113,9 @@ def test_list_query_count_is_constant_at_1000_jobs(operator_client, django_asser
     with django_assert_num_queries(4):
         response = operator_client.get(url)
     assert len(response.context["jobs"]) == 50
-    # With a state: the state's ids, their hydration and the state's count.
-    with django_assert_num_queries(5):
+    # With a state and a kind: the (queue, kind) pairs the kind matches, the state's ids, their
+    # hydration and the state's count.
+    with django_assert_num_queries(6):
         response = operator_client.get(url, {"state": "available", "kind": "tests.noop"})
     assert len(response.context["jobs"]) == 50
 

@@ -4,31 +4,23 @@
 -- The newest distinct job ids below a keyset cursor, from the four tables that hold a job's
 -- body (every claim and closure joins a ready row, so they cover the awa.jobs view), for a page
 -- in any state. Each arm walks its job_id index backwards and stops after `size` ids, so a page
--- costs the same at any table size; no arm counts. kind/queue are NULL when not filtered, else
--- LIKE patterns on the lower-cased name (a case-insensitive prefix, built by browse.py).
+-- costs the same at any table size; no arm counts. A kind or queue filter reads
+-- job_id_window_by_name instead (below).
 SELECT job_id FROM (
     (SELECT DISTINCT r.job_id FROM awa.ready_entries r
       WHERE r.job_id < %(before)s
-        AND (%(kind)s::text IS NULL OR lower(r.kind) LIKE %(kind)s)
-        AND (%(queue)s::text IS NULL OR lower(r.queue) LIKE %(queue)s)
       ORDER BY r.job_id DESC LIMIT %(size)s)
     UNION
     (SELECT f.job_id FROM awa.deferred_jobs f
       WHERE f.job_id < %(before)s
-        AND (%(kind)s::text IS NULL OR lower(f.kind) LIKE %(kind)s)
-        AND (%(queue)s::text IS NULL OR lower(f.queue) LIKE %(queue)s)
       ORDER BY f.job_id DESC LIMIT %(size)s)
     UNION
     (SELECT h.job_id FROM awa.terminal_history h
       WHERE h.job_id < %(before)s
-        AND (%(kind)s::text IS NULL OR lower(h.kind) LIKE %(kind)s)
-        AND (%(queue)s::text IS NULL OR lower(h.queue) LIKE %(queue)s)
       ORDER BY h.job_id DESC LIMIT %(size)s)
     UNION
     (SELECT q.job_id FROM awa.dlq_entries q
       WHERE q.job_id < %(before)s
-        AND (%(kind)s::text IS NULL OR lower(q.kind) LIKE %(kind)s)
-        AND (%(queue)s::text IS NULL OR lower(q.queue) LIKE %(queue)s)
       ORDER BY q.job_id DESC LIMIT %(size)s)
 ) ids
  ORDER BY job_id DESC LIMIT %(size)s
@@ -73,16 +65,14 @@ SELECT progress, checkpoint, finalized_at FROM awa.terminal_history WHERE job_id
 -- state, each read from the table that holds that state rather than by filtering a window of
 -- the awa.jobs view: a rare state deep in a long history is on page 1. Each walks a job_id
 -- index backwards from a keyset cursor (`before`) and stops after `size` ids; the NOT EXISTS
--- probes say "no newer fact", by primary key or a job_id index. kind/queue are as in
--- job_id_window. The positions they compare follow awa.jobs (a ready row at run_lease L ranks
+-- probes say "no newer fact", by primary key or a job_id index. A kind or queue filter reads
+-- the block of the same name with _by_name (below). The positions they compare follow awa.jobs (a ready row at run_lease L ranks
 -- after a closure at L; a deferred or DLQ row is always a job's newest fact while it exists).
 
 -- name: available_job_ids
 -- Ready rows never claimed and never tombstoned.
 SELECT DISTINCT r.job_id FROM awa.ready_entries r
  WHERE r.job_id < %(before)s
-   AND (%(kind)s::text IS NULL OR lower(r.kind) LIKE %(kind)s)
-   AND (%(queue)s::text IS NULL OR lower(r.queue) LIKE %(queue)s)
    AND NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
                     WHERE c.job_id = r.job_id AND c.queue = r.queue AND c.priority = r.priority
                       AND c.shard = r.shard AND c.lane_seq = r.lane_seq
@@ -100,8 +90,6 @@ SELECT DISTINCT c.job_id FROM awa.claim_receipts c
     ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
    AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
  WHERE c.job_id < %(before)s
-   AND (%(kind)s::text IS NULL OR lower(r.kind) LIKE %(kind)s)
-   AND (%(queue)s::text IS NULL OR lower(c.queue) LIKE %(queue)s)
    AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
                     WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
                       AND d.ready_slot = c.ready_slot)
@@ -114,15 +102,11 @@ SELECT DISTINCT c.job_id FROM awa.claim_receipts c
 -- `scheduled` or `retryable` (%(state)s): the backlog row is the job's newest fact.
 SELECT f.job_id FROM awa.deferred_jobs f
  WHERE f.job_id < %(before)s AND f.state = %(state)s
-   AND (%(kind)s::text IS NULL OR lower(f.kind) LIKE %(kind)s)
-   AND (%(queue)s::text IS NULL OR lower(f.queue) LIKE %(queue)s)
  ORDER BY f.job_id DESC LIMIT %(size)s
 
 -- name: dlq_job_ids
 SELECT q.job_id FROM awa.dlq_entries q
  WHERE q.job_id < %(before)s
-   AND (%(kind)s::text IS NULL OR lower(q.kind) LIKE %(kind)s)
-   AND (%(queue)s::text IS NULL OR lower(q.queue) LIKE %(queue)s)
  ORDER BY q.job_id DESC LIMIT %(size)s
 
 -- name: closed_job_ids
@@ -136,8 +120,6 @@ SELECT job_id FROM (
          ON r.queue = d.queue AND r.priority = d.priority AND r.shard = d.shard
         AND r.lane_seq = d.lane_seq AND r.ready_slot = d.ready_slot
       WHERE d.job_id < %(before)s AND d.outcome = %(state)s
-        AND (%(kind)s::text IS NULL OR lower(r.kind) LIKE %(kind)s)
-        AND (%(queue)s::text IS NULL OR lower(d.queue) LIKE %(queue)s)
         AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
                          WHERE n.job_id = d.job_id AND n.run_lease >= d.run_lease)
         AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = d.job_id)
@@ -146,8 +128,6 @@ SELECT job_id FROM (
     UNION
     (SELECT h.job_id FROM awa.terminal_history h
       WHERE h.job_id < %(before)s AND h.state = %(state)s
-        AND (%(kind)s::text IS NULL OR lower(h.kind) LIKE %(kind)s)
-        AND (%(queue)s::text IS NULL OR lower(h.queue) LIKE %(queue)s)
         AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
                          WHERE n.job_id = h.job_id AND n.run_lease > h.run_lease)
         AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = h.job_id)
@@ -161,8 +141,6 @@ SELECT job_id FROM (
          ON r.queue = t.queue AND r.priority = t.priority AND r.shard = t.shard
         AND r.lane_seq = t.lane_seq AND r.ready_slot = t.ready_slot
       WHERE %(state)s::text = 'cancelled' AND t.job_id < %(before)s
-        AND (%(kind)s::text IS NULL OR lower(r.kind) LIKE %(kind)s)
-        AND (%(queue)s::text IS NULL OR lower(t.queue) LIKE %(queue)s)
         AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
                          WHERE n.job_id = t.job_id AND n.run_lease > r.run_lease)
         AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = t.job_id)
@@ -191,3 +169,218 @@ SELECT job_id, state, kind, queue, priority, args, attempt, run_lease, max_attem
                        OR e ->> 'type' ILIKE %(error)s::text
                        OR e ->> 'reason' ILIKE %(error)s::text))
  ORDER BY j.job_id
+
+-- A kind or queue filter is read from the (queue, kind, job_id) index of each table instead
+-- (migration 0008): name_pairs finds the (queue, kind) pairs whose lower-cased names match the
+-- LIKE patterns, then each *_by_name block below walks, for every pair given in the arrays
+-- `queues` and `kinds`, that pair's job ids backwards from the cursor and stops after
+-- `size`, and keeps the newest `size` of all pairs. A pair has at most `size` ids in the result,
+-- so the newest `size` of the union are the newest `size` overall, and the ids read are those of
+-- the matching names only, however many jobs other kinds and queues hold. Each block checks its
+-- state exactly as the unfiltered block above of the same name; where the state's table holds
+-- no kind (claims, closures, tombstones), the walk goes through the ready rows they join.
+
+-- name: name_pairs
+-- The (queue, kind) pairs of the four tables holding a job's names, found by a loose index
+-- scan: each step reads the first index entry past the previous pair, so a table costs one
+-- probe per distinct pair (a deployment has tens), not a read of its rows.
+WITH RECURSIVE
+ready_pairs (queue, kind) AS (
+    (SELECT r.queue, r.kind FROM awa.ready_entries r ORDER BY r.queue, r.kind LIMIT 1)
+    UNION ALL
+    SELECT n.queue, n.kind FROM ready_pairs p CROSS JOIN LATERAL (
+        SELECT r.queue, r.kind FROM awa.ready_entries r
+         WHERE (r.queue, r.kind) > (p.queue, p.kind) ORDER BY r.queue, r.kind LIMIT 1) n
+),
+deferred_pairs (queue, kind) AS (
+    (SELECT f.queue, f.kind FROM awa.deferred_jobs f ORDER BY f.queue, f.kind LIMIT 1)
+    UNION ALL
+    SELECT n.queue, n.kind FROM deferred_pairs p CROSS JOIN LATERAL (
+        SELECT f.queue, f.kind FROM awa.deferred_jobs f
+         WHERE (f.queue, f.kind) > (p.queue, p.kind) ORDER BY f.queue, f.kind LIMIT 1) n
+),
+history_pairs (queue, kind) AS (
+    (SELECT h.queue, h.kind FROM awa.terminal_history h ORDER BY h.queue, h.kind LIMIT 1)
+    UNION ALL
+    SELECT n.queue, n.kind FROM history_pairs p CROSS JOIN LATERAL (
+        SELECT h.queue, h.kind FROM awa.terminal_history h
+         WHERE (h.queue, h.kind) > (p.queue, p.kind) ORDER BY h.queue, h.kind LIMIT 1) n
+),
+dlq_pairs (queue, kind) AS (
+    (SELECT q.queue, q.kind FROM awa.dlq_entries q ORDER BY q.queue, q.kind LIMIT 1)
+    UNION ALL
+    SELECT n.queue, n.kind FROM dlq_pairs p CROSS JOIN LATERAL (
+        SELECT q.queue, q.kind FROM awa.dlq_entries q
+         WHERE (q.queue, q.kind) > (p.queue, p.kind) ORDER BY q.queue, q.kind LIMIT 1) n
+)
+SELECT queue, kind FROM (
+    TABLE ready_pairs UNION TABLE deferred_pairs UNION TABLE history_pairs UNION TABLE dlq_pairs
+) pairs
+ WHERE (%(kind)s::text IS NULL OR lower(kind) LIKE %(kind)s)
+   AND (%(queue)s::text IS NULL OR lower(queue) LIKE %(queue)s)
+ ORDER BY queue, kind
+
+-- name: job_id_window_by_name
+SELECT job_id FROM (
+    SELECT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
+     CROSS JOIN LATERAL (
+        SELECT DISTINCT r.job_id FROM awa.ready_entries r
+         WHERE r.queue = p.queue AND r.kind = p.kind AND r.job_id < %(before)s
+         ORDER BY r.job_id DESC LIMIT %(size)s) w
+    UNION
+    SELECT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
+     CROSS JOIN LATERAL (
+        SELECT f.job_id FROM awa.deferred_jobs f
+         WHERE f.queue = p.queue AND f.kind = p.kind AND f.job_id < %(before)s
+         ORDER BY f.job_id DESC LIMIT %(size)s) w
+    UNION
+    SELECT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
+     CROSS JOIN LATERAL (
+        SELECT h.job_id FROM awa.terminal_history h
+         WHERE h.queue = p.queue AND h.kind = p.kind AND h.job_id < %(before)s
+         ORDER BY h.job_id DESC LIMIT %(size)s) w
+    UNION
+    SELECT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
+     CROSS JOIN LATERAL (
+        SELECT q.job_id FROM awa.dlq_entries q
+         WHERE q.queue = p.queue AND q.kind = p.kind AND q.job_id < %(before)s
+         ORDER BY q.job_id DESC LIMIT %(size)s) w
+) ids
+ ORDER BY job_id DESC LIMIT %(size)s
+
+-- name: available_job_ids_by_name
+-- This block, open_attempt_job_ids_by_name and closed_job_ids_by_name walk each pair in
+-- (queue, kind, job_id) order, which only the name index gives, and check each walked row's
+-- state by scalar probes (`SELECT true ... LIMIT 1`, NULL when there is none) in the select
+-- list of a subquery kept apart by OFFSET 0: there each probe is one index lookup by job id,
+-- run only for the rows the walk reaches before its LIMIT. The planner cannot know how few
+-- rows a pair has: as a join, or as EXISTS (which it may turn into a hash of the whole
+-- table), it would read every claim or closure for each pair, and it would walk the job_id
+-- index filtering names, which is the scan the name index is there to avoid.
+SELECT DISTINCT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
+ CROSS JOIN LATERAL (
+    SELECT a.job_id FROM (
+        SELECT r.job_id,
+               (SELECT true FROM awa.claim_receipts c
+                 WHERE c.job_id = r.job_id AND c.queue = r.queue AND c.priority = r.priority
+                   AND c.shard = r.shard AND c.lane_seq = r.lane_seq
+                   AND c.ready_slot = r.ready_slot LIMIT 1) AS claimed,
+               (SELECT true FROM awa.ready_tombstones t
+                 WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
+                   AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot
+                 LIMIT 1) AS tombstoned
+          FROM awa.ready_entries r
+         WHERE r.queue = p.queue AND r.kind = p.kind AND r.job_id < %(before)s
+         ORDER BY r.job_id DESC OFFSET 0) a
+     WHERE a.claimed IS NULL AND a.tombstoned IS NULL
+     ORDER BY a.job_id DESC LIMIT %(size)s) w
+ ORDER BY w.job_id DESC LIMIT %(size)s
+
+-- name: open_attempt_job_ids_by_name
+SELECT DISTINCT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
+ CROSS JOIN LATERAL (
+    SELECT a.job_id FROM (
+        SELECT r.job_id,
+               (SELECT true FROM awa.claim_receipts c
+                        WHERE c.job_id = r.job_id AND c.queue = r.queue
+                          AND c.priority = r.priority AND c.shard = r.shard
+                          AND c.lane_seq = r.lane_seq AND c.ready_slot = r.ready_slot
+                          AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                                           WHERE d.job_id = c.job_id
+                                             AND d.run_lease = c.run_lease
+                                             AND d.ready_slot = c.ready_slot)
+                          AND %(waiting)s = EXISTS (
+                                  SELECT 1 FROM awa.leases x
+                                   WHERE x.job_id = c.job_id AND x.run_lease = c.run_lease
+                                     AND x.callback_id IS NOT NULL
+                                     AND x.callback_resumed_at IS NULL)
+                 LIMIT 1) AS open
+          FROM awa.ready_entries r
+         WHERE r.queue = p.queue AND r.kind = p.kind AND r.job_id < %(before)s
+         ORDER BY r.job_id DESC OFFSET 0) a
+     WHERE a.open
+     ORDER BY a.job_id DESC LIMIT %(size)s) w
+ ORDER BY w.job_id DESC LIMIT %(size)s
+
+-- name: deferred_job_ids_by_name
+SELECT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
+ CROSS JOIN LATERAL (
+    SELECT f.job_id FROM awa.deferred_jobs f
+     WHERE f.queue = p.queue AND f.kind = p.kind AND f.job_id < %(before)s
+       AND f.state = %(state)s
+     ORDER BY f.job_id DESC LIMIT %(size)s) w
+ ORDER BY w.job_id DESC LIMIT %(size)s
+
+-- name: dlq_job_ids_by_name
+SELECT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
+ CROSS JOIN LATERAL (
+    SELECT q.job_id FROM awa.dlq_entries q
+     WHERE q.queue = p.queue AND q.kind = p.kind AND q.job_id < %(before)s
+     ORDER BY q.job_id DESC LIMIT %(size)s) w
+ ORDER BY w.job_id DESC LIMIT %(size)s
+
+-- name: closed_job_ids_by_name
+SELECT job_id FROM (
+    SELECT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
+     CROSS JOIN LATERAL (
+        SELECT a.job_id FROM (
+            SELECT r.job_id,
+                   (SELECT true FROM awa.done_entries d
+                            WHERE d.job_id = r.job_id AND d.queue = r.queue
+                              AND d.priority = r.priority AND d.shard = r.shard
+                              AND d.lane_seq = r.lane_seq AND d.ready_slot = r.ready_slot
+                              AND d.outcome = %(state)s
+                              AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
+                                               WHERE n.job_id = d.job_id
+                                                 AND n.run_lease >= d.run_lease)
+                              AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f
+                                               WHERE f.job_id = d.job_id)
+                              AND NOT EXISTS (SELECT 1 FROM awa.dlq_entries q
+                                               WHERE q.job_id = d.job_id)
+                     LIMIT 1) AS closed
+              FROM awa.ready_entries r
+             WHERE r.queue = p.queue AND r.kind = p.kind AND r.job_id < %(before)s
+             ORDER BY r.job_id DESC OFFSET 0) a
+         WHERE a.closed
+         ORDER BY a.job_id DESC LIMIT %(size)s) w
+    UNION
+    SELECT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
+     CROSS JOIN LATERAL (
+        SELECT a.job_id FROM (
+            SELECT h.job_id,
+                   NOT EXISTS (SELECT 1 FROM awa.ready_entries n
+                                WHERE n.job_id = h.job_id AND n.run_lease > h.run_lease)
+                   AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = h.job_id)
+                   AND NOT EXISTS (SELECT 1 FROM awa.dlq_entries q
+                                    WHERE q.job_id = h.job_id) AS newest
+              FROM awa.terminal_history h
+             WHERE h.queue = p.queue AND h.kind = p.kind AND h.job_id < %(before)s
+               AND h.state = %(state)s
+             ORDER BY h.job_id DESC OFFSET 0) a
+         WHERE a.newest
+         ORDER BY a.job_id DESC LIMIT %(size)s) w
+    UNION
+    SELECT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
+     CROSS JOIN LATERAL (
+        SELECT a.job_id FROM (
+            SELECT r.job_id,
+                   (SELECT true FROM awa.ready_tombstones t
+                            WHERE t.queue = r.queue AND t.priority = r.priority
+                              AND t.shard = r.shard AND t.lane_seq = r.lane_seq
+                              AND t.ready_slot = r.ready_slot
+                              AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
+                                               WHERE n.job_id = r.job_id
+                                                 AND n.run_lease > r.run_lease)
+                              AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f
+                                               WHERE f.job_id = r.job_id)
+                              AND NOT EXISTS (SELECT 1 FROM awa.dlq_entries q
+                                               WHERE q.job_id = r.job_id)
+                     LIMIT 1) AS cancelled
+              FROM awa.ready_entries r
+             WHERE %(state)s::text = 'cancelled'
+               AND r.queue = p.queue AND r.kind = p.kind AND r.job_id < %(before)s
+             ORDER BY r.job_id DESC OFFSET 0) a
+         WHERE a.cancelled
+         ORDER BY a.job_id DESC LIMIT %(size)s) w
+) ids
+ ORDER BY job_id DESC LIMIT %(size)s
