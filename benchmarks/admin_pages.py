@@ -138,6 +138,10 @@ def main() -> None:
         "jobs, middle page": f"{jobs}?before={middle_id}",
         **{f"jobs, state={state}": f"{jobs}?state={state}" for state in JOB_STATES},
         "jobs, kind prefix": f"{jobs}?kind=BENCH.ADMIN_F",
+        "jobs, kind prefix, state=failed": f"{jobs}?kind=bench.admin_f&state=failed",
+        # The 10 jobs of queue "email" are the oldest of the history.
+        "jobs, rare queue prefix": f"{jobs}?queue=EMA",
+        "jobs, rare queue, state=running": f"{jobs}?queue=email&state=running",
         "jobs, args search": f'{jobs}?args={{"n": 3}}',
         "jobs, error text": f"{jobs}?error=failure+7",
         "jobs, by id": f"{jobs}?job_id={middle_id}",
@@ -147,7 +151,7 @@ def main() -> None:
         "queue health": "/admin/awa_django/queue/",
     }
     missed = []
-    print(f"{'page':32} {'median ms':>10} {'queries':>8} {'page 1 / in state':>18}")
+    print(f"{'page':34} {'median ms':>10} {'queries':>8} {'page 1 / in state':>18}")
     for name, url in pages.items():
         timings = []
         for _ in range(args.reps):
@@ -164,7 +168,7 @@ def main() -> None:
             if len(listed) < min(totals[state], 50) or len(listed) != len(response.context["jobs"]):
                 missed.append(name)
         print(
-            f"{name:32} {statistics.median(timings):10.1f} "
+            f"{name:34} {statistics.median(timings):10.1f} "
             f"{len(queries.captured_queries):8} {found:>18}"
         )
     if missed:
