@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 import awa_django as awa
-from awa_django import runtimes
+from awa_django import descriptors, runtimes
 from awa_django.templatetags.awa_admin import elapsed
 from tests.conftest import BackgroundWorker, wait_until
 
@@ -143,6 +143,26 @@ def test_elapsed_counts_seconds_then_minutes_then_hours():
     ]
 
 
+def stored_description() -> str | None:
+    """The default queue's description as its stored descriptor (the last publisher's) says."""
+    return next((d.description for d in descriptors.queues() if d.queue == "default"), None)
+
+
+def page_while_stored(client, description: str, **settings_overrides):
+    """The descriptors page, rendered while ``description`` is the stored one before and after:
+    either worker may publish its own descriptor again at any snapshot."""
+
+    def render():
+        wait_until(lambda: stored_description() == description, timeout=30)
+        with override_settings(**settings_overrides):
+            page = client.get(reverse(QUEUE_DESCRIPTORS))
+        return page if stored_description() == description else None
+
+    pages = []
+    wait_until(lambda: pages.append(render()) or pages[-1] is not None, timeout=60)
+    return pages[-1]
+
+
 def test_drift_shows_the_differing_values_and_who_declares_them(operator_client, worker_process):
     first = worker_process(env=worker_env("charges cards")).wait_ready()
     second = worker_process(env=worker_env("refunds cards")).wait_ready()
@@ -153,8 +173,7 @@ def test_drift_shows_the_differing_values_and_who_declares_them(operator_client,
     # This process declares the queue as the first worker does: both versions have values
     # (the stored descriptor is the last one written, the second worker's).
     overrides = json.loads(worker_env("charges cards")["AWA_OVERRIDES"])
-    with override_settings(AWA={**settings.AWA, **overrides}):
-        page = operator_client.get(reverse(QUEUE_DESCRIPTORS))
+    page = page_while_stored(operator_client, "refunds cards", AWA={**settings.AWA, **overrides})
 
     [versions] = [v for d, v in page.context["rows"] if d.queue == "default"]
     assert {(v.instances, v.source) for v in versions} == {
@@ -169,7 +188,7 @@ def test_drift_shows_the_differing_values_and_who_declares_them(operator_client,
     assert first_id in row and second_id in row
 
     # Seen from a process that declares neither, only the stored one has values.
-    page = operator_client.get(reverse(QUEUE_DESCRIPTORS))
+    page = page_while_stored(operator_client, "refunds cards")
     [versions] = [v for d, v in page.context["rows"] if d.queue == "default"]
     unknown = [v for v in versions if v.fields is None]
     assert [v.instances for v in unknown] == [(first_id,)]
