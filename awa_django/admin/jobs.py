@@ -1,5 +1,5 @@
-"""Jobs page: search jobs in every state, inspect one, cancel, retry or run it now; cancel or run
-now the ticked rows, or everything a state search matches after confirming the count."""
+"""Jobs page: search jobs in every state, inspect one, cancel, retry or run it now; cancel, run
+now or retry the ticked rows, or everything a state search matches after confirming the count."""
 
 from __future__ import annotations
 
@@ -202,6 +202,18 @@ class MatchingActionForm(forms.Form):
         )
 
 
+def retried_summary(done: int, skipped: int) -> str:
+    """The one message of a retry of ticked rows: ``Retried 3 jobs; skipped 1 that is not
+    failed, cancelled or dead.``"""
+    retried = f"Retried {done} job{pluralize(done)}"
+    if not skipped:
+        return f"{retried}."
+    return (
+        f"{retried}; skipped {skipped} that {pluralize(skipped, 'is,are')}"
+        " not failed, cancelled or dead."
+    )
+
+
 def describe(where: JobFilter) -> str:
     """The search in words, for messages and the admin log: ``state=scheduled, queue=email``."""
     parts = (("state", where.state), ("kind", where.kind), ("queue", where.queue))
@@ -215,6 +227,7 @@ class JobAdmin(OperatorAdmin):
             ("", self.changelist, ""),
             ("cancel-selected/", require_POST(self.cancel_selected), "cancel_selected"),
             ("run-now-selected/", require_POST(self.run_now_selected), "run_now_selected"),
+            ("retry-selected/", require_POST(self.retry_selected), "retry_selected"),
             ("act-matching/", require_POST(self.act_matching), "act_matching"),
             ("<awa_job_id:job_id>/", self.detail, "change"),
             ("<awa_job_id:job_id>/cancel/", require_POST(self.cancel_job), "cancel"),
@@ -267,6 +280,7 @@ class JobAdmin(OperatorAdmin):
                 "retryable_states": RETRYABLE,
                 "cancel_selected_url": reverse(self.url_name("cancel_selected")),
                 "run_now_selected_url": reverse(self.url_name("run_now_selected")),
+                "retry_selected_url": reverse(self.url_name("retry_selected")),
                 "act_matching_url": reverse(self.url_name("act_matching")),
                 "return_query": request.GET.urlencode(),
                 "state_count": state_count,
@@ -327,21 +341,23 @@ class JobAdmin(OperatorAdmin):
         self.cancel_one(request, job_id)
         return HttpResponseRedirect(reverse(self.url_name("change"), args=[job_id]))
 
-    def cancel_one(self, request: HttpRequest, job_id: int) -> None:
+    def cancel_one(self, request: HttpRequest, job_id: int) -> bool:
         if cancel(job_id, reason=f"cancelled by {request.user} in the admin"):
             self.log_operator_action(request, [job_id], "Cancelled.")
             messages.success(request, f"Job {job_id} cancelled.")
-        else:
-            messages.warning(request, f"Job {job_id} was not cancelled: it had already ended.")
+            return True
+        messages.warning(request, f"Job {job_id} was not cancelled: it had already ended.")
+        return False
 
-    def run_now_one(self, request: HttpRequest, job_id: int) -> None:
+    def run_now_one(self, request: HttpRequest, job_id: int) -> bool:
         if run_now(job_id):
             self.log_operator_action(request, [job_id], "Run now.")
             messages.success(request, f"Job {job_id} runs now.")
-        else:
-            messages.warning(
-                request, f"Job {job_id} was not run now: it is no longer scheduled or retryable."
-            )
+            return True
+        messages.warning(
+            request, f"Job {job_id} was not run now: it is no longer scheduled or retryable."
+        )
+        return False
 
     def run_now_job(self, request: HttpRequest, job_id: int) -> HttpResponse:
         self.require_change(request)
@@ -356,9 +372,20 @@ class JobAdmin(OperatorAdmin):
         """Run the ticked scheduled or retryable rows now, one message per job."""
         return self.act_selected(request, self.run_now_one)
 
+    def retry_selected(self, request: HttpRequest) -> HttpResponse:
+        """Retry the ticked failed, cancelled or dead-letter rows, with one message for all."""
+        return self.act_selected(request, self.retry_one, summarize=retried_summary)
+
     def act_selected(
-        self, request: HttpRequest, act_one: Callable[[HttpRequest, int], None]
+        self,
+        request: HttpRequest,
+        act_one: Callable[[HttpRequest, int], bool],
+        *,
+        summarize: Callable[[int, int], str] | None = None,
     ) -> HttpResponse:
+        """Act on each ticked row. ``act_one`` says whether it acted; with ``summarize`` (given
+        the counts done and skipped) one message tells the outcome instead of ``act_one``
+        writing one per job."""
         self.require_change(request)
         form = SelectionForm(request.POST)
         back = reverse(self.url_name("changelist"))
@@ -369,8 +396,10 @@ class JobAdmin(OperatorAdmin):
         if len(job_ids) > PAGE_SIZE:
             messages.error(request, f"Select at most {PAGE_SIZE} jobs at a time.")
             return HttpResponseRedirect(back)
-        for job_id in job_ids:
-            act_one(request, job_id)
+        done = sum(act_one(request, job_id) for job_id in job_ids)
+        if summarize is not None:
+            level = messages.SUCCESS if done else messages.WARNING
+            messages.add_message(request, level, summarize(done, len(job_ids) - done))
         # Only the query string comes from the form; the path is ours, so no open redirect.
         query = QueryDict(form.cleaned_data["return_query"]).urlencode()
         return HttpResponseRedirect(f"{back}?{query}" if query else back)
@@ -442,11 +471,17 @@ class JobAdmin(OperatorAdmin):
 
     def retry_job(self, request: HttpRequest, job_id: int) -> HttpResponse:
         self.require_change(request)
-        if retry(job_id):
-            self.log_operator_action(request, [job_id], "Retried.")
+        if self.retry_one(request, job_id):
             messages.success(request, f"Job {job_id} retried.")
         else:
             messages.warning(
                 request, f"Job {job_id} was not retried: it is not failed, cancelled or dead."
             )
         return HttpResponseRedirect(reverse(self.url_name("change"), args=[job_id]))
+
+    def retry_one(self, request: HttpRequest, job_id: int) -> bool:
+        """Retry one job and log it; the caller says how it went (per job, or in a summary)."""
+        if retry(job_id):
+            self.log_operator_action(request, [job_id], "Retried.")
+            return True
+        return False

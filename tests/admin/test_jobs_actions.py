@@ -1,5 +1,6 @@
-"""Run now (one job, ticked rows) and actions on everything a state search matches (cancel, run
-now, retry): count confirmed first, bounded batches, re-runnable, permissions, audit log."""
+"""Run now (one job, ticked rows), retry of ticked rows, and actions on everything a state search
+matches (cancel, run now, retry): count confirmed first, bounded batches, re-runnable,
+permissions, audit log."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from django.urls import reverse
 import awa_django as awa
 from awa_django.admin import jobs
 from tests.admin.test_dlq import messages_of
-from tests.conftest import run_burst
+from tests.conftest import BackgroundWorker, run_burst, wait_until
 
 LIST = "admin:awa_django_job_changelist"
 MATCHING = "admin:awa_django_job_act_matching"
 RUN_NOW_SELECTED = "admin:awa_django_job_run_now_selected"
+RETRY_SELECTED = "admin:awa_django_job_retry_selected"
 
 
 def run_now_url(job_id: int) -> str:
@@ -203,3 +205,83 @@ def test_new_actions_need_csrf(operator_client):
     )
     assert refused.status_code == 403
     assert awa.get_job(job_id).state == "scheduled"
+
+
+def failed_on_email(count: int) -> list[int]:
+    job_ids = [awa.enqueue("tests.terminal", queue="email") for _ in range(count)]
+    run_burst(queues={"email": 1})
+    assert {awa.get_job(j).state for j in job_ids} == {"failed"}
+    return job_ids
+
+
+def test_retry_ticked_rows_with_one_summary_message(operator_client):
+    *failed, dead = failed_on_email(3)
+    assert awa.dlq.move_failed(job_ids=[dead]) == 1
+    running = awa.enqueue("tests.slow_first", args={"seconds": 30}, queue="email")
+    # One slot, held by the slow job: the retried jobs wait in the lane instead of failing again.
+    worker = BackgroundWorker(maintenance=False, queues={"email": 1}).start()
+    try:
+        wait_until(lambda: awa.get_job(running).state == "running")
+        page = operator_client.get(reverse(LIST), {"queue": "email"})
+        assert b'id="jobs-retry"' in page.content
+        for job_id in [*failed, dead, running]:
+            assert f'id="select-{job_id}"'.encode() in page.content
+
+        done = operator_client.post(
+            reverse(RETRY_SELECTED),
+            {"job_ids": [*failed, dead, running], "return_query": "queue=email"},
+            follow=True,
+        )
+
+        assert done.redirect_chain[-1][0] == reverse(LIST) + "?queue=email"
+        assert messages_of(done) == [
+            "Retried 3 jobs; skipped 1 that is not failed, cancelled or dead."
+        ]
+        retried = awa.get_jobs([*failed, dead])
+        assert {(job.state, job.attempt, len(job.errors)) for job in retried} == {
+            ("available", 0, 1)
+        }
+        assert awa.get_job(running).state == "running"
+        entries = LogEntry.objects.all()
+        assert sorted(int(e.object_id) for e in entries) == sorted([*failed, dead])
+        assert {e.change_message for e in entries} == {"Retried."}
+    finally:
+        awa.cancel(running)
+        worker.stop()
+
+
+def test_retry_of_ticked_rows_that_cannot_be_retried_warns_once(operator_client):
+    waiting = awa.enqueue("tests.noop", args={})
+    done = operator_client.post(reverse(RETRY_SELECTED), {"job_ids": [waiting]}, follow=True)
+    assert messages_of(done) == ["Retried 0 jobs; skipped 1 that is not failed, cancelled or dead."]
+    (failed,) = failed_on_email(1)
+    again = operator_client.post(reverse(RETRY_SELECTED), {"job_ids": [failed]}, follow=True)
+    assert messages_of(again) == ["Retried 1 job."]
+    assert awa.get_job(waiting).state == "available" and LogEntry.objects.count() == 1
+
+
+def test_retry_of_ticked_rows_refuses_more_than_a_page(operator_client):
+    failed = failed_on_email(1)
+    too_many = operator_client.post(
+        reverse(RETRY_SELECTED), {"job_ids": [*failed, *range(1, jobs.PAGE_SIZE + 1)]}, follow=True
+    )
+    assert messages_of(too_many) == [f"Select at most {jobs.PAGE_SIZE} jobs at a time."]
+    assert awa.get_job(failed[0]).state == "failed" and not LogEntry.objects.exists()
+
+
+def test_retry_of_ticked_rows_needs_change_permission(viewer_client):
+    failed = failed_on_email(2)
+    page = viewer_client.get(reverse(LIST), {"state": "failed"})
+    assert page.status_code == 200
+    assert b"jobs-retry" not in page.content and b'id="select-' not in page.content
+    assert viewer_client.post(reverse(RETRY_SELECTED), {"job_ids": failed}).status_code == 403
+    assert {job.state for job in awa.get_jobs(failed)} == {"failed"}
+    assert not LogEntry.objects.exists()
+
+
+def test_retry_of_ticked_rows_needs_csrf(operator_client):
+    failed = failed_on_email(1)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(User.objects.get(username="operator"))
+    assert client.post(reverse(RETRY_SELECTED), {"job_ids": failed}).status_code == 403
+    assert awa.get_job(failed[0]).state == "failed" and not LogEntry.objects.exists()
