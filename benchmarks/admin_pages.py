@@ -142,6 +142,10 @@ def main() -> None:
         # The 10 jobs of queue "email" are the oldest of the history.
         "jobs, rare queue prefix": f"{jobs}?queue=EMA",
         "jobs, rare queue, state=running": f"{jobs}?queue=email&state=running",
+        # The common kind (nearly every job) in states it holds a few of, or none.
+        "jobs, common kind, state=running": f"{jobs}?kind={OK_KIND}&state=running",
+        "jobs, common kind, state=cancelled": f"{jobs}?kind={OK_KIND}&state=cancelled",
+        "jobs, common kind, state=failed": f"{jobs}?kind={OK_KIND}&state=failed",
         "jobs, args search": f'{jobs}?args={{"n": 3}}',
         "jobs, error text": f"{jobs}?error=failure+7",
         "jobs, by id": f"{jobs}?job_id={middle_id}",

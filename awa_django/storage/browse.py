@@ -12,11 +12,15 @@ the only way that view is fast.
 
 from __future__ import annotations
 
+import heapq
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final
 
+from django.db import transaction
 from django.db.backends.utils import CursorWrapper
 
 from awa_django.sql import queries
@@ -62,6 +66,11 @@ COUNT_CAP: Final = 10_000
 SEARCH_BATCH: Final = 2_000
 SEARCH_SCAN: Final = 10_000
 _NO_CURSOR: Final = 2**63 - 1
+# The states read from the ring's claims and closures, which hold no kind or queue; under a
+# kind or queue filter, a pair with at least _MANY_READY_ROWS ready rows is listed by walking
+# the state's rows rather than the pair's (see _has_many_ready_rows).
+_RING_STATE_QUERIES: Final = frozenset({"open_attempt_job_ids", "closed_job_ids"})
+_MANY_READY_ROWS: Final = 2_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,12 +176,32 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
+@contextmanager
+def _planned_without_jit(cursor: CursorWrapper) -> Iterator[None]:
+    """Run the block's statements in a transaction (the caller's, when there is one) planned
+    without JIT compilation. A listing's plan spans every ring partition with a probe per row,
+    so its estimated cost passes ``jit_above_cost`` although it reads a few hundred rows, and
+    compiling it took far longer than running it (docs/benchmarks.md, "Admin pages"). The
+    setting ends with the transaction: outside one, the queries after the listing keep the
+    server's; inside the caller's, its remaining statements are planned without JIT too."""
+    with transaction.atomic(using=cursor.db.alias, savepoint=False):
+        cursor.execute(_SQL["plan_without_jit"])
+        yield
+
+
 def list_jobs(
     cursor: CursorWrapper, *, where: JobFilter, before: int | None, limit: int, count: bool = False
 ) -> JobPage:
     """A page of at most ``limit`` jobs with ids below ``before`` (None: from the newest). With
     ``count``, a page of one state (and no content search) also counts the state's matching
     jobs, as ``count_in_state`` does, reading the names the filter matches only once."""
+    with _planned_without_jit(cursor):
+        return _list_jobs(cursor, where=where, before=before, limit=limit, count=count)
+
+
+def _list_jobs(
+    cursor: CursorWrapper, *, where: JobFilter, before: int | None, limit: int, count: bool
+) -> JobPage:
     walk = _walk_for(cursor, where)
     if where.searches_content:
         return _search(cursor, where=where, walk=walk, before=before, limit=limit)
@@ -189,25 +218,10 @@ def list_jobs(
 @dataclass(frozen=True, slots=True)
 class _Walk:
     """How a listing reads its ids: down the job_id indexes (no kind or queue filter, no
-    ``names``), or, for a kind or queue filter, down the (queue, kind, job_id) indexes of the
-    ``names`` pairs that match it (the ``_by_name`` queries)."""
+    ``names``), or, for a kind or queue filter, pair by pair for the ``names`` pairs that match
+    it, each down its own (queue, kind, job_id) index entries (the ``_by_name`` queries)."""
 
     names: list[tuple[str, str]] | None
-
-    def query(self, by_id: str, by_name: str) -> str:
-        return _SQL[by_id if self.names is None else by_name]
-
-    def params(self) -> dict[str, list[str]]:
-        if self.names is None:
-            return {}
-        return {
-            "queues": [queue for queue, _ in self.names],
-            "kinds": [kind for _, kind in self.names],
-        }
-
-    @property
-    def matches_nothing(self) -> bool:
-        return self.names == []
 
 
 def _walk_for(cursor: CursorWrapper, where: JobFilter) -> _Walk:
@@ -219,24 +233,59 @@ def _walk_for(cursor: CursorWrapper, where: JobFilter) -> _Walk:
     return _Walk(names=[(queue, kind) for queue, kind in cursor.fetchall()])
 
 
-def _window_ids(cursor: CursorWrapper, walk: _Walk, before: int, size: int) -> list[int]:
-    if walk.matches_nothing:
-        return []
-    cursor.execute(
-        walk.query("job_id_window", "job_id_window_by_name"),
-        {"before": before, "size": size, **walk.params()},
-    )
+def _ids(cursor: CursorWrapper, query: str, params: dict[str, Any]) -> list[int]:
+    cursor.execute(_SQL[query], params)
     return [row[0] for row in cursor.fetchall()]
+
+
+def _newest(id_lists: list[list[int]], size: int) -> list[int]:
+    """The newest ``size`` distinct ids of the pairs' lists, each newest first. A job is in two
+    pairs when a retry moved it to another queue."""
+    newest: list[int] = []
+    for job_id in heapq.merge(*id_lists, reverse=True):
+        if not newest or newest[-1] != job_id:
+            newest.append(job_id)
+            if len(newest) == size:
+                break
+    return newest
+
+
+def _window_ids(cursor: CursorWrapper, walk: _Walk, before: int, size: int) -> list[int]:
+    bounds = {"before": before, "size": size}
+    if walk.names is None:
+        return _ids(cursor, "job_id_window", bounds)
+    return _newest(
+        [
+            _ids(cursor, "job_id_window_by_name", {**bounds, "queue": queue, "kind": kind})
+            for queue, kind in walk.names
+        ],
+        size,
+    )
 
 
 def _state_ids(cursor: CursorWrapper, state: str, walk: _Walk, before: int, size: int) -> list[int]:
-    if walk.matches_nothing:
-        return []
     by_id, by_name, params = _IDS_BY_STATE[state]
-    cursor.execute(
-        walk.query(by_id, by_name), {"before": before, "size": size, **walk.params(), **params}
-    )
-    return [row[0] for row in cursor.fetchall()]
+    bounds = {"before": before, "size": size, **params}
+    if walk.names is None:
+        return _ids(cursor, by_id, {**bounds, "queue": None, "kind": None})
+    id_lists = []
+    for queue, kind in walk.names:
+        pair = {"queue": queue, "kind": kind}
+        query = by_name
+        if by_id in _RING_STATE_QUERIES and _has_many_ready_rows(cursor, pair, before):
+            query = by_id
+        id_lists.append(_ids(cursor, query, {**bounds, **pair}))
+    return _newest(id_lists, size)
+
+
+def _has_many_ready_rows(cursor: CursorWrapper, pair: dict[str, str], before: int) -> bool:
+    # Claims and closures hold no names, so a pair's jobs in their states are found either by
+    # walking the pair's ready rows, probing each for its claim or closure (short for a rare
+    # pair, whatever the state), or by walking the state's rows keeping the pair's (short for
+    # a rare state, whatever the pair). The pair's size is one bounded index-only count.
+    cursor.execute(_SQL["pair_ready_rows"], {**pair, "before": before, "cap": _MANY_READY_ROWS})
+    (rows,) = cursor.fetchone()
+    return bool(rows >= _MANY_READY_ROWS)
 
 
 def _list_in_state(
@@ -304,7 +353,8 @@ def _search(
 def count_in_state(cursor: CursorWrapper, state: str, where: JobFilter) -> int:
     """How many jobs are in ``state`` and match ``where``'s kind and queue, counting at most
     ``COUNT_CAP + 1``: a result above ``COUNT_CAP`` means "more than that"."""
-    return _count(cursor, state, _walk_for(cursor, where))
+    with _planned_without_jit(cursor):
+        return _count(cursor, state, _walk_for(cursor, where))
 
 
 def _count(cursor: CursorWrapper, state: str, walk: _Walk) -> int:

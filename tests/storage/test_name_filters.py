@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 import awa_django as awa
 from awa_django.sql import queries
@@ -95,11 +96,15 @@ def indexes_read(root: dict[str, Any]) -> set[str]:
     return {node["Index Name"] for node in nodes(root) if "Index Name" in node}
 
 
-def name_pairs(where: JobFilter) -> dict[str, list[str]]:
+def opening(name: str) -> str:
+    """The text of a block up to its first parameter, to tell which block a listing ran."""
+    return _SQL[name].split("%(")[0]
+
+
+def name_pairs(where: JobFilter) -> list[dict[str, str]]:
     with connection.cursor() as cursor:
         cursor.execute(_SQL["name_pairs"], where.params())
-        pairs = cursor.fetchall()
-    return {"queues": [q for q, _ in pairs], "kinds": [k for _, k in pairs]}
+        return [{"queue": queue, "kind": kind} for queue, kind in cursor.fetchall()]
 
 
 @pytest.mark.usefixtures("awa_db")
@@ -129,7 +134,10 @@ def test_a_rare_kind_listing_reads_its_own_index_entries_only():
     expected = rare_kind_history()
     where = JobFilter(kind="tests.ALWAYS")
     pairs = name_pairs(where)
-    assert pairs == {"queues": ["default", "email"], "kinds": ["tests.always_fails"] * 2}
+    assert pairs == [
+        {"queue": "default", "kind": "tests.always_fails"},
+        {"queue": "email", "kind": "tests.always_fails"},
+    ]
     pair_plan = plan("name_pairs", where.params())
     # One probe per distinct pair per table, not a read of the 20,000 rows.
     assert rows_read(pair_plan) < 50
@@ -143,22 +151,25 @@ def test_a_rare_kind_listing_reads_its_own_index_entries_only():
         "closed_job_ids_by_name": {"state": "failed"},
     }
     for name, params in listings.items():
-        listing = plan(name, {"before": 2**63 - 1, "size": 51, **pairs, **params})
-        if "ready_entries" in json.dumps(listing):
-            # The ring is the big table here; the backlog and DLQ tables are a few rows, read
-            # whole whatever their indexes.
-            assert any(
-                index.endswith("queue_kind_job_id_idx") for index in indexes_read(listing)
-            ), name
-        # The ids of the rare kind and the probes of their state: a few dozen rows, where a
-        # walk of the job ids would read the 20,000 newer ones first.
-        assert rows_read(listing) < 100, name
-        assert buffers(listing) < 300, name
+        for pair in pairs:
+            listing = plan(name, {"before": 2**63 - 1, "size": 51, **pair, **params})
+            if "ready_entries" in json.dumps(listing):
+                # The ring is the big table here; the backlog and DLQ tables are a few rows,
+                # read whole whatever their indexes.
+                assert any(
+                    index.endswith("queue_kind_job_id_idx") for index in indexes_read(listing)
+                ), (name, pair)
+            # The ids of the rare kind and the probes of their state: a few dozen rows, where
+            # a walk of the job ids would read the 20,000 newer ones first.
+            assert rows_read(listing) < 100, (name, pair)
+            assert buffers(listing) < 300, (name, pair)
     # The count reads as little: a COUNT_CAP-sized walk stops at the rare kind's last job.
-    count_plan = plan(
-        "closed_job_ids_by_name", {"before": 2**63 - 1, "size": 10_001, **pairs, "state": "failed"}
-    )
-    assert rows_read(count_plan) < 100
+    for pair in pairs:
+        count_plan = plan(
+            "closed_job_ids_by_name",
+            {"before": 2**63 - 1, "size": 10_001, **pair, "state": "failed"},
+        )
+        assert rows_read(count_plan) < 100
     assert len(expected["failed"]) == 2
 
 
@@ -189,13 +200,13 @@ def test_a_rare_queue_under_20000_newer_jobs_is_on_page_one_of_each_of_its_state
     assert page(JobFilter(queue="partners", kind="tests.noop")) == sorted(
         [*completed, scheduled], reverse=True
     )
-    where = JobFilter(queue="Part")
-    listing = plan(
-        "closed_job_ids_by_name",
-        {"before": 2**63 - 1, "size": 51, **name_pairs(where), "state": "completed"},
-    )
-    assert any(index.endswith("queue_kind_job_id_idx") for index in indexes_read(listing))
-    assert rows_read(listing) < 100
+    for pair in name_pairs(JobFilter(queue="Part")):
+        listing = plan(
+            "closed_job_ids_by_name",
+            {"before": 2**63 - 1, "size": 51, **pair, "state": "completed"},
+        )
+        assert any(index.endswith("queue_kind_job_id_idx") for index in indexes_read(listing))
+        assert rows_read(listing) < 100
 
 
 @pytest.mark.usefixtures("awa_db")
@@ -227,3 +238,36 @@ def test_keyset_pages_under_a_name_filter_interleave_pairs_without_gap_or_overla
         stated = JobFilter(kind=where.kind, queue=where.queue, state="available")
         assert page(stated, before=expected[1], limit=3) == expected[2:5]
         assert count("available", stated) == len(expected)
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_a_rare_state_of_a_common_kind_walks_the_states_rows_not_the_kinds():
+    # 20,000 tests.noop jobs, 2,000 of them completed, and one of them cancelled and one failed
+    # under them all: the kind's ready rows are many, so its claims and closures are walked.
+    cancelled = awa.enqueue("tests.noop", args={})
+    awa.cancel(cancelled)
+    rare_kind_history()
+    where = JobFilter(kind="tests.noop")
+    assert page(JobFilter(kind="tests.noop", state="cancelled")) == [cancelled]
+    assert count("cancelled", where) == 1
+    assert page(JobFilter(kind="tests.noop", state="running")) == []
+    assert count("failed", where) == 0
+    assert count("completed", where) == COMPLETED
+    # The listing chose the state's walk for this pair.
+    with CaptureQueriesContext(connection) as captured:
+        assert count("cancelled", where) == 1
+    ran = "\n".join(query["sql"] for query in captured.captured_queries)
+    assert opening("closed_job_ids") in ran
+    assert opening("closed_job_ids_by_name") not in ran
+    (pair,) = name_pairs(where)
+    # Given the pair, the state's rows: the 2,000 claims (or closures) and their probes, not the
+    # 20,000 ready rows of the kind (which its _by_name walk would read).
+    for name, params in (
+        ("open_attempt_job_ids", {"waiting": False}),
+        ("closed_job_ids", {"state": "cancelled"}),
+        ("closed_job_ids", {"state": "failed"}),
+    ):
+        listing = plan(name, {"before": 2**63 - 1, "size": 10_001, **pair, **params})
+        assert rows_read(listing) < 4 * COMPLETED + 100, (name, params)
+        walked = plan(f"{name}_by_name", {"before": 2**63 - 1, "size": 10_001, **pair, **params})
+        assert rows_read(walked) > COMMON, (name, params)

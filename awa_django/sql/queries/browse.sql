@@ -1,5 +1,9 @@
 -- Read-only listings for operator surfaces (the admin): pages of jobs and a job's attempts.
 
+-- name: plan_without_jit
+-- For the rest of the transaction only (is_local): see storage/browse.py.
+SELECT set_config('jit', 'off', true)
+
 -- name: job_id_window
 -- The newest distinct job ids below a keyset cursor, from the four tables that hold a job's
 -- body (every claim and closure joins a ready row, so they cover the awa.jobs view), for a page
@@ -85,11 +89,13 @@ SELECT DISTINCT r.job_id FROM awa.ready_entries r
 -- name: open_attempt_job_ids
 -- Claims with no closure yet: `running`, or `waiting_external` (when %(waiting)s) while the
 -- attempt's lease holds an unresumed callback, exactly as the view tells them apart.
+-- Given a pair (`queue` and `kind` not NULL), only that pair's attempts.
 SELECT DISTINCT c.job_id FROM awa.claim_receipts c
   JOIN awa.ready_entries r
     ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
    AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
  WHERE c.job_id < %(before)s
+   AND (%(queue)s::text IS NULL OR (r.queue = %(queue)s::text AND r.kind = %(kind)s::text))
    AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
                     WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
                       AND d.ready_slot = c.ready_slot)
@@ -113,13 +119,15 @@ SELECT q.job_id FROM awa.dlq_entries q
 -- `completed`, `failed` or `cancelled` (%(state)s): closures in the ring with that outcome,
 -- plus, for failed and cancelled, records kept past their slot in terminal_history and
 -- cancelled ready rows (tombstones) — each only when no newer fact (a retry's ready row, a
--- backlog or DLQ row) follows it.
+-- backlog or DLQ row) follows it. Given a pair (`queue` and `kind` not NULL), only that
+-- pair's jobs.
 SELECT job_id FROM (
     (SELECT d.job_id FROM awa.done_entries d
        JOIN awa.ready_entries r
          ON r.queue = d.queue AND r.priority = d.priority AND r.shard = d.shard
         AND r.lane_seq = d.lane_seq AND r.ready_slot = d.ready_slot
       WHERE d.job_id < %(before)s AND d.outcome = %(state)s
+        AND (%(queue)s::text IS NULL OR (r.queue = %(queue)s::text AND r.kind = %(kind)s::text))
         AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
                          WHERE n.job_id = d.job_id AND n.run_lease >= d.run_lease)
         AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = d.job_id)
@@ -128,6 +136,7 @@ SELECT job_id FROM (
     UNION
     (SELECT h.job_id FROM awa.terminal_history h
       WHERE h.job_id < %(before)s AND h.state = %(state)s
+        AND (%(queue)s::text IS NULL OR (h.queue = %(queue)s::text AND h.kind = %(kind)s::text))
         AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
                          WHERE n.job_id = h.job_id AND n.run_lease > h.run_lease)
         AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = h.job_id)
@@ -141,6 +150,7 @@ SELECT job_id FROM (
          ON r.queue = t.queue AND r.priority = t.priority AND r.shard = t.shard
         AND r.lane_seq = t.lane_seq AND r.ready_slot = t.ready_slot
       WHERE %(state)s::text = 'cancelled' AND t.job_id < %(before)s
+        AND (%(queue)s::text IS NULL OR (r.queue = %(queue)s::text AND r.kind = %(kind)s::text))
         AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
                          WHERE n.job_id = t.job_id AND n.run_lease > r.run_lease)
         AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = t.job_id)
@@ -172,13 +182,15 @@ SELECT job_id, state, kind, queue, priority, args, attempt, run_lease, max_attem
 
 -- A kind or queue filter is read from the (queue, kind, job_id) index of each table instead
 -- (migration 0008): name_pairs finds the (queue, kind) pairs whose lower-cased names match the
--- LIKE patterns, then each *_by_name block below walks, for every pair given in the arrays
--- `queues` and `kinds`, that pair's job ids backwards from the cursor and stops after
--- `size`, and keeps the newest `size` of all pairs. A pair has at most `size` ids in the result,
--- so the newest `size` of the union are the newest `size` overall, and the ids read are those of
--- the matching names only, however many jobs other kinds and queues hold. Each block checks its
--- state exactly as the unfiltered block above of the same name; where the state's table holds
--- no kind (claims, closures, tombstones), the walk goes through the ready rows they join.
+-- LIKE patterns, then storage/browse.py lists each pair with the *_by_name block of the state
+-- (the pair's `queue` and `kind` given as values, so the planner reads its statistics of that
+-- name, where an array of pairs would leave it guessing) and keeps the newest `size` ids of
+-- all pairs. Each block walks the pair's ids backwards from the cursor and stops after `size`,
+-- checking its state exactly as the unfiltered block above of the same name; where the state's
+-- table holds no kind (claims, closures, tombstones) the walk goes through the pair's ready
+-- rows, which is short for a rare pair; for a pair with many ready rows, the unfiltered
+-- open_attempt_job_ids and closed_job_ids blocks, given the pair, walk the state's own rows
+-- and keep the pair's.
 
 -- name: name_pairs
 -- The (queue, kind) pairs of the four tables holding a job's names, found by a loose index
@@ -220,167 +232,141 @@ SELECT queue, kind FROM (
    AND (%(queue)s::text IS NULL OR lower(queue) LIKE %(queue)s)
  ORDER BY queue, kind
 
+-- name: pair_ready_rows
+-- How many ready rows one (queue, kind) pair has below the cursor, counting at most `cap`:
+-- an index-only walk of the pair's name-index entries, to choose how to list a state that
+-- only the ring's claims and closures hold (see storage/browse.py).
+SELECT count(*) FROM (
+    SELECT 1 FROM awa.ready_entries r
+     WHERE r.queue = %(queue)s AND r.kind = %(kind)s AND r.job_id < %(before)s
+     LIMIT %(cap)s
+) rows
+
 -- name: job_id_window_by_name
 SELECT job_id FROM (
-    SELECT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
-     CROSS JOIN LATERAL (
-        SELECT DISTINCT r.job_id FROM awa.ready_entries r
-         WHERE r.queue = p.queue AND r.kind = p.kind AND r.job_id < %(before)s
-         ORDER BY r.job_id DESC LIMIT %(size)s) w
+    (SELECT DISTINCT r.job_id FROM awa.ready_entries r
+      WHERE r.queue = %(queue)s AND r.kind = %(kind)s AND r.job_id < %(before)s
+      ORDER BY r.job_id DESC LIMIT %(size)s)
     UNION
-    SELECT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
-     CROSS JOIN LATERAL (
-        SELECT f.job_id FROM awa.deferred_jobs f
-         WHERE f.queue = p.queue AND f.kind = p.kind AND f.job_id < %(before)s
-         ORDER BY f.job_id DESC LIMIT %(size)s) w
+    (SELECT f.job_id FROM awa.deferred_jobs f
+      WHERE f.queue = %(queue)s AND f.kind = %(kind)s AND f.job_id < %(before)s
+      ORDER BY f.job_id DESC LIMIT %(size)s)
     UNION
-    SELECT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
-     CROSS JOIN LATERAL (
-        SELECT h.job_id FROM awa.terminal_history h
-         WHERE h.queue = p.queue AND h.kind = p.kind AND h.job_id < %(before)s
-         ORDER BY h.job_id DESC LIMIT %(size)s) w
+    (SELECT h.job_id FROM awa.terminal_history h
+      WHERE h.queue = %(queue)s AND h.kind = %(kind)s AND h.job_id < %(before)s
+      ORDER BY h.job_id DESC LIMIT %(size)s)
     UNION
-    SELECT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
-     CROSS JOIN LATERAL (
-        SELECT q.job_id FROM awa.dlq_entries q
-         WHERE q.queue = p.queue AND q.kind = p.kind AND q.job_id < %(before)s
-         ORDER BY q.job_id DESC LIMIT %(size)s) w
+    (SELECT q.job_id FROM awa.dlq_entries q
+      WHERE q.queue = %(queue)s AND q.kind = %(kind)s AND q.job_id < %(before)s
+      ORDER BY q.job_id DESC LIMIT %(size)s)
 ) ids
  ORDER BY job_id DESC LIMIT %(size)s
 
 -- name: available_job_ids_by_name
--- This block, open_attempt_job_ids_by_name and closed_job_ids_by_name walk each pair in
+-- This block, open_attempt_job_ids_by_name and closed_job_ids_by_name walk the pair in
 -- (queue, kind, job_id) order, which only the name index gives, and check each walked row's
 -- state by scalar probes (`SELECT true ... LIMIT 1`, NULL when there is none) in the select
 -- list of a subquery kept apart by OFFSET 0: there each probe is one index lookup by job id,
--- run only for the rows the walk reaches before its LIMIT. The planner cannot know how few
--- rows a pair has: as a join, or as EXISTS (which it may turn into a hash of the whole
--- table), it would read every claim or closure for each pair, and it would walk the job_id
--- index filtering names, which is the scan the name index is there to avoid.
-SELECT DISTINCT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
- CROSS JOIN LATERAL (
-    SELECT a.job_id FROM (
-        SELECT r.job_id,
-               (SELECT true FROM awa.claim_receipts c
-                 WHERE c.job_id = r.job_id AND c.queue = r.queue AND c.priority = r.priority
-                   AND c.shard = r.shard AND c.lane_seq = r.lane_seq
-                   AND c.ready_slot = r.ready_slot LIMIT 1) AS claimed,
-               (SELECT true FROM awa.ready_tombstones t
-                 WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
-                   AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot
-                 LIMIT 1) AS tombstoned
-          FROM awa.ready_entries r
-         WHERE r.queue = p.queue AND r.kind = p.kind AND r.job_id < %(before)s
-         ORDER BY r.job_id DESC OFFSET 0) a
-     WHERE a.claimed IS NULL AND a.tombstoned IS NULL
-     ORDER BY a.job_id DESC LIMIT %(size)s) w
- ORDER BY w.job_id DESC LIMIT %(size)s
+-- run only for the rows the walk reaches before its LIMIT. As a join, or as EXISTS (which the
+-- planner may turn into a hash of the whole table), it would read every claim or closure.
+SELECT a.job_id FROM (
+    SELECT r.job_id,
+           (SELECT true FROM awa.claim_receipts c
+             WHERE c.job_id = r.job_id AND c.queue = r.queue AND c.priority = r.priority
+               AND c.shard = r.shard AND c.lane_seq = r.lane_seq
+               AND c.ready_slot = r.ready_slot LIMIT 1) AS claimed,
+           (SELECT true FROM awa.ready_tombstones t
+             WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
+               AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot
+             LIMIT 1) AS tombstoned
+      FROM awa.ready_entries r
+     WHERE r.queue = %(queue)s AND r.kind = %(kind)s AND r.job_id < %(before)s
+     ORDER BY r.job_id DESC OFFSET 0) a
+ WHERE a.claimed IS NULL AND a.tombstoned IS NULL
+ ORDER BY a.job_id DESC LIMIT %(size)s
 
 -- name: open_attempt_job_ids_by_name
-SELECT DISTINCT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
- CROSS JOIN LATERAL (
-    SELECT a.job_id FROM (
-        SELECT r.job_id,
-               (SELECT true FROM awa.claim_receipts c
-                        WHERE c.job_id = r.job_id AND c.queue = r.queue
-                          AND c.priority = r.priority AND c.shard = r.shard
-                          AND c.lane_seq = r.lane_seq AND c.ready_slot = r.ready_slot
-                          AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
-                                           WHERE d.job_id = c.job_id
-                                             AND d.run_lease = c.run_lease
-                                             AND d.ready_slot = c.ready_slot)
-                          AND %(waiting)s = EXISTS (
-                                  SELECT 1 FROM awa.leases x
-                                   WHERE x.job_id = c.job_id AND x.run_lease = c.run_lease
-                                     AND x.callback_id IS NOT NULL
-                                     AND x.callback_resumed_at IS NULL)
-                 LIMIT 1) AS open
-          FROM awa.ready_entries r
-         WHERE r.queue = p.queue AND r.kind = p.kind AND r.job_id < %(before)s
-         ORDER BY r.job_id DESC OFFSET 0) a
-     WHERE a.open
-     ORDER BY a.job_id DESC LIMIT %(size)s) w
- ORDER BY w.job_id DESC LIMIT %(size)s
+SELECT DISTINCT a.job_id FROM (
+    SELECT r.job_id,
+           (SELECT true FROM awa.claim_receipts c
+             WHERE c.job_id = r.job_id AND c.queue = r.queue
+               AND c.priority = r.priority AND c.shard = r.shard
+               AND c.lane_seq = r.lane_seq AND c.ready_slot = r.ready_slot
+               AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                                WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                                  AND d.ready_slot = c.ready_slot)
+               AND %(waiting)s = EXISTS (
+                       SELECT 1 FROM awa.leases x
+                        WHERE x.job_id = c.job_id AND x.run_lease = c.run_lease
+                          AND x.callback_id IS NOT NULL AND x.callback_resumed_at IS NULL)
+             LIMIT 1) AS open
+      FROM awa.ready_entries r
+     WHERE r.queue = %(queue)s AND r.kind = %(kind)s AND r.job_id < %(before)s
+     ORDER BY r.job_id DESC OFFSET 0) a
+ WHERE a.open
+ ORDER BY a.job_id DESC LIMIT %(size)s
 
 -- name: deferred_job_ids_by_name
-SELECT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
- CROSS JOIN LATERAL (
-    SELECT f.job_id FROM awa.deferred_jobs f
-     WHERE f.queue = p.queue AND f.kind = p.kind AND f.job_id < %(before)s
-       AND f.state = %(state)s
-     ORDER BY f.job_id DESC LIMIT %(size)s) w
- ORDER BY w.job_id DESC LIMIT %(size)s
+SELECT f.job_id FROM awa.deferred_jobs f
+ WHERE f.queue = %(queue)s AND f.kind = %(kind)s AND f.job_id < %(before)s
+   AND f.state = %(state)s
+ ORDER BY f.job_id DESC LIMIT %(size)s
 
 -- name: dlq_job_ids_by_name
-SELECT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
- CROSS JOIN LATERAL (
-    SELECT q.job_id FROM awa.dlq_entries q
-     WHERE q.queue = p.queue AND q.kind = p.kind AND q.job_id < %(before)s
-     ORDER BY q.job_id DESC LIMIT %(size)s) w
- ORDER BY w.job_id DESC LIMIT %(size)s
+SELECT q.job_id FROM awa.dlq_entries q
+ WHERE q.queue = %(queue)s AND q.kind = %(kind)s AND q.job_id < %(before)s
+ ORDER BY q.job_id DESC LIMIT %(size)s
 
 -- name: closed_job_ids_by_name
 SELECT job_id FROM (
-    SELECT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
-     CROSS JOIN LATERAL (
-        SELECT a.job_id FROM (
-            SELECT r.job_id,
-                   (SELECT true FROM awa.done_entries d
-                            WHERE d.job_id = r.job_id AND d.queue = r.queue
-                              AND d.priority = r.priority AND d.shard = r.shard
-                              AND d.lane_seq = r.lane_seq AND d.ready_slot = r.ready_slot
-                              AND d.outcome = %(state)s
-                              AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
-                                               WHERE n.job_id = d.job_id
-                                                 AND n.run_lease >= d.run_lease)
-                              AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f
-                                               WHERE f.job_id = d.job_id)
-                              AND NOT EXISTS (SELECT 1 FROM awa.dlq_entries q
-                                               WHERE q.job_id = d.job_id)
-                     LIMIT 1) AS closed
-              FROM awa.ready_entries r
-             WHERE r.queue = p.queue AND r.kind = p.kind AND r.job_id < %(before)s
-             ORDER BY r.job_id DESC OFFSET 0) a
-         WHERE a.closed
-         ORDER BY a.job_id DESC LIMIT %(size)s) w
+    (SELECT a.job_id FROM (
+        SELECT r.job_id,
+               (SELECT true FROM awa.done_entries d
+                 WHERE d.job_id = r.job_id AND d.queue = r.queue
+                   AND d.priority = r.priority AND d.shard = r.shard
+                   AND d.lane_seq = r.lane_seq AND d.ready_slot = r.ready_slot
+                   AND d.outcome = %(state)s
+                   AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
+                                    WHERE n.job_id = d.job_id AND n.run_lease >= d.run_lease)
+                   AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = d.job_id)
+                   AND NOT EXISTS (SELECT 1 FROM awa.dlq_entries q WHERE q.job_id = d.job_id)
+                 LIMIT 1) AS closed
+          FROM awa.ready_entries r
+         WHERE r.queue = %(queue)s AND r.kind = %(kind)s AND r.job_id < %(before)s
+         ORDER BY r.job_id DESC OFFSET 0) a
+      WHERE a.closed
+      ORDER BY a.job_id DESC LIMIT %(size)s)
     UNION
-    SELECT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
-     CROSS JOIN LATERAL (
-        SELECT a.job_id FROM (
-            SELECT h.job_id,
-                   NOT EXISTS (SELECT 1 FROM awa.ready_entries n
-                                WHERE n.job_id = h.job_id AND n.run_lease > h.run_lease)
-                   AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = h.job_id)
-                   AND NOT EXISTS (SELECT 1 FROM awa.dlq_entries q
-                                    WHERE q.job_id = h.job_id) AS newest
-              FROM awa.terminal_history h
-             WHERE h.queue = p.queue AND h.kind = p.kind AND h.job_id < %(before)s
-               AND h.state = %(state)s
-             ORDER BY h.job_id DESC OFFSET 0) a
-         WHERE a.newest
-         ORDER BY a.job_id DESC LIMIT %(size)s) w
+    (SELECT a.job_id FROM (
+        SELECT h.job_id,
+               NOT EXISTS (SELECT 1 FROM awa.ready_entries n
+                            WHERE n.job_id = h.job_id AND n.run_lease > h.run_lease)
+               AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = h.job_id)
+               AND NOT EXISTS (SELECT 1 FROM awa.dlq_entries q WHERE q.job_id = h.job_id)
+               AS newest
+          FROM awa.terminal_history h
+         WHERE h.queue = %(queue)s AND h.kind = %(kind)s AND h.job_id < %(before)s
+           AND h.state = %(state)s
+         ORDER BY h.job_id DESC OFFSET 0) a
+      WHERE a.newest
+      ORDER BY a.job_id DESC LIMIT %(size)s)
     UNION
-    SELECT w.job_id FROM unnest(%(queues)s::text[], %(kinds)s::text[]) AS p (queue, kind)
-     CROSS JOIN LATERAL (
-        SELECT a.job_id FROM (
-            SELECT r.job_id,
-                   (SELECT true FROM awa.ready_tombstones t
-                            WHERE t.queue = r.queue AND t.priority = r.priority
-                              AND t.shard = r.shard AND t.lane_seq = r.lane_seq
-                              AND t.ready_slot = r.ready_slot
-                              AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
-                                               WHERE n.job_id = r.job_id
-                                                 AND n.run_lease > r.run_lease)
-                              AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f
-                                               WHERE f.job_id = r.job_id)
-                              AND NOT EXISTS (SELECT 1 FROM awa.dlq_entries q
-                                               WHERE q.job_id = r.job_id)
-                     LIMIT 1) AS cancelled
-              FROM awa.ready_entries r
-             WHERE %(state)s::text = 'cancelled'
-               AND r.queue = p.queue AND r.kind = p.kind AND r.job_id < %(before)s
-             ORDER BY r.job_id DESC OFFSET 0) a
-         WHERE a.cancelled
-         ORDER BY a.job_id DESC LIMIT %(size)s) w
+    (SELECT a.job_id FROM (
+        SELECT r.job_id,
+               (SELECT true FROM awa.ready_tombstones t
+                 WHERE t.queue = r.queue AND t.priority = r.priority
+                   AND t.shard = r.shard AND t.lane_seq = r.lane_seq
+                   AND t.ready_slot = r.ready_slot
+                   AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
+                                    WHERE n.job_id = r.job_id AND n.run_lease > r.run_lease)
+                   AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = r.job_id)
+                   AND NOT EXISTS (SELECT 1 FROM awa.dlq_entries q WHERE q.job_id = r.job_id)
+                 LIMIT 1) AS cancelled
+          FROM awa.ready_entries r
+         WHERE %(state)s::text = 'cancelled'
+           AND r.queue = %(queue)s AND r.kind = %(kind)s AND r.job_id < %(before)s
+         ORDER BY r.job_id DESC OFFSET 0) a
+      WHERE a.cancelled
+      ORDER BY a.job_id DESC LIMIT %(size)s)
 ) ids
  ORDER BY job_id DESC LIMIT %(size)s
