@@ -21,7 +21,7 @@ from psycopg import AsyncConnection
 
 from awa_django.sql import queries
 from awa_django.storage import copy_text
-from awa_django.storage.statement import Statement, all_rows
+from awa_django.storage.statement import Statement, all_rows, rows_of
 
 _SQL = queries("queue")
 
@@ -227,10 +227,6 @@ def cancel_job(cursor: CursorWrapper, *, job_id: int, reason: str) -> str:
     return str(row[0])
 
 
-def _queue_depth_rows(names: tuple[str, ...]) -> Callable[[Sequence[Any]], QueueDepth]:
-    return lambda values: QueueDepth(**dict(zip(names, values, strict=True)))
-
-
 def queue_depths() -> Statement[list[QueueDepth]]:
     """Depth and lag of every known queue, in one statement."""
-    return Statement(sql=_SQL["queue_depths"], read=all_rows, rows=_queue_depth_rows)
+    return Statement(sql=_SQL["queue_depths"], read=all_rows, rows=rows_of(QueueDepth))
