@@ -17,6 +17,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Final
 
 from django.db import connections, transaction
@@ -201,13 +202,18 @@ def retry(
     return bool(moved)
 
 
-def _bulk(alias: str, step: Callable[[CursorWrapper], int]) -> int:
+def _each_matching(
+    where: DlqFilter, act: Callable[[CursorWrapper, builtins.list[int]], object]
+) -> int:
+    """``act`` on every entry ``where`` matches, one committed batch at a time; how many."""
+    alias = get_settings().DATABASE_ALIAS
     total = 0
     while True:
         with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-            done = step(cursor)
-        total += done
-        if done < BULK_BATCH_SIZE:
+            ids = storage.matching_ids(cursor, where, limit=BULK_BATCH_SIZE)
+            act(cursor, ids)
+        total += len(ids)
+        if len(ids) < BULK_BATCH_SIZE:
             return total
 
 
@@ -235,16 +241,10 @@ def retry_bulk(
         fingerprint=fingerprint,
     )
     when, chosen_queue, chosen_priority = retry_options(run_at, to_queue, priority)
-    alias = get_settings().DATABASE_ALIAS
-
-    def step(cursor: CursorWrapper) -> int:
-        ids = storage.matching_ids(cursor, where, limit=BULK_BATCH_SIZE)
-        storage.retry_entries(
-            cursor, ids, run_at=when, queue=chosen_queue, priority=chosen_priority
-        )
-        return len(ids)
-
-    return _bulk(alias, step)
+    put_back = partial(
+        storage.retry_entries, run_at=when, queue=chosen_queue, priority=chosen_priority
+    )
+    return _each_matching(where, put_back)
 
 
 def purge(job_id: int) -> bool:
@@ -274,13 +274,7 @@ def purge_bulk(
         error_type=error_type,
         fingerprint=fingerprint,
     )
-
-    def step(cursor: CursorWrapper) -> int:
-        ids = storage.matching_ids(cursor, where, limit=BULK_BATCH_SIZE)
-        storage.purge_entries(cursor, ids)
-        return len(ids)
-
-    return _bulk(get_settings().DATABASE_ALIAS, step)
+    return _each_matching(where, storage.purge_entries)
 
 
 def move_failed(

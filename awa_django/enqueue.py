@@ -34,6 +34,7 @@ from awa_django.priorities import STORED_PRIORITY_MAX, STORED_PRIORITY_MIN
 from awa_django.signals import job_enqueued
 from awa_django.storage import backlog
 from awa_django.storage import queue as queue_storage
+from awa_django.storage.copy_text import CopyBatch
 from awa_django.storage.queue import NewJob
 from awa_django.storage.unique import lock_unique_keys, record_unique_claims
 from awa_django.telemetry import get_telemetry
@@ -329,37 +330,24 @@ def enqueue_many(
             batch = _UniqueBatch.lock(cursor, resolved.unique, resolved, [b.args for b in bound])
             count = len(batch.fresh)
             texts = [bound[p].json for p in batch.fresh]
+        shared = CopyBatch(
+            queue=resolved.queue,
+            priority=resolved.priority,
+            kind=kind,
+            count=count,
+            max_attempts=resolved.max_attempts,
+            metadata_json=resolved.metadata_json,
+            tags=resolved.tags,
+            run_at=resolved.run_at or now,
+            now=now,
+            ordering_key=resolved.ordering_key,
+        )
         if not count:
             job_ids = []
         elif resolved.run_at is not None and resolved.run_at > now:
-            job_ids = backlog.copy_deferred(
-                cursor,
-                queue=resolved.queue,
-                priority=resolved.priority,
-                kind=kind,
-                args_json=texts,
-                count=count,
-                max_attempts=resolved.max_attempts,
-                metadata_json=resolved.metadata_json,
-                tags=resolved.tags,
-                run_at=resolved.run_at,
-                now=now,
-            )
+            job_ids = backlog.copy_deferred(cursor, shared, texts)
         else:
-            job_ids = queue_storage.copy_ready(
-                cursor,
-                queue=resolved.queue,
-                priority=resolved.priority,
-                kind=kind,
-                args_json=texts,
-                count=count,
-                max_attempts=resolved.max_attempts,
-                metadata_json=resolved.metadata_json,
-                tags=resolved.tags,
-                run_at=resolved.run_at or now,
-                now=now,
-                ordering_key=resolved.ordering_key,
-            )
+            job_ids = queue_storage.copy_ready(cursor, shared, texts)
         if batch is not None:
             batch.record(cursor, job_ids)
     announce_enqueued(alias, job_ids, kind=resolved.kind, queue=resolved.queue)

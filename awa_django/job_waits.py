@@ -23,13 +23,9 @@ from awa_django.conf import get_settings
 from awa_django.exceptions import JobFailed, JobNotFound, WaitTimeout
 from awa_django.limits import delay_problem, is_job_id
 from awa_django.records import get_job
-from awa_django.storage.jobs import JobRecord
-from awa_django.storage.waiters import (
-    JOB_DONE_CHANNEL,
-    fetch_job,
-    register_waiter,
-    unregister_waiter,
-)
+from awa_django.storage.jobs import JobRecord, jobs_by_id
+from awa_django.storage.statement import run_async
+from awa_django.storage.waiters import JOB_DONE_CHANNEL, register_waiter, unregister_waiter
 from awa_django.worker.connections import connect
 
 # Seconds between reads of the state while no notification came: the bound on how late a
@@ -89,9 +85,10 @@ async def _until_ended(
 ) -> JobRecord:
     payload = str(job_id)
     while True:
-        record = await fetch_job(conn, job_id)
-        if record is None:
+        found = await run_async(conn, jobs_by_id([job_id]))
+        if not found:
             raise JobNotFound(f"no committed job has id {job_id}", job_id=job_id)
+        (record,) = found
         if record.state == "completed":
             return record
         if record.state in FAILED_STATES:

@@ -74,22 +74,22 @@ def add_jobs(priority: int, count: int) -> None:
     from django.utils import timezone
 
     from awa_django.storage import queue as queue_storage
+    from awa_django.storage.copy_text import CopyBatch
 
     now = timezone.now()
+    batch = CopyBatch(
+        queue=QUEUE,
+        priority=priority,
+        kind="bench.noop",
+        count=count,
+        max_attempts=25,
+        metadata_json="{}",
+        tags=(),
+        run_at=now,
+        now=now,
+    )
     with transaction.atomic(), connection.cursor() as cursor:
-        queue_storage.copy_ready(
-            cursor,
-            queue=QUEUE,
-            priority=priority,
-            kind="bench.noop",
-            args_json=(f'{{"n":{n}}}' for n in range(count)),
-            count=count,
-            max_attempts=25,
-            metadata_json="{}",
-            tags=(),
-            run_at=now,
-            now=now,
-        )
+        queue_storage.copy_ready(cursor, batch, (f'{{"n":{n}}}' for n in range(count)))
 
 
 def fill(url: str, jobs: int, busy: Sequence[int], drained: Sequence[int]) -> None:

@@ -118,11 +118,5 @@ class MaintenanceProcess:
             # Async signal receivers reach the ORM on asgiref's thread; its connection goes too.
             await sync_to_async(db_connections.close_all)()
         summary = RunSummary(claimed=0, written=0, stale=0, abandoned=0)
-        logger.info(
-            "worker stopped claimed=%s completed_writes=%s stale=%s abandoned=%s",
-            summary.claimed,
-            summary.written,
-            summary.stale,
-            summary.abandoned,
-        )
+        summary.log(logger)
         return summary

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Any
 
 from django.db.backends.utils import CursorWrapper
@@ -11,37 +10,24 @@ from psycopg import AsyncConnection
 
 from awa_django.sql import queries
 from awa_django.storage import copy_text
+from awa_django.storage.copy_text import CopyBatch
 from awa_django.storage.statement import Statement, first_int
 
 _SQL = queries("backlog")
 
 
-def copy_deferred(
-    cursor: CursorWrapper,
-    *,
-    queue: str,
-    priority: int,
-    kind: str,
-    args_json: Iterable[str],
-    count: int,
-    max_attempts: int,
-    metadata_json: str,
-    tags: Sequence[str],
-    run_at: datetime,
-    now: datetime,
-) -> list[int]:
+def copy_deferred(cursor: CursorWrapper, batch: CopyBatch, args_json: Iterable[str]) -> list[int]:
     """Add a batch of scheduled jobs with COPY; returns their ids in order."""
-    cursor.execute(_SQL["reserve_job_ids"], {"count": count})
+    cursor.execute(_SQL["reserve_job_ids"], {"count": batch.count})
     (job_ids,) = cursor.fetchone()
     # Columns in copy_deferred's order; only the id and the arguments vary by row.
-    head = copy_text.fields("scheduled", kind, queue, priority)
-    rest = copy_text.fields(0, 0, max_attempts, run_at, now, metadata_json, tags, "[]")
+    head = copy_text.fields("scheduled", batch.kind, batch.queue, batch.priority)
+    tail = batch.tail()
     rows = (
-        f"{job_id}\t{head}\t{copy_text.text_field(args)}\t{rest}\n"
+        f"{job_id}\t{head}\t{copy_text.text_field(args)}\t{tail}\n"
         for job_id, args in zip(job_ids, args_json, strict=True)
     )
-    with cursor.cursor.copy(_SQL["copy_deferred"]) as copy:
-        copy_text.write_rows(copy, rows)
+    copy_text.copy_rows(cursor, _SQL["copy_deferred"], rows)
     return list(job_ids)
 
 

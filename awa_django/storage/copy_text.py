@@ -9,10 +9,11 @@ was a third of the time of a bulk enqueue.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Final, LiteralString
 
-from psycopg import Copy
+from django.db.backends.utils import CursorWrapper
 
 # Rows sent per write: large enough that each write call is cheap, small enough that a batch of
 # any size does not build one huge string.
@@ -49,13 +50,40 @@ def fields(*values: str | int | datetime | Sequence[str]) -> str:
     return "\t".join(field(value) for value in values)
 
 
-def write_rows(copy: Copy, rows: Iterable[str]) -> None:
-    """Send newline-terminated rows, ``ROWS_PER_WRITE`` at a time."""
-    chunk: list[str] = []
-    for row in rows:
-        chunk.append(row)
-        if len(chunk) == ROWS_PER_WRITE:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CopyBatch:
+    """What every job of one bulk enqueue shares: all its columns but the ids, positions and
+    arguments."""
+
+    queue: str
+    priority: int
+    kind: str
+    count: int
+    max_attempts: int
+    metadata_json: str
+    tags: Sequence[str]
+    run_at: datetime
+    now: datetime
+    # Picks the ready lane's shard (a deferred job keeps it in its metadata).
+    ordering_key: str | None = None
+
+    def tail(self) -> str:
+        """The columns after the arguments, as both COPY targets list them: attempt, run_lease,
+        max_attempts, run_at, created_at, metadata, tags, errors."""
+        return fields(
+            0, 0, self.max_attempts, self.run_at, self.now, self.metadata_json, self.tags, "[]"
+        )
+
+
+def copy_rows(cursor: CursorWrapper, sql: LiteralString, rows: Iterable[str]) -> None:
+    """COPY newline-terminated rows with ``sql``, ``ROWS_PER_WRITE`` at a time."""
+    # Django's wrapper does not expose COPY; its ``cursor`` attribute is the psycopg cursor.
+    with cursor.cursor.copy(sql) as copy:
+        chunk: list[str] = []
+        for row in rows:
+            chunk.append(row)
+            if len(chunk) == ROWS_PER_WRITE:
+                copy.write("".join(chunk))
+                chunk.clear()
+        if chunk:
             copy.write("".join(chunk))
-            chunk.clear()
-    if chunk:
-        copy.write("".join(chunk))

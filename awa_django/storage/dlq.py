@@ -15,7 +15,7 @@ from typing import Any, Final
 from django.db.backends.utils import CursorWrapper
 
 from awa_django.sql import queries
-from awa_django.storage.jobs import fetch_dicts
+from awa_django.storage.statement import Statement, all_rows, rows_of, run
 
 _SQL = queries("dlq")
 _JSON_COLUMNS: Final = ("args", "metadata", "errors")
@@ -100,11 +100,8 @@ def list_entries(
 ) -> list[DlqEntry]:
     """Up to ``limit`` entries, newest first, strictly before the ``(dlq_at, job_id)`` keyset."""
     before_at, before_id = before if before is not None else (None, None)
-    cursor.execute(
-        _SQL["list_dlq"],
-        {**where.params(), "limit": limit, "before_at": before_at, "before_id": before_id},
-    )
-    return [DlqEntry(**values) for values in fetch_dicts(cursor, _JSON_COLUMNS)]
+    params = {**where.params(), "limit": limit, "before_at": before_at, "before_id": before_id}
+    return run(cursor, _entries("list_dlq", params))
 
 
 def group_entries(cursor: CursorWrapper, where: DlqFilter, *, scan: int, limit: int) -> DlqGroups:
@@ -129,8 +126,13 @@ def group_entries(cursor: CursorWrapper, where: DlqFilter, *, scan: int, limit: 
 
 
 def get_entries(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[DlqEntry]:
-    cursor.execute(_SQL["get_dlq"], {"job_ids": list(job_ids)})
-    return [DlqEntry(**values) for values in fetch_dicts(cursor, _JSON_COLUMNS)]
+    return run(cursor, _entries("get_dlq", {"job_ids": list(job_ids)}))
+
+
+def _entries(block: str, params: dict[str, Any]) -> Statement[list[DlqEntry]]:
+    return Statement(
+        sql=_SQL[block], params=params, read=all_rows, rows=rows_of(DlqEntry), json=_JSON_COLUMNS
+    )
 
 
 def matching_ids(cursor: CursorWrapper, where: DlqFilter, *, limit: int) -> list[int]:

@@ -12,8 +12,8 @@ from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
 
 from awa_django.sql import queries
-from awa_django.storage.jobs import fetch_dicts
 from awa_django.storage.queue import QueueDepth
+from awa_django.storage.statement import Statement, all_rows, rows_of, run
 
 _SQL = queries("health")
 
@@ -77,13 +77,16 @@ def unsampled_closures(
 
 
 def samples(cursor: CursorWrapper, *, queue: str | None, window_s: float) -> list[QueueSample]:
-    cursor.execute(_SQL["queue_samples"], {"queue": queue, "window_s": window_s})
-    return [QueueSample(**row) for row in fetch_dicts(cursor, ())]
+    params = {"queue": queue, "window_s": window_s}
+    read = Statement(
+        sql=_SQL["queue_samples"], params=params, read=all_rows, rows=rows_of(QueueSample)
+    )
+    return run(cursor, read)
 
 
 def meta_rows(cursor: CursorWrapper) -> dict[str, dict[str, Any]]:
-    cursor.execute(_SQL["queue_meta_rows"])
-    return {row["queue"]: row for row in fetch_dicts(cursor, ())}
+    read = Statement(sql=_SQL["queue_meta_rows"], read=all_rows, rows=rows_of(dict))
+    return {row["queue"]: row for row in run(cursor, read)}
 
 
 def pause(cursor: CursorWrapper, *, queue: str, by: str) -> None:

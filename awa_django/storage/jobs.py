@@ -13,6 +13,7 @@ from typing import Any
 from django.db.backends.utils import CursorWrapper
 
 from awa_django.sql import queries
+from awa_django.storage.statement import Statement, all_rows, rows_of, run
 
 _SQL = queries("jobs")
 
@@ -66,10 +67,20 @@ def fetch_dicts(cursor: CursorWrapper, json_columns: Sequence[str]) -> list[dict
     return rows
 
 
-def get_jobs(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[JobRecord]:
+def _records(block: str, params: dict[str, Any]) -> Statement[list[JobRecord]]:
+    return Statement(
+        sql=_SQL[block], params=params, read=all_rows, rows=rows_of(JobRecord), json=JSON_COLUMNS
+    )
+
+
+def jobs_by_id(job_ids: Sequence[int]) -> Statement[list[JobRecord]]:
     """The current records of ``job_ids`` (unknown ids are left out), ordered by id."""
-    cursor.execute(_SQL["get_jobs"], {"job_ids": list(job_ids)})
-    return [JobRecord(**values) for values in fetch_dicts(cursor, JSON_COLUMNS)]
+    return _records("get_jobs", {"job_ids": list(job_ids)})
+
+
+def get_jobs(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[JobRecord]:
+    """``jobs_by_id`` in the cursor's transaction."""
+    return run(cursor, jobs_by_id(job_ids))
 
 
 def get_claims(cursor: CursorWrapper, job_ids: Sequence[int]) -> dict[int, list[Claim]]:
@@ -92,8 +103,5 @@ def list_jobs(
 ) -> list[JobRecord]:
     """Up to ``limit`` jobs, newest id first, with ids below ``before_id``. Reads every retained
     fact through the view: for operators, never on a hot path."""
-    cursor.execute(
-        _SQL["list_jobs"],
-        {"queue": queue, "kind": kind, "state": state, "limit": limit, "before_id": before_id},
-    )
-    return [JobRecord(**values) for values in fetch_dicts(cursor, JSON_COLUMNS)]
+    params = {"queue": queue, "kind": kind, "state": state, "limit": limit, "before_id": before_id}
+    return run(cursor, _records("list_jobs", params))

@@ -21,7 +21,8 @@ from psycopg import AsyncConnection
 
 from awa_django.sql import queries
 from awa_django.storage import copy_text
-from awa_django.storage.statement import Statement, all_rows
+from awa_django.storage.copy_text import CopyBatch
+from awa_django.storage.statement import Statement, all_rows, rows_of
 
 _SQL = queries("queue")
 
@@ -153,21 +154,7 @@ def enqueue_job(cursor: CursorWrapper, job: NewJob) -> int:
     return int(row[0])
 
 
-def copy_ready(
-    cursor: CursorWrapper,
-    *,
-    queue: str,
-    priority: int,
-    kind: str,
-    args_json: Iterable[str],
-    count: int,
-    max_attempts: int,
-    metadata_json: str,
-    tags: Sequence[str],
-    run_at: datetime,
-    now: datetime,
-    ordering_key: str | None = None,
-) -> list[int]:
+def copy_ready(cursor: CursorWrapper, batch: CopyBatch, args_json: Iterable[str]) -> list[int]:
     """Append a batch of immediate jobs to one lane with COPY; returns their ids in order.
 
     The lane's shard is the ordering key's (or a random one when there is none). The first row
@@ -175,28 +162,26 @@ def copy_ready(
     cursor.execute(
         _SQL["reserve_ready_batch"],
         {
-            "queue": queue,
-            "priority": priority,
-            "count": count,
-            "ordering_key": ordering_key,
+            "queue": batch.queue,
+            "priority": batch.priority,
+            "count": batch.count,
+            "ordering_key": batch.ordering_key,
         },
     )
     slot, generation, lane_seqs, job_ids, shard = cursor.fetchone()
     # Columns in copy_ready's order; only the position, the id and the arguments vary by row.
-    lane = copy_text.fields(queue, priority, shard)
+    lane = copy_text.fields(batch.queue, batch.priority, shard)
     place = copy_text.fields(slot, generation)
-    body = copy_text.field(kind)
-    rest = copy_text.fields(0, 0, max_attempts, run_at, now, metadata_json, tags, "[]")
+    body = copy_text.field(batch.kind)
+    tail = batch.tail()
     rows = (
-        f"{lane}\t{lane_seq}\t{place}\t{job_id}\t{body}\t{copy_text.text_field(args)}\t{rest}"
+        f"{lane}\t{lane_seq}\t{place}\t{job_id}\t{body}\t{copy_text.text_field(args)}\t{tail}"
         f"\t{'t' if position == 0 else 'f'}\n"
         for position, (job_id, lane_seq, args) in enumerate(
             zip(job_ids, lane_seqs, args_json, strict=True)
         )
     )
-    # Django's wrapper does not expose COPY; its ``cursor`` attribute is the psycopg cursor.
-    with cursor.cursor.copy(_SQL["copy_ready"]) as copy:
-        copy_text.write_rows(copy, rows)
+    copy_text.copy_rows(cursor, _SQL["copy_ready"], rows)
     return list(job_ids)
 
 
@@ -227,10 +212,6 @@ def cancel_job(cursor: CursorWrapper, *, job_id: int, reason: str) -> str:
     return str(row[0])
 
 
-def _queue_depth_rows(names: tuple[str, ...]) -> Callable[[Sequence[Any]], QueueDepth]:
-    return lambda values: QueueDepth(**dict(zip(names, values, strict=True)))
-
-
 def queue_depths() -> Statement[list[QueueDepth]]:
     """Depth and lag of every known queue, in one statement."""
-    return Statement(sql=_SQL["queue_depths"], read=all_rows, rows=_queue_depth_rows)
+    return Statement(sql=_SQL["queue_depths"], read=all_rows, rows=rows_of(QueueDepth))

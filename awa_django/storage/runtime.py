@@ -13,8 +13,7 @@ from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
 
 from awa_django.sql import queries
-from awa_django.storage.jobs import fetch_dicts
-from awa_django.storage.statement import Statement, nothing, run_async
+from awa_django.storage.statement import Statement, all_rows, nothing, rows_of, run, run_async
 
 if TYPE_CHECKING:
     from awa_django.descriptors import Declarations
@@ -115,8 +114,7 @@ _DESCRIPTOR_JSON: Final = ("runtime_hashes",)
 
 
 def list_runtimes(cursor: CursorWrapper, *, stale_after_s: float) -> list[dict[str, Any]]:
-    cursor.execute(_SQL["list_runtimes"], {"stale_after_s": stale_after_s})
-    return fetch_dicts(cursor, _RUNTIME_JSON)
+    return run(cursor, _dicts("list_runtimes", stale_after_s, _RUNTIME_JSON))
 
 
 def list_descriptors(
@@ -124,5 +122,9 @@ def list_descriptors(
 ) -> Sequence[dict[str, Any]]:
     """Queue (``of="queue"``) or kind (``of="kind"``) descriptors with stale and drift."""
     block = {"queue": "list_queue_descriptors", "kind": "list_kind_descriptors"}[of]
-    cursor.execute(_SQL[block], {"stale_after_s": stale_after_s})
-    return fetch_dicts(cursor, _DESCRIPTOR_JSON)
+    return run(cursor, _dicts(block, stale_after_s, _DESCRIPTOR_JSON))
+
+
+def _dicts(block: str, stale_after_s: float, json: tuple[str, ...]) -> Statement[list[Any]]:
+    params = {"stale_after_s": stale_after_s}
+    return Statement(sql=_SQL[block], params=params, read=all_rows, rows=rows_of(dict), json=json)

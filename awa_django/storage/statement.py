@@ -65,6 +65,13 @@ def first_int(rows: list[Any]) -> int:
     return int(rows[0][0]) if rows else 0
 
 
+# Cached: one ``rows`` per class, so that ``run_async`` keeps one psycopg factory for it.
+@cache
+def rows_of(make: Callable[..., Any]) -> RowsOf:
+    """``rows`` making each row ``make(**columns)``: a record class, or ``dict``."""
+    return lambda names: lambda values: make(**dict(zip(names, values, strict=True)))
+
+
 def run(cursor: CursorWrapper, statement: Statement[T]) -> T:
     """Execute ``statement`` on a Django cursor, in its connection's transaction."""
     cursor.execute(statement.sql, statement.params)

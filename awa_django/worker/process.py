@@ -96,6 +96,16 @@ class RunSummary:
     stale: int
     abandoned: int
 
+    def log(self, to: logging.Logger) -> None:
+        """The last line of a worker or ``awa_maintenance`` process, on its own logger."""
+        to.info(
+            "worker stopped claimed=%s completed_writes=%s stale=%s abandoned=%s",
+            self.claimed,
+            self.written,
+            self.stale,
+            self.abandoned,
+        )
+
 
 def config_from_settings(
     conf: AwaSettings,
@@ -353,13 +363,7 @@ class WorkerProcess:
             stale=completer.stale_count,
             abandoned=abandoned,
         )
-        logger.info(
-            "worker stopped claimed=%s completed_writes=%s stale=%s abandoned=%s",
-            summary.claimed,
-            summary.written,
-            summary.stale,
-            summary.abandoned,
-        )
+        summary.log(logger)
         return summary
 
     def _start_background(
