@@ -24,7 +24,8 @@ from django.db import transaction
 from django.db.backends.utils import CursorWrapper
 
 from awa_django.sql import queries
-from awa_django.storage.jobs import JSON_COLUMNS, JobRecord, fetch_dicts, get_jobs
+from awa_django.storage.jobs import JSON_COLUMNS, JobRecord, get_jobs
+from awa_django.storage.statement import Statement, all_rows, rows_of, run
 
 _SQL = queries("browse")
 
@@ -336,8 +337,7 @@ def _search(
         ids = _candidate_ids(cursor, where, walk, below, SEARCH_BATCH)
         scanned += len(ids)
         if ids:
-            cursor.execute(_SQL["matching_jobs"], {"job_ids": ids, **where.content_params()})
-            found = [JobRecord(**values) for values in fetch_dicts(cursor, JSON_COLUMNS)]
+            found = run(cursor, _matching_jobs(ids, where))
             matches.extend(sorted(found, key=lambda record: record.job_id, reverse=True))
             below = ids[-1]
         if len(ids) < SEARCH_BATCH:
@@ -348,6 +348,16 @@ def _search(
     if exhausted:
         return JobPage(jobs=matches, next_before=None, scanned=scanned)
     return JobPage(jobs=matches, next_before=below, scanned=scanned, scan_stopped=True)
+
+
+def _matching_jobs(job_ids: list[int], where: JobFilter) -> Statement[list[JobRecord]]:
+    return Statement(
+        sql=_SQL["matching_jobs"],
+        params={"job_ids": job_ids, **where.content_params()},
+        read=all_rows,
+        rows=rows_of(JobRecord),
+        json=JSON_COLUMNS,
+    )
 
 
 def count_in_state(cursor: CursorWrapper, state: str, where: JobFilter) -> int:
