@@ -19,8 +19,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 from awa_django.conf import get_settings
+from awa_django.core.outcome import Outcome
 from awa_django.discovery import ensure_jobs_discovered
-from awa_django.storage.execution import Outcome
 
 
 class EagerAttempt(Protocol):

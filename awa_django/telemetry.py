@@ -25,10 +25,14 @@ import time
 from collections import Counter
 from collections.abc import Container, Iterable, Iterator, MutableMapping, Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from awa_django.storage.execution import Completion, Outcome
-from awa_django.storage.queue import ClaimedJob, QueueDepth
+from awa_django.storage.queue import QueueDepth
+
+if TYPE_CHECKING:
+    # Annotations only: core reports closed attempts through this module.
+    from awa_django.core.claimed_job import ClaimedJob
+    from awa_django.core.completion import Completion
 
 TRACEPARENT_KEY: Final = "awa:traceparent"
 # How often, at most, ``job_span`` asks OpenTelemetry whether an SDK tracer provider has been
@@ -38,11 +42,13 @@ TRACEPARENT_KEY: Final = "awa:traceparent"
 PROVIDER_CHECK_INTERVAL_S: Final = 1.0
 INSTRUMENTATION_NAME: Final = "awa_django"
 
+# Keyed by the outcome's value, which its ``Outcome`` member (a ``str``) finds: core, where
+# ``Outcome`` lives, imports this module.
 _OUTCOME_COUNTERS: Final = {
-    Outcome.COMPLETED: "awa.job.completed",
-    Outcome.RETRYABLE: "awa.job.retried",
-    Outcome.FAILED: "awa.job.failed",
-    Outcome.CANCELLED: "awa.job.cancelled",
+    "completed": "awa.job.completed",
+    "retryable": "awa.job.retried",
+    "failed": "awa.job.failed",
+    "cancelled": "awa.job.cancelled",
 }
 
 

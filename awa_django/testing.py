@@ -21,11 +21,11 @@ from django.db import connections
 from django.utils import timezone
 
 from awa_django.conf import get_settings
+from awa_django.core.outcome import Outcome
 from awa_django.discovery import ensure_jobs_discovered
 from awa_django.jobs import Job, JobContext, registry
 from awa_django.storage import eager as eager_storage
 from awa_django.storage.control import reset_all
-from awa_django.storage.execution import Outcome
 from awa_django.storage.jobs import JobRecord, get_jobs, list_jobs
 from awa_django.worker.in_process import InProcessRunner, RanJob
 from awa_django.worker.process import RunSummary, WorkerProcess, config_from_settings

@@ -49,6 +49,7 @@ def main() -> None:
 
     import awa_django as awa
     from awa_django.conf import get_settings
+    from awa_django.core.claimed_job import claimed_job_rows
     from awa_django.jobs import JobContext, registry
     from awa_django.storage.browse import JOB_STATES
     from awa_django.storage.queue import ClaimRequest, claim_ready
@@ -75,6 +76,7 @@ def main() -> None:
                 conn,
                 claim_ready(
                     ClaimRequest(queue="email", claimed_by="bench", deadline_s=0, aging_s=0),
+                    rows=claimed_job_rows,
                     limit=count,
                 ),
             )

@@ -110,7 +110,10 @@ def open_attempts(size: int) -> str:
     from django.db import connection
 
     import awa_django as awa
-    from awa_django.storage.execution import Completion, Outcome, close_params
+    from awa_django.core.claimed_job import claimed_job_rows
+    from awa_django.core.completion import Completion
+    from awa_django.core.outcome import Outcome
+    from awa_django.storage.execution import close_params
     from awa_django.storage.queue import ClaimRequest, claim_ready
     from awa_django.storage.statement import run
     from benchmarks.jobs import SYNC_KIND
@@ -119,7 +122,7 @@ def open_attempts(size: int) -> str:
         awa.enqueue(SYNC_KIND, args={"n": n, "payload": ""})
     with connection.cursor() as cursor:
         request = ClaimRequest(queue="bench", claimed_by="bench", deadline_s=0)
-        claimed = run(cursor, claim_ready(request, limit=size))
+        claimed = run(cursor, claim_ready(request, rows=claimed_job_rows, limit=size))
     assert len(claimed) == size
     return close_params([Completion.of(job, Outcome.COMPLETED) for job in claimed])["batch"]
 

@@ -14,6 +14,7 @@ import pytest
 from django.db import connection, transaction
 
 import awa_django as awa
+from awa_django.core.claimed_job import claimed_job_rows
 from awa_django.storage.browse import job_progress
 from awa_django.storage.execution import LiveAttempt, heartbeat_attempts
 from awa_django.storage.queue import ClaimRequest, claim_ready
@@ -148,7 +149,9 @@ def test_a_heartbeat_saves_a_checkpoint_with_its_floats():
             (job,) = await run_async(
                 conn,
                 claim_ready(
-                    ClaimRequest(queue="default", claimed_by="w", deadline_s=0, aging_s=0), limit=1
+                    ClaimRequest(queue="default", claimed_by="w", deadline_s=0, aging_s=0),
+                    rows=claimed_job_rows,
+                    limit=1,
                 ),
             )
             live = LiveAttempt.of(job, progress={"percent": 1, "message": ""}, checkpoint=saved)

@@ -22,6 +22,7 @@ from django.urls import reverse
 
 from awa_django.callbacks.tokens import describe, parse_token
 from awa_django.conf import get_settings
+from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
 from awa_django.core.closed_attempts import report_closed
 from awa_django.core.completion import result_to_completion
 from awa_django.core.handler_result import MAX_RESULT_BYTES, HandlerResult
@@ -43,7 +44,6 @@ from awa_django.storage.callbacks import (
     resume_callback,
 )
 from awa_django.storage.execution import close_attempts, notify_cancel
-from awa_django.storage.queue import ClaimedJob
 from awa_django.storage.statement import run
 
 ACTIONS: Final = ("complete", "fail", "retry", "heartbeat", "resume")
@@ -104,7 +104,7 @@ def _in_transaction(token: str, act: Callable[[CursorWrapper, CallbackRef, Claim
     alias = get_settings().DATABASE_ALIAS
     try:
         with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-            locked = lock_callback(cursor, ref)
+            locked = lock_callback(cursor, ref, rows=claimed_job_rows)
             if locked.job is None:
                 raise status_error(locked.status, ref)
             return act(cursor, ref, locked.job)

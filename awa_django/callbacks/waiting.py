@@ -23,6 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.callbacks.external import seconds, status_error
 from awa_django.callbacks.tokens import describe, format_token, new_callback, parse_token
+from awa_django.core.claimed_job import ClaimedJob
 from awa_django.core.events import wait_for_any
 from awa_django.core.handler_result import HandlerResult
 from awa_django.exceptions import CallbackError, InvalidCallback, StaleCallback, WaitForCallback
@@ -33,7 +34,6 @@ from awa_django.storage.callbacks import (
     register_callback,
     take_callback_payload,
 )
-from awa_django.storage.queue import ClaimedJob
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,9 @@ from typing import Any
 from django.dispatch import Signal
 
 from awa_django import signals
-from awa_django.storage.execution import Closed, Completion, Outcome
+from awa_django.core.completion import Completion
+from awa_django.core.outcome import Outcome
+from awa_django.storage.execution import Closed
 from awa_django.telemetry import get_telemetry
 
 _OUTCOME_SIGNALS: dict[Outcome, Signal] = {

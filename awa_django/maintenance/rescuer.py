@@ -24,8 +24,9 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
+from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
 from awa_django.core.closed_attempts import report_closed
-from awa_django.core.completion import result_to_completion
+from awa_django.core.completion import Completion, result_to_completion
 from awa_django.core.handler_result import HandlerResult
 from awa_django.core.retry import RetryPolicy
 from awa_django.exceptions import AttemptRescued
@@ -33,7 +34,6 @@ from awa_django.logs import job_extra
 from awa_django.storage.callbacks import lock_timed_out_callbacks
 from awa_django.storage.execution import (
     Closed,
-    Completion,
     Rescuable,
     RescueCursor,
     close_attempts,
@@ -107,6 +107,7 @@ class Rescuer:
         async with self._pool.connection() as conn:
             scan = await find_rescuable(
                 conn,
+                rows=claimed_job_rows,
                 staleness_s=self._config.staleness_s,
                 limit=self._config.batch_size,
                 since=self._cursor,
@@ -130,8 +131,8 @@ class Rescuer:
         return RescuerResult(len(found), len(closed))
 
     async def _lock_callback_waits(
-        self, conn: AsyncConnection[Any], found: list[Rescuable]
-    ) -> list[Rescuable]:
+        self, conn: AsyncConnection[Any], found: list[Rescuable[ClaimedJob]]
+    ) -> list[Rescuable[ClaimedJob]]:
         """``found`` without the timed-out callback waits whose receipt another transaction
         holds (they are tried again next pass)."""
         # An external resolution holds the lease of its callback while it closes the attempt;
@@ -146,7 +147,7 @@ class Rescuer:
             if i.reason != "callback_timeout" or (i.job.job_id, i.job.run_lease) in locked
         ]
 
-    def _completions(self, found: list[Rescuable]) -> list[Completion]:
+    def _completions(self, found: list[Rescuable[ClaimedJob]]) -> list[Completion]:
         now = self._now()
         return [
             result_to_completion(
@@ -160,7 +161,7 @@ class Rescuer:
 
     async def _report(
         self,
-        found: list[Rescuable],
+        found: list[Rescuable[ClaimedJob]],
         completions: list[Completion],
         closed: Closed,
     ) -> None:

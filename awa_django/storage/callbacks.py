@@ -14,16 +14,20 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
 
 from awa_django.sql import queries
 from awa_django.storage.jobs import fetch_dicts
-from awa_django.storage.queue import CLAIMED_JOB_JSON, ClaimedJob
+from awa_django.storage.queue import CLAIMED_JOB_JSON
+from awa_django.storage.statement import RowsOf
 
 _SQL = queries("callbacks")
+
+# What the caller's row maker makes of the locked attempt (core's ClaimedJob).
+J = TypeVar("J")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +43,11 @@ class CallbackRef:
 
 
 @dataclass(frozen=True, slots=True)
-class LockedCallback:
+class LockedCallback(Generic[J]):
     """A callback locked for resolution: its status and, when ``waiting``, its attempt."""
 
     status: str
-    job: ClaimedJob | None
+    job: J | None
 
 
 async def register_callback(
@@ -74,12 +78,13 @@ async def take_callback_payload(conn: AsyncConnection[Any], ref: CallbackRef) ->
     return str(row[0]), row[1]
 
 
-def lock_callback(cursor: CursorWrapper, ref: CallbackRef) -> LockedCallback:
-    """Lock ``ref``'s lease until the transaction ends and say where the callback stands."""
+def lock_callback(cursor: CursorWrapper, ref: CallbackRef, *, rows: RowsOf[J]) -> LockedCallback[J]:
+    """Lock ``ref``'s lease until the transaction ends and say where the callback stands;
+    ``rows`` makes the attempt from its columns (``core.claimed_job.claimed_job_rows``)."""
     cursor.execute(_SQL["lock_callback"], ref.params())
     (values,) = fetch_dicts(cursor, CLAIMED_JOB_JSON)  # the function always answers one row
     status = values.pop("status")
-    job = ClaimedJob(**values) if status == "waiting" else None
+    job = rows(tuple(values))(tuple(values.values())) if status == "waiting" else None
     return LockedCallback(status=status, job=job)
 
 

@@ -6,28 +6,19 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
-from typing import Any, Final, Protocol
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from awa_django.exact_json import exact_text
 from awa_django.sql import queries
-from awa_django.storage.queue import ClaimedJob
-from awa_django.storage.statement import Statement, nothing
+from awa_django.storage.statement import RowsOf, Statement, nothing
 
 _SQL = queries("execution")
 
-
-class Outcome(StrEnum):
-    """How an attempt closed; the first three are terminal for the job."""
-
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    RETRYABLE = "retryable"
-    SNOOZED = "snoozed"
+# What the caller's row maker makes of an attempt found by the rescue scan (core's ClaimedJob).
+J = TypeVar("J")
 
 
 _ADDRESS_FIELDS: Final = (
@@ -41,20 +32,20 @@ _ADDRESS_FIELDS: Final = (
 )
 
 
-def receipt_address(item: Any) -> dict[str, Any]:
+def receipt_address(item: ReceiptAddress) -> dict[str, Any]:
     """The fields that name an attempt's receipt (and so guard its writes), from a claimed job
     or any value carrying them."""
     return {name: getattr(item, name) for name in _ADDRESS_FIELDS}
 
 
-def address_arrays(items: Sequence[Any]) -> dict[str, list[Any]]:
+def address_arrays(items: Sequence[ReceiptAddress]) -> dict[str, list[Any]]:
     """The receipt address of a batch as parallel arrays, the shape the SQL functions unnest."""
     return {name: [getattr(item, name) for item in items] for name in _ADDRESS_FIELDS}
 
 
-class Attempt(Protocol):
-    """What closing an attempt needs to know of it: its receipt address, and the attempt
-    counts the retry policy reads (a ``ClaimedJob``, or the ``Completion`` of the attempt)."""
+class ReceiptAddress(Protocol):
+    """The fields that name an attempt's receipt, and so guard its writes (a claimed job, its
+    completion, its live attempt)."""
 
     @property
     def job_id(self) -> int: ...
@@ -70,63 +61,24 @@ class Attempt(Protocol):
     def lane_seq(self) -> int: ...
     @property
     def ready_slot(self) -> int: ...
+
+
+class CloseItem(ReceiptAddress, Protocol):
+    """What the close statement reads of one attempt it closes (core's ``Completion``):
+    ``outcome`` is the name awa.close_batch reads (``completed``, ``retryable``, ...)."""
+
     @property
-    def kind(self) -> str: ...
+    def outcome(self) -> str: ...
     @property
-    def attempt(self) -> int: ...
+    def delay_s(self) -> float | None: ...
     @property
-    def max_attempts(self) -> int: ...
-
-
-# Not frozen: built per finished attempt on the hot path (see ClaimedJob).
-@dataclass(slots=True, kw_only=True)
-class Completion:
-    """The result of one attempt, addressed by its receipt and guarded by its run_lease."""
-
-    job_id: int
-    run_lease: int
-    queue: str
-    priority: int
-    shard: int
-    lane_seq: int
-    ready_slot: int
-    outcome: Outcome
-    # Seconds until a retryable or snoozed job runs again (None otherwise), counted from the
-    # database's clock when the completion is written: a worker's own clock may be off.
-    delay_s: float | None = None
-    # This attempt's error (or cancel reason) as a JSON object.
-    error: dict[str, Any] | None = None
-    # Progress and checkpoint the attempt reported; None leaves the saved ones unchanged.
-    progress: dict[str, Any] | None = None
-    checkpoint: dict[str, Any] | None = None
-    # A completed attempt's return value as JSON text (a handler's value other than None, or a
-    # django.tasks result, made a ``StoredReturn`` in the handler); None stores nothing.
-    result_json: str | None = None
-    # Carried for signals, metrics and logs, and for closing the attempt another way when the
-    # database refuses this completion (never written): saves re-reading the job.
-    kind: str = ""
-    attempt: int = 0
-    max_attempts: int = 0
-
-    @classmethod
-    def of(cls, job: Attempt, outcome: Outcome, **details: Any) -> Completion:
-        """The completion of ``job``'s attempt, addressed by its receipt."""
-        # The address is spelled out, not receipt_address(job): one is built per finished
-        # attempt, and the getattr loop and its dict were a measurable part of its cost.
-        return cls(
-            job_id=job.job_id,
-            run_lease=job.run_lease,
-            queue=job.queue,
-            priority=job.priority,
-            shard=job.shard,
-            lane_seq=job.lane_seq,
-            ready_slot=job.ready_slot,
-            outcome=outcome,
-            kind=job.kind,
-            attempt=job.attempt,
-            max_attempts=job.max_attempts,
-            **details,
-        )
+    def error(self) -> dict[str, Any] | None: ...
+    @property
+    def progress(self) -> dict[str, Any] | None: ...
+    @property
+    def checkpoint(self) -> dict[str, Any] | None: ...
+    @property
+    def result_json(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,7 +96,7 @@ class LiveAttempt:
     checkpoint: dict[str, Any] | None = None
 
     @classmethod
-    def of(cls, job: ClaimedJob, **details: Any) -> LiveAttempt:
+    def of(cls, job: ReceiptAddress, **details: Any) -> LiveAttempt:
         """``job``'s running attempt, addressed by its receipt."""
         return cls(
             **receipt_address(job),
@@ -153,12 +105,12 @@ class LiveAttempt:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Rescuable:
+class Rescuable(Generic[J]):
     """An open attempt the leader must rescue, and why ('deadline', 'heartbeat' or
     'callback_timeout')."""
 
     reason: str
-    job: ClaimedJob
+    job: J
 
 
 def _json_or_none(value: dict[str, Any] | None) -> Jsonb | None:
@@ -174,13 +126,13 @@ def _closed(rows: list[tuple[Any, ...]]) -> Closed:
     return {(int(job_id), int(lease)): run_at for job_id, lease, run_at in rows}
 
 
-def close_attempts(completions: Sequence[Completion]) -> Statement[Closed]:
+def close_attempts(completions: Sequence[CloseItem]) -> Statement[Closed]:
     """Write a batch of completions in one statement; answers the attempts that closed.
     Anything missing was stale: an older lease, or an attempt closed by someone else."""
     return Statement(sql=_SQL["close_attempts"], params=close_params(completions), read=_closed)
 
 
-def close_params(completions: Sequence[Completion]) -> dict[str, str]:
+def close_params(completions: Sequence[CloseItem]) -> dict[str, str]:
     """The parameters of the close statement: the batch as one JSON array, in the shape
     awa.close_attempts reads; a key that is missing reads as NULL there."""
     return {"batch": "[" + ",".join(_close_item(c) for c in completions) + "]"}
@@ -191,7 +143,7 @@ _QUEUE_LITERALS: dict[str, str] = {}
 _QUEUE_LITERALS_MAX: Final = 1024
 
 
-def _close_item(c: Completion) -> str:
+def _close_item(c: CloseItem) -> str:
     # Nearly every item closes an attempt that succeeded and stored nothing: its JSON is its
     # address and outcome, all integers and known strings, formatted directly. Building a dict
     # for json.dumps cost twice as much, the integer checks included, and sent five nulls
@@ -211,7 +163,7 @@ def _close_item(c: Completion) -> str:
         return (
             f'{{"ready_slot":{c.ready_slot:d},"queue":{queue},"priority":{c.priority:d},'
             f'"shard":{c.shard:d},"lane_seq":{c.lane_seq:d},"job_id":{c.job_id:d},'
-            f'"run_lease":{c.run_lease:d},"outcome":"{c.outcome.value}"}}'
+            f'"run_lease":{c.run_lease:d},"outcome":"{c.outcome}"}}'
         )
     details = {
         "delay_s": c.delay_s,
@@ -233,7 +185,7 @@ def _close_item(c: Completion) -> str:
             "lane_seq": c.lane_seq,
             "job_id": c.job_id,
             "run_lease": c.run_lease,
-            "outcome": c.outcome.value,
+            "outcome": c.outcome,
             **{name: value for name, value in details.items() if value is not None},
         }
     )
@@ -266,22 +218,24 @@ class RescueCursor:
 
 
 @dataclass(frozen=True, slots=True)
-class RescueScan:
+class RescueScan(Generic[J]):
     """One pass's finds, and the cursor the next pass may start from once these are closed."""
 
-    found: list[Rescuable]
+    found: list[Rescuable[J]]
     next_cursor: RescueCursor
 
 
 async def find_rescuable(
     conn: AsyncConnection[Any],
     *,
+    rows: RowsOf[J],
     staleness_s: float,
     limit: int,
     since: RescueCursor | None = None,
-) -> RescueScan:
+) -> RescueScan[J]:
     """Open attempts past their deadline, silent for longer than ``staleness_s`` or past their
-    callback timeout; ``since`` None looks at every retained receipt."""
+    callback timeout; ``since`` None looks at every retained receipt. ``rows`` makes each
+    attempt from the columns of a claimed job (``core.claimed_job.claimed_job_rows``)."""
     params = {
         "staleness_s": staleness_s,
         "limit": limit,
@@ -295,12 +249,9 @@ async def find_rescuable(
         cutoffs = await cursor.fetchone()
         assert cutoffs is not None  # a SELECT without FROM returns its one row
         cursor = await conn.execute(_SQL["find_rescuable"], params)
-        names = [column.name for column in cursor.description or ()]
-        found = []
-        for row in await cursor.fetchall():
-            values = dict(zip(names, row, strict=True))
-            reason = values.pop("reason")
-            found.append(Rescuable(reason=reason, job=ClaimedJob(**values)))
+        # The first column is the reason, the others the attempt's.
+        make = rows(tuple(column.name for column in cursor.description or ())[1:])
+        found = [Rescuable(reason=row[0], job=make(row[1:])) for row in await cursor.fetchall()]
     return RescueScan(found, RescueCursor(*cutoffs))
 
 

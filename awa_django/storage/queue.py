@@ -11,10 +11,10 @@ updated: the SQL functions behind these calls live in the substrate migration.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
@@ -22,7 +22,7 @@ from psycopg import AsyncConnection
 from awa_django.sql import queries
 from awa_django.storage import copy_text
 from awa_django.storage.copy_text import CopyBatch
-from awa_django.storage.statement import Statement, all_rows, rows_of
+from awa_django.storage.statement import RowsOf, Statement, all_rows, rows_of
 
 _SQL = queries("queue")
 
@@ -41,54 +41,11 @@ class NewJob:
     tags: Sequence[str]
 
 
-# Not frozen, like Completion: one is built per claimed job, and a frozen dataclass's __init__
-# (one object.__setattr__ per field) made a no-op drain measurably slower (docs/benchmarks.md).
-# Nothing mutates them.
-# Positional: the claim's row maker builds one from each row's values in column order.
-@dataclass(slots=True)
-class ClaimedJob:
-    """A job claimed by this worker, with the lease every later write must carry."""
-
-    queue: str
-    priority: int
-    shard: int
-    lane_seq: int
-    ready_slot: int
-    job_id: int
-    kind: str
-    args: dict[str, Any]
-    attempt: int
-    run_lease: int
-    max_attempts: int
-    run_at: datetime
-    created_at: datetime
-    metadata: dict[str, Any]
-    tags: list[str]
-    errors: list[Any]
-    # Saved by earlier attempts of this job (None when there is none).
-    progress: dict[str, Any] | None = None
-    checkpoint: dict[str, Any] | None = None
-
-
-CLAIMED_JOB_COLUMNS: Final = tuple(field.name for field in fields(ClaimedJob))
-
-
 # The jsonb columns of a claimed job (Django's connection hands them back as text).
 CLAIMED_JOB_JSON: Final = ("args", "metadata", "errors", "progress", "checkpoint")
 
-
-def _claimed_job(values: Sequence[Any]) -> ClaimedJob:
-    return ClaimedJob(*values)
-
-
-def claimed_job_rows(names: tuple[str, ...]) -> Callable[[Sequence[Any]], ClaimedJob]:
-    """``Statement.rows`` of a claim: each row a ``ClaimedJob``, built from the values in
-    column order. Going through a keyword dict per row (``class_row``) cost the claim time per
-    job, on the path between the claim's reply and the handlers' start. The columns are checked
-    once per result, so a statement out of step fails loudly."""
-    if names != CLAIMED_JOB_COLUMNS:
-        raise ValueError(f"claim returned columns {names}, expected {CLAIMED_JOB_COLUMNS}")
-    return _claimed_job
+# What the caller's row maker makes of a claimed row (core's ClaimedJob).
+J = TypeVar("J")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -186,15 +143,16 @@ def copy_ready(cursor: CursorWrapper, batch: CopyBatch, args_json: Iterable[str]
 
 
 def claim_ready(
-    request: ClaimRequest, *, limit: int, aged: bool = True
-) -> Statement[list[ClaimedJob]]:
+    request: ClaimRequest, *, rows: RowsOf[J], limit: int, aged: bool = True
+) -> Statement[list[J]]:
     """Claim up to ``limit`` jobs of the request's queue in one statement (in autocommit, or in
-    the caller's transaction)."""
+    the caller's transaction); ``rows`` makes each job from its row
+    (``core.claimed_job.claimed_job_rows``)."""
     return Statement(
         sql=_SQL["claim_ready"],
         params=request.params(limit=limit, aged=aged),
         read=all_rows,
-        rows=claimed_job_rows,
+        rows=rows,
         json=CLAIMED_JOB_JSON,
     )
 

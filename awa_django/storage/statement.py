@@ -31,10 +31,12 @@ T = TypeVar("T")
 # A statement is immutable and only produces its answer: one answering a list of depths is one
 # answering an iterable of them.
 T_co = TypeVar("T_co", covariant=True)
+R = TypeVar("R")
 
-# Given a result's column names, the function that makes one row from its values; called once
-# per result, so a check of the columns costs nothing per row.
-RowsOf = Callable[[tuple[str, ...]], Callable[[Sequence[Any]], Any]]
+# Given a result's column names, the function that makes one row (an ``R``) from its values;
+# called once per result, so a check of the columns costs nothing per row. A statement whose
+# rows are values of a layer above storage (a claimed job) takes its row maker from the caller.
+RowsOf = Callable[[tuple[str, ...]], Callable[[Sequence[Any]], R]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,7 +48,7 @@ class Statement(Generic[T_co]):
     # The answer, from the rows (tuples, or what ``rows`` made; empty when there is no result).
     read: Callable[[list[Any]], T_co]
     # How rows are made from their values; None keeps them as tuples.
-    rows: RowsOf | None = None
+    rows: RowsOf[Any] | None = None
     # Columns that are jsonb, so that both connections read them as parsed values.
     json: tuple[str, ...] = ()
 
@@ -67,7 +69,7 @@ def first_int(rows: list[Any]) -> int:
 
 # Cached: one ``rows`` per class, so that ``run_async`` keeps one psycopg factory for it.
 @cache
-def rows_of(make: Callable[..., Any]) -> RowsOf:
+def rows_of(make: Callable[..., R]) -> RowsOf[R]:
     """``rows`` making each row ``make(**columns)``: a record class, or ``dict``."""
     return lambda names: lambda values: make(**dict(zip(names, values, strict=True)))
 
@@ -110,7 +112,7 @@ def _decode_json(row: Sequence[Any], positions: Sequence[int]) -> tuple[Any, ...
 # Cached: a statement's ``rows`` is a module-level function, so each gets one psycopg factory
 # instead of a new closure per execution on the hot path.
 @cache
-def _row_factory(rows: RowsOf) -> RowFactory[Any]:
+def _row_factory(rows: RowsOf[Any]) -> RowFactory[Any]:
     def factory(cursor: BaseCursor[Any, Any]) -> RowMaker[Any]:
         if cursor.description is None:
             return no_result

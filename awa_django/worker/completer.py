@@ -20,13 +20,13 @@ from typing import Any, Final
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.core.closed_attempts import report_closed
-from awa_django.core.completion import result_to_completion
+from awa_django.core.completion import Completion, result_to_completion
 from awa_django.core.events import wait_for_any
 from awa_django.core.handler_result import HandlerResult
 from awa_django.core.retry import RetryPolicy
 from awa_django.exceptions import UnstorableAttempt
 from awa_django.logs import job_extra
-from awa_django.storage.execution import Closed, Completion, close_attempts
+from awa_django.storage.execution import Closed, close_attempts
 from awa_django.storage.queue import notify_queues
 from awa_django.storage.statement import run_async
 from awa_django.worker.isolation import refusal_reason, write_apart

@@ -32,12 +32,13 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
 from awa_django.core.completion import result_to_completion
 from awa_django.core.events import wait_for_any
 from awa_django.core.retry import RetryPolicy
 from awa_django.exceptions import Cancel, RetryAfter, Snooze, WaitForCallback
 from awa_django.jobs import Job, JobContext
-from awa_django.storage.queue import ClaimedJob, ClaimRequest, claim_ready
+from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.rate_limits import FleetBudget, claim_ready_limited
 from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
@@ -323,12 +324,19 @@ class Dispatcher:
                     limited = await run_async(
                         conn,
                         claim_ready_limited(
-                            self._request, self._fleet_budget, limit=limit, aged=aged
+                            self._request,
+                            self._fleet_budget,
+                            rows=claimed_job_rows,
+                            limit=limit,
+                            aged=aged,
                         ),
                     )
                     jobs, self._throttled_for_s = limited.jobs, limited.throttled_for_s
                 else:
-                    jobs = await run_async(conn, claim_ready(self._request, limit=limit, aged=aged))
+                    jobs = await run_async(
+                        conn,
+                        claim_ready(self._request, rows=claimed_job_rows, limit=limit, aged=aged),
+                    )
         except Exception:
             logger.exception("claim failed queue=%s", self.queue)
             return []

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import async_to_sync
 from django.db import close_old_connections
 
+from awa_django.core.claimed_job import ClaimedJob
 from awa_django.core.handler_result import HandlerResult, StoredReturn, kept_return
 from awa_django.exceptions import JobOutcome, UnknownJobKind
 from awa_django.jobs import AttemptProgress, Job, JobContext
-from awa_django.storage.queue import ClaimedJob
 from awa_django.worker.handler_threads import HandlerThreads
 
 if TYPE_CHECKING:

@@ -20,15 +20,17 @@ from asgiref.sync import async_to_sync
 from django.db import DatabaseError, connections, transaction
 
 from awa_django.conf import get_settings
+from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
 from awa_django.core.closed_attempts import report_closed
 from awa_django.core.completion import result_to_completion
+from awa_django.core.outcome import Outcome
 from awa_django.core.retry import RetryPolicy
 from awa_django.jobs import Job, registry
 from awa_django.storage import eager as eager_storage
 from awa_django.storage.backlog import promote_due
 from awa_django.storage.eager import NextReady
-from awa_django.storage.execution import Outcome, close_attempts
-from awa_django.storage.queue import ClaimedJob, ClaimRequest, claim_ready
+from awa_django.storage.execution import close_attempts
+from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.runtime import sync_queue_policies
 from awa_django.storage.statement import run
 from awa_django.worker.executor import context_for, execute_in_calling_thread
@@ -105,7 +107,7 @@ class InProcessRunner:
         with connections[self.alias].cursor() as cursor:
             # What the cursor's transaction enqueued is claimable only once published.
             eager_storage.publish_pending(cursor)
-            return run(cursor, claim_ready(request, limit=limit))
+            return run(cursor, claim_ready(request, rows=claimed_job_rows, limit=limit))
 
     def work(self, job: ClaimedJob) -> RanJob:
         """Run a claimed job's handler here and close its attempt."""

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import logging
 
+from awa_django.core.claimed_job import ClaimedJob
+from awa_django.core.outcome import Outcome
 from awa_django.exceptions import InvalidReturnValue, JobOutcome
 from awa_django.logs import TRACE, job_extra
-from awa_django.storage.execution import Outcome
-from awa_django.storage.queue import ClaimedJob
 
 logger = logging.getLogger(__name__)
 

@@ -10,6 +10,7 @@ from django.db import connection
 
 import awa_django as awa
 from awa_django.callbacks.tokens import format_token, new_callback
+from awa_django.core.claimed_job import claimed_job_rows
 from awa_django.storage.callbacks import register_callback
 from awa_django.storage.execution import find_rescuable
 from awa_django.storage.queue import ClaimRequest, claim_ready
@@ -34,6 +35,7 @@ def claim_and_register(*, deadline_s: float, timeout_s: float = 3600.0) -> str:
                     ClaimRequest(
                         queue="default", claimed_by="test", deadline_s=deadline_s, aging_s=0.0
                     ),
+                    rows=claimed_job_rows,
                     limit=1,
                 ),
             )
@@ -47,7 +49,9 @@ def claim_and_register(*, deadline_s: float, timeout_s: float = 3600.0) -> str:
 def rescuable_reasons(staleness_s: float = 3600.0) -> list[str]:
     async def main() -> list[str]:
         async with await connect("default") as conn:
-            scan = await find_rescuable(conn, staleness_s=staleness_s, limit=9)
+            scan = await find_rescuable(
+                conn, rows=claimed_job_rows, staleness_s=staleness_s, limit=9
+            )
             return [r.reason for r in scan.found]
 
     return asyncio.run(main())

@@ -11,6 +11,7 @@ import pytest
 from django.db import connection
 
 import awa_django as awa
+from awa_django.core.claimed_job import claimed_job_rows
 from awa_django.maintenance.queue_stats import QueueStats, QueueStatsConfig, QueueStatsResult
 from awa_django.storage.queue import ClaimRequest, QueueDepth, claim_ready
 from awa_django.storage.statement import run_async
@@ -39,7 +40,9 @@ def claim_one(queue: str) -> None:
             claimed = await run_async(
                 conn,
                 claim_ready(
-                    ClaimRequest(queue=queue, claimed_by="tests", deadline_s=0, aging_s=0), limit=1
+                    ClaimRequest(queue=queue, claimed_by="tests", deadline_s=0, aging_s=0),
+                    rows=claimed_job_rows,
+                    limit=1,
                 ),
             )
             assert len(claimed) == 1

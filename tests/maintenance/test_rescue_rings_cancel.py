@@ -17,16 +17,13 @@ from django.db import connection, connections, transaction
 from django.test import override_settings
 
 import awa_django as awa
+from awa_django.core.claimed_job import claimed_job_rows
+from awa_django.core.completion import Completion
+from awa_django.core.outcome import Outcome
 from awa_django.core.retry import RetryPolicy
 from awa_django.maintenance.rescuer import RescueConfig, Rescuer
 from awa_django.maintenance.rings import RingConfig, RingMaintainer
-from awa_django.storage.execution import (
-    Completion,
-    LiveAttempt,
-    Outcome,
-    close_attempts,
-    heartbeat_attempts,
-)
+from awa_django.storage.execution import LiveAttempt, close_attempts, heartbeat_attempts
 from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.statement import run_async
 from awa_django.worker.connections import connect, open_pool
@@ -92,7 +89,7 @@ def rings(completed_retention_s: float = 0.0, failed_retention_s: float = 3600.0
 
 def claim(deadline_s: float = 0.0):
     request = ClaimRequest(queue="default", claimed_by="dead", deadline_s=deadline_s)
-    return run(run_async, claim_ready(request, limit=100))
+    return run(run_async, claim_ready(request, rows=claimed_job_rows, limit=100))
 
 
 def complete(job, outcome=Outcome.COMPLETED, **extra):

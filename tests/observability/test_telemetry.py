@@ -20,8 +20,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import awa_django as awa
 from awa_django import telemetry as awa_telemetry
-from awa_django.storage.execution import Completion, Outcome
-from awa_django.storage.queue import ClaimedJob
+from awa_django.core.claimed_job import ClaimedJob
+from awa_django.core.completion import Completion
+from awa_django.core.outcome import Outcome
 from awa_django.telemetry import (
     PROVIDER_CHECK_INTERVAL_S,
     TRACEPARENT_KEY,

@@ -229,6 +229,7 @@ def test_round_trip_with_a_real_worker_process(worker_process):
 
 
 def test_attempts_the_rescuer_closes_on_their_last_attempt_route_too():
+    from awa_django.core.claimed_job import claimed_job_rows
     from awa_django.core.retry import RetryPolicy
     from awa_django.maintenance.rescuer import RescueConfig, Rescuer
     from awa_django.storage.queue import ClaimRequest, claim_ready
@@ -245,6 +246,7 @@ def test_attempts_the_rescuer_closes_on_their_last_attempt_route_too():
                     conn,
                     claim_ready(
                         ClaimRequest(queue="default", claimed_by="gone", deadline_s=0, aging_s=0),
+                        rows=claimed_job_rows,
                         limit=1,
                     ),
                 )

@@ -11,6 +11,7 @@ from django.db import connection
 from django.test import override_settings
 
 import awa_django as awa
+from awa_django.core.claimed_job import claimed_job_rows
 from awa_django.exceptions import ConfirmationRequired, InvalidJob
 from awa_django.maintenance.queue_stats import QueueStats, QueueStatsConfig
 from awa_django.storage.queue import ClaimRequest, claim_ready
@@ -34,7 +35,9 @@ def claim(queue: str, n: int) -> list[int]:
             jobs = await run_async(
                 conn,
                 claim_ready(
-                    ClaimRequest(queue=queue, claimed_by="t", deadline_s=0, aging_s=0), limit=n
+                    ClaimRequest(queue=queue, claimed_by="t", deadline_s=0, aging_s=0),
+                    rows=claimed_job_rows,
+                    limit=n,
                 ),
             )
             return [j.job_id for j in jobs]

@@ -12,7 +12,8 @@ from django.db import connection
 from django.test import override_settings
 
 import awa_django as awa
-from awa_django.storage.queue import ClaimedJob, ClaimRequest, claim_ready
+from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
+from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.statement import run_async
 from awa_django.worker.connections import connect
 from tests.conftest import run_burst
@@ -27,6 +28,7 @@ def claim(limit: int, aging_s: float) -> list[ClaimedJob]:
                 conn,
                 claim_ready(
                     ClaimRequest(queue="default", claimed_by="test", deadline_s=0, aging_s=aging_s),
+                    rows=claimed_job_rows,
                     limit=limit,
                 ),
             )

@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
+from awa_django.core.claimed_job import claimed_job_rows
 from awa_django.maintenance.rate_ledger import RateLedgerCleaner, RateLedgerConfig
 from awa_django.storage.queue import ClaimRequest
 from awa_django.storage.rate_limits import FleetBudget, claim_ready_limited
@@ -83,8 +84,12 @@ def test_a_fleet_claim_reports_how_long_the_budget_holds_it_back():
         async with await connect("default") as conn:
             request = ClaimRequest(queue="default", claimed_by="t", deadline_s=0)
             budget = FleetBudget(rate=2.0, burst=3)
-            first = await run_async(conn, claim_ready_limited(request, budget, limit=5))
-            second = await run_async(conn, claim_ready_limited(request, budget, limit=5))
+            first = await run_async(
+                conn, claim_ready_limited(request, budget, rows=claimed_job_rows, limit=5)
+            )
+            second = await run_async(
+                conn, claim_ready_limited(request, budget, rows=claimed_job_rows, limit=5)
+            )
         return (
             [j.job_id for j in first.jobs],
             first.throttled_for_s,
@@ -107,7 +112,9 @@ def test_a_drained_queue_is_not_reported_as_throttled():
         async with await connect("default") as conn:
             request = ClaimRequest(queue="default", claimed_by="t", deadline_s=0)
             budget = FleetBudget(rate=100.0, burst=100)
-            claim = await run_async(conn, claim_ready_limited(request, budget, limit=5))
+            claim = await run_async(
+                conn, claim_ready_limited(request, budget, rows=claimed_job_rows, limit=5)
+            )
         assert len(claim.jobs) == 2
         return claim.throttled_for_s
 

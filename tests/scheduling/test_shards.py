@@ -13,10 +13,13 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 import awa_django as awa
+from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
+from awa_django.core.completion import Completion
+from awa_django.core.outcome import Outcome
 from awa_django.exceptions import InvalidJob
 from awa_django.shards import get_enqueue_shards, lane_backlog, set_enqueue_shards
-from awa_django.storage.execution import Completion, Outcome, close_attempts
-from awa_django.storage.queue import ClaimedJob, ClaimRequest, claim_ready
+from awa_django.storage.execution import close_attempts
+from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.statement import run_async
 from awa_django.worker.connections import connect
 
@@ -30,6 +33,7 @@ def claim(limit: int = 1000, aging_s: float = 0) -> list[ClaimedJob]:
                 conn,
                 claim_ready(
                     ClaimRequest(queue="default", claimed_by="test", deadline_s=0, aging_s=aging_s),
+                    rows=claimed_job_rows,
                     limit=limit,
                 ),
             )

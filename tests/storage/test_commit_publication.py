@@ -16,7 +16,8 @@ import pytest
 from django.db import DatabaseError, OperationalError, connection, connections, transaction
 
 import awa_django as awa
-from awa_django.storage.queue import ClaimedJob, ClaimRequest, claim_ready
+from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
+from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.statement import run_async
 from awa_django.worker.connections import connect, connection_kwargs
 from tests.jobs import noop
@@ -66,6 +67,7 @@ def claim(queue: str = "default", limit: int = 100) -> list[ClaimedJob]:
                 conn,
                 claim_ready(
                     ClaimRequest(queue=queue, claimed_by="test", deadline_s=0, aging_s=0),
+                    rows=claimed_job_rows,
                     limit=limit,
                 ),
             )

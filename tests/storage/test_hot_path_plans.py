@@ -13,10 +13,12 @@ import pytest
 from django.db import connection, transaction
 
 import awa_django as awa
+from awa_django.core.completion import Completion
+from awa_django.core.outcome import Outcome
 from awa_django.enqueue import enqueue_at_lane_priority
 from awa_django.enqueue_options import EnqueueOptions
 from awa_django.sql import queries
-from awa_django.storage.execution import Completion, Outcome, close_params
+from awa_django.storage.execution import close_params
 from tests.jobs import noop
 
 CLAIM = """

@@ -12,9 +12,12 @@ from django.db import connection, transaction
 from psycopg import AsyncConnection
 
 import awa_django as awa
+from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
+from awa_django.core.completion import Completion
+from awa_django.core.outcome import Outcome
 from awa_django.storage.backlog import promote_due, seconds_until_next_due
-from awa_django.storage.execution import Completion, Outcome, close_attempts
-from awa_django.storage.queue import ClaimedJob, ClaimRequest, claim_ready
+from awa_django.storage.execution import close_attempts
+from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.statement import run_async
 from awa_django.worker.connections import connect
 
@@ -34,7 +37,7 @@ def claim(
     queue: str = "default", limit: int = 100, who: str = "test", deadline_s: float = 0
 ) -> list[ClaimedJob]:
     request = ClaimRequest(queue=queue, claimed_by=who, deadline_s=deadline_s)
-    return run(run_async, claim_ready(request, limit=limit))
+    return run(run_async, claim_ready(request, rows=claimed_job_rows, limit=limit))
 
 
 def completion(

@@ -11,8 +11,11 @@ import pytest
 from django.db import connection
 
 import awa_django as awa
-from awa_django.storage.execution import Completion, Outcome, close_attempts
-from awa_django.storage.queue import ClaimedJob, ClaimRequest, claim_ready, queue_depths
+from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
+from awa_django.core.completion import Completion
+from awa_django.core.outcome import Outcome
+from awa_django.storage.execution import close_attempts
+from awa_django.storage.queue import ClaimRequest, claim_ready, queue_depths
 from awa_django.storage.statement import Statement, all_rows, nothing, run, run_async
 from awa_django.worker.connections import connect
 
@@ -99,8 +102,8 @@ def test_a_claim_and_its_close_answer_alike_on_both_connections() -> None:
     for _ in range(2):
         awa.enqueue("k.same", args=args, metadata={"tenant": "t"}, tags=["a"])
     request = ClaimRequest(queue="default", claimed_by="executors", deadline_s=0)
-    (by_django,) = on_django(claim_ready(request, limit=1))
-    (by_psycopg,) = on_psycopg(claim_ready(request, limit=1))
+    (by_django,) = on_django(claim_ready(request, rows=claimed_job_rows, limit=1))
+    (by_psycopg,) = on_psycopg(claim_ready(request, rows=claimed_job_rows, limit=1))
     assert by_django.args == args and by_django.metadata == {"tenant": "t"}
     assert _comparable(by_django) == _comparable(by_psycopg)
     assert by_django.job_id != by_psycopg.job_id

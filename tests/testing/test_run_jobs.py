@@ -12,8 +12,8 @@ from django.test import TestCase, TransactionTestCase, override_settings
 
 import awa_django as awa
 from awa_django import signals
+from awa_django.core.outcome import Outcome
 from awa_django.exceptions import InvalidJob
-from awa_django.storage.execution import Outcome
 from awa_django.testing import (
     advance_clock,
     assert_enqueued,

@@ -7,7 +7,9 @@ import json
 
 import pytest
 
-from awa_django.storage.execution import Completion, Outcome, close_params
+from awa_django.core.completion import Completion
+from awa_django.core.outcome import Outcome
+from awa_django.storage.execution import close_params
 
 ADDRESS = {
     "ready_slot": 3,

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from awa_django.core.claimed_job import ClaimedJob
 from awa_django.jobs import Job, JobContext
-from awa_django.storage.queue import ClaimedJob
 from awa_django.worker.executor import context_for, execute
 from awa_django.worker.handler_threads import HandlerThreads
 

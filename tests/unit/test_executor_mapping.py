@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 import pytest
 
 import awa_django as awa
+from awa_django.core.claimed_job import ClaimedJob
 from awa_django.core.completion import result_to_completion
 from awa_django.core.handler_result import HandlerResult
+from awa_django.core.outcome import Outcome
 from awa_django.core.retry import RetryPolicy
-from awa_django.storage.execution import Outcome
-from awa_django.storage.queue import ClaimedJob
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 POLICY = RetryPolicy(base_s=1.0, max_s=60.0, jitter=0.25)

@@ -7,8 +7,8 @@ import pytest
 
 from awa_django.core.completion import result_to_completion
 from awa_django.core.handler_result import MAX_RESULT_BYTES, HandlerResult, StoredReturn
+from awa_django.core.outcome import Outcome
 from awa_django.exceptions import InvalidReturnValue, TerminalError
-from awa_django.storage.execution import Outcome
 from tests.unit.test_executor_mapping import NOW, POLICY, claimed
 
 

@@ -10,7 +10,8 @@ import pytest
 from psycopg import conninfo
 
 import awa_django as awa
-from awa_django.storage.queue import ClaimedJob, ClaimRequest, claim_ready, claimed_job_rows
+from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
+from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.statement import Statement, all_rows, run_async
 from awa_django.worker.connections import ClaimJsonbLoader, connection_kwargs, open_pool
 from tests.jobs import typed
@@ -32,6 +33,7 @@ async def claim_all(database: str = "default") -> tuple[list[ClaimedJob], object
                     ClaimRequest(
                         queue="default", claimed_by="decoding-test", deadline_s=0, aging_s=0
                     ),
+                    rows=claimed_job_rows,
                     limit=10,
                 ),
             )

@@ -11,9 +11,10 @@ from django.db import connection
 from django.test import override_settings
 
 import awa_django as awa
+from awa_django.core.completion import Completion
+from awa_django.core.outcome import Outcome
 from awa_django.core.retry import RetryPolicy
 from awa_django.storage.browse import job_progress
-from awa_django.storage.execution import Completion, Outcome
 from awa_django.worker.completer import Completer
 from awa_django.worker.connections import open_pool
 from tests.conftest import BackgroundWorker, wait_until
