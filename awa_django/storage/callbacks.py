@@ -20,9 +20,8 @@ from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
 
 from awa_django.sql import queries
-from awa_django.storage.jobs import fetch_dicts
 from awa_django.storage.queue import CLAIMED_JOB_JSON
-from awa_django.storage.statement import RowsOf
+from awa_django.storage.statement import RowsOf, Statement, all_rows, rows_of, run
 
 _SQL = queries("callbacks")
 
@@ -81,8 +80,14 @@ async def take_callback_payload(conn: AsyncConnection[Any], ref: CallbackRef) ->
 def lock_callback(cursor: CursorWrapper, ref: CallbackRef, *, rows: RowsOf[J]) -> LockedCallback[J]:
     """Lock ``ref``'s lease until the transaction ends and say where the callback stands;
     ``rows`` makes the attempt from its columns (``core.claimed_job.claimed_job_rows``)."""
-    cursor.execute(_SQL["lock_callback"], ref.params())
-    (values,) = fetch_dicts(cursor, CLAIMED_JOB_JSON)  # the function always answers one row
+    locked = Statement(
+        sql=_SQL["lock_callback"],
+        params=ref.params(),
+        read=all_rows,
+        rows=rows_of(dict),
+        json=CLAIMED_JOB_JSON,
+    )
+    (values,) = run(cursor, locked)  # the function always answers one row
     status = values.pop("status")
     job = rows(tuple(values))(tuple(values.values())) if status == "waiting" else None
     return LockedCallback(status=status, job=job)

@@ -4,7 +4,6 @@ it."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -52,19 +51,6 @@ class Claim:
 
 # Django's connection hands jsonb back as text (its JSONField parses it), so these are decoded here.
 JSON_COLUMNS = ("args", "metadata", "errors", "result")
-
-
-def fetch_dicts(cursor: CursorWrapper, json_columns: Sequence[str]) -> list[dict[str, Any]]:
-    """The rows of the executed statement as dicts, with ``json_columns`` decoded."""
-    names = [col.name for col in cursor.description]
-    rows = []
-    for row in cursor.fetchall():
-        values = dict(zip(names, row, strict=True))
-        for column in json_columns:
-            if isinstance(values[column], str):
-                values[column] = json.loads(values[column])
-        rows.append(values)
-    return rows
 
 
 def _records(block: str, params: dict[str, Any]) -> Statement[list[JobRecord]]:
