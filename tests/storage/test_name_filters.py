@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 import awa_django as awa
@@ -271,3 +271,27 @@ def test_a_rare_state_of_a_common_kind_walks_the_states_rows_not_the_kinds():
         assert rows_read(listing) < 4 * COMPLETED + 100, (name, params)
         walked = plan(f"{name}_by_name", {"before": 2**63 - 1, "size": 10_001, **pair, **params})
         assert rows_read(walked) > COMMON, (name, params)
+
+
+def jit_setting() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        (value,) = cursor.fetchone()
+    return str(value)
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_listings_are_planned_without_jit_and_leave_the_session_setting_alone():
+    # A listing's plans span every ring partition with a probe per row: estimated far above
+    # jit_above_cost, compiled for longer than they run. Inside the caller's transaction the
+    # listing turns JIT off for the rest of it; in autocommit, the next statement has the
+    # server's setting again.
+    awa.enqueue("tests.noop", args={})
+    server_setting = jit_setting()
+    page(JobFilter(kind="tests.noop", state="running"))
+    assert count("running", JobFilter(kind="tests.noop")) == 0
+    assert jit_setting() == server_setting
+    with transaction.atomic():
+        page(JobFilter(state="available"))
+        assert jit_setting() == "off"
+    assert jit_setting() == server_setting
