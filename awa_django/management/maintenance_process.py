@@ -25,7 +25,7 @@ from awa_django.jobs import registry
 from awa_django.maintenance.maintainer import Maintainer, MaintenanceConfig
 from awa_django.maintenance.promoter import Promoter, PromoterConfig
 from awa_django.worker import connections
-from awa_django.worker.process import RunSummary, worker_identity
+from awa_django.worker.process import RunSummary, log_ready, worker_identity
 from awa_django.worker.reporter import InstanceReporter
 
 logger = logging.getLogger(__name__)
@@ -100,13 +100,7 @@ class MaintenanceProcess:
         background.append(
             asyncio.create_task(reporter.run(self.stopping, self.stopping), name="awa-reporter")
         )
-        logger.info(
-            "worker ready identity=%s queues=%s maintenance=%s burst=%s",
-            self.identity,
-            {},
-            True,
-            False,
-        )
+        log_ready(logger, self.identity, {}, maintenance=True, burst=False)
         try:
             await self.stopping.wait()
         finally:

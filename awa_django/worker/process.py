@@ -107,6 +107,19 @@ class RunSummary:
         )
 
 
+def log_ready(
+    to: logging.Logger, identity: str, queues: Mapping[str, int], *, maintenance: bool, burst: bool
+) -> None:
+    """The first line of a worker or ``awa_maintenance`` process, on its own logger."""
+    to.info(
+        "worker ready identity=%s queues=%s maintenance=%s burst=%s",
+        identity,
+        dict(queues),
+        maintenance,
+        burst,
+    )
+
+
 def config_from_settings(
     conf: AwaSettings,
     *,
@@ -332,12 +345,12 @@ class WorkerProcess:
             task.add_done_callback(self._on_dispatcher_done)
         await self._wait_listening()
         self.ready.set()
-        logger.info(
-            "worker ready identity=%s queues=%s maintenance=%s burst=%s",
+        log_ready(
+            logger,
             self.identity,
-            dict(config.queues),
-            config.maintenance is not None,
-            config.burst,
+            config.queues,
+            maintenance=config.maintenance is not None,
+            burst=config.burst,
         )
         try:
             await self.stopping.wait()
