@@ -3,14 +3,15 @@
 Declared in code: ``AWA["QUEUES"][name]`` takes ``display_name``, ``description``, ``owner``
 (and ``dlq``); ``@awa.job(..., description=, owner=, docs_url=)`` describes a kind. Every
 worker upserts its declarations at start and with each runtime snapshot, each with a content
-hash, and reports the hashes in its runtime row. Read back with ``awa.descriptors.queues()`` and
+hash, records the fields behind each hash once (``awa.declared_versions``), and reports the
+hashes in its runtime row. Read back with ``awa.descriptors.queues()`` and
 ``awa.descriptors.kinds()``:
 
 - ``stale``: no live runtime refreshed the descriptor within ``RUNTIME_STALE_AFTER_S`` (the code
   that declared it is no longer running anywhere);
 - ``drift``: live runtimes declare it with different hashes (a deploy in progress, or workers
   with different settings); ``runtime_hashes`` says which runtime declares which, and
-  ``drift_versions`` what each hash stands for, where this process can tell.
+  ``queue_drift_versions`` / ``kind_drift_versions`` what each hash stands for.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from django.db import connections
 
 from awa_django.conf import AwaSettings, get_settings
 from awa_django.jobs import Job
-from awa_django.storage.runtime import list_descriptors
+from awa_django.storage.runtime import declared_versions, list_descriptors
 
 
 def _content_hash(fields: dict[str, Any]) -> str:
@@ -43,15 +44,17 @@ class QueueDeclaration:
     dlq: bool
 
     @property
+    def fields(self) -> dict[str, Any]:
+        return {
+            "display_name": self.display_name,
+            "description": self.description,
+            "owner": self.owner,
+            "dlq": self.dlq,
+        }
+
+    @property
     def hash(self) -> str:
-        return _content_hash(
-            {
-                "display_name": self.display_name,
-                "description": self.description,
-                "owner": self.owner,
-                "dlq": self.dlq,
-            }
-        )
+        return _content_hash(self.fields)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,15 +66,17 @@ class KindDeclaration:
     docs_url: str
 
     @property
+    def fields(self) -> dict[str, Any]:
+        return {
+            "queue": self.queue,
+            "description": self.description,
+            "owner": self.owner,
+            "docs_url": self.docs_url,
+        }
+
+    @property
     def hash(self) -> str:
-        return _content_hash(
-            {
-                "queue": self.queue,
-                "description": self.description,
-                "owner": self.owner,
-                "docs_url": self.docs_url,
-            }
-        )
+        return _content_hash(self.fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +89,7 @@ class Declarations:
 
 def declared(conf: AwaSettings, jobs: Iterable[Job[Any, Any]]) -> Declarations:
     """The declarations of ``conf``'s queues and of ``jobs`` (later registrations of a kind
-    win, as in the registry)."""
+    win, as in the registry), each sorted by name: every worker writes its rows in one order."""
     kinds = {
         job.kind: KindDeclaration(
             kind=job.kind,
@@ -104,7 +109,7 @@ def declared(conf: AwaSettings, jobs: Iterable[Job[Any, Any]]) -> Declarations:
                 owner=q.owner,
                 dlq=q.dlq,
             )
-            for q in conf.QUEUES.values()
+            for q in sorted(conf.QUEUES.values(), key=lambda q: q.name)
         ),
         kinds=tuple(kinds[kind] for kind in sorted(kinds)),
     )
@@ -127,6 +132,16 @@ class QueueDescriptor:
     # Live runtime instance id -> the hash it declares.
     runtime_hashes: dict[str, str]
 
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The declared fields, named as in a declaration's (``QueueDeclaration.fields``)."""
+        return {
+            "display_name": self.display_name,
+            "description": self.description,
+            "owner": self.owner,
+            "dlq": self.dlq_enabled,
+        }
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KindDescriptor:
@@ -143,6 +158,16 @@ class KindDescriptor:
     stale: bool
     drift: bool
     runtime_hashes: dict[str, str]
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """The declared fields, as in a declaration's (``KindDeclaration.fields``)."""
+        return {
+            "queue": self.queue,
+            "description": self.description,
+            "owner": self.owner,
+            "docs_url": self.docs_url,
+        }
 
 
 def queues() -> list[QueueDescriptor]:
@@ -164,55 +189,51 @@ def kinds() -> list[KindDescriptor]:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeclaredVersion:
     """One of the differing declarations of a drifting descriptor: its hash, the live runtimes
-    that declare it, and its fields when known here. A runtime reports only a hash; the values
-    behind one are known when it is the stored descriptor's (the last one written) or this
-    process's own declaration, which covers both sides of a rolling deploy seen from either."""
+    that declare it, and its fields when known. Every worker records the fields behind each of
+    its hashes (``awa.declared_versions``); a version declared only by workers of awa_django
+    0.1.0, which record nothing, is known when it is the stored descriptor (the last one
+    written) or this process's own declaration."""
 
     hash: str
     instances: tuple[str, ...]
     fields: dict[str, Any] | None
-    source: str | None  # "stored descriptor" or "this process's code"
+    # "stored descriptor", "this process's code" or "recorded by its workers"; None when unknown.
+    source: str | None
 
 
-def _queue_fields(d: QueueDescriptor | QueueDeclaration) -> dict[str, Any]:
-    dlq = d.dlq_enabled if isinstance(d, QueueDescriptor) else d.dlq
-    return {
-        "display_name": d.display_name,
-        "description": d.description,
-        "owner": d.owner,
-        "dlq": dlq,
-    }
-
-
-def _kind_fields(d: KindDescriptor | KindDeclaration) -> dict[str, Any]:
-    return {
-        "queue": d.queue,
-        "description": d.description,
-        "owner": d.owner,
-        "docs_url": d.docs_url,
-    }
+STORED: Final = "stored descriptor"
+THIS_PROCESS: Final = "this process's code"
+RECORDED: Final = "recorded by its workers"
 
 
 def _versions(
+    described: str,
+    name: str,
     runtime_hashes: dict[str, str],
     known: list[tuple[str, dict[str, Any], str]],
 ) -> list[DeclaredVersion]:
     """The versions behind ``runtime_hashes``, the most declared first, each with the fields
-    that differ between the versions known here (all of them when only one is known)."""
+    that differ between the versions known (all of them when only one is known)."""
     by_hash: dict[str, list[str]] = {}
     for instance, declared_hash in sorted(runtime_hashes.items()):
         by_hash.setdefault(declared_hash, []).append(instance)
     values: dict[str, tuple[dict[str, Any], str]] = {}
     for known_hash, fields, source in known:
         values.setdefault(known_hash, (fields, source))
+    missing = [h for h in by_hash if h not in values]
+    if missing:
+        with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
+            recorded = declared_versions(cursor, described=described, name=name, hashes=missing)
+        for known_hash, fields in recorded.items():
+            values[known_hash] = (fields, RECORDED)
     known_fields = [values[h][0] for h in by_hash if h in values]
     names = list(known_fields[0]) if known_fields else []
-    differing = [n for n in names if len({repr(f[n]) for f in known_fields}) > 1] or names
+    differing = [n for n in names if len({repr(f.get(n)) for f in known_fields}) > 1] or names
     return [
         DeclaredVersion(
             hash=declared_hash,
             instances=tuple(instances),
-            fields={name: values[declared_hash][0][name] for name in differing}
+            fields={n: values[declared_hash][0].get(n) for n in differing}
             if declared_hash in values
             else None,
             source=values[declared_hash][1] if declared_hash in values else None,
@@ -223,21 +244,13 @@ def _versions(
 
 def queue_drift_versions(descriptor: QueueDescriptor, local: Declarations) -> list[DeclaredVersion]:
     """What each live runtime declares for a drifting queue (see ``DeclaredVersion``)."""
-    known = [(descriptor.descriptor_hash, _queue_fields(descriptor), "stored descriptor")]
-    known += [
-        (q.hash, _queue_fields(q), "this process's code")
-        for q in local.queues
-        if q.queue == descriptor.queue
-    ]
-    return _versions(descriptor.runtime_hashes, known)
+    known = [(descriptor.descriptor_hash, descriptor.fields, STORED)]
+    known += [(q.hash, q.fields, THIS_PROCESS) for q in local.queues if q.queue == descriptor.queue]
+    return _versions("queue", descriptor.queue, descriptor.runtime_hashes, known)
 
 
 def kind_drift_versions(descriptor: KindDescriptor, local: Declarations) -> list[DeclaredVersion]:
     """What each live runtime declares for a drifting job kind (see ``DeclaredVersion``)."""
-    known = [(descriptor.descriptor_hash, _kind_fields(descriptor), "stored descriptor")]
-    known += [
-        (k.hash, _kind_fields(k), "this process's code")
-        for k in local.kinds
-        if k.kind == descriptor.kind
-    ]
-    return _versions(descriptor.runtime_hashes, known)
+    known = [(descriptor.descriptor_hash, descriptor.fields, STORED)]
+    known += [(k.hash, k.fields, THIS_PROCESS) for k in local.kinds if k.kind == descriptor.kind]
+    return _versions("kind", descriptor.kind, descriptor.runtime_hashes, known)

@@ -1,7 +1,9 @@
 """Instance cleanup (leader task): runtime instance rows silent for longer than
 ``RUNTIME_STALE_AFTER_S`` belong to processes that died without withdrawing them; one small
-statement deletes them. The pass logs as ``task=runtimes``, the operators' name for these rows
-(``awa.runtimes``, the admin's Runtimes page)."""
+statement deletes them, and a second the recorded descriptor versions (``awa.declared_versions``)
+that no runtime row and no stored descriptor declares any more. The pass logs as
+``task=runtimes``, the operators' name for these rows (``awa.runtimes``, the admin's Runtimes
+page)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
-from awa_django.storage.runtime import delete_stale_runtimes
+from awa_django.storage.runtime import delete_stale_runtimes, delete_undeclared_versions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -27,10 +29,11 @@ class InstanceCleanupConfig:
 @dataclass(frozen=True, slots=True)
 class InstanceCleanupResult:
     deleted: int
+    versions_deleted: int = 0
 
     @property
     def changed(self) -> bool:
-        return self.deleted > 0
+        return self.deleted > 0 or self.versions_deleted > 0
 
 
 class InstanceCleaner:
@@ -44,4 +47,5 @@ class InstanceCleaner:
     async def run_once(self) -> InstanceCleanupResult:
         async with self._pool.connection() as conn:
             deleted = await delete_stale_runtimes(conn, stale_after_s=self._stale_after_s)
-        return InstanceCleanupResult(deleted)
+            versions = await delete_undeclared_versions(conn, stale_after_s=self._stale_after_s)
+        return InstanceCleanupResult(deleted, versions)

@@ -38,7 +38,8 @@ class RuntimeSnapshot:
 
 
 async def publish_declarations(conn: AsyncConnection[Any], declared: Declarations) -> None:
-    """Publish DLQ policies and upsert queue and kind descriptors, in one transaction."""
+    """Publish DLQ policies, upsert queue and kind descriptors and record the values behind
+    their hashes, in one transaction."""
     queues = declared.queues
     kinds = declared.kinds
     async with conn.transaction():
@@ -65,6 +66,19 @@ async def publish_declarations(conn: AsyncConnection[Any], declared: Declaration
                     "owners": [k.owner for k in kinds],
                     "docs_urls": [k.docs_url for k in kinds],
                     "hashes": [k.hash for k in kinds],
+                },
+            )
+        versions = [("queue", q.queue, q.hash, q.fields) for q in queues]
+        versions += [("kind", k.kind, k.hash, k.fields) for k in kinds]
+        if versions:
+            described, names, hashes, fields = zip(*versions, strict=True)
+            await conn.execute(
+                _SQL["record_declared_versions"],
+                {
+                    "described": list(described),
+                    "names": list(names),
+                    "hashes": list(hashes),
+                    "fields": [json.dumps(f) for f in fields],
                 },
             )
 
@@ -109,6 +123,13 @@ async def delete_stale_runtimes(conn: AsyncConnection[Any], *, stale_after_s: fl
     return cursor.rowcount
 
 
+async def delete_undeclared_versions(conn: AsyncConnection[Any], *, stale_after_s: float) -> int:
+    """Delete recorded versions that no runtime row and no stored descriptor declares."""
+    params = {"stale_after_s": stale_after_s}
+    cursor = await conn.execute(_SQL["delete_undeclared_versions"], params)
+    return cursor.rowcount
+
+
 _RUNTIME_JSON: Final = ("queues",)
 _DESCRIPTOR_JSON: Final = ("runtime_hashes",)
 
@@ -128,3 +149,23 @@ def list_descriptors(
 def _dicts(block: str, stale_after_s: float, json: tuple[str, ...]) -> Statement[list[Any]]:
     params = {"stale_after_s": stale_after_s}
     return Statement(sql=_SQL[block], params=params, read=all_rows, rows=rows_of(dict), json=json)
+
+
+def declared_versions(
+    cursor: CursorWrapper, *, described: str, name: str, hashes: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """The recorded fields behind those of ``hashes`` that a worker declared for the queue
+    (``described="queue"``) or job kind (``"kind"``) ``name``, by hash."""
+    return run(
+        cursor,
+        Statement(
+            sql=_SQL["declared_versions"],
+            params={"described": described, "name": name, "hashes": list(hashes)},
+            read=_by_hash,
+            json=("fields",),
+        ),
+    )
+
+
+def _by_hash(rows: list[Any]) -> dict[str, dict[str, Any]]:
+    return {descriptor_hash: fields for descriptor_hash, fields in rows}

@@ -187,9 +187,36 @@ def test_drift_shows_the_differing_values_and_who_declares_them(operator_client,
     assert "&ldquo;charges cards&rdquo;" in row and "&ldquo;refunds cards&rdquo;" in row
     assert first_id in row and second_id in row
 
-    # Seen from a process that declares neither, only the stored one has values.
+    # Seen from a process that declares neither, the version that is not stored has the values
+    # its worker recorded.
     page = page_while_stored(operator_client, "refunds cards")
     [versions] = [v for d, v in page.context["rows"] if d.queue == "default"]
-    unknown = [v for v in versions if v.fields is None]
-    assert [v.instances for v in unknown] == [(first_id,)]
-    assert "values not known here" in page.content.decode()
+    assert {(v.instances, v.source, v.fields["description"]) for v in versions} == {
+        ((first_id,), "recorded by its workers", "charges cards"),
+        ((second_id,), "stored descriptor", "refunds cards"),
+    }
+    row = page.content.decode().split('id="queue-default"')[1].split("</tr>")[0]
+    assert "&ldquo;charges cards&rdquo;" in row and "&ldquo;refunds cards&rdquo;" in row
+
+
+def test_a_version_nobody_recorded_shows_its_hash(operator_client, worker_process):
+    """Workers of awa_django 0.1.0 report hashes and record no values."""
+    worker_process(env=worker_env("charges cards")).wait_ready()
+    wait_until(lambda: stored_description() == "charges cards", timeout=30)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.runtime_instances (instance_id, hostname, pid, version, started_at, "
+            "last_seen_at, queues, in_flight, is_leader, healthy, shutting_down, queue_hashes, "
+            "kind_hashes) VALUES ('old-release', 'h', 1, '0.1.0', now(), now() + interval "
+            "'1 hour', '{}', 0, false, true, false, '{\"default\": \"0123456789abcdef\"}', '{}')"
+        )
+    page = operator_client.get(reverse(QUEUE_DESCRIPTORS))
+    [versions] = [v for d, v in page.context["rows"] if d.queue == "default"]
+    by_instance = {v.instances: v for v in versions}
+    assert by_instance[("old-release",)].fields is None
+    assert by_instance[("old-release",)].source is None
+    [known] = [v for v in versions if v.fields is not None]
+    assert known.fields["description"] == "charges cards"
+    row = page.content.decode().split('id="queue-default"')[1].split("</tr>")[0]
+    assert "values not known (hash <code>0123456789ab…</code>)" in row
+    assert "workers of awa_django 0.1.0" in row

@@ -82,6 +82,54 @@ def test_the_leader_deletes_runtime_rows_gone_silent():
     assert awa.runtimes.list() == []
 
 
+def test_the_leader_deletes_recorded_versions_that_nothing_declares_any_more():
+    runtime_row = (
+        "INSERT INTO awa.runtime_instances (instance_id, hostname, pid, version, started_at, "
+        "last_seen_at, queues, in_flight, is_leader, healthy, shutting_down, queue_hashes, "
+        "kind_hashes) VALUES (%s, 'h', 1, 'v', now(), now() - %s::interval, '{}', 0, false, "
+        "true, false, %s, %s)"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.queue_descriptors (queue, display_name, description, owner, "
+            "dlq_enabled, descriptor_hash) VALUES ('default', 'D', 'stored', '', false, 'h-stored')"
+        )
+        cursor.execute(runtime_row, ["live", "0 s", '{"default": "h-live"}', "{}"])
+        cursor.execute(runtime_row, ["silent", "1 hour", '{"default": "h-silent"}', '{"k": "h-k"}'])
+        cursor.execute(
+            "INSERT INTO awa.declared_versions (described, name, descriptor_hash, fields, "
+            "first_declared_at) "
+            "SELECT d, n, h, '{}', now() - interval '1 hour' FROM (VALUES "
+            "('queue', 'default', 'h-live'), ('queue', 'default', 'h-stored'),"
+            "('queue', 'default', 'h-silent'), ('kind', 'k', 'h-k'),"
+            "('queue', 'default', 'h-gone'), ('kind', 'default', 'h-live')) AS v (d, n, h)"
+        )
+        # Declared by no runtime row yet, but just recorded: a starting worker's.
+        cursor.execute(
+            "INSERT INTO awa.declared_versions (described, name, descriptor_hash, fields) "
+            "VALUES ('queue', 'email', 'h-starting', '{}')"
+        )
+
+    async def cleanup() -> tuple[int, int]:
+        pool = await open_pool("default", max_size=1)
+        try:
+            cleaner = InstanceCleaner(pool, InstanceCleanupConfig(interval_s=60, stale_after_s=5.0))
+            result = await cleaner.run_once()
+            return result.deleted, result.versions_deleted
+        finally:
+            await pool.close()
+
+    # The silent runtime's row goes first, then every version only it declared; a hash counts
+    # for the queue or kind it was declared for, not for another of the same name.
+    assert asyncio.run(cleanup()) == (1, 4)
+    assert set(recorded_versions()) == {
+        ("queue", "default", "h-live"),
+        ("queue", "default", "h-stored"),
+        ("queue", "email", "h-starting"),
+    }
+    assert asyncio.run(cleanup()) == (0, 0)
+
+
 def test_workers_publish_queue_and_kind_descriptors_and_dlq_policy():
     run_burst()
     queues = {q.queue: q for q in awa.descriptors.queues()}
@@ -106,9 +154,42 @@ def descriptor_row_versions() -> dict[str, str]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT 'queue:' || queue, xmin::text FROM awa.queue_descriptors "
-            "UNION ALL SELECT 'kind:' || kind, xmin::text FROM awa.kind_descriptors"
+            "UNION ALL SELECT 'kind:' || kind, xmin::text FROM awa.kind_descriptors "
+            "UNION ALL SELECT 'version:' || described || ':' || name || ':' || descriptor_hash, "
+            "xmin::text FROM awa.declared_versions"
         )
         return dict(cursor.fetchall())
+
+
+def recorded_versions() -> dict[tuple[str, str, str], dict]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT described, name, descriptor_hash, fields::text FROM awa.declared_versions"
+        )
+        return {(d, n, h): json.loads(f) for d, n, h, f in cursor.fetchall()}
+
+
+def test_a_worker_records_the_fields_behind_each_hash_it_declares():
+    worker = BackgroundWorker(queues={"default": 1}).start()
+    try:
+        wait_until(lambda: awa.runtimes.list() != [])
+        recorded = recorded_versions()
+        queues = {q.queue: q for q in awa.descriptors.queues()}
+        kinds = {k.kind: k for k in awa.descriptors.kinds()}
+    finally:
+        worker.stop()
+    assert recorded[("queue", "default", queues["default"].descriptor_hash)] == {
+        "display_name": "Default",
+        "description": "Everything else",
+        "owner": "core",
+        "dlq": False,
+    }
+    assert recorded[("queue", "email", queues["email"].descriptor_hash)]["dlq"] is True
+    described = kinds["tests.fails_through_lease"]
+    assert recorded[("kind", described.kind, described.descriptor_hash)] == described.fields
+    assert {(d, n) for d, n, _ in recorded} == {("queue", q) for q in queues} | {
+        ("kind", k) for k in kinds
+    }
 
 
 def test_snapshots_keep_descriptors_fresh_without_rewriting_unchanged_rows():
@@ -116,6 +197,7 @@ def test_snapshots_keep_descriptors_fresh_without_rewriting_unchanged_rows():
     try:
         wait_until(lambda: awa.runtimes.list() != [])
         written = descriptor_row_versions()
+        assert any(key.startswith("version:") for key in written)
         seen = awa.runtimes.list()[0].last_seen_at
         wait_until(lambda: awa.runtimes.list()[0].last_seen_at > seen)
         # Under a pinned MVCC horizon each rewrite would stay behind as a dead tuple.

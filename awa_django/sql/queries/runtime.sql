@@ -35,6 +35,17 @@ ON CONFLICT (kind) DO UPDATE
        changed_at = now(), refreshed_at = now()
  WHERE k.descriptor_hash IS DISTINCT FROM excluded.descriptor_hash
 
+-- name: record_declared_versions
+-- Records the values behind each declared hash, once: a version already recorded is left as it
+-- is, so the snapshots that repeat it write nothing. Rows go in key order, so two workers
+-- recording overlapping versions at once wait for each other in one order and cannot deadlock.
+INSERT INTO awa.declared_versions (described, name, descriptor_hash, fields)
+SELECT v.described, v.name, v.descriptor_hash, v.fields
+  FROM unnest(%(described)s::text[], %(names)s::text[], %(hashes)s::text[],
+              %(fields)s::jsonb[]) AS v (described, name, descriptor_hash, fields)
+ ORDER BY v.described, v.name, v.descriptor_hash
+ON CONFLICT (described, name, descriptor_hash) DO NOTHING
+
 -- name: upsert_runtime
 -- Writes one process's runtime snapshot.
 INSERT INTO awa.runtime_instances (instance_id, hostname, pid, version, started_at,
@@ -57,6 +68,29 @@ DELETE FROM awa.runtime_instances WHERE instance_id = %(instance_id)s
 -- Leader cleanup: rows of processes silent for longer than the staleness window.
 DELETE FROM awa.runtime_instances
  WHERE last_seen_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
+
+-- name: delete_undeclared_versions
+-- Leader cleanup: recorded versions that no runtime row declares and that are not the stored
+-- descriptor. One recorded within the staleness window is kept: its worker records its versions
+-- just before it writes its first runtime row.
+DELETE FROM awa.declared_versions v
+ WHERE v.first_declared_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
+   AND NOT EXISTS (
+       SELECT 1 FROM awa.runtime_instances r
+        WHERE CASE v.described WHEN 'queue' THEN r.queue_hashes ELSE r.kind_hashes END ->> v.name
+              = v.descriptor_hash)
+   AND NOT EXISTS (
+       SELECT 1 FROM awa.queue_descriptors d
+        WHERE v.described = 'queue' AND d.queue = v.name AND d.descriptor_hash = v.descriptor_hash)
+   AND NOT EXISTS (
+       SELECT 1 FROM awa.kind_descriptors d
+        WHERE v.described = 'kind' AND d.kind = v.name AND d.descriptor_hash = v.descriptor_hash)
+
+-- name: declared_versions
+-- The recorded values behind the given hashes of one queue's or kind's descriptor.
+SELECT descriptor_hash, fields
+  FROM awa.declared_versions
+ WHERE described = %(described)s AND name = %(name)s AND descriptor_hash = ANY (%(hashes)s::text[])
 
 -- name: list_runtimes
 -- Every runtime row, with whether it is live; the newest first.
