@@ -51,5 +51,8 @@ def claimed_job_rows(names: tuple[str, ...]) -> Callable[[Sequence[Any]], Claime
     claim's reply and the handlers' start. The columns are checked once per result, so a
     statement out of step fails loudly."""
     if names != CLAIMED_JOB_COLUMNS:
-        raise ValueError(f"claim returned columns {names}, expected {CLAIMED_JOB_COLUMNS}")
+        raise ValueError(
+            f"a statement returning attempts gave the columns {names}, "
+            f"expected {CLAIMED_JOB_COLUMNS}"
+        )
     return _claimed_job

@@ -14,19 +14,18 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic
 
 from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
 
 from awa_django.sql import queries
 from awa_django.storage.queue import CLAIMED_JOB_JSON
-from awa_django.storage.statement import RowsOf, Statement, all_rows, rows_of, run
+from awa_django.storage.statement import J, RowsOf, Statement, all_rows, rows_of, run
 
 _SQL = queries("callbacks")
 
 # What the caller's row maker makes of the locked attempt (core's ClaimedJob).
-J = TypeVar("J")
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,19 +6,18 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol
 
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from awa_django.exact_json import exact_text
 from awa_django.sql import queries
-from awa_django.storage.statement import RowsOf, Statement, nothing
+from awa_django.storage.statement import J, RowsOf, Statement, nothing
 
 _SQL = queries("execution")
 
 # What the caller's row maker makes of an attempt found by the rescue scan (core's ClaimedJob).
-J = TypeVar("J")
 
 
 _ADDRESS_FIELDS: Final = (

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
@@ -22,7 +22,7 @@ from psycopg import AsyncConnection
 from awa_django.sql import queries
 from awa_django.storage import copy_text
 from awa_django.storage.copy_text import CopyBatch
-from awa_django.storage.statement import RowsOf, Statement, all_rows, rows_of
+from awa_django.storage.statement import J, RowsOf, Statement, all_rows, rows_of
 
 _SQL = queries("queue")
 
@@ -45,7 +45,6 @@ class NewJob:
 CLAIMED_JOB_JSON: Final = ("args", "metadata", "errors", "progress", "checkpoint")
 
 # What the caller's row maker makes of a claimed row (core's ClaimedJob).
-J = TypeVar("J")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

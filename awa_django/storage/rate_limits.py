@@ -6,18 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic
 
 from psycopg import AsyncConnection
 
 from awa_django.sql import queries
 from awa_django.storage.queue import CLAIMED_JOB_JSON, ClaimRequest
-from awa_django.storage.statement import RowsOf, Statement
+from awa_django.storage.statement import J, RowsOf, Statement
 
 _SQL = queries("rate_limits")
 
 # What the caller's row maker makes of a claimed row (core's ClaimedJob).
-J = TypeVar("J")
 
 
 @dataclass(frozen=True, slots=True)

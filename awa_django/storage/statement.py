@@ -32,6 +32,8 @@ T = TypeVar("T")
 # answering an iterable of them.
 T_co = TypeVar("T_co", covariant=True)
 R = TypeVar("R")
+# The job a caller's row maker makes from a row that holds an attempt (the worker's claimed job).
+J = TypeVar("J")
 
 # Given a result's column names, the function that makes one row (an ``R``) from its values;
 # called once per result, so a check of the columns costs nothing per row. A statement whose

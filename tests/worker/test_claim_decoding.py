@@ -80,7 +80,7 @@ async def claim_with_other_columns() -> None:
 def test_claimed_rows_must_come_in_the_claims_column_order() -> None:
     # Rows are built from their values by position, so a statement out of step with
     # ClaimedJob fails on its first result instead of filling fields with the wrong values.
-    with pytest.raises(ValueError, match="claim returned columns"):
+    with pytest.raises(ValueError, match="a statement returning attempts gave the columns"):
         asyncio.run(claim_with_other_columns())
 
 
