@@ -25,8 +25,9 @@ from awa_django.core.outcome import Outcome
 from awa_django.discovery import ensure_jobs_discovered
 from awa_django.jobs import Job, JobContext, registry
 from awa_django.storage import eager as eager_storage
+from awa_django.storage.browse import JobFilter, list_jobs
 from awa_django.storage.control import reset_all
-from awa_django.storage.jobs import JobRecord, get_jobs, list_jobs
+from awa_django.storage.jobs import JobRecord, get_jobs
 from awa_django.worker.in_process import InProcessRunner, RanJob
 from awa_django.worker.process import RunSummary, WorkerProcess, config_from_settings
 
@@ -200,20 +201,14 @@ def enqueued_jobs(
     found: list[JobRecord] = []
     with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
         for state in states:
-            before_id = None
+            where = JobFilter(queue=queue, kind=kind, state=state, exact=True)
+            before: int | None = None
             while True:  # the operators' newest-first pages, all of them
-                page = list_jobs(
-                    cursor,
-                    queue=queue,
-                    kind=kind,
-                    state=state,
-                    limit=_PAGE_SIZE,
-                    before_id=before_id,
-                )
-                found += page
-                if len(page) < _PAGE_SIZE:
+                page = list_jobs(cursor, where=where, before=before, limit=_PAGE_SIZE)
+                found += page.jobs
+                if page.next_before is None:
                     break
-                before_id = page[-1].job_id
+                before = page.next_before
     found.sort(key=lambda record: record.job_id)
     return [record for record in found if _matches(record, args)]
 

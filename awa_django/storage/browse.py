@@ -77,11 +77,12 @@ _MANY_READY_ROWS: Final = 2_000
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobFilter:
     """What a jobs page is narrowed to; None means any. ``kind`` and ``queue`` match names
-    that start with them, whatever the case."""
+    that start with them, whatever the case, or with ``exact`` only the names they spell."""
 
     kind: str | None = None
     queue: str | None = None
     state: str | None = None
+    exact: bool = False
     # Content searches, read from each candidate's record (no index): arguments containing
     # this JSON object, as JSON text (jsonb ``@>``), a tag, and text inside an error's message,
     # type or reason (any case).
@@ -95,7 +96,19 @@ class JobFilter:
 
     def params(self) -> dict[str, str | None]:
         """The kind and queue as LIKE patterns on lower-cased names, for ``name_pairs``."""
-        return {"kind": _prefix_pattern(self.kind), "queue": _prefix_pattern(self.queue)}
+        return {"kind": self._pattern(self.kind), "queue": self._pattern(self.queue)}
+
+    def _pattern(self, value: str | None) -> str | None:
+        if value is None:
+            return None
+        return _escape_like(value.lower()) + ("" if self.exact else "%")
+
+    def matches(self, queue: str, kind: str) -> bool:
+        """Whether a pair ``name_pairs`` found is one of the filter's (its patterns ignore case,
+        which an ``exact`` filter does not)."""
+        if not self.exact:
+            return True
+        return self.queue in (None, queue) and self.kind in (None, kind)
 
     @property
     def searches_content(self) -> bool:
@@ -113,12 +126,6 @@ class JobFilter:
 def _escape_like(value: str) -> str:
     # LIKE's wildcards in a name (kinds often hold "_") or a message must match themselves.
     return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def _prefix_pattern(value: str | None) -> str | None:
-    if value is None:
-        return None
-    return f"{_escape_like(value.lower())}%"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -182,12 +189,16 @@ def _planned_without_jit(cursor: CursorWrapper) -> Iterator[None]:
     """Run the block's statements in a transaction (the caller's, when there is one) planned
     without JIT compilation. A listing's plan spans every ring partition with a probe per row,
     so its estimated cost passes ``jit_above_cost`` although it reads a few hundred rows, and
-    compiling it took far longer than running it (docs/benchmarks.md, "Admin pages"). The
-    setting ends with the transaction: outside one, the queries after the listing keep the
-    server's; inside the caller's, its remaining statements are planned without JIT too."""
+    compiling it took far longer than running it (docs/benchmarks.md, "Admin pages"). Outside a
+    transaction the setting ends with the block's own; inside the caller's, the setting it had
+    is put back after the block, so the caller's later statements are planned as before."""
+    callers = cursor.db.in_atomic_block
     with transaction.atomic(using=cursor.db.alias, savepoint=False):
         cursor.execute(_SQL["plan_without_jit"])
+        before, _ = cursor.fetchone()
         yield
+        if callers:
+            cursor.execute(_SQL["restore_jit"], {"jit": before})
 
 
 def list_jobs(
@@ -231,7 +242,8 @@ def _walk_for(cursor: CursorWrapper, where: JobFilter) -> _Walk:
     if where.kind is None and where.queue is None:
         return _Walk(names=None)
     cursor.execute(_SQL["name_pairs"], where.params())
-    return _Walk(names=[(queue, kind) for queue, kind in cursor.fetchall()])
+    pairs = [(queue, kind) for queue, kind in cursor.fetchall()]
+    return _Walk(names=[(queue, kind) for queue, kind in pairs if where.matches(queue, kind)])
 
 
 def _ids(cursor: CursorWrapper, query: str, params: dict[str, Any]) -> list[int]:

@@ -1,6 +1,6 @@
-"""Reading jobs back across every plane: their current state from the ``awa.jobs`` view (by
-id, or listed for operators) and their claims. ``awa_django.records`` is the public API over
-it."""
+"""Reading jobs back across every plane: their current state from the ``awa.jobs`` view, by
+id, and their claims. Listings find their ids in ``storage/browse.py`` and read the records
+here; ``awa_django.records`` is the public API over both."""
 
 from __future__ import annotations
 
@@ -53,15 +53,15 @@ class Claim:
 JSON_COLUMNS = ("args", "metadata", "errors", "result")
 
 
-def _records(block: str, params: dict[str, Any]) -> Statement[list[JobRecord]]:
-    return Statement(
-        sql=_SQL[block], params=params, read=all_rows, rows=rows_of(JobRecord), json=JSON_COLUMNS
-    )
-
-
 def jobs_by_id(job_ids: Sequence[int]) -> Statement[list[JobRecord]]:
     """The current records of ``job_ids`` (unknown ids are left out), ordered by id."""
-    return _records("get_jobs", {"job_ids": list(job_ids)})
+    return Statement(
+        sql=_SQL["get_jobs"],
+        params={"job_ids": list(job_ids)},
+        read=all_rows,
+        rows=rows_of(JobRecord),
+        json=JSON_COLUMNS,
+    )
 
 
 def get_jobs(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[JobRecord]:
@@ -76,18 +76,3 @@ def get_claims(cursor: CursorWrapper, job_ids: Sequence[int]) -> dict[int, list[
     for job_id, claimed_by, claimed_at in cursor.fetchall():
         claims.setdefault(job_id, []).append(Claim(claimed_by=claimed_by, claimed_at=claimed_at))
     return claims
-
-
-def list_jobs(
-    cursor: CursorWrapper,
-    *,
-    queue: str | None,
-    kind: str | None,
-    state: str | None,
-    limit: int,
-    before_id: int | None = None,
-) -> list[JobRecord]:
-    """Up to ``limit`` jobs, newest id first, with ids below ``before_id``. Reads every retained
-    fact through the view: for operators, never on a hot path."""
-    params = {"queue": queue, "kind": kind, "state": state, "limit": limit, "before_id": before_id}
-    return run(cursor, _records("list_jobs", params))

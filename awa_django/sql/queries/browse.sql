@@ -1,8 +1,14 @@
 -- Read-only listings for operator surfaces (the admin): pages of jobs and a job's attempts.
 
 -- name: plan_without_jit
--- For the rest of the transaction only (is_local): see storage/browse.py.
-SELECT set_config('jit', 'off', true)
+-- For the rest of the transaction only (is_local): see storage/browse.py. Answers the setting
+-- it replaced, read by the materialized CTE before the row's set_config runs.
+WITH before AS MATERIALIZED (SELECT current_setting('jit') AS jit)
+SELECT jit, set_config('jit', 'off', true) FROM before
+
+-- name: restore_jit
+-- Puts back, for the rest of the caller's transaction, the setting plan_without_jit replaced.
+SELECT set_config('jit', %(jit)s, true)
 
 -- name: job_id_window
 -- The newest distinct job ids below a keyset cursor, from the four tables that hold a job's
