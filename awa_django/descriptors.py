@@ -133,14 +133,15 @@ class QueueDescriptor:
     runtime_hashes: dict[str, str]
 
     @property
-    def fields(self) -> dict[str, Any]:
-        """The declared fields, named as in a declaration's (``QueueDeclaration.fields``)."""
-        return {
-            "display_name": self.display_name,
-            "description": self.description,
-            "owner": self.owner,
-            "dlq": self.dlq_enabled,
-        }
+    def declaration(self) -> QueueDeclaration:
+        """What the stored descriptor declares."""
+        return QueueDeclaration(
+            queue=self.queue,
+            display_name=self.display_name,
+            description=self.description,
+            owner=self.owner,
+            dlq=self.dlq_enabled,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,14 +161,15 @@ class KindDescriptor:
     runtime_hashes: dict[str, str]
 
     @property
-    def fields(self) -> dict[str, Any]:
-        """The declared fields, as in a declaration's (``KindDeclaration.fields``)."""
-        return {
-            "queue": self.queue,
-            "description": self.description,
-            "owner": self.owner,
-            "docs_url": self.docs_url,
-        }
+    def declaration(self) -> KindDeclaration:
+        """What the stored descriptor declares."""
+        return KindDeclaration(
+            kind=self.kind,
+            queue=self.queue,
+            description=self.description,
+            owner=self.owner,
+            docs_url=self.docs_url,
+        )
 
 
 def queues() -> list[QueueDescriptor]:
@@ -244,13 +246,13 @@ def _versions(
 
 def queue_drift_versions(descriptor: QueueDescriptor, local: Declarations) -> list[DeclaredVersion]:
     """What each live runtime declares for a drifting queue (see ``DeclaredVersion``)."""
-    known = [(descriptor.descriptor_hash, descriptor.fields, STORED)]
+    known = [(descriptor.descriptor_hash, descriptor.declaration.fields, STORED)]
     known += [(q.hash, q.fields, THIS_PROCESS) for q in local.queues if q.queue == descriptor.queue]
     return _versions("queue", descriptor.queue, descriptor.runtime_hashes, known)
 
 
 def kind_drift_versions(descriptor: KindDescriptor, local: Declarations) -> list[DeclaredVersion]:
     """What each live runtime declares for a drifting job kind (see ``DeclaredVersion``)."""
-    known = [(descriptor.descriptor_hash, descriptor.fields, STORED)]
+    known = [(descriptor.descriptor_hash, descriptor.declaration.fields, STORED)]
     known += [(k.hash, k.fields, THIS_PROCESS) for k in local.kinds if k.kind == descriptor.kind]
     return _versions("kind", descriptor.kind, descriptor.runtime_hashes, known)

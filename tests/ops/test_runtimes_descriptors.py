@@ -186,7 +186,10 @@ def test_a_worker_records_the_fields_behind_each_hash_it_declares():
     }
     assert recorded[("queue", "email", queues["email"].descriptor_hash)]["dlq"] is True
     described = kinds["tests.fails_through_lease"]
-    assert recorded[("kind", described.kind, described.descriptor_hash)] == described.fields
+    assert (
+        recorded[("kind", described.kind, described.descriptor_hash)]
+        == described.declaration.fields
+    )
     assert {(d, n) for d, n, _ in recorded} == {("queue", q) for q in queues} | {
         ("kind", k) for k in kinds
     }
