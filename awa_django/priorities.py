@@ -25,6 +25,24 @@ def awa_priority(django_priority: int) -> int:
     return DJANGO_DEFAULT_LANE - django_priority
 
 
+# How the django.tasks backend names the jobs it enqueues: this prefix, then the task's module
+# path. Their lane priorities hold Django priorities.
+TASK_KIND_PREFIX: Final = "django.tasks:"
+
+
+def django_priority(stored: int) -> int:
+    """The Django priority stored at lane priority ``stored`` (the inverse of ``awa_priority``)."""
+    return DJANGO_DEFAULT_LANE - stored
+
+
+def shown_priority(kind: str, stored: int) -> str:
+    """A job's priority for operators, as its producer set it: a django.tasks task's own
+    -100..100 with the lane it is stored at, any other job's stored priority as it is."""
+    if not kind.startswith(TASK_KIND_PREFIX):
+        return str(stored)
+    return f"{django_priority(stored)} (django.tasks; lane {stored})"
+
+
 # Every lane priority a job can be stored at, native 1..4 included.
 STORED_PRIORITY_MIN: Final = awa_priority(DJANGO_PRIORITY_MAX)
 STORED_PRIORITY_MAX: Final = awa_priority(DJANGO_PRIORITY_MIN)

@@ -27,7 +27,7 @@ from awa_django.enqueue_options import EnqueueOptions, check_int, check_tags
 from awa_django.exact_json import moved
 from awa_django.exceptions import InvalidJob
 from awa_django.limits import is_job_id
-from awa_django.priorities import awa_priority
+from awa_django.priorities import TASK_KIND_PREFIX, awa_priority
 from awa_django.storage.jobs import Claim, JobRecord, get_claims, get_jobs
 from awa_django.tasks.awa_task import AwaTask
 from awa_django.tasks.compat import (
@@ -42,7 +42,6 @@ from awa_django.tasks.compat import (
     task_enqueued,
 )
 
-KIND_PREFIX: Final = "django.tasks:"
 # Job metadata key holding what a TaskResult needs that awa does not store itself.
 METADATA_KEY: Final = "django_tasks"
 # Stands in for the exception of a cancelled job, whose stored error only has a reason.
@@ -198,7 +197,7 @@ class AwaBackend(BaseTaskBackend):
                 task_meta["tags"] = list(tags)
         try:
             job_id = enqueue_at_lane_priority(
-                f"{KIND_PREFIX}{task.module_path}",
+                f"{TASK_KIND_PREFIX}{task.module_path}",
                 args=job_args,
                 options=EnqueueOptions(
                     queue=self.awa_queue(task.queue_name),
@@ -247,7 +246,7 @@ class AwaBackend(BaseTaskBackend):
             raise TaskResultDoesNotExist(result_id)
         with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
             records = get_jobs(cursor, [job_id])
-            if not records or not records[0].kind.startswith(KIND_PREFIX):
+            if not records or not records[0].kind.startswith(TASK_KIND_PREFIX):
                 raise TaskResultDoesNotExist(result_id)
             claims = get_claims(cursor, [job_id]).get(job_id, [])
         return self.result_from_record(records[0], claims)
@@ -257,7 +256,7 @@ class AwaBackend(BaseTaskBackend):
     ) -> TaskResult[Any, Any]:
         """The ``TaskResult`` of a stored job: its state, errors and one worker id per claim."""
         meta = record.metadata.get(METADATA_KEY, {})
-        task = import_string(record.kind.removeprefix(KIND_PREFIX))
+        task = import_string(record.kind.removeprefix(TASK_KIND_PREFIX))
         run_after = meta.get("run_after")
         # The per-call awa options the job was enqueued with (absent: the task's own stand).
         awa_options: dict[str, Any] = (

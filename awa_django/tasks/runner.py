@@ -23,7 +23,8 @@ from awa_django.core.completion import error_entry
 from awa_django.core.handler_result import StoredReturn
 from awa_django.exceptions import Cancel, Snooze, TerminalError
 from awa_django.jobs import Job, JobContext
-from awa_django.tasks.backend import KIND_PREFIX, AwaBackend, task_error
+from awa_django.priorities import TASK_KIND_PREFIX
+from awa_django.tasks.backend import AwaBackend, task_error
 from awa_django.tasks.compat import (
     Task,
     TaskContext,
@@ -39,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 def resolve(kind: str) -> Job[Any, Any] | None:
     """The handler of a stored ``@task``, or None when its module path does not name one."""
-    module_path = kind.removeprefix(KIND_PREFIX)
+    module_path = kind.removeprefix(TASK_KIND_PREFIX)
     try:
         task = import_string(module_path)
     except Exception:

@@ -11,7 +11,15 @@ from django.utils.formats import date_format
 from django.utils.timesince import timesince
 from django.utils.timezone import localtime, now
 
+from awa_django.priorities import shown_priority
+
 register = template.Library()
+
+
+@register.filter
+def priority(job: Any) -> str:
+    """A job's (or dead letter's) priority as its producer set it (``shown_priority``)."""
+    return shown_priority(job.kind, job.priority)
 
 
 @register.filter

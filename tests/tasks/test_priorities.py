@@ -4,16 +4,27 @@ priorities; priority aging never inverts them."""
 
 from __future__ import annotations
 
+import json
 import random
 import time
+from io import StringIO
 
 import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
+from django.urls import reverse
 
 import awa_django as awa
 import awa_django.tasks as tasks_package
-from awa_django.priorities import STORED_PRIORITY_MAX, STORED_PRIORITY_MIN, awa_priority
+from awa_django.priorities import (
+    STORED_PRIORITY_MAX,
+    STORED_PRIORITY_MIN,
+    awa_priority,
+    django_priority,
+    shown_priority,
+)
 from awa_django.tasks.compat import InvalidTask
 from tests.conftest import run_burst
 from tests.scheduling.test_aging import claim
@@ -149,3 +160,36 @@ def test_effective_priority_keeps_rows_more_urgent_than_1():
             " FROM unnest(ARRAY[-98, 0, 1, 4, 102]) p"
         )
         assert [row[0] for row in cursor.fetchall()] == [-98, 0, 1, 1, 42]
+
+
+def test_django_priority_is_the_inverse_of_the_stored_lane():
+    for priority in range(-100, 101):
+        assert django_priority(awa_priority(priority)) == priority
+    assert shown_priority("django.tasks:tests.tasks.tasks.ranked", -48) == (
+        "50 (django.tasks; lane -48)"
+    )
+    assert shown_priority("tests.record", 3) == "3"
+
+
+def test_operators_see_a_tasks_django_priority_with_its_lane(client):
+    task_id = int(enqueue_ranked(50, "urgent"))
+    job_id = awa.enqueue("tests.record", args={"n": 1}, priority=3)
+    client.force_login(User.objects.create_superuser("operator", password="pw"))
+
+    listing = client.get(reverse("admin:awa_django_job_changelist")).content.decode()
+    task_row = listing.split(f">{task_id}</a>")[1].split("</tr>")[0]
+    assert "<td>50 (django.tasks; lane -48)</td>" in task_row
+    job_row = listing.split(f">{job_id}</a>")[1].split("</tr>")[0]
+    assert "<td>3</td>" in job_row
+    detail = client.get(reverse("admin:awa_django_job_change", args=[task_id])).content.decode()
+    assert "<dt>Priority</dt><dd>50 (django.tasks; lane -48)</dd>" in detail
+
+    out = StringIO()
+    call_command("awa_jobs", "list", stdout=out)
+    lines = {line.split()[0]: line for line in out.getvalue().splitlines()[1:] if line.strip()}
+    assert "50 (django.tasks; lane -48)" in lines[str(task_id)]
+    # --json keeps the stored value, as awa.get_job does.
+    out = StringIO()
+    call_command("awa_jobs", "list", "--json", stdout=out)
+    by_id = {record["job_id"]: record for record in json.loads(out.getvalue())}
+    assert by_id[task_id]["priority"] == -48 and by_id[job_id]["priority"] == 3

@@ -16,6 +16,7 @@ from awa_django.management.validation import (
     known_queue,
     refuse_unused,
 )
+from awa_django.priorities import shown_priority
 from awa_django.storage.browse import JOB_STATES
 
 # The awa.jobs view also reports an attempt parked on a callback as its own state.
@@ -90,7 +91,14 @@ class Command(BaseCommand):
             self.stdout.write(to_json(records))
             return
         rows = [
-            (r.job_id, r.state, r.queue, r.kind, r.priority, f"{r.attempt}/{r.max_attempts}")
+            (
+                r.job_id,
+                r.state,
+                r.queue,
+                r.kind,
+                shown_priority(r.kind, r.priority),
+                f"{r.attempt}/{r.max_attempts}",
+            )
             for r in records
         ]
         self.stdout.write(table(("job_id", "state", "queue", "kind", "priority", "attempt"), rows))
