@@ -10,7 +10,8 @@ order, and equal priorities in enqueue order.
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 # The lane Django's default priority 0 is stored in: awa's built-in DEFAULT_PRIORITY, fixed
 # rather than read from settings, so a job's lane never depends on the settings it was
@@ -25,9 +26,11 @@ def awa_priority(django_priority: int) -> int:
     return DJANGO_DEFAULT_LANE - django_priority
 
 
-# How the django.tasks backend names the jobs it enqueues: this prefix, then the task's module
-# path. Their lane priorities hold Django priorities.
+# How the django.tasks backend names the jobs it enqueues (this prefix, then the task's module
+# path), and the metadata key under which it records the task's own settings, its priority
+# among them.
 TASK_KIND_PREFIX: Final = "django.tasks:"
+TASK_METADATA_KEY: Final = "django_tasks"
 
 
 def django_priority(stored: int) -> int:
@@ -35,12 +38,18 @@ def django_priority(stored: int) -> int:
     return DJANGO_DEFAULT_LANE - stored
 
 
-def shown_priority(kind: str, stored: int) -> str:
-    """A job's priority for operators, as its producer set it: a django.tasks task's own
-    -100..100 with the lane it is stored at, any other job's stored priority as it is."""
+def shown_priority(kind: str, stored: int, metadata: Mapping[str, Any]) -> str:
+    """A job's priority for operators: a django.tasks task's Django priority, as it was enqueued
+    with, and the lane it is stored at; any other job's stored priority. The two can disagree:
+    a task enqueued by awa_django 0.1.0 sits in one of the lanes 1..4, and a retry may have
+    moved a job to another priority."""
     if not kind.startswith(TASK_KIND_PREFIX):
         return str(stored)
-    return f"{django_priority(stored)} (django.tasks; lane {stored})"
+    task_meta = metadata.get(TASK_METADATA_KEY)
+    enqueued = task_meta.get("priority") if isinstance(task_meta, Mapping) else None
+    if isinstance(enqueued, bool) or not isinstance(enqueued, int):
+        enqueued = django_priority(stored)
+    return f"{enqueued} (django.tasks; lane {stored})"
 
 
 # Every lane priority a job can be stored at, native 1..4 included.

@@ -27,7 +27,7 @@ from awa_django.enqueue_options import EnqueueOptions, check_int, check_tags
 from awa_django.exact_json import moved
 from awa_django.exceptions import InvalidJob
 from awa_django.limits import is_job_id
-from awa_django.priorities import TASK_KIND_PREFIX, awa_priority
+from awa_django.priorities import TASK_KIND_PREFIX, TASK_METADATA_KEY, awa_priority
 from awa_django.storage.jobs import Claim, JobRecord, get_claims, get_jobs
 from awa_django.tasks.awa_task import AwaTask
 from awa_django.tasks.compat import (
@@ -42,8 +42,6 @@ from awa_django.tasks.compat import (
     task_enqueued,
 )
 
-# Job metadata key holding what a TaskResult needs that awa does not store itself.
-METADATA_KEY: Final = "django_tasks"
 # Stands in for the exception of a cancelled job, whose stored error only has a reason.
 CANCELLED_PATH: Final = "awa_django.exceptions.Cancel"
 
@@ -204,7 +202,7 @@ class AwaBackend(BaseTaskBackend):
                     priority=awa_priority(task.priority),
                     run_at=run_after,
                     max_attempts=max_attempts,
-                    metadata={METADATA_KEY: task_meta},
+                    metadata={TASK_METADATA_KEY: task_meta},
                     tags=tags,
                     eager=self.eager,
                 ),
@@ -255,7 +253,7 @@ class AwaBackend(BaseTaskBackend):
         self, record: JobRecord, claims: Sequence[Claim]
     ) -> TaskResult[Any, Any]:
         """The ``TaskResult`` of a stored job: its state, errors and one worker id per claim."""
-        meta = record.metadata.get(METADATA_KEY, {})
+        meta = record.metadata.get(TASK_METADATA_KEY, {})
         task = import_string(record.kind.removeprefix(TASK_KIND_PREFIX))
         run_after = meta.get("run_after")
         # The per-call awa options the job was enqueued with (absent: the task's own stand).

@@ -19,7 +19,7 @@ register = template.Library()
 @register.filter
 def priority(job: Any) -> str:
     """A job's (or dead letter's) priority as its producer set it (``shown_priority``)."""
-    return shown_priority(job.kind, job.priority)
+    return shown_priority(job.kind, job.priority, job.metadata)
 
 
 @register.filter

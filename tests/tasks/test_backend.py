@@ -17,8 +17,8 @@ from django.utils import timezone
 
 import awa_django as awa
 from awa_django.conf import get_settings
+from awa_django.priorities import TASK_METADATA_KEY
 from awa_django.tasks import AwaBackend, AwaTask
-from awa_django.tasks.backend import METADATA_KEY
 from awa_django.tasks.compat import (
     InvalidTask,
     TaskResultDoesNotExist,
@@ -276,7 +276,12 @@ def test_stock_tasks_are_unchanged_by_the_extension():
     result = tasks.add.using(priority=5).enqueue(1, 2)
     job = awa.get_job(int(result.id))
     assert job.max_attempts == get_settings().DEFAULT_MAX_ATTEMPTS and job.tags == []
-    assert set(job.metadata[METADATA_KEY]) == {"priority", "queue_name", "run_after", "backend"}
+    assert set(job.metadata[TASK_METADATA_KEY]) == {
+        "priority",
+        "queue_name",
+        "run_after",
+        "backend",
+    }
     run_burst()
     fetched = tasks.add.get_result(result.id)
     assert fetched.return_value == 3 and fetched.task.priority == 5

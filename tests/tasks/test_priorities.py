@@ -165,10 +165,19 @@ def test_effective_priority_keeps_rows_more_urgent_than_1():
 def test_django_priority_is_the_inverse_of_the_stored_lane():
     for priority in range(-100, 101):
         assert django_priority(awa_priority(priority)) == priority
-    assert shown_priority("django.tasks:tests.tasks.tasks.ranked", -48) == (
+
+    task = "django.tasks:tests.tasks.tasks.ranked"
+    enqueued_at_50 = {"django_tasks": {"priority": 50}}
+    assert shown_priority(task, -48, enqueued_at_50) == "50 (django.tasks; lane -48)"
+    # Enqueued by 0.1.0, which put Django priorities in the lanes 1..4; or retried at another
+    # priority: the priority it was enqueued with, and the lane it is in.
+    assert shown_priority(task, 1, enqueued_at_50) == "50 (django.tasks; lane 1)"
+    # Without the backend's record of it, the lane says it.
+    assert shown_priority(task, -48, {}) == "50 (django.tasks; lane -48)"
+    assert shown_priority(task, -48, {"django_tasks": {"priority": "high"}}) == (
         "50 (django.tasks; lane -48)"
     )
-    assert shown_priority("tests.record", 3) == "3"
+    assert shown_priority("tests.record", 3, enqueued_at_50) == "3"
 
 
 def test_operators_see_a_tasks_django_priority_with_its_lane(client):

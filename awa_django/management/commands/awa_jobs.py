@@ -96,7 +96,7 @@ class Command(BaseCommand):
                 r.state,
                 r.queue,
                 r.kind,
-                shown_priority(r.kind, r.priority),
+                shown_priority(r.kind, r.priority, r.metadata),
                 f"{r.attempt}/{r.max_attempts}",
             )
             for r in records
