@@ -14,6 +14,7 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import override_settings
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.select import Select
@@ -47,13 +48,36 @@ def log_in(driver: WebDriver, base_url: str) -> None:
     wait_for(driver, "#user-tools")
 
 
+def until(driver: WebDriver, condition, timeout: float = 30.0):
+    """Wait until ``condition(driver)`` is truthy and return it. A live refresh (or the page a
+    form posts to) replaces elements at any moment: a condition that touched one after it was
+    replaced is tried again at the next poll, with the elements found afresh."""
+    waiting = WebDriverWait(driver, timeout, ignored_exceptions=(StaleElementReferenceException,))
+    return waiting.until(condition)
+
+
+def read(driver: WebDriver, look):
+    """``look(driver)``, taken while no element it reads is replaced (see ``until``)."""
+    return until(driver, lambda d: [look(d)])[0]
+
+
+def text_of(driver: WebDriver, element_id: str) -> str:
+    return read(driver, lambda d: d.find_element(By.ID, element_id).text)
+
+
 def text_becomes(driver: WebDriver, element_id: str, check, timeout: float = 30.0) -> str:
-    """Wait until the text of ``#element_id`` passes ``check``; found afresh on every poll,
-    since a refresh replaces the element."""
-    WebDriverWait(driver, timeout).until(
-        lambda d: any(check(e.text) for e in d.find_elements(By.ID, element_id))
-    )
-    return driver.find_element(By.ID, element_id).text
+    """Wait until the text of ``#element_id`` passes ``check``, and return that text."""
+
+    def passing(d: WebDriver) -> str | None:
+        texts = [e.text for e in d.find_elements(By.ID, element_id)]
+        return next((text for text in texts if check(text)), None)
+
+    return until(driver, passing, timeout)
+
+
+def available_on_email(driver: WebDriver) -> str:
+    """The available count in queue email's health row."""
+    return driver.find_element(By.ID, "queue-email").find_elements(By.TAG_NAME, "td")[2].text
 
 
 def progress_of(driver: WebDriver, job_id: int) -> int | None:
@@ -85,16 +109,11 @@ def test_pages_refresh_in_place_and_show_a_running_jobs_progress(
     assert "paused" in browser.find_element(By.ID, "queue-email").text
     Select(browser.find_element(By.ID, "awa-live-interval")).select_by_value("2")
     browser.execute_script(f"{MARKER} = true;")
-    cells = browser.find_element(By.ID, "queue-email").find_elements(By.TAG_NAME, "td")
-    assert cells[2].text == "0"  # available
+    assert available_on_email(browser) == "0"
 
     awa.enqueue_many("tests.noop", [{"n": n} for n in range(3)], queue="email")
 
-    WebDriverWait(browser, 30).until(
-        lambda d: (
-            d.find_element(By.ID, "queue-email").find_elements(By.TAG_NAME, "td")[2].text == "3"
-        )
-    )
+    until(browser, lambda d: available_on_email(d) == "3")
     assert browser.execute_script(f"return {MARKER} === true;")
     assert "updated" in control.text
     assert (
@@ -107,7 +126,7 @@ def test_pages_refresh_in_place_and_show_a_running_jobs_progress(
     browser.get(f"{live_server.url}/admin/awa_django/job/?state=available&queue=email")
     wait_for(browser, "#state-count")
     browser.execute_script(f"{MARKER} = true;")
-    assert browser.find_element(By.ID, "state-count").text.startswith("3 available jobs")
+    assert text_of(browser, "state-count").startswith("3 available jobs")
     awa.enqueue("tests.noop", args={}, queue="email")
     text_becomes(browser, "state-count", lambda text: text.startswith("4 available jobs"))
     browser.find_element(By.ID, "id_kind").send_keys("tests.")
@@ -129,14 +148,17 @@ def test_pages_refresh_in_place_and_show_a_running_jobs_progress(
         "every 2 s"
     )
     browser.execute_script(f"{MARKER} = true;")
-    WebDriverWait(browser, 30).until(lambda d: progress_of(d, job_id) is not None)
-    first = progress_of(browser, job_id)
-    WebDriverWait(browser, 30).until(lambda d: (progress_of(d, job_id) or 0) > (first or 0))
+    until(browser, lambda d: progress_of(d, job_id) is not None)
+    first = read(browser, lambda d: progress_of(d, job_id)) or 0
+    until(browser, lambda d: (progress_of(d, job_id) or 0) > first)
     assert browser.execute_script(f"return {MARKER} === true;")
-    row = browser.find_element(By.ID, f"running-job-{job_id}").text
+    row = text_of(browser, f"running-job-{job_id}")
     assert "tests.browser.crunch_report" in row and " of 40" in row and " s" in row
-    link = browser.find_element(By.CSS_SELECTOR, f"#running-job-{job_id} a")
-    assert link.get_attribute("href").endswith(f"/admin/awa_django/job/{job_id}/")
+    href = read(
+        browser,
+        lambda d: d.find_element(By.CSS_SELECTOR, f"#running-job-{job_id} a").get_attribute("href"),
+    )
+    assert href.endswith(f"/admin/awa_django/job/{job_id}/")
     browser.save_screenshot(str(screenshots / "11-runtimes-running-now.png"))
     awa.cancel(job_id)
 
@@ -154,9 +176,21 @@ def test_pages_refresh_in_place_and_show_a_running_jobs_progress(
     assert "paused" in browser.find_element(By.ID, "cron-1").text
     assert [s.paused_by for s in awa.cron.list() if s.name == name] == ["oncall"]
     browser.find_element(By.ID, "cron-trigger-1").click()
-    text_becomes(browser, "cron-1", lambda text: "paused" in text)
-    message = browser.find_element(By.CSS_SELECTOR, "ul.messagelist").text
+    # The page the trigger posts to replaces this one, which also says "paused": wait for its
+    # message, not for a text both pages show.
+    message = until(
+        browser,
+        lambda d: next(
+            (
+                m.text
+                for m in d.find_elements(By.CSS_SELECTOR, "ul.messagelist")
+                if "triggered" in m.text
+            ),
+            None,
+        ),
+    )
     assert f"Cron schedule {name} triggered: job" in message
+    assert "paused" in text_of(browser, "cron-1")
     browser.save_screenshot(str(screenshots / "13-cron-paused-and-triggered.png"))
 
     # A second worker deploys a different description of the default queue while the admin
