@@ -35,8 +35,9 @@ class QueueSettings:
     name: str
     # Jobs of this queue one worker process runs at once (hard-reserved permits).
     concurrency: int = 10
-    # Hard deadline of one attempt, after which the leader rescues it; 0 disables.
-    deadline_s: float = 300.0
+    # Longest one attempt may run before its worker stops it (worker.deadline); 0: no limit,
+    # as in Celery, so that a long job is never stopped by a default it did not choose.
+    deadline_s: float = 0.0
     # A waiting job gains one priority step per this many seconds at claim time; 0 disables.
     aging_interval_s: float = 60.0
     # Token bucket (jobs per second, burst) applied before claims; None: unlimited.
@@ -255,7 +256,7 @@ def _queue_problems(raw_queues: object) -> list[Problem]:
                     f"got {concurrency!r}.",
                 )
             )
-        deadline = options.get("deadline_s", 300.0)
+        deadline = options.get("deadline_s", 0.0)
         if not _is_number(deadline) or deadline < 0:
             found.append(
                 Problem(

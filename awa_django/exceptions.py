@@ -78,6 +78,17 @@ class AttemptRescued(AwaError):
     """Recorded as the error of an attempt the leader rescued (stale heartbeat or deadline)."""
 
 
+class DeadlineExceeded(BaseException):
+    """Raised inside a handler whose attempt ran past its queue's ``deadline_s``, and recorded as
+    the attempt's error: the worker running it stops it there (an async handler at the ``await``
+    it is in, a sync one at the next line of Python it runs) and closes the attempt only once the
+    handler has returned, so the job never runs elsewhere while it still runs here. The attempt
+    counts: the job is retried with backoff, or fails when out of attempts.
+
+    A ``BaseException``, as ``asyncio.CancelledError`` and ``KeyboardInterrupt`` are, so that the
+    ``except Exception`` blocks of a handler do not swallow it and run on past the deadline."""
+
+
 class UnstorableAttempt(AwaError):
     """Recorded as the error of an attempt whose result, error, progress or checkpoint the
     database refused to store (the message says which, and why); the job retries with backoff,

@@ -38,8 +38,9 @@ job_failed = Signal()
 # ``awa.cancel`` (sent on commit of the caller's transaction, never after a rollback).
 job_cancelled = Signal()
 
-# The leader closed an attempt its worker no longer reported on (``reason``: "deadline" or
-# "heartbeat"); ``outcome`` is "retryable" or "failed" (then ``job_failed`` is sent too).
+# The leader closed an attempt its worker no longer reported on (``reason``: "heartbeat") or
+# whose callback timed out ("callback_timeout"); ``outcome`` is "retryable" or "failed" (then
+# ``job_failed`` is sent too).
 job_rescued = Signal()
 
 

@@ -275,3 +275,52 @@ def returns_set(ctx: JobContext) -> object:
 @awa.job(kind="tests.returns_too_much", max_attempts=3)
 async def returns_too_much(ctx: JobContext) -> object:
     return "x" * (64 * 1024)
+
+
+@awa.job(kind="tests.overrun", max_attempts=2)
+def overrun(ctx: JobContext, seconds: float = 6.0, blocking: bool = False) -> None:
+    """Runs ``seconds`` whatever its cancel flag says: in short steps of Python, or (blocking)
+    in one call into C that Python cannot interrupt. Records its start and how it ended."""
+    record_run(ctx, f"start {ctx.attempt}")
+    try:
+        if blocking:
+            time.sleep(seconds)
+        else:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                time.sleep(0.01)
+    except awa.DeadlineExceeded:
+        record_run(ctx, f"stopped {ctx.attempt}")
+        raise
+    record_run(ctx, f"end {ctx.attempt}")
+
+
+@awa.job(kind="tests.overrun_async", max_attempts=2)
+async def overrun_async(ctx: JobContext, seconds: float = 6.0) -> None:
+    """``overrun`` for an async handler: one long await, whatever its cancel flag says."""
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+
+    await sync_to_async(record_and_close)(ctx, f"start {ctx.attempt}")
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        await sync_to_async(record_and_close)(ctx, f"stopped {ctx.attempt}")
+        raise
+    await sync_to_async(record_and_close)(ctx, f"end {ctx.attempt}")
+
+
+@awa.job(kind="tests.waits_then_overruns", max_attempts=1)
+async def waits_then_overruns(ctx: JobContext, seconds: float = 6.0) -> None:
+    """Waits in place for a resume, then runs ``seconds`` more, whatever its cancel flag says."""
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+
+    token = await ctx.aregister_callback(timeout=3600)
+    await sync_to_async(record_and_close)(ctx, f"token={token}")
+    await ctx.wait_for_callback(token)
+    await sync_to_async(record_and_close)(ctx, "resumed")
+    await asyncio.sleep(seconds)
+    await sync_to_async(record_and_close)(ctx, "ran on")

@@ -17,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from psycopg_pool import AsyncConnectionPool
 
@@ -40,6 +40,16 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+class Deadline(Protocol):
+    """The running attempt's deadline, kept by the worker (``worker.deadline``): paused while a
+    callback is registered, whose own timeout governs the attempt then, and started afresh when
+    the callback resumes it (as its lease's ``deadline_at`` is)."""
+
+    def pause(self) -> None: ...
+
+    def restart(self) -> None: ...
+
+
 class CallbackHub:
     """Callbacks of the attempts one worker runs, and the wake-ups of their sequential waits."""
 
@@ -59,8 +69,8 @@ class CallbackHub:
         self.stopping = stopping
         self._wakeups: dict[tuple[int, int], asyncio.Event] = {}
 
-    def for_attempt(self, job: ClaimedJob) -> AttemptCallbacks:
-        return AttemptCallbacks(self, job.job_id, job.run_lease)
+    def for_attempt(self, job: ClaimedJob, deadline: Deadline | None = None) -> AttemptCallbacks:
+        return AttemptCallbacks(self, job.job_id, job.run_lease, deadline)
 
     def wake(self, job_id: int, run_lease: int) -> None:
         """A resume committed for this attempt, or it was closed: re-check its wait now."""
@@ -117,10 +127,13 @@ def _own(ref: CallbackRef, job_id: int, run_lease: int) -> CallbackRef:
 class AttemptCallbacks:
     """Callbacks of one running attempt (``JobContext`` delegates to this)."""
 
-    def __init__(self, hub: CallbackHub, job_id: int, run_lease: int) -> None:
+    def __init__(
+        self, hub: CallbackHub, job_id: int, run_lease: int, deadline: Deadline | None = None
+    ) -> None:
         self._hub = hub
         self._job_id = job_id
         self._run_lease = run_lease
+        self._deadline = deadline
 
     async def register(self, timeout: timedelta | float) -> str:
         timeout_s = seconds(timeout, name="timeout", allow_zero=False)
@@ -131,6 +144,8 @@ class AttemptCallbacks:
             )
         if timeout_at is None:
             raise StaleCallback(f"cannot register a callback: {describe(ref)} is already closed")
+        if self._deadline is not None:
+            self._deadline.pause()
         return format_token(ref)
 
     async def wait(self, token: str) -> Any:
@@ -143,6 +158,8 @@ class AttemptCallbacks:
                 async with self._hub.pool.connection() as conn:
                     status, payload = await take_callback_payload(conn, ref)
                 if status == "resumed":
+                    if self._deadline is not None:
+                        self._deadline.restart()
                     return payload
                 if status != "waiting":
                     raise status_error(status, ref)

@@ -1,6 +1,7 @@
-"""Rescue (leader task): attempts past their hard deadline, silent beyond the heartbeat
-staleness window, or waiting on a callback past its timeout, are closed and their jobs made
-retryable (or failed when out of attempts).
+"""Rescue (leader task): attempts silent beyond the heartbeat staleness window, or waiting on a
+callback past its timeout, are closed and their jobs made retryable (or failed when out of
+attempts). Deadlines are not the leader's: the worker running an attempt stops it at its
+deadline (``worker.deadline``), so an attempt whose worker still heartbeats is never rescued.
 
 The attempt is closed through the same guarded statement a worker uses, so if its worker
 completes it at the same moment exactly one of the two closures lands, and a later completion
@@ -8,7 +9,7 @@ from the rescued attempt is stale. Closed attempts are announced on ``awa_cancel
 that still runs one raises its cancel flag.
 
 A pass looks only at what may have become due since the last complete pass (``RescueCursor``,
-kept in memory): the attempts holding a lease, and the receipts claimed or due since then. The
+kept in memory): the attempts holding a lease, and the receipts claimed since then. The
 first pass of a process, and any pass after one that hit the batch size, looks further back.
 """
 
@@ -45,7 +46,6 @@ from awa_django.storage.statement import run_async
 logger = logging.getLogger(__name__)
 
 REASONS = {
-    "deadline": "hard deadline exceeded",
     "heartbeat": "heartbeat stale: the worker running this attempt stopped reporting",
     "callback_timeout": "callback timed out: no external result before its timeout",
 }
@@ -77,9 +77,9 @@ class RescuerResult:
 
 
 class Rescuer:
-    """Closes stale and overdue attempts, one bounded batch per pass.
+    """Closes stale attempts and timed-out callback waits, one bounded batch per pass.
 
-    The three rescues are three reasons of one scan rather than three services: one statement
+    The two rescues are two reasons of one scan rather than two services: one statement
     finds them all and one cursor says where the next pass starts. A pass reads as its steps:
     scan, lock the receipts of timed-out callback waits, close, report.
     """

@@ -105,8 +105,7 @@ class LiveAttempt:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Rescuable(Generic[J]):
-    """An open attempt the leader must rescue, and why ('deadline', 'heartbeat' or
-    'callback_timeout')."""
+    """An open attempt the leader must rescue, and why ('heartbeat' or 'callback_timeout')."""
 
     reason: str
     job: J
@@ -210,10 +209,9 @@ async def heartbeat_attempts(
 @dataclass(frozen=True, slots=True)
 class RescueCursor:
     """Where the next rescue pass starts looking: every lease-less receipt claimed before
-    ``claimed_after`` or due before ``deadline_after`` was seen by a complete pass."""
+    ``claimed_after`` was seen by a complete pass."""
 
     claimed_after: datetime
-    deadline_after: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,14 +230,13 @@ async def find_rescuable(
     limit: int,
     since: RescueCursor | None = None,
 ) -> RescueScan[J]:
-    """Open attempts past their deadline, silent for longer than ``staleness_s`` or past their
-    callback timeout; ``since`` None looks at every retained receipt. ``rows`` makes each
+    """Open attempts silent for longer than ``staleness_s`` or past their callback timeout;
+    ``since`` None looks at every retained receipt. ``rows`` makes each
     attempt from the columns of a claimed job (``core.claimed_job.claimed_job_rows``)."""
     params = {
         "staleness_s": staleness_s,
         "limit": limit,
         "claimed_after": None if since is None else since.claimed_after,
-        "deadline_after": None if since is None else since.deadline_after,
     }
     # One transaction, so the cursor's bounds are the very cutoffs the scan used (now() is
     # the transaction's start).

@@ -43,6 +43,7 @@ from awa_django.storage.rate_limits import FleetBudget, claim_ready_limited
 from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
 from awa_django.worker.completer import Completer
+from awa_django.worker.deadline import AttemptDeadline
 from awa_django.worker.executor import context_for, execute
 from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.job_log import log_finished, log_started
@@ -120,6 +121,7 @@ class RunningAttempt:
     job: ClaimedJob
     ctx: JobContext
     started: float  # monotonic seconds
+    deadline: AttemptDeadline | None
     # None until the task exists: its first step may run (and finish) while it is created.
     task: asyncio.Task[None] | None = None
 
@@ -151,6 +153,7 @@ class Dispatcher:
     ) -> None:
         self.queue = queue
         self._callbacks = callbacks
+        self._deadline_s = deadline_s
         self._request = ClaimRequest(
             queue=queue,
             claimed_by=claimed_by,
@@ -372,10 +375,14 @@ class Dispatcher:
             logger.error("connection check of the handlers' ORM thread failed", exc_info=exc)
 
     def _start(self, job: ClaimedJob) -> None:
-        ctx = context_for(
-            job, callbacks=None if self._callbacks is None else self._callbacks.for_attempt(job)
+        deadline = (
+            AttemptDeadline(self._deadline_s, queue=job.queue) if self._deadline_s > 0 else None
         )
-        attempt = RunningAttempt(job=job, ctx=ctx, started=time.monotonic())
+        callbacks = self._callbacks
+        ctx = context_for(
+            job, callbacks=None if callbacks is None else callbacks.for_attempt(job, deadline)
+        )
+        attempt = RunningAttempt(job=job, ctx=ctx, started=time.monotonic(), deadline=deadline)
         # Registered before the task exists: an eager first step may run the job to its end.
         self._running.add(attempt)
         attempt.task = start_task(self._run_one(attempt), name=f"awa-job-{job.job_id}")
@@ -386,7 +393,9 @@ class Dispatcher:
         started = time.monotonic()
         try:
             with self._telemetry.job_span(job) as span:
-                result = await execute(job, self._resolve(job.kind), ctx, self._threads)
+                result = await execute(
+                    job, self._resolve(job.kind), ctx, self._threads, attempt.deadline
+                )
                 if isinstance(result.outcome, WaitForCallback) and self._callbacks is not None:
                     refused = await self._callbacks.park(job, result.outcome)
                     if refused is None:

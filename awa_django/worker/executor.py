@@ -13,13 +13,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 
 from awa_django.core.claimed_job import ClaimedJob
 from awa_django.core.handler_result import HandlerResult, StoredReturn, kept_return
-from awa_django.exceptions import JobOutcome, UnknownJobKind
+from awa_django.exceptions import DeadlineExceeded, JobOutcome, UnknownJobKind
 from awa_django.jobs import AttemptProgress, Job, JobContext
+from awa_django.worker.deadline import AttemptDeadline
 from awa_django.worker.handler_threads import HandlerThreads
+from awa_django.worker.interrupt import InterruptibleCall
 
 if TYPE_CHECKING:
     from awa_django.callbacks.waiting import AttemptCallbacks
@@ -44,15 +46,31 @@ def context_for(job: ClaimedJob, *, callbacks: AttemptCallbacks | None = None) -
     )
 
 
-def _run_sync(func: Callable[..., Any], ctx: JobContext, args: dict[str, Any]) -> Any:
+def _run_sync(
+    func: Callable[..., Any],
+    ctx: JobContext,
+    args: dict[str, Any],
+    call: InterruptibleCall | None,
+) -> Any:
     # Each sync job gets Django's per-request connection hygiene: stale or broken connections
     # from an earlier job on this thread are closed before, and expired ones after.
     close_old_connections()
     try:
-        value = func(ctx, **args)
+        value = func(ctx, **args) if call is None else call.run(func, ctx, **args)
         return value if value is None else kept_return(value, ctx)
     finally:
+        if call is not None and call.interrupted:
+            _forget_connections()
         close_old_connections()
+
+
+def _forget_connections() -> None:
+    """Close this thread's Django connections and drop their wrappers: a handler stopped at its
+    deadline may have been stopped inside a query or an ``atomic`` block, and the next job on
+    this thread must not inherit what it left half done."""
+    for conn in connections.all(initialized_only=True):
+        conn.close()
+        del connections[conn.alias]
 
 
 def _unknown_kind(job: ClaimedJob) -> HandlerResult:
@@ -84,27 +102,63 @@ def stops_the_attempt(exc: BaseException) -> bool:
 
 
 async def execute(
-    job: ClaimedJob, handler: Job[Any, Any] | None, ctx: JobContext, threads: HandlerThreads
+    job: ClaimedJob,
+    handler: Job[Any, Any] | None,
+    ctx: JobContext,
+    threads: HandlerThreads,
+    deadline: AttemptDeadline | None = None,
 ) -> HandlerResult:
-    """Run the handler for ``job``; never raises, except when the worker cancels its task."""
+    """Run the handler for ``job``, stopped at ``deadline`` if it has one; never raises, except
+    when the worker cancels its task."""
     if handler is None:
         return _unknown_kind(job)
     try:
         if handler.is_async:
-            value = await handler.func(ctx, **job.args)
+            value = await _run_async(handler.func, ctx, job.args, deadline)
             if value is not None:
                 value = kept_return(value, ctx)
         else:
+            call = None
+            if deadline is not None:
+                call = InterruptibleCall()
+                deadline.start(ctx.cancel_flag, call.interrupt)
             # The copied context carries the job's span into the thread, so spans the handler
             # (or its instrumented libraries) opens are children of it.
             value = await threads.run(
-                contextvars.copy_context().run, _run_sync, handler.func, ctx, job.args
+                contextvars.copy_context().run, _run_sync, handler.func, ctx, job.args, call
             )
     except BaseException as exc:
         if stops_the_attempt(exc):
             raise
+        if isinstance(exc, DeadlineExceeded) and deadline is not None and deadline.expired:
+            # A sync handler's interrupt carries no message: say which deadline it was.
+            return HandlerResult(deadline.error(exc))
         return HandlerResult(exc)
+    finally:
+        if deadline is not None:
+            deadline.cancel()
     return _returned(value)
+
+
+async def _run_async(
+    func: Callable[..., Any],
+    ctx: JobContext,
+    args: dict[str, Any],
+    deadline: AttemptDeadline | None,
+) -> Any:
+    if deadline is None:
+        return await func(ctx, **args)
+    # At the deadline the timeout cancels this task where the handler awaits, and turns the
+    # cancellation into TimeoutError as it leaves the block.
+    timeout = asyncio.timeout(None)
+    try:
+        async with timeout:
+            deadline.start(ctx.cancel_flag, lambda: timeout.reschedule(0))
+            return await func(ctx, **args)
+    except TimeoutError as exc:
+        if timeout.expired():
+            raise deadline.error(exc) from None
+        raise
 
 
 def execute_in_calling_thread(

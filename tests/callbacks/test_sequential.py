@@ -23,7 +23,7 @@ from tests.callbacks.helpers import (
     wait_for_token,
 )
 from tests.conftest import BackgroundWorker, wait_until
-from tests.jobs import waits, waits_sync
+from tests.jobs import waits, waits_sync, waits_then_overruns
 
 pytestmark = [pytest.mark.usefixtures("awa_db"), pytest.mark.django_db(transaction=True)]
 
@@ -186,3 +186,41 @@ def test_stopping_worker_ends_a_sequential_wait_so_the_job_retries():
     assert "worker stopping" in job.errors[-1]["message"]
     with pytest.raises(awa.StaleCallback):
         awa.resume_external(token, "late")
+
+
+DEADLINE_1S = {**FAST, "QUEUES": {"default": {"concurrency": 1, "deadline_s": 1.0}}}
+
+
+def test_a_sequential_wait_longer_than_the_deadline_does_not_stop_the_attempt():
+    # The callback's timeout governs a waiting attempt; the queue's deadline waits with it.
+    with override_settings(AWA=DEADLINE_1S):
+        worker = BackgroundWorker().start()
+        try:
+            job_id = waits_sync.enqueue()
+            for step in (1, 2):
+                token = wait_for_token(job_id, step)
+                time.sleep(1.5)
+                awa.resume_external(token, step)
+            wait_for_state(job_id, "completed", timeout=10)
+            assert attempts_and_leases(job_id) == (1, 1)
+        finally:
+            worker.stop()
+
+
+def test_a_resumed_attempt_runs_on_against_a_fresh_deadline():
+    with override_settings(AWA=DEADLINE_1S):
+        worker = BackgroundWorker().start()
+        try:
+            job_id = waits_then_overruns.enqueue(seconds=6.0)
+            token = wait_for_token(job_id)
+            time.sleep(1.5)
+            awa.resume_external(token, "go")
+            resumed = time.monotonic()
+            wait_for_state(job_id, "failed", timeout=10)
+            # Stopped a deadline after the resume, not at once and not after its 6 s.
+            assert 0.9 < time.monotonic() - resumed < 5
+            assert notes(job_id)[-1] == "resumed"
+            error = awa.get_job(job_id).errors[-1]
+            assert error["type"] == "awa_django.exceptions.DeadlineExceeded"
+        finally:
+            worker.stop()

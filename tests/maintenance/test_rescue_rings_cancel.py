@@ -140,27 +140,42 @@ def test_exhausted_job_is_failed_by_rescue():
     assert awa.get_job(job_id).state == "failed"
 
 
-def test_deadline_rescue_and_heartbeats_keep_a_long_attempt_alive():
+def test_heartbeats_keep_a_long_attempt_alive_whatever_its_deadline():
     overdue_id = awa.enqueue("k.deadline", args={})
     (overdue,) = claim(deadline_s=0.01)
     alive_id = awa.enqueue("k.alive", args={})
     (alive,) = claim()
     pause(0.05)  # the overdue attempt's deadline is now in the past
+    beats = [LiveAttempt.of(overdue), LiveAttempt.of(alive, checkpoint={"at": 1})]
+    assert run(heartbeat_attempts, beats, claimed_by="w") == {(overdue_id, 1), (alive_id, 1)}
     age_claims()  # both claims look an hour old
-    beat = LiveAttempt.of(alive, checkpoint={"at": 1})
-    assert run(heartbeat_attempts, [beat], claimed_by="w") == {(alive_id, 1)}
     assert scalar("SELECT count(*) FROM awa.leases WHERE job_id = %s", [alive_id]) == 1
-    # The heartbeat is fresh although the claim is old: only the overdue attempt goes.
-    result = rescue(staleness_s=60)
-    assert result.rescued == 1
-    assert "hard deadline exceeded" in awa.get_job(overdue_id).errors[-1]["message"]
+    # Both heartbeats are fresh although the claims are old, and one is past its deadline: its
+    # worker stops it there, so the leader leaves both alone.
+    assert rescue(staleness_s=60).found == 0
+    assert {awa.get_job(overdue_id).state, awa.get_job(alive_id).state} == {"running"}
+    # Once its heartbeats stop, the overdue attempt is rescued as silent, like any other.
+    backdate(overdue_id, receipt=False, lease=True)
+    assert rescue(staleness_s=60).rescued == 1
+    assert "heartbeat stale" in awa.get_job(overdue_id).errors[-1]["message"]
     assert awa.get_job(alive_id).state == "running"
     # A heartbeat for an attempt closed elsewhere comes back as no longer open.
-    overdue_beat = LiveAttempt.of(overdue)
-    assert run(heartbeat_attempts, [overdue_beat], claimed_by="w") == set()
+    assert run(heartbeat_attempts, [LiveAttempt.of(overdue)], claimed_by="w") == set()
     # Closing the attempt deletes its lease.
     complete(alive)
     assert scalar("SELECT count(*) FROM awa.leases WHERE job_id = %s", [alive_id]) == 0
+
+
+def test_a_0_1_0_leader_finds_the_same_attempts_through_the_four_argument_form():
+    # During a rolling deploy an 0.1.0 leader passes a deadline bound too; it no longer makes
+    # an attempt rescuable.
+    overdue_id = awa.enqueue("k.deadline", args={})
+    claim(deadline_s=0.01)
+    pause(0.05)
+    four = "SELECT count(*) FROM awa.find_rescuable(60, 100, NULL, NULL)"
+    assert scalar(four) == 0
+    backdate(overdue_id)
+    assert scalar(four) == 1
 
 
 class LeaderRescuer:
@@ -224,7 +239,7 @@ def test_after_a_complete_pass_rescue_looks_only_at_receipts_due_since():
     assert awa.get_job(hidden_id).state == "retryable"
 
 
-def test_a_windowed_pass_still_finds_leased_attempts_and_new_deadlines():
+def test_a_windowed_pass_still_finds_leased_attempts():
     leader = LeaderRescuer(staleness_s=60)
     leased_id = awa.enqueue("k.leased", args={})
     (leased,) = claim()
@@ -233,13 +248,14 @@ def test_a_windowed_pass_still_finds_leased_attempts_and_new_deadlines():
     # The leased attempt was claimed long before the cursor and its heartbeats stopped: only
     # its lease says it is due.
     backdate(leased_id, lease=True)
-    # Claimed after the cursor, nowhere near stale, but past its deadline by the next pass.
+    # Claimed after the cursor and past its deadline by the next pass, but not silent: its
+    # worker's to stop.
     overdue_id = awa.enqueue("k.overdue", args={})
     claim(deadline_s=0.2)
     pause(0.3)
-    assert leader.run_once().rescued == 2
+    assert leader.run_once().rescued == 1
     assert "heartbeat stale" in awa.get_job(leased_id).errors[-1]["message"]
-    assert "hard deadline exceeded" in awa.get_job(overdue_id).errors[-1]["message"]
+    assert awa.get_job(overdue_id).state == "running"
 
 
 def test_a_pass_that_fills_its_batch_leaves_the_cursor_for_the_rest():

@@ -52,8 +52,10 @@ def test_function_files_hold_only_create_or_replace_definitions_each_in_one_file
         starts = [m.start() for m in STATEMENT_START.finditer(text)]
         definitions = [m.start() for m in DEFINITION.finditer(text)]
         assert starts == definitions, f"{plane}.sql holds a statement other than a definition"
+        # Overloads of one name (a form kept for older callers) stand side by side in its file.
         for name in names:
-            assert name not in defined, f"{name} is defined in {defined.get(name)} and {plane}"
+            where = defined.get(name, plane)
+            assert where == plane, f"{name} is defined in {where} and {plane}"
             defined[name] = plane
 
 

@@ -1,4 +1,4 @@
-"""Recovery with real worker processes: SIGKILL mid-job, hard deadlines, leader failover."""
+"""Recovery with real worker processes: SIGKILL mid-job, deadlines, leader failover."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from datetime import timedelta
 from django.db import connection
 
 import awa_django as awa
+from tests import jobs as tests_jobs
 from tests.conftest import wait_until
 from tests.jobs import record, slow_first
 
@@ -71,21 +72,66 @@ def checkpoint_saved(job_id: int) -> bool:
     return row is not None and row[0] is not None
 
 
-def test_job_past_its_deadline_is_rescued_and_its_late_completion_ignored(worker_process):
-    queues = {"default": {"concurrency": 2, "deadline_s": 0.5}, "email": {"concurrency": 1}}
+def runs_in_order(job_id: int) -> list[tuple[str, float]]:
+    """The job's notes with the seconds since its first note, in the order they were written."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT note, extract(epoch FROM at - min(at) OVER ()) FROM tests_job_runs "
+            "WHERE job_id = %s ORDER BY id",
+            [job_id],
+        )
+        return [(note, float(seconds)) for note, seconds in cursor.fetchall()]
+
+
+def overran(job_id: int) -> list[tuple[str, float]]:
+    wait_until(lambda: awa.get_job(job_id).state == "failed", timeout=30)
+    runs = runs_in_order(job_id)
+    errors = awa.get_job(job_id).errors
+    assert [e["type"] for e in errors] == ["awa_django.exceptions.DeadlineExceeded"] * 2
+    assert "ran past its deadline of 1s (AWA['QUEUES']['default']['deadline_s'])" in (
+        errors[-1]["message"]
+    )
+    return runs
+
+
+def test_a_sync_handler_past_its_deadline_is_stopped_before_the_job_runs_again(worker_process):
+    queues = {"default": {"concurrency": 2, "deadline_s": 1.0}}
     worker = worker_process("--queue", "default=2", env=env(QUEUES=queues)).wait_ready()
-    # Attempt 1 ignores the cancel flag and finishes after its deadline has passed.
-    job_id = slow_first.enqueue(seconds=2.0, honour_cancel=False)
-    wait_until(lambda: awa.get_job(job_id).state == "completed" and len(notes(job_id)) == 3)
-    # Attempt 1 saw its cancel flag raised by the rescue (it chose to run on regardless).
-    assert sorted(notes(job_id)) == [
-        "resumed checkpoint={'step': 1}",
-        "slow-cancelled",
-        "slow-start",
-    ]
-    wait_until(lambda: "stale completion ignored" in worker.output, timeout=10)
-    assert completions(job_id) == 1
-    assert "hard deadline exceeded" in awa.get_job(job_id).errors[-1]["message"]
+    job_id = tests_jobs.overrun.enqueue(seconds=6.0)
+    runs = overran(job_id)
+    # Each attempt was stopped where it ran, about a second in, and closed before the next began.
+    assert [note for note, _ in runs] == ["start 1", "stopped 1", "start 2", "stopped 2"]
+    assert runs[1][1] < 3.0
+    # The traceback shows where the handler was when it was stopped.
+    assert "time.sleep(0.01)" in awa.get_job(job_id).errors[0]["traceback"]
+    worker.proc.send_signal(signal.SIGTERM)
+    assert worker.wait() == 0
+
+
+def test_a_sync_handler_blocked_past_its_deadline_keeps_its_job_until_it_returns(worker_process):
+    queues = {"default": {"concurrency": 2, "deadline_s": 1.0}}
+    worker = worker_process("--queue", "default=2", env=env(QUEUES=queues)).wait_ready()
+    # One call into C for 4 s: the interrupt is raised when it returns. Meanwhile the worker
+    # heartbeats the attempt and the leader (rescue every 0.2 s) leaves it alone.
+    job_id = tests_jobs.overrun.enqueue(seconds=4.0, blocking=True)
+    runs = overran(job_id)
+    assert [note for note, _ in runs] == ["start 1", "stopped 1", "start 2", "stopped 2"]
+    assert runs[1][1] >= 3.9
+    assert "stale completion ignored" not in worker.output
+    worker.proc.send_signal(signal.SIGTERM)
+    assert worker.wait() == 0
+
+
+def test_an_async_handler_past_its_deadline_is_cancelled_before_the_job_runs_again(
+    worker_process,
+):
+    queues = {"default": {"concurrency": 2, "deadline_s": 1.0}}
+    worker = worker_process("--queue", "default=2", env=env(QUEUES=queues)).wait_ready()
+    job_id = tests_jobs.overrun_async.enqueue(seconds=6.0)
+    runs = overran(job_id)
+    assert [note for note, _ in runs] == ["start 1", "stopped 1", "start 2", "stopped 2"]
+    assert runs[1][1] < 3.0
+    assert "asyncio.sleep(seconds)" in awa.get_job(job_id).errors[0]["traceback"]
     worker.proc.send_signal(signal.SIGTERM)
     assert worker.wait() == 0
 

@@ -1,27 +1,28 @@
--- Rescue: finding the attempts of crashed, stopped or overdue workers.
+-- Rescue: finding the attempts of crashed or stopped workers.
 -- Current definitions, CREATE OR REPLACE only. Migration 0001 applies every function file;
 -- a later migration that changes a definition applies its file again (docs/architecture.md,
 -- "SQL layout and schema changes").
 
--- Open attempts the leader must rescue: past their hard deadline, or silent for longer than the
--- staleness window (newest lease heartbeat, or the claim itself for an attempt that never
--- heartbeated). Read-only: the leader closes them through awa.close_attempts, whose guard makes
--- a race with the attempt's own completion resolve to exactly one closure. An attempt with a
--- registered, unresumed callback is judged by its callback timeout alone; a resumed one by the
--- fresh deadline its lease carries.
+-- Open attempts the leader must rescue: silent for longer than the staleness window (newest
+-- lease heartbeat, or the claim itself for an attempt that never heartbeated), or waiting on a
+-- registered, unresumed callback past its timeout, which is then the only thing that counts.
+-- Never for a deadline: the worker running an attempt stops it at its deadline and closes it
+-- once the handler has returned (migration 0010), so an attempt whose worker still heartbeats
+-- is that worker's, however late, and the job cannot run twice at once. Read-only: the leader
+-- closes them through awa.close_attempts, whose guard makes a race with the attempt's own
+-- completion resolve to exactly one closure.
 --
 -- Bounded by a cursor the leader keeps between passes: retained receipts are almost all closed,
 -- and anti-joining every one of them cost about 2.5 µs per receipt on every pass. Candidates
 -- are the attempts holding a lease (heartbeating or waiting on a callback; few, whatever their
--- age) and the receipts that became due since the previous complete pass: claimed in
--- [p_claimed_after, now - staleness) or with a deadline in [p_deadline_after, now), found
--- through the BRIN indexes on claim_receipts. A lease-less receipt older than a complete pass's
+-- age) and the receipts claimed in [p_claimed_after, now - staleness), found through the BRIN
+-- index on claim_receipts.claimed_at. A lease-less receipt older than a complete pass's
 -- staleness cutoff was stale at that pass, hence closed by it, so later passes need not look
--- at it again. NULL bounds scan everything, as a new leader's first pass does.
+-- at it again. A NULL bound scans everything, as a new leader's first pass does.
 -- Plans: seq scans off, so the done anti-join probes the primary key per candidate instead of
 -- sorting every retained closure.
 CREATE OR REPLACE FUNCTION awa.find_rescuable(p_staleness_s double precision, p_limit integer,
-                                   p_claimed_after timestamptz, p_deadline_after timestamptz)
+                                              p_claimed_after timestamptz)
 RETURNS TABLE (reason text, job awa.claimed_job) LANGUAGE sql STABLE
 SET enable_seqscan = off AS $$
     WITH candidates AS (
@@ -37,10 +38,8 @@ SET enable_seqscan = off AS $$
         UNION
         SELECT c.*
           FROM awa.claim_receipts c
-         WHERE (c.claimed_at >= coalesce(p_claimed_after, '-infinity')
-                AND c.claimed_at < now() - make_interval(secs => p_staleness_s))
-            OR (c.deadline_at >= coalesce(p_deadline_after, '-infinity')
-                AND c.deadline_at < now())
+         WHERE c.claimed_at >= coalesce(p_claimed_after, '-infinity')
+           AND c.claimed_at < now() - make_interval(secs => p_staleness_s)
     ), open AS MATERIALIZED (
         -- Materialized: the few open candidates are joined to their bodies, not all of them.
         SELECT c.*
@@ -50,7 +49,6 @@ SET enable_seqscan = off AS $$
                               AND d.ready_slot = c.ready_slot)
     )
     SELECT CASE WHEN l.callback_timeout_at IS NOT NULL THEN 'callback_timeout'
-                WHEN coalesce(l.deadline_at, c.deadline_at) < now() THEN 'deadline'
                 ELSE 'heartbeat' END,
            ROW(c.queue, c.priority, c.shard, c.lane_seq, c.ready_slot, c.job_id, r.kind, r.args,
                c.attempt, c.run_lease, r.max_attempts, r.run_at, r.created_at, r.metadata,
@@ -60,13 +58,21 @@ SET enable_seqscan = off AS $$
         ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
        AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
       LEFT JOIN LATERAL (
-          SELECT max(x.heartbeat_at) AS heartbeat_at, max(x.deadline_at) AS deadline_at,
+          SELECT max(x.heartbeat_at) AS heartbeat_at,
                  max(x.callback_timeout_at) FILTER (WHERE x.callback_resumed_at IS NULL)
                      AS callback_timeout_at
             FROM awa.leases x WHERE x.job_id = c.job_id AND x.run_lease = c.run_lease) l ON true
      WHERE CASE WHEN l.callback_timeout_at IS NOT NULL THEN l.callback_timeout_at < now()
-                ELSE coalesce(l.deadline_at, c.deadline_at) < now()
-                  OR coalesce(l.heartbeat_at, c.claimed_at)
+                ELSE coalesce(l.heartbeat_at, c.claimed_at)
                          < now() - make_interval(secs => p_staleness_s) END
      LIMIT p_limit
+$$;
+
+-- The four-argument form that leaders of 0.1.0 call during a rolling deploy: the same scan (the
+-- deadline bound is no longer a reason to rescue).
+CREATE OR REPLACE FUNCTION awa.find_rescuable(p_staleness_s double precision, p_limit integer,
+                                              p_claimed_after timestamptz,
+                                              p_deadline_after timestamptz)
+RETURNS TABLE (reason text, job awa.claimed_job) LANGUAGE sql STABLE AS $$
+    SELECT * FROM awa.find_rescuable(p_staleness_s, p_limit, p_claimed_after)
 $$;

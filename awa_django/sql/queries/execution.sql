@@ -18,17 +18,16 @@ SELECT job_id, run_lease
 
 -- name: rescue_cutoffs
 -- The upper bounds of this transaction's rescue scan: the next pass's cursor.
-SELECT now() - make_interval(secs => %(staleness_s)s::double precision) AS claimed_before,
-       now() AS deadline_before
+SELECT now() - make_interval(secs => %(staleness_s)s::double precision) AS claimed_before
 
 -- name: find_rescuable
--- Open attempts past their deadline or silent beyond the staleness window (read-only).
+-- Open attempts silent beyond the staleness window or past their callback timeout (read-only).
 SELECT reason, (job).queue, (job).priority, (job).shard, (job).lane_seq, (job).ready_slot,
        (job).job_id, (job).kind, (job).args, (job).attempt, (job).run_lease,
        (job).max_attempts, (job).run_at, (job).created_at, (job).metadata, (job).tags,
        (job).errors, (job).progress, (job).checkpoint
   FROM awa.find_rescuable(%(staleness_s)s::double precision, %(limit)s::integer,
-                          %(claimed_after)s::timestamptz, %(deadline_after)s::timestamptz)
+                          %(claimed_after)s::timestamptz)
 
 -- name: notify_cancel
 -- Tells the workers that an attempt was closed under them, so its owner raises the cancel flag.
