@@ -50,6 +50,7 @@ from awa_django.exceptions import (
 )
 from awa_django.job_waits import await_job, wait
 from awa_django.jobs import Job, JobContext, job
+from awa_django.pending_job import PendingJob
 from awa_django.records import get_job, get_jobs, list_jobs
 from awa_django.storage.jobs import JobRecord
 from awa_django.unique import Unique
@@ -73,6 +74,7 @@ __all__ = [
     "JobNotFound",
     "JobOutcome",
     "JobRecord",
+    "PendingJob",
     "RetryAfter",
     "Snooze",
     "StaleCallback",

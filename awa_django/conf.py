@@ -110,8 +110,9 @@ class AwaSettings:
     RING_INTERVAL_S: float = 1.0
     # Longest a prune waits for the locks on a slot before skipping it this time.
     RING_LOCK_TIMEOUT_MS: int = 50
-    # Completed history is kept at least this long before its ring slot may be truncated.
-    COMPLETED_RETENTION_S: float = 3600.0
+    # Completed history is kept at least this long before its ring slot may be truncated: a
+    # day, as Celery keeps results (docs/operations.md says what it costs).
+    COMPLETED_RETENTION_S: float = 86400.0
     # Failed and cancelled history is kept at least this long (carried across prunes).
     FAILED_RETENTION_S: float = 259200.0
     # Dead-letter entries older than this are deleted by the leader.

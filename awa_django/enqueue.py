@@ -30,6 +30,7 @@ from awa_django.enqueue_options import (
 from awa_django.exact_json import check_text, moved, to_json_text
 from awa_django.exceptions import InvalidJob, UniqueConflict
 from awa_django.jobs import EnqueueFunctions, Job, provide_enqueue, registry
+from awa_django.pending_job import PendingJob
 from awa_django.priorities import STORED_PRIORITY_MAX, STORED_PRIORITY_MIN
 from awa_django.signals import job_enqueued
 from awa_django.storage import backlog
@@ -261,8 +262,9 @@ def enqueue_on_commit(
     options: EnqueueOptions = NO_OPTIONS,
     using: str | None = None,
     **changes: Unpack[EnqueueOptionArgs],
-) -> None:
-    """Validate now and enqueue after the current transaction commits (opt-in deferral).
+) -> PendingJob:
+    """Validate now and enqueue after the current transaction commits (opt-in deferral); the
+    ``PendingJob`` returned learns the job's id at the commit.
 
     Takes the options of ``enqueue``. ``on_conflict`` defaults to ``"return"`` here: a unique
     job's duplicate is dropped quietly, as there is no caller left to raise to; with
@@ -276,17 +278,16 @@ def enqueue_on_commit(
     bound = bind_args(kind, job, args)
     chosen = options.using(**changes)
     resolved = chosen.resolve(kind, job, on_conflict="return")
-    # Resolved again at commit, as an enqueue of that moment: a timedelta run_at then counts
-    # from the commit, and the settings and trace context are the commit's.
-    transaction.on_commit(
-        partial(
-            enqueue,
-            kind_or_job,
-            args=bound.args,
-            options=chosen.using(on_conflict=resolved.on_conflict),
-        ),
-        using=using,
-    )
+    pending = PendingJob(kind)
+    at_commit = chosen.using(on_conflict=resolved.on_conflict)
+
+    def enqueue_at_commit() -> None:
+        # Resolved again at commit, as an enqueue of that moment: a timedelta run_at then
+        # counts from the commit, and the settings and trace context are the commit's.
+        pending.enqueued_as(enqueue(kind_or_job, args=bound.args, options=at_commit))
+
+    transaction.on_commit(enqueue_at_commit, using=using)
+    return pending
 
 
 def enqueue_many(

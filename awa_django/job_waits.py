@@ -22,6 +22,7 @@ from django.db import connections
 from awa_django.conf import get_settings
 from awa_django.exceptions import JobFailed, JobNotFound, WaitTimeout
 from awa_django.limits import delay_problem, is_job_id
+from awa_django.pending_job import PendingJob
 from awa_django.records import get_job
 from awa_django.storage.jobs import JobRecord, jobs_by_id
 from awa_django.storage.statement import run_async
@@ -36,13 +37,15 @@ FALLBACK_POLL_S: Final = 1.0
 FAILED_STATES: Final = frozenset({"failed", "cancelled", "dlq"})
 
 
-def wait(job_id: int, *, timeout: float) -> JobRecord:
-    """Block until job ``job_id`` ends, for at most ``timeout`` seconds, and return its record
-    if it completed. Raises ``JobFailed`` if it failed, was cancelled or was dead-lettered,
-    ``WaitTimeout`` if it had not ended in time, ``JobNotFound`` if no committed job has this id
-    (one enqueued in the transaction still open on Django's connection included: it cannot end
-    before that commits), ``ValueError`` for a bad timeout. Not for async code: use
-    ``await_job``."""
+def wait(job_id: int | PendingJob, *, timeout: float) -> JobRecord:
+    """Block until job ``job_id`` (an id, or the ``PendingJob`` of ``enqueue_on_commit``) ends,
+    for at most ``timeout`` seconds, and return its record if it completed. Raises ``JobFailed``
+    if it failed, was cancelled or was dead-lettered, ``WaitTimeout`` if it had not ended in
+    time, ``JobNotFound`` if no committed job has this id (one enqueued in the transaction still
+    open on Django's connection included, and a ``PendingJob`` whose transaction has not
+    committed: neither can end before that commits), ``ValueError`` for a bad timeout. Not for
+    async code: use ``await_job``."""
+    job_id = _committed_id(job_id)
     try:
         return asyncio.run(await_job(job_id, timeout=timeout))
     except JobNotFound:
@@ -57,8 +60,21 @@ def wait(job_id: int, *, timeout: float) -> JobRecord:
         raise
 
 
-async def await_job(job_id: int, *, timeout: float) -> JobRecord:
+def _committed_id(job: int | PendingJob) -> int:
+    if not isinstance(job, PendingJob):
+        return job
+    if job.job_id is None:
+        raise JobNotFound(
+            f"the {job.kind} job of enqueue_on_commit is not enqueued: its transaction has not "
+            "committed (or rolled back); wait for it after the commit",
+            job_id=None,
+        )
+    return job.job_id
+
+
+async def await_job(job_id: int | PendingJob, *, timeout: float) -> JobRecord:
     """``wait`` for async code: the same outcomes, without blocking the event loop."""
+    job_id = _committed_id(job_id)
     problem = delay_problem(timeout)
     if problem is not None:
         raise ValueError(f"timeout {problem}")

@@ -33,6 +33,7 @@ from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN
 from awa_django.enqueue_options import EnqueueOptionArgs, EnqueueOptions, RunAt
 from awa_django.exact_json import storable_text, to_json_text
 from awa_django.exceptions import InvalidJob
+from awa_django.pending_job import PendingJob
 from awa_django.unique import Unique
 
 if TYPE_CHECKING:
@@ -273,11 +274,12 @@ class Job(Generic[P, R]):
             raise TypeError(f"{self.kind}.enqueue takes keyword arguments only")
         return _enqueuing().enqueue(self, args=kwargs)
 
-    def enqueue_on_commit(self, *args: P.args, **kwargs: P.kwargs) -> None:
-        """Validate now, enqueue when the current transaction commits."""
+    def enqueue_on_commit(self, *args: P.args, **kwargs: P.kwargs) -> PendingJob:
+        """Validate now, enqueue when the current transaction commits; the ``PendingJob``
+        returned learns the job's id then."""
         if args:
             raise TypeError(f"{self.kind}.enqueue_on_commit takes keyword arguments only")
-        _enqueuing().enqueue_on_commit(self, args=kwargs)
+        return _enqueuing().enqueue_on_commit(self, args=kwargs)
 
     def enqueue_many(
         self, args_list: Iterable[Mapping[str, Any]], *, run_at: RunAt = None
@@ -351,7 +353,7 @@ class EnqueueFunctions:
     """The functions behind ``Job.enqueue``, ``enqueue_on_commit`` and ``enqueue_many``."""
 
     enqueue: Callable[..., int]
-    enqueue_on_commit: Callable[..., None]
+    enqueue_on_commit: Callable[..., PendingJob]
     enqueue_many: Callable[..., list[int]]
 
 

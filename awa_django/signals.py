@@ -2,8 +2,8 @@
 user's code.
 
 Every signal is sent after the write that caused it commits. ``sender`` is always
-``awa_django.jobs.Job``. The worker-side signals (retried, snoozed, failed, rescued, and
-cancelled by a handler) are sent with ``asend_robust`` from the worker's event loop, so sync
+``awa_django.jobs.Job``. The worker-side signals (completed, retried, snoozed, failed, rescued,
+and cancelled by a handler) are sent with ``asend_robust`` from the worker's event loop, so sync
 receivers run in a thread and a receiver that raises is logged, never fatal to the worker;
 keep receivers cheap, they run on the completion path. Every one of them has ``job_id``,
 ``run_lease``, ``kind``, ``queue`` and ``attempt`` (the attempt that just closed).
@@ -23,6 +23,10 @@ logger = logging.getLogger(__name__)
 # Sent after the enqueueing transaction commits, with ``job_ids``, ``kind`` and ``queue``;
 # ``sender`` is ``awa_django.jobs.Job``. Never sent for a job that rolled back.
 job_enqueued = Signal()
+
+# The job completed: its handler returned. ``result`` is what was stored of its return value
+# (decoded JSON; None when it returned None).
+job_completed = Signal()
 
 # An attempt failed and the job will run again at ``run_at``; ``error`` is the stored error entry.
 job_retried = Signal()

@@ -69,6 +69,29 @@ def test_enqueue_on_commit_waits_for_commit_and_skips_rollback():
 
 
 @pytest.mark.usefixtures("awa_db")
+def test_enqueue_on_commit_returns_a_handle_that_learns_the_id_at_commit_and_can_be_waited_on():
+    with transaction.atomic():
+        pending = record.enqueue_on_commit(n=3)
+        assert (pending.job_id, pending.enqueued, pending.kind) == (None, False, "tests.record")
+        assert repr(pending) == "<PendingJob tests.record pending commit>"
+        # Nothing to wait for yet: the job cannot exist before the commit.
+        with pytest.raises(awa.JobNotFound, match="its transaction has not committed"):
+            awa.wait(pending, timeout=1)
+    assert pending.enqueued
+    assert awa.get_job(pending.job_id).kind == "tests.record"
+    assert repr(pending) == f"<PendingJob tests.record job_id={pending.job_id}>"
+    run_burst()
+    assert awa.wait(pending, timeout=5).state == "completed"
+    assert runs_of(pending.job_id) == 1
+    # Outside a transaction the job is enqueued at once; after a rollback it never is.
+    assert awa.enqueue_on_commit(record, args={"n": 4}).enqueued
+    with pytest.raises(RuntimeError), transaction.atomic():
+        rolled_back = awa.enqueue_on_commit(record, args={"n": 5})
+        raise RuntimeError
+    assert rolled_back.job_id is None
+
+
+@pytest.mark.usefixtures("awa_db")
 def test_job_enqueued_signal_fires_after_commit_only():
     from awa_django.signals import job_enqueued
 

@@ -209,8 +209,10 @@ def test_bad_unique_options_name_the_field(options, field):
 def test_enqueue_on_commit_drops_a_duplicate_quietly():
     first = unique_record.enqueue(n=6)
     with transaction.atomic():
-        unique_record.enqueue_on_commit(n=6)
+        duplicate = unique_record.enqueue_on_commit(n=6)
     assert count_jobs("tests.unique_record") == 1 and first
+    # The handle names the job that holds the key.
+    assert duplicate.job_id == first
 
 
 def sweep() -> int:

@@ -4,6 +4,7 @@ worker's completions, the leader's rescues and external callbacks.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.dispatch import Signal
@@ -15,6 +16,7 @@ from awa_django.storage.execution import Closed
 from awa_django.telemetry import get_telemetry
 
 _OUTCOME_SIGNALS: dict[Outcome, Signal] = {
+    Outcome.COMPLETED: signals.job_completed,
     Outcome.RETRYABLE: signals.job_retried,
     Outcome.SNOOZED: signals.job_snoozed,
     Outcome.FAILED: signals.job_failed,
@@ -32,7 +34,11 @@ def _signal_kwargs(completion: Completion, closed: Closed) -> dict[str, Any]:
     }
     if completion.outcome in (Outcome.RETRYABLE, Outcome.SNOOZED):
         kwargs["run_at"] = closed[(completion.job_id, completion.run_lease)]
-    if completion.outcome is Outcome.CANCELLED:
+    if completion.outcome is Outcome.COMPLETED:
+        kwargs["result"] = (
+            None if completion.result_json is None else json.loads(completion.result_json)
+        )
+    elif completion.outcome is Outcome.CANCELLED:
         kwargs["reason"] = (completion.error or {}).get("reason", "")
     elif completion.outcome in (Outcome.RETRYABLE, Outcome.FAILED):
         kwargs["error"] = completion.error
@@ -56,5 +62,7 @@ async def report_closed(
                 outcome=completion.outcome.value,
             )
         signal = _OUTCOME_SIGNALS.get(completion.outcome)
-        if signal is not None and signal.has_listeners():
+        # ``receivers`` first: nearly every attempt completes, and with no receiver connected
+        # this one attribute read is all the signal costs it.
+        if signal is not None and signal.receivers and signal.has_listeners():
             await signals.send_robust(signal, **_signal_kwargs(completion, closed))

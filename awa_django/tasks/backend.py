@@ -103,7 +103,9 @@ class AwaBackend(BaseTaskBackend):
             raise ImproperlyConfigured(
                 f"TASKS[{alias!r}]['OPTIONS']['eager'] must be True or False, got {self.eager!r}"
             )
-        self.max_attempts: int | None = self.options.get("max_attempts")
+        # One attempt, as Django's task API has no retries (its own backends mark a task that
+        # raises FAILED at once); OPTIONS["max_attempts"] opts into awa's retries.
+        self.max_attempts: int = self.options.get("max_attempts", 1)
         self.tags: tuple[str, ...] = tuple(self.options.get("tags", ()))
         self.queue_map: dict[str, str] = dict(self.options.get("queue_map", {}))
 

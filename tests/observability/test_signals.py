@@ -23,7 +23,15 @@ from awa_django.maintenance.rescuer import RescueConfig, Rescuer
 from awa_django.worker.completer import Completer
 from awa_django.worker.connections import open_pool
 from tests.conftest import run_burst
-from tests.jobs import always_fails, cancels, noop, retry_after, snooze_once, terminal
+from tests.jobs import (
+    always_fails,
+    cancels,
+    noop,
+    retry_after,
+    returns_value,
+    snooze_once,
+    terminal,
+)
 from tests.maintenance.test_rescue_rings_cancel import age_claims, claim
 
 pytestmark = pytest.mark.usefixtures("awa_db")
@@ -36,6 +44,7 @@ FAST_RETRY = {
     "PROMOTE_INTERVAL_S": 0.05,
 }
 SIGNALS = {
+    "completed": signals.job_completed,
     "retried": signals.job_retried,
     "snoozed": signals.job_snoozed,
     "failed": signals.job_failed,
@@ -74,15 +83,26 @@ def test_worker_sends_one_signal_per_closed_attempt(received):
     cancelled = cancels.enqueue()
     failed_terminal = terminal.enqueue()
     exhausted = always_fails.enqueue(message="nope")
+    valued = returns_value.enqueue(value={"total": 3, "items": [1.5, "x"]})
     run_burst(burst_wait_s=5)
 
-    assert of(received, ok) == []
-    assert of(received, retried) == [("retried", 1)]
-    assert of(received, snoozed) == [("snoozed", 1)]
+    assert of(received, ok) == [("completed", 1)]
+    assert of(received, retried) == [("retried", 1), ("completed", 2)]
+    assert of(received, snoozed) == [("snoozed", 1), ("completed", 1)]
     assert of(received, cancelled) == [("cancelled", 1)]
     assert of(received, failed_terminal) == [("failed", 1)]
     assert of(received, exhausted) == [("retried", 1), ("retried", 2), ("failed", 3)]
 
+    (completed_kwargs,) = [kw for name, kw in received if kw["job_id"] == valued]
+    assert completed_kwargs == {
+        "job_id": valued,
+        "run_lease": 1,
+        "kind": "tests.returns_value",
+        "queue": "default",
+        "attempt": 1,
+        "result": {"total": 3, "items": [1.5, "x"]},
+    }
+    assert [kw["result"] for name, kw in received if kw["job_id"] == ok] == [None]
     kwargs = {name: kw for name, kw in received if kw["job_id"] == cancelled}["cancelled"]
     assert kwargs == {
         "job_id": cancelled,
@@ -94,7 +114,9 @@ def test_worker_sends_one_signal_per_closed_attempt(received):
     }
     (failed_kwargs,) = [kw for name, kw in received if kw["job_id"] == failed_terminal]
     assert failed_kwargs["error"]["message"] == "card declined"
-    (retried_kwargs,) = [kw for name, kw in received if kw["job_id"] == retried]
+    (retried_kwargs,) = [
+        kw for name, kw in received if kw["job_id"] == retried and name == "retried"
+    ]
     assert retried_kwargs["error"] is not None
     # When the job runs again, as the database computed it: its RetryAfter after the closing
     # statement (which starts a moment after its transaction, whose time the closure records).

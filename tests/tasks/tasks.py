@@ -45,7 +45,7 @@ def lazy(label: str) -> None:
     log_run(f"lazy {label}")
 
 
-@task(takes_context=True)
+@task(takes_context=True, max_attempts=3)
 def flaky(context: TaskContext) -> str:
     log_run(f"flaky {context.attempt}")
     if context.attempt == 1:

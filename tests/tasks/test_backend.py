@@ -177,6 +177,18 @@ def test_retry_then_success_reads_as_ready_then_successful(received):
     assert finished == [TaskResultStatus.READY, TaskResultStatus.SUCCESSFUL]
 
 
+@override_settings(AWA=FAST_RETRY)
+def test_a_task_that_raises_fails_at_once_as_with_djangos_own_backends(received):
+    result = tasks.always_fails.enqueue()
+    run_burst(burst_wait_s=1)
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED and result.attempts == 1
+    assert [e.exception_class_path for e in result.errors] == ["builtins.ValueError"]
+    assert [status for name, _, _, status in received if name == "finished"] == [
+        TaskResultStatus.FAILED
+    ]
+
+
 @override_settings(
     AWA=FAST_RETRY,
     TASKS={
@@ -275,7 +287,8 @@ def test_stock_tasks_are_unchanged_by_the_extension():
     assert tasks.add.max_attempts is None and tasks.add.tags is None
     result = tasks.add.using(priority=5).enqueue(1, 2)
     job = awa.get_job(int(result.id))
-    assert job.max_attempts == get_settings().DEFAULT_MAX_ATTEMPTS and job.tags == []
+    # One attempt, as Django's own backends give a task (not AWA["DEFAULT_MAX_ATTEMPTS"]).
+    assert job.max_attempts == 1 != get_settings().DEFAULT_MAX_ATTEMPTS and job.tags == []
     assert set(job.metadata[TASK_METADATA_KEY]) == {
         "priority",
         "queue_name",

@@ -51,6 +51,11 @@ assert_type(options.using(priority=3), awa.EnqueueOptions)
 awa.EnqueueOptions(on_conflict="ignore")  # type: ignore[arg-type]
 assert_type(awa.enqueue(send_welcome, args={"user_id": 1}, options=options), int)
 assert_type(awa.enqueue_many(send_welcome, [{"user_id": 1}], options=options), list[int])
-awa.enqueue_on_commit(send_welcome, args={"user_id": 1}, unique=awa.Unique(), eager=True)
+assert_type(
+    awa.enqueue_on_commit(send_welcome, args={"user_id": 1}, unique=awa.Unique(), eager=True),
+    awa.PendingJob,
+)
+assert_type(send_welcome.enqueue_on_commit(user_id=1).job_id, int | None)
+assert_type(awa.wait(send_welcome.enqueue_on_commit(user_id=1), timeout=1), awa.JobRecord)
 awa.enqueue(send_welcome, args={}, colour="red")  # type: ignore[call-arg]
 awa.enqueue_on_commit(send_welcome, args={}, on_conflict="ignore")  # type: ignore[arg-type]
