@@ -10,7 +10,8 @@ checkout's awa_django on ``PYTHONPATH``. The conventions are the ones the page s
   comment after each ``print(...)`` is the line it must print.
 - Shell blocks run line by line in the project directory. ``pip install`` is not run (the
   checkout is already importable); the line must name the package by path, the only form that
-  works before a release. ``django-admin ARGS`` runs as ``python -m django ARGS``. A
+  works before a release. ``createdb`` is not run either (the test has its own database); it
+  must name the settings' database. ``django-admin ARGS`` runs as ``python -m django ARGS``. A
   ``manage.py awa_worker`` without ``--burst`` runs until it logs ``worker ready`` and is then
   stopped with SIGTERM, which must end it with status 0.
 
@@ -84,6 +85,7 @@ class PageRun:
     written: set[str] = field(default_factory=set)
     worker_output: list[str] = field(default_factory=list)
     pip_lines: list[str] = field(default_factory=list)
+    created_databases: list[str] = field(default_factory=list)
     test_runs: list[str] = field(default_factory=list)
     workers: int = 0
 
@@ -133,6 +135,9 @@ class PageRun:
         if words[:2] == ["pip", "install"]:
             assert words[2].startswith(PIP_PATH), f"{block}: install by path, not {words[2]}"
             self.pip_lines.append(" ".join(words))
+            return
+        if words[0] == "createdb":
+            self.created_databases.append(" ".join(words[1:]))
             return
         if words[0] == "django-admin":
             result = run_django(self.env, words[1:], cwd=self.project)
@@ -217,8 +222,11 @@ def test_the_getting_started_page_runs_as_written(tmp_path):
         for block in blocks:
             page.run(block)
 
-        # Installation is by path, in the one form the page gives.
+        # Installation is by path, in the one form the page gives, and the database the page
+        # creates is the one its settings name.
         assert page.pip_lines == [f"pip install {PIP_PATH}"]
+        assert page.created_databases == ["mysite"]
+        assert '"NAME": "mysite"' in PAGE.read_text()
         # The page's TestCase ran, and passed.
         assert len(page.test_runs) == 1 and "Ran 1 test" in page.test_runs[0]
         assert "\nOK\n" in page.test_runs[0]
