@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
+import re
+
 import pytest
 
+from awa_django.logs import JsonFormatter
 from awa_django.maintenance.cron_evaluator import CronFire, CronResult
 from awa_django.maintenance.instance_cleanup import InstanceCleanupResult
 from awa_django.maintenance.promoter import PromoterResult
@@ -12,6 +18,7 @@ from awa_django.maintenance.rate_ledger import RateLedgerResult
 from awa_django.maintenance.rescuer import RescuerResult
 from awa_django.maintenance.retention import RetentionResult
 from awa_django.maintenance.rings import RingResult
+from awa_django.maintenance.service import run_task
 from awa_django.maintenance.unique_sweeper import UniqueSweepResult
 
 TICK = "2026-12-02T03:00:00+00:00"
@@ -76,3 +83,36 @@ TICK = "2026-12-02T03:00:00+00:00"
 def test_each_result_says_what_the_pass_did(result, words):
     assert result.describe() == words
     assert "Result(" not in result.describe()
+
+
+class OnePass:
+    """A maintenance task whose pass reports two jobs moved, and stops the loop after it."""
+
+    name = "promoter"
+    interval_s = 0.001
+
+    def __init__(self, stopping: asyncio.Event) -> None:
+        self._stopping = stopping
+
+    async def run_once(self) -> PromoterResult:
+        self._stopping.set()
+        return PromoterResult(2)
+
+
+def test_the_loop_logs_one_line_in_words_with_the_results_fields(caplog):
+    caplog.set_level(logging.DEBUG, logger="awa_django.maintenance.service")
+
+    async def one_pass() -> None:
+        stopping = asyncio.Event()
+        await run_task(OnePass(stopping), is_leader=lambda: True, stopping=stopping)
+
+    asyncio.run(one_pass())
+    (line,) = caplog.records
+    assert line.levelno == logging.INFO
+    assert re.fullmatch(
+        r"maintenance promoter: moved 2 due jobs into the ready queue duration_ms=[\d.]+",
+        line.getMessage(),
+    )
+    assert (line.task, line.moved, line.duration_ms >= 0) == ("promoter", 2, True)
+    entry = json.loads(JsonFormatter().format(line))
+    assert (entry["task"], entry["moved"]) == ("promoter", 2)
