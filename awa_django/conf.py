@@ -122,6 +122,13 @@ class AwaSettings:
     CLEANUP_BATCH_SIZE: int = 1000
     # How often the leader measures queue depth and lag for the OpenTelemetry gauges.
     QUEUE_STATS_INTERVAL_S: float = 30.0
+    # "per_job": one INFO line per finished attempt. "summary": those lines at DEBUG, and one
+    # INFO line per queue every JOB_LOG_SUMMARY_INTERVAL_S with its counts by outcome.
+    JOB_LOG: str = "per_job"
+    JOB_LOG_SUMMARY_INTERVAL_S: float = 60.0
+    # Most lines about failed attempts (retried, failed, dead-lettered) one process logs per job
+    # kind per second; the others are counted, and the count logged in one line.
+    JOB_LOG_FAILURES_PER_S: int = 10
     # Shared secret that signs HTTP callbacks (HMAC-SHA256, docs/callbacks.md); "" leaves the
     # callback endpoint refusing every request unless CALLBACK_ALLOW_UNSIGNED.
     CALLBACK_SECRET: str = ""
@@ -157,6 +164,11 @@ class AwaSettings:
     # DATABASE_ALIAS connection.
     WORKER_DATABASE: str | None = None
 
+    @property
+    def dlq_queues(self) -> frozenset[str]:
+        """The queues whose terminal failures go to the dead-letter queue."""
+        return frozenset(name for name, queue in self.QUEUES.items() if queue.dlq)
+
 
 @dataclass(frozen=True, slots=True)
 class Problem:
@@ -184,6 +196,7 @@ _QUEUE_OPTIONS: Final = frozenset(
 )
 _QUEUE_TEXT_OPTIONS: Final = ("display_name", "description", "owner")
 RATE_LIMIT_SCOPES: Final = ("process", "fleet")
+JOB_LOG_MODES: Final = ("per_job", "summary")
 _POSITIVE_NUMBERS: Final = (
     "POLL_INTERVAL_S",
     "PROMOTE_INTERVAL_S",
@@ -199,6 +212,7 @@ _POSITIVE_NUMBERS: Final = (
     "CLEANUP_INTERVAL_S",
     "QUEUE_STATS_INTERVAL_S",
     "CRON_INTERVAL_S",
+    "JOB_LOG_SUMMARY_INTERVAL_S",
 )
 _NON_NEGATIVE_NUMBERS: Final = ("COMPLETED_RETENTION_S", "FAILED_RETENTION_S", "DLQ_RETENTION_S")
 _POSITIVE_INTEGERS: Final = (
@@ -209,6 +223,7 @@ _POSITIVE_INTEGERS: Final = (
     "RING_LOCK_TIMEOUT_MS",
     "CLEANUP_BATCH_SIZE",
     "CRON_MAX_CATCH_UP",
+    "JOB_LOG_FAILURES_PER_S",
 )
 
 
@@ -588,6 +603,18 @@ def _dx_problems(raw: Mapping[str, Any]) -> list[Problem]:
     return found
 
 
+def _job_log_problems(raw: Mapping[str, Any]) -> list[Problem]:
+    # The two numeric JOB_LOG_* keys are checked with the other positive numbers.
+    job_log = raw.get("JOB_LOG", JOB_LOG_MODES[0])
+    if job_log in JOB_LOG_MODES:
+        return []
+    return [
+        Problem(
+            "awa.E070", f"AWA['JOB_LOG'] must be one of {list(JOB_LOG_MODES)}, got {job_log!r}."
+        )
+    ]
+
+
 def is_dsn(value: str) -> bool:
     """Whether ``value`` reads as a libpq connection string (URI or key=value pairs)."""
     return value.startswith(("postgres://", "postgresql://")) or "=" in value
@@ -612,6 +639,7 @@ def problems() -> list[Problem]:
     found += _cron_problems(raw.get("CRON", ()))
     found += _runtime_problems(raw, defaults)
     found += _dx_problems(raw)
+    found += _job_log_problems(raw)
     found += _weighted_problems(raw)
     return found
 

@@ -9,7 +9,9 @@ attempt that failed, until an operator retries or purges them or ``DLQ_RETENTION
 Every function runs on ``AWA["DATABASE_ALIAS"]`` in its own transaction (or the caller's, when
 one is open). Bulk actions need a filter (``queue``, ``kind``, ``reason``, ``older_than``, or a
 group's ``error_type`` and ``fingerprint``) or an explicit ``all=True``; without either they
-raise ``ConfirmationRequired`` and change nothing.
+raise ``ConfirmationRequired`` and change nothing. They commit one batch at a time and call
+``progress`` (when given) with the count so far after each batch but the last (whose total they
+return), so a long one can show how far it is.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ REASONS: Final = ("attempts_exhausted", "terminal_error", "moved_from_failed")
 # Entries ``groups`` reads at most, newest first, so grouping costs a bounded scan.
 GROUP_SCAN: Final = 10_000
 Age = timedelta | float | int | None
+# Called with how many entries a bulk action has handled so far, after each committed batch
+# that more may follow.
+Progress = Callable[[int], object] | None
 
 
 def _older_than_s(older_than: Age) -> float | None:
@@ -203,7 +208,9 @@ def retry(
 
 
 def _each_matching(
-    where: DlqFilter, act: Callable[[CursorWrapper, builtins.list[int]], object]
+    where: DlqFilter,
+    act: Callable[[CursorWrapper, builtins.list[int]], object],
+    progress: Progress,
 ) -> int:
     """``act`` on every entry ``where`` matches, one committed batch at a time; how many."""
     alias = get_settings().DATABASE_ALIAS
@@ -215,6 +222,8 @@ def _each_matching(
         total += len(ids)
         if len(ids) < BULK_BATCH_SIZE:
             return total
+        if progress is not None:
+            progress(total)
 
 
 def retry_bulk(
@@ -229,6 +238,7 @@ def retry_bulk(
     run_at: RunAt = None,
     to_queue: str | None = None,
     priority: int | None = None,
+    progress: Progress = None,
 ) -> int:
     """Retry every matching entry (see ``retry``); returns how many went back."""
     where = _filter(
@@ -244,7 +254,7 @@ def retry_bulk(
     put_back = partial(
         storage.retry_entries, run_at=when, queue=chosen_queue, priority=chosen_priority
     )
-    return _each_matching(where, put_back)
+    return _each_matching(where, put_back, progress)
 
 
 def purge(job_id: int) -> bool:
@@ -263,6 +273,7 @@ def purge_bulk(
     error_type: str | None = None,
     fingerprint: str | None = None,
     all: bool = False,
+    progress: Progress = None,
 ) -> int:
     """Delete every matching entry (see ``purge``); returns how many."""
     where = _filter(
@@ -274,7 +285,7 @@ def purge_bulk(
         error_type=error_type,
         fingerprint=fingerprint,
     )
-    return _each_matching(where, storage.purge_entries)
+    return _each_matching(where, storage.purge_entries, progress)
 
 
 def move_failed(
@@ -284,6 +295,7 @@ def move_failed(
     older_than: Age = None,
     all: bool = False,
     job_ids: builtins.list[int] | None = None,
+    progress: Progress = None,
 ) -> int:
     """Move failed jobs (still in the ring, or in terminal history) into the DLQ, so they can
     be retried; returns how many moved. ``older_than`` counts from when the job failed.
@@ -306,4 +318,6 @@ def move_failed(
             )
         if len(ids) < BULK_BATCH_SIZE:
             return total
+        if progress is not None:
+            progress(total)
         after_id = ids[-1]

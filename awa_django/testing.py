@@ -151,6 +151,7 @@ def work_one(job_id: int) -> RanJob:
     if not claimed:
         raise AssertionError(f"job {job_id} could not be claimed (its lane is busy or paused)")
     ran = runner.work(claimed[0])
+    runner.report()
     if ran.job_id != job_id:
         # Priority aging can put another lane's job first; it was claimed, so it ran.
         raise AssertionError(f"the claim took job {ran.job_id} (now {ran.outcome}), not {job_id}")

@@ -29,9 +29,13 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 TIME_ZONE = "UTC"
 
-# Shipped defaults everywhere except the queue: the numbers should describe what a user gets.
-# The worker's concurrency is chosen per run with ``awa_worker --queue bench=N``.
+# Shipped defaults everywhere except the queue and the job log: the numbers should describe what
+# a user gets. The worker's concurrency is chosen per run with ``awa_worker --queue bench=N``.
+# A drain of no-op jobs finishes thousands a second, where docs/observability.md has operators
+# switch the job log to its per-queue summary; one line per job would time the worker's
+# terminal (the drains run at ``-v 1``, where those lines are on).
 AWA = {
     "QUEUES": {"bench": {"concurrency": 8}},
     "DEFAULT_QUEUE": "bench",
+    "JOB_LOG": "summary",
 }

@@ -5,7 +5,6 @@ from a handler's result to it, retry backoff included; it is tested without a da
 from __future__ import annotations
 
 import random
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,6 +13,7 @@ from typing import Any, Final, Protocol
 from awa_django.core.handler_result import HandlerResult
 from awa_django.core.outcome import Outcome
 from awa_django.core.retry import RetryPolicy
+from awa_django.core.tracebacks import format_exception
 from awa_django.exact_json import storable_text
 from awa_django.exceptions import Cancel, RetryAfter, Snooze, TerminalError, UnknownJobKind
 from awa_django.storage.execution import ReceiptAddress
@@ -86,8 +86,9 @@ class Completion:
 
 
 def error_entry(exc: BaseException, *, attempt: int, at: datetime) -> dict[str, Any]:
-    """One attempt's error as stored in the job's ``errors`` list."""
-    lines = traceback.format_exception(exc)
+    """One attempt's error as stored in the job's ``errors`` list; its traceback starts at the
+    handler (``core.tracebacks``)."""
+    lines = format_exception(exc)
     return {
         "attempt": attempt,
         "at": at.isoformat(),

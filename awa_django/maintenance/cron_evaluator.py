@@ -7,7 +7,8 @@ the same transaction. Two leaders (a deposed one still finishing its pass, and i
 that read the same row both try the same swap; the row lock orders them and the second finds
 ``last_fire_at`` moved, so it enqueues nothing. A pause that lands after the read wins the same
 way. Missed ticks: "coalesce" fires only the newest one, "catch_up" each of them, oldest first,
-at most ``max_catch_up`` (older ones are skipped with a warning).
+at most ``max_catch_up`` (older ones are skipped with a warning). Each pass that fires logs one
+line naming every schedule it fired, its ticks and its jobs.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from psycopg_pool import AsyncConnectionPool
 
@@ -23,6 +24,7 @@ from awa_django import signals
 from awa_django.conf import AwaSettings
 from awa_django.cron.expression import CronExpression
 from awa_django.exceptions import InvalidSchedule
+from awa_django.maintenance.service import counted
 from awa_django.storage.cron import DueSchedule, due_cron_jobs, fire_cron
 from awa_django.telemetry import get_telemetry
 
@@ -39,16 +41,48 @@ class CronConfig:
         return cls(interval_s=conf.CRON_INTERVAL_S, max_catch_up=conf.CRON_MAX_CATCH_UP)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CronFire:
+    """One schedule's fire: the ticks it owed (ISO 8601) and the jobs enqueued for them, none
+    when another writer moved the schedule first."""
+
+    name: str
+    ticks: tuple[str, ...]
+    job_ids: tuple[int, ...]
+
+    def describe(self) -> str:
+        ticks = self.ticks[0] if len(self.ticks) == 1 else f"{len(self.ticks)} ticks"
+        if not self.job_ids:
+            return f"{self.name} for {ticks} already fired by another leader"
+        jobs = ", ".join(map(str, self.job_ids[:JOB_IDS_SHOWN]))
+        if len(self.job_ids) > JOB_IDS_SHOWN:
+            jobs += f" and {len(self.job_ids) - JOB_IDS_SHOWN} more"
+        return f"{self.name} for {ticks} ({'job' if len(self.job_ids) == 1 else 'jobs'} {jobs})"
+
+
+# Job ids a fire's description names; the line's ``fires`` field has them all.
+JOB_IDS_SHOWN: Final = 5
+
+
 @dataclass(frozen=True, slots=True)
 class CronResult:
     # Jobs enqueued, schedules fired, and fires that lost their swap to another writer.
     enqueued: int
     fired: int
     lost: int
+    fires: tuple[CronFire, ...] = ()
 
     @property
     def changed(self) -> bool:
         return self.enqueued > 0
+
+    def describe(self) -> str:
+        if not self.fires:
+            return "no schedule due"
+        done = [f.describe() for f in self.fires if f.job_ids]
+        lost = [f.describe() for f in self.fires if not f.job_ids]
+        text = f"fired {counted(len(done), 'schedule')}: {'; '.join(done)}" if done else ""
+        return "; ".join(part for part in (text, *lost) if part)
 
 
 def due_ticks(schedule: DueSchedule, *, max_catch_up: int) -> list[datetime]:
@@ -84,7 +118,7 @@ class CronEvaluator:
         async with self._pool.connection() as conn:
             return await due_cron_jobs(conn)
 
-    async def fire(self, schedule: DueSchedule) -> list[int] | None:
+    async def fire(self, schedule: DueSchedule) -> CronFire | None:
         """Fire what ``schedule`` (as read) owes; None when nothing was due."""
         try:
             ticks = due_ticks(schedule, max_catch_up=self._max_catch_up)
@@ -107,32 +141,27 @@ class CronEvaluator:
                 expected_resumed=schedule.resumed_at,
                 ticks=ticks,
             )
+        owed = tuple(tick.isoformat() for tick in ticks)
         if fired is None:
-            logger.info("cron fire superseded name=%s", schedule.name)
-            return []
-        logger.info(
-            "cron fired name=%s ticks=%s job_ids=%s",
-            schedule.name,
-            [tick.isoformat() for tick in ticks],
-            fired.job_ids,
-        )
+            return CronFire(name=schedule.name, ticks=owed, job_ids=())
         # The fire is committed (autocommit), so the jobs are announced as any enqueue's are.
         get_telemetry().enqueued(kind=fired.kind, queue=fired.queue, count=len(fired.job_ids))
         if signals.job_enqueued.has_listeners():
             await signals.send_robust(
                 signals.job_enqueued, job_ids=fired.job_ids, kind=fired.kind, queue=fired.queue
             )
-        return fired.job_ids
+        return CronFire(name=schedule.name, ticks=owed, job_ids=tuple(fired.job_ids))
 
     async def run_once(self) -> CronResult:
-        enqueued = fired = lost = 0
+        fires: list[CronFire] = []
         for schedule in await self.read_due():
-            job_ids = await self.fire(schedule)
-            if job_ids is None:
-                continue
-            if job_ids:
-                enqueued += len(job_ids)
-                fired += 1
-            else:
-                lost += 1
-        return CronResult(enqueued, fired, lost)
+            fire = await self.fire(schedule)
+            if fire is not None:
+                fires.append(fire)
+        done = [fire for fire in fires if fire.job_ids]
+        return CronResult(
+            enqueued=sum(len(fire.job_ids) for fire in done),
+            fired=len(done),
+            lost=len(fires) - len(done),
+            fires=tuple(fires),
+        )

@@ -2,7 +2,7 @@
 ``RUNTIME_STALE_AFTER_S`` belong to processes that died without withdrawing them; one small
 statement deletes them, and a second the recorded descriptor versions (``awa.declared_versions``)
 that no runtime row and no stored descriptor declares any more. The pass logs as
-``task=runtimes``, the operators' name for these rows (``awa.runtimes``, the admin's Runtimes
+``maintenance runtimes``, the operators' name for these rows (``awa.runtimes``, the admin's Runtimes
 page)."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
+from awa_django.maintenance.service import counted
 from awa_django.storage.runtime import delete_stale_runtimes, delete_undeclared_versions
 
 
@@ -34,6 +35,12 @@ class InstanceCleanupResult:
     @property
     def changed(self) -> bool:
         return self.deleted > 0 or self.versions_deleted > 0
+
+    def describe(self) -> str:
+        return (
+            f"deleted {counted(self.deleted, 'silent runtime')} and "
+            f"{counted(self.versions_deleted, 'descriptor version')} nothing declares any more"
+        )
 
 
 class InstanceCleaner:

@@ -15,6 +15,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import until_short
+from awa_django.maintenance.service import counted
 from awa_django.storage.backlog import promote_due
 from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
@@ -44,6 +45,11 @@ class PromoterResult:
     @property
     def changed(self) -> bool:
         return self.moved > 0
+
+    def describe(self) -> str:
+        if not self.moved:
+            return "no scheduled or retrying job due"
+        return f"moved {counted(self.moved, 'due job')} into the ready queue"
 
 
 class Promoter:

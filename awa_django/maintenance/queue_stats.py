@@ -15,6 +15,7 @@ from typing import Any, Final
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
+from awa_django.maintenance.service import counted
 from awa_django.storage.health import record_samples
 from awa_django.storage.queue import QueueDepth, queue_depths
 from awa_django.storage.statement import run_async
@@ -41,6 +42,9 @@ class QueueStatsResult:
     def changed(self) -> bool:
         # A measuring pass: logged at DEBUG like an idle pass of any other task.
         return False
+
+    def describe(self) -> str:
+        return f"measured {counted(len(self.depths), 'queue')}"
 
 
 class QueueStats:

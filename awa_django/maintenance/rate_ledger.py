@@ -11,6 +11,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import until_short
+from awa_django.maintenance.service import counted
 from awa_django.storage.rate_limits import delete_superseded_rate_entries
 
 
@@ -31,6 +32,9 @@ class RateLedgerResult:
     @property
     def changed(self) -> bool:
         return self.deleted > 0
+
+    def describe(self) -> str:
+        return f"deleted {counted(self.deleted, 'superseded rate-limit ledger row')}"
 
 
 class RateLedgerCleaner:

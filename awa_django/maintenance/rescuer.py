@@ -29,9 +29,11 @@ from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
 from awa_django.core.closed_attempts import report_closed
 from awa_django.core.completion import Completion, result_to_completion
 from awa_django.core.handler_result import HandlerResult
+from awa_django.core.outcome import outcome_word
 from awa_django.core.retry import RetryPolicy
 from awa_django.exceptions import AttemptRescued
 from awa_django.logs import job_extra
+from awa_django.maintenance.service import counted
 from awa_django.storage.callbacks import lock_timed_out_callbacks
 from awa_django.storage.execution import (
     Closed,
@@ -56,6 +58,9 @@ class RescueConfig:
     interval_s: float
     staleness_s: float
     batch_size: int
+    # Queues whose terminal failures go to the dead-letter queue: a rescue that fails a job
+    # there logs its outcome as ``dlq``.
+    dlq_queues: frozenset[str] = frozenset()
 
     @classmethod
     def from_settings(cls, conf: AwaSettings) -> RescueConfig:
@@ -63,6 +68,7 @@ class RescueConfig:
             interval_s=conf.RESCUE_INTERVAL_S,
             staleness_s=conf.HEARTBEAT_STALENESS_S,
             batch_size=conf.RESCUE_BATCH_SIZE,
+            dlq_queues=conf.dlq_queues,
         )
 
 
@@ -74,6 +80,14 @@ class RescuerResult:
     @property
     def changed(self) -> bool:
         return self.rescued > 0
+
+    def describe(self) -> str:
+        if not self.found:
+            return "nothing to rescue"
+        rescued = f"rescued {counted(self.rescued, 'attempt')}"
+        if self.rescued == self.found:
+            return rescued
+        return f"{rescued} of {self.found} found (the others closed meanwhile)"
 
 
 class Rescuer:
@@ -168,11 +182,14 @@ class Rescuer:
         reasons = {item.job.job_id: item.reason for item in found}
         for completion in completions:
             if (completion.job_id, completion.run_lease) in closed:
+                word = outcome_word(
+                    completion.outcome, dlq=completion.queue in self._config.dlq_queues
+                )
                 logger.warning(
                     "attempt rescued job_id=%s reason=%s outcome=%s",
                     completion.job_id,
                     reasons[completion.job_id],
-                    completion.outcome.value,
-                    extra=job_extra(completion),
+                    word,
+                    extra=job_extra(completion, outcome=word),
                 )
         await report_closed(completions, closed, rescue_reasons=reasons)

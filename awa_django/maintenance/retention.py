@@ -11,6 +11,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import until_short
+from awa_django.maintenance.service import counted
 from awa_django.storage.control import delete_expired_dlq, delete_expired_terminal_history
 
 
@@ -39,6 +40,12 @@ class RetentionResult:
     @property
     def changed(self) -> bool:
         return self.dlq_deleted > 0 or self.history_deleted > 0
+
+    def describe(self) -> str:
+        return (
+            f"deleted {counted(self.dlq_deleted, 'expired DLQ entry', 'expired DLQ entries')} "
+            f"and {counted(self.history_deleted, 'expired failed or cancelled job')}"
+        )
 
 
 class RetentionCleaner:

@@ -9,7 +9,7 @@ locked or retained slot is simply reported and tried again on the next pass.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
@@ -53,6 +53,36 @@ class RingResult:
             self.queue_prune,
             self.lease_prune,
         )
+
+    def describe(self) -> str:
+        return (
+            f"queue ring {_ring_words(self.queue_rotation, self.queue_prune)}; "
+            f"lease ring {_ring_words(self.lease_rotation, self.lease_prune)}"
+        )
+
+
+# What the ring functions answer (sql/functions/rings.sql), in words.
+_ROTATION_WORDS: Final = {
+    "rotated": "rotated",
+    "skipped_idle": "not rotated (its current slot is empty)",
+    "skipped_busy": "not rotated (its next slot is not pruned yet)",
+    "skipped_locked": "not rotated (another rotation or prune held the lock)",
+}
+_PRUNE_WORDS: Final = {
+    "pruned": "pruned",
+    "nothing_to_prune": "nothing to prune",
+    "skipped_locked": "prune skipped (its slot was locked)",
+    "retention": "prune waits for completed jobs inside their retention",
+    "pending_ready": "prune waits for jobs not claimed yet",
+    "open_attempt": "prune waits for attempts still open",
+}
+
+
+def _ring_words(rotation: str, prune: str) -> str:
+    return (
+        f"{_ROTATION_WORDS.get(rotation, rotation)}, "
+        f"{_PRUNE_WORDS.get(prune, prune.replace('_', ' '))}"
+    )
 
 
 class RingMaintainer:

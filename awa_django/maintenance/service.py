@@ -1,9 +1,11 @@
 """The one loop every maintenance task runs in, and the shape a task has.
 
 A task is an object with a ``name``, an ``interval_s`` and an ``async run_once()`` that does
-one pass and returns a small result whose ``changed`` says whether anything happened. The loop
-waits out a jittered interval (or stops early), checks leadership, runs one pass, logs INFO when
-something changed and DEBUG otherwise, and logs the exception and carries on when a pass fails.
+one pass and returns a small result (a dataclass) whose ``changed`` says whether anything
+happened and whose ``describe()`` says what, in words. The loop waits out a jittered interval
+(or stops early), checks leadership, runs one pass, logs one line (INFO when something changed,
+DEBUG otherwise; the result's fields are its ``extra``), and logs the exception and carries on
+when a pass fails.
 """
 
 from __future__ import annotations
@@ -14,14 +16,26 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from typing import Protocol
+from dataclasses import Field, asdict
+from typing import Any, ClassVar, Protocol
 
 logger = logging.getLogger(__name__)
 
 
 class PassResult(Protocol):
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
     @property
     def changed(self) -> bool: ...
+
+    def describe(self) -> str:
+        """What the pass did, in words ("moved 3 due jobs into the ready queue")."""
+        ...
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``count`` and ``noun``, in the plural unless there is one: "1 job", "3 jobs"."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
 class MaintenanceTask(Protocol):
@@ -52,10 +66,13 @@ async def run_task(
             logger.exception("maintenance pass failed task=%s", task.name)
             continue
         level = logging.INFO if result.changed else logging.DEBUG
-        logger.log(
-            level,
-            "maintenance pass task=%s result=%s duration_ms=%.1f",
-            task.name,
-            result,
-            (time.monotonic() - started) * 1000,
-        )
+        if logger.isEnabledFor(level):
+            duration_ms = round((time.monotonic() - started) * 1000, 1)
+            logger.log(
+                level,
+                "maintenance %s: %s duration_ms=%s",
+                task.name,
+                result.describe(),
+                duration_ms,
+                extra={"task": task.name, **asdict(result), "duration_ms": duration_ms},
+            )

@@ -17,6 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import in_batches
+from awa_django.maintenance.service import counted
 from awa_django.storage.unique import sweep_unique_claims
 
 # Keys checked per statement: each takes one advisory lock until the statement commits.
@@ -40,6 +41,9 @@ class UniqueSweepResult:
     @property
     def changed(self) -> bool:
         return self.deleted > 0
+
+    def describe(self) -> str:
+        return f"dropped {counted(self.deleted, 'unique claim')} that can no longer conflict"
 
 
 class UniqueClaimSweeper:

@@ -111,6 +111,6 @@ class MaintenanceProcess:
             await pool.close()
             # Async signal receivers reach the ORM on asgiref's thread; its connection goes too.
             await sync_to_async(db_connections.close_all)()
-        summary = RunSummary(claimed=0, written=0, stale=0, abandoned=0)
+        summary = RunSummary(claimed=0, stale=0, abandoned=0)
         summary.log(logger)
         return summary

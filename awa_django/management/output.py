@@ -1,4 +1,5 @@
-"""What the operator commands share: plain-text tables, JSON output and argument types."""
+"""What the operator commands share: plain-text tables, JSON output, a progress line and
+argument types."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from typing import Any
+
+from django.core.management.base import OutputWrapper
 
 from awa_django.exact_json import has_lone_surrogate
 from awa_django.limits import MAX_ID, MAX_LIMIT, MAX_SECONDS
@@ -33,6 +36,29 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     return "\n".join(lines)
+
+
+class ProgressLine:
+    """The running count of a long command (a bulk action's committed batches), rewritten in
+    place on a terminal. Written nowhere else (a pipe, a file, a log collector): there the
+    command's final line, with the total, is all that is printed."""
+
+    def __init__(self, out: OutputWrapper, template: str) -> None:
+        self._out = out
+        self._template = template  # with one "{}" for the count
+        self._live = out.isatty()
+        self._width = 0  # of the count shown last; 0: none shown
+
+    def __call__(self, count: int) -> None:
+        if self._live:
+            text = self._template.format(count)
+            self._out.write(f"\r{text}", ending="")
+            self._out.flush()
+            self._width = len(text)
+
+    def finish(self, line: str) -> None:
+        """Write the final line, over the running count when one is shown."""
+        self._out.write(f"\r{line.ljust(self._width)}" if self._width else line)
 
 
 def seconds(value: str) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Final
@@ -23,6 +24,7 @@ from awa_django.core.closed_attempts import report_closed
 from awa_django.core.completion import Completion, result_to_completion
 from awa_django.core.events import wait_for_any
 from awa_django.core.handler_result import HandlerResult
+from awa_django.core.outcome import OutcomeCounts, outcome_word
 from awa_django.core.retry import RetryPolicy
 from awa_django.exceptions import UnstorableAttempt
 from awa_django.logs import job_extra
@@ -52,8 +54,11 @@ class Completer:
         policy: RetryPolicy,
         now: Callable[[], datetime],
         wake_after_close: frozenset[str] = frozenset(),
+        dlq_queues: frozenset[str] = frozenset(),
     ) -> None:
         self._pool = pool
+        # Queues whose terminal failures go to the dead-letter queue, counted as such.
+        self._dlq_queues = dlq_queues
         # Sequential-lane queues: a closed attempt frees its lane, so every worker of the queue
         # is woken instead of waiting for its next poll.
         self._wake_after_close = wake_after_close
@@ -77,9 +82,20 @@ class Completer:
         # their handlers' completions are stale by design, logged at INFO rather than WARNING.
         self._closed_elsewhere: set[tuple[int, int]] = set()
         self.stale_count = 0
-        self.written_count = 0
+        # The attempts written, by outcome word (see ``closed_counts``).
+        self._closed: Counter[str] = Counter()
         # Completions given up at the shutdown deadline: their attempts are left to rescue.
         self.unwritten_count = 0
+
+    @property
+    def written_count(self) -> int:
+        return sum(self._closed.values())
+
+    @property
+    def closed_counts(self) -> OutcomeCounts:
+        """The attempts this completer closed, by outcome (``dlq``: held in the dead-letter
+        queue, as ``dlq_queues`` says)."""
+        return OutcomeCounts.of(self._closed)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="awa-completer")
@@ -159,7 +175,6 @@ class Completer:
 
     async def _write(self, batch: list[Completion]) -> None:
         landed, closed = await self._land(batch)
-        self.written_count += len(closed)
         freed = sorted(
             {
                 c.queue
@@ -176,7 +191,10 @@ class Completer:
                 logger.exception("waking sequential queues failed queues=%s", freed)
         for completion in landed:
             key = (completion.job_id, completion.run_lease)
-            if key not in closed:
+            if key in closed:
+                dlq = completion.queue in self._dlq_queues
+                self._closed[outcome_word(completion.outcome, dlq=dlq)] += 1
+            else:
                 self._stale(completion)
             # A close notice that came after this completion was written needs no keeping.
             self._closed_elsewhere.discard(key)

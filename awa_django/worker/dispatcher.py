@@ -46,7 +46,7 @@ from awa_django.worker.completer import Completer
 from awa_django.worker.deadline import AttemptDeadline
 from awa_django.worker.executor import context_for, execute
 from awa_django.worker.handler_threads import HandlerThreads
-from awa_django.worker.job_log import log_finished, log_started
+from awa_django.worker.job_log import JobLog
 from awa_django.worker.rate_limit import RateLimit, TokenBucket
 from awa_django.worker.wake import IdleWait, WakeLocks
 from awa_django.worker.weighted import QueuePermits
@@ -141,6 +141,7 @@ class Dispatcher:
         pool: AsyncConnectionPool[Any],
         completer: Completer,
         threads: HandlerThreads,
+        job_log: JobLog,
         resolve: Callable[[str], Job[Any, Any] | None],
         policy: RetryPolicy,
         now: Callable[[], datetime],
@@ -185,6 +186,7 @@ class Dispatcher:
         self._pool = pool
         self._completer = completer
         self._threads = threads
+        self._job_log = job_log
         self._resolve = resolve
         self._policy = policy
         self._now = now
@@ -389,7 +391,7 @@ class Dispatcher:
 
     async def _run_one(self, attempt: RunningAttempt) -> None:
         job, ctx = attempt.job, attempt.ctx
-        log_started(job)
+        self._job_log.started(job)
         started = time.monotonic()
         try:
             with self._telemetry.job_span(job) as span:
@@ -422,7 +424,7 @@ class Dispatcher:
                 checkpoint=checkpoint if changed else None,
             )
             self._completer.submit(completion)
-            log_finished(job, result.outcome, completion.outcome, duration_s)
+            self._job_log.finished(job, result.outcome, completion.outcome, duration_s)
         finally:
             # In the finally so an attempt abandoned at shutdown leaves in_flight too.
             self._telemetry.finished(job, duration_s=time.monotonic() - started)

@@ -34,7 +34,7 @@ from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.runtime import sync_queue_policies
 from awa_django.storage.statement import run
 from awa_django.worker.executor import context_for, execute_in_calling_thread
-from awa_django.worker.job_log import log_finished, log_started
+from awa_django.worker.job_log import JobLog, JobLogConfig
 from awa_django.worker.process import worker_identity
 
 
@@ -64,6 +64,7 @@ class InProcessRunner:
         self._queues = conf.QUEUES
         self._policy = RetryPolicy.from_settings(conf)
         self._resolve = resolve
+        self._job_log = JobLog(JobLogConfig.from_settings(conf))
         # The prefix is older than the names eager and in-process: it is stored as the claim's
         # claimed_by, which the admin and django.tasks (worker_ids) show, so it stays.
         self.identity = f"inline:{worker_identity()}"
@@ -113,7 +114,7 @@ class InProcessRunner:
         """Run a claimed job's handler here and close its attempt."""
         ctx = context_for(job)
         handler = self._resolve(job.kind)
-        log_started(job)
+        self._job_log.started(job)
         started = time.monotonic()
         if connections[self.alias].in_atomic_block:
             # Inside a (test) transaction a database error in the handler would abort the whole
@@ -136,7 +137,7 @@ class InProcessRunner:
         )
         with connections[self.alias].cursor() as cursor:
             closed = run(cursor, close_attempts([completion]))
-        log_finished(job, result.outcome, completion.outcome, duration_s)
+        self._job_log.finished(job, result.outcome, completion.outcome, duration_s)
         async_to_sync(report_closed)([completion], closed, rescue_reasons={})
         return RanJob(
             job_id=job.job_id,
@@ -180,6 +181,7 @@ class InProcessRunner:
                     progressed = True
             if not progressed:
                 break
+        self.report()
         return ran
 
     def run_eagerly(self, queue: str, job_ids: Collection[int]) -> list[RanJob]:
@@ -204,4 +206,10 @@ class InProcessRunner:
                     self.promote()
                 else:
                     pending.discard(job.job_id)
+        self.report()
         return ran
+
+    def report(self) -> None:
+        """Log what the job log holds back until a run ends: lines suppressed in a failure
+        storm and, in summary mode, the summary."""
+        self._job_log.flush()

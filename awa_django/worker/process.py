@@ -31,6 +31,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.callbacks.waiting import CallbackHub
 from awa_django.conf import AwaSettings
+from awa_django.core.outcome import OutcomeCounts
 from awa_django.core.retry import RetryPolicy
 from awa_django.cron.publish import declared_schedule_rows, publish_schedules
 from awa_django.descriptors import Declarations, declared
@@ -43,6 +44,7 @@ from awa_django.worker.completer import Completer
 from awa_django.worker.dispatcher import Dispatcher, RunningAttempt
 from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.heartbeat import Heartbeat
+from awa_django.worker.job_log import JobLog, JobLogConfig
 from awa_django.worker.notifier import Notifier
 from awa_django.worker.rate_limit import RateLimit
 from awa_django.worker.reporter import InstanceReporter
@@ -85,25 +87,39 @@ class WorkerConfig:
     # What this process declares (DLQ policies, descriptors), published with its snapshot.
     declared: Declarations = field(default_factory=Declarations)
     runtime_snapshot_interval_s: float = 10.0
+    job_log: JobLogConfig = field(default_factory=JobLogConfig)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunSummary:
     """What a worker run did, for the command's final log line and for tests."""
 
     claimed: int
-    written: int
+    # The attempts whose results were written, by outcome.
+    closed: OutcomeCounts = field(default_factory=OutcomeCounts)
+    # Results not written: the attempt had been closed elsewhere (cancel, rescue, callback).
     stale: int
+    # Attempts left running at the shutdown timeout, for rescue.
     abandoned: int
+
+    @property
+    def written(self) -> int:
+        return self.closed.total
 
     def log(self, to: logging.Logger) -> None:
         """The last line of a worker or ``awa_maintenance`` process, on its own logger."""
         to.info(
-            "worker stopped claimed=%s completed_writes=%s stale=%s abandoned=%s",
+            "worker stopped claimed=%s %s stale=%s abandoned=%s",
             self.claimed,
-            self.written,
+            self.closed,
             self.stale,
             self.abandoned,
+            extra={
+                "claimed": self.claimed,
+                **self.closed.fields(),
+                "stale": self.stale,
+                "abandoned": self.abandoned,
+            },
         )
 
 
@@ -167,6 +183,7 @@ def config_from_settings(
         },
         declared=declared(conf, registry.jobs()),
         runtime_snapshot_interval_s=conf.RUNTIME_SNAPSHOT_INTERVAL_S,
+        job_log=JobLogConfig.from_settings(conf),
     )
 
 
@@ -272,7 +289,9 @@ class WorkerProcess:
             policy=config.retry_policy,
             now=_utcnow,
             wake_after_close=config.sequential,
+            dlq_queues=config.job_log.dlq_queues,
         )
+        job_log = JobLog(config.job_log)
         promoter = Promoter(pool, config.promoter)
         self._callbacks = CallbackHub(
             pool,
@@ -309,6 +328,7 @@ class WorkerProcess:
                 pool=pool,
                 completer=completer,
                 threads=threads,
+                job_log=job_log,
                 resolve=self._resolve,
                 policy=config.retry_policy,
                 now=_utcnow,
@@ -336,6 +356,7 @@ class WorkerProcess:
         background.append(
             asyncio.create_task(reporter.run(self.stopping, drained), name="awa-reporter")
         )
+        background.append(asyncio.create_task(job_log.run(drained), name="awa-job-log"))
         dispatch = [
             asyncio.create_task(d.run(self.stopping), name=f"awa-dispatch-{q}")
             for q, d in self._dispatchers.items()
@@ -370,9 +391,10 @@ class WorkerProcess:
             threads.shutdown()
             # The connection async handlers used through sync_to_async lives on asgiref's thread.
             await sync_to_async(db_connections.close_all)()
+        job_log.flush()
         summary = RunSummary(
             claimed=sum(d.claimed_count for d in self._dispatchers.values()),
-            written=completer.written_count,
+            closed=completer.closed_counts,
             stale=completer.stale_count,
             abandoned=abandoned,
         )

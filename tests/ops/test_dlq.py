@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -228,7 +229,8 @@ def test_round_trip_with_a_real_worker_process(worker_process):
     assert worker.wait() == 0
 
 
-def test_attempts_the_rescuer_closes_on_their_last_attempt_route_too():
+def test_attempts_the_rescuer_closes_on_their_last_attempt_route_too(caplog):
+    from awa_django.conf import get_settings
     from awa_django.core.claimed_job import claimed_job_rows
     from awa_django.core.retry import RetryPolicy
     from awa_django.maintenance.rescuer import RescueConfig, Rescuer
@@ -253,7 +255,7 @@ def test_attempts_the_rescuer_closes_on_their_last_attempt_route_too():
                 assert [c.job_id for c in claimed] == [job_id]
             rescuer = Rescuer(
                 pool,
-                RescueConfig(interval_s=1, staleness_s=0, batch_size=10),
+                replace(RescueConfig.from_settings(get_settings()), staleness_s=0),
                 policy=RetryPolicy(base_s=1, max_s=1, jitter=0),
                 now=timezone.now,
             )
@@ -265,6 +267,10 @@ def test_attempts_the_rescuer_closes_on_their_last_attempt_route_too():
     entry = awa.dlq.get(job_id)
     assert entry is not None and entry.dlq_reason == "attempts_exhausted"
     assert entry.errors[-1]["type"] == "awa_django.exceptions.AttemptRescued"
+    # Its log line says where it went: the dead-letter queue, not failed history.
+    (rescued,) = [r for r in caplog.records if r.getMessage().startswith("attempt rescued")]
+    assert (rescued.job_id, rescued.outcome) == (job_id, "dlq")
+    assert "reason=heartbeat outcome=dlq" in rescued.getMessage()
 
 
 def test_awa_retry_runs_a_cancelled_or_failed_job_again():

@@ -39,6 +39,11 @@ def problem_ids(**awa_settings):
         ({"QUEUES": {"default": {"owner": 7}}}, "awa.E021"),
         ({"QUEUES": BASE_QUEUES, "RUNTIME_SNAPSHOT_INTERVAL_S": 0}, "awa.E022"),
         ({"QUEUES": BASE_QUEUES, "RUNTIME_STALE_AFTER_S": 5}, "awa.E023"),
+        ({"QUEUES": BASE_QUEUES, "JOB_LOG": "quiet"}, "awa.E070"),
+        ({"QUEUES": BASE_QUEUES, "JOB_LOG": ["summary"]}, "awa.E070"),
+        ({"QUEUES": BASE_QUEUES, "JOB_LOG_SUMMARY_INTERVAL_S": 0}, "awa.E010"),
+        ({"QUEUES": BASE_QUEUES, "JOB_LOG_FAILURES_PER_S": 0}, "awa.E010"),
+        ({"QUEUES": BASE_QUEUES, "JOB_LOG_FAILURES_PER_S": 2.5}, "awa.E010"),
     ],
 )
 def test_invalid_setting_is_reported_with_its_id(awa_settings, expected):
@@ -52,6 +57,7 @@ def test_non_dict_setting_is_e001():
 
 def test_valid_settings_have_no_problems():
     assert problem_ids(QUEUES=BASE_QUEUES, DEFAULT_PRIORITY=1, RETRY_JITTER=0) == []
+    assert problem_ids(QUEUES=BASE_QUEUES, JOB_LOG="summary", JOB_LOG_FAILURES_PER_S=1) == []
 
 
 def test_manage_py_check_fails_with_the_id():

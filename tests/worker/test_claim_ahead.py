@@ -18,6 +18,7 @@ from awa_django.worker.completer import Completer
 from awa_django.worker.connections import open_pool
 from awa_django.worker.dispatcher import Dispatcher
 from awa_django.worker.handler_threads import HandlerThreads
+from awa_django.worker.job_log import JobLog, JobLogConfig
 from tests.conftest import truncate_awa_tables
 from tests.jobs import record
 
@@ -80,6 +81,7 @@ async def run_dispatcher(*, until: int, stop_at: tuple[int, int] | None = None) 
         pool=pool,
         completer=completer,
         threads=HandlerThreads(1),
+        job_log=JobLog(JobLogConfig()),
         resolve=lambda kind: job,
         policy=RetryPolicy(base_s=1, max_s=1, jitter=0),
         now=lambda: datetime.now(UTC),

@@ -11,7 +11,15 @@ from django.core.management.base import BaseCommand, CommandError
 
 from awa_django import dlq
 from awa_django.conf import PRIORITY_MAX, PRIORITY_MIN
-from awa_django.management.output import job_id, name, row_limit, seconds, table, to_json
+from awa_django.management.output import (
+    ProgressLine,
+    job_id,
+    name,
+    row_limit,
+    seconds,
+    table,
+    to_json,
+)
 from awa_django.management.validation import (
     declared_queue,
     existing_jobs,
@@ -161,10 +169,15 @@ class Command(BaseCommand):
                 ok = dlq.retry(job, queue=options["to_queue"], **move)
                 self.stdout.write(f"{job}: {'retried' if ok else 'not in the DLQ'}")
             return
+        progress = ProgressLine(self.stdout, "retried {} entries so far")
         count = dlq.retry_bulk(
-            **self._filters(options), reason=options["reason"], to_queue=options["to_queue"], **move
+            **self._filters(options),
+            reason=options["reason"],
+            to_queue=options["to_queue"],
+            progress=progress,
+            **move,
         )
-        self.stdout.write(f"retried {count} entries")
+        progress.finish(f"retried {count} entries")
 
     def _purge(self, options: dict[str, Any]) -> None:
         if options["job_ids"]:
@@ -172,12 +185,17 @@ class Command(BaseCommand):
                 ok = dlq.purge(job)
                 self.stdout.write(f"{job}: {'purged' if ok else 'not in the DLQ'}")
             return
-        count = dlq.purge_bulk(**self._filters(options), reason=options["reason"])
-        self.stdout.write(f"purged {count} entries")
+        progress = ProgressLine(self.stdout, "purged {} entries so far")
+        count = dlq.purge_bulk(
+            **self._filters(options), reason=options["reason"], progress=progress
+        )
+        progress.finish(f"purged {count} entries")
 
     def _move_failed(self, options: dict[str, Any]) -> None:
         if options["job_ids"]:
             count = dlq.move_failed(job_ids=options["job_ids"])
-        else:
-            count = dlq.move_failed(**self._filters(options))
-        self.stdout.write(f"moved {count} failed jobs into the DLQ")
+            self.stdout.write(f"moved {count} failed jobs into the DLQ")
+            return
+        progress = ProgressLine(self.stdout, "moved {} failed jobs into the DLQ so far")
+        count = dlq.move_failed(**self._filters(options), progress=progress)
+        progress.finish(f"moved {count} failed jobs into the DLQ")
