@@ -275,3 +275,10 @@ def returns_set(ctx: JobContext) -> object:
 @awa.job(kind="tests.returns_too_much", max_attempts=3)
 async def returns_too_much(ctx: JobContext) -> object:
     return "x" * (64 * 1024)
+
+
+@awa.job(kind="tests.claim_seen")
+def claim_seen(ctx: JobContext) -> dict:
+    """What the attempt's context says of its claim."""
+    assert ctx.claimed_at is not None
+    return {"by": ctx.claimed_by, "at": ctx.claimed_at.isoformat()}

@@ -373,7 +373,9 @@ class Dispatcher:
 
     def _start(self, job: ClaimedJob) -> None:
         ctx = context_for(
-            job, callbacks=None if self._callbacks is None else self._callbacks.for_attempt(job)
+            job,
+            claimed_by=self._request.claimed_by,
+            callbacks=None if self._callbacks is None else self._callbacks.for_attempt(job),
         )
         attempt = RunningAttempt(job=job, ctx=ctx, started=time.monotonic())
         # Registered before the task exists: an eager first step may run the job to its end.

@@ -111,7 +111,7 @@ class InProcessRunner:
 
     def work(self, job: ClaimedJob) -> RanJob:
         """Run a claimed job's handler here and close its attempt."""
-        ctx = context_for(job)
+        ctx = context_for(job, claimed_by=self.identity)
         handler = self._resolve(job.kind)
         log_started(job)
         started = time.monotonic()
