@@ -178,8 +178,10 @@ def test_a_sequential_lane_waiting_for_its_open_attempt_stays_in_the_mark():
     (claimed,) = claim_attempts(10, sequential=True)
     assert claimed[0] == first
     other = enqueue_at(-50)
-    # This claim drains the other lane and writes a new mark; lane 50 waits for its attempt.
     assert [row[0] for row in claim_attempts(10, sequential=True)] == [other]
+    # This claim finds the other lane drained and writes a new mark; lane 50 waits for its
+    # attempt, and stays.
+    assert claim_attempts(10, sequential=True) == []
     assert newest_mark() == [(50, 0)]
     close_completed([claimed])
     assert [row[0] for row in claim_attempts(10, sequential=True)] == [second]
