@@ -35,3 +35,6 @@ AWA = {
     "QUEUES": {"bench": {"concurrency": 8}},
     "DEFAULT_QUEUE": "bench",
 }
+
+# The task drain's django.tasks functions (benchmarks/tasks.py) run on awa.
+TASKS = {"default": {"BACKEND": "awa_django.tasks.AwaBackend", "QUEUES": ["bench"]}}
