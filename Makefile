@@ -12,6 +12,8 @@
 #   make bench                      awa_django vs awa-pg, procrastinate, pgqueuer on a
 #                                   throwaway Postgres, then charts (docs/benchmarks.md)
 #   make bench BENCH_ARGS='--jobs 2000 --reps 1 --soak-seconds 60'   ... a quick run
+#   make bench BENCH_ARGS='--systems awa_django django_tasks_db --workloads tasks --jobs 4000'
+#                                   ... django.tasks tasks on awa_django and django-tasks-db
 #   make bench-web                  web-shaped producers: concurrent requests that enqueue
 #                                   in their transaction, awa_django vs django-tasks-db,
 #                                   procrastinate, pgqueuer and no queue at all

@@ -106,6 +106,11 @@ class JobContext:
     metadata: Mapping[str, Any]
     tags: tuple[str, ...]
     created_at: datetime
+    # This attempt's claim: the claiming worker's id and the time of the claim on the database's
+    # clock, as its receipt records them; None outside a worker's or in-process claim
+    # (``testing.perform``, a context built by hand).
+    claimed_by: str | None = None
+    claimed_at: datetime | None = None
     cancel_flag: CancelFlag = field(default_factory=CancelFlag, repr=False)
     state: AttemptProgress = field(default_factory=lambda: AttemptProgress(None, None), repr=False)
     # Set by the worker running the attempt; None outside a worker (callbacks need one).

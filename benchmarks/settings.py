@@ -39,3 +39,6 @@ AWA = {
     "DEFAULT_QUEUE": "bench",
     "JOB_LOG": "summary",
 }
+
+# The task drain's django.tasks functions (benchmarks/tasks.py) run on awa.
+TASKS = {"default": {"BACKEND": "awa_django.tasks.AwaBackend", "QUEUES": ["bench"]}}

@@ -324,3 +324,10 @@ async def waits_then_overruns(ctx: JobContext, seconds: float = 6.0) -> None:
     await sync_to_async(record_and_close)(ctx, "resumed")
     await asyncio.sleep(seconds)
     await sync_to_async(record_and_close)(ctx, "ran on")
+
+
+@awa.job(kind="tests.claim_seen")
+def claim_seen(ctx: JobContext) -> dict:
+    """What the attempt's context says of its claim."""
+    assert ctx.claimed_at is not None
+    return {"by": ctx.claimed_by, "at": ctx.claimed_at.isoformat()}

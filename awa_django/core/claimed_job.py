@@ -35,6 +35,10 @@ class ClaimedJob:
     # Saved by earlier attempts of this job (None when there is none).
     progress: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None
+    # When the claim that returned the job took it, on the database's clock (its receipt's
+    # claimed_at); None from the statements that find an attempt already under way (rescue,
+    # callbacks).
+    claimed_at: datetime | None = None
 
 
 CLAIMED_JOB_COLUMNS: Final = tuple(field.name for field in fields(ClaimedJob))

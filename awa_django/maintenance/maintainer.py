@@ -18,9 +18,9 @@ from awa_django.core.retry import RetryPolicy
 from awa_django.maintenance.cron_evaluator import CronConfig, CronEvaluator
 from awa_django.maintenance.instance_cleanup import InstanceCleaner, InstanceCleanupConfig
 from awa_django.maintenance.leader import LeaderElector
+from awa_django.maintenance.ledgers import LedgerCleaner, LedgerConfig
 from awa_django.maintenance.promoter import Promoter
 from awa_django.maintenance.queue_stats import QueueStats, QueueStatsConfig
-from awa_django.maintenance.rate_ledger import RateLedgerCleaner, RateLedgerConfig
 from awa_django.maintenance.rescuer import RescueConfig, Rescuer
 from awa_django.maintenance.retention import RetentionCleaner, RetentionConfig
 from awa_django.maintenance.rings import RingConfig, RingMaintainer
@@ -41,7 +41,7 @@ class MaintenanceConfig:
     queue_stats: QueueStatsConfig
     cron: CronConfig
     unique_claims: UniqueSweepConfig
-    rate_ledger: RateLedgerConfig
+    ledgers: LedgerConfig
 
     @classmethod
     def from_settings(cls, conf: AwaSettings) -> MaintenanceConfig:
@@ -54,7 +54,7 @@ class MaintenanceConfig:
             queue_stats=QueueStatsConfig.from_settings(conf),
             cron=CronConfig.from_settings(conf),
             unique_claims=UniqueSweepConfig.from_settings(conf),
-            rate_ledger=RateLedgerConfig.from_settings(conf),
+            ledgers=LedgerConfig.from_settings(conf),
         )
 
 
@@ -77,7 +77,7 @@ def maintenance_services(
         QueueStats(pool, config.queue_stats),
         CronEvaluator(pool, config.cron),
         UniqueClaimSweeper(pool, config.unique_claims),
-        RateLedgerCleaner(pool, config.rate_ledger),
+        LedgerCleaner(pool, config.ledgers),
     ]
 
 

@@ -1,10 +1,13 @@
-"""Lane layout: a queue's enqueue shard count and its backlog per (priority, shard) lane."""
+"""Lane layout: a queue's enqueue shard count and its backlog per (priority, shard) lane, and
+the leader's cleanup of the lane marks claims append."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.db.backends.utils import CursorWrapper
+from psycopg import AsyncConnection
 
 from awa_django.sql import queries
 
@@ -39,3 +42,9 @@ def lane_backlog(cursor: CursorWrapper, *, queue: str | None) -> list[LaneBacklo
 def enqueue_shard_counts(cursor: CursorWrapper) -> dict[str, int]:
     cursor.execute(_SQL["enqueue_shard_counts"])
     return {queue: shards for queue, shards in cursor.fetchall()}
+
+
+async def delete_superseded_lane_marks(conn: AsyncConnection[Any], *, limit: int) -> int:
+    """Delete one bounded batch of lane marks nobody reads any more; returns how many went."""
+    cursor = await conn.execute(_SQL["delete_superseded_lane_marks"], {"limit": limit})
+    return cursor.rowcount

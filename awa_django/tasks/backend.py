@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Final
 
 from asgiref.sync import sync_to_async
@@ -255,38 +255,89 @@ class AwaBackend(BaseTaskBackend):
         self, record: JobRecord, claims: Sequence[Claim]
     ) -> TaskResult[Any, Any]:
         """The ``TaskResult`` of a stored job: its state, errors and one worker id per claim."""
-        meta = record.metadata.get(TASK_METADATA_KEY, {})
-        task = import_string(record.kind.removeprefix(TASK_KIND_PREFIX))
-        run_after = meta.get("run_after")
-        # The per-call awa options the job was enqueued with (absent: the task's own stand).
-        awa_options: dict[str, Any] = (
-            {"max_attempts": meta.get("max_attempts"), "tags": meta.get("tags")}
-            if isinstance(task, AwaTask)
-            else {}
-        )
-        task = task.using(
-            priority=meta.get("priority", task.priority),
-            queue_name=meta.get("queue_name", task.queue_name),
-            run_after=None if run_after is None else datetime.fromisoformat(run_after),
-            backend=meta.get("backend", self.alias),
-            **awa_options,
-        )
         status = _STATUS[record.state]
         finished = status in (TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED)
-        result: TaskResult[Any, Any] = TaskResult(
-            task=task,
-            id=str(record.job_id),
+        result = self.task_result(
+            import_string(record.kind.removeprefix(TASK_KIND_PREFIX)),
+            job_id=record.job_id,
             status=status,
-            enqueued_at=record.created_at,
-            started_at=claims[0].claimed_at if claims else None,
+            args=record.args,
+            metadata=record.metadata,
+            created_at=record.created_at,
+            claims=claims,
             finished_at=record.finalized_at if finished else None,
-            last_attempted_at=claims[-1].claimed_at if claims else None,
-            args=record.args.get("args", []),
-            kwargs=record.args.get("kwargs", {}),
-            backend=self.alias,
-            errors=[task_error(entry) for entry in record.errors],
-            worker_ids=[claim.claimed_by for claim in claims],
+            errors=record.errors,
         )
         if status == TaskResultStatus.SUCCESSFUL:
             object.__setattr__(result, "_return_value", record.result)
         return result
+
+    def task_result(
+        self,
+        task: Task[Any, Any],
+        *,
+        job_id: int,
+        status: TaskResultStatus,
+        args: Mapping[str, Any],
+        metadata: Mapping[str, Any],
+        created_at: datetime,
+        claims: Sequence[Claim],
+        finished_at: datetime | None,
+        errors: Sequence[Mapping[str, Any]],
+    ) -> TaskResult[Any, Any]:
+        """The ``TaskResult`` of the job ``job_id`` of ``task``, from the job's stored arguments
+        and metadata and its claims, oldest first (one worker id each)."""
+        return TaskResult(
+            task=self.enqueued_task(task, metadata.get(TASK_METADATA_KEY, {})),
+            id=str(job_id),
+            status=status,
+            enqueued_at=created_at,
+            started_at=claims[0].claimed_at if claims else None,
+            finished_at=finished_at,
+            last_attempted_at=claims[-1].claimed_at if claims else None,
+            args=args.get("args", []),
+            kwargs=args.get("kwargs", {}),
+            backend=self.alias,
+            errors=[task_error(entry) for entry in errors],
+            worker_ids=[claim.claimed_by for claim in claims],
+        )
+
+    def enqueued_task(self, task: Task[Any, Any], meta: Mapping[str, Any]) -> Task[Any, Any]:
+        """``task`` as it was enqueued: with the options the job's metadata recorded."""
+        tags = meta.get("tags")
+        return _enqueued_task(
+            task,
+            priority=meta.get("priority", task.priority),
+            queue_name=meta.get("queue_name", task.queue_name),
+            run_after=meta.get("run_after"),
+            backend=meta.get("backend", self.alias),
+            max_attempts=meta.get("max_attempts"),
+            tags=None if tags is None else tuple(tags),
+        )
+
+
+# Keyed by everything the copy is made of, so a cached copy is the one using() would make now; a
+# worker running many jobs of few tasks makes each once, not once per job (using() validates the
+# task again each time, a sixth of what a no-op task cost the worker).
+@lru_cache(maxsize=1024)
+def _enqueued_task(
+    task: Task[Any, Any],
+    *,
+    priority: int,
+    queue_name: str,
+    run_after: str | None,
+    backend: str,
+    max_attempts: int | None,
+    tags: tuple[str, ...] | None,
+) -> Task[Any, Any]:
+    # The per-call awa options the job was enqueued with (absent: the task's own stand).
+    awa_options: dict[str, Any] = (
+        {"max_attempts": max_attempts, "tags": tags} if isinstance(task, AwaTask) else {}
+    )
+    return task.using(
+        priority=priority,
+        queue_name=queue_name,
+        run_after=None if run_after is None else datetime.fromisoformat(run_after),
+        backend=backend,
+        **awa_options,
+    )

@@ -21,7 +21,13 @@ try:
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import TaskError
     from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-    from django.tasks.signals import task_enqueued, task_finished, task_started
+    from django.tasks.signals import (
+        log_task_finished,
+        log_task_started,
+        task_enqueued,
+        task_finished,
+        task_started,
+    )
     from django.utils.json import normalize_json
 except ImportError:
     # Type-checked against django.tasks (django-stubs); the backport mirrors that API.
@@ -37,7 +43,13 @@ except ImportError:
         from django_tasks.base import Task, TaskError
         from django_tasks.exceptions import InvalidTaskError as InvalidTask
         from django_tasks.exceptions import TaskResultDoesNotExist
-        from django_tasks.signals import task_enqueued, task_finished, task_started
+        from django_tasks.signals import (
+            log_task_finished,
+            log_task_started,
+            task_enqueued,
+            task_finished,
+            task_started,
+        )
         from django_tasks.utils import normalize_json
 
 __all__ = [
@@ -49,6 +61,8 @@ __all__ = [
     "TaskResult",
     "TaskResultDoesNotExist",
     "TaskResultStatus",
+    "log_task_finished",
+    "log_task_started",
     "normalize_json",
     "task",
     "task_backends",

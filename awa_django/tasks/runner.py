@@ -2,20 +2,27 @@
 runnable awa handler.
 
 ``resolve`` is the registry's resolver for that prefix (``awa_django.jobs``). The handler it
-builds reads the task's ``TaskResult`` (so ``worker_ids`` already holds this claim and
+builds makes the task's ``TaskResult`` (so ``worker_ids`` already holds this claim and
 ``TaskContext.attempt`` counts from 1), sends ``task_started``, calls the function (async tasks
 on the worker's loop), sends ``task_finished`` and returns the value as a ``StoredReturn`` so the
 worker keeps it with the completed job.
+
+The result of a job's first claim is made from the attempt's context alone, which holds all it
+needs; only a job claimed before (a retry, a snooze, a retry from the DLQ) is read back for its
+earlier claims and errors. Reading every job back cost two queries per task on Django's
+connection, and with ``CONN_MAX_AGE = 0`` a new database connection per sync task, as the worker
+closes a handler thread's connection after each job (docs/benchmarks.md, "django.tasks drain").
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import fields
 from inspect import iscoroutinefunction
-from typing import Any
+from typing import Any, Final
 
+from django.dispatch import Signal
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -24,18 +31,27 @@ from awa_django.core.handler_result import StoredReturn
 from awa_django.exceptions import Cancel, Snooze, TerminalError
 from awa_django.jobs import Job, JobContext
 from awa_django.priorities import TASK_KIND_PREFIX
+from awa_django.storage.jobs import Claim
 from awa_django.tasks.backend import AwaBackend, task_error
 from awa_django.tasks.compat import (
     Task,
     TaskContext,
     TaskResult,
     TaskResultStatus,
+    log_task_finished,
+    log_task_started,
     task_finished,
     task_started,
 )
 from awa_django.worker.executor import stops_the_attempt
 
 logger = logging.getLogger(__name__)
+
+# The framework's own receivers of the task signals (Django's, or the backport's): each writes a
+# log line and nothing else.
+_LOGGING_RECEIVERS: Final = frozenset({log_task_started, log_task_finished})
+# Every field of a TaskResult, _return_value (not an __init__ argument) included.
+_RESULT_FIELDS: Final = tuple(field.name for field in fields(TaskResult))
 
 
 def resolve(kind: str) -> Job[Any, Any] | None:
@@ -64,8 +80,57 @@ def _backend(task: Task[Any, Any]) -> AwaBackend:
     return backend
 
 
+def _first_claim_result(
+    backend: AwaBackend, task: Task[Any, Any], ctx: JobContext
+) -> TaskResult[Any, Any] | None:
+    """The running attempt's ``TaskResult`` when it is the job's first claim (``run_lease`` 1:
+    every claim raises it by one), from its context: its one claim is this one and no attempt
+    before it failed. None for any other attempt, or a context without its claim."""
+    if ctx.run_lease != 1 or ctx.claimed_by is None or ctx.claimed_at is None:
+        return None
+    return backend.task_result(
+        task,
+        job_id=ctx.job_id,
+        status=TaskResultStatus.RUNNING,
+        args=ctx.args,
+        metadata=ctx.metadata,
+        created_at=ctx.created_at,
+        claims=[Claim(claimed_by=ctx.claimed_by, claimed_at=ctx.claimed_at)],
+        finished_at=None,
+        errors=[],
+    )
+
+
 def _call_args(task: Task[Any, Any], result: TaskResult[Any, Any], args: list[Any]) -> list[Any]:
     return [TaskContext(task_result=result), *args] if task.takes_context else list(args)
+
+
+async def _asend(signal: Signal, sender: type[AwaBackend], result: TaskResult[Any, Any]) -> None:
+    """``signal.asend`` for an async task, without its trip to asgiref's thread when the only
+    receivers are the framework's logging ones: those are called here, on the worker's loop, as
+    ``send`` would call them and as awa writes its own log line of each job. ``asend`` runs sync
+    receivers in that one thread, and two trips per task made an async no-op task cost several
+    times an async no-op job (docs/benchmarks.md, "django.tasks drain"). Any other receiver,
+    sync or async, gets the signal through ``asend`` as Django specifies."""
+    # Django's own list of them, the one send and asend call.
+    sync_receivers, async_receivers = signal._live_receivers(sender)
+    if async_receivers or not _LOGGING_RECEIVERS.issuperset(sync_receivers):
+        await signal.asend(sender, task_result=result)
+        return
+    for receiver in sync_receivers:
+        receiver(signal=signal, sender=sender, task_result=result)
+
+
+def _changed(result: TaskResult[Any, Any], **changes: Any) -> TaskResult[Any, Any]:
+    """A copy of ``result`` with ``changes``. Not ``dataclasses.replace`` (nor ``copy.copy``, which
+    costs as much): ``replace`` builds the copy through ``TaskResult.__init__``, whose
+    ``__post_init__`` normalises the arguments again, though they already are; that was a tenth
+    of what a no-op task cost the worker."""
+    changed = object.__new__(type(result))
+    for name in _RESULT_FIELDS:
+        value = changes[name] if name in changes else getattr(result, name)
+        object.__setattr__(changed, name, value)
+    return changed
 
 
 def _finished(
@@ -75,16 +140,16 @@ def _finished(
     reports READY, as the stored job will read."""
     now = timezone.now()
     if error is None:
-        done = replace(result, status=TaskResultStatus.SUCCESSFUL, finished_at=now)
-        object.__setattr__(done, "_return_value", value)
-        return done
+        return _changed(
+            result, status=TaskResultStatus.SUCCESSFUL, finished_at=now, _return_value=value
+        )
     final = isinstance(error, TerminalError | Cancel) or (
         not isinstance(error, Snooze) and ctx.attempt >= ctx.max_attempts
     )
     errors = list(result.errors)
     if not isinstance(error, Snooze):
         errors.append(task_error(error_entry(error, attempt=ctx.attempt, at=now)))
-    return replace(
+    return _changed(
         result,
         status=TaskResultStatus.FAILED if final else TaskResultStatus.READY,
         finished_at=now if final else None,
@@ -98,8 +163,10 @@ def _handler(task: Task[Any, Any]) -> Callable[..., Any]:
         async def run_async(ctx: JobContext, args: list[Any], kwargs: dict[str, Any]) -> Any:
             backend = _backend(task)
             sender = type(backend)
-            result = await backend.aget_result(str(ctx.job_id))
-            await task_started.asend(sender, task_result=result)
+            result = _first_claim_result(backend, task, ctx) or await backend.aget_result(
+                str(ctx.job_id)
+            )
+            await _asend(task_started, sender, result)
             try:
                 value = await task.func(*_call_args(task, result, args), **kwargs)
                 stored = StoredReturn.of(value)
@@ -107,9 +174,9 @@ def _handler(task: Task[Any, Any]) -> Callable[..., Any]:
                 # KeyboardInterrupt and SystemExit fail the attempt like any error (the
                 # worker's executor records them); only the worker's own cancel ends it silently.
                 if not stops_the_attempt(exc):
-                    await task_finished.asend(sender, task_result=_finished(result, ctx, exc))
+                    await _asend(task_finished, sender, _finished(result, ctx, exc))
                 raise
-            await task_finished.asend(sender, task_result=_finished(result, ctx, None, value))
+            await _asend(task_finished, sender, _finished(result, ctx, None, value))
             return stored
 
         return run_async
@@ -117,7 +184,7 @@ def _handler(task: Task[Any, Any]) -> Callable[..., Any]:
     def run(ctx: JobContext, args: list[Any], kwargs: dict[str, Any]) -> Any:
         backend = _backend(task)
         sender = type(backend)
-        result = backend.get_result(str(ctx.job_id))
+        result = _first_claim_result(backend, task, ctx) or backend.get_result(str(ctx.job_id))
         task_started.send(sender, task_result=result)
         try:
             value = task.func(*_call_args(task, result, args), **kwargs)

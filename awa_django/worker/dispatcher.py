@@ -382,7 +382,9 @@ class Dispatcher:
         )
         callbacks = self._callbacks
         ctx = context_for(
-            job, callbacks=None if callbacks is None else callbacks.for_attempt(job, deadline)
+            job,
+            claimed_by=self._request.claimed_by,
+            callbacks=None if callbacks is None else callbacks.for_attempt(job, deadline),
         )
         attempt = RunningAttempt(job=job, ctx=ctx, started=time.monotonic(), deadline=deadline)
         # Registered before the task exists: an eager first step may run the job to its end.

@@ -27,8 +27,11 @@ if TYPE_CHECKING:
     from awa_django.callbacks.waiting import AttemptCallbacks
 
 
-def context_for(job: ClaimedJob, *, callbacks: AttemptCallbacks | None = None) -> JobContext:
-    """The ``JobContext`` of a claimed job's attempt (``callbacks`` from the worker running it)."""
+def context_for(
+    job: ClaimedJob, *, claimed_by: str | None = None, callbacks: AttemptCallbacks | None = None
+) -> JobContext:
+    """The ``JobContext`` of a claimed job's attempt (``claimed_by``, the claimant's id, and
+    ``callbacks`` from the worker running it)."""
     return JobContext(
         job_id=job.job_id,
         kind=job.kind,
@@ -41,6 +44,8 @@ def context_for(job: ClaimedJob, *, callbacks: AttemptCallbacks | None = None) -
         metadata=job.metadata,
         tags=tuple(job.tags),
         created_at=job.created_at,
+        claimed_by=claimed_by,
+        claimed_at=job.claimed_at,
         state=AttemptProgress(job.progress, job.checkpoint),
         callbacks=callbacks,
     )

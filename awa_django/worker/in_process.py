@@ -112,7 +112,7 @@ class InProcessRunner:
 
     def work(self, job: ClaimedJob) -> RanJob:
         """Run a claimed job's handler here and close its attempt."""
-        ctx = context_for(job)
+        ctx = context_for(job, claimed_by=self.identity)
         handler = self._resolve(job.kind)
         self._job_log.started(job)
         started = time.monotonic()

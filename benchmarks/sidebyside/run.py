@@ -29,7 +29,7 @@ from benchmarks.sidebyside.databases import Databases
 from benchmarks.sidebyside.systems.base import System
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
-WORKLOADS = ("enqueue", "drain", "latency", "django", "soak", "scaleout")
+WORKLOADS = ("enqueue", "drain", "latency", "django", "soak", "scaleout", "tasks")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -51,6 +51,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add("--soak-sample", type=float, default=10.0, help="seconds between soak samples")
     add("--scale-processes", type=int, nargs="+", default=[1, 2, 4])
     add("--scale-concurrency", type=int, default=32, help="concurrency of each process")
+    add(
+        "--tasks-concurrency",
+        type=int,
+        nargs="+",
+        default=[32],
+        help="task drain concurrencies (awa_django: one worker; django_tasks_db: processes)",
+    )
+    add(
+        "--tasks-db-processes",
+        type=int,
+        default=8,
+        help="most db_worker processes a django_tasks_db task drain starts",
+    )
     add("--output", type=Path, default=None, help="default: benchmarks/results/sbs-<time>.json")
     add(
         "--db-prefix",
@@ -71,6 +84,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "scale_processes",
         "scale_concurrency",
         "soak_rate",
+        "tasks_concurrency",
+        "tasks_db_processes",
     ):
         value = getattr(args, option)
         if min(value if isinstance(value, list) else [value]) < 1:
@@ -121,6 +136,24 @@ def build(args: argparse.Namespace, dbs: Databases, loaded: list[System]) -> lis
         found.append(Measurement(f"{system.name}.{key}", system.name, workload, label, run, **kw))
 
     for s in loaded:
+        if "tasks" in args.workloads:
+            for mode in s.task_modes:
+                for c in args.tasks_concurrency:
+                    # A worker that runs one task at a time gets its concurrency as processes.
+                    processes = min(c, args.tasks_db_processes) if s.one_task_per_process else 1
+                    per_process = 1 if s.one_task_per_process else c
+                    where = f", {processes} processes" if s.one_task_per_process else ""
+                    add(
+                        s,
+                        "tasks",
+                        f"tasks_{mode}_c{c}",
+                        f"drain {args.jobs}, {mode}, c={c}{where}",
+                        lambda s=s, m=mode, c=per_process, p=processes: workloads.drain(
+                            dbs, s, args.jobs, c, m, processes=p
+                        ),
+                    )
+        if s.tasks_only:
+            continue
         if "enqueue" in args.workloads:
             add(
                 s,
@@ -220,7 +253,7 @@ def table_rows(measurements: list[Measurement]) -> list[tuple[str, ...]]:
         if m.workload == "latency":
             p95, p99 = m.summary("p95_ms")["median"], m.summary("p99_ms")["median"]
             extra = f"p95 {_fmt(p95, 'ms')}, p99 {_fmt(p99, 'ms')}"
-        elif m.workload in ("drain", "scaleout"):
+        elif m.workload in ("drain", "scaleout", "tasks"):
             extra = f"peak RSS {m.summary('peak_rss_mb')['median'] or 0:.0f} MB"
             worker_us = m.summary("worker_cpu_us_per_job")["median"]
             machine_us = m.summary("machine_cpu_us_per_job")["median"]

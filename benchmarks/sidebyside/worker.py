@@ -20,6 +20,7 @@ from pathlib import Path
 
 from benchmarks.sidebyside import systems
 from benchmarks.sidebyside.probe import PROBE
+from benchmarks.sidebyside.systems.base import TASK_MODES
 
 PROGRESS_INTERVAL_S = 0.02
 
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("system", choices=sorted(systems.MODULES))
     parser.add_argument("url")
     parser.add_argument("--concurrency", type=int, required=True)
-    parser.add_argument("--mode", choices=("async", "sync"), default="async")
+    parser.add_argument("--mode", choices=("async", "sync", *TASK_MODES), default="async")
     parser.add_argument("--report", type=Path, required=True)
     args = parser.parse_args(argv)
 

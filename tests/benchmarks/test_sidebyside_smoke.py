@@ -1,4 +1,5 @@
-"""Smoke test of the side-by-side benchmark harness: every system, every workload, tiny sizes.
+"""Smoke test of the side-by-side benchmark harness: every system, every workload it takes part
+in (django-tasks-db: the task drain only), tiny sizes.
 
 Not a benchmark (CI's numbers would mean nothing): it keeps the harness, the four system
 adapters and the plotting step from rotting. The peers come with the ``bench`` extra, which
@@ -17,6 +18,7 @@ import pytest
 
 from benchmarks.sidebyside import systems
 from benchmarks.sidebyside.run import Measurement, parse_args, run_order
+from benchmarks.sidebyside.systems.base import TASK_MODES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JOBS = 24
@@ -31,7 +33,7 @@ def test_every_system_runs_every_workload_exactly_once(tmp_path: Path) -> None:
         "--jobs", str(JOBS), "--reps", "1", "--concurrency", "4",
         "--latency-count", "5", "--django-requests", "8",
         "--soak-seconds", "2", "--soak-rate", "50", "--soak-sample", "1",
-        "--scale-processes", "2", "--scale-concurrency", "4",
+        "--scale-processes", "2", "--scale-concurrency", "4", "--tasks-concurrency", "2",
         "--db-prefix", prefix, "--output", str(output),
     ]  # fmt: skip
     done = subprocess.run(
@@ -47,6 +49,7 @@ def test_every_system_runs_every_workload_exactly_once(tmp_path: Path) -> None:
         for v in vs.values()
     )
     measurements = results["measurements"]
+    task_drains = {f"tasks_{mode}_c2" for mode in TASK_MODES}
     for name in systems.MODULES:
         keys = {k.split(".", 1)[1] for k in measurements if k.startswith(name + ".")}
         expected = {
@@ -54,12 +57,14 @@ def test_every_system_runs_every_workload_exactly_once(tmp_path: Path) -> None:
             "scaleout_p2", "soak",
         }  # fmt: skip
         if name == "awa_django":
-            expected |= {"drain_sync_c4"}
+            expected |= {"drain_sync_c4", "tasks_sync_c2", "tasks_async_c2"} | task_drains
+        if name == "django_tasks_db":
+            expected = task_drains
         assert keys == expected, name
     for key, m in measurements.items():
         (sample,) = m["samples"]
         assert sample["problems"] == [], key
-        if m["workload"] in ("drain", "scaleout"):
+        if m["workload"] in ("drain", "scaleout", "tasks"):
             assert sample["duplicates"] == 0, key
             assert sample["jobs_per_s"] > 0, key
             assert sample["peak_rss_mb"] > 10, key
@@ -84,7 +89,9 @@ def test_every_system_runs_every_workload_exactly_once(tmp_path: Path) -> None:
     )  # fmt: skip
     assert plotted.returncode == 0, plotted.stderr
     table = [line for line in plotted.stdout.splitlines() if line.startswith("|")]
-    assert table[0] == "| measurement | awa_django | awa_pg | procrastinate | pgqueuer |"
+    assert table[0] == (
+        "| measurement | awa_django | awa_pg | procrastinate | pgqueuer | django_tasks_db |"
+    )
     assert any(line.startswith("| pickup latency") for line in table)
     svgs = sorted(p.name for p in charts.glob("*.svg"))
     assert svgs == [

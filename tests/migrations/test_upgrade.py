@@ -164,6 +164,8 @@ def test_upgrade_from_v0_1_0_while_its_worker_runs(tmp_path, released_package, u
         assert "Traceback" not in migrated.stderr
         for name in migrations_since("0.1.0"):
             assert f"Applying awa_django.{name}... OK" in migrated.stdout
+        spread = new.step("spread_jobs()")
+        every.extend(spread)
         new_worker = new.worker()
         try:
             assert new.step(f"complete_parked({str(state)!r})") == "completed"
@@ -199,7 +201,7 @@ def test_upgrade_from_v0_1_0_while_its_worker_runs(tmp_path, released_package, u
     assert all(ran[job_id] == 1 for job_id in every if job_id != ids["retryable"][0])
     where = {(job_id, attempt): code for job_id, attempt, _, event, code in log if event == "ran"}
     assert where[(blocker, 1)] == old_code
-    for job_id in ids["available"] + ids["scheduled"] + ids["unique"] + [cron["fired"]]:
+    for job_id in ids["available"] + ids["scheduled"] + ids["unique"] + [cron["fired"]] + spread:
         assert where[(job_id, 1)] == new_code
     assert where[(ids["retryable"][0], 2)] == new_code
 

@@ -11,7 +11,7 @@ from django.db import connection
 from django.test import override_settings
 
 from awa_django.core.claimed_job import claimed_job_rows
-from awa_django.maintenance.rate_ledger import RateLedgerCleaner, RateLedgerConfig
+from awa_django.maintenance.ledgers import LedgerCleaner, LedgerConfig
 from awa_django.storage.queue import ClaimRequest
 from awa_django.storage.rate_limits import FleetBudget, claim_ready_limited
 from awa_django.storage.statement import run_async
@@ -134,8 +134,8 @@ def test_the_leader_keeps_only_the_newest_ledger_row_per_queue():
         pool = await connections.open_pool("default", max_size=2)
         try:
             return (
-                await RateLedgerCleaner(
-                    pool, RateLedgerConfig(interval_s=1, batch_size=3)
+                await LedgerCleaner(
+                    pool, LedgerConfig(interval_s=1, batch_size=3)
                 ).run_once()
             ).deleted
         finally:

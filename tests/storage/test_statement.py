@@ -92,7 +92,7 @@ def test_queue_depths_are_the_same_on_both_connections() -> None:
 
 def _comparable(job: ClaimedJob) -> dict[str, Any]:
     values = dataclasses.asdict(job)
-    for varying in ("job_id", "lane_seq", "run_at", "created_at"):
+    for varying in ("job_id", "lane_seq", "run_at", "created_at", "claimed_at"):
         values[varying] = type(values[varying])
     return values
 

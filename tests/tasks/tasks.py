@@ -3,12 +3,13 @@ them by module path (``tests.tasks.tasks.<name>``); each run is logged to ``test
 
 from __future__ import annotations
 
+import threading
 import time
 
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from awa_django.tasks.compat import TaskContext, task
+from awa_django.tasks.compat import TaskContext, TaskResultStatus, task
 
 
 def log_run(note: str) -> None:
@@ -89,3 +90,38 @@ def echo(*args: object, **kwargs: object) -> dict:
 @task
 def ranked(label: str) -> None:
     log_run(label)
+
+
+def _told(context: TaskContext) -> dict:
+    """What a running task was told about its own result, as JSON."""
+    result = context.task_result
+    return {
+        "running": result.status == TaskResultStatus.RUNNING,
+        "enqueued_at": result.enqueued_at.isoformat(),
+        "started_at": result.started_at.isoformat(),
+        "last_attempted_at": result.last_attempted_at.isoformat(),
+        "worker_ids": result.worker_ids,
+        "errors": [error.exception_class_path for error in result.errors],
+        "priority": result.task.priority,
+        "args": result.args,
+        "kwargs": result.kwargs,
+        "attempt": context.attempt,
+    }
+
+
+@task(takes_context=True)
+def told(context: TaskContext, *args: object, **kwargs: object) -> dict:
+    return _told(context)
+
+
+@task(takes_context=True)
+def told_on_retry(context: TaskContext) -> dict:
+    if context.attempt == 1:
+        raise ConnectionError("first attempt fails")
+    return _told(context)
+
+
+@task
+async def where_async() -> int:
+    """The thread the async task ran in."""
+    return threading.get_ident()

@@ -12,9 +12,9 @@ import pytest
 from awa_django.logs import JsonFormatter
 from awa_django.maintenance.cron_evaluator import CronFire, CronResult
 from awa_django.maintenance.instance_cleanup import InstanceCleanupResult
+from awa_django.maintenance.ledgers import LedgerResult
 from awa_django.maintenance.promoter import PromoterResult
 from awa_django.maintenance.queue_stats import QueueStatsResult
-from awa_django.maintenance.rate_ledger import RateLedgerResult
 from awa_django.maintenance.rescuer import RescuerResult
 from awa_django.maintenance.retention import RetentionResult
 from awa_django.maintenance.rings import RingResult
@@ -53,7 +53,7 @@ TICK = "2026-12-02T03:00:00+00:00"
             "deleted 2 silent runtimes and 1 descriptor version nothing declares any more",
         ),
         (UniqueSweepResult(4), "dropped 4 unique claims that can no longer conflict"),
-        (RateLedgerResult(1), "deleted 1 superseded rate-limit ledger row"),
+        (LedgerResult(1), "deleted 1 superseded ledger row (rate limits, lane marks)"),
         (QueueStatsResult(()), "measured 0 queues"),
         (CronResult(0, 0, 0), "no schedule due"),
         (

@@ -19,7 +19,7 @@ SELECT status, payload
 SELECT status, (job).queue, (job).priority, (job).shard, (job).lane_seq, (job).ready_slot,
        (job).job_id, (job).kind, (job).args, (job).attempt, (job).run_lease,
        (job).max_attempts, (job).run_at, (job).created_at, (job).metadata, (job).tags,
-       (job).errors, (job).progress, (job).checkpoint
+       (job).errors, (job).progress, (job).checkpoint, NULL::timestamptz AS claimed_at
   FROM awa.lock_callback(%(job_id)s, %(run_lease)s, %(callback_id)s)
 
 -- name: resume_callback

@@ -25,7 +25,7 @@ SELECT now() - make_interval(secs => %(staleness_s)s::double precision) AS claim
 SELECT reason, (job).queue, (job).priority, (job).shard, (job).lane_seq, (job).ready_slot,
        (job).job_id, (job).kind, (job).args, (job).attempt, (job).run_lease,
        (job).max_attempts, (job).run_at, (job).created_at, (job).metadata, (job).tags,
-       (job).errors, (job).progress, (job).checkpoint
+       (job).errors, (job).progress, (job).checkpoint, NULL::timestamptz AS claimed_at
   FROM awa.find_rescuable(%(staleness_s)s::double precision, %(limit)s::integer,
                           %(claimed_after)s::timestamptz)
 

@@ -29,9 +29,10 @@ SELECT pg_notify('awa', q) FROM unnest(%(queues)s::text[]) AS q
 
 -- name: claim_ready
 -- Claims up to `limit` jobs of one queue, appending receipts (see awa.claim_ready for locking
--- and priority aging).
+-- and priority aging). now() is the claim's transaction time, which its receipts record.
 SELECT queue, priority, shard, lane_seq, ready_slot, job_id, kind, args, attempt, run_lease,
-       max_attempts, run_at, created_at, metadata, tags, errors, progress, checkpoint
+       max_attempts, run_at, created_at, metadata, tags, errors, progress, checkpoint,
+       now() AS claimed_at
   FROM awa.claim_ready(%(queue)s, %(limit)s::integer, %(claimed_by)s,
                        %(deadline_s)s::double precision, %(aging_s)s::double precision,
                        %(sequential)s::boolean)

@@ -17,6 +17,7 @@ MODULES = {
     "awa_pg": "benchmarks.sidebyside.systems.awa_pg",
     "procrastinate": "benchmarks.sidebyside.systems.procrastinate",
     "pgqueuer": "benchmarks.sidebyside.systems.pgqueuer",
+    "django_tasks_db": "benchmarks.sidebyside.systems.django_tasks_db",
 }
 
 

@@ -15,6 +15,7 @@ import psycopg
 from benchmarks.sidebyside.systems.base import (
     ORDERS_INSERT,
     QUEUE,
+    TASK_MODES,
     System,
     create_orders_table,
 )
@@ -46,6 +47,8 @@ class AwaDjango(System):
     name = "awa_django"
     packages = ("awa-django", "Django", "psycopg")
     modes = ("async", "sync")
+    # The same no-op as a native job beside it as a django.tasks task (AwaBackend).
+    task_modes = ("sync", "async", *TASK_MODES)
     tables_predicate = "schemaname = 'awa'"
 
     def install(self, url: str) -> None:
@@ -68,6 +71,11 @@ class AwaDjango(System):
     def enqueue_bulk(self, args_list: list[dict[str, Any]], mode: str = "async") -> None:
         import awa_django as awa
 
+        if mode in TASK_MODES:
+            from benchmarks.tasks import enqueue_tasks
+
+            enqueue_tasks(args_list, mode)
+            return
         awa.enqueue_many(_kind(mode), args_list)
 
     def enqueue_one(self, args: dict[str, Any]) -> None:

@@ -19,6 +19,10 @@ ORDERS_DDL = (
 )
 ORDERS_INSERT = "INSERT INTO bench_orders (customer, total) VALUES (%s, %s)"
 QUEUE = "bench"
+# The task drain's modes: the sync or the async no-op as a django.tasks @task
+# (benchmarks/tasks.py), every task at Django's default priority or the tasks spread over
+# every Django priority in turn (-100, -99, ..., 100, -100, ...).
+TASK_MODES = ("task-sync", "task-async", "task-sync-spread", "task-async-spread")
 
 
 def package_versions(packages: tuple[str, ...]) -> dict[str, str]:
@@ -40,6 +44,13 @@ class System(ABC):
     packages: tuple[str, ...]
     # Handler modes the system is measured with.
     modes: tuple[str, ...] = ("async",)
+    # Modes of the task drain (TASK_MODES, and native modes to compare them with); none: the
+    # system has no django.tasks backend.
+    task_modes: tuple[str, ...] = ()
+    # Whether the system takes part in the task drain only.
+    tasks_only: bool = False
+    # Whether its worker runs one job at a time, so that concurrency C takes C processes.
+    one_task_per_process: bool = False
     # SQL predicate over pg_stat_user_tables selecting this system's tables.
     tables_predicate: str
 

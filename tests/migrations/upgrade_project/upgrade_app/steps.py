@@ -42,6 +42,23 @@ def pending_jobs() -> None:
     emit(ids)
 
 
+def spread_jobs() -> None:
+    """Jobs of the current code in more lanes of the default queue than 0.1.0 could use (the
+    lanes of django.tasks priorities), so its claims go by lane marks: the 0.1.0 lanes are
+    among them."""
+    from awa_django.enqueue import enqueue_at_lane_priority
+    from awa_django.enqueue_options import EnqueueOptions
+
+    with transaction.atomic():
+        ids = [
+            enqueue_at_lane_priority(
+                jobs.quick, args={"n": 100 + priority}, options=EnqueueOptions(priority=priority)
+            )
+            for priority in (-20, 5, 7, 9, 30, 60)
+        ]
+    emit(ids)
+
+
 def states(job_ids: list[int]) -> None:
     emit({str(record.job_id): record.state for record in awa.get_jobs(job_ids)})
 

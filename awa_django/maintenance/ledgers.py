@@ -1,0 +1,67 @@
+"""Ledger cleanup (leader task): the rows of which only a queue's newest is ever read, the rate
+ledger (one per fleet-limited claim) and the lane marks (appended by claims of queues with many
+lanes), are deleted but the newest, in bounded batches. Dead tuples stay bounded by what one
+interval appends."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+from awa_django.conf import AwaSettings
+from awa_django.maintenance.batches import until_short
+from awa_django.maintenance.service import counted
+from awa_django.storage.lanes import delete_superseded_lane_marks
+from awa_django.storage.rate_limits import delete_superseded_rate_entries
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerConfig:
+    interval_s: float
+    batch_size: int
+
+    @classmethod
+    def from_settings(cls, conf: AwaSettings) -> LedgerConfig:
+        return cls(interval_s=conf.CLEANUP_INTERVAL_S, batch_size=conf.CLEANUP_BATCH_SIZE)
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerResult:
+    deleted: int
+
+    @property
+    def changed(self) -> bool:
+        return self.deleted > 0
+
+    def describe(self) -> str:
+        return f"deleted {counted(self.deleted, 'superseded ledger row')} (rate limits, lane marks)"
+
+
+class LedgerCleaner:
+    name = "ledgers"
+
+    def __init__(self, pool: AsyncConnectionPool[Any], config: LedgerConfig) -> None:
+        self._pool = pool
+        self.interval_s = config.interval_s
+        self._batch_size = config.batch_size
+
+    async def run_once(self) -> LedgerResult:
+        deleted = 0
+        for delete in (delete_superseded_rate_entries, delete_superseded_lane_marks):
+            deleted += await until_short(self._pool, _batch(delete), batch_size=self._batch_size)
+        return LedgerResult(deleted)
+
+
+def _batch(
+    delete: Callable[..., Awaitable[int]],
+) -> Callable[[AsyncConnection[Any], int], Awaitable[int]]:
+    """``delete`` in the shape ``until_short`` runs: one bounded batch on a connection."""
+
+    def batch(conn: AsyncConnection[Any], limit: int) -> Awaitable[int]:
+        return delete(conn, limit=limit)
+
+    return batch

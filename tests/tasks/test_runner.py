@@ -1,0 +1,136 @@
+"""The worker side of ``AwaBackend`` (``awa_django.tasks.runner``): what a running task is told
+about its own result, what that costs the database, and where the task signals are sent."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Iterator
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
+
+from awa_django.tasks import AwaBackend
+from awa_django.tasks.compat import TaskResultStatus, task_backends, task_started
+from awa_django.testing import make_due, run_jobs
+from tests.conftest import run_burst
+from tests.tasks import tasks
+from tests.tasks.test_backend import FAST_RETRY
+
+pytestmark = pytest.mark.usefixtures("awa_db", "close_orm_thread_connection")
+
+# The statements that read a job back for its result (awa_django/sql/queries/jobs.sql).
+READ_BACK = ("-- Current state of the given jobs", "-- Every claim of the given jobs")
+
+
+def test_a_first_attempt_is_told_what_get_result_reads_afterwards():
+    result = tasks.told.using(priority=7).enqueue(1, [2.5], k="v")
+    run_burst()
+    fetched = tasks.told.get_result(result.id)
+    assert fetched.status == TaskResultStatus.SUCCESSFUL
+    assert fetched.return_value == {
+        "running": True,
+        "enqueued_at": fetched.enqueued_at.isoformat(),
+        "started_at": fetched.started_at.isoformat(),
+        "last_attempted_at": fetched.last_attempted_at.isoformat(),
+        "worker_ids": fetched.worker_ids,
+        "errors": [],
+        "priority": 7,
+        "args": [1, [2.5]],
+        "kwargs": {"k": "v"},
+        "attempt": 1,
+    }
+    assert len(fetched.worker_ids) == 1
+
+
+@override_settings(AWA=FAST_RETRY)
+def test_a_retry_is_told_every_claim_and_the_earlier_error():
+    result = tasks.told_on_retry.enqueue()
+    run_burst(burst_wait_s=5)
+    fetched = tasks.told_on_retry.get_result(result.id)
+    assert fetched.status == TaskResultStatus.SUCCESSFUL
+    told = fetched.return_value
+    assert told["attempt"] == 2 and told["running"]
+    assert told["worker_ids"] == fetched.worker_ids and len(told["worker_ids"]) == 2
+    assert told["started_at"] == fetched.started_at.isoformat()
+    assert told["last_attempted_at"] == fetched.last_attempted_at.isoformat()
+    assert told["started_at"] < told["last_attempted_at"]
+    assert told["errors"] == ["builtins.ConnectionError"]
+
+
+def _read_backs(queries: CaptureQueriesContext) -> list[str]:
+    return [q["sql"] for q in queries.captured_queries if q["sql"].startswith(READ_BACK)]
+
+
+def test_a_first_attempt_reads_nothing_back_and_a_retry_reads_its_claims():
+    first = tasks.told.enqueue()
+    with CaptureQueriesContext(connection) as queries:
+        ran = run_jobs()
+    assert ran.completed == 1 and len(ran) == 1
+    assert _read_backs(queries) == []
+    told = tasks.told.get_result(first.id).return_value
+    assert told["worker_ids"] == tasks.told.get_result(first.id).worker_ids
+
+    # A job claimed before (here: a retry) has earlier claims to read back.
+    retried = tasks.told_on_retry.enqueue()
+    run_jobs()
+    make_due()
+    with CaptureQueriesContext(connection) as queries:
+        run_jobs()
+    assert len(_read_backs(queries)) == 2
+    assert len(tasks.told_on_retry.get_result(retried.id).return_value["worker_ids"]) == 2
+
+
+@pytest.fixture
+def task_log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    # Django's logger of the task signals ("django.tasks"), or the backport's.
+    for name in ("django.tasks", "django_tasks"):
+        caplog.set_level(logging.INFO, logger=name)
+    yield caplog
+
+
+def test_an_async_tasks_log_lines_are_written_where_it_runs(task_log):
+    result = tasks.where_async.enqueue()
+    run_burst()
+    ran_in = tasks.where_async.get_result(result.id).return_value
+    lines = [r for r in task_log.records if f"id={result.id} " in r.getMessage()]
+    assert [r.getMessage().rsplit("state=", 1)[1] for r in lines] == ["RUNNING", "SUCCESSFUL"]
+    # The framework's own receivers only log: no trip to asgiref's thread and back for them.
+    assert {r.thread for r in lines} == {ran_in}
+
+
+def test_other_sync_receivers_of_an_async_task_run_through_asend():
+    seen: list[tuple[str, int, bool]] = []
+
+    def receiver(sender, task_result, **kwargs):
+        try:
+            asyncio.get_running_loop()
+            on_a_loop = True
+        except RuntimeError:
+            on_a_loop = False
+        seen.append((task_result.id, threading.get_ident(), on_a_loop))
+
+    task_started.connect(receiver, weak=False)
+    try:
+        result = tasks.where_async.enqueue()
+        run_burst()
+    finally:
+        task_started.disconnect(receiver)
+    ran_in = tasks.where_async.get_result(result.id).return_value
+    # As Django's asend does: a sync receiver runs in asgiref's thread, never on the loop.
+    assert [(r_id, on_a_loop) for r_id, _, on_a_loop in seen] == [(result.id, False)]
+    assert seen[0][1] != ran_in
+
+
+def test_the_task_as_enqueued_is_made_once_per_set_of_options():
+    backend = task_backends["default"]
+    assert isinstance(backend, AwaBackend)
+    meta = {"priority": 3, "queue_name": "default", "run_after": None, "backend": "default"}
+    made = backend.enqueued_task(tasks.tagged, meta)
+    assert made.priority == 3 and made.tags == ("declared",)
+    assert backend.enqueued_task(tasks.tagged, dict(meta)) is made
+    other = backend.enqueued_task(tasks.tagged, {**meta, "tags": ["x"]})
+    assert other.tags == ("x",) and other is not made
