@@ -114,7 +114,7 @@ def told(context: TaskContext, *args: object, **kwargs: object) -> dict:
     return _told(context)
 
 
-@task(takes_context=True)
+@task(takes_context=True, max_attempts=3)
 def told_on_retry(context: TaskContext) -> dict:
     if context.attempt == 1:
         raise ConnectionError("first attempt fails")
