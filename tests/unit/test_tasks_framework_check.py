@@ -1,0 +1,53 @@
+"""``TASKS`` naming ``AwaBackend`` without Django's Tasks framework installed fails ``check``."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.test import override_settings
+
+from awa_django.checks import TASKS_FRAMEWORKS, check_tasks_framework
+
+AWA_TASKS = {"default": {"BACKEND": "awa_django.tasks.AwaBackend"}}
+
+
+@pytest.fixture
+def without_tasks_framework(monkeypatch):
+    """Neither django.tasks nor the backport importable, as on Django 5.2 without the backport:
+    a None entry in sys.modules makes ``import`` raise ImportError."""
+    for module in TASKS_FRAMEWORKS:
+        monkeypatch.setitem(sys.modules, module, None)
+
+
+def test_awa_backend_without_the_framework_is_e070(without_tasks_framework):
+    with override_settings(TASKS=AWA_TASKS):
+        (error,) = check_tasks_framework()
+    assert error.id == "awa.E070"
+    assert "django-tasks" in error.hint
+
+
+def test_manage_py_check_fails_with_e070(without_tasks_framework):
+    with (
+        override_settings(TASKS=AWA_TASKS),
+        pytest.raises(SystemCheckError, match=r"awa\.E070"),
+    ):
+        call_command("check")
+
+
+def test_another_backend_or_no_tasks_setting_passes(without_tasks_framework):
+    other = {"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}
+    with override_settings(TASKS=other):
+        assert check_tasks_framework() == []
+    with override_settings():
+        from django.conf import settings
+
+        del settings.TASKS
+        assert check_tasks_framework() == []
+
+
+def test_awa_backend_with_the_framework_installed_passes():
+    with override_settings(TASKS=AWA_TASKS):
+        assert check_tasks_framework() == []
