@@ -3,7 +3,8 @@
 ``enqueue`` is a plain insert on the connection of ``AWA["DATABASE_ALIAS"]``: inside
 ``transaction.atomic()`` the job commits or rolls back with the caller's rows, and the NOTIFY
 that wakes workers is delivered only at commit. Everything is validated before the first write,
-so a bad argument raises ``InvalidJob`` and nothing is written.
+so a bad argument raises ``InvalidJob`` and nothing is written. On a database where awa_django's
+migrations are not applied, it raises ``NotMigrated``, which says so and names the command.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from awa_django.enqueue_options import (
 from awa_django.exact_json import check_text, moved, to_json_text
 from awa_django.exceptions import InvalidJob, UniqueConflict
 from awa_django.jobs import EnqueueFunctions, Job, provide_enqueue, registry
+from awa_django.migration_state import reported_unmigrated
 from awa_django.pending_job import PendingJob
 from awa_django.priorities import STORED_PRIORITY_MAX, STORED_PRIORITY_MIN
 from awa_django.signals import job_enqueued
@@ -233,12 +235,16 @@ def _enqueue_one(bound: BoundArgs, options: ResolvedOptions) -> int:
         tags=options.tags,
     )
     if options.unique is None:
-        with connections[alias].cursor() as cursor:
+        with reported_unmigrated(alias), connections[alias].cursor() as cursor:
             job_id = queue_storage.enqueue_job(cursor, new_job)
     else:
         # The key stays locked until the caller's transaction ends, so a concurrent producer of
         # the same key waits and then sees this job's claim.
-        with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        with (
+            reported_unmigrated(alias),
+            transaction.atomic(using=alias),
+            connections[alias].cursor() as cursor,
+        ):
             batch = _UniqueBatch.lock(cursor, options.unique, options, [bound.args])
             if not batch.fresh:
                 return batch.result([])[0]
@@ -319,7 +325,11 @@ def enqueue_many(
     alias = get_settings().DATABASE_ALIAS
     now = timezone.now()
     batch: _UniqueBatch | None = None
-    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+    with (
+        reported_unmigrated(alias),
+        transaction.atomic(using=alias),
+        connections[alias].cursor() as cursor,
+    ):
         if resolved.unique is None:
             # Bound while the COPY streams, so the server stores rows on its own core while the
             # next ones are checked. An invalid argument raises inside the COPY, which aborts

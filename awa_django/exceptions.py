@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.core.exceptions import ImproperlyConfigured
+from django.db import ProgrammingError
 
 from awa_django.limits import delay_problem
 
@@ -34,6 +35,12 @@ class InvalidJob(AwaError, ValueError):
 
 class ConfigError(AwaError, ImproperlyConfigured):
     """The ``AWA`` setting is invalid; ``manage.py check`` reports the same problem with an id."""
+
+
+class NotMigrated(AwaError, ProgrammingError):
+    """awa_django's migrations are not applied on the database a statement ran on (its message
+    names the database and the ``migrate`` command to run); a ``ProgrammingError``, the error
+    the statement itself raised, which is its ``__cause__``."""
 
 
 class UnknownJobKind(AwaError, LookupError):

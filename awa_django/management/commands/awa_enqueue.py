@@ -13,10 +13,11 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 import awa_django as awa
+from awa_django.management.command import QueueCommand
 from awa_django.management.output import name, seconds
 from awa_django.management.validation import known_kind
 from awa_django.unique import ON_CONFLICT_CHOICES
@@ -95,7 +96,7 @@ def refusal(exc: awa.InvalidJob) -> str:
     return f"{option}: {exc}" if option else str(exc)
 
 
-class Command(BaseCommand):
+class Command(QueueCommand):
     help = (
         "Enqueue one job of an awa job kind (as awa.enqueue does, with the same validation) "
         "and print its id."

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any, Final
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 import awa_django as awa
+from awa_django.management.command import QueueCommand
 from awa_django.management.output import job_id, name, row_limit, table, to_json
 from awa_django.management.validation import (
     declared_queue,
@@ -35,7 +36,7 @@ USES: Final = {
 }
 
 
-class Command(BaseCommand):
+class Command(QueueCommand):
     help = (
         "List jobs (--queue/--kind/--state), dump one as JSON, retry a failed, cancelled or "
         "dead-lettered job, or cancel a job."

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from django.core.management.base import BaseCommand
-
 from awa_django import queues
+from awa_django.management.command import QueueCommand
 from awa_django.management.output import table, to_json
 
 HEADERS = (
@@ -26,7 +25,7 @@ HEADERS = (
 )
 
 
-class Command(BaseCommand):
+class Command(QueueCommand):
     help = (
         "Show every queue's depth by state, DLQ depth, lag, completed and failed in the last "
         "hour, throughput and pause state."
