@@ -30,7 +30,7 @@ from awa_django.enqueue_options import (
 )
 from awa_django.exact_json import check_text, moved, to_json_text
 from awa_django.exceptions import InvalidJob, UniqueConflict
-from awa_django.jobs import EnqueueFunctions, Job, provide_enqueue, registry
+from awa_django.jobs import EnqueueFunctions, Job, provide_enqueue, registry, unknown_kind_hint
 from awa_django.migration_state import reported_unmigrated
 from awa_django.pending_job import PendingJob
 from awa_django.priorities import STORED_PRIORITY_MAX, STORED_PRIORITY_MIN
@@ -44,8 +44,20 @@ from awa_django.telemetry import get_telemetry
 from awa_django.unique import Unique, UniqueKey, unique_key
 
 
+def is_external(kind: str, patterns: Sequence[str]) -> bool:
+    """Whether ``AWA["EXTERNAL_KINDS"]`` (``patterns``) lets this process enqueue ``kind``
+    without a handler: an exact kind, or a prefix before a final ``*``."""
+    return any(
+        kind.startswith(pattern[:-1]) if pattern.endswith("*") else kind == pattern
+        for pattern in patterns
+    )
+
+
 def resolve_job(kind_or_job: str | Job[Any, Any]) -> tuple[str, Job[Any, Any] | None]:
-    """The kind and handler (None: not importable in this process) of a job or kind string."""
+    """The kind and handler of a job or kind string. A kind without a handler in this process
+    is refused (``InvalidJob`` with the nearest registered kind, and where handlers are found),
+    unless ``AWA["EXTERNAL_KINDS"]`` lists it: its handler is then None (only the JSON contract
+    of its arguments is checked), and another service's workers run it."""
     if isinstance(kind_or_job, Job):
         return kind_or_job.kind, kind_or_job
     if isinstance(kind_or_job, str) and kind_or_job:
@@ -56,6 +68,15 @@ def resolve_job(kind_or_job: str | Job[Any, Any]) -> tuple[str, Job[Any, Any] | 
             # handler's signature and defaults still apply once they are imported.
             ensure_jobs_discovered()
             job = registry.get(kind_or_job)
+        if job is None and not is_external(kind_or_job, get_settings().EXTERNAL_KINDS):
+            # A misspelled kind, or a module no process imports, would otherwise be stored and
+            # wait for a worker that can never run it.
+            raise InvalidJob(
+                f"kind {kind_or_job!r} has no handler in this process. "
+                f"{unknown_kind_hint(kind_or_job)} If another service's workers run it, list "
+                "it in AWA['EXTERNAL_KINDS'].",
+                field="kind",
+            )
         return kind_or_job, job
     raise InvalidJob(
         f"kind must be a registered @awa.job function or a kind string, got {kind_or_job!r}",

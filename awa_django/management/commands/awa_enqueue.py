@@ -19,7 +19,6 @@ from django.utils import timezone
 import awa_django as awa
 from awa_django.management.command import QueueCommand
 from awa_django.management.output import name, seconds
-from awa_django.management.validation import known_kind
 from awa_django.unique import ON_CONFLICT_CHOICES
 
 
@@ -176,7 +175,6 @@ class Command(QueueCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         kind = options["kind"]
-        known_kind(kind, option="KIND")
         for dest, (typed, convert) in CONVERSIONS.items():
             # call_command may pass values already converted.
             if isinstance(options[dest], str):

@@ -8,6 +8,7 @@ from typing import Any, Final
 from django.core.management.base import CommandError
 
 import awa_django as awa
+from awa_django.core.unknown_kinds import waits_for_kind
 from awa_django.management.command import QueueCommand
 from awa_django.management.output import job_id, name, row_limit, table, to_json
 from awa_django.management.validation import (
@@ -94,7 +95,9 @@ class Command(QueueCommand):
         rows = [
             (
                 r.job_id,
-                r.state,
+                f"{r.state} (no worker knows this kind)"
+                if waits_for_kind(r.state, r.errors)
+                else r.state,
                 r.queue,
                 r.kind,
                 shown_priority(r.kind, r.priority, r.metadata),

@@ -14,6 +14,7 @@ HEADERS = (
     "available",
     "scheduled",
     "retryable",
+    "unknown_kind",
     "running",
     "waiting",
     "dlq",
@@ -28,7 +29,8 @@ HEADERS = (
 class Command(QueueCommand):
     help = (
         "Show every queue's depth by state, DLQ depth, lag, completed and failed in the last "
-        "hour, throughput and pause state."
+        "hour, throughput and pause state, and the jobs that wait because no worker knows "
+        "their kind."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -45,6 +47,7 @@ class Command(QueueCommand):
                 q.available,
                 q.scheduled,
                 q.retryable,
+                sum(q.unknown_kinds.values()),
                 q.running,
                 q.waiting_external,
                 q.dlq,
@@ -57,3 +60,10 @@ class Command(QueueCommand):
             for q in found
         ]
         self.stdout.write(table(HEADERS, rows))
+        for q in found:
+            for kind, count in q.unknown_kinds.items():
+                self.stdout.write(
+                    f"{q.queue}: {count} {kind} job(s) wait for a worker that knows their "
+                    "kind: no worker that claimed them has its handler (import its module in "
+                    "the workers: an installed app's jobs.py, or AWA['JOB_MODULES'])"
+                )
