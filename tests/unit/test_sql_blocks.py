@@ -36,4 +36,4 @@ def test_the_unknown_kind_index_and_its_query_spell_the_error_type_as_the_worker
 
     predicate = f"errors -> -1 ->> 'type' = '{UNKNOWN_KIND_ERROR_TYPE}'"
     assert predicate in sql.queries("backlog")["kinds_nobody_runs"]
-    assert predicate in sql.migration("0010_unknown_kinds", "up")
+    assert predicate in sql.migration("0011_unknown_kinds", "up")

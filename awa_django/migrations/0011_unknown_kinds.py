@@ -14,11 +14,11 @@ from awa_django import sql
 
 
 class Migration(migrations.Migration):
-    dependencies = [("awa_django", "0009_declared_versions")]
+    dependencies = [("awa_django", "0010_attempt_deadlines")]
     operations = [
         migrations.RunSQL(
-            sql=sql.migration("0010_unknown_kinds", "up"),
-            reverse_sql=sql.migration("0010_unknown_kinds", "down"),
+            sql=sql.migration("0011_unknown_kinds", "up"),
+            reverse_sql=sql.migration("0011_unknown_kinds", "down"),
         ),
         migrations.RunSQL(sql=sql.functions("close"), reverse_sql=migrations.RunSQL.noop),
     ]

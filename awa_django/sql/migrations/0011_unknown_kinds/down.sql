@@ -1,4 +1,4 @@
--- Reverse of migration 0010_unknown_kinds: awa.close_batch as it was before it (a snooze never
+-- Reverse of migration 0011_unknown_kinds: awa.close_batch as it was before it (a snooze never
 -- recorded an error), and the index of the jobs no worker knew dropped, so that migration
 -- 0001's reverse finds only the objects it created.
 CREATE OR REPLACE FUNCTION awa.close_batch(p_batch json)
