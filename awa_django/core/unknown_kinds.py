@@ -5,7 +5,7 @@ kinds, and a worker cannot skip a job and leave it to another (claims follow a c
 Each try that meets no handler records an ``UnknownJobKind`` error and puts the job back as
 ``retryable`` without using an attempt, with a backoff of its own
 (``RetryPolicy.unknown_kind_delay_s``), until ``AWA["UNKNOWN_KIND_TIMEOUT_S"]`` has passed since
-the first such try; that try fails the job, saying so. The tries of one wait share one error
+the first such try: the first try after that fails the job, saying so. The tries of one wait share one error
 entry, which each try replaces (``awa.close_batch``), so a job's errors grow by one entry per
 wait, not per try; the entry carries ``waiting_since`` and ``tries``, which is how the next
 worker knows how long the job has waited. The entry of the try that fails the job carries
