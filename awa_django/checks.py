@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from importlib import import_module
+from typing import Any, Final
 
 from django.apps import AppConfig
 from django.conf import settings
@@ -12,6 +13,10 @@ from django.urls import NoReverseMatch, reverse
 
 from awa_django import conf
 from awa_django.cron import declarations
+
+# Where Django's Tasks framework comes from: built in on Django 6, the django-tasks backport on
+# Django 5.2 (awa_django.tasks.compat imports whichever is there).
+TASKS_FRAMEWORKS: Final = ("django.tasks", "django_tasks")
 
 
 @register()
@@ -106,5 +111,44 @@ def check_worker_session(
             id="awa.W060",
             hint="Set AWA['WORKER_DATABASE'] to an alias or DSN with a direct (or session-"
             "pooled) connection; see docs/deployment.md.",
+        )
+    ]
+
+
+def _names_awa_backend(alias_options: object) -> bool:
+    backend = alias_options.get("BACKEND") if isinstance(alias_options, Mapping) else None
+    return isinstance(backend, str) and backend.startswith("awa_django.tasks")
+
+
+def _tasks_framework_installed() -> bool:
+    for module in TASKS_FRAMEWORKS:
+        try:
+            import_module(module)
+        except ImportError:
+            continue
+        return True
+    return False
+
+
+@register()
+def check_tasks_framework(
+    app_configs: Sequence[AppConfig] | None = None, **_: Any
+) -> list[CheckMessage]:
+    """``TASKS`` names ``AwaBackend`` but neither ``django.tasks`` nor the backport is
+    installed: Django 5.2 ignores the setting, so every ``@task`` would fail at import or
+    enqueue, while ``check`` passed."""
+    tasks = getattr(settings, "TASKS", None)
+    if not isinstance(tasks, Mapping) or not any(map(_names_awa_backend, tasks.values())):
+        return []
+    if _tasks_framework_installed():
+        return []
+    return [
+        Error(
+            "settings.TASKS names awa_django.tasks.AwaBackend, but Django's Tasks framework is "
+            "not installed: Django 6 has it built in (django.tasks); on Django 5.2 it is the "
+            "django-tasks backport.",
+            id="awa.E102",
+            hint="Install the backport (awa_django's [tasks-backport] extra, or pip install "
+            "'django-tasks>=0.8'), or upgrade to Django 6; see docs/django-tasks.md.",
         )
     ]

@@ -94,6 +94,12 @@ class AwaSettings:
     RETRY_BACKOFF_BASE_S: float = 1.0
     RETRY_BACKOFF_MAX_S: float = 86400.0
     RETRY_JITTER: float = 0.25
+    # A job whose kind no worker that claimed it has a handler for runs again later without
+    # using an attempt, until this long after the first such try; then it fails. 0: at once.
+    UNKNOWN_KIND_TIMEOUT_S: float = 3600.0
+    # Kinds this process may enqueue without a handler of its own (another service's workers
+    # run them): exact kinds, or prefixes ending in "*" ("billing.*"; "*" for every kind).
+    EXTERNAL_KINDS: tuple[str, ...] = ()
     # How long a stopping worker lets in-flight jobs finish.
     SHUTDOWN_TIMEOUT_S: float = 30.0
     # A worker heartbeats (and flushes progress of) its attempts older than this, this often.
@@ -214,7 +220,12 @@ _POSITIVE_NUMBERS: Final = (
     "CRON_INTERVAL_S",
     "JOB_LOG_SUMMARY_INTERVAL_S",
 )
-_NON_NEGATIVE_NUMBERS: Final = ("COMPLETED_RETENTION_S", "FAILED_RETENTION_S", "DLQ_RETENTION_S")
+_NON_NEGATIVE_NUMBERS: Final = (
+    "COMPLETED_RETENTION_S",
+    "FAILED_RETENTION_S",
+    "DLQ_RETENTION_S",
+    "UNKNOWN_KIND_TIMEOUT_S",
+)
 _POSITIVE_INTEGERS: Final = (
     "PROMOTE_BATCH_SIZE",
     "CLAIM_BATCH_SIZE",
@@ -518,6 +529,17 @@ def _scalar_problems(raw: Mapping[str, Any], defaults: AwaSettings) -> list[Prob
                 "awa.E011", f"AWA['JOB_MODULES'] must be a list of module paths, got {modules!r}."
             )
         )
+    external = raw.get("EXTERNAL_KINDS", ())
+    if not isinstance(external, list | tuple) or not all(
+        isinstance(k, str) and k and "*" not in k[:-1] for k in external
+    ):
+        found.append(
+            Problem(
+                "awa.E013",
+                "AWA['EXTERNAL_KINDS'] must be a list of job kinds, or prefixes ending in '*' "
+                f"('billing.*'), got {external!r}.",
+            )
+        )
     return found
 
 
@@ -693,6 +715,7 @@ def get_settings() -> AwaSettings:
         {name: _queue_settings(name, options) for name, options in queues.items()}
     )
     values["JOB_MODULES"] = tuple(raw.get("JOB_MODULES", ()))
+    values["EXTERNAL_KINDS"] = tuple(raw.get("EXTERNAL_KINDS", ()))
     values["CRON"] = tuple(MappingProxyType(dict(entry)) for entry in raw.get("CRON", ()))
     return AwaSettings(**values)
 

@@ -3,7 +3,8 @@
 ``enqueue`` is a plain insert on the connection of ``AWA["DATABASE_ALIAS"]``: inside
 ``transaction.atomic()`` the job commits or rolls back with the caller's rows, and the NOTIFY
 that wakes workers is delivered only at commit. Everything is validated before the first write,
-so a bad argument raises ``InvalidJob`` and nothing is written.
+so a bad argument raises ``InvalidJob`` and nothing is written. On a database where awa_django's
+migrations are not applied, it raises ``NotMigrated``, which says so and names the command.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from awa_django.enqueue_options import (
 )
 from awa_django.exact_json import check_text, moved, to_json_text
 from awa_django.exceptions import InvalidJob, UniqueConflict
-from awa_django.jobs import EnqueueFunctions, Job, provide_enqueue, registry
+from awa_django.jobs import EnqueueFunctions, Job, provide_enqueue, registry, unknown_kind_hint
+from awa_django.migration_state import reported_unmigrated
 from awa_django.pending_job import PendingJob
 from awa_django.priorities import STORED_PRIORITY_MAX, STORED_PRIORITY_MIN
 from awa_django.signals import job_enqueued
@@ -42,8 +44,20 @@ from awa_django.telemetry import get_telemetry
 from awa_django.unique import Unique, UniqueKey, unique_key
 
 
+def is_external(kind: str, patterns: Sequence[str]) -> bool:
+    """Whether ``AWA["EXTERNAL_KINDS"]`` (``patterns``) lets this process enqueue ``kind``
+    without a handler: an exact kind, or a prefix before a final ``*``."""
+    return any(
+        kind.startswith(pattern[:-1]) if pattern.endswith("*") else kind == pattern
+        for pattern in patterns
+    )
+
+
 def resolve_job(kind_or_job: str | Job[Any, Any]) -> tuple[str, Job[Any, Any] | None]:
-    """The kind and handler (None: not importable in this process) of a job or kind string."""
+    """The kind and handler of a job or kind string. A kind without a handler in this process
+    is refused (``InvalidJob`` with the nearest registered kind, and where handlers are found),
+    unless ``AWA["EXTERNAL_KINDS"]`` lists it: its handler is then None (only the JSON contract
+    of its arguments is checked), and another service's workers run it."""
     if isinstance(kind_or_job, Job):
         return kind_or_job.kind, kind_or_job
     if isinstance(kind_or_job, str) and kind_or_job:
@@ -54,6 +68,15 @@ def resolve_job(kind_or_job: str | Job[Any, Any]) -> tuple[str, Job[Any, Any] | 
             # handler's signature and defaults still apply once they are imported.
             ensure_jobs_discovered()
             job = registry.get(kind_or_job)
+        if job is None and not is_external(kind_or_job, get_settings().EXTERNAL_KINDS):
+            # A misspelled kind, or a module no process imports, would otherwise be stored and
+            # wait for a worker that can never run it.
+            raise InvalidJob(
+                f"kind {kind_or_job!r} has no handler in this process. "
+                f"{unknown_kind_hint(kind_or_job)} If another service's workers run it, list "
+                "it in AWA['EXTERNAL_KINDS'].",
+                field="kind",
+            )
         return kind_or_job, job
     raise InvalidJob(
         f"kind must be a registered @awa.job function or a kind string, got {kind_or_job!r}",
@@ -233,12 +256,16 @@ def _enqueue_one(bound: BoundArgs, options: ResolvedOptions) -> int:
         tags=options.tags,
     )
     if options.unique is None:
-        with connections[alias].cursor() as cursor:
+        with reported_unmigrated(alias), connections[alias].cursor() as cursor:
             job_id = queue_storage.enqueue_job(cursor, new_job)
     else:
         # The key stays locked until the caller's transaction ends, so a concurrent producer of
         # the same key waits and then sees this job's claim.
-        with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        with (
+            reported_unmigrated(alias),
+            transaction.atomic(using=alias),
+            connections[alias].cursor() as cursor,
+        ):
             batch = _UniqueBatch.lock(cursor, options.unique, options, [bound.args])
             if not batch.fresh:
                 return batch.result([])[0]
@@ -319,7 +346,11 @@ def enqueue_many(
     alias = get_settings().DATABASE_ALIAS
     now = timezone.now()
     batch: _UniqueBatch | None = None
-    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+    with (
+        reported_unmigrated(alias),
+        transaction.atomic(using=alias),
+        connections[alias].cursor() as cursor,
+    ):
         if resolved.unique is None:
             # Bound while the COPY streams, so the server stores rows on its own core while the
             # next ones are checked. An invalid argument raises inside the COPY, which aborts

@@ -7,9 +7,11 @@ sit under ``JobOutcome``: they are not errors, they tell the worker what to do w
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.core.exceptions import ImproperlyConfigured
+from django.db import ProgrammingError
 
 from awa_django.limits import delay_problem
 
@@ -36,8 +38,27 @@ class ConfigError(AwaError, ImproperlyConfigured):
     """The ``AWA`` setting is invalid; ``manage.py check`` reports the same problem with an id."""
 
 
+class NotMigrated(AwaError, ProgrammingError):
+    """awa_django's migrations are not applied on the database a statement ran on (its message
+    names the database and the ``migrate`` command to run); a ``ProgrammingError``, the error
+    the statement itself raised, which is its ``__cause__``."""
+
+
 class UnknownJobKind(AwaError, LookupError):
-    """No handler is registered in this process for a job kind."""
+    """No handler is registered in this process for a job kind.
+
+    Recorded as the error of a try a worker could not run: the job runs again later without
+    using an attempt, until ``AWA["UNKNOWN_KIND_TIMEOUT_S"]`` has passed since the first such
+    try (docs/operations.md#jobs-no-worker-knows). ``waiting_since`` and ``tries`` are that
+    wait so far, as the job's errors recorded it (None and 0: this try starts it).
+    """
+
+    def __init__(
+        self, message: str, *, waiting_since: datetime | None = None, tries: int = 0
+    ) -> None:
+        super().__init__(message)
+        self.waiting_since = waiting_since
+        self.tries = tries
 
 
 class JobNotFound(AwaError, LookupError):

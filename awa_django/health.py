@@ -1,18 +1,27 @@
 """Health checks for operators and probes: ``awa.health.check()`` and ``manage.py awa_health``.
 
 Healthy means all of: the database answers; every migration is applied; a live runtime holds
-maintenance leadership (so promotion, rescue, ring prune and retention run); and every queue in
-``AWA["QUEUES"]`` is served by at least one live worker (a queue nobody serves is *stale*: its
-jobs wait forever). "Live" means a runtime snapshot newer than ``RUNTIME_STALE_AFTER_S``.
+maintenance leadership (so promotion, rescue, ring prune and retention run), or the fleet is
+*starting*; and every queue in ``AWA["QUEUES"]`` is served by at least one live worker (a queue
+nobody serves is *stale*: its jobs wait forever). "Live" means a runtime snapshot newer than
+``RUNTIME_STALE_AFTER_S``.
+
+Starting: no live runtime says it leads, but one that is not stopping started less than
+``LEADER_ELECTION_INTERVAL_S + RUNTIME_SNAPSHOT_INTERVAL_S`` ago. A process writes its first
+snapshot before it first tries for the lock, and one that leads says so at its next snapshot
+(at once on this version, at its next interval on 0.1.0), so right after a deploy a healthy
+fleet has no leader in its rows for a few seconds; a probe must not fail for that.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
 
 from awa_django import runtimes
 from awa_django.conf import get_settings
@@ -57,9 +66,25 @@ def _migrations(alias: str) -> Check:
     return Check("migrations", True, "all migrations applied")
 
 
-def _leader(live: list[runtimes.RuntimeInstance]) -> Check:
+def _leader(live: list[runtimes.RuntimeInstance], now: datetime) -> Check:
     leaders = [r for r in live if r.is_leader]
     if not leaders:
+        conf = get_settings()
+        window_s = conf.LEADER_ELECTION_INTERVAL_S + conf.RUNTIME_SNAPSHOT_INTERVAL_S
+        starting = [
+            r
+            for r in live
+            if not r.shutting_down and (now - r.started_at).total_seconds() < window_s
+        ]
+        if starting:
+            newest = max(starting, key=lambda r: r.started_at)
+            age_s = max((now - newest.started_at).total_seconds(), 0.0)
+            return Check(
+                "leader",
+                True,
+                f"starting: no leader elected yet; runtime {newest.instance_id} started "
+                f"{age_s:.1f}s ago (a leader is expected within {window_s:g}s of a start)",
+            )
         return Check(
             "leader",
             False,
@@ -88,4 +113,4 @@ def check() -> HealthReport:
     if not migrations.ok:
         return HealthReport((database, migrations))
     live = [r for r in runtimes.list() if r.live]
-    return HealthReport((database, migrations, _leader(live), _queues(live)))
+    return HealthReport((database, migrations, _leader(live, timezone.now()), _queues(live)))

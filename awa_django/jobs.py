@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import difflib
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -34,6 +36,7 @@ from awa_django.enqueue_options import EnqueueOptionArgs, EnqueueOptions, RunAt
 from awa_django.exact_json import storable_text, to_json_text
 from awa_django.exceptions import InvalidJob
 from awa_django.pending_job import PendingJob
+from awa_django.priorities import TASK_KIND_PREFIX
 from awa_django.unique import Unique
 
 if TYPE_CHECKING:
@@ -351,6 +354,34 @@ class JobRegistry:
 
 
 registry = JobRegistry()
+
+
+def unknown_kind_hint(kind: str) -> str:
+    """What to do about ``kind``, for which this process's registry has no handler: the nearest
+    kind it has, and how handlers come to be registered (the same way in every process: web,
+    worker and ``manage.py check``)."""
+    if kind.startswith(TASK_KIND_PREFIX):
+        path = kind.removeprefix(TASK_KIND_PREFIX)
+        return (
+            f"It is the django.tasks task {path!r}, which this process cannot import as a "
+            "Task (its log says why): deploy the code that defines it here."
+        )
+    near = _nearest_kind(kind, tuple(sorted({job.kind for job in registry.jobs()})))
+    guess = f"Did you mean {near!r}? " if near else ""
+    return (
+        f"{guess}A handler is registered when the module that declares it is imported: every "
+        "installed app's jobs.py is imported, any other module (such as 'shop.background') "
+        "must be listed in AWA['JOB_MODULES']."
+    )
+
+
+# Cached: a worker asks for every job of a kind it does not know, on its event loop, and a
+# misconfigured fleet can claim thousands a minute; difflib compares the kind with every
+# registered one.
+@lru_cache(maxsize=1024)
+def _nearest_kind(kind: str, known: tuple[str, ...]) -> str | None:
+    near = difflib.get_close_matches(kind, known, n=1)
+    return near[0] if near else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from awa_django.conf import get_settings
 from awa_django.exceptions import ConfirmationRequired, InvalidJob
 from awa_django.known import queue_known, unknown_queue_message
 from awa_django.storage import health as storage
+from awa_django.storage.backlog import kinds_nobody_runs
 from awa_django.storage.health import QueueSample
 from awa_django.storage.queue import QueueDepth, queue_depths
 from awa_django.storage.statement import run
@@ -55,6 +56,9 @@ class QueueStats:
     paused_at: datetime | None
     paused_by: str | None
     dlq_enabled: bool
+    # Retryable jobs that wait for a worker that knows their kind, per kind: the workers that
+    # claimed them had no handler for it (docs/operations.md#jobs-no-worker-knows).
+    unknown_kinds: Mapping[str, int]
 
     @property
     def pending(self) -> int:
@@ -88,6 +92,7 @@ def stats() -> list[QueueStats]:
             storage.unsampled_closures(cursor, window_s=HOUR_S),
         )
         meta = storage.meta_rows(cursor)
+        unknown = kinds_nobody_runs(cursor)
     names = sorted(set(conf.QUEUES) | set(depths) | set(meta) | set(totals))
     found = []
     for name in names:
@@ -114,6 +119,7 @@ def stats() -> list[QueueStats]:
                 paused_at=row.get("paused_at"),
                 paused_by=row.get("paused_by"),
                 dlq_enabled=bool(row.get("dlq_enabled", False)),
+                unknown_kinds=unknown.get(name, {}),
             )
         )
     return found

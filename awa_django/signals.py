@@ -31,11 +31,12 @@ job_completed = Signal()
 # An attempt failed and the job will run again at ``run_at``; ``error`` is the stored error entry.
 job_retried = Signal()
 
-# The handler snoozed; the job runs again at ``run_at`` (a snooze does not use up an attempt).
+# The handler snoozed, or the worker had no handler for the job's kind; the job runs again at
+# ``run_at`` (neither uses up an attempt).
 job_snoozed = Signal()
 
-# The job failed for good (terminal error, attempts exhausted, unknown kind, or a rescue of its
-# last attempt); ``error`` is the stored error entry.
+# The job failed for good (terminal error, attempts exhausted, no worker knowing its kind for
+# UNKNOWN_KIND_TIMEOUT_S, or a rescue of its last attempt); ``error`` is the stored error entry.
 job_failed = Signal()
 
 # The job was cancelled, with ``reason``: by its handler (``awa.Cancel``), or through

@@ -14,8 +14,11 @@ from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import connection
+from django.test import override_settings
 
+import awa_django as awa
 from awa_django.conf import get_settings
 from awa_django.jobs import registry
 from awa_django.testing import BackgroundWorker, reset_queue  # noqa: F401 (re-exported)
@@ -47,6 +50,16 @@ def truncate_awa_tables() -> None:
 
 
 @pytest.fixture
+def storage_kinds() -> Iterator[None]:
+    """The storage, maintenance and scheduling tests enqueue throwaway kinds named "k.<what>"
+    that no handler registers: they drive the queue's statements themselves and run no handler.
+    A producer refuses such a kind unless ``AWA["EXTERNAL_KINDS"]`` lists it, as another
+    service's kind would be, so this lists them, on top of the settings in force."""
+    with override_settings(AWA={**settings.AWA, "EXTERNAL_KINDS": ["k.*"]}):
+        yield
+
+
+@pytest.fixture
 def awa_db(transactional_db: None) -> Iterator[None]:
     """A committed-transactions database whose awa tables are emptied after the test."""
     truncate_awa_tables()
@@ -73,6 +86,15 @@ def run_burst(*, burst_wait_s: float = 0.0, queues: dict[str, int] | None = None
         get_settings(), queues=queues, burst=True, burst_wait_s=burst_wait_s
     )
     return asyncio.run(WorkerProcess(config, registry.get).run())
+
+
+def job_no_worker_knows(kind: str = "nobody.knows", queue: str = "default") -> int:
+    """A job of ``kind`` (enqueued as another service's kind) that a burst worker of this process,
+    which has no handler for it, tried once: retryable, waiting for a worker that knows it."""
+    with override_settings(AWA={**settings.AWA, "EXTERNAL_KINDS": [kind]}):
+        job_id = awa.enqueue(kind, args={}, queue=queue, max_attempts=1)
+        run_burst()
+    return job_id
 
 
 def subprocess_database_url() -> str:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
+from django.conf import settings
 from django.db import connection, transaction
+from django.test import override_settings
 from django.utils import timezone
 
 import awa_django as awa
@@ -27,6 +29,13 @@ def runs_of(job_id: int) -> int:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM tests_job_runs WHERE job_id = %s", [job_id])
         return cursor.fetchone()[0]
+
+
+@pytest.fixture
+def elsewhere():
+    """Kinds "elsewhere.*" are another service's: enqueued here without a handler."""
+    with override_settings(AWA={**settings.AWA, "EXTERNAL_KINDS": ["elsewhere.*"]}):
+        yield
 
 
 @pytest.mark.usefixtures("awa_db")
@@ -143,7 +152,7 @@ def test_job_enqueued_signal_fires_after_commit_only():
             ),
             "metadata.at",
         ),
-        (lambda: awa.enqueue("other.kind", args={"when": timezone.now()}), "args.when"),
+        (lambda: awa.enqueue("elsewhere.other", args={"when": timezone.now()}), "args.when"),
         (
             lambda: typed.enqueue_many(
                 [{"user_id": 1, "email": "a"}, {"user_id": "2", "email": "b"}]
@@ -152,7 +161,7 @@ def test_job_enqueued_signal_fires_after_commit_only():
         ),
     ],
 )
-def test_invalid_enqueue_raises_before_any_write(call, field):
+def test_invalid_enqueue_raises_before_any_write(call, field, elsewhere):
     with pytest.raises(awa.InvalidJob) as caught:
         call()
     assert caught.value.field == field
@@ -160,7 +169,7 @@ def test_invalid_enqueue_raises_before_any_write(call, field):
 
 
 @pytest.mark.django_db
-def test_unregistered_kind_can_be_enqueued_by_name():
+def test_an_external_kind_can_be_enqueued_by_name(elsewhere):
     job_id = awa.enqueue("elsewhere.kind", args={"x": 1}, queue="email", priority=1, tags=["t"])
     job = awa.get_job(job_id)
     assert (job.kind, job.queue, job.priority, job.args, job.tags, job.state) == (
@@ -214,12 +223,12 @@ AWKWARD_TEXT = 'tab\t newline\n backslash\\ quote" brace} é 漢 😀 \\N'
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("run_at", [None, timedelta(hours=1)], ids=["ready", "deferred"])
-def test_copied_arguments_and_metadata_come_back_exactly(run_at):
+def test_copied_arguments_and_metadata_come_back_exactly(run_at, elsewhere):
     # COPY receives pre-serialized JSON text: escaping must leave every character intact.
     args = [{"note": AWKWARD_TEXT, "n": i} for i in range(2)]
     tags = [AWKWARD_TEXT, "a,b", "{x}", "NULL", 'say "hi"', "back\\slash"]
     ids = awa.enqueue_many(
-        "tests.unregistered", args, run_at=run_at, metadata={"m": AWKWARD_TEXT}, tags=tags
+        "elsewhere.unregistered", args, run_at=run_at, metadata={"m": AWKWARD_TEXT}, tags=tags
     )
     jobs = awa.get_jobs(ids)
     assert [j.args for j in jobs] == args
@@ -255,7 +264,57 @@ def test_enqueue_by_name_imports_jobs_modules_and_applies_the_handler_defaults(m
     assert registry.get("tests.not_anywhere") is None
     with pytest.raises(awa.InvalidJob):
         awa.enqueue("tests.always_fails", args={"unknown": 1})
-    awa.enqueue("tests.not_anywhere", args={})
-    awa.enqueue("tests.not_anywhere", args={})
+    for _ in range(2):
+        with pytest.raises(awa.InvalidJob, match=r"'tests\.not_anywhere' has no handler"):
+            awa.enqueue("tests.not_anywhere", args={})
     assert imported == [True]  # one import pass per process, on the first miss
     discovery.ensure_jobs_discovered.cache_clear()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: awa.enqueue("tests.recrod", args={"n": 1}),
+        lambda: awa.enqueue_many("tests.recrod", [{"n": 1}]),
+        lambda: awa.enqueue_on_commit("tests.recrod", args={"n": 1}),
+    ],
+    ids=["enqueue", "enqueue_many", "enqueue_on_commit"],
+)
+def test_a_kind_no_handler_registers_is_refused_with_the_nearest_one(call):
+    with pytest.raises(awa.InvalidJob) as refused:
+        call()
+    assert refused.value.field == "kind"
+    message = str(refused.value)
+    assert message.startswith("kind 'tests.recrod' has no handler in this process. ")
+    assert "Did you mean 'tests.record'?" in message
+    assert "jobs.py" in message and "AWA['JOB_MODULES']" in message
+    assert "AWA['EXTERNAL_KINDS']" in message
+    assert awa_row_count() == 0
+
+
+@pytest.mark.django_db
+def test_a_kind_nothing_resembles_is_refused_without_a_guess():
+    with pytest.raises(awa.InvalidJob) as refused:
+        awa.enqueue("zzz", args={})
+    assert "Did you mean" not in str(refused.value)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("patterns", "kind", "allowed"),
+    [
+        (["billing.charge"], "billing.charge", True),
+        (["billing.charge"], "billing.charge_later", False),
+        (["billing.*"], "billing.charge_later", True),
+        (["billing.*"], "billingx.charge", False),
+        (["*"], "anything.at_all", True),
+    ],
+)
+def test_external_kinds_are_exact_kinds_or_prefixes(patterns, kind, allowed):
+    with override_settings(AWA={**settings.AWA, "EXTERNAL_KINDS": patterns}):
+        if allowed:
+            assert awa.get_job(awa.enqueue(kind, args={})).kind == kind
+        else:
+            with pytest.raises(awa.InvalidJob, match="has no handler"):
+                awa.enqueue(kind, args={})

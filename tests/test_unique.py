@@ -18,7 +18,7 @@ from tests.conftest import run_burst
 from tests.jobs import always_fails, record, unique_record
 from tests.maintenance.test_rescue_rings_cancel import claim, complete, rings
 
-pytestmark = pytest.mark.usefixtures("awa_db")
+pytestmark = pytest.mark.usefixtures("awa_db", "storage_kinds")
 
 ACTIVE = awa.Unique(states=awa.Unique.ACTIVE_STATES)
 

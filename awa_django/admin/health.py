@@ -30,6 +30,7 @@ from awa_django.admin.shards import ShardViews
 from awa_django.conf import get_settings
 from awa_django.exceptions import InvalidJob
 from awa_django.models import Queue
+from awa_django.storage.backlog import kinds_nobody_runs
 from awa_django.storage.health import meta_rows, unsampled_closures
 
 CHART_WINDOW: Final = timedelta(hours=1)
@@ -47,12 +48,15 @@ def snapshot_stats(
     samples: Sequence[queues.QueueSample],
     meta: dict[str, dict[str, Any]],
     unsampled: Mapping[str, tuple[int, int, int]],
+    unknown_kinds: Mapping[str, Mapping[str, int]],
 ) -> tuple[list[queues.QueueStats], dict[str, datetime]]:
     """Every queue's health as of the leader's latest sample, and when that sample was taken.
 
     The page's default: reading the samples costs the same at any backlog, where live depths
     (``awa.queues.stats()``) count every waiting job. Totals and throughput are summed from the
     same samples, plus the ``unsampled`` closures since the newest one, as ``stats()`` does.
+    ``unknown_kinds`` (the jobs waiting for a worker that knows their kind) is read live: its
+    index holds only those jobs.
     """
     declared = get_settings().QUEUES
     recent = timezone.now() - timedelta(minutes=queues.THROUGHPUT_WINDOW_MIN)
@@ -71,7 +75,7 @@ def snapshot_stats(
         unsampled,
     )
     rows = []
-    for name in sorted(set(declared) | set(latest) | set(meta) | set(totals)):
+    for name in sorted(set(declared) | set(latest) | set(meta) | set(totals) | set(unknown_kinds)):
         last = latest.get(name)
         control = meta.get(name, {})
         rows.append(
@@ -92,6 +96,7 @@ def snapshot_stats(
                 paused_at=control.get("paused_at"),
                 paused_by=control.get("paused_by"),
                 dlq_enabled=bool(control.get("dlq_enabled", False)),
+                unknown_kinds=unknown_kinds.get(name, {}),
             )
         )
     return rows, {name: sample.sampled_at for name, sample in latest.items()}
@@ -181,7 +186,8 @@ class QueueAdmin(CronViews, ShardViews):
             with awa_cursor() as cursor:
                 meta = meta_rows(cursor)
                 unsampled = unsampled_closures(cursor, window_s=queues.HOUR_S)
-            rows, sampled_at = snapshot_stats(samples, meta, unsampled)
+                unknown = kinds_nobody_runs(cursor)
+            rows, sampled_at = snapshot_stats(samples, meta, unsampled, unknown)
         charts = queue_charts(samples)
         return self.render(
             request,

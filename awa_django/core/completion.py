@@ -148,11 +148,53 @@ def result_to_completion(
                 "reason": storable_text(str(exc.reason)),
             },
         )
+    if isinstance(exc, UnknownJobKind):
+        return _unknown_kind(job, exc, now=now, policy=policy, rng=rng, close=close)
     error = error_entry(exc, attempt=job.attempt, at=now)
-    if isinstance(exc, TerminalError | UnknownJobKind):
+    if isinstance(exc, TerminalError):
         return close(Outcome.FAILED, error=error)
     if job.attempt >= job.max_attempts:
         return close(Outcome.FAILED, error=error)
     if isinstance(exc, RetryAfter):
         return close(Outcome.RETRYABLE, delay_s=exc.seconds, error=error)
     return close(Outcome.RETRYABLE, delay_s=policy.backoff_seconds(job.attempt, rng), error=error)
+
+
+class _Close(Protocol):
+    def __call__(
+        self, outcome: Outcome, *, delay_s: float | None = None, error: dict[str, Any] | None = None
+    ) -> Completion: ...
+
+
+def _unknown_kind(
+    job: Attempt,
+    exc: UnknownJobKind,
+    *,
+    now: datetime,
+    policy: RetryPolicy,
+    rng: Callable[[], float],
+    close: _Close,
+) -> Completion:
+    """A try of a job no handler here knows (awa_django.core.unknown_kinds): snoozed with its
+    error recorded (the attempt is given back), or failed once the wait has lasted
+    ``policy.unknown_kind_timeout_s``."""
+    since = exc.waiting_since or now
+    waited_s = max((now - since).total_seconds(), 0.0)
+    timeout_s = policy.unknown_kind_timeout_s
+    if waited_s >= timeout_s:
+        failed = UnknownJobKind(
+            f"{exc} No worker that claimed it knew its kind for {waited_s:.0f}s "
+            f"(AWA['UNKNOWN_KIND_TIMEOUT_S'] is {timeout_s:g}s): failed."
+        )
+        entry = error_entry(failed, attempt=job.attempt, at=now) | {"waited_s": waited_s}
+        return close(Outcome.FAILED, error=entry)
+    delay_s = min(policy.unknown_kind_delay_s(exc.tries, rng), timeout_s - waited_s)
+    waiting = UnknownJobKind(
+        f"{exc} Tried again in {delay_s:.0f}s without using an attempt; it fails once it has "
+        f"waited {timeout_s:g}s (AWA['UNKNOWN_KIND_TIMEOUT_S']) for a worker that knows its kind."
+    )
+    entry = error_entry(waiting, attempt=job.attempt, at=now) | {
+        "waiting_since": since.isoformat(),
+        "tries": exc.tries + 1,
+    }
+    return close(Outcome.SNOOZED, delay_s=delay_s, error=entry)

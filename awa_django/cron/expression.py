@@ -3,7 +3,9 @@
 Five fields (minute hour day month weekday) or six with seconds first
 (second minute hour day month weekday), plus croniter's ``@hourly``-style aliases. Ticks are
 computed in the schedule's IANA timezone (``zoneinfo``), so "9:00 every day" stays at 9:00 local
-time across daylight saving changes.
+time across daylight saving changes. Values out of a field's range are refused (by croniter),
+and so are steps longer than the field (``*/61`` in the minute field), which croniter would
+read as the field's first value.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from awa_django.exceptions import InvalidSchedule
 
 EXPRESSION_CHECK: Final = "awa.E030"
 TIMEZONE_CHECK: Final = "awa.E031"
+# Each field's name and how many values it spans, in five-field order; six fields put seconds
+# first. A step longer than its field's span is refused: croniter reads "*/61" in the minute
+# field as "minute 0", so a schedule meant to run every 61 minutes would run hourly.
+FIELD_SPANS: Final = (("minute", 60), ("hour", 24), ("day", 31), ("month", 12), ("weekday", 7))
+SECOND_SPAN: Final = ("second", 60)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +48,8 @@ class CronExpression:
                 "(minute hour day month weekday) or 6 with seconds first",
                 check_id=EXPRESSION_CHECK,
             )
+        if not fields[0].startswith("@"):
+            self._check_steps(fields)
         zone = self.zone  # raises for an unknown timezone
         try:
             # One step proves the expression can match at all ("0 0 30 2 *" never does).
@@ -49,6 +58,19 @@ class CronExpression:
             raise InvalidSchedule(
                 f"cron expression {self.expr!r} is invalid: {exc}", check_id=EXPRESSION_CHECK
             ) from None
+
+    def _check_steps(self, fields: list[str]) -> None:
+        spans = (SECOND_SPAN, *FIELD_SPANS) if len(fields) == 6 else FIELD_SPANS
+        for text, (name, span) in zip(fields, spans, strict=True):
+            for part in text.split(","):
+                _, slash, step = part.partition("/")
+                if slash and step.isdigit() and int(step) > span:
+                    raise InvalidSchedule(
+                        f"cron expression {self.expr!r} steps its {name} field by {step}, "
+                        f"more than the {span} values that field has: it would only ever match "
+                        "the first one",
+                        check_id=EXPRESSION_CHECK,
+                    )
 
     @property
     def zone(self) -> ZoneInfo:

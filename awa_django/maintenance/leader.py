@@ -46,6 +46,9 @@ class LeaderElector:
         self._retry_interval_s = retry_interval_s
         self._conn: AsyncConnection[Any] | None = None
         self.is_leader = False
+        # Set whenever is_leader changes, so the runtime snapshot can say so at once instead of
+        # at its next interval (awa_health reads leadership from it).
+        self.changed = asyncio.Event()
 
     async def run(self, stopping: asyncio.Event) -> None:
         try:
@@ -69,6 +72,7 @@ class LeaderElector:
                 return
             if await control.try_leader_lock(self._conn, key=LEADER_LOCK_KEY):
                 self.is_leader = True
+                self.changed.set()
                 logger.info("became maintenance leader")
         except Exception:
             if self.is_leader:
@@ -79,7 +83,9 @@ class LeaderElector:
             await self._close()
 
     def _step_down(self) -> None:
-        self.is_leader = False
+        if self.is_leader:
+            self.is_leader = False
+            self.changed.set()
 
     async def _release(self) -> None:
         """Give up leadership on shutdown so another process can take over at once."""

@@ -103,6 +103,11 @@ class Maintainer:
     def is_leader(self) -> bool:
         return self._elector.is_leader
 
+    @property
+    def leadership_changed(self) -> asyncio.Event:
+        """Set when this process gains or loses leadership; whoever reports it clears it."""
+        return self._elector.changed
+
     def start(self, stopping: asyncio.Event) -> list[asyncio.Task[None]]:
         """The elector's task and one loop per service; all end once ``stopping`` is set (the
         elector releases the lock on its way out)."""

@@ -98,7 +98,10 @@ class MaintenanceProcess:
         await reporter.report_once()
         background = maintainer.start(self.stopping)
         background.append(
-            asyncio.create_task(reporter.run(self.stopping, self.stopping), name="awa-reporter")
+            asyncio.create_task(
+                reporter.run(self.stopping, self.stopping, maintainer.leadership_changed),
+                name="awa-reporter",
+            )
         )
         log_ready(logger, self.identity, {}, maintenance=True, burst=False)
         try:

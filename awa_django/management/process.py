@@ -12,10 +12,6 @@ from collections.abc import Callable
 from io import TextIOBase
 from typing import Final, Protocol
 
-from django.core.management.base import CommandError
-from django.db import connections
-from django.db.migrations.executor import MigrationExecutor
-
 from awa_django.logs import TRACE, JsonFormatter
 from awa_django.worker import shutdown
 from awa_django.worker.process import RunSummary
@@ -51,22 +47,6 @@ def configure_logging(stream: TextIOBase, verbosity: int, log_format: str = "tex
     if log_format == "json":
         for attached in logger.handlers:
             attached.setFormatter(JsonFormatter())
-
-
-def require_migrated(alias: str) -> None:
-    """Refuse to start a worker on a database where awa_django's migrations are not applied.
-
-    Checked here rather than as a system check: ``migrate`` runs the database checks before it
-    migrates, so a check would warn about the very migrations it is applying.
-    """
-    executor = MigrationExecutor(connections[alias])
-    targets = [key for key in executor.loader.graph.leaf_nodes() if key[0] == "awa_django"]
-    pending = [migration.name for migration, _ in executor.migration_plan(targets)]
-    if pending:
-        raise CommandError(
-            f"awa_django migrations are not applied on database {alias!r} "
-            f"(pending: {', '.join(pending)}). Run: python manage.py migrate --database {alias}"
-        )
 
 
 class Process(Protocol):

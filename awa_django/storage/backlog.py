@@ -56,3 +56,12 @@ def run_now(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[int]:
     moved (a job in another state, or held by a concurrent promotion or cancel, is not)."""
     cursor.execute(_SQL["run_now"], {"job_ids": list(job_ids)})
     return [int(job_id) for (job_id,) in cursor.fetchall()]
+
+
+def kinds_nobody_runs(cursor: CursorWrapper) -> dict[str, dict[str, int]]:
+    """Per queue, per kind: how many jobs wait for a worker that knows their kind."""
+    cursor.execute(_SQL["kinds_nobody_runs"])
+    found: dict[str, dict[str, int]] = {}
+    for queue, kind, jobs in cursor.fetchall():
+        found.setdefault(queue, {})[kind] = int(jobs)
+    return found

@@ -61,8 +61,12 @@ def resolve(kind: str) -> Job[Any, Any] | None:
         task = import_string(module_path)
     except Exception:
         # Any import failure (not only ImportError) must reach the job as an unknown kind,
-        # never the dispatcher that asked.
-        logger.exception("cannot import django.tasks task %s", module_path)
+        # never the dispatcher that asked: its jobs wait for a worker that can import it
+        # (awa_django.core.unknown_kinds), and a producer refuses to enqueue it.
+        logger.exception(
+            "cannot import django.tasks task %s: its jobs wait for a worker that can",
+            module_path,
+        )
         return None
     if not isinstance(task, Task):
         logger.error("%s is not a django.tasks Task", module_path)

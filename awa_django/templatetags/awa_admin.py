@@ -11,6 +11,7 @@ from django.utils.formats import date_format
 from django.utils.timesince import timesince
 from django.utils.timezone import localtime, now
 
+from awa_django.core.unknown_kinds import waits_for_kind
 from awa_django.priorities import shown_priority
 
 register = template.Library()
@@ -20,6 +21,12 @@ register = template.Library()
 def priority(job: Any) -> str:
     """A job's (or dead letter's) priority as its producer set it (``shown_priority``)."""
     return shown_priority(job.kind, job.priority, job.metadata)
+
+
+@register.filter
+def nobody_knows_kind(job: Any) -> bool:
+    """Whether a job waits because no worker that claimed it had a handler for its kind."""
+    return waits_for_kind(job.state, job.errors)
 
 
 @register.filter

@@ -17,7 +17,8 @@ from django.db import close_old_connections, connections
 
 from awa_django.core.claimed_job import ClaimedJob
 from awa_django.core.handler_result import HandlerResult, StoredReturn, kept_return
-from awa_django.exceptions import DeadlineExceeded, JobOutcome, UnknownJobKind
+from awa_django.core.unknown_kinds import unknown_kind
+from awa_django.exceptions import DeadlineExceeded, JobOutcome
 from awa_django.jobs import AttemptProgress, Job, JobContext
 from awa_django.worker.deadline import AttemptDeadline
 from awa_django.worker.handler_threads import HandlerThreads
@@ -79,9 +80,9 @@ def _forget_connections() -> None:
 
 
 def _unknown_kind(job: ClaimedJob) -> HandlerResult:
-    return HandlerResult(
-        UnknownJobKind(f"unknown job kind {job.kind!r}: no handler registered in this worker")
-    )
+    # Not a failure of the job: it waits for a worker that knows its kind
+    # (awa_django.core.unknown_kinds).
+    return HandlerResult(unknown_kind(job.kind, job.errors))
 
 
 def _returned(value: object) -> HandlerResult:

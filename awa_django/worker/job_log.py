@@ -11,13 +11,16 @@ for a failure that the queue's ``dlq`` option holds in the dead-letter queue. It
   ``TerminalError`` and its subclasses), outcomes the code expects; DEBUG instead in summary
   mode, where one INFO line per queue counts them;
 - WARNING, no traceback: an unexpected exception with attempts left (it is retried; the
-  traceback is stored with the job's errors);
-- ERROR with the traceback as ``exc_info``: an unexpected exception that failed the job (an
-  unknown kind and an unstorable return value included), so error trackers that hook
-  ``logging`` catch it once per job, not once per attempt.
+  traceback is stored with the job's errors), and a try of a kind this worker has no handler
+  for (snoozed: the job waits for a worker that knows it);
+- ERROR with the traceback as ``exc_info``: an unexpected exception that failed the job (a job
+  no worker knew the kind of for ``UNKNOWN_KIND_TIMEOUT_S`` and an unstorable return value
+  included), so error trackers that hook ``logging`` catch it once per job, not once per
+  attempt.
 
 A failure storm must not bury everything else: lines about failed attempts (retried, failed,
-dead-lettered) are limited per job kind and second, the rest counted and reported in one line
+dead-lettered, and the tries of a kind no handler here knows) are limited per job kind and
+second, the rest counted and reported in one line
 per kind, and a traceback identical to one logged within ``TRACEBACK_REPEAT_S`` is not printed
 again: the line names the job whose line has it. Tracebacks start at the handler's frame
 (``core.tracebacks``).
@@ -161,7 +164,10 @@ class JobLog:
                 level = logging.DEBUG
         if not logger.isEnabledFor(level):
             return
-        if outcome in _FAILURES and not self._admit(job.kind, word, level):
+        # A snooze at WARNING is a try of a kind this worker has no handler for: a worker
+        # with a stale JOB_MODULES meets every job of that kind, as in a failure storm.
+        failure = outcome in _FAILURES or level >= logging.WARNING
+        if failure and not self._admit(job.kind, word, level):
             return
         self._error_line(level, job, word, duration_s, error)
 

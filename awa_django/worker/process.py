@@ -354,7 +354,14 @@ class WorkerProcess:
         drained = asyncio.Event()  # set once in-flight work is done: heartbeats and leadership stop
         background = self._start_background(pool, promoter, completer, drained)
         background.append(
-            asyncio.create_task(reporter.run(self.stopping, drained), name="awa-reporter")
+            asyncio.create_task(
+                reporter.run(
+                    self.stopping,
+                    drained,
+                    None if self.maintainer is None else self.maintainer.leadership_changed,
+                ),
+                name="awa-reporter",
+            )
         )
         background.append(asyncio.create_task(job_log.run(drained), name="awa-job-log"))
         dispatch = [

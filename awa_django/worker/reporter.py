@@ -87,18 +87,30 @@ class InstanceReporter:
             await publish_declarations(conn, self._declared)
             await write_snapshot(conn, self.snapshot(), self._declared)
 
-    async def run(self, stopping: asyncio.Event, stopped: asyncio.Event) -> None:
-        """Report every ``interval_s`` until ``stopped``, and once more as soon as ``stopping``
-        is set (so the row says shutting down while in-flight jobs drain). A failed write is
-        logged and retried next time; the row just ages meanwhile."""
+    async def run(
+        self,
+        stopping: asyncio.Event,
+        stopped: asyncio.Event,
+        changed: asyncio.Event | None = None,
+    ) -> None:
+        """Report every ``interval_s`` until ``stopped``, once more as soon as ``stopping`` is
+        set (so the row says shutting down while in-flight jobs drain), and whenever
+        ``changed`` is set (leadership gained or lost: a probe that reads the rows must not
+        see a fleet without a leader for a whole interval after a worker took the lock). A
+        failed write is logged and retried next time; the row just ages meanwhile."""
         announced = False
         while not stopped.is_set():
             await wait_for_any(
-                stopped, *(() if announced else (stopping,)), timeout=self._interval_s
+                stopped,
+                *(() if announced else (stopping,)),
+                *(() if changed is None else (changed,)),
+                timeout=self._interval_s,
             )
             if stopped.is_set():
                 return
             announced = stopping.is_set()
+            if changed is not None:
+                changed.clear()
             try:
                 await self.report_once()
             except Exception:

@@ -30,9 +30,14 @@ SHARDS = "admin:awa_django_queue_shards"
 
 
 def legacy_queue_with_jobs() -> list[int]:
-    """Jobs on "legacy", a queue since removed from AWA["QUEUES"], split into 2 shards."""
+    """Jobs on "legacy", a queue since removed from AWA["QUEUES"], split into 2 shards, of a
+    kind whose handler is gone too (enqueued as another service's kind would be)."""
     with override_settings(
-        AWA={**settings.AWA, "QUEUES": {**settings.AWA["QUEUES"], "legacy": {}}}
+        AWA={
+            **settings.AWA,
+            "QUEUES": {**settings.AWA["QUEUES"], "legacy": {}},
+            "EXTERNAL_KINDS": ["shop.retired_kind"],
+        }
     ):
         shards.set_enqueue_shards("legacy", 2)
         return [

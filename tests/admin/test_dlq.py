@@ -167,7 +167,7 @@ def test_purge_confirmation_says_what_stays_on_disk_and_until_when(operator_clie
     body = " ".join(confirm.content.decode().replace("\xa0", " ").split())
     assert "no admin page, <code>awa.get_job</code> or retry finds them again" in body
     assert f"the ready row and failed attempt of job {kept}." in body
-    assert "no job that completed less than 1 hour ago" in body
+    assert "no job that completed less than 1 day ago" in body
 
 
 def test_a_purged_job_is_gone_from_every_page_and_cannot_be_retried(operator_client):

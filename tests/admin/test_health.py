@@ -10,7 +10,7 @@ from django.db import connection
 from django.urls import reverse
 
 import awa_django as awa
-from tests.conftest import run_burst
+from tests.conftest import job_no_worker_knows, run_burst
 from tests.jobs import noop
 
 PAGE = "admin:awa_django_queue_changelist"
@@ -94,11 +94,24 @@ def test_charts_plot_the_last_hour_of_samples(operator_client):
 def test_page_queries_stay_constant_with_1000_jobs(operator_client, django_assert_num_queries):
     insert_samples("default", 60)
     noop.enqueue_many([{"n": n} for n in range(1000)])
-    # Session and user, then the hour's samples, the queue control rows and the closures since
-    # the newest sample (a BRIN range read): no count of waiting jobs, nothing per queue or row.
-    with django_assert_num_queries(5):
+    # Session and user, then the hour's samples, the queue control rows, the closures since
+    # the newest sample (a BRIN range read) and the jobs no worker knows (a partial index that
+    # holds only them): no count of waiting jobs, nothing per queue or row.
+    with django_assert_num_queries(6):
         response = operator_client.get(reverse(PAGE))
     assert row_of(response, "default").available == 10
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["snapshot", "live"])
+def test_jobs_no_worker_knows_are_counted_by_kind_with_a_link_to_them(operator_client, live):
+    job_no_worker_knows("nobody.knows")
+    job_no_worker_knows("nobody.knows")
+    response = operator_client.get(reverse(PAGE), {"live": "1"} if live else {})
+    assert row_of(response, "default").unknown_kinds == {"nobody.knows": 2}
+    assert row_of(response, "email").unknown_kinds == {}
+    body = response.content.decode()
+    assert "2 nobody.knows: no worker knows this kind</a>" in body
+    assert "?state=retryable&amp;queue=default&amp;kind=nobody.knows" in body
 
 
 def test_pause_and_resume(operator_client):

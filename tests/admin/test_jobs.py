@@ -10,7 +10,7 @@ from django.db import connection
 from django.urls import reverse
 
 import awa_django as awa
-from tests.conftest import BackgroundWorker, run_burst, wait_until
+from tests.conftest import BackgroundWorker, job_no_worker_knows, run_burst, wait_until
 from tests.jobs import noop, returns_value
 
 LIST = "admin:awa_django_job_changelist"
@@ -142,6 +142,24 @@ def test_detail_shows_attempts_errors_progress_and_checkpoint(operator_client):
     assert "halfway" in body and "&quot;page&quot;: 7" in body
     assert [a.attempt for a in response.context["attempts"]] == [1]
     assert response.context["attempts"][0].outcome in {"retryable", "failed"}
+
+
+def test_a_job_no_worker_knows_is_marked_on_the_list_and_on_its_page(operator_client):
+    waiting = job_no_worker_knows("nobody.knows")
+    other = noop.enqueue()
+
+    listed = operator_client.get(reverse(LIST))
+    rows = listed.content.decode().split('id="job-results"')[1].split("<tr>")
+    (marked,) = [row for row in rows if "no worker knows this kind" in row]
+    assert f">{waiting}</a>" in marked and f">{other}</a>" not in marked
+
+    page = operator_client.get(detail_url(waiting))
+    body = page.content.decode()
+    assert page.context["job"].state == "retryable"
+    assert 'id="job-unknown-kind"' in body and "<code>nobody.knows</code>" in body
+    assert "unknown job kind &#x27;nobody.knows&#x27;" in body  # the error says what to change
+    assert 'id="run-now-job"' in body
+    assert 'id="job-unknown-kind"' not in operator_client.get(detail_url(other)).content.decode()
 
 
 def test_detail_of_unknown_job_redirects_with_a_message(operator_client):

@@ -21,6 +21,9 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.wait import WebDriverWait
 
 import awa_django as awa
+
+# Registers the kinds this process enqueues for its worker subprocess, as a web process does.
+import tests.browser.handlers  # noqa: F401
 from awa_django import queues, runtimes
 from tests.conftest import wait_until
 

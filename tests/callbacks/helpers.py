@@ -127,7 +127,7 @@ def rescue(staleness_s: float = 3600.0, batch_size: int = 500) -> RescuerResult:
             rescuer = Rescuer(
                 pool,
                 RescueConfig(interval_s=1, staleness_s=staleness_s, batch_size=batch_size),
-                policy=RetryPolicy(base_s=0.01, max_s=1, jitter=0),
+                policy=RetryPolicy(base_s=0.01, max_s=1, jitter=0, unknown_kind_timeout_s=3600),
                 now=lambda: datetime.now(UTC),
             )
             return await rescuer.run_once()

@@ -23,7 +23,14 @@ from django.test import override_settings
 
 import awa_django as awa
 from awa_django.conf import get_settings
-from awa_django.cron.declarations import Declaration, declarations, declared_schedules
+from awa_django.cron.declarations import (
+    Declaration,
+    declarations,
+    declared_schedules,
+    schedule_problems,
+)
+from awa_django.cron.publish import declared_schedule_rows
+from awa_django.exceptions import ConfigError
 from awa_django.jobs import Job, registry
 from awa_django.maintenance.cron_evaluator import CronConfig, CronEvaluator
 from awa_django.signals import job_enqueued
@@ -514,6 +521,25 @@ def test_invalid_settings_entries_fail_the_check(cron):
         pytest.raises(SystemCheckError, match=r"awa\.E03[04]"),
     ):
         call_command("check")
+
+
+def test_a_settings_entry_naming_no_registered_job_fails_the_check_with_the_nearest():
+    entry = {"name": "typo", "schedule": "0 * * * *", "job": "tests.recrod"}
+    with override_settings(AWA={"QUEUES": {"default": {}}, "CRON": [entry]}):
+        (problem,) = [p for p in schedule_problems() if "recrod" in str(p)]
+        assert problem.check_id == "awa.E032"
+        message = str(problem)
+        assert message.startswith("AWA['CRON'][0]: kind 'tests.recrod' has no handler")
+        assert "Did you mean 'tests.record'?" in message and "AWA['JOB_MODULES']" in message
+        with pytest.raises(SystemCheckError, match=r"awa\.E032"):
+            call_command("check")
+        # A worker would fire it every tick, each job failing: it refuses to start instead.
+        with pytest.raises(ConfigError, match=r"tests\.recrod"):
+            declared_schedule_rows()
+    # Another service's kind is listed as such.
+    external = {"QUEUES": {"default": {}}, "CRON": [entry], "EXTERNAL_KINDS": ["tests.recrod"]}
+    with override_settings(AWA=external):
+        assert [s.kind for s in declared_schedules() if s.name == "typo"] == ["tests.recrod"]
 
 
 def test_valid_declarations_pass_the_check():

@@ -30,9 +30,9 @@ from awa_django.worker.connections import connect, open_pool
 from tests.conftest import BackgroundWorker, run_burst, wait_until
 from tests.jobs import checkpointed_retry, cooperative, noop, record
 
-pytestmark = pytest.mark.usefixtures("awa_db")
+pytestmark = pytest.mark.usefixtures("awa_db", "storage_kinds")
 
-POLICY = RetryPolicy(base_s=0.01, max_s=1, jitter=0)
+POLICY = RetryPolicy(base_s=0.01, max_s=1, jitter=0, unknown_kind_timeout_s=3600)
 FAST = {
     "QUEUES": {"default": {"concurrency": 4}, "email": {"concurrency": 2}},
     "RETRY_BACKOFF_BASE_S": 0.02,

@@ -15,7 +15,7 @@ def catalog() -> list[str]:
         return schema_catalog(cursor)
 
 
-@pytest.mark.usefixtures("awa_db")
+@pytest.mark.usefixtures("awa_db", "storage_kinds")
 def test_migrate_forward_zero_and_forward_again(capsys):
     installed = catalog()
     assert "p:ready_entries" in installed and "r:ready_entries_3" in installed

@@ -180,6 +180,18 @@ def test_upgrade_from_v0_1_0_while_its_worker_runs(tmp_path, released_package, u
                 60,
                 "the current worker to drain every job",
             )
+            # The migrated awa.close_batch puts a job whose kind its worker has no handler for
+            # back to wait for one that has, its only attempt given back.
+            nobody = new.step("nobody_knows()")
+            wait_for(
+                lambda: new.step(f"record({nobody})")["errors"],
+                60,
+                "the current worker to try the job of a kind it does not know",
+            )
+            assert new.step(f"record({nobody})") in (
+                {"state": state, "attempt": 0, "errors": ["awa_django.exceptions.UnknownJobKind"]}
+                for state in ("retryable", "available")
+            )
         finally:
             stop(new_worker)
     finally:

@@ -34,7 +34,7 @@ from tests.jobs import (
 )
 from tests.maintenance.test_rescue_rings_cancel import age_claims, claim
 
-pytestmark = pytest.mark.usefixtures("awa_db")
+pytestmark = pytest.mark.usefixtures("awa_db", "storage_kinds")
 
 FAST_RETRY = {
     "QUEUES": {"default": {"concurrency": 4}},
@@ -137,7 +137,7 @@ def complete_with_completer(completion: Completion) -> int:
             pool,
             batch_size=10,
             flush_s=0.01,
-            policy=RetryPolicy(base_s=0.01, max_s=1, jitter=0),
+            policy=RetryPolicy(base_s=0.01, max_s=1, jitter=0, unknown_kind_timeout_s=3600),
             now=lambda: datetime.now(UTC),
         )
         completer.start()
@@ -159,7 +159,7 @@ def rescue_once() -> None:
             await Rescuer(
                 pool,
                 RescueConfig(interval_s=1, staleness_s=60, batch_size=100),
-                policy=RetryPolicy(base_s=0.01, max_s=1, jitter=0),
+                policy=RetryPolicy(base_s=0.01, max_s=1, jitter=0, unknown_kind_timeout_s=3600),
                 now=lambda: datetime.now(UTC),
             ).run_once()
         finally:

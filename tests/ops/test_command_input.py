@@ -121,7 +121,8 @@ def run(*args: str) -> str:
 
 
 def test_an_undeclared_queue_and_an_unregistered_kind_that_hold_jobs_stay_reachable():
-    with override_settings(AWA={"QUEUES": {**QUEUES, "legacy": {}}}):
+    retired = {"QUEUES": {**QUEUES, "legacy": {}}, "EXTERNAL_KINDS": ["shop.retired_kind"]}
+    with override_settings(AWA=retired):
         waiting = awa.enqueue("shop.retired_kind", args={}, queue="legacy")
         scheduled = awa.enqueue(
             "shop.retired_kind", args={}, queue="legacy", run_at=timedelta(hours=1)

@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 from django.test import override_settings
 
 import awa_django as awa
-from tests.conftest import run_burst
+from tests.conftest import job_no_worker_knows, run_burst
 from tests.jobs import noop, terminal
 from tests.ops.helpers import manage
 
@@ -44,6 +44,29 @@ def test_awa_queues_prints_a_table_and_json():
     rows = {q["queue"]: q for q in json.loads(run("awa_queues", "--json"))}
     assert rows["default"]["available"] == 1 and rows["email"]["scheduled"] == 1
     assert rows["default"]["paused"] is False
+
+
+def test_awa_queues_and_awa_jobs_say_which_jobs_no_worker_knows():
+    waiting = job_no_worker_knows("nobody.knows")
+    job_no_worker_knows("nobody.knows")
+    job_no_worker_knows("nobody.either", queue="email")
+    lines = run("awa_queues").splitlines()
+    headers = lines[0].split()
+    assert headers[3:5] == ["retryable", "unknown_kind"]
+    assert lines[1].split()[3:5] == ["2", "2"] and lines[2].split()[3:5] == ["1", "1"]
+    assert lines[3:] == [
+        "default: 2 nobody.knows job(s) wait for a worker that knows their kind: no worker "
+        "that claimed them has its handler (import its module in the workers: an installed "
+        "app's jobs.py, or AWA['JOB_MODULES'])",
+        "email: 1 nobody.either job(s) wait for a worker that knows their kind: no worker "
+        "that claimed them has its handler (import its module in the workers: an installed "
+        "app's jobs.py, or AWA['JOB_MODULES'])",
+    ]
+    rows = {q["queue"]: q for q in json.loads(run("awa_queues", "--json"))}
+    assert rows["default"]["unknown_kinds"] == {"nobody.knows": 2}
+    listed = run("awa_jobs", "list", "--kind", "nobody.knows").splitlines()
+    (row,) = [line for line in listed if line.startswith(f"{waiting} ")]
+    assert "retryable (no worker knows this kind)" in row
 
 
 def test_awa_queue_pause_resume_and_drain_with_confirmation(monkeypatch):

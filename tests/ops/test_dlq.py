@@ -256,7 +256,7 @@ def test_attempts_the_rescuer_closes_on_their_last_attempt_route_too(caplog):
             rescuer = Rescuer(
                 pool,
                 replace(RescueConfig.from_settings(get_settings()), staleness_s=0),
-                policy=RetryPolicy(base_s=1, max_s=1, jitter=0),
+                policy=RetryPolicy(base_s=1, max_s=1, jitter=0, unknown_kind_timeout_s=3600),
                 now=timezone.now,
             )
             return (await rescuer.run_once()).rescued

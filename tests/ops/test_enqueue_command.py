@@ -95,7 +95,7 @@ def test_ordering_key_goes_with_the_job():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["tests.nope"], "KIND: unknown job kind 'tests.nope'"),
+        (["tests.nope"], "KIND: kind 'tests.nope' has no handler in this process. Did you"),
         (["tests.noop", "--args", "{n: 1}"], "--args: not valid JSON"),
         (["tests.noop", "--args", "[1]"], "--args: args must be a dict"),
         (["tests.noop", "--args", '{"m": 1}'], "--args: "),
@@ -147,10 +147,12 @@ def test_a_unique_conflict_names_the_holder_and_on_conflict_return_prints_it():
     assert len(awa.list_jobs()) == 4
 
 
-def test_a_kind_this_process_does_not_register_is_enqueued_once_the_database_knows_it():
-    # The kind of another service's handler: known from a job of it in the database.
-    awa.enqueue("billing.charge", args={"cents": 5})
-    job = awa.get_job(int(enqueue("billing.charge", "--args", '{"cents": 7}')))
+def test_a_kind_this_process_does_not_register_takes_external_kinds():
+    # The kind of another service's handler, the one its workers run.
+    with pytest.raises(CommandError, match=r"KIND: kind 'billing\.charge' has no handler"):
+        enqueue("billing.charge", "--args", '{"cents": 7}')
+    with override_settings(AWA={"QUEUES": QUEUES, "EXTERNAL_KINDS": ["billing.*"]}):
+        job = awa.get_job(int(enqueue("billing.charge", "--args", '{"cents": 7}')))
     assert job is not None and job.args == {"cents": 7}
 
 

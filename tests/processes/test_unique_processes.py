@@ -44,6 +44,8 @@ def test_eight_producer_processes_enqueue_one_unique_job_exactly_once(tmp_path):
         "DATABASE_URL": conftest.subprocess_database_url(),
         "DJANGO_SETTINGS_MODULE": "example_project.settings",
         "PYTHONPATH": str(conftest.REPO_ROOT),
+        # A producer imports the modules that declare the kinds it enqueues by name.
+        "AWA_JOB_MODULES": "tests.jobs",
     }
     producers = [
         subprocess.Popen(

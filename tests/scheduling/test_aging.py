@@ -18,7 +18,7 @@ from awa_django.storage.statement import run_async
 from awa_django.worker.connections import connect
 from tests.conftest import run_burst
 
-pytestmark = pytest.mark.usefixtures("awa_db")
+pytestmark = pytest.mark.usefixtures("awa_db", "storage_kinds")
 
 
 def claim(limit: int, aging_s: float) -> list[ClaimedJob]:

@@ -23,7 +23,7 @@ from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.statement import run_async
 from awa_django.worker.connections import connect
 
-pytestmark = pytest.mark.usefixtures("awa_db")
+pytestmark = pytest.mark.usefixtures("awa_db", "storage_kinds")
 
 
 def claim(limit: int = 1000, aging_s: float = 0) -> list[ClaimedJob]:

@@ -19,7 +19,7 @@ from awa_django.storage.queue import ClaimRequest, claim_ready, queue_depths
 from awa_django.storage.statement import Statement, all_rows, nothing, run, run_async
 from awa_django.worker.connections import connect
 
-pytestmark = pytest.mark.usefixtures("awa_db")
+pytestmark = pytest.mark.usefixtures("awa_db", "storage_kinds")
 
 T = TypeVar("T")
 

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 from django.test import override_settings
@@ -433,12 +434,28 @@ def test_a_real_worker_process_runs_tasks(worker_process):
     assert tasks.with_context.get_result(contextual.id).return_value["attempt"] == 1
 
 
-def test_a_task_the_worker_cannot_import_fails_as_an_unknown_kind():
-    job_id = awa.enqueue("django.tasks:tests.tasks.missing_module.gone", args={"args": []})
+MISSING_TASK = "django.tasks:tests.tasks.missing_module.gone"
+
+
+def test_a_task_this_process_cannot_import_is_refused_at_enqueue():
+    with pytest.raises(awa.InvalidJob) as refused:
+        awa.enqueue(MISSING_TASK, args={"args": []})
+    assert refused.value.field == "kind"
+    assert "django.tasks task 'tests.tasks.missing_module.gone'" in str(refused.value)
+    assert awa.list_jobs() == []
+
+
+def test_a_task_the_worker_cannot_import_waits_as_an_unknown_kind():
+    # Enqueued by a producer that has the task (here: one told another service runs it).
+    with override_settings(AWA={**settings.AWA, "EXTERNAL_KINDS": ["django.tasks:*"]}):
+        job_id = awa.enqueue(MISSING_TASK, args={"args": []}, max_attempts=1)
     run_burst()
     job = awa.get_job(job_id)
-    assert job.state == "failed"
-    assert job.errors[0]["type"] == "awa_django.exceptions.UnknownJobKind"
+    assert (job.state, job.attempt) == ("retryable", 0)
+    (error,) = job.errors
+    assert error["type"] == "awa_django.exceptions.UnknownJobKind"
+    assert "cannot import as a Task" in error["message"]
+    assert error["tries"] == 1
 
 
 def test_building_the_backend_touches_no_database():

@@ -85,14 +85,23 @@ class RunJobsInTestCase(TestCase):
         failing = awa.enqueue(always_fails, args={}, max_attempts=1)
         snoozing = snooze_once.enqueue()
         cancelled = cancels.enqueue()
-        unknown = awa.enqueue("dx.no_such_kind", args={})
+        with override_settings(AWA={**settings.AWA, "EXTERNAL_KINDS": ["dx.*"]}):
+            unknown = awa.enqueue("dx.no_such_kind", args={}, max_attempts=1)
 
         result = run_jobs()
 
-        assert (result.failed, result.snoozed, result.cancelled) == (2, 1, 1)
-        states = {job.job_id: job.state for job in awa.get_jobs([failing, snoozing, cancelled])}
-        assert states == {failing: "failed", snoozing: "scheduled", cancelled: "cancelled"}
+        assert (result.failed, result.snoozed, result.cancelled) == (1, 2, 1)
+        jobs = [failing, snoozing, cancelled, unknown]
+        states = {job.job_id: job.state for job in awa.get_jobs(jobs)}
+        assert states == {
+            failing: "failed",
+            snoozing: "scheduled",
+            cancelled: "cancelled",
+            # It waits for a worker that knows its kind, its one attempt unused.
+            unknown: "retryable",
+        }
         assert awa.get_job(unknown).errors[0]["type"].endswith("UnknownJobKind")
+        assert awa.get_job(unknown).attempt == 0
         advance_clock(1)
         assert run_jobs().completed == 1
 

@@ -72,6 +72,13 @@ def test_timezone_keeps_local_wall_clock_across_dst():
         ("* * * * * * *", "UTC", "awa.E030"),
         ("not a cron", "UTC", "awa.E030"),
         ("0 0 30 2 *", "UTC", "awa.E030"),
+        ("*/61 * * * *", "UTC", "awa.E030"),
+        ("5/70 * * * *", "UTC", "awa.E030"),
+        ("0 */25 * * *", "UTC", "awa.E030"),
+        ("0 0 1,*/32 * *", "UTC", "awa.E030"),
+        ("0 0 1 */13 *", "UTC", "awa.E030"),
+        ("0 0 * * 1-5/8", "UTC", "awa.E030"),
+        ("*/61 * * * * *", "UTC", "awa.E030"),
         ("", "UTC", "awa.E030"),
         ("* * * * *", "Mars/Olympus", "awa.E031"),
         ("* * * * *", "", "awa.E031"),
@@ -81,6 +88,20 @@ def test_invalid_expression_or_timezone_names_its_check(expr, tz, check_id):
     with pytest.raises(InvalidSchedule) as raised:
         CronExpression(expr, tz)
     assert raised.value.check_id == check_id
+
+
+@pytest.mark.parametrize(
+    "expr", ["*/60 * * * *", "0 */24 * * *", "0 0 */31 * *", "0 0 1 */12 *", "0 0 * * */7"]
+)
+def test_a_step_as_long_as_its_field_is_accepted(expr):
+    assert CronExpression(expr, "UTC").expr == expr
+
+
+def test_a_step_longer_than_its_field_says_which_field():
+    with pytest.raises(InvalidSchedule, match="steps its minute field by 61"):
+        CronExpression("*/61 * * * *", "UTC")
+    with pytest.raises(InvalidSchedule, match="steps its second field by 90"):
+        CronExpression("*/90 0 * * * *", "UTC")
 
 
 def test_aliases_are_accepted():

@@ -12,7 +12,7 @@ import pytest
 
 from awa_django.core.claimed_job import ClaimedJob
 from awa_django.core.outcome import Outcome
-from awa_django.exceptions import RetryAfter
+from awa_django.exceptions import RetryAfter, UnknownJobKind
 from awa_django.worker.job_log import TRACEBACK_REPEAT_S, JobLog, JobLogConfig
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -102,6 +102,18 @@ def test_a_storm_logs_at_most_the_limit_per_kind_and_window_then_one_line_counti
     log.flush()
     (held,) = [r for r in caplog.records if "suppressed" in r.getMessage()]
     assert (held.levelname, held.count, held.failed, held.retryable) == ("ERROR", 3, 2, 1)
+
+
+def test_the_tries_of_a_kind_no_handler_knows_are_storm_limited_too(caplog):
+    log = JobLog(JobLogConfig(failures_per_s=2), clock=Clock())
+    for job_id in range(1, 6):
+        unknown = UnknownJobKind("unknown job kind 'shop.gone': no handler registered")
+        log.finished(job(job_id, kind="shop.gone"), unknown, Outcome.SNOOZED, 0.0)
+    lines = finished(caplog.records)
+    assert [(r.job_id, r.levelname, r.outcome) for r in lines] == [
+        (1, "WARNING", "snoozed"),
+        (2, "WARNING", "snoozed"),
+    ]
 
 
 def test_the_same_failure_shows_its_traceback_once_per_interval(caplog):

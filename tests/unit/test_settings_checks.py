@@ -35,6 +35,12 @@ def problem_ids(**awa_settings):
         ({"QUEUES": BASE_QUEUES, "CLAIM_BATCH_SIZE": 1.5}, "awa.E010"),
         ({"QUEUES": BASE_QUEUES, "RETRY_JITTER": 2}, "awa.E010"),
         ({"QUEUES": BASE_QUEUES, "JOB_MODULES": "tests.jobs"}, "awa.E011"),
+        ({"QUEUES": BASE_QUEUES, "UNKNOWN_KIND_TIMEOUT_S": -1}, "awa.E010"),
+        ({"QUEUES": BASE_QUEUES, "UNKNOWN_KIND_TIMEOUT_S": "1h"}, "awa.E010"),
+        ({"QUEUES": BASE_QUEUES, "EXTERNAL_KINDS": "billing.*"}, "awa.E013"),
+        ({"QUEUES": BASE_QUEUES, "EXTERNAL_KINDS": [""]}, "awa.E013"),
+        ({"QUEUES": BASE_QUEUES, "EXTERNAL_KINDS": ["bill*ing"]}, "awa.E013"),
+        ({"QUEUES": BASE_QUEUES, "EXTERNAL_KINDS": [7]}, "awa.E013"),
         ({"QUEUES": {"default": {"dlq": "yes"}}}, "awa.E020"),
         ({"QUEUES": {"default": {"owner": 7}}}, "awa.E021"),
         ({"QUEUES": BASE_QUEUES, "RUNTIME_SNAPSHOT_INTERVAL_S": 0}, "awa.E022"),
@@ -58,6 +64,8 @@ def test_non_dict_setting_is_e001():
 def test_valid_settings_have_no_problems():
     assert problem_ids(QUEUES=BASE_QUEUES, DEFAULT_PRIORITY=1, RETRY_JITTER=0) == []
     assert problem_ids(QUEUES=BASE_QUEUES, JOB_LOG="summary", JOB_LOG_FAILURES_PER_S=1) == []
+    assert problem_ids(QUEUES=BASE_QUEUES, UNKNOWN_KIND_TIMEOUT_S=0) == []
+    assert problem_ids(QUEUES=BASE_QUEUES, EXTERNAL_KINDS=["billing.*", "mail.send", "*"]) == []
 
 
 def test_manage_py_check_fails_with_the_id():

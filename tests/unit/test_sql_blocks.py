@@ -28,3 +28,12 @@ def test_every_block_is_used(plane):
     source = "\n".join(p.read_text() for p in STORAGE.glob("*.py"))
     unused = [name for name in sql.queries(plane) if not re.search(rf"[\"']{name}[\"']", source)]
     assert unused == []
+
+
+def test_the_unknown_kind_index_and_its_query_spell_the_error_type_as_the_worker_writes_it():
+    # The planner only uses a partial index for a query that repeats its predicate literally.
+    from awa_django.core.unknown_kinds import UNKNOWN_KIND_ERROR_TYPE
+
+    predicate = f"errors -> -1 ->> 'type' = '{UNKNOWN_KIND_ERROR_TYPE}'"
+    assert predicate in sql.queries("backlog")["kinds_nobody_runs"]
+    assert predicate in sql.migration("0012_unknown_kinds", "up")

@@ -51,7 +51,7 @@ async def run_dispatcher(*, until: int, stop_at: tuple[int, int] | None = None) 
         pool,
         batch_size=100,
         flush_s=0.001,
-        policy=RetryPolicy(base_s=1, max_s=1, jitter=0),
+        policy=RetryPolicy(base_s=1, max_s=1, jitter=0, unknown_kind_timeout_s=3600),
         now=lambda: datetime.now(UTC),
     )
     completer.start()
@@ -83,7 +83,7 @@ async def run_dispatcher(*, until: int, stop_at: tuple[int, int] | None = None) 
         threads=HandlerThreads(1),
         job_log=JobLog(JobLogConfig()),
         resolve=lambda kind: job,
-        policy=RetryPolicy(base_s=1, max_s=1, jitter=0),
+        policy=RetryPolicy(base_s=1, max_s=1, jitter=0, unknown_kind_timeout_s=3600),
         now=lambda: datetime.now(UTC),
         aging_s=0,
     )

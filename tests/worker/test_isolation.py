@@ -27,7 +27,7 @@ from tests.misbehaving import (
     unstorable_task,
 )
 
-pytestmark = pytest.mark.usefixtures("awa_db")
+pytestmark = pytest.mark.usefixtures("awa_db", "storage_kinds")
 
 FAST = {
     "QUEUES": {"default": {"concurrency": 8}},
@@ -131,7 +131,7 @@ def test_an_attempt_closed_under_its_handler_is_never_sent_twice_in_one_batch():
             pool,
             batch_size=10,
             flush_s=0.05,  # both arrive within one flush
-            policy=RetryPolicy(base_s=1, max_s=1, jitter=0),
+            policy=RetryPolicy(base_s=1, max_s=1, jitter=0, unknown_kind_timeout_s=3600),
             now=lambda: datetime.now(UTC),
         )
         completer.start()

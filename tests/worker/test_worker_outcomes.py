@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.test import override_settings
 
 import awa_django as awa
+from awa_django.jobs import registry
 from awa_django.storage.browse import job_progress
 from awa_django.worker import dispatcher
 from tests.conftest import BackgroundWorker, run_burst, wait_until
@@ -21,6 +23,7 @@ from tests.jobs import (
     orm_thread_pid,
     record,
     record_async,
+    record_run,
     retry_after,
     returns_outcome,
     snooze_once,
@@ -103,15 +106,60 @@ def test_cancel_and_terminal_error_end_as_specified():
     assert awa.get_job(returned).state == "cancelled"
 
 
-def test_unknown_kind_fails_with_reason_and_the_worker_goes_on():
-    unknown = awa.enqueue("nobody.registered", args={"x": 1})
+def elsewhere(**awa_settings: object) -> override_settings:
+    """Settings under which "nobody.*" kinds may be enqueued without a handler."""
+    return override_settings(
+        AWA={**settings.AWA, **awa_settings, "EXTERNAL_KINDS": ["nobody.*"]}
+    )
+
+
+def test_an_unknown_kind_waits_without_using_its_attempt_and_the_worker_goes_on():
+    with elsewhere():
+        unknown = awa.enqueue("nobody.registered", args={"x": 1}, max_attempts=1)
     after = record.enqueue(n=5)
     summary = run_burst()
     job = awa.get_job(unknown)
-    assert job.state == "failed"
-    assert "unknown job kind 'nobody.registered'" in job.errors[-1]["message"]
+    assert (job.state, job.attempt, job.max_attempts) == ("retryable", 0, 1)
+    (error,) = job.errors
+    assert error["type"] == "awa_django.exceptions.UnknownJobKind"
+    assert error["message"].startswith("unknown job kind 'nobody.registered': no handler ")
+    assert "AWA['JOB_MODULES']" in error["message"] and error["tries"] == 1
     assert awa.get_job(after).state == "completed"
     assert summary.claimed == 2
+
+
+def test_a_job_nobody_knows_fails_after_the_timeout_with_one_entry_for_its_wait():
+    fast = {"RETRY_BACKOFF_BASE_S": 0.02, "RETRY_JITTER": 0, "UNKNOWN_KIND_TIMEOUT_S": 0.3}
+    with elsewhere(**fast):
+        job_id = awa.enqueue("nobody.registered", args={}, max_attempts=1)
+        run_burst(burst_wait_s=2.0)
+    job = awa.get_job(job_id)
+    assert (job.state, job.attempt) == ("failed", 1)
+    # Every try of the wait replaced its entry: one for the wait, one for the failure.
+    waited, failed = job.errors
+    assert waited["tries"] >= 3 and "waiting_since" in waited
+    assert failed["waited_s"] >= 0.3 and "waiting_since" not in failed
+    assert failed["message"].endswith("(AWA['UNKNOWN_KIND_TIMEOUT_S'] is 0.3s): failed.")
+
+
+def test_a_waiting_job_runs_once_a_worker_knows_its_kind():
+    with elsewhere():
+        job_id = awa.enqueue("nobody.deployed_later", args={"n": 7}, max_attempts=1)
+    run_burst()
+    assert awa.get_job(job_id).state == "retryable"
+
+    @awa.job(kind="nobody.deployed_later")
+    def deployed_later(ctx: awa.JobContext, n: int) -> None:
+        record_run(ctx, str(n))
+
+    try:
+        assert awa.run_now(job_id)  # what an operator does once the new workers run
+        run_burst()
+    finally:
+        registry.unregister(deployed_later)
+    job = awa.get_job(job_id)
+    assert (job.state, job.attempt) == ("completed", 1)
+    assert [(attempt, note) for attempt, _, note in runs(job_id)] == [(1, "7")]
 
 
 def test_future_run_at_is_not_run_early():

@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import Any, Final
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from awa_django import cron
+from awa_django.management.command import QueueCommand
 from awa_django.management.output import name as text
 
 _PAST_TENSE: Final = {"pause": "paused", "resume": "resumed", "remove": "removed"}
 
 
-class Command(BaseCommand):
+class Command(QueueCommand):
     help = "List, pause, resume, trigger or remove awa cron schedules (every deployment's)."
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:

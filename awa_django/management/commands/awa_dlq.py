@@ -7,10 +7,11 @@ import argparse
 from datetime import timedelta
 from typing import Any, Final
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from awa_django import dlq
 from awa_django.conf import PRIORITY_MAX, PRIORITY_MIN
+from awa_django.management.command import QueueCommand
 from awa_django.management.output import (
     ProgressLine,
     job_id,
@@ -54,7 +55,7 @@ FILTERS: Final = {
 }
 
 
-class Command(BaseCommand):
+class Command(QueueCommand):
     help = (
         "Inspect the dead-letter queue, retry or purge entries (by id, or in bulk with "
         "--queue/--kind/--reason/--older-than, or --all), or move failed jobs into it."

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 import awa_django as awa
+from awa_django.management.command import QueueCommand
 from awa_django.management.output import name, seconds
-from awa_django.management.validation import known_kind
 from awa_django.unique import ON_CONFLICT_CHOICES
 
 
@@ -95,7 +95,7 @@ def refusal(exc: awa.InvalidJob) -> str:
     return f"{option}: {exc}" if option else str(exc)
 
 
-class Command(BaseCommand):
+class Command(QueueCommand):
     help = (
         "Enqueue one job of an awa job kind (as awa.enqueue does, with the same validation) "
         "and print its id."
@@ -175,7 +175,6 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         kind = options["kind"]
-        known_kind(kind, option="KIND")
         for dest, (typed, convert) in CONVERSIONS.items():
             # call_command may pass values already converted.
             if isinstance(options[dest], str):

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any, Final
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 import awa_django as awa
+from awa_django.core.unknown_kinds import waits_for_kind
+from awa_django.management.command import QueueCommand
 from awa_django.management.output import job_id, name, row_limit, table, to_json
 from awa_django.management.validation import (
     declared_queue,
@@ -35,7 +37,7 @@ USES: Final = {
 }
 
 
-class Command(BaseCommand):
+class Command(QueueCommand):
     help = (
         "List jobs (--queue/--kind/--state), dump one as JSON, retry a failed, cancelled or "
         "dead-lettered job, or cancel a job."
@@ -93,7 +95,9 @@ class Command(BaseCommand):
         rows = [
             (
                 r.job_id,
-                r.state,
+                f"{r.state} (no worker knows this kind)"
+                if waits_for_kind(r.state, r.errors)
+                else r.state,
                 r.queue,
                 r.kind,
                 shown_priority(r.kind, r.priority, r.metadata),

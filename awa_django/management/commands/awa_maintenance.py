@@ -10,6 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from awa_django.conf import get_settings
+from awa_django.management.command import require_migrated
 from awa_django.management.maintenance_process import (
     MaintenanceProcess,
     MaintenanceProcessConfig,
@@ -17,7 +18,6 @@ from awa_django.management.maintenance_process import (
 from awa_django.management.process import (
     add_log_format_argument,
     configure_logging,
-    require_migrated,
     run_process,
 )
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any, Final
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from awa_django import queues
+from awa_django.management.command import QueueCommand
 from awa_django.management.output import name
 from awa_django.management.validation import known_queue, refuse_unused
 
@@ -16,7 +17,7 @@ DEFAULT_BY: Final = "operator"
 USES: Final = {"yes": ("--yes", ("drain",)), "by": ("--by", ("pause",))}
 
 
-class Command(BaseCommand):
+class Command(QueueCommand):
     help = (
         "Pause or resume a queue, or drain it (cancel every pending job; asks for confirmation "
         "unless --yes). The queue may be one AWA['QUEUES'] declares or one the database holds."

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from django.core.management.base import BaseCommand
-
 from awa_django import queues
+from awa_django.management.command import QueueCommand
 from awa_django.management.output import table, to_json
 
 HEADERS = (
@@ -15,6 +14,7 @@ HEADERS = (
     "available",
     "scheduled",
     "retryable",
+    "unknown_kind",
     "running",
     "waiting",
     "dlq",
@@ -26,10 +26,11 @@ HEADERS = (
 )
 
 
-class Command(BaseCommand):
+class Command(QueueCommand):
     help = (
         "Show every queue's depth by state, DLQ depth, lag, completed and failed in the last "
-        "hour, throughput and pause state."
+        "hour, throughput and pause state, and the jobs that wait because no worker knows "
+        "their kind."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -46,6 +47,7 @@ class Command(BaseCommand):
                 q.available,
                 q.scheduled,
                 q.retryable,
+                sum(q.unknown_kinds.values()),
                 q.running,
                 q.waiting_external,
                 q.dlq,
@@ -58,3 +60,10 @@ class Command(BaseCommand):
             for q in found
         ]
         self.stdout.write(table(HEADERS, rows))
+        for q in found:
+            for kind, count in q.unknown_kinds.items():
+                self.stdout.write(
+                    f"{q.queue}: {count} {kind} job(s) wait for a worker that knows their "
+                    "kind: no worker that claimed them has its handler (import its module in "
+                    "the workers: an installed app's jobs.py, or AWA['JOB_MODULES'])"
+                )

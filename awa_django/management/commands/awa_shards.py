@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from awa_django.exceptions import InvalidJob
+from awa_django.management.command import QueueCommand
 from awa_django.management.output import name, whole_number
 from awa_django.shards import (
     MAX_ENQUEUE_SHARDS,
@@ -18,7 +19,7 @@ from awa_django.shards import (
 )
 
 
-class Command(BaseCommand):
+class Command(QueueCommand):
     help = (
         "Show QUEUE's enqueue shard count and waiting jobs per lane, or set the count to N "
         f"(1..{MAX_ENQUEUE_SHARDS}; FIFO then holds within a shard, see docs/scheduling.md)."

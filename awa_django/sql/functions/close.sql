@@ -12,9 +12,12 @@
 -- inserts nothing and is missing from the result: the caller reports it as stale.
 -- Retryable and snoozed outcomes append the job to the deferred backlog in the same statement,
 -- carrying its body from the retained ready row. A retry appends this attempt's error to the
--- job's error list; a snooze gives the attempt back. A closed attempt's lease (if it had one)
--- is deleted; its progress and checkpoint are saved for the next attempt, or deleted when the
--- job completed. A job that ended (completed, failed, cancelled) while a session waits on it
+-- job's error list; a snooze gives the attempt back. A snooze that carries an error is a try
+-- the worker could not run (no handler for the job's kind: awa_django.core.unknown_kinds): it
+-- gives the attempt back too, but waits as retryable with its error recorded, replacing the
+-- job's last entry when that one is a try of the same wait (it has waiting_since), so the
+-- errors grow by one entry per wait. A closed attempt's lease (if it had one) is deleted; its
+-- progress and checkpoint are saved for the next attempt, or deleted when the job completed. A job that ended (completed, failed, cancelled) while a session waits on it
 -- is announced on channel awa_job_done, with its id as payload, when the transaction commits.
 --
 -- p_batch is a JSON array with one object per attempt: its receipt address (ready_slot, queue,
@@ -76,12 +79,17 @@ BEGIN
                                        run_lease, max_attempts, run_at, created_at, metadata,
                                        tags, errors)
         SELECT r.job_id,
-               CASE c.outcome WHEN 'retryable' THEN 'retryable' ELSE 'scheduled' END,
+               CASE WHEN c.outcome = 'retryable' OR l.error IS NOT NULL THEN 'retryable'
+                    ELSE 'scheduled' END,
                r.kind, r.queue, r.priority, r.args,
                CASE c.outcome WHEN 'snoozed' THEN c.attempt - 1 ELSE c.attempt END,
                c.run_lease, r.max_attempts, l.run_at, r.created_at, r.metadata, r.tags,
-               CASE c.outcome WHEN 'retryable' THEN r.errors || jsonb_build_array(l.error)
-                              ELSE r.errors END
+               CASE WHEN c.outcome = 'snoozed' AND l.error IS NOT NULL
+                         AND r.errors -> -1 -> 'waiting_since' IS NOT NULL
+                    THEN (r.errors - (-1)) || jsonb_build_array(l.error)
+                    WHEN c.outcome = 'retryable' OR l.error IS NOT NULL
+                    THEN r.errors || jsonb_build_array(l.error)
+                    ELSE r.errors END
           FROM closed c
           JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease
           CROSS JOIN LATERAL (

@@ -36,3 +36,13 @@ SELECT extract(epoch FROM least(
 -- Moves the given scheduled and retryable jobs into the ready ring now (awa.run_now); returns
 -- the ids moved.
 SELECT job_id FROM awa.run_now(%(job_ids)s::bigint[]) AS job_id
+
+-- name: kinds_nobody_runs
+-- Per queue and kind, the jobs that wait for a worker that knows their kind: retryable, with an
+-- UnknownJobKind error as their last entry (awa_django.core.unknown_kinds). Read through the
+-- partial index deferred_jobs_unknown_kind, whose predicate is repeated here literally.
+SELECT queue, kind, count(*)::integer AS jobs
+  FROM awa.deferred_jobs
+ WHERE state = 'retryable' AND errors -> -1 ->> 'type' = 'awa_django.exceptions.UnknownJobKind'
+ GROUP BY queue, kind
+ ORDER BY queue, kind

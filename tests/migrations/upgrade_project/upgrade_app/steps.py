@@ -81,3 +81,18 @@ def unique_conflict() -> None:
         emit("conflict")
     else:
         emit("enqueued")
+
+
+def nobody_knows() -> None:
+    """(Current code only: 0.1.0 knows no AWA["EXTERNAL_KINDS"].) A job of another service's
+    kind, which no worker of this project has a handler for."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    with override_settings(AWA={**settings.AWA, "EXTERNAL_KINDS": ["elsewhere.*"]}):
+        emit(awa.enqueue("elsewhere.kind", args={}, max_attempts=1))
+
+
+def record(job_id: int) -> None:
+    job = awa.get_job(job_id)
+    emit({"state": job.state, "attempt": job.attempt, "errors": [e["type"] for e in job.errors]})
