@@ -7,9 +7,9 @@ Each try that meets no handler records an ``UnknownJobKind`` error and puts the 
 (``RetryPolicy.unknown_kind_delay_s``), until ``AWA["UNKNOWN_KIND_TIMEOUT_S"]`` has passed since
 the first such try: the first try after that fails the job, saying so. The tries of one wait
 share one error entry, which each try replaces (``awa.close_batch``), so a job's errors grow by
-one entry per wait, not per try; the entry carries ``waiting_since`` and ``tries``, which is how the next
-worker knows how long the job has waited. The entry of the try that fails the job carries
-``waited_s`` instead, so a retry of the failed job starts a wait of its own.
+one entry per wait, not per try; the entry carries ``waiting_since`` and ``tries``, which is how
+the next worker knows how long the job has waited. The entry of the try that fails the job
+carries ``waited_s`` instead, so a retry of the failed job starts a wait of its own.
 """
 
 from __future__ import annotations
