@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from django.core.checks.registry import registry
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
@@ -19,13 +20,22 @@ AWA_TASKS = {"default": {"BACKEND": "awa_django.tasks.AwaBackend"}}
 @contextmanager
 def without_tasks_framework() -> Iterator[None]:
     """Neither django.tasks nor the backport importable, as on Django 5.2 without the backport:
-    a None entry in sys.modules makes ``import`` raise ImportError. Entered inside the settings
-    change, and left before it ends: the backport, once imported, reads TASKS when it changes."""
+    a None entry in sys.modules makes ``import`` raise ImportError. The framework's own checks
+    (Django 6 registers ``django.tasks.checks``) are taken out of the registry too, as they do
+    not exist where the framework is missing. Entered inside the settings change, and left
+    before it ends: the backport, once imported, reads TASKS when it changes."""
     saved = {module: sys.modules.get(module) for module in TASKS_FRAMEWORKS}
+    framework_checks = {
+        check
+        for check in registry.registered_checks
+        if check.__module__.startswith(tuple(TASKS_FRAMEWORKS))
+    }
     sys.modules.update(dict.fromkeys(TASKS_FRAMEWORKS))
+    registry.registered_checks -= framework_checks
     try:
         yield
     finally:
+        registry.registered_checks |= framework_checks
         for module, value in saved.items():
             if value is None:
                 del sys.modules[module]
