@@ -1,14 +1,18 @@
 """Headless Chromium (Debian's, through its chromedriver) for the browser tests, and the
-directories their screenshots go to: artifacts/browser/<test module>/ at the repository root
-(gitignored), emptied once per run."""
+directories their screenshots go to: artifacts/browser/<python>-<django>/<test module>/ at the
+repository root (gitignored), emptied once per run. The interpreter and Django versions keep
+apart two runs at once on one checkout (CI runs its Python 3.12 / Django 6 leg beside the
+default one)."""
 
 from __future__ import annotations
 
+import platform
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import django
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -17,7 +21,12 @@ from tests.conftest import REPO_ROOT
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
-ARTIFACTS = REPO_ROOT / "artifacts" / "browser"
+ARTIFACTS = (
+    REPO_ROOT
+    / "artifacts"
+    / "browser"
+    / f"py{platform.python_version()}-django{django.get_version()}"
+)
 # The flags this machine needs: no sandbox (root in a container), no GPU, and nothing that
 # phones home (QUIC, component updates, sync, background networking).
 CHROMIUM_FLAGS = (

@@ -4,8 +4,8 @@ job that a real worker process then completes, purges another after its confirma
 retries a filtered group of dead letters larger than a page at once, and sees descriptor drift
 once a second worker declares the queue differently; it saves screenshots of every step.
 
-Screenshots go to artifacts/browser/test_admin_browser/ at the repository root (gitignored,
-see conftest.py); the path is printed.
+Screenshots go to artifacts/browser/<python>-<django>/test_admin_browser/ at the repository
+root (gitignored, see conftest.py); the path is printed.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ enqueued meanwhile show in the counts, without a reload (and hold still while th
 is being edited), then watches a real worker's running job on the runtimes page,
 its progress bar advancing under the remembered refresh interval; a cron schedule is paused and
 triggered from its page; a second worker's differing declaration shows as drift with both
-values. Screenshots go to artifacts/browser/test_live_console/."""
+values. Screenshots go to artifacts/browser/<python>-<django>/test_live_console/."""
 
 from __future__ import annotations
 
