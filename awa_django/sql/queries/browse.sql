@@ -37,19 +37,27 @@ SELECT job_id FROM (
 
 -- name: running_attempts
 -- The open attempts (claims without a closure), newest claim first, with their worker, elapsed
--- time's start and saved progress, for "what is running right now". It reads every claim the
--- ring retains (one primary-key probe each), so it is an operator read, never a hot one.
-SELECT c.claimed_by, c.job_id, r.kind, c.queue, c.attempt, c.claimed_at, c.deadline_at,
-       s.progress
-  FROM awa.claim_receipts c
-  JOIN awa.ready_entries r
-    ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
-   AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
-  LEFT JOIN awa.attempt_state s ON s.job_id = c.job_id AND s.run_lease = c.run_lease
- WHERE NOT EXISTS (SELECT 1 FROM awa.done_entries d
-                    WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
-                      AND d.ready_slot = c.ready_slot)
- ORDER BY c.claimed_at DESC, c.job_id DESC
+-- time's start and saved progress, for "what is running right now". The open claims are
+-- found as in open_attempt_job_ids (one anti-join, linear in the ring's claims), then each is
+-- probed by primary key for its kind: never a join of claims to ready rows (see there).
+WITH open AS MATERIALIZED (
+    SELECT c.claimed_by, c.job_id, c.queue, c.priority, c.shard, c.lane_seq, c.ready_slot,
+           c.run_lease, c.attempt, c.claimed_at, c.deadline_at
+      FROM awa.claim_receipts c
+     WHERE NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                        WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                          AND d.ready_slot = c.ready_slot)
+)
+SELECT o.claimed_by, o.job_id,
+       (SELECT r.kind FROM awa.ready_entries r
+         WHERE r.queue = o.queue AND r.priority = o.priority AND r.shard = o.shard
+           AND r.lane_seq = o.lane_seq AND r.ready_slot = o.ready_slot
+         LIMIT 1) AS kind,
+       o.queue, o.attempt, o.claimed_at, o.deadline_at,
+       (SELECT s.progress FROM awa.attempt_state s
+         WHERE s.job_id = o.job_id AND s.run_lease = o.run_lease) AS progress
+  FROM open o
+ ORDER BY o.claimed_at DESC, o.job_id DESC
  LIMIT %(limit)s
 
 -- name: job_attempts
@@ -96,19 +104,31 @@ SELECT DISTINCT r.job_id FROM awa.ready_entries r
 -- Claims with no closure yet: `running`, or `waiting_external` (when %(waiting)s) while the
 -- attempt's lease holds an unresumed callback, exactly as the view tells them apart.
 -- Given a pair (`queue` and `kind` not NULL), only that pair's attempts.
-SELECT DISTINCT c.job_id FROM awa.claim_receipts c
-  JOIN awa.ready_entries r
-    ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
-   AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
- WHERE c.job_id < %(before)s
-   AND (%(queue)s::text IS NULL OR (r.queue = %(queue)s::text AND r.kind = %(kind)s::text))
-   AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
-                    WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
-                      AND d.ready_slot = c.ready_slot)
+-- The open claims are found first, by one anti-join of the claims with their closures on the
+-- closures' primary key (linear in the ring's claims, whatever the plan), and materialized;
+-- only those few are then probed, one primary-key lookup each, for their kind and lease. As a
+-- join of claims to ready rows, a hot lane (one queue, priority and shard holding tens of
+-- thousands of claims) let the planner merge the two on (queue, priority, shard) alone, which
+-- compared every claim of the lane with every ready row of it (issue #36: minutes at 28,000).
+WITH open AS MATERIALIZED (
+    SELECT c.job_id, c.run_lease, c.queue, c.priority, c.shard, c.lane_seq, c.ready_slot
+      FROM awa.claim_receipts c
+     WHERE c.job_id < %(before)s
+       AND (%(queue)s::text IS NULL OR c.queue = %(queue)s::text)
+       AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                        WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                          AND d.ready_slot = c.ready_slot)
+)
+SELECT DISTINCT o.job_id FROM open o
+ WHERE (%(queue)s::text IS NULL
+        OR (SELECT r.kind FROM awa.ready_entries r
+             WHERE r.queue = o.queue AND r.priority = o.priority AND r.shard = o.shard
+               AND r.lane_seq = o.lane_seq AND r.ready_slot = o.ready_slot
+             LIMIT 1) = %(kind)s::text)
    AND %(waiting)s = EXISTS (SELECT 1 FROM awa.leases x
-                              WHERE x.job_id = c.job_id AND x.run_lease = c.run_lease
+                              WHERE x.job_id = o.job_id AND x.run_lease = o.run_lease
                                 AND x.callback_id IS NOT NULL AND x.callback_resumed_at IS NULL)
- ORDER BY c.job_id DESC LIMIT %(size)s
+ ORDER BY o.job_id DESC LIMIT %(size)s
 
 -- name: deferred_job_ids
 -- `scheduled` or `retryable` (%(state)s): the backlog row is the job's newest fact.
