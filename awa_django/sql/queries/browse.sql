@@ -10,6 +10,16 @@ SELECT jit, set_config('jit', 'off', true) FROM before
 -- Puts back, for the rest of the caller's transaction, the setting plan_without_jit replaced.
 SELECT set_config('jit', %(jit)s, true)
 
+-- name: bound_statements
+-- Caps every later statement at %(timeout)s (statement_timeout) for the session, or with
+-- %(local)s for the rest of the caller's transaction only: see storage/browse.py. Answers the
+-- setting it replaced, read by the materialized CTE before the row's set_config runs.
+WITH before AS MATERIALIZED (SELECT current_setting('statement_timeout') AS timeout)
+SELECT timeout, set_config('statement_timeout', %(timeout)s, %(local)s) FROM before
+
+-- name: restore_statement_timeout
+SELECT set_config('statement_timeout', %(timeout)s, %(local)s)
+
 -- name: job_id_window
 -- The newest distinct job ids below a keyset cursor, from the four tables that hold a job's
 -- body (every claim and closure joins a ready row, so they cover the awa.jobs view), for a page
