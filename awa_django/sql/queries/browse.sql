@@ -155,7 +155,9 @@ SELECT q.job_id FROM awa.dlq_entries q
 -- `completed`, `failed` or `cancelled` (%(state)s): closures in the ring with that outcome,
 -- plus, for failed and cancelled, records kept past their slot in terminal_history and
 -- cancelled ready rows (tombstones) — each only when no newer fact (a retry's ready row, a
--- backlog or DLQ row) follows it. Given a pair (`queue` and `kind` not NULL), only that
+-- backlog or DLQ row) follows it. A closure of a job purged from the DLQ (its marker in
+-- awa.purged_jobs) is left out, as awa.jobs leaves the job out: else a state's count would
+-- hold jobs its list hides (issue #36). Given a pair (`queue` and `kind` not NULL), only that
 -- pair's jobs.
 SELECT job_id FROM (
     (SELECT d.job_id FROM awa.done_entries d
@@ -168,6 +170,7 @@ SELECT job_id FROM (
                          WHERE n.job_id = d.job_id AND n.run_lease >= d.run_lease)
         AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = d.job_id)
         AND NOT EXISTS (SELECT 1 FROM awa.dlq_entries q WHERE q.job_id = d.job_id)
+        AND NOT EXISTS (SELECT 1 FROM awa.purged_jobs p WHERE p.job_id = d.job_id)
       ORDER BY d.job_id DESC LIMIT %(size)s)
     UNION
     (SELECT h.job_id FROM awa.terminal_history h
@@ -366,6 +369,7 @@ SELECT job_id FROM (
                                     WHERE n.job_id = d.job_id AND n.run_lease >= d.run_lease)
                    AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = d.job_id)
                    AND NOT EXISTS (SELECT 1 FROM awa.dlq_entries q WHERE q.job_id = d.job_id)
+                   AND NOT EXISTS (SELECT 1 FROM awa.purged_jobs p WHERE p.job_id = d.job_id)
                  LIMIT 1) AS closed
           FROM awa.ready_entries r
          WHERE r.queue = %(queue)s AND r.kind = %(kind)s AND r.job_id < %(before)s
