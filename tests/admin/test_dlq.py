@@ -228,6 +228,11 @@ def test_viewer_sees_no_actions_and_gets_403_on_crafted_posts(viewer_client):
             reverse(ACT), {"action": action, "job_ids": [job_id], "confirmed": "on"}
         )
         assert denied.status_code == 403
+    # Refused before the form is read: a POST without ids, or with no valid action, is a 403
+    # too, not a redirect with a form error.
+    for url in (reverse(ACT), reverse("admin:awa_django_deadletter_act_matching")):
+        for data in ({"action": "retry"}, {"action": "purge"}, {"action": "x"}, {}):
+            assert viewer_client.post(url, data).status_code == 403
     assert awa.dlq.get(job_id) is not None
 
 
