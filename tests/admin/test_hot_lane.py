@@ -130,3 +130,19 @@ def test_what_is_running_lists_and_counts_the_open_attempts(operator_client):
     assert listed.status_code == 200
     for job_id in running:
         assert f">{job_id}<".encode() in listed.content
+
+
+def test_cancel_all_matching_running_walks_the_open_attempts(operator_client):
+    running = hot_lane()
+    search = {"action": "cancel", "state": "running"}
+    confirm = operator_client.post(reverse("admin:awa_django_job_act_matching"), search)
+    assert confirm.context["count"] == OPEN
+    done = operator_client.post(
+        reverse("admin:awa_django_job_act_matching"),
+        {**search, "counted": str(OPEN), "confirmed": "on"},
+        follow=True,
+    )
+    assert [str(m) for m in done.context["messages"]] == [
+        f"Cancelled {OPEN} jobs matching state=running."
+    ]
+    assert {awa.get_job(job_id).state for job_id in running} == {"cancelled"}
