@@ -169,6 +169,10 @@ class AwaSettings:
     # a transaction pooler: workers need a session for LISTEN and the leader lock. None: the
     # DATABASE_ALIAS connection.
     WORKER_DATABASE: str | None = None
+    # Longest one database statement of an admin page may run before PostgreSQL cancels it
+    # (statement_timeout): the page then says so, and an abandoned request leaves no query
+    # running.
+    ADMIN_STATEMENT_TIMEOUT_MS: int = 10_000
 
     @property
     def dlq_queues(self) -> frozenset[str]:
@@ -637,6 +641,20 @@ def _job_log_problems(raw: Mapping[str, Any]) -> list[Problem]:
     ]
 
 
+def _admin_problems(raw: Mapping[str, Any], defaults: AwaSettings) -> list[Problem]:
+    timeout = raw.get("ADMIN_STATEMENT_TIMEOUT_MS", defaults.ADMIN_STATEMENT_TIMEOUT_MS)
+    # PostgreSQL's statement_timeout is an int of milliseconds; 0 there would mean no limit.
+    if _is_int(timeout) and 1 <= timeout <= 2**31 - 1:
+        return []
+    return [
+        Problem(
+            "awa.E080",
+            "AWA['ADMIN_STATEMENT_TIMEOUT_MS'] must be a whole number of milliseconds from 1 to "
+            f"{2**31 - 1} (the admin's statements always have a limit), got {timeout!r}.",
+        )
+    ]
+
+
 def is_dsn(value: str) -> bool:
     """Whether ``value`` reads as a libpq connection string (URI or key=value pairs)."""
     return value.startswith(("postgres://", "postgresql://")) or "=" in value
@@ -662,6 +680,7 @@ def problems() -> list[Problem]:
     found += _runtime_problems(raw, defaults)
     found += _dx_problems(raw)
     found += _job_log_problems(raw)
+    found += _admin_problems(raw, defaults)
     found += _weighted_problems(raw)
     return found
 

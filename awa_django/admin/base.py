@@ -9,6 +9,7 @@ instead of the changelist's counts and offsets.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from functools import wraps
 from typing import Any
 
 from django import forms
@@ -16,7 +17,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import connections
+from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 from django.forms import Form
 from django.http import HttpRequest, HttpResponse, QueryDict
@@ -25,6 +26,7 @@ from django.urls import URLPattern, path, register_converter
 
 from awa_django.conf import get_settings
 from awa_django.limits import MAX_ID
+from awa_django.storage.browse import bounded_statements, is_statement_timeout
 
 View = Callable[..., HttpResponse]
 
@@ -117,9 +119,48 @@ class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def get_urls(self) -> list[URLPattern]:
         prefix = f"{self.opts.app_label}_{self.opts.model_name}"
         return [
-            path(route, self.admin_site.admin_view(view), name=f"{prefix}_{suffix or 'changelist'}")
+            path(
+                route,
+                self.admin_site.admin_view(self.bounded(view)),
+                name=f"{prefix}_{suffix or 'changelist'}",
+            )
             for route, view, suffix in self.operator_urls()
         ]
+
+    def bounded(self, view: View) -> View:
+        """``view`` with each of its statements (its template's included) cancelled by
+        PostgreSQL after ``AWA['ADMIN_STATEMENT_TIMEOUT_MS']``: a page the operator gave up on
+        leaves no query running, and one that ran out of time says so (503) instead of
+        failing with a 500."""
+
+        @wraps(view)
+        def run(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            conf = get_settings()
+            try:
+                with bounded_statements(conf.DATABASE_ALIAS, conf.ADMIN_STATEMENT_TIMEOUT_MS):
+                    response = view(request, *args, **kwargs)
+                    if isinstance(response, TemplateResponse):
+                        response.render()
+                    return response
+            except Exception as error:
+                if not is_statement_timeout(error):
+                    raise
+                if connections[conf.DATABASE_ALIAS].in_atomic_block:
+                    # ATOMIC_REQUESTS: the request's transaction failed with the statement.
+                    transaction.set_rollback(True, using=conf.DATABASE_ALIAS)
+                return self.timed_out(request, conf.ADMIN_STATEMENT_TIMEOUT_MS)
+
+        return run
+
+    def timed_out(self, request: HttpRequest, timeout_ms: int) -> HttpResponse:
+        response = self.render(
+            request,
+            "statement_timeout.html",
+            "The database took too long",
+            {"timeout_ms": timeout_ms, "acted": request.method == "POST", "live_refresh": False},
+        )
+        response.status_code = 503
+        return response
 
     def url_name(self, suffix: str) -> str:
         return f"{self.admin_site.name}:{self.opts.app_label}_{self.opts.model_name}_{suffix}"

@@ -10,6 +10,7 @@ from typing import Any, Final
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, DELETION
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.template.defaultfilters import pluralize
@@ -264,7 +265,20 @@ class DeadLetterAdmin(OperatorAdmin):
             {"entry": entry, "queues": queue_choices(), "act_url": reverse(self.url_name("act"))},
         )
 
+    def require_action(self, request: HttpRequest) -> None:
+        """The permission of the POSTed action, checked before its form is: a user who may
+        not act gets 403 whatever the form holds, never a form error that reveals how far a
+        forged request got (retry needs change, purge delete, anything else either)."""
+        action = request.POST.get("action")
+        if action == "retry":
+            self.require_change(request)
+        elif action == "purge":
+            self.require_delete(request)
+        elif not (self.has_change_permission(request) or self.has_delete_permission(request)):
+            raise PermissionDenied
+
     def act(self, request: HttpRequest) -> HttpResponse:
+        self.require_action(request)
         form = SelectionForm(request.POST)
         if not form.is_valid():
             report_form_errors(request, form)
@@ -286,6 +300,7 @@ class DeadLetterAdmin(OperatorAdmin):
         first, then ``dlq.retry_bulk`` / ``purge_bulk``, which commit in batches of
         ``dlq.BULK_BATCH_SIZE`` and take only entries still there, so a re-run (after a timeout,
         or by a second operator) finishes the rest and never acts twice on one entry."""
+        self.require_action(request)
         form = MatchingActionForm(request.POST)
         if not form.is_valid():
             report_form_errors(request, form)

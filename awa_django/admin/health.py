@@ -21,7 +21,6 @@ from awa_django import queues
 from awa_django.admin.base import (
     View,
     awa_cursor,
-    queue_choices,
     report_form_errors,
 )
 from awa_django.admin.chart import Series, line_chart
@@ -29,6 +28,7 @@ from awa_django.admin.cron import CronViews
 from awa_django.admin.shards import ShardViews
 from awa_django.conf import get_settings
 from awa_django.exceptions import InvalidJob
+from awa_django.known import queue_known, unknown_queue_message
 from awa_django.models import Queue
 from awa_django.storage.backlog import kinds_nobody_runs
 from awa_django.storage.health import meta_rows, unsampled_closures
@@ -40,8 +40,29 @@ class QueueActionForm(forms.Form):
     action = forms.ChoiceField(
         choices=[("pause", "pause"), ("resume", "resume"), ("drain", "drain")]
     )
-    queue = forms.ChoiceField(choices=queue_choices)
+    # Any queue the page can show: a declared one, or one the database holds jobs or a control
+    # row of (another service's, or one removed from the settings while it held jobs).
+    queue = forms.CharField(max_length=100)
     confirmed = forms.BooleanField(required=False)
+
+    def clean_queue(self) -> str:
+        queue: str = self.cleaned_data["queue"]
+        if not queue_known(queue):
+            raise forms.ValidationError(unknown_queue_message(queue))
+        return queue
+
+
+def stale_samples(sampled_at: Mapping[str, datetime], now: datetime) -> set[str]:
+    """The queues whose latest sample is not current: older than the leader's newest round
+    (it stopped sampling the queue: an undeclared queue it no longer sees), or older than
+    three sampling intervals (no leader samples now). Their depths are shown as last seen."""
+    if not sampled_at:
+        return set()
+    interval = timedelta(seconds=get_settings().QUEUE_STATS_INTERVAL_S)
+    newest = max(sampled_at.values())
+    return {
+        name for name, at in sampled_at.items() if at < newest - interval or at < now - 3 * interval
+    }
 
 
 def snapshot_stats(
@@ -189,12 +210,14 @@ class QueueAdmin(CronViews, ShardViews):
                 unknown = kinds_nobody_runs(cursor)
             rows, sampled_at = snapshot_stats(samples, meta, unsampled, unknown)
         charts = queue_charts(samples)
+        stale = stale_samples(sampled_at, timezone.now())
         return self.render(
             request,
             "queue_health.html",
             "Queue health",
             {
                 "rows": [(row, sampled_at.get(row.queue), charts.get(row.queue)) for row in rows],
+                "stale": stale,
                 "live": live,
                 "act_url": reverse(self.url_name("act")),
                 "cron_url": reverse(self.url_name("cron")),

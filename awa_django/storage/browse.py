@@ -20,8 +20,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final
 
-from django.db import transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.backends.utils import CursorWrapper
+from psycopg.errors import QueryCanceled
 
 from awa_django.sql import queries
 from awa_django.storage.jobs import JSON_COLUMNS, JobRecord, get_jobs
@@ -199,6 +200,42 @@ def _planned_without_jit(cursor: CursorWrapper) -> Iterator[None]:
         yield
         if callers:
             cursor.execute(_SQL["restore_jit"], {"jit": before})
+
+
+@contextmanager
+def bounded_statements(alias: str, timeout_ms: int) -> Iterator[None]:
+    """Run the block with each statement on connection ``alias`` cancelled by PostgreSQL after
+    ``timeout_ms`` (statement_timeout), then put the setting back. An operator page's query
+    then ends on its own when the request that asked for it is abandoned: a client closing its
+    tab does not stop a query, and a live refresh would start another (issue #36).
+
+    Outside a transaction the setting is the session's while the block runs; inside the
+    caller's it is the transaction's (a rollback undoes it). If it cannot be put back (the
+    connection failed meanwhile), the connection is closed, so no later statement inherits
+    the cap."""
+    connection = connections[alias]
+    local = connection.in_atomic_block
+    with connection.cursor() as cursor:
+        cursor.execute(_SQL["bound_statements"], {"timeout": f"{timeout_ms}ms", "local": local})
+        before, _ = cursor.fetchone()
+    try:
+        yield
+    finally:
+        if not (local and connection.needs_rollback):
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        _SQL["restore_statement_timeout"], {"timeout": before, "local": local}
+                    )
+            except DatabaseError:
+                if not local:
+                    connection.close()
+
+
+def is_statement_timeout(error: BaseException) -> bool:
+    """Whether ``error`` (as Django raised it) is a statement PostgreSQL cancelled: its
+    statement_timeout passed, or an operator cancelled the backend."""
+    return isinstance(error, DatabaseError) and isinstance(error.__cause__, QueryCanceled)
 
 
 def list_jobs(

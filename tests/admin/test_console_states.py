@@ -96,8 +96,9 @@ def test_shard_page_shows_each_queues_shard_count_and_waiting_per_lane(operator_
 
 def test_shard_page_counts_nothing_unless_asked(operator_client, django_assert_num_queries):
     legacy_queue_with_jobs()
-    # Session and user, then the shard counts: no read of the waiting jobs.
-    with django_assert_num_queries(3):
+    # Session and user, the statement time limit (set, then put back), then the shard counts:
+    # no read of the waiting jobs.
+    with django_assert_num_queries(5):
         page = operator_client.get(reverse(SHARDS))
     by_queue = {q.queue: q for q in page.context["queues"]}
     assert (by_queue["legacy"].enqueue_shards, by_queue["legacy"].lanes) == (2, [])

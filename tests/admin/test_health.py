@@ -10,6 +10,7 @@ from django.db import connection
 from django.urls import reverse
 
 import awa_django as awa
+from tests.admin.test_console_states import legacy_queue_with_jobs
 from tests.conftest import job_no_worker_knows, run_burst
 from tests.jobs import noop
 
@@ -94,10 +95,11 @@ def test_charts_plot_the_last_hour_of_samples(operator_client):
 def test_page_queries_stay_constant_with_1000_jobs(operator_client, django_assert_num_queries):
     insert_samples("default", 60)
     noop.enqueue_many([{"n": n} for n in range(1000)])
-    # Session and user, then the hour's samples, the queue control rows, the closures since
-    # the newest sample (a BRIN range read) and the jobs no worker knows (a partial index that
-    # holds only them): no count of waiting jobs, nothing per queue or row.
-    with django_assert_num_queries(6):
+    # Session and user, the statement time limit (set, then put back), then the hour's samples,
+    # the queue control rows, the closures since the newest sample (a BRIN range read) and the
+    # jobs no worker knows (a partial index that holds only them): no count of waiting jobs,
+    # nothing per queue or row.
+    with django_assert_num_queries(8):
         response = operator_client.get(reverse(PAGE))
     assert row_of(response, "default").available == 10
 
@@ -167,3 +169,37 @@ def test_viewer_sees_no_buttons_and_gets_403_on_crafted_posts(viewer_client):
 
 def test_user_without_permission_gets_403(outsider_client):
     assert outsider_client.get(reverse(PAGE)).status_code == 403
+
+
+def test_an_undeclared_queue_in_the_database_can_be_paused_and_drained(operator_client):
+    ids = legacy_queue_with_jobs()
+    page = operator_client.get(reverse(PAGE))
+    assert not row_of(page, "legacy").declared
+    assert b'id="pause-legacy"' in page.content and b'id="drain-legacy"' in page.content
+
+    paused = operator_client.post(reverse(ACT), {"action": "pause", "queue": "legacy"}, follow=True)
+    assert messages_of(paused) == ["Queue legacy paused: workers claim nothing from it."]
+    assert row_of(paused, "legacy").paused
+    confirm = operator_client.post(reverse(ACT), {"action": "drain", "queue": "legacy"})
+    assert b"Yes, drain legacy" in confirm.content
+    done = operator_client.post(
+        reverse(ACT), {"action": "drain", "queue": "legacy", "confirmed": "on"}, follow=True
+    )
+    assert messages_of(done) == ["Queue legacy drained: 2 pending jobs cancelled."]
+    assert {job.state for job in awa.get_jobs(ids)} == {"cancelled"}
+
+
+def test_a_sample_the_leader_no_longer_takes_is_shown_as_last_seen(operator_client):
+    insert_samples("default", 3)
+    with connection.cursor() as cursor:
+        # The leader's last sample of "legacy" (an undeclared queue it has stopped sampling).
+        cursor.execute(
+            "INSERT INTO awa.queue_stat_samples (queue, sampled_at, available, scheduled, "
+            "retryable, running, waiting_external, dlq, lag_s, completed, failed) "
+            "VALUES ('legacy', now() - interval '5 minutes', 0, 120, 0, 0, 0, 0, 0, 0, 0)"
+        )
+    page = operator_client.get(reverse(PAGE))
+    assert row_of(page, "legacy").scheduled == 120
+    assert b'id="last-seen-legacy"' in page.content
+    assert "last seen 5\xa0minutes ago" in page.content.decode()
+    assert b'id="last-seen-default"' not in page.content

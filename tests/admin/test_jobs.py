@@ -109,14 +109,15 @@ def test_pages_follow_the_cursor_without_overlap(operator_client):
 def test_list_query_count_is_constant_at_1000_jobs(operator_client, django_assert_num_queries):
     noop.enqueue_many([{"n": n} for n in range(1000)])
     url = reverse(LIST)
-    # Session and user, then the listing's transaction (BEGIN, its planner setting, COMMIT),
-    # the id window and its hydration: no count, no query per row.
-    with django_assert_num_queries(7):
+    # Session and user, the statement time limit (set, then put back), then the listing's
+    # transaction (BEGIN, its planner setting, COMMIT), the id window and its hydration: no
+    # count, no query per row.
+    with django_assert_num_queries(9):
         response = operator_client.get(url)
     assert len(response.context["jobs"]) == 50
     # With a state and a kind: the (queue, kind) pairs the kind matches, the state's ids, their
     # hydration and the state's count.
-    with django_assert_num_queries(9):
+    with django_assert_num_queries(11):
         response = operator_client.get(url, {"state": "available", "kind": "tests.noop"})
     assert len(response.context["jobs"]) == 50
 

@@ -50,6 +50,10 @@ def problem_ids(**awa_settings):
         ({"QUEUES": BASE_QUEUES, "JOB_LOG_SUMMARY_INTERVAL_S": 0}, "awa.E010"),
         ({"QUEUES": BASE_QUEUES, "JOB_LOG_FAILURES_PER_S": 0}, "awa.E010"),
         ({"QUEUES": BASE_QUEUES, "JOB_LOG_FAILURES_PER_S": 2.5}, "awa.E010"),
+        ({"QUEUES": BASE_QUEUES, "ADMIN_STATEMENT_TIMEOUT_MS": 0}, "awa.E080"),
+        ({"QUEUES": BASE_QUEUES, "ADMIN_STATEMENT_TIMEOUT_MS": 2.5}, "awa.E080"),
+        ({"QUEUES": BASE_QUEUES, "ADMIN_STATEMENT_TIMEOUT_MS": "10s"}, "awa.E080"),
+        ({"QUEUES": BASE_QUEUES, "ADMIN_STATEMENT_TIMEOUT_MS": 2**31}, "awa.E080"),
     ],
 )
 def test_invalid_setting_is_reported_with_its_id(awa_settings, expected):

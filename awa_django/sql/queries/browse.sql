@@ -10,6 +10,16 @@ SELECT jit, set_config('jit', 'off', true) FROM before
 -- Puts back, for the rest of the caller's transaction, the setting plan_without_jit replaced.
 SELECT set_config('jit', %(jit)s, true)
 
+-- name: bound_statements
+-- Caps every later statement at %(timeout)s (statement_timeout) for the session, or with
+-- %(local)s for the rest of the caller's transaction only: see storage/browse.py. Answers the
+-- setting it replaced, read by the materialized CTE before the row's set_config runs.
+WITH before AS MATERIALIZED (SELECT current_setting('statement_timeout') AS timeout)
+SELECT timeout, set_config('statement_timeout', %(timeout)s, %(local)s) FROM before
+
+-- name: restore_statement_timeout
+SELECT set_config('statement_timeout', %(timeout)s, %(local)s)
+
 -- name: job_id_window
 -- The newest distinct job ids below a keyset cursor, from the four tables that hold a job's
 -- body (every claim and closure joins a ready row, so they cover the awa.jobs view), for a page
@@ -37,19 +47,27 @@ SELECT job_id FROM (
 
 -- name: running_attempts
 -- The open attempts (claims without a closure), newest claim first, with their worker, elapsed
--- time's start and saved progress, for "what is running right now". It reads every claim the
--- ring retains (one primary-key probe each), so it is an operator read, never a hot one.
-SELECT c.claimed_by, c.job_id, r.kind, c.queue, c.attempt, c.claimed_at, c.deadline_at,
-       s.progress
-  FROM awa.claim_receipts c
-  JOIN awa.ready_entries r
-    ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
-   AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
-  LEFT JOIN awa.attempt_state s ON s.job_id = c.job_id AND s.run_lease = c.run_lease
- WHERE NOT EXISTS (SELECT 1 FROM awa.done_entries d
-                    WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
-                      AND d.ready_slot = c.ready_slot)
- ORDER BY c.claimed_at DESC, c.job_id DESC
+-- time's start and saved progress, for "what is running right now". The open claims are
+-- found as in open_attempt_job_ids (one anti-join, linear in the ring's claims), then each is
+-- probed by primary key for its kind: never a join of claims to ready rows (see there).
+WITH open AS MATERIALIZED (
+    SELECT c.claimed_by, c.job_id, c.queue, c.priority, c.shard, c.lane_seq, c.ready_slot,
+           c.run_lease, c.attempt, c.claimed_at, c.deadline_at
+      FROM awa.claim_receipts c
+     WHERE NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                        WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                          AND d.ready_slot = c.ready_slot)
+)
+SELECT o.claimed_by, o.job_id,
+       (SELECT r.kind FROM awa.ready_entries r
+         WHERE r.queue = o.queue AND r.priority = o.priority AND r.shard = o.shard
+           AND r.lane_seq = o.lane_seq AND r.ready_slot = o.ready_slot
+         LIMIT 1) AS kind,
+       o.queue, o.attempt, o.claimed_at, o.deadline_at,
+       (SELECT s.progress FROM awa.attempt_state s
+         WHERE s.job_id = o.job_id AND s.run_lease = o.run_lease) AS progress
+  FROM open o
+ ORDER BY o.claimed_at DESC, o.job_id DESC
  LIMIT %(limit)s
 
 -- name: job_attempts
@@ -96,19 +114,31 @@ SELECT DISTINCT r.job_id FROM awa.ready_entries r
 -- Claims with no closure yet: `running`, or `waiting_external` (when %(waiting)s) while the
 -- attempt's lease holds an unresumed callback, exactly as the view tells them apart.
 -- Given a pair (`queue` and `kind` not NULL), only that pair's attempts.
-SELECT DISTINCT c.job_id FROM awa.claim_receipts c
-  JOIN awa.ready_entries r
-    ON r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
-   AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
- WHERE c.job_id < %(before)s
-   AND (%(queue)s::text IS NULL OR (r.queue = %(queue)s::text AND r.kind = %(kind)s::text))
-   AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
-                    WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
-                      AND d.ready_slot = c.ready_slot)
+-- The open claims are found first, by one anti-join of the claims with their closures on the
+-- closures' primary key (linear in the ring's claims, whatever the plan), and materialized;
+-- only those few are then probed, one primary-key lookup each, for their kind and lease. As a
+-- join of claims to ready rows, a hot lane (one queue, priority and shard holding tens of
+-- thousands of claims) let the planner merge the two on (queue, priority, shard) alone, which
+-- compared every claim of the lane with every ready row of it (issue #36: minutes at 28,000).
+WITH open AS MATERIALIZED (
+    SELECT c.job_id, c.run_lease, c.queue, c.priority, c.shard, c.lane_seq, c.ready_slot
+      FROM awa.claim_receipts c
+     WHERE c.job_id < %(before)s
+       AND (%(queue)s::text IS NULL OR c.queue = %(queue)s::text)
+       AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                        WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                          AND d.ready_slot = c.ready_slot)
+)
+SELECT DISTINCT o.job_id FROM open o
+ WHERE (%(queue)s::text IS NULL
+        OR (SELECT r.kind FROM awa.ready_entries r
+             WHERE r.queue = o.queue AND r.priority = o.priority AND r.shard = o.shard
+               AND r.lane_seq = o.lane_seq AND r.ready_slot = o.ready_slot
+             LIMIT 1) = %(kind)s::text)
    AND %(waiting)s = EXISTS (SELECT 1 FROM awa.leases x
-                              WHERE x.job_id = c.job_id AND x.run_lease = c.run_lease
+                              WHERE x.job_id = o.job_id AND x.run_lease = o.run_lease
                                 AND x.callback_id IS NOT NULL AND x.callback_resumed_at IS NULL)
- ORDER BY c.job_id DESC LIMIT %(size)s
+ ORDER BY o.job_id DESC LIMIT %(size)s
 
 -- name: deferred_job_ids
 -- `scheduled` or `retryable` (%(state)s): the backlog row is the job's newest fact.
@@ -125,7 +155,9 @@ SELECT q.job_id FROM awa.dlq_entries q
 -- `completed`, `failed` or `cancelled` (%(state)s): closures in the ring with that outcome,
 -- plus, for failed and cancelled, records kept past their slot in terminal_history and
 -- cancelled ready rows (tombstones) — each only when no newer fact (a retry's ready row, a
--- backlog or DLQ row) follows it. Given a pair (`queue` and `kind` not NULL), only that
+-- backlog or DLQ row) follows it. A closure of a job purged from the DLQ (its marker in
+-- awa.purged_jobs) is left out, as awa.jobs leaves the job out: else a state's count would
+-- hold jobs its list hides (issue #36). Given a pair (`queue` and `kind` not NULL), only that
 -- pair's jobs.
 SELECT job_id FROM (
     (SELECT d.job_id FROM awa.done_entries d
@@ -138,6 +170,7 @@ SELECT job_id FROM (
                          WHERE n.job_id = d.job_id AND n.run_lease >= d.run_lease)
         AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = d.job_id)
         AND NOT EXISTS (SELECT 1 FROM awa.dlq_entries q WHERE q.job_id = d.job_id)
+        AND NOT EXISTS (SELECT 1 FROM awa.purged_jobs p WHERE p.job_id = d.job_id)
       ORDER BY d.job_id DESC LIMIT %(size)s)
     UNION
     (SELECT h.job_id FROM awa.terminal_history h
@@ -336,6 +369,7 @@ SELECT job_id FROM (
                                     WHERE n.job_id = d.job_id AND n.run_lease >= d.run_lease)
                    AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = d.job_id)
                    AND NOT EXISTS (SELECT 1 FROM awa.dlq_entries q WHERE q.job_id = d.job_id)
+                   AND NOT EXISTS (SELECT 1 FROM awa.purged_jobs p WHERE p.job_id = d.job_id)
                  LIMIT 1) AS closed
           FROM awa.ready_entries r
          WHERE r.queue = %(queue)s AND r.kind = %(kind)s AND r.job_id < %(before)s

@@ -1,0 +1,148 @@
+"""One hot lane: tens of thousands of claims of one (queue, priority, shard), nearly all closed,
+a few open. "What is running?", its count and the bulk walk must not compare every claim of
+the lane with every ready row of it (issue #36, item 1)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.urls import reverse
+
+import awa_django as awa
+from awa_django.sql import queries
+from awa_django.storage.browse import JobFilter, count_in_state, list_jobs, running_attempts
+
+_SQL = queries("browse")
+
+HOT = 30_000
+OPEN = 3
+
+
+def hot_lane(jobs: int = HOT, still_open: int = OPEN) -> list[int]:
+    """``jobs`` jobs of one lane, all claimed by awa.claim_ready and all but the oldest
+    ``still_open`` closed by awa.close_batch, as a burst through one queue leaves the ring (the
+    open ones are long jobs claimed first). Answers the open ones' ids, newest first."""
+    ids = awa.enqueue_many("tests.noop", [{"n": n} for n in range(jobs)], queue="partners")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM awa.claim_ready('partners', %s, 'hot-worker', NULL, NULL, false)",
+            [jobs],
+        )
+        assert cursor.fetchone()[0] == jobs
+        cursor.execute("ANALYZE")
+        cursor.execute(
+            """SELECT count(*) FROM awa.close_batch((
+                   SELECT json_agg(json_build_object(
+                       'ready_slot', c.ready_slot, 'queue', c.queue, 'priority', c.priority,
+                       'shard', c.shard, 'lane_seq', c.lane_seq, 'job_id', c.job_id,
+                       'run_lease', c.run_lease, 'outcome', 'completed'))
+                     FROM awa.claim_receipts c WHERE c.job_id > %s))""",
+            [ids[still_open - 1]],
+        )
+        assert cursor.fetchone()[0] == jobs - still_open
+    return sorted(ids[:still_open], reverse=True)
+
+
+def plan(name: str, params: dict[str, Any], **planner: str) -> dict[str, Any]:
+    """The executed plan of a browse query, JIT off as the admin runs it, with ``planner``
+    settings (enable_hashjoin="off", ...) for the rest of the test's transaction."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL jit = off")
+        for setting, value in planner.items():
+            cursor.execute("SELECT set_config(%s, %s, true)", [setting, value])
+        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {_SQL[name]}", params)
+        (document,) = cursor.fetchone()
+    result: dict[str, Any] = (json.loads(document) if isinstance(document, str) else document)[0]
+    return result["Plan"]
+
+
+def nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+    return [node, *(child for sub in node.get("Plans", []) for child in nodes(sub))]
+
+
+def rows_read(root: dict[str, Any], table: str) -> int:
+    """Rows the plan's scans of ``table``'s partitions returned or filtered out, all loops."""
+    return sum(
+        (node["Actual Rows"] + node.get("Rows Removed by Filter", 0)) * node["Actual Loops"]
+        for node in nodes(root)
+        if node.get("Relation Name", "").startswith(f"{table}_")
+    )
+
+
+def probes(root: dict[str, Any], table: str) -> int:
+    """How many times the plan started a scan of ``table`` (the most loops of a partition)."""
+    return max(
+        (
+            node["Actual Loops"]
+            for node in nodes(root)
+            if node.get("Relation Name", "").startswith(f"{table}_")
+        ),
+        default=0,
+    )
+
+
+# The planner settings under which a hot lane's claims and ready rows are joined in each way
+# PostgreSQL can: its own choice, and the merge and nested-loop plans it falls back to.
+PLANNERS = [
+    {},
+    {"enable_hashjoin": "off"},
+    {"enable_hashjoin": "off", "enable_sort": "off"},
+    {"enable_hashjoin": "off", "enable_nestloop": "off"},
+    {"enable_mergejoin": "off", "enable_hashjoin": "off"},
+]
+
+
+@pytest.mark.parametrize("planner", PLANNERS, ids=lambda p: ",".join(p) or "default")
+def test_open_attempts_probe_only_the_open_claims(awa_db, planner):
+    running = hot_lane()
+    for waiting, pair in [
+        (False, {"queue": None, "kind": None}),
+        (True, {"queue": None, "kind": None}),
+        (False, {"queue": "partners", "kind": "tests.noop"}),
+    ]:
+        params = {"before": 2**63 - 1, "size": 10_001, "waiting": waiting, **pair}
+        root = plan("open_attempt_job_ids", params, **planner)
+        assert root["Actual Rows"] == (0 if waiting else OPEN)
+        # Every claim is read once to find the open ones; the ready rows and leases only for
+        # those (a lease probe each, a ready row each when the kind is asked).
+        assert rows_read(root, "claim_receipts") <= HOT
+        assert rows_read(root, "ready_entries") <= OPEN
+        assert probes(root, "leases") <= OPEN
+    with connection.cursor() as cursor:
+        assert [a.job_id for a in running_attempts(cursor, limit=10)] == running
+    root = plan("running_attempts", {"limit": 10}, **planner)
+    assert rows_read(root, "ready_entries") <= OPEN
+
+
+def test_what_is_running_lists_and_counts_the_open_attempts(operator_client):
+    running = hot_lane()
+    with connection.cursor() as cursor:
+        page = list_jobs(
+            cursor, where=JobFilter(state="running"), before=None, limit=50, count=True
+        )
+        assert [job.job_id for job in page.jobs] == running
+        assert page.count == OPEN
+        assert count_in_state(cursor, "running", JobFilter(queue="partners")) == OPEN
+    listed = operator_client.get(reverse("admin:awa_django_job_changelist"), {"state": "running"})
+    assert listed.status_code == 200
+    for job_id in running:
+        assert f">{job_id}<".encode() in listed.content
+
+
+def test_cancel_all_matching_running_walks_the_open_attempts(operator_client):
+    running = hot_lane()
+    search = {"action": "cancel", "state": "running"}
+    confirm = operator_client.post(reverse("admin:awa_django_job_act_matching"), search)
+    assert confirm.context["count"] == OPEN
+    done = operator_client.post(
+        reverse("admin:awa_django_job_act_matching"),
+        {**search, "counted": str(OPEN), "confirmed": "on"},
+        follow=True,
+    )
+    assert [str(m) for m in done.context["messages"]] == [
+        f"Cancelled {OPEN} jobs matching state=running."
+    ]
+    assert {awa.get_job(job_id).state for job_id in running} == {"cancelled"}
