@@ -11,8 +11,8 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import django
+import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
