@@ -443,7 +443,8 @@ def test_a_late_commit_in_a_lane_a_lane_mark_left_out_is_claimed():
     # is still open; the commit, which that mark did not see, brings the lane back.
     for priority in range(1, 7):
         enqueue_at_lane_priority(
-            noop, args={"n": priority},
+            noop,
+            args={"n": priority},
             options=EnqueueOptions(queue="default", priority=priority, eager=False),
         )
     assert len(claim()) == 6

@@ -150,7 +150,11 @@ $$;
 -- only when no producer of the lane is mid-commit, so every missing position is dead and the
 -- lane is taken as it stands (holding the lock to the end of the claim, which keeps the lane's
 -- producers out for that long). Otherwise it takes only the rest of the cursor's commit and
--- comes back later.
+-- comes back later, unless the commit after the hole was drawn more than 250 ms ago: then the
+-- missing position's producer has held it that long (a transaction that published early with
+-- SET CONSTRAINTS ... IMMEDIATE and stays open), and the claim takes the lane past it rather
+-- than stall every other producer's jobs, recording the position in awa.lane_holes; a commit
+-- that later appears there is claimed first, once (docs/architecture.md, "Live holes").
 --
 -- A queue keeps every lane it ever used: up to 201 priorities per shard with django.tasks, most
 -- of them drained at any time. Past 4 lanes per shard, a claim visits only the lanes that may
