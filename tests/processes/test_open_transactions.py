@@ -17,6 +17,7 @@ import time
 from django.db import connection, connections, transaction
 
 import awa_django as awa
+from awa_django import audit
 from tests.conftest import wait_until
 
 HOLD_S = 30.0
@@ -100,3 +101,5 @@ def test_transactions_held_open_after_an_early_publication_stall_no_other_job(wo
     )
     assert doomed.job_id not in ran
     assert awa.get_job(doomed.job_id) is None
+    report = audit.run()
+    assert report.held, report.as_dict()

@@ -16,6 +16,7 @@ import pytest
 from django.db import DatabaseError, OperationalError, connection, connections, transaction
 
 import awa_django as awa
+from awa_django import audit
 from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
 from awa_django.core.completion import Completion
 from awa_django.core.outcome import Outcome
@@ -357,6 +358,7 @@ def test_a_transaction_that_published_early_and_stays_open_holds_its_lane_only_f
     time.sleep(PAST_THE_BOUND_S)
     assert claimed_ids() == later
     assert holes() == [(2, 2)]
+    assert audit.run().held  # the open position is a recorded hole, not a stuck one
     after = put(12)  # a commit after the hole is taken in order, without waiting
     assert claimed_ids() == [after]
     assert claimed_ids() == []
@@ -377,6 +379,7 @@ def test_a_transaction_that_published_early_and_stays_open_holds_its_lane_only_f
             [[*first, *later, after, then]],
         )
         assert cursor.fetchone() == (7, 7)
+    assert audit.run().held
 
 
 def test_a_transaction_that_published_early_and_rolls_back_is_never_claimed():
