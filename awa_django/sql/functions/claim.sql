@@ -404,6 +404,9 @@ BEGIN
                            ORDER BY r.lane_seq
                            LIMIT v_remaining) r
                      WHERE g.queue = p_queue AND g.priority = v_priority AND g.shard = v_shard
+                       -- Behind the cursor only: a commit ahead of it (the cursor fell back
+                       -- after a prune) is the lane's to take in order, below.
+                       AND m.commit_seq < v_commit
                      ORDER BY m.commit_seq, r.lane_seq
                      LIMIT CASE WHEN p_sequential THEN 1 ELSE v_remaining END
                 ), receipts AS (
