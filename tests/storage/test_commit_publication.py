@@ -400,6 +400,24 @@ def test_a_transaction_that_published_early_and_rolls_back_is_never_claimed():
     assert claimed_ids() == [next_one]
 
 
+def test_a_hole_is_closed_once_every_transaction_in_flight_when_it_was_recorded_has_ended():
+    # A busy lane may never be free of producers in flight, so the lane's lock cannot tell the
+    # claim that a missing position is dead; the transactions that were in progress when the
+    # hole was recorded having all ended can.
+    used_lane()
+    doomed = held_open(rollback=True)  # position 2
+    later = put(10)  # position 3
+    time.sleep(PAST_THE_BOUND_S)
+    assert claimed_ids() == [later]
+    assert holes() == [(2, 2)]
+    doomed.finish()
+    busy = held_open()  # position 4: a producer of the lane in flight from now on
+    assert claimed_ids() == []
+    assert holes() == []
+    first = busy.finish()
+    assert claimed_ids() == first
+
+
 def test_a_commit_in_flight_for_less_than_the_bound_is_still_waited_for(at_commit):
     used_lane()
 

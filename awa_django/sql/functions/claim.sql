@@ -430,11 +430,15 @@ BEGIN
                 GET DIAGNOSTICS v_claimed = ROW_COUNT;
                 -- A range is done once none of its positions can bring a job any more: each
                 -- has a commit (whose rows are all claimed, and on a sequential lane closed), or
-                -- no producer of the lane is in flight (this claim holds their lock), so a
-                -- position still missing belongs to a transaction that ended without it.
+                -- no transaction that may have drawn one is in flight, so a position still
+                -- missing belongs to one that ended without it: no producer of the lane (this
+                -- claim holds their lock), or none of the transactions in progress when the
+                -- range was recorded (each has an id below seen_below, and the oldest one in
+                -- progress now is not below it), which also settles a lane whose producers are
+                -- never all out of flight at once.
                 DELETE FROM awa.lane_holes g
                  WHERE g.queue = p_queue AND g.priority = v_priority AND g.shard = v_shard
-                   AND (v_settled
+                   AND (v_settled OR pg_snapshot_xmin(pg_current_snapshot()) >= g.seen_below
                         OR (SELECT count(DISTINCT m.commit_seq) FROM awa.lane_commits m
                              WHERE m.queue = p_queue AND m.priority = v_priority
                                AND m.shard = v_shard
