@@ -15,6 +15,7 @@ from tests.ops.helpers import manage
 COMMANDS = [
     ["awa_queues"],
     ["awa_queues", "--json"],
+    ["awa_audit"],
     ["awa_dlq", "list"],
     ["awa_jobs", "list"],
     ["awa_cron", "list"],

@@ -174,3 +174,13 @@ def test_kills_a_restart_and_a_poison_pill_lose_nothing(cluster):
     (poison,) = query(url, "SELECT attempt, errors FROM awa.jobs WHERE kind = 'tests.chaos_poison'")
     assert poison[0] == 2
     assert all("poison pill" in error["message"] for error in poison[1])
+    # And the operator's audit finds every invariant held (docs/operations.md).
+    audit = subprocess.run(
+        [sys.executable, "manage.py", "awa_audit"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "DATABASE_URL": url, "AWA_JOB_MODULES": "tests.chaos_jobs"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert audit.returncode == 0, audit.stdout + audit.stderr

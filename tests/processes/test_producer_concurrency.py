@@ -22,6 +22,7 @@ from django.db import connection, connections, transaction
 from django.test import override_settings
 
 import awa_django as awa
+from awa_django import audit
 from awa_django.conf import get_settings
 from tests.conftest import wait_until
 
@@ -150,6 +151,8 @@ def test_sixteen_producers_three_queues_rollbacks_two_workers(worker_process):
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(DISTINCT claimed_by) FROM awa.claim_receipts")
         assert cursor.fetchone() == (2,)
+    report = audit.run()
+    assert report.held, report.as_dict()
 
 
 def get_settings_dict() -> dict[str, Any]:

@@ -16,7 +16,14 @@ import pytest
 from django.db import DatabaseError, OperationalError, connection, connections, transaction
 
 import awa_django as awa
+from awa_django import audit
 from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
+from awa_django.core.completion import Completion
+from awa_django.core.outcome import Outcome
+from awa_django.enqueue import enqueue_at_lane_priority
+from awa_django.enqueue_options import EnqueueOptions
+from awa_django.sql import queries
+from awa_django.storage.execution import close_params
 from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.statement import run_async
 from awa_django.worker.connections import connect, connection_kwargs
@@ -60,16 +67,17 @@ def put(n: int, queue: str = "default", priority: int | None = None) -> int:
     return awa.enqueue(noop, args={"n": n}, queue=queue, priority=priority)
 
 
-def claim(queue: str = "default", limit: int = 100) -> list[ClaimedJob]:
+def claim(
+    queue: str = "default", limit: int = 100, *, aging_s: float = 0, sequential: bool = False
+) -> list[ClaimedJob]:
+    request = ClaimRequest(
+        queue=queue, claimed_by="test", deadline_s=0, aging_s=aging_s, sequential=sequential
+    )
+
     async def main() -> list[ClaimedJob]:
         async with await connect("default") as conn:
             return await run_async(
-                conn,
-                claim_ready(
-                    ClaimRequest(queue=queue, claimed_by="test", deadline_s=0, aging_s=0),
-                    rows=claimed_job_rows,
-                    limit=limit,
-                ),
+                conn, claim_ready(request, rows=claimed_job_rows, limit=limit, aged=aging_s > 0)
             )
 
     return asyncio.run(main())
@@ -310,6 +318,208 @@ def test_a_producer_killed_before_it_commits_publishes_nothing_and_stalls_nothin
     later = noop.enqueue(n=2)
     assert awa.get_job(doomed.result) is None
     assert claimed_ids() == [later]
+
+
+# How long a claim waits for a missing position whose producer is still in flight before it
+# takes the lane past it (awa.claim_ready), and a margin for this machine's clock and load.
+HOLE_BOUND_S = 0.25
+PAST_THE_BOUND_S = HOLE_BOUND_S + 0.15
+
+
+def held_open(*, jobs: int = 1, rollback: bool = False, priority: int | None = None) -> Producer:
+    """A transaction that enqueues, publishes early as Django's ``check_constraints()`` does
+    (``SET CONSTRAINTS ALL IMMEDIATE``: loaddata, TestCase), and stays open."""
+
+    def body() -> list[int]:
+        job_ids = [put(n, priority=priority) for n in range(jobs)]
+        connection.check_constraints()
+        return job_ids
+
+    producer = Producer(body, rollback=rollback)
+    producer.start()
+    assert producer.ready.wait(10) and producer.error is None
+    return producer
+
+
+def holes(queue: str = "default") -> list[tuple[int, int]]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT first_seq, last_seq FROM awa.lane_holes WHERE queue = %s ORDER BY 1", [queue]
+        )
+        return [(row[0], row[1]) for row in cursor.fetchall()]
+
+
+def test_a_transaction_that_published_early_and_stays_open_holds_its_lane_only_for_the_bound():
+    used_lane()  # position 1
+    held = held_open(jobs=3)  # position 2, held for as long as the transaction is open
+    later = [put(10), put(11)]  # positions 3 and 4
+    # Within the bound the position is a commit in flight, whose jobs come first.
+    assert claimed_ids() == []
+    time.sleep(PAST_THE_BOUND_S)
+    assert claimed_ids() == later
+    assert holes() == [(2, 2)]
+    assert audit.run().held  # the open position is a recorded hole, not a stuck one
+    after = put(12)  # a commit after the hole is taken in order, without waiting
+    assert claimed_ids() == [after]
+    assert claimed_ids() == []
+    first = held.finish()
+    assert held.error is None
+    # The late commit is claimed, ahead of what came after it, across as many claims as its
+    # rows need, and each row once.
+    then = put(13)
+    assert [job.job_id for job in claim(limit=2)] == first[:2]
+    assert holes() == [(2, 2)]
+    assert claimed_ids() == [first[2], then]
+    assert holes() == []
+    assert claimed_ids() == []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), count(DISTINCT job_id) FROM awa.claim_receipts"
+            " WHERE job_id = ANY(%s)",
+            [[*first, *later, after, then]],
+        )
+        assert cursor.fetchone() == (7, 7)
+    assert audit.run().held
+
+
+def test_a_transaction_that_published_early_and_rolls_back_is_never_claimed():
+    used_lane()
+    doomed = held_open(jobs=2, rollback=True)
+    later = put(10)
+    time.sleep(PAST_THE_BOUND_S)
+    assert claimed_ids() == [later]
+    assert holes() == [(2, 2)]
+    job_ids = doomed.finish()
+    assert doomed.error is None
+    # No producer of the lane is in flight any more: the missing position is dead and its
+    # record goes with the next claim.
+    assert claimed_ids() == []
+    assert holes() == []
+    assert awa.get_jobs(job_ids) == []
+    next_one = put(11)
+    assert claimed_ids() == [next_one]
+
+
+def test_a_hole_is_closed_once_every_transaction_in_flight_when_it_was_recorded_has_ended():
+    # A busy lane may never be free of producers in flight, so the lane's lock cannot tell the
+    # claim that a missing position is dead; the transactions that were in progress when the
+    # hole was recorded having all ended can.
+    used_lane()
+    doomed = held_open(rollback=True)  # position 2
+    later = put(10)  # position 3
+    time.sleep(PAST_THE_BOUND_S)
+    assert claimed_ids() == [later]
+    assert holes() == [(2, 2)]
+    doomed.finish()
+    busy = held_open()  # position 4: a producer of the lane in flight from now on
+    assert claimed_ids() == []
+    assert holes() == []
+    first = busy.finish()
+    assert claimed_ids() == first
+
+
+def test_a_commit_in_flight_for_less_than_the_bound_is_still_waited_for(at_commit):
+    used_lane()
+
+    def enqueue_then_commit_slowly() -> int:
+        job_id = noop.enqueue(n=1)
+        at_commit("sleep 2")  # runs after awa has published, inside the commit
+        return job_id
+
+    slow = Producer(enqueue_then_commit_slowly)
+    slow.start()
+    assert slow.ready.wait(10)
+    slow.release.set()
+    time.sleep(0.2)
+    # The producer has its position and commits for 2 s; each claim below comes within the
+    # bound of the later commit, so the lane keeps its order.
+    later = noop.enqueue(n=2)
+    assert claimed_ids() == []
+    time.sleep(0.1)
+    assert claimed_ids() == []
+    first = slow.finish()
+    assert claimed_ids() == [first, later]
+    assert holes() == []
+
+
+def test_a_late_commit_alone_in_its_lane_is_found_by_an_aged_claim_order():
+    # With aging, a claim visits only the lanes with a head (awa.lane_head): the late commit's
+    # lane must have one.
+    put(0, priority=1)
+    assert len(claim()) == 1
+    used_lane()
+    held = held_open()
+    later = put(10)
+    time.sleep(PAST_THE_BOUND_S)
+    assert [job.job_id for job in claim(aging_s=60)] == [later]
+    assert claim(aging_s=60) == []
+    first = held.finish()
+    assert [job.job_id for job in claim(aging_s=60)] == first
+    assert holes() == []
+
+
+def test_a_late_commit_in_a_lane_a_lane_mark_left_out_is_claimed():
+    # Past 4 lanes per shard a claim visits the lanes of the queue's newest lane mark, which
+    # leaves out a lane it found with nothing to claim, as this one is while its late commit
+    # is still open; the commit, which that mark did not see, brings the lane back.
+    for priority in range(1, 7):
+        enqueue_at_lane_priority(
+            noop,
+            args={"n": priority},
+            options=EnqueueOptions(queue="default", priority=priority, eager=False),
+        )
+    assert len(claim()) == 6
+    held = held_open()
+    later = put(10)
+    time.sleep(PAST_THE_BOUND_S)
+    assert claimed_ids() == [later]
+    assert claimed_ids() == []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT lanes FROM awa.lane_marks WHERE queue = 'default' ORDER BY mark DESC LIMIT 1"
+        )
+        assert cursor.fetchone() == ([],)
+    first = held.finish()
+    assert claimed_ids() == first
+    assert holes() == []
+
+
+def test_a_late_job_of_a_sequential_lane_waits_for_the_running_one_and_holds_the_next():
+    put(0)
+    (warm,) = claim(sequential=True)
+    close(warm)
+    held = held_open()
+    later = [put(10), put(11)]
+    time.sleep(PAST_THE_BOUND_S)
+    (running,) = claim(sequential=True)
+    assert running.job_id == later[0]
+    first = held.finish()
+    # One job of the lane at a time: the late one after the running one ends, and the next
+    # after the late one ends.
+    assert claim(sequential=True) == []
+    close(running)
+    (late,) = claim(sequential=True)
+    assert late.job_id == first[0]
+    assert claim(sequential=True) == []
+    close(late)
+    assert [job.job_id for job in claim(sequential=True)] == [later[1]]
+    assert holes() == []
+
+
+def close(job: ClaimedJob) -> None:
+    completion = Completion(
+        job_id=job.job_id,
+        run_lease=job.run_lease,
+        queue=job.queue,
+        priority=job.priority,
+        shard=job.shard,
+        lane_seq=job.lane_seq,
+        ready_slot=job.ready_slot,
+        outcome=Outcome.COMPLETED,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(queries("execution")["close_attempts"], close_params([completion]))
+        assert len(cursor.fetchall()) == 1
 
 
 def test_savepoints_publish_what_was_released_and_nothing_that_rolled_back():

@@ -17,36 +17,64 @@ LANGUAGE sql STABLE AS $$
                 ELSE p_priority END
 $$;
 
--- The row a claim of one lane takes next: the first unclaimed, untombstoned row of the cursor's
+-- The row a claim of one lane takes next: the first unclaimed, untombstoned row of a commit
+-- that arrived late in one of the lane's recorded holes (awa.lane_holes), else of the cursor's
 -- commit or of the first commit after it that has one. A hole in the commit positions is not
 -- waited for here, as awa.claim_ready does: claim order and in-process runs only need to know
 -- which lane to look at.
 CREATE OR REPLACE FUNCTION awa.lane_head(p_queue text, p_priority smallint, p_shard smallint)
 RETURNS TABLE (job_id bigint, kind text, run_at timestamptz)
 LANGUAGE sql STABLE AS $$
-    SELECT h.job_id, h.kind, h.run_at
-      FROM (SELECT 1) AS one
-      LEFT JOIN LATERAL (
-          SELECT c.commit_seq, c.lane_seq FROM awa.claim_receipts c
-           WHERE c.queue = p_queue AND c.priority = p_priority AND c.shard = p_shard
-           ORDER BY c.commit_seq DESC, c.lane_seq DESC LIMIT 1) c ON true
-      CROSS JOIN LATERAL (
-          SELECT r.job_id, r.kind, r.run_at
-            FROM awa.lane_commits m
-            CROSS JOIN LATERAL (
-                SELECT r.job_id, r.kind, r.run_at FROM awa.ready_entries r
-                 WHERE r.queue = p_queue AND r.priority = p_priority AND r.shard = p_shard
-                   AND r.ready_slot = m.ready_slot
-                   AND r.lane_seq BETWEEN m.first_seq AND m.last_seq AND r.batch = m.batch
-                   AND (m.commit_seq > coalesce(c.commit_seq, 0) OR r.lane_seq > c.lane_seq)
-                   AND NOT EXISTS (
-                       SELECT 1 FROM awa.ready_tombstones t
-                        WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
-                          AND t.lane_seq = r.lane_seq AND t.ready_slot = m.ready_slot)
-                 ORDER BY r.lane_seq LIMIT 1) r
-           WHERE m.queue = p_queue AND m.priority = p_priority AND m.shard = p_shard
-             AND m.commit_seq >= coalesce(c.commit_seq, 0)
-           ORDER BY m.commit_seq LIMIT 1) h
+    SELECT x.job_id, x.kind, x.run_at FROM (
+        (SELECT 0 AS part, r.job_id, r.kind, r.run_at
+           FROM awa.lane_holes g
+           JOIN awa.lane_commits m
+             ON m.queue = g.queue AND m.priority = g.priority AND m.shard = g.shard
+            AND m.commit_seq BETWEEN g.first_seq AND g.last_seq
+           CROSS JOIN LATERAL (
+               SELECT r.job_id, r.kind, r.run_at, r.lane_seq FROM awa.ready_entries r
+                WHERE r.queue = p_queue AND r.priority = p_priority AND r.shard = p_shard
+                  AND r.ready_slot = m.ready_slot
+                  AND r.lane_seq BETWEEN m.first_seq AND m.last_seq AND r.batch = m.batch
+                  AND NOT EXISTS (
+                      SELECT 1 FROM awa.claim_receipts c
+                       WHERE c.queue = r.queue AND c.priority = r.priority
+                         AND c.shard = r.shard AND c.commit_seq = m.commit_seq
+                         AND c.lane_seq = r.lane_seq AND c.ready_slot = m.ready_slot)
+                  AND NOT EXISTS (
+                      SELECT 1 FROM awa.ready_tombstones t
+                       WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
+                         AND t.lane_seq = r.lane_seq AND t.ready_slot = m.ready_slot)
+                ORDER BY r.lane_seq LIMIT 1) r
+          WHERE g.queue = p_queue AND g.priority = p_priority AND g.shard = p_shard
+          ORDER BY m.commit_seq, r.lane_seq LIMIT 1)
+        UNION ALL
+        (SELECT 1 AS part, h.job_id, h.kind, h.run_at
+           FROM (SELECT 1) AS one
+           LEFT JOIN LATERAL (
+               SELECT c.commit_seq, c.lane_seq FROM awa.claim_receipts c
+                WHERE c.queue = p_queue AND c.priority = p_priority AND c.shard = p_shard
+                ORDER BY c.commit_seq DESC, c.lane_seq DESC LIMIT 1) c ON true
+           CROSS JOIN LATERAL (
+               SELECT r.job_id, r.kind, r.run_at
+                 FROM awa.lane_commits m
+                 CROSS JOIN LATERAL (
+                     SELECT r.job_id, r.kind, r.run_at FROM awa.ready_entries r
+                      WHERE r.queue = p_queue AND r.priority = p_priority AND r.shard = p_shard
+                        AND r.ready_slot = m.ready_slot
+                        AND r.lane_seq BETWEEN m.first_seq AND m.last_seq AND r.batch = m.batch
+                        AND (m.commit_seq > coalesce(c.commit_seq, 0) OR r.lane_seq > c.lane_seq)
+                        AND NOT EXISTS (
+                            SELECT 1 FROM awa.ready_tombstones t
+                             WHERE t.queue = r.queue AND t.priority = r.priority
+                               AND t.shard = r.shard AND t.lane_seq = r.lane_seq
+                               AND t.ready_slot = m.ready_slot)
+                      ORDER BY r.lane_seq LIMIT 1) r
+                WHERE m.queue = p_queue AND m.priority = p_priority AND m.shard = p_shard
+                  AND m.commit_seq >= coalesce(c.commit_seq, 0)
+                ORDER BY m.commit_seq LIMIT 1) h)
+    ) x
+    ORDER BY x.part LIMIT 1
 $$;
 
 -- The lanes of p_queue in the order a claim visits them, with each lane's ``bound``: the
@@ -122,7 +150,11 @@ $$;
 -- only when no producer of the lane is mid-commit, so every missing position is dead and the
 -- lane is taken as it stands (holding the lock to the end of the claim, which keeps the lane's
 -- producers out for that long). Otherwise it takes only the rest of the cursor's commit and
--- comes back later.
+-- comes back later, unless the commit after the hole was drawn more than 250 ms ago: then the
+-- missing position's producer has held it that long (a transaction that published early with
+-- SET CONSTRAINTS ... IMMEDIATE and stays open), and the claim takes the lane past it rather
+-- than stall every other producer's jobs, recording the position in awa.lane_holes; a commit
+-- that later appears there is claimed first, once (docs/architecture.md, "Live holes").
 --
 -- A queue keeps every lane it ever used: up to 201 priorities per shard with django.tasks, most
 -- of them drained at any time. Past 4 lanes per shard, a claim visits only the lanes that may
@@ -169,6 +201,12 @@ DECLARE
     v_commit bigint;
     v_expect bigint;
     v_settled boolean;
+    -- Live holes: the last position a claim of the lane may take past missing positions whose
+    -- producers may still commit (0: none), and those positions, as ranges, to record.
+    v_pass_to bigint;
+    v_gap_first bigint[];
+    v_gap_last bigint[];
+    v_claimed_to bigint;
     v_remaining integer := p_limit;
     v_claimed integer;
     v_round_claimed integer;
@@ -273,13 +311,13 @@ BEGIN
             CONTINUE WHEN NOT pg_try_advisory_xact_lock(
                 1096237379, awa.lane_lock_key(p_queue, v_priority, v_shard));
             -- The cursor, the commit it is in (in the receipt's slot: a commit shares the slot
-            -- of its rows) and the next published position after it.
+            -- of its rows), the next published position after it and when it was drawn, and
+            -- whether the lane has recorded holes (awa.lane_holes, almost always empty).
             SELECT c.commit_seq, c.lane_seq, c.job_id, c.run_lease, c.ready_slot, m.batch,
-                   m.last_seq,
-                   (SELECT n.commit_seq FROM awa.lane_commits n
-                     WHERE n.queue = p_queue AND n.priority = v_priority
-                       AND n.shard = v_shard AND n.commit_seq > coalesce(c.commit_seq, 0)
-                     ORDER BY n.commit_seq LIMIT 1) AS next_commit
+                   m.last_seq, n.commit_seq AS next_commit, n.committed_at AS next_committed_at,
+                   EXISTS (SELECT 1 FROM awa.lane_holes g
+                            WHERE g.queue = p_queue AND g.priority = v_priority
+                              AND g.shard = v_shard) AS has_holes
               INTO v_at
               FROM (SELECT 1) AS one
               LEFT JOIN LATERAL (
@@ -293,10 +331,16 @@ BEGIN
                    WHERE m.queue = p_queue AND m.priority = v_priority
                      AND m.shard = v_shard AND m.commit_seq = c.commit_seq
                      AND m.ready_slot = c.ready_slot
-                   LIMIT 1) m ON true;
-            -- Nothing published after the cursor and nothing left in its commit: the lane is
-            -- drained, and an empty claim reads no further (the next mark leaves it out).
-            IF v_at.next_commit IS NULL
+                   LIMIT 1) m ON true
+              LEFT JOIN LATERAL (
+                  SELECT n.commit_seq, n.committed_at FROM awa.lane_commits n
+                   WHERE n.queue = p_queue AND n.priority = v_priority
+                     AND n.shard = v_shard AND n.commit_seq > coalesce(c.commit_seq, 0)
+                   ORDER BY n.commit_seq LIMIT 1) n ON true;
+            -- Nothing published after the cursor, nothing left in its commit and no hole that
+            -- may still bring a commit: the lane is drained, and an empty claim reads no further
+            -- (the next mark leaves it out).
+            IF v_at.next_commit IS NULL AND NOT v_at.has_holes
                AND (v_at.batch IS NULL OR v_at.lane_seq >= v_at.last_seq) THEN
                 IF v_marked THEN
                     v_drained := v_drained || (v_priority * 65536 + v_shard);
@@ -314,9 +358,159 @@ BEGIN
                        AND d.ready_slot = v_at.ready_slot);
             END IF;
             v_settled := false;
-            IF v_at.next_commit > v_commit + 1 THEN
+            IF v_at.has_holes OR v_at.next_commit > v_commit + 1 THEN
                 v_settled := pg_try_advisory_xact_lock(
                     1096237388, awa.lane_lock_key(p_queue, v_priority, v_shard));
+            END IF;
+            IF v_at.has_holes THEN
+                -- Rare: positions an earlier claim stepped over (below). A commit that has
+                -- appeared in one since comes first, its positions being older than the
+                -- cursor's. A sequential lane runs one job at a time, a late one included.
+                IF p_sequential AND EXISTS (
+                    SELECT 1 FROM awa.lane_holes g
+                      JOIN awa.claim_receipts c
+                        ON c.queue = g.queue AND c.priority = g.priority AND c.shard = g.shard
+                       AND c.commit_seq BETWEEN g.first_seq AND g.last_seq
+                     WHERE g.queue = p_queue AND g.priority = v_priority AND g.shard = v_shard
+                       AND NOT EXISTS (
+                           SELECT 1 FROM awa.done_entries d
+                            WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                              AND d.ready_slot = c.ready_slot)) THEN
+                    CONTINUE;
+                END IF;
+                RETURN QUERY
+                WITH picked AS (
+                    SELECT m.commit_seq, r.*
+                      FROM awa.lane_holes g
+                      JOIN awa.lane_commits m
+                        ON m.queue = g.queue AND m.priority = g.priority AND m.shard = g.shard
+                       AND m.commit_seq BETWEEN g.first_seq AND g.last_seq
+                      CROSS JOIN LATERAL (
+                          SELECT r.* FROM awa.ready_entries r
+                           WHERE r.queue = p_queue AND r.priority = v_priority
+                             AND r.shard = v_shard AND r.ready_slot = m.ready_slot
+                             AND r.lane_seq BETWEEN m.first_seq AND m.last_seq
+                             AND r.batch = m.batch
+                             AND NOT EXISTS (
+                                 SELECT 1 FROM awa.claim_receipts c
+                                  WHERE c.queue = r.queue AND c.priority = r.priority
+                                    AND c.shard = r.shard AND c.commit_seq = m.commit_seq
+                                    AND c.lane_seq = r.lane_seq AND c.ready_slot = m.ready_slot)
+                             AND NOT EXISTS (
+                                 SELECT 1 FROM awa.ready_tombstones t
+                                  WHERE t.queue = r.queue AND t.priority = r.priority
+                                    AND t.shard = r.shard AND t.lane_seq = r.lane_seq
+                                    AND t.ready_slot = m.ready_slot)
+                           ORDER BY r.lane_seq
+                           LIMIT v_remaining) r
+                     WHERE g.queue = p_queue AND g.priority = v_priority AND g.shard = v_shard
+                       -- Behind the cursor only: a commit ahead of it (the cursor fell back
+                       -- after a prune) is the lane's to take in order, below.
+                       AND m.commit_seq < v_commit
+                     ORDER BY m.commit_seq, r.lane_seq
+                     LIMIT CASE WHEN p_sequential THEN 1 ELSE v_remaining END
+                ), receipts AS (
+                    INSERT INTO awa.claim_receipts (queue, priority, shard, commit_seq, lane_seq,
+                                                    ready_slot, job_id, run_lease, attempt,
+                                                    claimed_by, deadline_at)
+                    SELECT p.queue, p.priority, p.shard, p.commit_seq, p.lane_seq, p.ready_slot,
+                           p.job_id, p.run_lease + 1, p.attempt + 1, p_claimed_by,
+                           CASE WHEN p_deadline_s > 0
+                                THEN now() + make_interval(secs => p_deadline_s) END
+                      FROM picked p
+                )
+                SELECT p.queue, p.priority, p.shard, p.lane_seq, p.ready_slot, p.job_id, p.kind,
+                       p.args, p.attempt + 1, p.run_lease + 1, p.max_attempts, p.run_at,
+                       p.created_at, p.metadata, p.tags, p.errors, s.progress, s.checkpoint
+                  FROM picked p
+                  LEFT JOIN LATERAL (
+                      SELECT s.progress, s.checkpoint FROM awa.attempt_state s
+                       WHERE s.job_id = p.job_id LIMIT 1) s ON true
+                 ORDER BY p.commit_seq, p.lane_seq;
+                GET DIAGNOSTICS v_claimed = ROW_COUNT;
+                -- A range is done once none of its positions can bring a job any more: each
+                -- has a commit (whose rows are all claimed, and on a sequential lane closed), or
+                -- no transaction that may have drawn one is in flight, so a position still
+                -- missing belongs to one that ended without it: no producer of the lane (this
+                -- claim holds their lock), or none of the transactions in progress when the
+                -- range was recorded (each has an id below seen_below, and the oldest one in
+                -- progress now is not below it), which also settles a lane whose producers are
+                -- never all out of flight at once.
+                DELETE FROM awa.lane_holes g
+                 WHERE g.queue = p_queue AND g.priority = v_priority AND g.shard = v_shard
+                   AND (v_settled OR pg_snapshot_xmin(pg_current_snapshot()) >= g.seen_below
+                        OR (SELECT count(DISTINCT m.commit_seq) FROM awa.lane_commits m
+                             WHERE m.queue = p_queue AND m.priority = v_priority
+                               AND m.shard = v_shard
+                               AND m.commit_seq BETWEEN g.first_seq AND g.last_seq)
+                           > g.last_seq - g.first_seq)
+                   AND NOT EXISTS (
+                       SELECT 1 FROM awa.lane_commits m
+                        CROSS JOIN LATERAL (
+                            SELECT 1 FROM awa.ready_entries r
+                             WHERE r.queue = p_queue AND r.priority = v_priority
+                               AND r.shard = v_shard AND r.ready_slot = m.ready_slot
+                               AND r.lane_seq BETWEEN m.first_seq AND m.last_seq
+                               AND r.batch = m.batch
+                               AND NOT EXISTS (
+                                   SELECT 1 FROM awa.claim_receipts c
+                                    WHERE c.queue = r.queue AND c.priority = r.priority
+                                      AND c.shard = r.shard AND c.commit_seq = m.commit_seq
+                                      AND c.lane_seq = r.lane_seq
+                                      AND c.ready_slot = m.ready_slot)
+                               AND NOT EXISTS (
+                                   SELECT 1 FROM awa.ready_tombstones t
+                                    WHERE t.queue = r.queue AND t.priority = r.priority
+                                      AND t.shard = r.shard AND t.lane_seq = r.lane_seq
+                                      AND t.ready_slot = m.ready_slot)
+                             LIMIT 1) r
+                        WHERE m.queue = p_queue AND m.priority = v_priority
+                          AND m.shard = v_shard
+                          AND m.commit_seq BETWEEN g.first_seq AND g.last_seq)
+                   AND (NOT p_sequential OR NOT EXISTS (
+                       SELECT 1 FROM awa.claim_receipts c
+                        WHERE c.queue = p_queue AND c.priority = v_priority
+                          AND c.shard = v_shard
+                          AND c.commit_seq BETWEEN g.first_seq AND g.last_seq
+                          AND NOT EXISTS (
+                              SELECT 1 FROM awa.done_entries d
+                               WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                                 AND d.ready_slot = c.ready_slot)));
+                v_remaining := v_remaining - v_claimed;
+                v_round_claimed := v_round_claimed + v_claimed;
+                EXIT WHEN v_remaining <= 0;
+                CONTINUE WHEN p_sequential AND v_claimed > 0;
+            END IF;
+            -- A live hole: a position missing while a producer of the lane is still in flight.
+            -- Normally a commit a few milliseconds from visible, whose rows come first; but a
+            -- transaction that published early (SET CONSTRAINTS ... IMMEDIATE) holds its
+            -- position until it ends, however long. Once the commit after a missing position
+            -- was drawn more than 250 ms ago (the missing one was drawn before it, and its
+            -- producer is in flight since), FIFO yields: the claim may take the lane past every
+            -- such position up to the first younger one, and records the positions it passes
+            -- (awa.lane_holes) so that a late commit is still claimed, once.
+            v_pass_to := 0;
+            IF NOT v_settled AND v_at.next_commit > v_commit + 1
+               AND v_at.next_committed_at < now() - interval '250 milliseconds' THEN
+                SELECT coalesce(max(s.commit_seq), 0),
+                       array_agg(s.prev_seq + 1 ORDER BY s.commit_seq)
+                           FILTER (WHERE s.commit_seq > s.prev_seq + 1),
+                       array_agg(s.commit_seq - 1 ORDER BY s.commit_seq)
+                           FILTER (WHERE s.commit_seq > s.prev_seq + 1)
+                  INTO v_pass_to, v_gap_first, v_gap_last
+                  FROM (SELECT g.commit_seq, g.prev_seq,
+                               bool_and(g.commit_seq = g.prev_seq + 1
+                                        OR g.committed_at < now() - interval '250 milliseconds')
+                                   OVER (ORDER BY g.commit_seq) AS passable
+                          FROM (SELECT n.commit_seq, n.committed_at,
+                                       lag(n.commit_seq, 1, v_commit)
+                                           OVER (ORDER BY n.commit_seq) AS prev_seq
+                                  FROM awa.lane_commits n
+                                 WHERE n.queue = p_queue AND n.priority = v_priority
+                                   AND n.shard = v_shard AND n.commit_seq > v_commit
+                                 ORDER BY n.commit_seq
+                                 LIMIT v_remaining + 1) g) s
+                 WHERE s.passable;
             END IF;
             -- Commits are numbered from the cursor's own (when it still holds rows to claim) or
             -- from the one after it; those whose position is that number plus their rank have
@@ -335,7 +529,7 @@ BEGIN
                        AND n.shard = v_shard AND n.commit_seq >= v_commit
                      ORDER BY n.commit_seq
                      LIMIT v_remaining + 1) u
-                 WHERE v_settled OR u.behind = v_expect
+                 WHERE v_settled OR u.behind = v_expect OR u.commit_seq <= v_pass_to
             ), candidates AS (
                 SELECT u.commit_seq, r.*,
                        awa.effective_priority(r.priority, r.run_at, p_aging_s) AS effective
@@ -387,6 +581,19 @@ BEGIN
                    WHERE s.job_id = p.job_id LIMIT 1) s ON true
              ORDER BY p.commit_seq, p.lane_seq;
             GET DIAGNOSTICS v_claimed = ROW_COUNT;
+            IF v_pass_to > 0 AND v_claimed > 0 THEN
+                -- The missing positions this claim passed: those below the newest it claimed.
+                -- Recorded from what the statement before saw missing: one that has appeared
+                -- since and was claimed above is found claimed and its range deleted later.
+                SELECT c.commit_seq INTO v_claimed_to FROM awa.claim_receipts c
+                 WHERE c.queue = p_queue AND c.priority = v_priority AND c.shard = v_shard
+                 ORDER BY c.commit_seq DESC, c.lane_seq DESC LIMIT 1;
+                INSERT INTO awa.lane_holes (queue, priority, shard, first_seq, last_seq)
+                SELECT p_queue, v_priority, v_shard, g.first_seq, g.last_seq
+                  FROM unnest(v_gap_first, v_gap_last) AS g(first_seq, last_seq)
+                 WHERE g.last_seq < v_claimed_to
+                ON CONFLICT DO NOTHING;
+            END IF;
             -- Fewer rows than the lane could give (a sequential lane gives one): if it has no
             -- head now (this claim took its last rows, or every row left in it was cancelled),
             -- the next mark leaves it out, so the next claim does not visit it to find out.

@@ -13,7 +13,9 @@
 -- position of their own.
 --
 -- The position is held only from here until the commit record is durable, never while the
--- application's transaction does its other work. The shared lane lock marks it as in flight: a
+-- application's transaction does its other work, unless that transaction publishes early (SET
+-- CONSTRAINTS ... IMMEDIATE) and stays open: claims then step over its position after 250 ms
+-- and take its jobs if it commits (awa.claim_ready). The shared lane lock marks it as in flight: a
 -- claimer that finds a position missing takes the lock exclusively to learn that no producer of
 -- the lane is mid-commit (so the position belongs to a producer that failed and can be stepped
 -- over). Producers share it, so they never wait for each other, whatever order they publish
