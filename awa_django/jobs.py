@@ -37,6 +37,7 @@ from awa_django.exact_json import storable_text, to_json_text
 from awa_django.exceptions import InvalidJob
 from awa_django.pending_job import PendingJob
 from awa_django.priorities import TASK_KIND_PREFIX
+from awa_django.step_context import StepContext
 from awa_django.unique import Unique
 
 if TYPE_CHECKING:
@@ -171,6 +172,12 @@ class JobContext:
         """``wait_for_callback`` for sync handlers."""
         callbacks = self._callbacks()
         return callbacks.run_sync(lambda: callbacks.wait(token), async_name="wait_for_callback")
+
+    @property
+    def workflow(self) -> StepContext | None:
+        """This job's workflow step: its dependencies' results and errors
+        (docs/workflows.md); None for a job that is not a step."""
+        return StepContext.of(self.metadata)
 
     @property
     def progress(self) -> dict[str, Any] | None:

@@ -78,6 +78,8 @@ class CloseItem(ReceiptAddress, Protocol):
     def checkpoint(self) -> dict[str, Any] | None: ...
     @property
     def result_json(self) -> str | None: ...
+    @property
+    def workflow(self) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,7 +163,9 @@ def _close_item(c: CloseItem) -> str:
         return (
             f'{{"ready_slot":{c.ready_slot:d},"queue":{queue},"priority":{c.priority:d},'
             f'"shard":{c.shard:d},"lane_seq":{c.lane_seq:d},"job_id":{c.job_id:d},'
-            f'"run_lease":{c.run_lease:d},"outcome":"{c.outcome}"}}'
+            f'"run_lease":{c.run_lease:d},"outcome":"{c.outcome}"'
+            # A workflow step's flag: awa.close_batch looks for it before any workflow work.
+            + (',"wf":1}' if c.workflow else "}")
         )
     details = {
         "delay_s": c.delay_s,
@@ -184,6 +188,7 @@ def _close_item(c: CloseItem) -> str:
             "job_id": c.job_id,
             "run_lease": c.run_lease,
             "outcome": c.outcome,
+            **({"wf": 1} if c.workflow else {}),
             **{name: value for name, value in details.items() if value is not None},
         }
     )
