@@ -23,4 +23,7 @@ class Migration(migrations.Migration):
             sql=sql.functions("workflows", "close", "cancel"),
             reverse_sql=migrations.RunSQL.noop,
         ),
+        migrations.RunSQL(
+            sql=sql.migration("0013_workflows", "triggers"), reverse_sql=migrations.RunSQL.noop
+        ),
     ]

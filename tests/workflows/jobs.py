@@ -69,3 +69,17 @@ def sleep(ctx: JobContext, until: float = 0.0) -> int:
     time.sleep(max(0.0, until - time.time()))
     record_run(ctx, _note(ctx))
     return ctx.job_id
+
+
+@awa.job(kind="wf.fail_first_run", max_attempts=1)
+def fail_first_run(ctx: JobContext) -> str:
+    """Fails for good on its first run, succeeds on any later one (a retry from the DLQ)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM tests_job_runs WHERE job_id = %s", [ctx.job_id])
+        (before,) = cursor.fetchone()
+    record_run(ctx, _note(ctx))
+    if before == 0:
+        raise awa.TerminalError("first run fails")
+    return "fixed"

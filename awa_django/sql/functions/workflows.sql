@@ -360,3 +360,24 @@ BEGIN
     END IF;
 END
 $$;
+
+-- A workflow step's DLQ entry was deleted (trigger workflow_dead_letter_gone, at commit): a
+-- retry put the job back (a newer ready row, or a deferred one), and its workflow resumes when
+-- it ends; otherwise an operator purge or the DLQ retention gave it up, and the step fails for
+-- good, cancelling its dependents as any failure does.
+CREATE OR REPLACE FUNCTION awa.workflow_dead_letter_gone() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM awa.dlq_entries q WHERE q.job_id = OLD.job_id)
+       OR EXISTS (SELECT 1 FROM awa.deferred_jobs d WHERE d.job_id = OLD.job_id)
+       OR EXISTS (SELECT 1 FROM awa.ready_entries r
+                   WHERE r.job_id = OLD.job_id AND r.run_lease >= OLD.original_run_lease) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM awa.workflow_steps_ended(jsonb_build_array(jsonb_build_object(
+        'job_id', OLD.job_id, 'outcome', 'failed',
+        'error', coalesce(OLD.errors -> -1, '{}') || jsonb_build_object(
+            'reason', 'dead-lettered step given up (' || OLD.dlq_reason || ')'))));
+    RETURN NULL;
+END
+$$;

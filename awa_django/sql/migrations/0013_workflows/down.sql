@@ -1,5 +1,7 @@
 -- Reverse of migration 0013_workflows: held steps can no longer run, so their rows go with the
 -- workflow tables; awa.close_batch and awa.cancel_job are restored as 0012 left them.
+DROP TRIGGER IF EXISTS workflow_dead_letter_gone ON awa.dlq_entries;
+DROP FUNCTION IF EXISTS awa.workflow_dead_letter_gone();
 DROP FUNCTION IF EXISTS awa.workflow_create(jsonb);
 DROP FUNCTION IF EXISTS awa.workflow_release(bigint[]);
 DROP FUNCTION IF EXISTS awa.workflow_withdraw(bigint, text);
