@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from django.db.backends.utils import CursorWrapper
+from psycopg import AsyncConnection
 
 from awa_django.sql import queries
 
@@ -97,7 +98,12 @@ def list_workflows(
     return [WorkflowRow(*row) for row in cursor.fetchall()]
 
 
-def prune_workflows(cursor: CursorWrapper, *, older_than_s: float, limit: int) -> int:
-    cursor.execute(_SQL["prune_workflows"], {"older_than_s": older_than_s, "limit": limit})
-    row = cursor.fetchone()
+async def prune_workflows(
+    conn: AsyncConnection[Any], *, completed_s: float, failed_s: float, limit: int
+) -> int:
+    """Delete one bounded batch of finished workflows past their retention; how many went."""
+    cursor = await conn.execute(
+        _SQL["prune_workflows"], {"completed_s": completed_s, "failed_s": failed_s, "limit": limit}
+    )
+    row = await cursor.fetchone()
     return int(row[0]) if row else 0

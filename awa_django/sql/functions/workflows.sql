@@ -332,14 +332,18 @@ BEGIN
 END
 $$;
 
--- Deletes up to p_limit workflows that finished more than p_older_than_s seconds ago, their
--- steps and edges with them; returns how many. The steps' job rows are the ring's and go with
--- its prune.
-CREATE OR REPLACE FUNCTION awa.workflow_prune(p_older_than_s double precision, p_limit integer)
+-- Deletes up to p_limit finished workflows, their steps and edges with them, once their
+-- retention has passed (a completed one's p_completed_s, a failed or cancelled one's
+-- p_failed_s, as the ring keeps their jobs); returns how many. The steps' job rows are the
+-- ring's and go with its prune.
+CREATE OR REPLACE FUNCTION awa.workflow_prune(p_completed_s double precision,
+                                              p_failed_s double precision, p_limit integer)
 RETURNS integer LANGUAGE sql AS $$
     WITH doomed AS (
         SELECT w.workflow_id FROM awa.workflows w
-         WHERE w.finished_at < now() - make_interval(secs => p_older_than_s)
+         WHERE w.finished_at < now() - make_interval(secs => least(p_completed_s, p_failed_s))
+           AND w.finished_at < now() - make_interval(secs => CASE w.state
+                   WHEN 'completed' THEN p_completed_s ELSE p_failed_s END)
          ORDER BY w.finished_at LIMIT p_limit FOR UPDATE SKIP LOCKED
     ), gone AS (
         DELETE FROM awa.workflows w USING doomed d WHERE w.workflow_id = d.workflow_id

@@ -30,4 +30,5 @@ SELECT workflow_id, name, state, steps, unfinished, failures, cancel_reason, cre
 
 -- name: prune_workflows
 -- Deletes finished workflows older than the retention, a batch at a time.
-SELECT awa.workflow_prune(%(older_than_s)s::double precision, %(limit)s::integer)
+SELECT awa.workflow_prune(%(completed_s)s::double precision, %(failed_s)s::double precision,
+                          %(limit)s::integer)

@@ -9,7 +9,7 @@ DROP FUNCTION IF EXISTS awa.workflow_lock(bigint);
 DROP FUNCTION IF EXISTS awa.workflow_steps_ended(jsonb);
 DROP FUNCTION IF EXISTS awa.workflow_finish(bigint);
 DROP FUNCTION IF EXISTS awa.workflow_cancel(bigint, text);
-DROP FUNCTION IF EXISTS awa.workflow_prune(double precision, integer);
+DROP FUNCTION IF EXISTS awa.workflow_prune(double precision, double precision, integer);
 DROP FUNCTION IF EXISTS awa.workflow_job_cancelled(bigint, text);
 DELETE FROM awa.deferred_jobs WHERE state = 'held';
 ALTER TABLE awa.deferred_jobs DROP CONSTRAINT deferred_jobs_state_check;
