@@ -83,3 +83,8 @@ def fail_first_run(ctx: JobContext) -> str:
     if before == 0:
         raise awa.TerminalError("first run fails")
     return "fixed"
+
+
+@awa.job(kind="wf.returns_a_set")
+def returns_a_set(ctx: JobContext) -> set[int]:
+    return {1, 2}

@@ -10,7 +10,7 @@ from django.test import TestCase
 import awa_django as awa
 from awa_django.exceptions import InvalidJob
 from awa_django.testing import run_jobs
-from tests.workflows.jobs import add, collect, errors, fail
+from tests.workflows.jobs import add, collect, errors, fail, returns_a_set
 
 
 def notes() -> list[str]:
@@ -142,3 +142,12 @@ class WorkflowsInProcess(TestCase):
             assert refused.value.field.startswith(field), (field, refused.value.field)
             assert str(refused.value).startswith(field)
         assert count_rows("workflows") == 0 and count_rows("deferred_jobs") == 0
+
+    def test_a_result_that_is_not_json_fails_its_step_and_cancels_the_dependents(self):
+        run = awa.Workflow().step("a", returns_a_set).step("b", collect, after=["a"]).enqueue()
+        run_jobs()
+        state = awa.get_workflow(run.workflow_id)
+        assert state.state == "failed"
+        assert state.step("a").state == "failed"
+        assert state.step("a").error["type"] == "awa_django.exceptions.InvalidReturnValue"
+        assert state.step("b").error["dependency"] == "a"
