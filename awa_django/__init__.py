@@ -69,6 +69,7 @@ from awa_django.workflows import (
     chord,
     get_workflow,
     group,
+    list_workflows,
     wait_workflow,
 )
 
@@ -133,6 +134,7 @@ __all__ = [
     "heartbeat_callback",
     "job",
     "list_jobs",
+    "list_workflows",
     "periodic",
     "queues",
     "resume_external",

@@ -44,6 +44,7 @@ __all__ = [
     "chord",
     "get_workflow",
     "group",
+    "list_workflows",
     "wait_workflow",
 ]
 
@@ -404,6 +405,18 @@ def get_workflow(workflow_id: int) -> WorkflowState | None:
         if row is None:
             return None
         return WorkflowState(row, tuple(storage.workflow_steps(cursor, workflow_id)))
+
+
+def list_workflows(
+    *, state: str | None = None, name: str | None = None, limit: int = 50
+) -> list[WorkflowRow]:
+    """Workflows newest first, of one state (running, completed, failed, cancelled) and name
+    when given; an unknown state raises ``ValueError``."""
+    if state is not None and state not in {"running", *TERMINAL_STATES}:
+        raise ValueError(f"unknown workflow state {state!r}")
+    alias = get_settings().DATABASE_ALIAS
+    with connections[alias].cursor() as cursor:
+        return storage.list_workflows(cursor, state=state, name=name, limit=limit)
 
 
 def cancel_workflow(workflow_id: int, *, reason: str = "workflow cancelled") -> int | None:
