@@ -3,11 +3,13 @@ awa.deferred_jobs (steps waiting for their dependencies), the workflow functions
 awa.close_batch and awa.cancel_job applied again, which now hand the steps they end to
 awa.workflow_steps_ended.
 
+The admin's Workflows page gets its unmanaged model (no database object).
+
 The reverse drops the workflow tables, functions and held rows, and restores the two closers
 as migration 0012 left them.
 """
 
-from django.db import migrations
+from django.db import migrations, models
 
 from awa_django import sql
 
@@ -25,5 +27,14 @@ class Migration(migrations.Migration):
         ),
         migrations.RunSQL(
             sql=sql.migration("0013_workflows", "triggers"), reverse_sql=migrations.RunSQL.noop
+        ),
+        migrations.CreateModel(
+            name="Workflow",
+            fields=[("workflow_id", models.BigIntegerField(primary_key=True, serialize=False))],
+            options={
+                "verbose_name": "workflow",
+                "db_table": 'awa"."workflows',
+                "managed": False,
+            },
         ),
     ]
