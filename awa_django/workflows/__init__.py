@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from typing import Any, Final, Unpack
 
@@ -22,10 +22,11 @@ from awa_django.conf import get_settings
 from awa_django.eager import run_after_commit
 from awa_django.enqueue import bind_args, resolve_job
 from awa_django.enqueue_options import EnqueueOptionArgs, EnqueueOptions
-from awa_django.exact_json import check_text
+from awa_django.exact_json import check_text, moved
 from awa_django.exceptions import AwaError, InvalidJob
 from awa_django.jobs import Job
 from awa_django.migration_state import reported_unmigrated
+from awa_django.priorities import STORED_PRIORITY_MAX, STORED_PRIORITY_MIN
 from awa_django.storage import workflows as storage
 from awa_django.storage.jobs import get_jobs
 from awa_django.storage.workflows import StepRow, WorkflowRow
@@ -56,17 +57,23 @@ class WorkflowTimeout(AwaError, TimeoutError):
     """``wait_workflow`` gave up before the workflow finished."""
 
 
+# What a step runs: an ``@awa.job``, a kind, or a ``django.tasks`` Task of awa's backend (not
+# named in the annotation: django.tasks may be missing, and its backport is a separate package).
+StepJob = str | Job[Any, Any] | object
+
+
 @dataclass(frozen=True, slots=True)
 class Call:
     """A job with its arguments and options, not yet a named step: what ``chain``, ``group``
-    and ``chord`` take (``awa.call(send_mail, to="a@b")``)."""
+    and ``chord`` take (``awa.call(send_mail, to="a@b")``). A ``django.tasks`` Task takes its
+    keyword arguments the same way."""
 
-    job: str | Job[Any, Any]
+    job: StepJob
     args: Mapping[str, Any] | None = None
     options: EnqueueOptions = field(default_factory=EnqueueOptions)
 
 
-def call(job: str | Job[Any, Any], /, **args: Any) -> Call:
+def call(job: StepJob, /, **args: Any) -> Call:
     """``job`` called with ``args`` (keyword arguments of its handler), to be a step."""
     return Call(job, args)
 
@@ -140,7 +147,7 @@ class Workflow:
     def step(
         self,
         name: str,
-        job: str | Job[Any, Any] | Call,
+        job: StepJob | Call,
         /,
         *,
         args: Mapping[str, Any] | None = None,
@@ -159,7 +166,7 @@ class Workflow:
     def on_failure(
         self,
         name: str,
-        job: str | Job[Any, Any] | Call,
+        job: StepJob | Call,
         /,
         *,
         args: Mapping[str, Any] | None = None,
@@ -258,7 +265,7 @@ class PendingWorkflow:
 
 def _step(
     name: str,
-    job: str | Job[Any, Any] | Call,
+    job: StepJob | Call,
     args: Mapping[str, Any] | None,
     after: Sequence[str],
     ignore: Sequence[str],
@@ -299,17 +306,58 @@ def _check_acyclic(steps: Sequence[Step]) -> None:
         )
 
 
+def _is_task(job: object) -> bool:
+    return hasattr(job, "module_path") and hasattr(job, "get_backend")
+
+
+def _task_job(call: Call) -> tuple[str, Mapping[str, Any], EnqueueOptions]:
+    """The awa job of a ``django.tasks`` Task step, as awa's backend would enqueue it, with the
+    step's own options on top."""
+    task: Any = call.job
+    backend = task.get_backend()
+    job_of = getattr(backend, "job_of", None)
+    if job_of is None:
+        raise InvalidJob(
+            f"job: a django.tasks Task is a step only on awa's backend "
+            f"(awa_django.tasks.AwaBackend), not {type(backend).__name__}",
+            field="job",
+        )
+    if task.run_after is not None:
+        raise InvalidJob("run_after: a step runs when its dependencies allow", field="run_after")
+    kind, job_args, options = job_of(task, [], dict(call.args or {}), run_after=None)
+    given = {f.name: getattr(call.options, f.name) for f in fields(call.options)}
+    return kind, job_args, options.using(**{k: v for k, v in given.items() if v is not None})
+
+
 def _step_spec(step: Step) -> dict[str, Any]:
     prefix = f"steps.{step.name}"
     try:
-        kind, job = resolve_job(step.call.job)
-        bound = bind_args(kind, job, step.call.args)
-        options = step.call.options
+        priorities: dict[str, Any] = {}
+        if _is_task(step.call.job):
+            kind_name, task_args, options = _task_job(step.call)
+            kind, job = resolve_job(kind_name)
+            try:
+                bound = bind_args(kind, job, task_args)
+            except InvalidJob as refusal:
+                # Stored as {"args": [], "kwargs": {...}}: named as the step's args were given.
+                raise moved(refusal, "args.kwargs", "args") from None
+            # Django's -100..100 priorities are stored past awa's native 1..4.
+            priorities["priority_range"] = (STORED_PRIORITY_MIN, STORED_PRIORITY_MAX)
+        elif isinstance(step.call.job, str | Job):
+            kind, job = resolve_job(step.call.job)
+            bound = bind_args(kind, job, step.call.args)
+            options = step.call.options
+        else:
+            raise InvalidJob(
+                f"job: a step runs an @awa.job, a kind or a django.tasks Task, "
+                f"got {step.call.job!r}",
+                field="job",
+            )
         if options.run_at is not None:
             raise InvalidJob("run_at: a step runs when its dependencies allow", field="run_at")
         if options.unique is not None or (job is not None and job.unique is not None):
             raise InvalidJob("unique: steps cannot be unique jobs", field="unique")
-        resolved = options.using(unique=None).resolve(kind, job)
+        resolved = options.using(unique=None).resolve(kind, job, **priorities)
     except InvalidJob as refusal:
         # The refusal's message starts with its field, so the step's name goes in front.
         if refusal.field:
@@ -330,7 +378,7 @@ def _step_spec(step: Step) -> dict[str, Any]:
     }
 
 
-def chain(*calls: Call | str | Job[Any, Any], name: str = "chain") -> Workflow:
+def chain(*calls: StepJob | Call, name: str = "chain") -> Workflow:
     """Steps ``"1"``, ``"2"``, ... run one after the other; each reads the one before's result
     as ``ctx.workflow.previous``. A failure cancels the rest."""
     workflow = Workflow(name)
@@ -340,7 +388,7 @@ def chain(*calls: Call | str | Job[Any, Any], name: str = "chain") -> Workflow:
     return workflow
 
 
-def group(*calls: Call | str | Job[Any, Any], name: str = "group") -> Workflow:
+def group(*calls: StepJob | Call, name: str = "group") -> Workflow:
     """Steps ``"1"``, ``"2"``, ... that run independently of one another."""
     workflow = Workflow(name)
     for position, made in enumerate(calls, start=1):
@@ -349,8 +397,8 @@ def group(*calls: Call | str | Job[Any, Any], name: str = "group") -> Workflow:
 
 
 def chord(
-    header: Workflow | Sequence[Call | str | Job[Any, Any]],
-    callback: Call | str | Job[Any, Any],
+    header: Workflow | Sequence[StepJob | Call],
+    callback: StepJob | Call,
     *,
     name: str = "chord",
     step_name: str = "callback",

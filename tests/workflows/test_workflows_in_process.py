@@ -151,3 +151,25 @@ class WorkflowsInProcess(TestCase):
         assert state.step("a").state == "failed"
         assert state.step("a").error["type"] == "awa_django.exceptions.InvalidReturnValue"
         assert state.step("b").error["dependency"] == "a"
+
+    def test_a_django_task_is_a_step_and_passes_its_result_on(self):
+        from tests.tasks.tasks import add as add_task
+
+        run = (
+            awa.Workflow()
+            .step("sum", add_task, args={"a": 2, "b": 3})
+            .step("c", collect, after=["sum"])
+            .enqueue()
+        )
+        run_jobs()
+        state = awa.get_workflow(run.workflow_id)
+        assert state.state == "completed", state
+        assert state.step("sum").result == 5
+        assert state.step("c").result == [5]
+
+    def test_a_django_task_step_is_refused_with_its_field(self):
+        from tests.tasks.tasks import add as add_task
+
+        with pytest.raises(InvalidJob) as refused:
+            awa.Workflow().step("sum", add_task, args={"a": 2, "b": {3}}).enqueue()
+        assert refused.value.field == "steps.sum.args.b", refused.value.field
