@@ -85,3 +85,22 @@ def test_a_callback_starts_right_after_its_last_dependency(worker_process):
     # Released by the completion's own transaction and claimed on its commit's wake-up: far
     # under the promoter's interval, which would otherwise set the pace.
     assert gap.total_seconds() < 0.5, gap
+
+
+def test_cancel_racing_the_completions_of_its_steps_always_ends_the_workflow(worker_process):
+    workers = [worker_process(env=WORKER_ENV) for _ in range(2)]
+    for worker in workers:
+        worker.wait_ready()
+    for _ in range(5):
+        until = time.time() + 1.0
+        run = awa.chord([awa.call(sleep, until=until) for _ in range(12)], awa.call(collect))
+        started = run.enqueue()
+        time.sleep(max(0.0, until - time.time()))
+        # Cancels while the members close: some close first, the rest are cancelled.
+        cancelled = awa.cancel_workflow(started.workflow_id, reason="race")
+        state = awa.wait_workflow(started.workflow_id, timeout=30)
+        assert state.state in {"cancelled", "completed"}, state
+        if cancelled is not None:
+            assert state.state == "cancelled"
+            assert set(state.counts) <= {"completed", "cancelled"}
+            assert state.step("callback").state == "cancelled"

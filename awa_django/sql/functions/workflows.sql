@@ -188,6 +188,11 @@ DECLARE
     v_release bigint[] := '{}';
     v_handler record;
 BEGIN
+    -- Held back while awa.workflow_cancel closes the running steps of a workflow without its
+    -- lock; it does their bookkeeping itself.
+    IF current_setting('awa.workflow_hold', true) = 'on' THEN
+        RETURN;
+    END IF;
     SELECT array_agg(e.job_id), array_agg(e.outcome), array_agg(e.error), array_agg(e.result)
       INTO v_jobs, v_outcomes, v_errors, v_results
       FROM jsonb_to_recordset(p_ended) AS e(job_id bigint, outcome text, error jsonb,
@@ -287,23 +292,55 @@ $$;
 -- operator), and the workflow ends 'cancelled' once its last step has ended; the on_failure
 -- step does not run. Returns how many steps it cancelled, or NULL when there is no such
 -- workflow or it has already finished.
+--
+-- Released steps are cancelled first, without the workflow's lock: closing an attempt can wait
+-- for a worker that is closing the same attempt, and that worker takes the workflow's lock
+-- next, so holding it here would deadlock. Their bookkeeping waits (awa.workflow_hold) and is
+-- done under the lock with the rest.
 CREATE OR REPLACE FUNCTION awa.workflow_cancel(p_workflow_id bigint, p_reason text)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     v_step record;
     v_count integer := 0;
     v_outcome text;
+    v_state text;
     v_unfinished bigint[];
+    v_ended jsonb := '[]';
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM awa.workflows w
+                    WHERE w.workflow_id = p_workflow_id AND w.state = 'running') THEN
+        RETURN NULL;
+    END IF;
+    v_unfinished := ARRAY(SELECT s.job_id FROM awa.workflow_steps s
+                           WHERE s.workflow_id = p_workflow_id AND NOT s.on_failure
+                             AND s.state IN ('held', 'released', 'dead_lettered'));
+    PERFORM set_config('awa.workflow_hold', 'on', true);
+    FOR v_step IN
+        SELECT s.job_id FROM awa.workflow_steps s
+         WHERE s.workflow_id = p_workflow_id AND s.state = 'released' ORDER BY s.position
+    LOOP
+        PERFORM awa.cancel_job(v_step.job_id, p_reason);
+    END LOOP;
+    PERFORM set_config('awa.workflow_hold', 'off', true);
     PERFORM awa.workflow_lock(p_workflow_id);
     UPDATE awa.workflows w SET cancel_reason = p_reason
      WHERE w.workflow_id = p_workflow_id AND w.state = 'running';
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    v_unfinished := ARRAY(SELECT s.job_id FROM awa.workflow_steps s
-                           WHERE s.workflow_id = p_workflow_id AND NOT s.on_failure
-                             AND s.state IN ('held', 'released', 'dead_lettered'));
+    -- The released steps cancelled above (their jobs now read cancelled), by job id.
+    FOR v_step IN
+        SELECT s.job_id FROM awa.workflow_steps s
+         WHERE s.workflow_id = p_workflow_id AND s.state = 'released' ORDER BY s.job_id
+    LOOP
+        SELECT j.state INTO v_state FROM awa.jobs j WHERE j.job_id = v_step.job_id;
+        IF v_state = 'cancelled' THEN
+            v_ended := v_ended || jsonb_build_object(
+                'job_id', v_step.job_id, 'outcome', 'cancelled',
+                'error', jsonb_build_object('at', now(), 'reason', p_reason));
+        END IF;
+    END LOOP;
+    PERFORM awa.workflow_steps_ended(v_ended);
     FOR v_step IN
         SELECT s.job_id, s.name FROM awa.workflow_steps s
          WHERE s.workflow_id = p_workflow_id
@@ -316,9 +353,12 @@ BEGIN
                           AND s.state IN ('held', 'released', 'dead_lettered')) THEN
             CONTINUE;
         END IF;
+        -- A step released since the first pass is cancelled under the lock: a worker closing
+        -- it at this very moment makes one of the two transactions retry (a deadlock).
         v_outcome := awa.cancel_job(v_step.job_id, p_reason);
-        IF v_outcome NOT LIKE 'cancelled%' AND EXISTS (SELECT 1 FROM awa.workflow_steps s
-                       WHERE s.job_id = v_step.job_id AND s.state = 'dead_lettered') THEN
+        IF v_outcome NOT LIKE 'cancelled%' AND EXISTS (
+                SELECT 1 FROM awa.workflow_steps s
+                 WHERE s.job_id = v_step.job_id AND s.state = 'dead_lettered') THEN
             PERFORM awa.workflow_steps_ended(jsonb_build_array(jsonb_build_object(
                 'job_id', v_step.job_id, 'outcome', 'cancelled',
                 'error', jsonb_build_object('at', now(), 'reason', p_reason))));
