@@ -119,6 +119,8 @@ class JobContext:
     state: AttemptProgress = field(default_factory=lambda: AttemptProgress(None, None), repr=False)
     # Set by the worker running the attempt; None outside a worker (callbacks need one).
     callbacks: AttemptCallbacks | None = field(default=None, repr=False)
+    # Workflow steps this attempt added (``ctx.workflow.add``), written with its completion.
+    workflow_added: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def is_cancelled(self) -> bool:
         """True once the worker asks this attempt to stop: shutdown, cancel or rescue."""
@@ -177,7 +179,7 @@ class JobContext:
     def workflow(self) -> StepContext | None:
         """This job's workflow step: its dependencies' results and errors
         (docs/workflows.md); None for a job that is not a step."""
-        return StepContext.of(self.metadata)
+        return StepContext.of(self.metadata, self.workflow_added)
 
     @property
     def progress(self) -> dict[str, Any] | None:

@@ -7,12 +7,27 @@ its inputs without a query of its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 # The metadata key that marks a workflow step (written by awa.workflow_create).
 WORKFLOW_KEY: Final = "awa:workflow"
+# Separates a step added while its workflow runs from the step that added it ("split/part-1");
+# the names a workflow is built with cannot hold it.
+ADDED_STEP_SEPARATOR: Final = "/"
+
+# Validates a step added at run time and returns its description (awa_django.workflows provides
+# it when imported; this module imports nothing of awa's, as jobs.py imports it).
+StepSpec = Callable[
+    [str, object, Mapping[str, Any] | None, Sequence[str], Mapping[str, Any]], dict[str, Any]
+]
+_step_spec: StepSpec | None = None
+
+
+def provide_step_spec(spec: StepSpec) -> None:
+    global _step_spec
+    _step_spec = spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,9 +42,14 @@ class StepContext:
     step: str
     after: tuple[str, ...]
     inputs: Mapping[str, Mapping[str, Any]]
+    # Steps this attempt added (``add``), written with its completion; shared with the
+    # attempt's JobContext, so every ``ctx.workflow`` of one attempt adds to the same list.
+    added: list[dict[str, Any]] = field(default_factory=list, compare=False, repr=False)
 
     @classmethod
-    def of(cls, metadata: Mapping[str, Any]) -> StepContext | None:
+    def of(
+        cls, metadata: Mapping[str, Any], added: list[dict[str, Any]] | None = None
+    ) -> StepContext | None:
         """The step context in a job's metadata, or None for a job that is not a step."""
         entry = metadata.get(WORKFLOW_KEY)
         if not isinstance(entry, Mapping):
@@ -40,7 +60,34 @@ class StepContext:
             step=str(entry["step"]),
             after=tuple(entry.get("after") or ()),
             inputs=dict(entry.get("inputs") or {}),
+            added=[] if added is None else added,
         )
+
+    def add(
+        self,
+        name: str,
+        job: object,
+        /,
+        *,
+        args: Mapping[str, Any] | None = None,
+        after: Sequence[str] = (),
+        **options: Any,
+    ) -> str:
+        """Add a step to this workflow while this step runs (a fan-out sized at run time). It
+        is written when this step completes, in the transaction of its completion, and never
+        if it does not complete. The new step, named ``"<this step>/<name>"`` (returned), runs
+        after this step and after the steps named in ``after`` (steps this one added before);
+        every step that waits for this one waits for it too, and reads its result after this
+        step's in ``result_list``. Validated here like a step of ``Workflow``: ``InvalidJob``
+        naming it fails this attempt."""
+        if _step_spec is None:
+            raise RuntimeError("adding workflow steps needs awa_django.workflows imported")
+        full = f"{self.step}{ADDED_STEP_SEPARATOR}{name}"
+        known = {spec["name"] for spec in self.added}
+        deps = [f"{self.step}{ADDED_STEP_SEPARATOR}{dep}" for dep in after]
+        spec = _step_spec(full, job, args, deps, {**options, "_known": known})
+        self.added.append(spec)
+        return full
 
     @property
     def results(self) -> dict[str, Any]:

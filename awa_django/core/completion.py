@@ -67,6 +67,8 @@ class Completion:
     # A step of a workflow (its metadata has WORKFLOW_KEY): the close statement then hands it to
     # the workflow's bookkeeping (docs/workflows.md); ordinary jobs are never looked up there.
     workflow: bool = False
+    # The steps a completed workflow step added while it ran, as a JSON array (None: none).
+    added_steps_json: str | None = None
 
     @classmethod
     def of(cls, job: Attempt, outcome: Outcome, **details: Any) -> Completion:
@@ -141,6 +143,13 @@ def result_to_completion(
     if exc is None:
         # Success clears progress and checkpoint. First and without the helper below: this is
         # the path nearly every attempt takes.
+        if result.added_steps_json is not None:
+            return Completion.of(
+                job,
+                Outcome.COMPLETED,
+                result_json=result.result_json,
+                added_steps_json=result.added_steps_json,
+            )
         return Completion.of(job, Outcome.COMPLETED, result_json=result.result_json)
 
     def close(

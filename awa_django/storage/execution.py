@@ -80,6 +80,8 @@ class CloseItem(ReceiptAddress, Protocol):
     def result_json(self) -> str | None: ...
     @property
     def workflow(self) -> bool: ...
+    @property
+    def added_steps_json(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,6 +156,7 @@ def _close_item(c: CloseItem) -> str:
         and c.progress is None
         and c.checkpoint is None
         and c.result_json is None
+        and c.added_steps_json is None
     ):
         queue = _QUEUE_LITERALS.get(c.queue)
         if queue is None:
@@ -174,6 +177,8 @@ def _close_item(c: CloseItem) -> str:
         "checkpoint": c.checkpoint,
         # Already serialized (and size-checked) by the executor: sent as text.
         "result": c.result_json,
+        # Workflow steps the attempt added, as JSON text (awa.workflow_graft).
+        "wf_add": c.added_steps_json,
     }
     # The receipt address is spelled out, not receipt_address(c): a dict literal per
     # completion costs a fraction of its getattr loop. exact_text: a checkpoint's large floats

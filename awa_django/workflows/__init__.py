@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import partial
-from typing import Any, Final, Unpack
+from typing import Any, Final, Unpack, cast
 
 from asgiref.sync import sync_to_async
 from django.db import connections, transaction
@@ -27,6 +27,7 @@ from awa_django.exceptions import AwaError, InvalidJob
 from awa_django.jobs import Job
 from awa_django.migration_state import reported_unmigrated
 from awa_django.priorities import STORED_PRIORITY_MAX, STORED_PRIORITY_MIN
+from awa_django.step_context import ADDED_STEP_SEPARATOR, provide_step_spec
 from awa_django.storage import workflows as storage
 from awa_django.storage.jobs import get_jobs
 from awa_django.storage.workflows import StepRow, WorkflowRow
@@ -200,6 +201,12 @@ class Workflow:
                     field="steps",
                 )
             check_text(step.name, field=f"steps.{step.name}")
+            if ADDED_STEP_SEPARATOR in step.name:
+                raise InvalidJob(
+                    f"steps.{step.name}: {ADDED_STEP_SEPARATOR!r} is kept for the names of "
+                    "steps added while a workflow runs",
+                    field=f"steps.{step.name}",
+                )
             if step.name in names:
                 raise InvalidJob(
                     f"steps.{step.name}: two steps are named {step.name!r}",
@@ -376,6 +383,40 @@ def _step_spec(step: Step) -> dict[str, Any]:
         "ignore": list(step.ignore),
         "on_failure": step.on_failure,
     }
+
+
+def _added_spec(
+    name: str,
+    job: object,
+    args: Mapping[str, Any] | None,
+    after: Sequence[str],
+    options: Mapping[str, Any],
+) -> dict[str, Any]:
+    """A step added while its workflow runs (``ctx.workflow.add``), validated as ``Workflow``
+    validates its steps; ``options["_known"]`` holds the names the same step added before."""
+    changes = dict(options)
+    known: set[str] = changes.pop("_known")
+    leaf = name.split(ADDED_STEP_SEPARATOR, 1)[1]
+    if not leaf or ADDED_STEP_SEPARATOR in leaf:
+        raise InvalidJob(
+            f"steps.{name}: an added step's name must be non-empty text without "
+            f"{ADDED_STEP_SEPARATOR!r}",
+            field=f"steps.{name}",
+        )
+    check_text(leaf, field=f"steps.{name}")
+    if name in known:
+        raise InvalidJob(f"steps.{name}: two steps are named {name!r}", field=f"steps.{name}")
+    for dep in after:
+        if dep not in known:
+            raise InvalidJob(
+                f"steps.{name}.after: unknown step {dep!r} (a step added while the workflow "
+                "runs waits for the step that added it, and for steps that one added before)",
+                field=f"steps.{name}.after",
+            )
+    return _step_spec(_step(name, job, args, after, (), None, cast(EnqueueOptionArgs, changes)))
+
+
+provide_step_spec(_added_spec)
 
 
 def chain(*calls: StepJob | Call, name: str = "chain") -> Workflow:

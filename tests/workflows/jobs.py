@@ -88,3 +88,18 @@ def fail_first_run(ctx: JobContext) -> str:
 @awa.job(kind="wf.returns_a_set")
 def returns_a_set(ctx: JobContext) -> set[int]:
     return {1, 2}
+
+
+@awa.job(kind="wf.split")
+def split(ctx: JobContext, parts: int) -> int:
+    """Fans out at run time: one ``add`` step per part, the last one waiting for the first;
+    with ``parts`` below 0, adds as many and then fails."""
+    assert ctx.workflow is not None
+    record_run(ctx, _note(ctx))
+    count = abs(parts)
+    for n in range(1, count + 1):
+        after = ["part-1"] if n == count and count > 1 else []
+        ctx.workflow.add(f"part-{n}", add, args={"x": n * 10}, after=after)
+    if parts < 0:
+        raise awa.TerminalError("no parts")
+    return 0

@@ -104,3 +104,20 @@ def test_cancel_racing_the_completions_of_its_steps_always_ends_the_workflow(wor
             assert state.state == "cancelled"
             assert set(state.counts) <= {"completed", "cancelled"}
             assert state.step("callback").state == "cancelled"
+
+
+def test_a_fan_out_sized_at_run_time_runs_in_workers(worker_process):
+    from tests.workflows.jobs import split
+
+    for _ in range(2):
+        worker_process(env=WORKER_ENV).wait_ready()
+    run = (
+        awa.Workflow("fan")
+        .step("split", split, args={"parts": 20})
+        .step("combine", collect, after=["split"])
+        .enqueue()
+    )
+    state = awa.wait_workflow(run.workflow_id, timeout=60)
+    assert state.state == "completed", state
+    assert state.step("combine").result == [0, *(n * 10 for n in range(1, 21))]
+    assert len(runs("combine")) == 1

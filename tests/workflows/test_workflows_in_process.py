@@ -173,3 +173,40 @@ class WorkflowsInProcess(TestCase):
         with pytest.raises(InvalidJob) as refused:
             awa.Workflow().step("sum", add_task, args={"a": 2, "b": {3}}).enqueue()
         assert refused.value.field == "steps.sum.args.b", refused.value.field
+
+    def test_a_step_fans_out_at_run_time_and_the_fan_in_waits_for_every_added_step(self):
+        from tests.workflows.jobs import split
+
+        run = (
+            awa.Workflow("fan")
+            .step("split", split, args={"parts": 3})
+            .step("combine", collect, after=["split"])
+            .enqueue()
+        )
+        run_jobs()
+        state = awa.get_workflow(run.workflow_id)
+        assert state.state == "completed", state
+        assert [s.name for s in state.steps] == [
+            "split",
+            "combine",
+            "split/part-1",
+            "split/part-2",
+            "split/part-3",
+        ]
+        # part-3 waited for part-1 too; each part adds its x to split's result (0).
+        assert state.step("split/part-3").after == ("split", "split/part-1")
+        assert state.step("combine").result == [0, 10, 20, 30]
+        assert notes().index("combine") > notes().index("split/part-3")
+
+    def test_steps_added_by_an_attempt_that_fails_are_never_written(self):
+        from tests.workflows.jobs import split
+
+        run = awa.Workflow().step("split", split, args={"parts": -2}).enqueue()
+        run_jobs()
+        state = awa.get_workflow(run.workflow_id)
+        assert [s.name for s in state.steps] == ["split"] and state.state == "failed"
+
+    def test_names_with_the_separator_are_refused(self):
+        with pytest.raises(InvalidJob) as refused:
+            awa.Workflow().step("a/b", collect).enqueue()
+        assert refused.value.field == "steps.a/b"

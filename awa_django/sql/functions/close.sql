@@ -163,10 +163,12 @@ BEGIN
     IF strpos(p_batch::text, '"wf"') > 0 THEN
         PERFORM awa.workflow_steps_ended((
             SELECT jsonb_agg(jsonb_build_object('job_id', d.job_id, 'outcome', d.outcome,
-                                                'error', d.error, 'result', d.result)
+                                                'error', d.error, 'result', d.result,
+                                                'add', b.wf_add::jsonb)
                              ORDER BY d.job_id)
               FROM json_to_recordset(p_batch)
-                AS b(ready_slot integer, job_id bigint, run_lease bigint, wf integer)
+                AS b(ready_slot integer, job_id bigint, run_lease bigint, wf integer,
+                     wf_add text)
               JOIN awa.done_entries d
                 ON d.job_id = b.job_id AND d.run_lease = b.run_lease
                AND d.ready_slot = b.ready_slot

@@ -83,9 +83,9 @@ BEGIN
     WITH released AS (
         UPDATE awa.workflow_steps s SET state = 'released', released_at = now()
          WHERE s.job_id = ANY (p_job_ids) AND s.state = 'held'
-        RETURNING s.workflow_id, s.name, s.job_id, s.on_failure
+        RETURNING s.workflow_id, s.name, s.job_id, s.on_failure, s.after
     ), inputs AS (
-        SELECT r.job_id, (
+        SELECT r.job_id, r.after, (
             SELECT coalesce(jsonb_object_agg(p.name, jsonb_build_object(
                        'state', p.state, 'result', p.result, 'error', p.error)), '{}')
               FROM awa.workflow_steps p
@@ -98,7 +98,8 @@ BEGIN
           FROM released r
     ), moved AS (
         UPDATE awa.deferred_jobs d
-           SET metadata = jsonb_set(d.metadata, '{awa:workflow,inputs}', i.inputs)
+           SET metadata = jsonb_set(jsonb_set(d.metadata, '{awa:workflow,inputs}', i.inputs),
+                                    '{awa:workflow,after}', to_jsonb(i.after))
           FROM inputs i
          WHERE d.job_id = i.job_id AND d.state = 'held'
         RETURNING d.job_id
@@ -142,6 +143,68 @@ BEGIN
 END
 $$;
 
+-- Adds the steps p_parent added while it ran (ctx.workflow.add), as it completes: p_steps is a
+-- JSON array of step descriptions as awa.workflow_create reads them, named "<parent>/<name>",
+-- each waiting for p_parent and its own "after". Every step that waits for p_parent waits for
+-- them too (their remaining_deps and "after" grow), so a fan-in after a fan-out sized at run
+-- time reads all of its results. The caller holds the workflow's lock and counts p_parent's
+-- dependents down next, the new steps among them.
+CREATE OR REPLACE FUNCTION awa.workflow_graft(p_workflow_id bigint, p_parent text, p_steps jsonb)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_names text[];
+    v_count integer := jsonb_array_length(p_steps);
+    v_base integer;
+BEGIN
+    v_names := ARRAY(SELECT s ->> 'name' FROM jsonb_array_elements(p_steps) s);
+    SELECT max(w.position) INTO v_base FROM awa.workflow_steps w
+     WHERE w.workflow_id = p_workflow_id;
+    -- The parent's dependents from before the graft gain the new steps as dependencies.
+    WITH grown AS (
+        UPDATE awa.workflow_steps t
+           SET remaining_deps = t.remaining_deps + v_count, after = t.after || v_names
+          FROM awa.workflow_edges e
+         WHERE e.workflow_id = p_workflow_id AND e.from_step = p_parent
+           AND t.workflow_id = e.workflow_id AND t.name = e.to_step AND t.state = 'held'
+        RETURNING t.name, e.ignore_failure
+    ), new_steps AS (
+        INSERT INTO awa.workflow_steps (workflow_id, name, job_id, position, after,
+                                        remaining_deps, on_failure, state)
+        SELECT p_workflow_id, s.value ->> 'name', nextval('awa.job_id_seq'),
+               v_base + s.ordinality::integer,
+               p_parent || ARRAY(SELECT jsonb_array_elements_text(s.value -> 'after')),
+               1 + jsonb_array_length(s.value -> 'after'), false, 'held'
+          FROM jsonb_array_elements(p_steps) WITH ORDINALITY s
+        RETURNING name
+    )
+    INSERT INTO awa.workflow_edges (workflow_id, from_step, to_step, ignore_failure)
+    SELECT p_workflow_id, n.name, g.name, g.ignore_failure
+      FROM grown g CROSS JOIN new_steps n;
+    INSERT INTO awa.workflow_edges (workflow_id, from_step, to_step, ignore_failure)
+    SELECT p_workflow_id, p_parent, s ->> 'name', false
+      FROM jsonb_array_elements(p_steps) s
+    UNION ALL
+    SELECT p_workflow_id, d.dep, s ->> 'name', false
+      FROM jsonb_array_elements(p_steps) s
+     CROSS JOIN LATERAL jsonb_array_elements_text(s -> 'after') d(dep);
+    INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
+                                   run_lease, max_attempts, run_at, created_at, metadata, tags,
+                                   errors)
+    SELECT w.job_id, 'held', s ->> 'kind', s ->> 'queue', (s ->> 'priority')::smallint,
+           s -> 'args', 0, 0, (s ->> 'max_attempts')::integer, now(), now(),
+           coalesce(s -> 'metadata', '{}') || jsonb_build_object('awa:workflow',
+               jsonb_build_object('id', p_workflow_id, 'name', f.name, 'step', w.name,
+                                  'after', to_jsonb(w.after))),
+           ARRAY(SELECT jsonb_array_elements_text(coalesce(s -> 'tags', '[]'))), '[]'
+      FROM jsonb_array_elements(p_steps) s
+      JOIN awa.workflow_steps w ON w.workflow_id = p_workflow_id AND w.name = s ->> 'name'
+      JOIN awa.workflows f ON f.workflow_id = p_workflow_id;
+    UPDATE awa.workflows w
+       SET steps = w.steps + v_count, unfinished = w.unfinished + v_count
+     WHERE w.workflow_id = p_workflow_id;
+END
+$$;
+
 -- Gives a workflow whose steps have all ended its terminal state, once: cancelled when it was
 -- cancelled, failed when a step did not complete, completed otherwise. Its waiters are told
 -- on channel awa_workflow_done at commit.
@@ -179,6 +242,7 @@ DECLARE
     v_outcomes text[];
     v_errors jsonb[];
     v_results jsonb[];
+    v_adds jsonb[];
     v_i integer := 1;
     v_state text;
     v_step record;
@@ -193,10 +257,11 @@ BEGIN
     IF current_setting('awa.workflow_hold', true) = 'on' THEN
         RETURN;
     END IF;
-    SELECT array_agg(e.job_id), array_agg(e.outcome), array_agg(e.error), array_agg(e.result)
-      INTO v_jobs, v_outcomes, v_errors, v_results
+    SELECT array_agg(e.job_id), array_agg(e.outcome), array_agg(e.error), array_agg(e.result),
+           array_agg(e.add)
+      INTO v_jobs, v_outcomes, v_errors, v_results, v_adds
       FROM jsonb_to_recordset(p_ended) AS e(job_id bigint, outcome text, error jsonb,
-                                             result jsonb);
+                                             result jsonb, add jsonb);
     IF v_jobs IS NULL THEN
         RETURN;
     END IF;
@@ -230,6 +295,10 @@ BEGIN
             v_i := v_i + 1;
             CONTINUE;
         END IF;
+        IF v_state = 'completed' AND jsonb_typeof(v_adds[v_i]) = 'array' THEN
+            -- Steps it added while it ran: written now, before its dependents are counted down.
+            PERFORM awa.workflow_graft(v_step.workflow_id, v_step.name, v_adds[v_i]);
+        END IF;
         UPDATE awa.workflows w
            SET unfinished = w.unfinished - 1,
                failures = w.failures + CASE WHEN v_state = 'completed' THEN 0 ELSE 1 END
@@ -261,6 +330,7 @@ BEGIN
                     'at', now(), 'reason', format('dependency %s %s', v_step.name, v_state),
                     'dependency', v_step.name, 'dependency_state', v_state);
                 v_results := v_results || NULL::jsonb;
+                v_adds := v_adds || NULL::jsonb;
             END IF;
         END LOOP;
         IF v_wf.unfinished = 0 THEN

@@ -3,6 +3,7 @@
 DROP TRIGGER IF EXISTS workflow_dead_letter_gone ON awa.dlq_entries;
 DROP FUNCTION IF EXISTS awa.workflow_dead_letter_gone();
 DROP FUNCTION IF EXISTS awa.workflow_create(jsonb);
+DROP FUNCTION IF EXISTS awa.workflow_graft(bigint, text, jsonb);
 DROP FUNCTION IF EXISTS awa.workflow_release(bigint[]);
 DROP FUNCTION IF EXISTS awa.workflow_withdraw(bigint, text);
 DROP FUNCTION IF EXISTS awa.workflow_lock(bigint);
