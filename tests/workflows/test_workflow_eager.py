@@ -58,3 +58,17 @@ def test_enqueue_on_commit_writes_the_workflow_at_commit():
         assert pending.run is None
     assert pending.run is not None
     assert awa.get_workflow(pending.run.workflow_id).results == {"1": 1, "2": 3}
+
+
+def test_steps_added_at_run_time_run_eagerly_too():
+    from tests.workflows.jobs import split
+
+    run = (
+        awa.Workflow()
+        .step("split", split, args={"parts": 2})
+        .step("combine", collect, after=["split"])
+        .enqueue()
+    )
+    state = awa.get_workflow(run.workflow_id)
+    assert state.state == "completed"
+    assert state.step("combine").result == [0, 10, 20]
