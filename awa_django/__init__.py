@@ -56,6 +56,23 @@ from awa_django.records import get_job, get_jobs, list_jobs
 from awa_django.storage.jobs import JobRecord
 from awa_django.unique import Unique
 
+# Durable workflows (docs/workflows.md).
+from awa_django.workflows import (
+    Workflow,
+    WorkflowRun,
+    WorkflowState,
+    WorkflowTimeout,
+    await_workflow,
+    call,
+    cancel_workflow,
+    chain,
+    chord,
+    get_workflow,
+    group,
+    list_workflows,
+    wait_workflow,
+)
+
 __all__ = [
     "AttemptRescued",
     "AwaError",
@@ -88,10 +105,19 @@ __all__ = [
     "UnstorableAttempt",
     "WaitForCallback",
     "WaitTimeout",
+    "Workflow",
+    "WorkflowRun",
+    "WorkflowState",
+    "WorkflowTimeout",
     "await_job",
+    "await_workflow",
+    "call",
     "callback_url",
     "cancel",
     "cancel_unique",
+    "cancel_workflow",
+    "chain",
+    "chord",
     "complete_external",
     "cron",
     "descriptors",
@@ -102,10 +128,13 @@ __all__ = [
     "fail_external",
     "get_job",
     "get_jobs",
+    "get_workflow",
+    "group",
     "health",
     "heartbeat_callback",
     "job",
     "list_jobs",
+    "list_workflows",
     "periodic",
     "queues",
     "resume_external",
@@ -115,4 +144,5 @@ __all__ = [
     "runtimes",
     "sign_callback",
     "wait",
+    "wait_workflow",
 ]

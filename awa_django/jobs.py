@@ -37,6 +37,7 @@ from awa_django.exact_json import storable_text, to_json_text
 from awa_django.exceptions import InvalidJob
 from awa_django.pending_job import PendingJob
 from awa_django.priorities import TASK_KIND_PREFIX
+from awa_django.step_context import StepContext
 from awa_django.unique import Unique
 
 if TYPE_CHECKING:
@@ -118,6 +119,8 @@ class JobContext:
     state: AttemptProgress = field(default_factory=lambda: AttemptProgress(None, None), repr=False)
     # Set by the worker running the attempt; None outside a worker (callbacks need one).
     callbacks: AttemptCallbacks | None = field(default=None, repr=False)
+    # Workflow steps this attempt added (``ctx.workflow.add``), written with its completion.
+    workflow_added: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def is_cancelled(self) -> bool:
         """True once the worker asks this attempt to stop: shutdown, cancel or rescue."""
@@ -171,6 +174,12 @@ class JobContext:
         """``wait_for_callback`` for sync handlers."""
         callbacks = self._callbacks()
         return callbacks.run_sync(lambda: callbacks.wait(token), async_name="wait_for_callback")
+
+    @property
+    def workflow(self) -> StepContext | None:
+        """This job's workflow step: its dependencies' results and errors
+        (docs/workflows.md); None for a job that is not a step."""
+        return StepContext.of(self.metadata, self.workflow_added)
 
     @property
     def progress(self) -> dict[str, Any] | None:

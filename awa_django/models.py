@@ -99,3 +99,17 @@ class RuntimeInstance(models.Model):
 
     def __str__(self) -> str:
         return self.instance_id
+
+
+class Workflow(models.Model):
+    """A workflow and its steps (``awa.workflows``, docs/workflows.md). ``change`` allows cancel."""
+
+    workflow_id = models.BigIntegerField(primary_key=True)
+
+    class Meta:
+        managed = False
+        db_table = 'awa"."workflows'
+        verbose_name = "workflow"
+
+    def __str__(self) -> str:
+        return f"workflow {self.workflow_id}"

@@ -27,6 +27,7 @@ from collections.abc import Container, Iterable, Iterator, MutableMapping, Seque
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
+from awa_django.step_context import WORKFLOW_KEY
 from awa_django.storage.queue import QueueDepth
 
 if TYPE_CHECKING:
@@ -306,17 +307,24 @@ class OtelTelemetry(Telemetry):
             if isinstance(traceparent, str)
             else None
         )
+        attributes: dict[str, str | int] = {
+            "awa.job.id": job.job_id,
+            "awa.job.kind": job.kind,
+            "awa.job.queue": job.queue,
+            "awa.job.attempt": job.attempt,
+            "awa.job.run_lease": job.run_lease,
+        }
+        step = job.metadata.get(WORKFLOW_KEY)
+        if isinstance(step, dict):
+            # A workflow step: its span names the workflow (docs/workflows.md); the steps of
+            # one workflow share the trace of the code that enqueued it.
+            attributes["awa.workflow.id"] = int(step.get("id", 0))
+            attributes["awa.workflow.step"] = str(step.get("step", ""))
         with self._tracer.start_as_current_span(
             f"job.execute {job.kind}",
             context=parent,
             kind=self._trace.SpanKind.CONSUMER,
-            attributes={
-                "awa.job.id": job.job_id,
-                "awa.job.kind": job.kind,
-                "awa.job.queue": job.queue,
-                "awa.job.attempt": job.attempt,
-                "awa.job.run_lease": job.run_lease,
-            },
+            attributes=attributes,
             # Handler failures are reported through ``failed``; outcomes like Snooze are not.
             record_exception=False,
             set_status_on_exception=False,

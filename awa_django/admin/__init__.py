@@ -3,6 +3,6 @@ installed (Django imports this module through admin autodiscovery)."""
 
 from __future__ import annotations
 
-from awa_django.admin import dlq, fleet, health, jobs
+from awa_django.admin import dlq, fleet, health, jobs, workflows
 
-__all__ = ["dlq", "fleet", "health", "jobs"]
+__all__ = ["dlq", "fleet", "health", "jobs", "workflows"]

@@ -16,6 +16,7 @@ from awa_django.core.retry import RetryPolicy
 from awa_django.core.tracebacks import format_exception
 from awa_django.exact_json import storable_text
 from awa_django.exceptions import Cancel, RetryAfter, Snooze, TerminalError, UnknownJobKind
+from awa_django.step_context import WORKFLOW_KEY
 from awa_django.storage.execution import ReceiptAddress
 
 TRACEBACK_LINES: Final = 20
@@ -63,6 +64,11 @@ class Completion:
     kind: str = ""
     attempt: int = 0
     max_attempts: int = 0
+    # A step of a workflow (its metadata has WORKFLOW_KEY): the close statement then hands it to
+    # the workflow's bookkeeping (docs/workflows.md); ordinary jobs are never looked up there.
+    workflow: bool = False
+    # The steps a completed workflow step added while it ran, as a JSON array (None: none).
+    added_steps_json: str | None = None
 
     @classmethod
     def of(cls, job: Attempt, outcome: Outcome, **details: Any) -> Completion:
@@ -81,8 +87,17 @@ class Completion:
             kind=job.kind,
             attempt=job.attempt,
             max_attempts=job.max_attempts,
+            workflow=_is_step(job),
             **details,
         )
+
+
+def _is_step(job: Attempt) -> bool:
+    # A ClaimedJob says so in its metadata; a Completion being replaced carries its flag.
+    metadata = getattr(job, "metadata", None)
+    if metadata is not None:
+        return WORKFLOW_KEY in metadata
+    return bool(getattr(job, "workflow", False))
 
 
 def error_entry(exc: BaseException, *, attempt: int, at: datetime) -> dict[str, Any]:
@@ -128,6 +143,13 @@ def result_to_completion(
     if exc is None:
         # Success clears progress and checkpoint. First and without the helper below: this is
         # the path nearly every attempt takes.
+        if result.added_steps_json is not None:
+            return Completion.of(
+                job,
+                Outcome.COMPLETED,
+                result_json=result.result_json,
+                added_steps_json=result.added_steps_json,
+            )
         return Completion.of(job, Outcome.COMPLETED, result_json=result.result_json)
 
     def close(

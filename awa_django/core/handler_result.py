@@ -22,6 +22,9 @@ class HandlerResult:
     outcome: BaseException | None = None
     # The return value to keep with the completed job, as JSON text (see ``StoredReturn``).
     result_json: str | None = None
+    # The workflow steps the handler added (``ctx.workflow.add``), as a JSON array; None when
+    # it added none (nearly always).
+    added_steps_json: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,7 @@
-"""Retention cleanup (leader task): dead-letter entries past ``DLQ_RETENTION_S`` and failed or
-cancelled history past ``FAILED_RETENTION_S``, deleted in bounded batches so one pass never
+"""Retention cleanup (leader task): dead-letter entries past ``DLQ_RETENTION_S``, failed or
+cancelled history past ``FAILED_RETENTION_S``, and finished workflows past the retention of
+their jobs (``COMPLETED_RETENTION_S``, or ``FAILED_RETENTION_S`` when they did not complete),
+deleted in bounded batches so one pass never
 holds long locks or builds a huge transaction."""
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import until_short
 from awa_django.maintenance.service import counted
 from awa_django.storage.control import delete_expired_dlq, delete_expired_terminal_history
+from awa_django.storage.workflows import prune_workflows
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -21,6 +24,7 @@ class RetentionConfig:
     dlq_retention_s: float
     failed_retention_s: float
     batch_size: int
+    completed_retention_s: float = 86400.0
 
     @classmethod
     def from_settings(cls, conf: AwaSettings) -> RetentionConfig:
@@ -29,6 +33,7 @@ class RetentionConfig:
             dlq_retention_s=conf.DLQ_RETENTION_S,
             failed_retention_s=conf.FAILED_RETENTION_S,
             batch_size=conf.CLEANUP_BATCH_SIZE,
+            completed_retention_s=conf.COMPLETED_RETENTION_S,
         )
 
 
@@ -36,16 +41,20 @@ class RetentionConfig:
 class RetentionResult:
     dlq_deleted: int
     history_deleted: int
+    workflows_deleted: int = 0
 
     @property
     def changed(self) -> bool:
-        return self.dlq_deleted > 0 or self.history_deleted > 0
+        return self.dlq_deleted > 0 or self.history_deleted > 0 or self.workflows_deleted > 0
 
     def describe(self) -> str:
-        return (
+        said = (
             f"deleted {counted(self.dlq_deleted, 'expired DLQ entry', 'expired DLQ entries')} "
             f"and {counted(self.history_deleted, 'expired failed or cancelled job')}"
         )
+        if self.workflows_deleted:
+            said += f", and {counted(self.workflows_deleted, 'finished workflow')}"
+        return said
 
 
 class RetentionCleaner:
@@ -71,4 +80,14 @@ class RetentionCleaner:
             ),
             batch_size=self._config.batch_size,
         )
-        return RetentionResult(dlq_deleted, history_deleted)
+        workflows_deleted = await until_short(
+            self._pool,
+            lambda conn, limit: prune_workflows(
+                conn,
+                completed_s=self._config.completed_retention_s,
+                failed_s=self._config.failed_retention_s,
+                limit=limit,
+            ),
+            batch_size=self._config.batch_size,
+        )
+        return RetentionResult(dlq_deleted, history_deleted, workflows_deleted)

@@ -12,7 +12,7 @@ from awa_django import sql
 
 
 class Migration(migrations.Migration):
-    dependencies = [("awa_django", "0012_unknown_kinds")]
+    dependencies = [("awa_django", "0013_workflows")]
     operations = [
         migrations.RunSQL(
             sql=sql.migration("0014_live_holes", "up") + sql.functions("claim"),

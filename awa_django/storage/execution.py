@@ -78,6 +78,10 @@ class CloseItem(ReceiptAddress, Protocol):
     def checkpoint(self) -> dict[str, Any] | None: ...
     @property
     def result_json(self) -> str | None: ...
+    @property
+    def workflow(self) -> bool: ...
+    @property
+    def added_steps_json(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,6 +156,7 @@ def _close_item(c: CloseItem) -> str:
         and c.progress is None
         and c.checkpoint is None
         and c.result_json is None
+        and c.added_steps_json is None
     ):
         queue = _QUEUE_LITERALS.get(c.queue)
         if queue is None:
@@ -161,7 +166,9 @@ def _close_item(c: CloseItem) -> str:
         return (
             f'{{"ready_slot":{c.ready_slot:d},"queue":{queue},"priority":{c.priority:d},'
             f'"shard":{c.shard:d},"lane_seq":{c.lane_seq:d},"job_id":{c.job_id:d},'
-            f'"run_lease":{c.run_lease:d},"outcome":"{c.outcome}"}}'
+            f'"run_lease":{c.run_lease:d},"outcome":"{c.outcome}"'
+            # A workflow step's flag: awa.close_batch looks for it before any workflow work.
+            + (',"wf":1}' if c.workflow else "}")
         )
     details = {
         "delay_s": c.delay_s,
@@ -170,6 +177,8 @@ def _close_item(c: CloseItem) -> str:
         "checkpoint": c.checkpoint,
         # Already serialized (and size-checked) by the executor: sent as text.
         "result": c.result_json,
+        # Workflow steps the attempt added, as JSON text (awa.workflow_graft).
+        "wf_add": c.added_steps_json,
     }
     # The receipt address is spelled out, not receipt_address(c): a dict literal per
     # completion costs a fraction of its getattr loop. exact_text: a checkpoint's large floats
@@ -184,6 +193,7 @@ def _close_item(c: CloseItem) -> str:
             "job_id": c.job_id,
             "run_lease": c.run_lease,
             "outcome": c.outcome,
+            **({"wf": 1} if c.workflow else {}),
             **{name: value for name, value in details.items() if value is not None},
         }
     )

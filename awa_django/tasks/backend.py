@@ -161,14 +161,17 @@ class AwaBackend(BaseTaskBackend):
             await task_enqueued.asend(type(self), task_result=result)
         return result
 
-    def _insert(
-        self, task: Task[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]
-    ) -> tuple[TaskResult[Any, Any], bool]:
-        """Insert the job; returns its result and whether ``task_enqueued`` was left to commit
-        (inside a transaction the signal waits for it, and never fires on rollback)."""
-        run_after = task.run_after
-        if isinstance(run_after, timedelta):
-            run_after = timezone.now() + run_after
+    def job_of(
+        self,
+        task: Task[Any, Any],
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        *,
+        run_after: datetime | None,
+    ) -> tuple[str, dict[str, Any], EnqueueOptions]:
+        """The awa job that runs ``task`` with these arguments: its kind, its arguments and its
+        options (at a stored lane priority, ``enqueue_at_lane_priority``). What ``enqueue``
+        inserts, and what a workflow step of a task is made of (awa_django.workflows)."""
         # Django's own normalisation first (tuples become lists, mappings dicts, bytes text), as
         # TaskResult applies it: what the task receives is what a result reports it was given.
         try:
@@ -195,20 +198,28 @@ class AwaBackend(BaseTaskBackend):
             if task.tags is not None:
                 tags = task.tags
                 task_meta["tags"] = list(tags)
+        options = EnqueueOptions(
+            queue=self.awa_queue(task.queue_name),
+            priority=awa_priority(task.priority),
+            run_at=run_after,
+            max_attempts=max_attempts,
+            metadata={TASK_METADATA_KEY: task_meta},
+            tags=tags,
+            eager=self.eager,
+        )
+        return f"{TASK_KIND_PREFIX}{task.module_path}", job_args, options
+
+    def _insert(
+        self, task: Task[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> tuple[TaskResult[Any, Any], bool]:
+        """Insert the job; returns its result and whether ``task_enqueued`` was left to commit
+        (inside a transaction the signal waits for it, and never fires on rollback)."""
+        run_after = task.run_after
+        if isinstance(run_after, timedelta):
+            run_after = timezone.now() + run_after
+        kind, job_args, options = self.job_of(task, args, kwargs, run_after=run_after)
         try:
-            job_id = enqueue_at_lane_priority(
-                f"{TASK_KIND_PREFIX}{task.module_path}",
-                args=job_args,
-                options=EnqueueOptions(
-                    queue=self.awa_queue(task.queue_name),
-                    priority=awa_priority(task.priority),
-                    run_at=run_after,
-                    max_attempts=max_attempts,
-                    metadata={TASK_METADATA_KEY: task_meta},
-                    tags=tags,
-                    eager=self.eager,
-                ),
-            )
+            job_id = enqueue_at_lane_priority(kind, args=job_args, options=options)
         except InvalidJob as refusal:
             # The job's arguments are {"args": [...], "kwargs": {...}}: a refused value is named
             # as the caller passed it, args[0] or kwargs.name.

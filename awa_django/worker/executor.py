@@ -18,6 +18,7 @@ from django.db import close_old_connections, connections
 from awa_django.core.claimed_job import ClaimedJob
 from awa_django.core.handler_result import HandlerResult, StoredReturn, kept_return
 from awa_django.core.unknown_kinds import unknown_kind
+from awa_django.exact_json import exact_text
 from awa_django.exceptions import DeadlineExceeded, JobOutcome
 from awa_django.jobs import AttemptProgress, Job, JobContext
 from awa_django.worker.deadline import AttemptDeadline
@@ -85,12 +86,14 @@ def _unknown_kind(job: ClaimedJob) -> HandlerResult:
     return HandlerResult(unknown_kind(job.kind, job.errors))
 
 
-def _returned(value: object) -> HandlerResult:
+def _returned(value: object, ctx: JobContext) -> HandlerResult:
     if isinstance(value, JobOutcome):
         return HandlerResult(value)
+    # Workflow steps the handler added (an empty list for nearly every job).
+    added = exact_text(ctx.workflow_added) if ctx.workflow_added else None
     if isinstance(value, StoredReturn):
-        return HandlerResult(result_json=value.json)
-    return HandlerResult()
+        return HandlerResult(result_json=value.json, added_steps_json=added)
+    return HandlerResult(added_steps_json=added)
 
 
 def stops_the_attempt(exc: BaseException) -> bool:
@@ -143,7 +146,7 @@ async def execute(
     finally:
         if deadline is not None:
             deadline.cancel()
-    return _returned(value)
+    return _returned(value, ctx)
 
 
 async def _run_async(
@@ -184,4 +187,4 @@ def execute_in_calling_thread(
             value = kept_return(value, ctx)
     except Exception as exc:
         return HandlerResult(exc)
-    return _returned(value)
+    return _returned(value, ctx)

@@ -166,6 +166,9 @@ def test_upgrade_from_v0_1_0_while_its_worker_runs(tmp_path, released_package, u
             assert f"Applying awa_django.{name}... OK" in migrated.stdout
         spread = new.step("spread_jobs()")
         every.extend(spread)
+        flow = new.step("a_workflow()")
+        every.extend(flow["jobs"])
+        spread.extend(flow["jobs"])
         new_worker = new.worker()
         try:
             assert new.step(f"complete_parked({str(state)!r})") == "completed"
@@ -192,6 +195,7 @@ def test_upgrade_from_v0_1_0_while_its_worker_runs(tmp_path, released_package, u
                 {"state": state, "attempt": 0, "errors": ["awa_django.exceptions.UnknownJobKind"]}
                 for state in ("retryable", "available")
             )
+            assert new.step(f"workflow_state({flow['id']})") == "completed"
         finally:
             stop(new_worker)
     finally:

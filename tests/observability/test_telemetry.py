@@ -262,3 +262,16 @@ def test_the_in_flight_gauge_follows_claims_and_finishes():
     # Still reported, at zero, once nothing runs.
     assert ("awa.job.in_flight", frozenset({("queue", "in-flight-gauge")})) in collected
     assert value(collected, "awa.job.in_flight", queue="in-flight-gauge") == 0
+
+
+def test_workflow_steps_share_the_enqueueing_trace_and_name_their_workflow():
+    from tests.workflows.jobs import add
+
+    tracer = trace.get_tracer("tests")
+    with tracer.start_as_current_span("view") as view_span:
+        run = awa.chain(awa.call(add, x=1), awa.call(add, x=2)).enqueue()
+    run_burst()
+    spans = [s for s in _EXPORTER.get_finished_spans() if s.name == "job.execute wf.add"]
+    assert sorted(s.attributes["awa.workflow.step"] for s in spans) == ["1", "2"]
+    assert {s.attributes["awa.workflow.id"] for s in spans} == {run.workflow_id}
+    assert {s.context.trace_id for s in spans} == {view_span.get_span_context().trace_id}

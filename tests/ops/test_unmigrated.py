@@ -22,6 +22,7 @@ COMMANDS = [
     ["awa_enqueue", "shop.send_receipt", "--args", '{"order_id": 1}'],
     ["awa_queue", "pause", "default"],
     ["awa_shards", "default"],
+    ["awa_workflows", "list"],
     ["awa_worker", "--burst"],
     ["awa_maintenance"],
 ]

@@ -62,3 +62,26 @@ def test_an_address_that_is_not_an_integer_is_refused() -> None:
     )
     with pytest.raises(ValueError):
         close_params([bad])
+
+
+def test_a_workflow_step_is_flagged_and_an_ordinary_job_is_not() -> None:
+    from datetime import UTC, datetime
+
+    from awa_django.core.claimed_job import ClaimedJob
+
+    def claimed(metadata: dict[str, object]) -> ClaimedJob:
+        now = datetime.now(UTC)
+        return ClaimedJob(
+            "email", 2, 1, 40_401, 3, 40_399, "k", {}, 1, 7, 3, now, now, metadata, [], []
+        )
+
+    step = Completion.of(claimed({"awa:workflow": {"id": 1, "step": "a"}}), Outcome.COMPLETED)
+    plain = Completion.of(claimed({}), Outcome.COMPLETED)
+    failed = dataclasses.replace(step, outcome=Outcome.FAILED, error={"message": "x"})
+    assert batch(step, plain, failed) == [
+        {**ADDRESS, "outcome": "completed", "wf": 1},
+        {**ADDRESS, "outcome": "completed"},
+        {**ADDRESS, "outcome": "failed", "wf": 1, "error": {"message": "x"}},
+    ]
+    # A completion rebuilt from another (the completer's replacement) keeps the flag.
+    assert Completion.of(step, Outcome.FAILED).workflow

@@ -23,6 +23,18 @@ BEGIN
     IF NOT FOUND THEN
         RETURN 'not_found';
     END IF;
+    IF v_state = 'held' THEN
+        -- A workflow step waiting for its dependencies (functions/workflows.sql): withdrawn
+        -- under its workflow's lock, so a release cannot move it meanwhile; its dependents are
+        -- cancelled in turn. Released in the meantime: cancelled below as any ready job.
+        PERFORM awa.workflow_lock(s.workflow_id) FROM awa.workflow_steps s
+         WHERE s.job_id = p_job_id;
+        IF awa.workflow_withdraw(p_job_id, p_reason) THEN
+            PERFORM awa.workflow_job_cancelled(p_job_id, p_reason);
+            RETURN 'cancelled_scheduled';
+        END IF;
+        SELECT j.state INTO v_state FROM awa.jobs j WHERE j.job_id = p_job_id;
+    END IF;
     IF v_state IN ('scheduled', 'retryable') THEN
         DELETE FROM awa.deferred_jobs d WHERE d.job_id = p_job_id RETURNING d.* INTO v_row;
         IF NOT FOUND THEN
@@ -47,6 +59,7 @@ BEGIN
                                           reason)
         VALUES (v_row.queue, v_row.priority, 0, v_seq, v_lane.slot, p_job_id, p_reason);
         PERFORM awa.notify_job_waiters(p_job_id);
+        PERFORM awa.workflow_job_cancelled(p_job_id, p_reason);
         RETURN 'cancelled_scheduled';
     END IF;
     IF v_state = 'available' THEN
@@ -63,6 +76,7 @@ BEGIN
                     p_job_id, p_reason)
             ON CONFLICT DO NOTHING;
             PERFORM awa.notify_job_waiters(p_job_id);
+            PERFORM awa.workflow_job_cancelled(p_job_id, p_reason);
             RETURN 'cancelled_queued';
         END IF;
         -- Claimed after all: fall through to the running case.
@@ -76,6 +90,8 @@ BEGIN
                 'ready_slot', v_row.ready_slot, 'queue', v_row.queue,
                 'priority', v_row.priority, 'shard', v_row.shard, 'lane_seq', v_row.lane_seq,
                 'job_id', v_row.job_id, 'run_lease', v_row.run_lease, 'outcome', 'cancelled',
+                -- The workflow flag (awa.close_batch): a cancel is rare, so it is always set.
+                'wf', 1,
                 'error', json_build_object('attempt', v_row.attempt, 'at', now(),
                                            'reason', p_reason))))) THEN
             PERFORM pg_notify('awa_cancel', v_row.job_id || ':' || v_row.run_lease);

@@ -156,6 +156,24 @@ BEGIN
           WHERE d.outcome IN ('completed', 'failed', 'cancelled')
             AND EXISTS (SELECT 1 FROM awa.job_waiters w WHERE w.job_id = d.job_id);
     END IF;
+    -- Workflow steps (functions/workflows.sql): their items carry "wf", so a batch of ordinary
+    -- jobs pays one scan of its own text here and nothing more. A step's dependents are
+    -- released, or cancelled, in this transaction. Its outcome is read back from its done row
+    -- as for the waiters above; a flag seen in an error text only costs that read.
+    IF strpos(p_batch::text, '"wf"') > 0 THEN
+        PERFORM awa.workflow_steps_ended((
+            SELECT jsonb_agg(jsonb_build_object('job_id', d.job_id, 'outcome', d.outcome,
+                                                'error', d.error, 'result', d.result,
+                                                'add', b.wf_add::jsonb)
+                             ORDER BY d.job_id)
+              FROM json_to_recordset(p_batch)
+                AS b(ready_slot integer, job_id bigint, run_lease bigint, wf integer,
+                     wf_add text)
+              JOIN awa.done_entries d
+                ON d.job_id = b.job_id AND d.run_lease = b.run_lease
+               AND d.ready_slot = b.ready_slot
+             WHERE b.wf IS NOT NULL));
+    END IF;
 END
 $$;
 

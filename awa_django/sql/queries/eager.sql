@@ -26,6 +26,8 @@ WITH moved AS (
     UPDATE awa.deferred_jobs
        SET run_at = run_at - make_interval(secs => %(seconds)s::double precision)
                    - (clock_timestamp() - now())
+     -- Not a held workflow step: it waits for its dependencies, not for a time.
+     WHERE state IN ('scheduled', 'retryable')
      RETURNING 1
 )
 SELECT count(*) FROM moved
@@ -35,7 +37,7 @@ SELECT count(*) FROM moved
 WITH moved AS (
     UPDATE awa.deferred_jobs SET run_at = now()
      WHERE (%(job_ids)s::bigint[] IS NULL OR job_id = ANY (%(job_ids)s::bigint[]))
-       AND run_at > now()
+       AND run_at > now() AND state IN ('scheduled', 'retryable')
      RETURNING 1
 )
 SELECT count(*) FROM moved

@@ -59,6 +59,21 @@ def spread_jobs() -> None:
     emit(ids)
 
 
+def a_workflow() -> None:
+    """A chord of the current code (migration 0013): two steps and a callback held until both
+    complete."""
+    with transaction.atomic():
+        run = awa.chord(
+            [awa.call(jobs.quick, n=201), awa.call(jobs.quick, n=202)], awa.call(jobs.quick, n=203)
+        ).enqueue()
+    emit({"id": run.workflow_id, "jobs": list(run.job_ids.values())})
+
+
+def workflow_state(workflow_id: int) -> None:
+    state = awa.get_workflow(workflow_id)
+    emit(None if state is None else state.state)
+
+
 def states(job_ids: list[int]) -> None:
     emit({str(record.job_id): record.state for record in awa.get_jobs(job_ids)})
 

@@ -1,0 +1,497 @@
+-- Durable workflows (docs/workflows.md).
+-- Current definitions, CREATE OR REPLACE only, applied by migration 0013_workflows and again by
+-- each later migration that changes one of them (docs/architecture.md, "SQL layout and schema
+-- changes").
+--
+-- A step is an ordinary job. It is created 'held' in awa.deferred_jobs, where no promoter looks,
+-- and moved into the ready ring by awa.workflow_release inside the transaction that ends its
+-- last dependency: its remaining_deps counter is decremented under that workflow's transaction
+-- lock, so of two completions committing at the same instant exactly one sees it reach zero.
+-- Nothing polls. A job that is not a step never reaches these functions: awa.close_batch calls
+-- awa.workflow_steps_ended only for batches whose items carry the "wf" flag.
+
+-- The transaction lock that serializes the bookkeeping of one workflow (class 'AWAW'). Taken
+-- in workflow id order by every function below before it touches a workflow's rows, so two
+-- transactions that end steps of the same workflows never deadlock.
+CREATE OR REPLACE FUNCTION awa.workflow_lock(p_workflow_id bigint) RETURNS void
+LANGUAGE sql AS $$
+    SELECT pg_advisory_xact_lock(1096237399, (p_workflow_id % 2147483647)::integer)
+$$;
+
+-- Creates a workflow from its validated description and returns each step's job id. p_spec:
+-- {"name": text, "steps": [{"name", "kind", "queue", "priority", "args", "max_attempts",
+-- "metadata", "tags", "after": [names], "ignore": [names], "on_failure": bool}, ...]}, in the
+-- order the steps were added. Every step is written held; the steps without dependencies are
+-- released at once, in this transaction, so the whole workflow commits or rolls back with the
+-- caller's rows.
+CREATE OR REPLACE FUNCTION awa.workflow_create(p_spec jsonb)
+RETURNS TABLE (workflow_id bigint, step text, job_id bigint) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_id bigint := nextval('awa.workflow_id_seq');
+    v_roots bigint[];
+BEGIN
+    INSERT INTO awa.workflows (workflow_id, name, state, steps, unfinished)
+    SELECT v_id, p_spec ->> 'name', 'running', count(*),
+           count(*) FILTER (WHERE NOT coalesce((s ->> 'on_failure')::boolean, false))
+      FROM jsonb_array_elements(p_spec -> 'steps') s;
+    INSERT INTO awa.workflow_steps (workflow_id, name, job_id, position, after, remaining_deps,
+                                    on_failure, state)
+    SELECT v_id, s.value ->> 'name', nextval('awa.job_id_seq'), s.ordinality,
+           ARRAY(SELECT jsonb_array_elements_text(s.value -> 'after')),
+           jsonb_array_length(s.value -> 'after'),
+           coalesce((s.value ->> 'on_failure')::boolean, false), 'held'
+      FROM jsonb_array_elements(p_spec -> 'steps') WITH ORDINALITY s
+     ORDER BY s.ordinality;
+    INSERT INTO awa.workflow_edges (workflow_id, from_step, to_step, ignore_failure)
+    SELECT v_id, d.dep, s.value ->> 'name', (s.value -> 'ignore') ? d.dep
+      FROM jsonb_array_elements(p_spec -> 'steps') s
+     CROSS JOIN LATERAL jsonb_array_elements_text(s.value -> 'after') d(dep);
+    INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
+                                   run_lease, max_attempts, run_at, created_at, metadata, tags,
+                                   errors)
+    SELECT w.job_id, 'held', s.value ->> 'kind', s.value ->> 'queue',
+           (s.value ->> 'priority')::smallint, s.value -> 'args', 0, 0,
+           (s.value ->> 'max_attempts')::integer, now(), now(),
+           coalesce(s.value -> 'metadata', '{}') || jsonb_build_object('awa:workflow',
+               jsonb_build_object('id', v_id, 'name', p_spec ->> 'name', 'step', w.name,
+                                  'after', s.value -> 'after')),
+           ARRAY(SELECT jsonb_array_elements_text(coalesce(s.value -> 'tags', '[]'))), '[]'
+      FROM jsonb_array_elements(p_spec -> 'steps') s
+      JOIN awa.workflow_steps w ON w.workflow_id = v_id AND w.name = s.value ->> 'name';
+    v_roots := ARRAY(SELECT w.job_id FROM awa.workflow_steps w
+                      WHERE w.workflow_id = v_id AND w.remaining_deps = 0 AND NOT w.on_failure
+                      ORDER BY w.position);
+    PERFORM awa.workflow_release(v_roots);
+    RETURN QUERY SELECT w.workflow_id, w.name, w.job_id FROM awa.workflow_steps w
+                  WHERE w.workflow_id = v_id ORDER BY w.position;
+END
+$$;
+
+-- Moves held steps into the ready ring (awa.ready_deferred), each with what it reads of the
+-- steps before it written into its metadata under awa:workflow.inputs: per dependency its
+-- state, result and error; an on_failure step gets every step that did not complete. Steps no
+-- longer held (cancelled meanwhile) are left alone. The caller holds the workflows' locks.
+CREATE OR REPLACE FUNCTION awa.workflow_release(p_job_ids bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_ids bigint[];
+BEGIN
+    IF cardinality(p_job_ids) = 0 THEN
+        RETURN;
+    END IF;
+    WITH released AS (
+        UPDATE awa.workflow_steps s SET state = 'released', released_at = now()
+         WHERE s.job_id = ANY (p_job_ids) AND s.state = 'held'
+        RETURNING s.workflow_id, s.name, s.job_id, s.on_failure, s.after
+    ), inputs AS (
+        SELECT r.job_id, r.after, (
+            SELECT coalesce(jsonb_object_agg(p.name, jsonb_build_object(
+                       'state', p.state, 'result', p.result, 'error', p.error)), '{}')
+              FROM awa.workflow_steps p
+             WHERE p.workflow_id = r.workflow_id
+               AND CASE WHEN r.on_failure
+                        THEN p.state IN ('failed', 'cancelled', 'dead_lettered')
+                        ELSE p.name IN (SELECT e.from_step FROM awa.workflow_edges e
+                                         WHERE e.workflow_id = r.workflow_id
+                                           AND e.to_step = r.name) END) AS inputs
+          FROM released r
+    ), moved AS (
+        UPDATE awa.deferred_jobs d
+           SET metadata = jsonb_set(jsonb_set(d.metadata, '{awa:workflow,inputs}', i.inputs),
+                                    '{awa:workflow,after}', to_jsonb(i.after))
+          FROM inputs i
+         WHERE d.job_id = i.job_id AND d.state = 'held'
+        RETURNING d.job_id
+    )
+    SELECT array_agg(m.job_id ORDER BY m.job_id) INTO v_ids FROM moved m;
+    IF v_ids IS NOT NULL THEN
+        PERFORM awa.ready_deferred(v_ids);
+    END IF;
+END
+$$;
+
+-- Withdraws a held step: its deferred row becomes a ready row that is never published, with a
+-- tombstone (as awa.cancel_job records a cancelled scheduled job), so the job reads as
+-- cancelled with p_reason. Returns whether it was still held.
+CREATE OR REPLACE FUNCTION awa.workflow_withdraw(p_job_id bigint, p_reason text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    v_row record;
+    v_lane record;
+    v_seq bigint;
+BEGIN
+    DELETE FROM awa.deferred_jobs d WHERE d.job_id = p_job_id AND d.state = 'held'
+    RETURNING d.* INTO v_row;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    v_lane := awa.producer_slot();
+    v_seq := nextval('awa.lane_seq');
+    INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot,
+                                   ready_generation, job_id, kind, args, attempt, run_lease,
+                                   max_attempts, run_at, created_at, metadata, tags, errors)
+    VALUES (v_row.queue, v_row.priority, 0, v_seq, v_lane.slot, v_lane.generation,
+            v_row.job_id, v_row.kind, v_row.args, v_row.attempt, v_row.run_lease,
+            v_row.max_attempts, v_row.run_at, v_row.created_at, v_row.metadata, v_row.tags,
+            v_row.errors);
+    INSERT INTO awa.ready_tombstones (queue, priority, shard, lane_seq, ready_slot, job_id,
+                                      reason)
+    VALUES (v_row.queue, v_row.priority, 0, v_seq, v_lane.slot, p_job_id, p_reason);
+    PERFORM awa.notify_job_waiters(p_job_id);
+    RETURN true;
+END
+$$;
+
+-- Adds the steps p_parent added while it ran (ctx.workflow.add), as it completes: p_steps is a
+-- JSON array of step descriptions as awa.workflow_create reads them, named "<parent>/<name>",
+-- each waiting for p_parent and its own "after". Every step that waits for p_parent waits for
+-- them too (their remaining_deps and "after" grow), so a fan-in after a fan-out sized at run
+-- time reads all of its results. The caller holds the workflow's lock and counts p_parent's
+-- dependents down next, the new steps among them.
+CREATE OR REPLACE FUNCTION awa.workflow_graft(p_workflow_id bigint, p_parent text, p_steps jsonb)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_names text[];
+    v_count integer := jsonb_array_length(p_steps);
+    v_base integer;
+BEGIN
+    v_names := ARRAY(SELECT s ->> 'name' FROM jsonb_array_elements(p_steps) s);
+    SELECT max(w.position) INTO v_base FROM awa.workflow_steps w
+     WHERE w.workflow_id = p_workflow_id;
+    -- The parent's dependents from before the graft gain the new steps as dependencies.
+    WITH grown AS (
+        UPDATE awa.workflow_steps t
+           SET remaining_deps = t.remaining_deps + v_count, after = t.after || v_names
+          FROM awa.workflow_edges e
+         WHERE e.workflow_id = p_workflow_id AND e.from_step = p_parent
+           AND t.workflow_id = e.workflow_id AND t.name = e.to_step AND t.state = 'held'
+        RETURNING t.name, e.ignore_failure
+    ), new_steps AS (
+        INSERT INTO awa.workflow_steps (workflow_id, name, job_id, position, after,
+                                        remaining_deps, on_failure, state)
+        SELECT p_workflow_id, s.value ->> 'name', nextval('awa.job_id_seq'),
+               v_base + s.ordinality::integer,
+               p_parent || ARRAY(SELECT jsonb_array_elements_text(s.value -> 'after')),
+               1 + jsonb_array_length(s.value -> 'after'), false, 'held'
+          FROM jsonb_array_elements(p_steps) WITH ORDINALITY s
+        RETURNING name
+    )
+    INSERT INTO awa.workflow_edges (workflow_id, from_step, to_step, ignore_failure)
+    SELECT p_workflow_id, n.name, g.name, g.ignore_failure
+      FROM grown g CROSS JOIN new_steps n;
+    INSERT INTO awa.workflow_edges (workflow_id, from_step, to_step, ignore_failure)
+    SELECT p_workflow_id, p_parent, s ->> 'name', false
+      FROM jsonb_array_elements(p_steps) s
+    UNION ALL
+    SELECT p_workflow_id, d.dep, s ->> 'name', false
+      FROM jsonb_array_elements(p_steps) s
+     CROSS JOIN LATERAL jsonb_array_elements_text(s -> 'after') d(dep);
+    INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
+                                   run_lease, max_attempts, run_at, created_at, metadata, tags,
+                                   errors)
+    SELECT w.job_id, 'held', s ->> 'kind', s ->> 'queue', (s ->> 'priority')::smallint,
+           s -> 'args', 0, 0, (s ->> 'max_attempts')::integer, now(), now(),
+           coalesce(s -> 'metadata', '{}') || jsonb_build_object('awa:workflow',
+               jsonb_build_object('id', p_workflow_id, 'name', f.name, 'step', w.name,
+                                  'after', to_jsonb(w.after))),
+           ARRAY(SELECT jsonb_array_elements_text(coalesce(s -> 'tags', '[]'))), '[]'
+      FROM jsonb_array_elements(p_steps) s
+      JOIN awa.workflow_steps w ON w.workflow_id = p_workflow_id AND w.name = s ->> 'name'
+      JOIN awa.workflows f ON f.workflow_id = p_workflow_id;
+    UPDATE awa.workflows w
+       SET steps = w.steps + v_count, unfinished = w.unfinished + v_count
+     WHERE w.workflow_id = p_workflow_id;
+END
+$$;
+
+-- Gives a workflow whose steps have all ended its terminal state, once: cancelled when it was
+-- cancelled, failed when a step did not complete, completed otherwise. Its waiters are told
+-- on channel awa_workflow_done at commit.
+CREATE OR REPLACE FUNCTION awa.workflow_finish(p_workflow_id bigint) RETURNS void
+LANGUAGE sql AS $$
+    WITH finished AS (
+        UPDATE awa.workflows w
+           SET state = CASE WHEN w.cancel_reason IS NOT NULL THEN 'cancelled'
+                            WHEN w.failures > 0 THEN 'failed' ELSE 'completed' END,
+               finished_at = now()
+         WHERE w.workflow_id = p_workflow_id AND w.state = 'running'
+        RETURNING w.workflow_id
+    )
+    SELECT pg_notify('awa_workflow_done', f.workflow_id::text) FROM finished f
+$$;
+
+-- Records that steps ended and does what follows, in the caller's transaction. p_ended is a
+-- JSON array of {job_id, outcome, error, result}, outcome as awa.done_entries has it; items
+-- whose job is no step, or whose step already ended, change nothing (every closer may call
+-- this, and a rescue and a worker may both report one attempt).
+--
+-- For each step that ended: a completed one decrements each held dependent's remaining_deps,
+-- and the dependents that reach zero are released (all together, at the end). One that
+-- failed or was cancelled decrements the dependents that ignore its failure and cancels the
+-- others, recording which step and why; the cancelled dependents are processed in turn, so a
+-- cancel runs down the whole graph. A failure routed to the dead-letter queue parks the step
+-- as dead_lettered: its dependents keep waiting, as a retry from the DLQ resumes it. The step
+-- that brings the workflow's unfinished count to zero finishes it, unless it has an
+-- on_failure step and a step did not complete: that step is then released, and the workflow
+-- finishes when it ends. An on_failure step that is not needed is marked skipped.
+CREATE OR REPLACE FUNCTION awa.workflow_steps_ended(p_ended jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_jobs bigint[];
+    v_outcomes text[];
+    v_errors jsonb[];
+    v_results jsonb[];
+    v_adds jsonb[];
+    v_i integer := 1;
+    v_state text;
+    v_step record;
+    v_dep record;
+    v_wf record;
+    v_left integer;
+    v_release bigint[] := '{}';
+    v_handler record;
+BEGIN
+    -- Held back while awa.workflow_cancel closes the running steps of a workflow without its
+    -- lock; it does their bookkeeping itself.
+    IF current_setting('awa.workflow_hold', true) = 'on' THEN
+        RETURN;
+    END IF;
+    SELECT array_agg(e.job_id), array_agg(e.outcome), array_agg(e.error), array_agg(e.result),
+           array_agg(e.add)
+      INTO v_jobs, v_outcomes, v_errors, v_results, v_adds
+      FROM jsonb_to_recordset(p_ended) AS e(job_id bigint, outcome text, error jsonb,
+                                             result jsonb, add jsonb);
+    IF v_jobs IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM awa.workflow_lock(w.workflow_id)
+       FROM (SELECT DISTINCT s.workflow_id FROM awa.workflow_steps s
+              WHERE s.job_id = ANY (v_jobs) ORDER BY 1) w;
+    WHILE v_i <= cardinality(v_jobs) LOOP
+        v_state := CASE v_outcomes[v_i]
+            WHEN 'completed' THEN 'completed'
+            WHEN 'cancelled' THEN 'cancelled'
+            WHEN 'skipped' THEN 'skipped'
+            WHEN 'failed' THEN CASE WHEN EXISTS (SELECT 1 FROM awa.dlq_entries q
+                                                  WHERE q.job_id = v_jobs[v_i])
+                                    THEN 'dead_lettered' ELSE 'failed' END
+            END;
+        IF v_state IS NOT NULL THEN
+            UPDATE awa.workflow_steps s
+               SET state = v_state, result = v_results[v_i], error = v_errors[v_i],
+                   finished_at = CASE WHEN v_state = 'dead_lettered' THEN NULL ELSE now() END
+             WHERE s.job_id = v_jobs[v_i]
+               AND s.state IN ('held', 'released', 'dead_lettered')
+               AND NOT (s.state = 'dead_lettered' AND v_state = 'dead_lettered')
+            RETURNING s.workflow_id, s.name, s.on_failure INTO v_step;
+        END IF;
+        IF v_state IS NULL OR NOT FOUND OR v_state = 'dead_lettered' THEN
+            v_i := v_i + 1;
+            CONTINUE;
+        END IF;
+        IF v_step.on_failure THEN
+            PERFORM awa.workflow_finish(v_step.workflow_id);
+            v_i := v_i + 1;
+            CONTINUE;
+        END IF;
+        IF v_state = 'completed' AND jsonb_typeof(v_adds[v_i]) = 'array' THEN
+            -- Steps it added while it ran: written now, before its dependents are counted down.
+            PERFORM awa.workflow_graft(v_step.workflow_id, v_step.name, v_adds[v_i]);
+        END IF;
+        UPDATE awa.workflows w
+           SET unfinished = w.unfinished - 1,
+               failures = w.failures + CASE WHEN v_state = 'completed' THEN 0 ELSE 1 END
+         WHERE w.workflow_id = v_step.workflow_id
+        RETURNING w.unfinished, w.cancel_reason, w.failures INTO v_wf;
+        FOR v_dep IN
+            SELECT t.job_id, t.name, e.ignore_failure
+              FROM awa.workflow_edges e
+              JOIN awa.workflow_steps t
+                ON t.workflow_id = e.workflow_id AND t.name = e.to_step
+             WHERE e.workflow_id = v_step.workflow_id AND e.from_step = v_step.name
+               AND t.state = 'held'
+             ORDER BY t.name
+        LOOP
+            IF v_state = 'completed' OR v_dep.ignore_failure THEN
+                UPDATE awa.workflow_steps s SET remaining_deps = s.remaining_deps - 1
+                 WHERE s.job_id = v_dep.job_id
+                RETURNING s.remaining_deps INTO v_left;
+                IF v_left = 0 THEN
+                    v_release := v_release || v_dep.job_id;
+                END IF;
+            ELSE
+                PERFORM awa.workflow_withdraw(v_dep.job_id, format(
+                    'workflow step %s was cancelled: its dependency %s %s',
+                    v_dep.name, v_step.name, v_state));
+                v_jobs := v_jobs || v_dep.job_id;
+                v_outcomes := v_outcomes || 'cancelled'::text;
+                v_errors := v_errors || jsonb_build_object(
+                    'at', now(), 'reason', format('dependency %s %s', v_step.name, v_state),
+                    'dependency', v_step.name, 'dependency_state', v_state);
+                v_results := v_results || NULL::jsonb;
+                v_adds := v_adds || NULL::jsonb;
+            END IF;
+        END LOOP;
+        IF v_wf.unfinished = 0 THEN
+            SELECT s.job_id, s.name INTO v_handler FROM awa.workflow_steps s
+             WHERE s.workflow_id = v_step.workflow_id AND s.on_failure AND s.state = 'held';
+            IF NOT FOUND THEN
+                PERFORM awa.workflow_finish(v_step.workflow_id);
+            ELSIF v_wf.failures > 0 AND v_wf.cancel_reason IS NULL THEN
+                v_release := v_release || v_handler.job_id;
+            ELSE
+                PERFORM awa.workflow_withdraw(v_handler.job_id, CASE
+                    WHEN v_wf.cancel_reason IS NOT NULL THEN 'workflow cancelled: '
+                                                             || v_wf.cancel_reason
+                    ELSE 'workflow completed: on_failure step not needed' END);
+                UPDATE awa.workflow_steps s SET state = 'skipped', finished_at = now()
+                 WHERE s.job_id = v_handler.job_id;
+                PERFORM awa.workflow_finish(v_step.workflow_id);
+            END IF;
+        END IF;
+        v_i := v_i + 1;
+    END LOOP;
+    PERFORM awa.workflow_release(v_release);
+END
+$$;
+
+-- Cancels a workflow: every step not ended yet is cancelled with p_reason (a running one's
+-- worker is told, as by awa.cancel_job, and its handler sees ctx.is_cancelled()), a step
+-- parked in the dead-letter queue is recorded as cancelled (its DLQ entry stays for the
+-- operator), and the workflow ends 'cancelled' once its last step has ended; the on_failure
+-- step does not run. Returns how many steps it cancelled, or NULL when there is no such
+-- workflow or it has already finished.
+--
+-- Released steps are cancelled first, without the workflow's lock: closing an attempt can wait
+-- for a worker that is closing the same attempt, and that worker takes the workflow's lock
+-- next, so holding it here would deadlock. Their bookkeeping waits (awa.workflow_hold) and is
+-- done under the lock with the rest.
+CREATE OR REPLACE FUNCTION awa.workflow_cancel(p_workflow_id bigint, p_reason text)
+RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_step record;
+    v_count integer := 0;
+    v_outcome text;
+    v_state text;
+    v_unfinished bigint[];
+    v_ended jsonb := '[]';
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM awa.workflows w
+                    WHERE w.workflow_id = p_workflow_id AND w.state = 'running') THEN
+        RETURN NULL;
+    END IF;
+    v_unfinished := ARRAY(SELECT s.job_id FROM awa.workflow_steps s
+                           WHERE s.workflow_id = p_workflow_id AND NOT s.on_failure
+                             AND s.state IN ('held', 'released', 'dead_lettered'));
+    PERFORM set_config('awa.workflow_hold', 'on', true);
+    FOR v_step IN
+        SELECT s.job_id FROM awa.workflow_steps s
+         WHERE s.workflow_id = p_workflow_id AND s.state = 'released' ORDER BY s.position
+    LOOP
+        PERFORM awa.cancel_job(v_step.job_id, p_reason);
+    END LOOP;
+    PERFORM set_config('awa.workflow_hold', 'off', true);
+    PERFORM awa.workflow_lock(p_workflow_id);
+    UPDATE awa.workflows w SET cancel_reason = p_reason
+     WHERE w.workflow_id = p_workflow_id AND w.state = 'running';
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    -- The released steps cancelled above (their jobs now read cancelled), by job id.
+    FOR v_step IN
+        SELECT s.job_id FROM awa.workflow_steps s
+         WHERE s.workflow_id = p_workflow_id AND s.state = 'released' ORDER BY s.job_id
+    LOOP
+        SELECT j.state INTO v_state FROM awa.jobs j WHERE j.job_id = v_step.job_id;
+        IF v_state = 'cancelled' THEN
+            v_ended := v_ended || jsonb_build_object(
+                'job_id', v_step.job_id, 'outcome', 'cancelled',
+                'error', jsonb_build_object('at', now(), 'reason', p_reason));
+        END IF;
+    END LOOP;
+    PERFORM awa.workflow_steps_ended(v_ended);
+    FOR v_step IN
+        SELECT s.job_id, s.name FROM awa.workflow_steps s
+         WHERE s.workflow_id = p_workflow_id
+           AND s.state IN ('held', 'released', 'dead_lettered')
+         ORDER BY s.on_failure, s.position
+    LOOP
+        -- A step this loop cancelled already cancelled its dependents in turn.
+        IF NOT EXISTS (SELECT 1 FROM awa.workflow_steps s
+                        WHERE s.job_id = v_step.job_id
+                          AND s.state IN ('held', 'released', 'dead_lettered')) THEN
+            CONTINUE;
+        END IF;
+        -- A step released since the first pass is cancelled under the lock: a worker closing
+        -- it at this very moment makes one of the two transactions retry (a deadlock).
+        v_outcome := awa.cancel_job(v_step.job_id, p_reason);
+        IF v_outcome NOT LIKE 'cancelled%' AND EXISTS (
+                SELECT 1 FROM awa.workflow_steps s
+                 WHERE s.job_id = v_step.job_id AND s.state = 'dead_lettered') THEN
+            PERFORM awa.workflow_steps_ended(jsonb_build_array(jsonb_build_object(
+                'job_id', v_step.job_id, 'outcome', 'cancelled',
+                'error', jsonb_build_object('at', now(), 'reason', p_reason))));
+        END IF;
+    END LOOP;
+    -- Counted at the end: cancelling a step cancels its dependents with it.
+    SELECT count(*) INTO v_count FROM awa.workflow_steps s
+     WHERE s.workflow_id = p_workflow_id AND s.state = 'cancelled'
+       AND s.job_id = ANY (v_unfinished);
+    RETURN v_count;
+END
+$$;
+
+-- Deletes up to p_limit finished workflows, their steps and edges with them, once their
+-- retention has passed (a completed one's p_completed_s, a failed or cancelled one's
+-- p_failed_s, as the ring keeps their jobs); returns how many. The steps' job rows are the
+-- ring's and go with its prune.
+CREATE OR REPLACE FUNCTION awa.workflow_prune(p_completed_s double precision,
+                                              p_failed_s double precision, p_limit integer)
+RETURNS integer LANGUAGE sql AS $$
+    WITH doomed AS (
+        SELECT w.workflow_id FROM awa.workflows w
+         WHERE w.finished_at < now() - make_interval(secs => least(p_completed_s, p_failed_s))
+           AND w.finished_at < now() - make_interval(secs => CASE w.state
+                   WHEN 'completed' THEN p_completed_s ELSE p_failed_s END)
+         ORDER BY w.finished_at LIMIT p_limit FOR UPDATE SKIP LOCKED
+    ), gone AS (
+        DELETE FROM awa.workflows w USING doomed d WHERE w.workflow_id = d.workflow_id
+        RETURNING 1
+    )
+    SELECT count(*)::integer FROM gone
+$$;
+
+-- What awa.cancel_job does after it cancelled a job that had not started: when the job is a
+-- workflow step, its dependents are cancelled in turn. One index probe for any other job.
+CREATE OR REPLACE FUNCTION awa.workflow_job_cancelled(p_job_id bigint, p_reason text)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM awa.workflow_steps s WHERE s.job_id = p_job_id) THEN
+        PERFORM awa.workflow_steps_ended(jsonb_build_array(jsonb_build_object(
+            'job_id', p_job_id, 'outcome', 'cancelled',
+            'error', jsonb_build_object('at', now(), 'reason', p_reason))));
+    END IF;
+END
+$$;
+
+-- A workflow step's DLQ entry was deleted (trigger workflow_dead_letter_gone, at commit): a
+-- retry put the job back (a newer ready row, or a deferred one), and its workflow resumes when
+-- it ends; otherwise an operator purge or the DLQ retention gave it up, and the step fails for
+-- good, cancelling its dependents as any failure does.
+CREATE OR REPLACE FUNCTION awa.workflow_dead_letter_gone() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM awa.dlq_entries q WHERE q.job_id = OLD.job_id)
+       OR EXISTS (SELECT 1 FROM awa.deferred_jobs d WHERE d.job_id = OLD.job_id)
+       OR EXISTS (SELECT 1 FROM awa.ready_entries r
+                   WHERE r.job_id = OLD.job_id AND r.run_lease >= OLD.original_run_lease) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM awa.workflow_steps_ended(jsonb_build_array(jsonb_build_object(
+        'job_id', OLD.job_id, 'outcome', 'failed',
+        'error', coalesce(OLD.errors -> -1, '{}') || jsonb_build_object(
+            'reason', 'dead-lettered step given up (' || OLD.dlq_reason || ')'))));
+    RETURN NULL;
+END
+$$;

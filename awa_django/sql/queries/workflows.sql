@@ -1,0 +1,34 @@
+-- Durable workflows (functions/workflows.sql, docs/workflows.md).
+
+-- name: create_workflow
+-- Writes a validated workflow in the caller's transaction; one row per step with its job id.
+SELECT workflow_id, step, job_id FROM awa.workflow_create(%(spec)s::jsonb)
+
+-- name: cancel_workflow
+-- Cancels every step of a running workflow that has not ended; NULL when none was running.
+SELECT awa.workflow_cancel(%(workflow_id)s::bigint, %(reason)s::text)
+
+-- name: get_workflow
+-- A workflow's row.
+SELECT workflow_id, name, state, steps, unfinished, failures, cancel_reason, created_at,
+       finished_at
+  FROM awa.workflows WHERE workflow_id = %(workflow_id)s::bigint
+
+-- name: workflow_steps
+-- A workflow's steps in the order they were added.
+SELECT name, job_id, after, on_failure, state, result, error, released_at, finished_at
+  FROM awa.workflow_steps WHERE workflow_id = %(workflow_id)s::bigint ORDER BY position
+
+-- name: list_workflows
+-- Workflows newest first, optionally of one state and name.
+SELECT workflow_id, name, state, steps, unfinished, failures, cancel_reason, created_at,
+       finished_at
+  FROM awa.workflows
+ WHERE (%(state)s::text IS NULL OR state = %(state)s::text)
+   AND (%(name)s::text IS NULL OR name = %(name)s::text)
+ ORDER BY workflow_id DESC LIMIT %(limit)s::integer
+
+-- name: prune_workflows
+-- Deletes finished workflows older than the retention, a batch at a time.
+SELECT awa.workflow_prune(%(completed_s)s::double precision, %(failed_s)s::double precision,
+                          %(limit)s::integer)

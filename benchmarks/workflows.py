@@ -1,0 +1,317 @@
+"""Workflows (docs/workflows.md): how fast their steps run, how soon a fan-in starts after its
+last dependency, and what the workflow check costs the close of ordinary jobs.
+
+Usage (a throwaway cluster, as the other harnesses; needs a quiet machine)::
+
+    python3 scripts/with_postgres.py -- .venv/bin/python -m benchmarks.workflows \
+        [--chains 1000] [--chain-length 10] [--chords 5] [--chord-size 10000] \
+        [--groups 1000] [--group-size 10] [--drain 20000] [--concurrency 16] \
+        [--close-reps 300] [--output PATH]
+
+Measurements, each on an emptied queue with one real ``awa_worker`` process (``bench=N``):
+
+- **chains**: ``--chains`` chains of ``--chain-length`` no-op steps, enqueued in one
+  transaction; wall time until every workflow has finished, and steps per second.
+- **chord latency**: ``--chords`` chords of ``--chord-size`` members, one after another; for
+  each, the time from the start of the transaction that completed its last member to the
+  callback's claim (both on the server's clock), p50 and p99 over the chords, and the wall time.
+- **groups with a chord**: ``--groups`` chords of ``--group-size`` members; wall time.
+- **drain**: ``--drain`` plain jobs against one group of ``--drain`` steps; jobs per second of
+  each and their ratio.
+- **close**: the server-side time (``EXPLAIN ANALYZE``) of ``awa.close_batch`` closing 1 and 100
+  ordinary attempts, against the definition migration 0012 left (from 0013's ``down.sql``,
+  created under another name for the run), rolled back so the same attempts close again;
+  medians of ``--close-reps`` runs, interleaved.
+
+Celery (canvas on Redis) and Chancy (``WorkflowPlugin``) are not run by this harness yet: it
+says so in its output and in the results file.
+
+Writes every sample and the environment to ``benchmarks/results/workflows-<UTC time>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+CLOSE_BATCHES = (1, 100)
+PREVIOUS_CLOSE = "awa.close_batch_before_workflows"
+PEERS = {
+    "celery": "not run by this harness yet (canvas on a Redis broker and result backend)",
+    "chancy": "not run by this harness yet (WorkflowPlugin)",
+}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--chains", type=int, default=1000)
+    parser.add_argument("--chain-length", type=int, default=10)
+    parser.add_argument("--chords", type=int, default=5)
+    parser.add_argument("--chord-size", type=int, default=10000)
+    parser.add_argument("--groups", type=int, default=1000)
+    parser.add_argument("--group-size", type=int, default=10)
+    parser.add_argument("--drain", type=int, default=20000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--close-reps", type=int, default=300)
+    parser.add_argument("--output", type=Path)
+    return parser.parse_args(argv)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def start_worker(concurrency: int) -> subprocess.Popen[str]:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "benchmarks.settings", "PYTHONUNBUFFERED": "1"}
+    argv = [sys.executable, "manage.py", "awa_worker", "--queue", f"bench={concurrency}", "-v", "1"]
+    proc = subprocess.Popen(
+        argv, cwd=Path(__file__).resolve().parent.parent, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "worker ready" in line:
+            return proc
+    raise RuntimeError(f"the worker exited ({proc.wait()}) before it was ready")
+
+
+def scalar(sql: str, params: list[Any] | None = None) -> Any:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params or [])
+        return cursor.fetchone()[0]
+
+
+def until(predicate_sql: str, timeout_s: float = 3600.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not scalar(predicate_sql):
+        if time.monotonic() > deadline:
+            raise TimeoutError(predicate_sql)
+        time.sleep(0.01)
+
+
+ALL_FINISHED = "SELECT NOT EXISTS (SELECT 1 FROM awa.workflows WHERE state = 'running')"
+
+
+def with_worker(concurrency: int, body: Any) -> Any:
+    from awa_django.testing import reset_queue
+
+    reset_queue()
+    worker = start_worker(concurrency)
+    try:
+        return body()
+    finally:
+        worker.terminate()
+        worker.wait(60)
+
+
+def step() -> Any:
+    import awa_django as awa
+    from benchmarks.jobs import SYNC_KIND
+
+    return awa.call(SYNC_KIND, n=0, payload="")
+
+
+def run_chains(count: int, length: int) -> dict[str, float]:
+    from django.db import transaction
+
+    import awa_django as awa
+
+    started = time.perf_counter()
+    with transaction.atomic():
+        for _ in range(count):
+            awa.chain(*(step() for _ in range(length))).enqueue()
+    until(ALL_FINISHED)
+    wall = time.perf_counter() - started
+    return {"wall_s": wall, "steps_per_s": count * length / wall}
+
+
+def run_chords(count: int, size: int) -> dict[str, Any]:
+    import awa_django as awa
+
+    gaps_ms: list[float] = []
+    started = time.perf_counter()
+    for _ in range(count):
+        run = awa.chord([step() for _ in range(size)], step()).enqueue()
+        until(ALL_FINISHED)
+        gap = scalar(
+            "SELECT extract(epoch FROM (SELECT c.claimed_at FROM awa.claim_receipts c "
+            "WHERE c.job_id = %s ORDER BY c.run_lease LIMIT 1) - (SELECT max(s.finished_at) "
+            "FROM awa.workflow_steps s WHERE s.workflow_id = %s AND s.name <> 'callback'))",
+            [run.job_ids["callback"], run.workflow_id],
+        )
+        gaps_ms.append(float(gap) * 1000)
+    return {
+        "wall_s": time.perf_counter() - started,
+        "callback_gap_ms": gaps_ms,
+        "p50_ms": percentile(gaps_ms, 0.5),
+        "p99_ms": percentile(gaps_ms, 0.99),
+    }
+
+
+def run_groups(count: int, size: int) -> dict[str, float]:
+    from django.db import transaction
+
+    import awa_django as awa
+
+    started = time.perf_counter()
+    with transaction.atomic():
+        for _ in range(count):
+            awa.chord([step() for _ in range(size)], step()).enqueue()
+    until(ALL_FINISHED)
+    return {"wall_s": time.perf_counter() - started}
+
+
+def run_drain(count: int) -> dict[str, float]:
+    import awa_django as awa
+    from benchmarks.jobs import SYNC_KIND
+
+    started = time.perf_counter()
+    awa.enqueue_many(SYNC_KIND, [{"n": n, "payload": ""} for n in range(count)])
+    until(f"SELECT count(*) >= {count:d} FROM awa.done_entries")
+    plain = count / (time.perf_counter() - started)
+    started = time.perf_counter()
+    awa.group(*(step() for _ in range(count))).enqueue()
+    until(ALL_FINISHED)
+    steps = count / (time.perf_counter() - started)
+    return {"plain_jobs_per_s": plain, "steps_per_s": steps, "ratio": steps / plain}
+
+
+def create_previous_close(cursor: Any) -> None:
+    from awa_django import sql
+
+    down = sql.migration("0013_workflows", "down")
+    start = down.index("CREATE OR REPLACE FUNCTION awa.close_batch(")
+    definition = down[start : down.index("\n$$;", start) + 4]
+    cursor.execute(definition.replace("awa.close_batch(", f"{PREVIOUS_CLOSE}(", 1))
+
+
+def open_attempts(size: int) -> str:
+    from django.db import connection
+
+    import awa_django as awa
+    from awa_django.core.claimed_job import claimed_job_rows
+    from awa_django.core.completion import Completion
+    from awa_django.core.outcome import Outcome
+    from awa_django.storage.execution import close_params
+    from awa_django.storage.queue import ClaimRequest, claim_ready
+    from awa_django.storage.statement import run
+    from benchmarks.jobs import SYNC_KIND
+
+    for n in range(size):
+        awa.enqueue(SYNC_KIND, args={"n": n, "payload": ""})
+    with connection.cursor() as cursor:
+        request = ClaimRequest(queue="bench", claimed_by="bench", deadline_s=0)
+        claimed = run(cursor, claim_ready(request, rows=claimed_job_rows, limit=size))
+    assert len(claimed) == size
+    return close_params([Completion.of(job, Outcome.COMPLETED) for job in claimed])["batch"]
+
+
+def execution_ms(cursor: Any, function: str, batch: str) -> float:
+    cursor.execute("BEGIN")
+    try:
+        cursor.execute(
+            f"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) SELECT * FROM {function}(%s::json)",
+            [batch],
+        )
+        return float(cursor.fetchone()[0][0]["Execution Time"])
+    finally:
+        cursor.execute("ROLLBACK")
+
+
+def measure_close(reps: int) -> dict[str, dict[str, list[float]]]:
+    from django.db import connection
+
+    from awa_django.testing import reset_queue
+
+    variants = {"0012 (no workflow check)": PREVIOUS_CLOSE, "this checkout": "awa.close_batch"}
+    samples: dict[str, dict[str, list[float]]] = {}
+    with connection.cursor() as cursor:
+        create_previous_close(cursor)
+        try:
+            for size in CLOSE_BATCHES:
+                reset_queue()
+                batch = open_attempts(size)
+                by_variant = samples[f"{size} attempts"] = {name: [] for name in variants}
+                for _ in range(reps):
+                    for name, function in variants.items():
+                        by_variant[name].append(execution_ms(cursor, function, batch))
+        finally:
+            cursor.execute(f"DROP FUNCTION {PREVIOUS_CLOSE}(json)")
+    return samples
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchmarks.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from benchmarks import environment
+
+    call_command("migrate", verbosity=0, interactive=False)
+    env = environment.collect()
+    results: dict[str, Any] = {}
+    concurrency = args.concurrency
+    results["chains"] = with_worker(concurrency, lambda: run_chains(args.chains, args.chain_length))
+    print(
+        f"{args.chains} chains of {args.chain_length}: {results['chains']['wall_s']:.2f} s, "
+        f"{results['chains']['steps_per_s']:.0f} steps/s"
+    )
+    results["chords"] = with_worker(concurrency, lambda: run_chords(args.chords, args.chord_size))
+    print(
+        f"{args.chords} chords of {args.chord_size}: callback starts "
+        f"p50 {results['chords']['p50_ms']:.1f} ms, p99 {results['chords']['p99_ms']:.1f} ms "
+        "after the last member's completion"
+    )
+    results["groups"] = with_worker(concurrency, lambda: run_groups(args.groups, args.group_size))
+    print(
+        f"{args.groups} groups of {args.group_size} with a chord each: "
+        f"{results['groups']['wall_s']:.2f} s"
+    )
+    results["drain"] = with_worker(concurrency, lambda: run_drain(args.drain))
+    print(
+        f"drain of {args.drain}: plain {results['drain']['plain_jobs_per_s']:.0f} jobs/s, "
+        f"steps {results['drain']['steps_per_s']:.0f}/s "
+        f"(ratio {results['drain']['ratio']:.2f})"
+    )
+    results["close_execution_ms"] = measure_close(args.close_reps)
+    for size, variants in results["close_execution_ms"].items():
+        medians = ", ".join(
+            f"{name} {statistics.median(values) * 1000:.0f} µs" for name, values in variants.items()
+        )
+        print(f"close statement, {size}: median {medians}")
+    for peer, why in PEERS.items():
+        print(f"{peer}: skipped, {why}")
+    results["peers"] = PEERS
+    env["machine"]["loadavg_at_end"] = list(os.getloadavg())
+    output = args.output or RESULTS_DIR / (
+        f"workflows-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
+    )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(
+        json.dumps(
+            {"environment": env, "parameters": vars(args) | {"output": str(output)}, **results},
+            indent=2,
+            default=str,
+        )
+    )
+    print(f"results: {output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
