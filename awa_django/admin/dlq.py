@@ -54,7 +54,18 @@ def target_queue_choices() -> list[tuple[str, str]]:
 
 def error_type_field() -> forms.CharField:
     return forms.CharField(
-        required=False, max_length=300, label="Error type", help_text="as the groups name it"
+        required=False,
+        max_length=300,
+        label="Error type",
+        help_text="any case, the start of the name or of a dotted part",
+    )
+
+
+def kind_field() -> forms.CharField:
+    return forms.CharField(
+        required=False,
+        max_length=200,
+        help_text="any case, the start of the name or of a dotted part",
     )
 
 
@@ -67,7 +78,7 @@ class DlqFilterForm(forms.Form):
     job_id = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID, label="Job id")
     # Callable choices are read per form, so they follow AWA["QUEUES"] (override_settings too).
     queue = forms.ChoiceField(required=False, choices=any_queue_choices)
-    kind = forms.CharField(required=False, max_length=200)
+    kind = kind_field()
     reason = forms.ChoiceField(
         required=False, choices=[("", "any reason"), *((r, r) for r in dlq.REASONS)]
     )
@@ -98,7 +109,7 @@ class MatchingActionForm(forms.Form):
 
     action = forms.ChoiceField(choices=[("retry", "retry"), ("purge", "purge")])
     queue = forms.ChoiceField(required=False, choices=any_queue_choices)
-    kind = forms.CharField(required=False, max_length=200)
+    kind = kind_field()
     reason = forms.ChoiceField(
         required=False, choices=[("", "any reason"), *((r, r) for r in dlq.REASONS)]
     )
@@ -115,15 +126,21 @@ class MatchingActionForm(forms.Form):
 
 
 def dlq_filter(data: dict[str, Any]) -> DlqFilter:
-    """The DlqFilter of a filter form's cleaned data (queue, kind, reason, age, group)."""
+    """The DlqFilter of a filter form's cleaned data (queue, kind, reason, age, group). Typed
+    kinds and error types match by prefix in any case; an error group (its type with its
+    fingerprint, from the groups page) is matched exactly, so acting on a group never takes
+    in a type that merely starts like it."""
     older_than = AGES.get(data["age"])
+    error_type = data["error_type"] or None
+    fingerprint = data["fingerprint"] or None
     return DlqFilter(
         queue=data["queue"] or None,
-        kind=data["kind"] or None,
+        kind_prefix=data["kind"] or None,
         reason=data["reason"] or None,
         older_than_s=older_than.total_seconds() if older_than is not None else None,
-        error_type=data["error_type"] or None,
-        fingerprint=data["fingerprint"] or None,
+        error_type=error_type if fingerprint else None,
+        error_type_prefix=None if fingerprint else error_type,
+        fingerprint=fingerprint,
     )
 
 
@@ -135,13 +152,23 @@ def describe(where: DlqFilter, age: str) -> str:
         for name, value in (
             ("queue", where.queue),
             ("kind", where.kind),
+            ("kind starting", where.kind_prefix),
             ("reason", where.reason),
             ("error type", where.error_type),
+            ("error type starting", where.error_type_prefix),
             ("message like", where.fingerprint),
         )
         if value
     ]
     return ", ".join([*parts, *([f"in the DLQ for over {age}"] if age else [])])
+
+
+def matched_text(matched: int, *, filtered: bool) -> str:
+    """The size of the whole match above the list: ``1,204 entries match.``"""
+    entries = f"{matched:,} entr{pluralize(matched, 'y,ies')}"
+    if filtered:
+        return f"{entries} match{pluralize(matched, 'es,')} this filter."
+    return f"{entries} in the dead-letter queue."
 
 
 def of_counted(done: int, counted: int | None) -> str:
@@ -168,11 +195,13 @@ class DeadLetterAdmin(OperatorAdmin):
         form = DlqFilterForm(request.GET)
         entries: list[dlq.DlqEntry] = []
         next_query = None
+        matched: int | None = None
         if form.is_valid():
             data = form.cleaned_data
             if data["job_id"] is not None:
                 found = dlq.get(data["job_id"])
                 entries = [found] if found is not None else []
+                matched = len(entries)
             else:
                 before = (
                     (data["before_at"], data["before_id"])
@@ -182,20 +211,30 @@ class DeadLetterAdmin(OperatorAdmin):
                 where = dlq_filter(data)
                 entries = dlq.list(
                     queue=where.queue,
-                    kind=where.kind,
+                    kind_prefix=where.kind_prefix,
                     reason=where.reason,
                     older_than=where.older_than_s,
                     error_type=where.error_type,
+                    error_type_prefix=where.error_type_prefix,
                     fingerprint=where.fingerprint,
                     limit=PAGE_SIZE + 1,
                     before=before,
                 )
+                # The whole match, not the page: an operator sees at once whether a filter
+                # caught 3 entries or 30,000 (one count over the DLQ table, never the ring).
+                with awa_cursor() as cursor:
+                    matched = count_matching(cursor, where)
                 if len(entries) > PAGE_SIZE:
                     entries = entries[:PAGE_SIZE]
                     last = entries[-1]
                     next_query = query_with(
                         request.GET, before_at=last.dlq_at.isoformat(), before_id=last.job_id
                     )
+        is_filtered = form.is_valid() and any(
+            form.cleaned_data[f]
+            for f in ("queue", "kind", "reason", "age", "error_type", "fingerprint")
+        )
+        job_id = form.cleaned_data.get("job_id") if form.is_valid() else None
         return self.render(
             request,
             "dlq_list.html",
@@ -203,6 +242,10 @@ class DeadLetterAdmin(OperatorAdmin):
             {
                 "form": form,
                 "entries": entries,
+                "matched": matched,
+                "matched_text": matched_text(matched, filtered=is_filtered or bool(job_id))
+                if matched is not None
+                else "",
                 "next_query": next_query,
                 "is_first_page": not request.GET.get("before_id"),
                 "first_query": query_with(request.GET, before_at=None, before_id=None),
@@ -210,11 +253,7 @@ class DeadLetterAdmin(OperatorAdmin):
                 "act_url": reverse(self.url_name("act")),
                 "act_matching_url": reverse(self.url_name("act_matching")),
                 "groups_url": reverse(self.url_name("groups")),
-                "is_filtered": form.is_valid()
-                and any(
-                    form.cleaned_data[f]
-                    for f in ("queue", "kind", "reason", "age", "error_type", "fingerprint")
-                ),
+                "is_filtered": is_filtered,
             },
         )
 
@@ -228,7 +267,7 @@ class DeadLetterAdmin(OperatorAdmin):
             where = dlq_filter({**form.cleaned_data, "error_type": "", "fingerprint": ""})
             found = dlq.groups(
                 queue=where.queue,
-                kind=where.kind,
+                kind_prefix=where.kind_prefix,
                 reason=where.reason,
                 older_than=where.older_than_s,
                 limit=GROUP_LIMIT,
@@ -334,10 +373,11 @@ class DeadLetterAdmin(OperatorAdmin):
             to_queue = data["to_queue"] or None
             done = dlq.retry_bulk(
                 queue=where.queue,
-                kind=where.kind,
+                kind_prefix=where.kind_prefix,
                 reason=where.reason,
                 older_than=where.older_than_s,
                 error_type=where.error_type,
+                error_type_prefix=where.error_type_prefix,
                 fingerprint=where.fingerprint,
                 to_queue=to_queue,
             )
@@ -347,10 +387,11 @@ class DeadLetterAdmin(OperatorAdmin):
         else:
             done = dlq.purge_bulk(
                 queue=where.queue,
-                kind=where.kind,
+                kind_prefix=where.kind_prefix,
                 reason=where.reason,
                 older_than=where.older_than_s,
                 error_type=where.error_type,
+                error_type_prefix=where.error_type_prefix,
                 fingerprint=where.fingerprint,
             )
             summary = f"Purged {of_counted(done, data['counted'])} matching {words}."
