@@ -70,3 +70,5 @@ def test_the_script_is_a_static_file_collectstatic_copies(tmp_path: Path):
         call_command("collectstatic", interactive=False, verbosity=0)
     collected = (tmp_path / SCRIPT).read_text()
     assert "content-main" in collected and "localStorage" in collected
+    # The guard against stacked requests (exercised in tests/browser/test_live_console.py).
+    assert "if (inFlight) {" in collected

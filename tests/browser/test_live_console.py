@@ -220,3 +220,36 @@ def test_pages_refresh_in_place_and_show_a_running_jobs_progress(
         "13-cron-paused-and-triggered.png",
         "14-queue-descriptors-drift.png",
     ]
+
+
+# Every refresh's request held for 5 s (longer than the 2 s interval), counting how many are
+# unanswered at once.
+SLOW_FETCH = """
+window.awaCalls = 0; window.awaOpen = 0; window.awaMostOpen = 0;
+var realFetch = window.fetch.bind(window);
+window.fetch = function (url, options) {
+  window.awaCalls++;
+  window.awaOpen++;
+  window.awaMostOpen = Math.max(window.awaMostOpen, window.awaOpen);
+  return new Promise(function (resolve) { window.setTimeout(resolve, 5000); })
+    .then(function () { return realFetch(url, options); })
+    .finally(function () { window.awaOpen--; });
+};
+"""
+
+
+def test_a_refresh_never_starts_while_the_previous_one_is_unanswered(
+    live_server, browser: WebDriver
+):
+    log_in(browser, live_server.url)
+    browser.get(f"{live_server.url}/admin/awa_django/deadletter/")
+    wait_for(browser, "#awa-live-refresh")
+    browser.execute_script(SLOW_FETCH)
+    interval = Select(browser.find_element(By.ID, "awa-live-interval"))
+    interval.select_by_value("2")
+    until(browser, lambda d: d.execute_script("return window.awaCalls;") == 1, timeout=10)
+    # Changing the interval while a request is out must not start a second one beside it.
+    Select(browser.find_element(By.ID, "awa-live-interval")).select_by_value("5")
+    Select(browser.find_element(By.ID, "awa-live-interval")).select_by_value("2")
+    until(browser, lambda d: d.execute_script("return window.awaCalls;") >= 2, timeout=20)
+    assert browser.execute_script("return window.awaMostOpen;") == 1
