@@ -203,3 +203,23 @@ def test_a_sample_the_leader_no_longer_takes_is_shown_as_last_seen(operator_clie
     assert b'id="last-seen-legacy"' in page.content
     assert "last seen 5\xa0minutes ago" in page.content.decode()
     assert b'id="last-seen-default"' not in page.content
+
+
+def test_drain_confirmation_counts_the_jobs_it_will_cancel(operator_client):
+    finished = noop.enqueue_many([{"n": 0}])
+    run_burst()
+    assert awa.get_jobs(finished)[0].state == "completed"
+    noop.enqueue_many([{"n": n} for n in range(3)])
+    for n in range(2):
+        awa.enqueue("tests.noop", args={"n": n}, run_at=timedelta(hours=1))
+    awa.enqueue("tests.noop", args={"n": 9}, queue="email")
+
+    confirm = operator_client.post(reverse(ACT), {"action": "drain", "queue": "default"})
+    assert confirm.context["pending"] == 5
+    assert "cancels the <strong>5 jobs</strong> of it" in confirm.content.decode()
+    done = operator_client.post(
+        reverse(ACT), {"action": "drain", "queue": "default", "confirmed": "on"}, follow=True
+    )
+    assert messages_of(done) == ["Queue default drained: 5 pending jobs cancelled."]
+    again = operator_client.post(reverse(ACT), {"action": "drain", "queue": "default"})
+    assert "cancels the <strong>0 jobs</strong> of it" in again.content.decode()
