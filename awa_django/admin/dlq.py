@@ -11,7 +11,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, DELETION
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import redirect
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
@@ -102,6 +102,8 @@ class SelectionForm(forms.Form):
     job_ids = JobIdsField()
     to_queue = forms.ChoiceField(required=False, choices=target_queue_choices)
     confirmed = forms.BooleanField(required=False)
+    # The list's query string (its filter and page), so the operator lands back on it.
+    return_query = forms.CharField(required=False, max_length=2000)
 
 
 class MatchingActionForm(forms.Form):
@@ -242,6 +244,7 @@ class DeadLetterAdmin(OperatorAdmin):
             {
                 "form": form,
                 "entries": entries,
+                "return_query": request.GET.urlencode(),
                 "matched": matched,
                 "matched_text": matched_text(matched, filtered=is_filtered or bool(job_id))
                 if matched is not None
@@ -316,12 +319,20 @@ class DeadLetterAdmin(OperatorAdmin):
         elif not (self.has_change_permission(request) or self.has_delete_permission(request)):
             raise PermissionDenied
 
+    def list_url(self, query: str) -> str:
+        """The list with ``query`` (a list's own query string, carried through a form). Only
+        the query string comes from the form, re-encoded; the path is ours: no open redirect."""
+        back = reverse(self.url_name("changelist"))
+        encoded = QueryDict(query[:2000]).urlencode()
+        return f"{back}?{encoded}" if encoded else back
+
     def act(self, request: HttpRequest) -> HttpResponse:
         self.require_action(request)
         form = SelectionForm(request.POST)
+        back = self.list_url(request.POST.get("return_query", ""))
         if not form.is_valid():
             report_form_errors(request, form)
-            return redirect(self.url_name("changelist"))
+            return HttpResponseRedirect(back)
         data = form.cleaned_data
         job_ids: list[int] = data["job_ids"]
         if data["action"] == "retry":
@@ -330,9 +341,9 @@ class DeadLetterAdmin(OperatorAdmin):
         else:
             self.require_delete(request)
             if not data["confirmed"]:
-                return self.confirm_purge(request, job_ids)
+                return self.confirm_purge(request, job_ids, data["return_query"])
             self.purge(request, job_ids)
-        return HttpResponseRedirect(reverse(self.url_name("changelist")))
+        return HttpResponseRedirect(back)
 
     def act_matching(self, request: HttpRequest) -> HttpResponse:
         """Retry or purge every entry a filter covers: a confirmation page with the count
@@ -399,9 +410,15 @@ class DeadLetterAdmin(OperatorAdmin):
         # The bulk functions return a count, not ids: the entry names the filter.
         self.log_filter_action(request, f"dead-letter jobs matching {words}", summary, flag=flag)
         messages.success(request, summary)
-        return HttpResponseRedirect(reverse(self.url_name("changelist")))
+        kept = {
+            f: data[f] or None
+            for f in ("queue", "kind", "reason", "age", "error_type", "fingerprint")
+        }
+        return HttpResponseRedirect(self.list_url(query_with(QueryDict(), **kept)))
 
-    def confirm_purge(self, request: HttpRequest, job_ids: list[int]) -> HttpResponse:
+    def confirm_purge(
+        self, request: HttpRequest, job_ids: list[int], return_query: str
+    ) -> HttpResponse:
         # The ring is insert-only, so a purge hides, but cannot delete, the rows a job's DLQ
         # entry was made from: the page says which jobs leave rows on disk, and until when.
         with awa_cursor() as cursor:
@@ -415,6 +432,8 @@ class DeadLetterAdmin(OperatorAdmin):
                 "kept_ids": kept,
                 "completed_retention": timedelta(seconds=get_settings().COMPLETED_RETENTION_S),
                 "act_url": reverse(self.url_name("act")),
+                "return_query": return_query,
+                "back_url": self.list_url(return_query),
             },
         )
 

@@ -14,6 +14,7 @@ from tests.admin.test_dlq import listed_ids, messages_of
 
 LIST = "admin:awa_django_deadletter_changelist"
 MATCHING = "admin:awa_django_deadletter_act_matching"
+ACT = "admin:awa_django_deadletter_act"
 
 
 def entries(
@@ -107,3 +108,44 @@ def test_python_api_prefix_filters(awa_db):
     assert awa.dlq.list(kind="charge") == []
     assert len(awa.dlq.list(kind_prefix="charge")) == 3
     assert awa.dlq.purge_bulk(kind_prefix="CHARGE", error_type_prefix="key") == 1
+
+
+def test_row_actions_land_back_on_the_filtered_list(operator_client):
+    kept = entries(2, kind="shop.Charge", error_type="builtins.LookupError")
+    other = entries(1, kind="mail.send", error_type="builtins.LookupError")
+    query = "kind=charge&error_type=lookup"
+    listing = operator_client.get(reverse(LIST) + "?" + query)
+    assert f'name="return_query" value="{query.replace("&", "&amp;")}"' in listing.content.decode()
+
+    retried = operator_client.post(
+        reverse(ACT), {"action": "retry", "job_ids": [kept[0]], "return_query": query}
+    )
+    assert retried.status_code == 302 and retried["Location"] == reverse(LIST) + "?" + query
+
+    confirm = operator_client.post(
+        reverse(ACT), {"action": "purge", "job_ids": [kept[1]], "return_query": query}
+    )
+    back = reverse(LIST) + "?" + query
+    assert f'href="{back.replace("&", "&amp;")}"' in confirm.content.decode()
+    purged = operator_client.post(
+        reverse(ACT),
+        {"action": "purge", "job_ids": [kept[1]], "return_query": query, "confirmed": "on"},
+    )
+    assert purged["Location"] == back
+    # A form error lands on the filtered list too; a foreign URL in the field is only a query.
+    refused = operator_client.post(reverse(ACT), {"action": "retry", "return_query": query})
+    assert refused["Location"] == back
+    odd = operator_client.post(
+        reverse(ACT),
+        {"action": "retry", "job_ids": [other[0]], "return_query": "https://x.example/"},
+    )
+    assert odd["Location"].startswith(reverse(LIST) + "?")
+
+
+def test_all_matching_lands_back_on_the_filtered_list(operator_client):
+    entries(2, kind="shop.Charge", error_type="builtins.LookupError")
+    done = operator_client.post(
+        reverse(MATCHING),
+        {"action": "retry", "kind": "charge", "age": "", "counted": 2, "confirmed": "on"},
+    )
+    assert done["Location"] == reverse(LIST) + "?kind=charge"
