@@ -152,12 +152,11 @@ def describe(where: DlqFilter, age: str) -> str:
     parts = [
         f"{name}={value}"
         for name, value in (
+            # A prefix is named like an exact value, as the Jobs page names its kind prefix.
             ("queue", where.queue),
-            ("kind", where.kind),
-            ("kind starting", where.kind_prefix),
+            ("kind", where.kind or where.kind_prefix),
             ("reason", where.reason),
-            ("error type", where.error_type),
-            ("error type starting", where.error_type_prefix),
+            ("error type", where.error_type or where.error_type_prefix),
             ("message like", where.fingerprint),
         )
         if value
