@@ -89,6 +89,8 @@ def _filter(
     all: bool,
     error_type: str | None = None,
     fingerprint: str | None = None,
+    kind_prefix: str | None = None,
+    error_type_prefix: str | None = None,
 ) -> DlqFilter:
     where = DlqFilter(
         queue=queue,
@@ -97,11 +99,13 @@ def _filter(
         older_than_s=_older_than_s(older_than),
         error_type=error_type,
         fingerprint=fingerprint,
+        kind_prefix=kind_prefix or None,
+        error_type_prefix=error_type_prefix or None,
     )
     if where == DlqFilter() and not all:
         raise ConfirmationRequired(
             "a bulk DLQ action needs a filter (queue=, kind=, reason=, older_than=, error_type=,"
-            " fingerprint=) or all=True"
+            " fingerprint=, kind_prefix=, error_type_prefix=) or all=True"
         )
     return where
 
@@ -119,11 +123,15 @@ def list(
     older_than: Age = None,
     error_type: str | None = None,
     fingerprint: str | None = None,
+    kind_prefix: str | None = None,
+    error_type_prefix: str | None = None,
     limit: int = 100,
     before: tuple[datetime, int] | None = None,
 ) -> builtins.list[DlqEntry]:
     """Entries newest first, filtered (``error_type`` and ``fingerprint`` as ``groups`` names
-    them); page on with ``before=(last.dlq_at, last.job_id)``."""
+    them; ``kind_prefix`` and ``error_type_prefix``, in any case, match the start of the name
+    or of one of its dotted parts, so ``"lookup"`` finds ``builtins.LookupError``); page on
+    with ``before=(last.dlq_at, last.job_id)``."""
     where = _filter(
         queue=queue,
         kind=kind,
@@ -132,6 +140,8 @@ def list(
         all=True,
         error_type=error_type,
         fingerprint=fingerprint,
+        kind_prefix=kind_prefix,
+        error_type_prefix=error_type_prefix,
     )
     _, cursor = _cursor()
     with cursor:
@@ -144,13 +154,21 @@ def groups(
     kind: str | None = None,
     reason: str | None = None,
     older_than: Age = None,
+    kind_prefix: str | None = None,
     scan: int = GROUP_SCAN,
     limit: int = 100,
 ) -> DlqGroups:
     """The newest ``scan`` matching entries grouped by their last error's type and message
     fingerprint (numbers, ids and hex strings replaced), largest group first; a group's
     ``error_type`` and ``fingerprint`` filter ``list``, ``retry_bulk`` and ``purge_bulk``."""
-    where = _filter(queue=queue, kind=kind, reason=reason, older_than=older_than, all=True)
+    where = _filter(
+        queue=queue,
+        kind=kind,
+        reason=reason,
+        older_than=older_than,
+        all=True,
+        kind_prefix=kind_prefix,
+    )
     _, cursor = _cursor()
     with cursor:
         return storage.group_entries(cursor, where, scan=scan, limit=limit)
@@ -234,6 +252,8 @@ def retry_bulk(
     older_than: Age = None,
     error_type: str | None = None,
     fingerprint: str | None = None,
+    kind_prefix: str | None = None,
+    error_type_prefix: str | None = None,
     all: bool = False,
     run_at: RunAt = None,
     to_queue: str | None = None,
@@ -249,6 +269,8 @@ def retry_bulk(
         all=all,
         error_type=error_type,
         fingerprint=fingerprint,
+        kind_prefix=kind_prefix,
+        error_type_prefix=error_type_prefix,
     )
     when, chosen_queue, chosen_priority = retry_options(run_at, to_queue, priority)
     put_back = partial(
@@ -272,6 +294,8 @@ def purge_bulk(
     older_than: Age = None,
     error_type: str | None = None,
     fingerprint: str | None = None,
+    kind_prefix: str | None = None,
+    error_type_prefix: str | None = None,
     all: bool = False,
     progress: Progress = None,
 ) -> int:
@@ -284,6 +308,8 @@ def purge_bulk(
         all=all,
         error_type=error_type,
         fingerprint=fingerprint,
+        kind_prefix=kind_prefix,
+        error_type_prefix=error_type_prefix,
     )
     return _each_matching(where, storage.purge_entries, progress)
 

@@ -11,7 +11,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, DELETION
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import redirect
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
@@ -54,7 +54,18 @@ def target_queue_choices() -> list[tuple[str, str]]:
 
 def error_type_field() -> forms.CharField:
     return forms.CharField(
-        required=False, max_length=300, label="Error type", help_text="as the groups name it"
+        required=False,
+        max_length=300,
+        label="Error type",
+        help_text="any case, the start of the name or of a dotted part",
+    )
+
+
+def kind_field() -> forms.CharField:
+    return forms.CharField(
+        required=False,
+        max_length=200,
+        help_text="any case, the start of the name or of a dotted part",
     )
 
 
@@ -67,7 +78,7 @@ class DlqFilterForm(forms.Form):
     job_id = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID, label="Job id")
     # Callable choices are read per form, so they follow AWA["QUEUES"] (override_settings too).
     queue = forms.ChoiceField(required=False, choices=any_queue_choices)
-    kind = forms.CharField(required=False, max_length=200)
+    kind = kind_field()
     reason = forms.ChoiceField(
         required=False, choices=[("", "any reason"), *((r, r) for r in dlq.REASONS)]
     )
@@ -91,6 +102,8 @@ class SelectionForm(forms.Form):
     job_ids = JobIdsField()
     to_queue = forms.ChoiceField(required=False, choices=target_queue_choices)
     confirmed = forms.BooleanField(required=False)
+    # The list's query string (its filter and page), so the operator lands back on it.
+    return_query = forms.CharField(required=False, max_length=2000)
 
 
 class MatchingActionForm(forms.Form):
@@ -98,7 +111,7 @@ class MatchingActionForm(forms.Form):
 
     action = forms.ChoiceField(choices=[("retry", "retry"), ("purge", "purge")])
     queue = forms.ChoiceField(required=False, choices=any_queue_choices)
-    kind = forms.CharField(required=False, max_length=200)
+    kind = kind_field()
     reason = forms.ChoiceField(
         required=False, choices=[("", "any reason"), *((r, r) for r in dlq.REASONS)]
     )
@@ -115,15 +128,21 @@ class MatchingActionForm(forms.Form):
 
 
 def dlq_filter(data: dict[str, Any]) -> DlqFilter:
-    """The DlqFilter of a filter form's cleaned data (queue, kind, reason, age, group)."""
+    """The DlqFilter of a filter form's cleaned data (queue, kind, reason, age, group). Typed
+    kinds and error types match by prefix in any case; an error group (its type with its
+    fingerprint, from the groups page) is matched exactly, so acting on a group never takes
+    in a type that merely starts like it."""
     older_than = AGES.get(data["age"])
+    error_type = data["error_type"] or None
+    fingerprint = data["fingerprint"] or None
     return DlqFilter(
         queue=data["queue"] or None,
-        kind=data["kind"] or None,
+        kind_prefix=data["kind"] or None,
         reason=data["reason"] or None,
         older_than_s=older_than.total_seconds() if older_than is not None else None,
-        error_type=data["error_type"] or None,
-        fingerprint=data["fingerprint"] or None,
+        error_type=error_type if fingerprint else None,
+        error_type_prefix=None if fingerprint else error_type,
+        fingerprint=fingerprint,
     )
 
 
@@ -133,15 +152,24 @@ def describe(where: DlqFilter, age: str) -> str:
     parts = [
         f"{name}={value}"
         for name, value in (
+            # A prefix is named like an exact value, as the Jobs page names its kind prefix.
             ("queue", where.queue),
-            ("kind", where.kind),
+            ("kind", where.kind or where.kind_prefix),
             ("reason", where.reason),
-            ("error type", where.error_type),
+            ("error type", where.error_type or where.error_type_prefix),
             ("message like", where.fingerprint),
         )
         if value
     ]
     return ", ".join([*parts, *([f"in the DLQ for over {age}"] if age else [])])
+
+
+def matched_text(matched: int, *, filtered: bool) -> str:
+    """The size of the whole match above the list: ``1,204 entries match.``"""
+    entries = f"{matched:,} entr{pluralize(matched, 'y,ies')}"
+    if filtered:
+        return f"{entries} match{pluralize(matched, 'es,')} this filter."
+    return f"{entries} in the dead-letter queue."
 
 
 def of_counted(done: int, counted: int | None) -> str:
@@ -168,11 +196,13 @@ class DeadLetterAdmin(OperatorAdmin):
         form = DlqFilterForm(request.GET)
         entries: list[dlq.DlqEntry] = []
         next_query = None
+        matched: int | None = None
         if form.is_valid():
             data = form.cleaned_data
             if data["job_id"] is not None:
                 found = dlq.get(data["job_id"])
                 entries = [found] if found is not None else []
+                matched = len(entries)
             else:
                 before = (
                     (data["before_at"], data["before_id"])
@@ -182,20 +212,30 @@ class DeadLetterAdmin(OperatorAdmin):
                 where = dlq_filter(data)
                 entries = dlq.list(
                     queue=where.queue,
-                    kind=where.kind,
+                    kind_prefix=where.kind_prefix,
                     reason=where.reason,
                     older_than=where.older_than_s,
                     error_type=where.error_type,
+                    error_type_prefix=where.error_type_prefix,
                     fingerprint=where.fingerprint,
                     limit=PAGE_SIZE + 1,
                     before=before,
                 )
+                # The whole match, not the page: an operator sees at once whether a filter
+                # caught 3 entries or 30,000 (one count over the DLQ table, never the ring).
+                with awa_cursor() as cursor:
+                    matched = count_matching(cursor, where)
                 if len(entries) > PAGE_SIZE:
                     entries = entries[:PAGE_SIZE]
                     last = entries[-1]
                     next_query = query_with(
                         request.GET, before_at=last.dlq_at.isoformat(), before_id=last.job_id
                     )
+        is_filtered = form.is_valid() and any(
+            form.cleaned_data[f]
+            for f in ("queue", "kind", "reason", "age", "error_type", "fingerprint")
+        )
+        job_id = form.cleaned_data.get("job_id") if form.is_valid() else None
         return self.render(
             request,
             "dlq_list.html",
@@ -203,6 +243,11 @@ class DeadLetterAdmin(OperatorAdmin):
             {
                 "form": form,
                 "entries": entries,
+                "return_query": request.GET.urlencode(),
+                "matched": matched,
+                "matched_text": matched_text(matched, filtered=is_filtered or bool(job_id))
+                if matched is not None
+                else "",
                 "next_query": next_query,
                 "is_first_page": not request.GET.get("before_id"),
                 "first_query": query_with(request.GET, before_at=None, before_id=None),
@@ -210,11 +255,7 @@ class DeadLetterAdmin(OperatorAdmin):
                 "act_url": reverse(self.url_name("act")),
                 "act_matching_url": reverse(self.url_name("act_matching")),
                 "groups_url": reverse(self.url_name("groups")),
-                "is_filtered": form.is_valid()
-                and any(
-                    form.cleaned_data[f]
-                    for f in ("queue", "kind", "reason", "age", "error_type", "fingerprint")
-                ),
+                "is_filtered": is_filtered,
             },
         )
 
@@ -228,7 +269,7 @@ class DeadLetterAdmin(OperatorAdmin):
             where = dlq_filter({**form.cleaned_data, "error_type": "", "fingerprint": ""})
             found = dlq.groups(
                 queue=where.queue,
-                kind=where.kind,
+                kind_prefix=where.kind_prefix,
                 reason=where.reason,
                 older_than=where.older_than_s,
                 limit=GROUP_LIMIT,
@@ -277,12 +318,20 @@ class DeadLetterAdmin(OperatorAdmin):
         elif not (self.has_change_permission(request) or self.has_delete_permission(request)):
             raise PermissionDenied
 
+    def list_url(self, query: str) -> str:
+        """The list with ``query`` (a list's own query string, carried through a form). Only
+        the query string comes from the form, re-encoded; the path is ours: no open redirect."""
+        back = reverse(self.url_name("changelist"))
+        encoded = QueryDict(query[:2000]).urlencode()
+        return f"{back}?{encoded}" if encoded else back
+
     def act(self, request: HttpRequest) -> HttpResponse:
         self.require_action(request)
         form = SelectionForm(request.POST)
+        back = self.list_url(request.POST.get("return_query", ""))
         if not form.is_valid():
             report_form_errors(request, form)
-            return redirect(self.url_name("changelist"))
+            return HttpResponseRedirect(back)
         data = form.cleaned_data
         job_ids: list[int] = data["job_ids"]
         if data["action"] == "retry":
@@ -291,9 +340,9 @@ class DeadLetterAdmin(OperatorAdmin):
         else:
             self.require_delete(request)
             if not data["confirmed"]:
-                return self.confirm_purge(request, job_ids)
+                return self.confirm_purge(request, job_ids, data["return_query"])
             self.purge(request, job_ids)
-        return HttpResponseRedirect(reverse(self.url_name("changelist")))
+        return HttpResponseRedirect(back)
 
     def act_matching(self, request: HttpRequest) -> HttpResponse:
         """Retry or purge every entry a filter covers: a confirmation page with the count
@@ -334,10 +383,11 @@ class DeadLetterAdmin(OperatorAdmin):
             to_queue = data["to_queue"] or None
             done = dlq.retry_bulk(
                 queue=where.queue,
-                kind=where.kind,
+                kind_prefix=where.kind_prefix,
                 reason=where.reason,
                 older_than=where.older_than_s,
                 error_type=where.error_type,
+                error_type_prefix=where.error_type_prefix,
                 fingerprint=where.fingerprint,
                 to_queue=to_queue,
             )
@@ -347,10 +397,11 @@ class DeadLetterAdmin(OperatorAdmin):
         else:
             done = dlq.purge_bulk(
                 queue=where.queue,
-                kind=where.kind,
+                kind_prefix=where.kind_prefix,
                 reason=where.reason,
                 older_than=where.older_than_s,
                 error_type=where.error_type,
+                error_type_prefix=where.error_type_prefix,
                 fingerprint=where.fingerprint,
             )
             summary = f"Purged {of_counted(done, data['counted'])} matching {words}."
@@ -358,9 +409,15 @@ class DeadLetterAdmin(OperatorAdmin):
         # The bulk functions return a count, not ids: the entry names the filter.
         self.log_filter_action(request, f"dead-letter jobs matching {words}", summary, flag=flag)
         messages.success(request, summary)
-        return HttpResponseRedirect(reverse(self.url_name("changelist")))
+        kept = {
+            f: data[f] or None
+            for f in ("queue", "kind", "reason", "age", "error_type", "fingerprint")
+        }
+        return HttpResponseRedirect(self.list_url(query_with(QueryDict(), **kept)))
 
-    def confirm_purge(self, request: HttpRequest, job_ids: list[int]) -> HttpResponse:
+    def confirm_purge(
+        self, request: HttpRequest, job_ids: list[int], return_query: str
+    ) -> HttpResponse:
         # The ring is insert-only, so a purge hides, but cannot delete, the rows a job's DLQ
         # entry was made from: the page says which jobs leave rows on disk, and until when.
         with awa_cursor() as cursor:
@@ -374,6 +431,8 @@ class DeadLetterAdmin(OperatorAdmin):
                 "kept_ids": kept,
                 "completed_retention": timedelta(seconds=get_settings().COMPLETED_RETENTION_S),
                 "act_url": reverse(self.url_name("act")),
+                "return_query": return_query,
+                "back_url": self.list_url(return_query),
             },
         )
 

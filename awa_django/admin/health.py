@@ -12,6 +12,7 @@ from typing import Any, Final
 from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import SafeString
@@ -31,7 +32,7 @@ from awa_django.exceptions import InvalidJob
 from awa_django.known import queue_known, unknown_queue_message
 from awa_django.models import Queue
 from awa_django.storage.backlog import kinds_nobody_runs
-from awa_django.storage.health import meta_rows, unsampled_closures
+from awa_django.storage.health import drain_candidates, meta_rows, unsampled_closures
 
 CHART_WINDOW: Final = timedelta(hours=1)
 
@@ -242,11 +243,18 @@ class QueueAdmin(CronViews, ShardViews):
                 self.log_operator_action(request, [queue], "Resumed.")
                 messages.success(request, f"Queue {queue} resumed.")
             elif not form.cleaned_data["confirmed"]:
+                with awa_cursor() as cursor:
+                    pending = drain_candidates(cursor, queue=queue)
                 return self.render(
                     request,
                     "queue_drain_confirm.html",
                     f"Drain queue {queue}?",
-                    {"queue": queue, "act_url": reverse(self.url_name("act"))},
+                    {
+                        "queue": queue,
+                        "pending": pending,
+                        "pending_text": f"{pending:,} job{pluralize(pending)}",
+                        "act_url": reverse(self.url_name("act")),
+                    },
                 )
             else:
                 cancelled = queues.drain(

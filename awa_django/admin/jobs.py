@@ -308,6 +308,8 @@ class JobAdmin(OperatorAdmin):
                 "job": job,
                 "attempts": attempts,
                 "saved": progress,
+                # Shown once, as a bar (a job may save a message without a percent).
+                "percent": (progress.progress or {}).get("percent") if progress else None,
                 "retry_url": (
                     reverse(self.url_name("retry"), args=[job_id])
                     if job.state in RETRYABLE

@@ -57,6 +57,10 @@ class DlqFilter:
     # The type and message fingerprint of an entry's last error, as a DlqGroup names them.
     error_type: str | None = None
     fingerprint: str | None = None
+    # What an operator types: any case, the start of the name or of one of its dotted parts
+    # ("lookup" finds "builtins.LookupError").
+    kind_prefix: str | None = None
+    error_type_prefix: str | None = None
 
     def params(self) -> dict[str, Any]:
         return {
@@ -66,7 +70,14 @@ class DlqFilter:
             "older_than_s": self.older_than_s,
             "error_type": self.error_type,
             "fingerprint": self.fingerprint,
+            "kind_prefix": _folded(self.kind_prefix),
+            "error_type_prefix": _folded(self.error_type_prefix),
         }
+
+
+def _folded(prefix: str | None) -> str | None:
+    # The SQL compares lower() of both sides; an empty prefix would match everything.
+    return prefix.lower() if prefix else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

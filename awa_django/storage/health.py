@@ -97,6 +97,14 @@ def resume(cursor: CursorWrapper, *, queue: str) -> None:
     cursor.execute(_SQL["resume_queue"], {"queue": queue})
 
 
+def drain_candidates(cursor: CursorWrapper, *, queue: str) -> int:
+    """How many pending jobs ``drain`` would cancel now, for its confirmation page."""
+    cursor.execute(_SQL["drain_candidates"], {"queue": queue})
+    row = cursor.fetchone()
+    assert row is not None  # count(*) always answers
+    return int(row[0])
+
+
 def drain(cursor: CursorWrapper, *, queue: str, reason: str) -> int:
     cursor.execute(_SQL["drain_queue"], {"queue": queue, "reason": reason})
     row = cursor.fetchone()

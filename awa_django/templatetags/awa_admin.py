@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django import template
+from django.template.defaultfilters import pluralize
 from django.utils.formats import date_format
 from django.utils.timesince import timesince
 from django.utils.timezone import localtime, now
@@ -36,11 +37,36 @@ def pretty_json(value: Any) -> str:
 
 
 @register.filter
-def when(value: datetime | None) -> str:
-    """A timestamp to the second in the current time zone, or an em dash when there is none."""
+def when(value: datetime | str | None) -> str:
+    """A timestamp to the second in the current time zone, or an em dash when there is none.
+    An ISO string (as an error history's ``at`` is stored in JSON) is shown the same way, so
+    no page puts a raw ISO time beside a formatted one; one that does not parse is shown as
+    it is."""
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+        value = parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+    return date_format(localtime(value), "Y-m-d H:i:s T")
+
+
+@register.filter
+def ago(value: datetime | None) -> str:
+    """How long ago ``value`` was: to the second under a minute ("12 seconds ago"), where
+    timesince says "0 minutes"; above that as timesince does ("3 minutes ago", "1 hour, 5
+    minutes ago")."""
     if value is None:
         return "—"
-    return date_format(localtime(value), "Y-m-d H:i:s T")
+    seconds = int((now() - value).total_seconds())
+    if seconds < 1:
+        # A sample or heartbeat a clock a little ahead wrote.
+        return "just now"
+    if seconds < 60:
+        return f"{seconds} second{pluralize(seconds)} ago"
+    return f"{timesince(value, now())} ago"
 
 
 @register.filter
@@ -55,7 +81,18 @@ def elapsed(since: datetime) -> str:
     """How long ago ``since`` was, to the second under an hour ("42 s", "3 min 12 s") and to the
     minute above ("2 h 5 min"): a running job is watched by the second, unlike timesince's
     "0 minutes"."""
-    seconds = max(int((now() - since).total_seconds()), 0)
+    return span(now() - since)
+
+
+@register.filter
+def took(attempt: Any) -> str:
+    """How long a finished attempt ran, claim to close, in ``elapsed``'s words."""
+    return span(attempt.finalized_at - attempt.claimed_at)
+
+
+def span(length: timedelta) -> str:
+    """A length of time to the second under an hour, to the minute above."""
+    seconds = max(int(length.total_seconds()), 0)
     minutes, seconds = divmod(seconds, 60)
     hours, minutes = divmod(minutes, 60)
     if hours:

@@ -3,6 +3,7 @@ confirmation page, and permissions."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -203,3 +204,46 @@ def test_a_sample_the_leader_no_longer_takes_is_shown_as_last_seen(operator_clie
     assert b'id="last-seen-legacy"' in page.content
     assert "last seen 5\xa0minutes ago" in page.content.decode()
     assert b'id="last-seen-default"' not in page.content
+
+
+def test_drain_confirmation_counts_the_jobs_it_will_cancel(operator_client):
+    finished = noop.enqueue_many([{"n": 0}])
+    run_burst()
+    assert awa.get_jobs(finished)[0].state == "completed"
+    noop.enqueue_many([{"n": n} for n in range(3)])
+    for n in range(2):
+        awa.enqueue("tests.noop", args={"n": n}, run_at=timedelta(hours=1))
+    awa.enqueue("tests.noop", args={"n": 9}, queue="email")
+
+    confirm = operator_client.post(reverse(ACT), {"action": "drain", "queue": "default"})
+    assert confirm.context["pending"] == 5
+    assert "cancels the <strong>5 jobs</strong> of it" in confirm.content.decode()
+    done = operator_client.post(
+        reverse(ACT), {"action": "drain", "queue": "default", "confirmed": "on"}, follow=True
+    )
+    assert messages_of(done) == ["Queue default drained: 5 pending jobs cancelled."]
+    again = operator_client.post(reverse(ACT), {"action": "drain", "queue": "default"})
+    assert "cancels the <strong>0 jobs</strong> of it" in again.content.decode()
+
+
+def test_ages_under_a_minute_are_given_to_the_second(operator_client):
+    from django.utils import timezone
+
+    from awa_django.templatetags.awa_admin import ago
+
+    moment = timezone.now()
+    assert ago(moment - timedelta(seconds=12)) == "12 seconds ago"
+    assert ago(moment - timedelta(seconds=1.5)) == "1 second ago"
+    assert ago(moment + timedelta(seconds=2)) == "just now"
+    assert ago(moment - timedelta(minutes=3, seconds=5)) == "3\xa0minutes ago"
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.queue_stat_samples (queue, sampled_at, available, scheduled, "
+            "retryable, running, waiting_external, dlq, lag_s, completed, failed) "
+            "VALUES ('default', clock_timestamp() - interval '20 seconds', 1, 0, 0, 0, 0, 0, 0,"
+            " 0, 0)"
+        )
+    body = operator_client.get(reverse(PAGE)).content.decode()
+    assert re.search(r"<td>2\d seconds ago</td>", body), body
+    assert "0\xa0minutes" not in body

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -435,3 +436,41 @@ def test_detail_shows_what_a_native_handler_returned(operator_client):
     run_burst()
     page = operator_client.get(detail_url(job_id)).content.decode()
     assert "<h2>Result</h2>" in page and "ord-7731" in page
+
+
+def test_the_job_page_shows_progress_once_as_a_bar_with_the_attempts_time(operator_client):
+    job_id = awa.enqueue("tests.always_fails", args={"message": "kaput"}, max_attempts=1)
+    run_burst()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.attempt_state (job_id, run_lease, progress) "
+            'VALUES (%s, 1, \'{"percent": 42.4, "message": "page 4 of 10"}\') '
+            "ON CONFLICT (job_id) DO UPDATE SET progress = excluded.progress",
+            [job_id],
+        )
+    body = operator_client.get(detail_url(job_id)).content.decode()
+    section = body[body.index('id="job-progress"') :].split("</p>")[0]
+    assert '<progress max="100" value="42">' in section and "42%" in section
+    assert "page 4 of 10" in section
+    assert re.search(r"attempt 1 ran for \d+ s", section), section
+    # One label: the heading, not a second "Progress" field under it.
+    assert body.count(">Progress<") == 1
+    # The error's time as every other time on the page, not its raw ISO string.
+    error_at = awa.get_job(job_id).errors[-1]["at"]
+    assert error_at not in body
+    assert re.search(r"attempt 1</strong> at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC:", body)
+
+
+def test_a_message_without_a_percent_shows_no_empty_bar(operator_client):
+    job_id = awa.enqueue("tests.always_fails", args={"message": "kaput"}, max_attempts=1)
+    run_burst()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.attempt_state (job_id, run_lease, progress) "
+            "VALUES (%s, 1, %s::jsonb) "
+            "ON CONFLICT (job_id) DO UPDATE SET progress = excluded.progress",
+            [job_id, '{"message": "warming up"}'],
+        )
+    body = operator_client.get(detail_url(job_id)).content.decode()
+    section = body[body.index('id="job-progress"') :].split("</p>")[0]
+    assert "warming up" in section and "<progress" not in section

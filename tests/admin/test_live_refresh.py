@@ -13,6 +13,7 @@ from django.test import override_settings
 from django.urls import reverse
 
 import awa_django as awa
+from tests.admin.test_dlq import insert_entries
 from tests.jobs import noop
 
 SCRIPT = "awa_django/live_refresh.js"
@@ -70,3 +71,22 @@ def test_the_script_is_a_static_file_collectstatic_copies(tmp_path: Path):
         call_command("collectstatic", interactive=False, verbosity=0)
     collected = (tmp_path / SCRIPT).read_text()
     assert "content-main" in collected and "localStorage" in collected
+    # The guard against stacked requests (exercised in tests/browser/test_live_console.py).
+    assert "if (inFlight) {" in collected
+
+
+def test_the_jobs_and_dlq_tables_have_a_select_all_box_for_those_who_may_act(
+    operator_client, viewer_client
+):
+    noop.enqueue_many([{"n": 1}])
+    insert_entries(1)
+    pages = {
+        "admin:awa_django_job_changelist": "jobs-select-all",
+        "admin:awa_django_deadletter_changelist": "dlq-select-all",
+    }
+    for page, box in pages.items():
+        body = operator_client.get(reverse(page)).content.decode()
+        assert f'id="{box}"' in body and 'data-awa-select-all="job_ids"' in body
+        assert "awa_django/select_all.js" in body
+        assert f'id="{box}"' not in viewer_client.get(reverse(page)).content.decode()
+    assert finders.find("awa_django/select_all.js") is not None

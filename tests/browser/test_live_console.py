@@ -22,6 +22,7 @@ from selenium.webdriver.support.wait import WebDriverWait
 
 import awa_django as awa
 from awa_django import descriptors, queues, runtimes
+from tests.admin.test_dlq import insert_entries
 from tests.browser.test_admin_browser import WORKER_SETTINGS, seed_last_hour, wait_for
 from tests.conftest import wait_until
 
@@ -220,3 +221,55 @@ def test_pages_refresh_in_place_and_show_a_running_jobs_progress(
         "13-cron-paused-and-triggered.png",
         "14-queue-descriptors-drift.png",
     ]
+
+
+# Every refresh's request held for 5 s (longer than the 2 s interval), counting how many are
+# unanswered at once.
+SLOW_FETCH = """
+window.awaCalls = 0; window.awaOpen = 0; window.awaMostOpen = 0;
+var realFetch = window.fetch.bind(window);
+window.fetch = function (url, options) {
+  window.awaCalls++;
+  window.awaOpen++;
+  window.awaMostOpen = Math.max(window.awaMostOpen, window.awaOpen);
+  return new Promise(function (resolve) { window.setTimeout(resolve, 5000); })
+    .then(function () { return realFetch(url, options); })
+    .finally(function () { window.awaOpen--; });
+};
+"""
+
+
+def test_a_refresh_never_starts_while_the_previous_one_is_unanswered(
+    live_server, browser: WebDriver
+):
+    log_in(browser, live_server.url)
+    browser.get(f"{live_server.url}/admin/awa_django/deadletter/")
+    wait_for(browser, "#awa-live-refresh")
+    browser.execute_script(SLOW_FETCH)
+    interval = Select(browser.find_element(By.ID, "awa-live-interval"))
+    interval.select_by_value("2")
+    until(browser, lambda d: d.execute_script("return window.awaCalls;") == 1, timeout=10)
+    # Changing the interval while a request is out must not start a second one beside it.
+    Select(browser.find_element(By.ID, "awa-live-interval")).select_by_value("5")
+    Select(browser.find_element(By.ID, "awa-live-interval")).select_by_value("2")
+    until(browser, lambda d: d.execute_script("return window.awaCalls;") >= 2, timeout=20)
+    assert browser.execute_script("return window.awaMostOpen;") == 1
+
+
+def test_select_all_ticks_every_row_of_the_dlq_table(live_server, browser: WebDriver):
+    ids = insert_entries(3)
+    log_in(browser, live_server.url)
+    browser.get(f"{live_server.url}/admin/awa_django/deadletter/")
+    wait_for(browser, "#dlq-select-all")
+    header = browser.find_element(By.ID, "dlq-select-all")
+    assert header.is_displayed()
+    header.click()
+    boxes = [browser.find_element(By.ID, f"select-{job_id}") for job_id in ids]
+    assert all(box.is_selected() for box in boxes)
+    boxes[0].click()
+    assert not header.is_selected()
+    assert browser.execute_script("return arguments[0].indeterminate;", header)
+    header.click()
+    assert all(box.is_selected() for box in boxes)
+    header.click()
+    assert not any(box.is_selected() for box in boxes)

@@ -1,7 +1,8 @@
 -- Dead-letter queue: listing, grouping, retry, purge and moving failed jobs in (see
 -- awa.dlq_retry, awa.dlq_move and awa.dlq_purge). A NULL filter parameter matches everything;
 -- error_type and fingerprint are those of an entry's last error ('(none)' for an error without a
--- type), as dlq_groups reports them.
+-- type), as dlq_groups reports them. kind_prefix and error_type_prefix (lower-cased by the caller)
+-- match the start of the name or of any of its dotted parts, in any case.
 
 -- name: list_dlq
 -- One page of entries, newest first, after the (dlq_at, job_id) keyset of the previous page.
@@ -10,11 +11,18 @@ SELECT job_id, kind, queue, priority, args, attempt, original_run_lease, max_att
   FROM awa.dlq_entries d
  WHERE (%(queue)s::text IS NULL OR d.queue = %(queue)s::text)
    AND (%(kind)s::text IS NULL OR d.kind = %(kind)s::text)
+   AND (%(kind_prefix)s::text IS NULL OR starts_with(lower(d.kind), %(kind_prefix)s::text)
+        OR strpos(lower(d.kind), '.' || %(kind_prefix)s::text) > 0)
    AND (%(reason)s::text IS NULL OR d.dlq_reason = %(reason)s::text)
    AND (%(older_than_s)s::double precision IS NULL
         OR d.dlq_at < now() - make_interval(secs => %(older_than_s)s::double precision))
    AND (%(error_type)s::text IS NULL
         OR coalesce(d.errors -> -1 ->> 'type', '(none)') = %(error_type)s::text)
+   AND (%(error_type_prefix)s::text IS NULL
+        OR starts_with(lower(coalesce(d.errors -> -1 ->> 'type', '(none)')),
+                       %(error_type_prefix)s::text)
+        OR strpos(lower(coalesce(d.errors -> -1 ->> 'type', '(none)')),
+                  '.' || %(error_type_prefix)s::text) > 0)
    AND (%(fingerprint)s::text IS NULL
         OR awa.error_fingerprint(d.errors -> -1 ->> 'message') = %(fingerprint)s::text)
    AND (%(before_at)s::timestamptz IS NULL
@@ -34,6 +42,8 @@ WITH recent AS (
       FROM awa.dlq_entries d
      WHERE (%(queue)s::text IS NULL OR d.queue = %(queue)s::text)
        AND (%(kind)s::text IS NULL OR d.kind = %(kind)s::text)
+       AND (%(kind_prefix)s::text IS NULL OR starts_with(lower(d.kind), %(kind_prefix)s::text)
+            OR strpos(lower(d.kind), '.' || %(kind_prefix)s::text) > 0)
        AND (%(reason)s::text IS NULL OR d.dlq_reason = %(reason)s::text)
        AND (%(older_than_s)s::double precision IS NULL
             OR d.dlq_at < now() - make_interval(secs => %(older_than_s)s::double precision))
@@ -61,11 +71,18 @@ SELECT d.job_id
   FROM awa.dlq_entries d
  WHERE (%(queue)s::text IS NULL OR d.queue = %(queue)s::text)
    AND (%(kind)s::text IS NULL OR d.kind = %(kind)s::text)
+   AND (%(kind_prefix)s::text IS NULL OR starts_with(lower(d.kind), %(kind_prefix)s::text)
+        OR strpos(lower(d.kind), '.' || %(kind_prefix)s::text) > 0)
    AND (%(reason)s::text IS NULL OR d.dlq_reason = %(reason)s::text)
    AND (%(older_than_s)s::double precision IS NULL
         OR d.dlq_at < now() - make_interval(secs => %(older_than_s)s::double precision))
    AND (%(error_type)s::text IS NULL
         OR coalesce(d.errors -> -1 ->> 'type', '(none)') = %(error_type)s::text)
+   AND (%(error_type_prefix)s::text IS NULL
+        OR starts_with(lower(coalesce(d.errors -> -1 ->> 'type', '(none)')),
+                       %(error_type_prefix)s::text)
+        OR strpos(lower(coalesce(d.errors -> -1 ->> 'type', '(none)')),
+                  '.' || %(error_type_prefix)s::text) > 0)
    AND (%(fingerprint)s::text IS NULL
         OR awa.error_fingerprint(d.errors -> -1 ->> 'message') = %(fingerprint)s::text)
  ORDER BY d.dlq_at, d.job_id
@@ -78,11 +95,18 @@ SELECT count(*)::integer
   FROM awa.dlq_entries d
  WHERE (%(queue)s::text IS NULL OR d.queue = %(queue)s::text)
    AND (%(kind)s::text IS NULL OR d.kind = %(kind)s::text)
+   AND (%(kind_prefix)s::text IS NULL OR starts_with(lower(d.kind), %(kind_prefix)s::text)
+        OR strpos(lower(d.kind), '.' || %(kind_prefix)s::text) > 0)
    AND (%(reason)s::text IS NULL OR d.dlq_reason = %(reason)s::text)
    AND (%(older_than_s)s::double precision IS NULL
         OR d.dlq_at < now() - make_interval(secs => %(older_than_s)s::double precision))
    AND (%(error_type)s::text IS NULL
         OR coalesce(d.errors -> -1 ->> 'type', '(none)') = %(error_type)s::text)
+   AND (%(error_type_prefix)s::text IS NULL
+        OR starts_with(lower(coalesce(d.errors -> -1 ->> 'type', '(none)')),
+                       %(error_type_prefix)s::text)
+        OR strpos(lower(coalesce(d.errors -> -1 ->> 'type', '(none)')),
+                  '.' || %(error_type_prefix)s::text) > 0)
    AND (%(fingerprint)s::text IS NULL
         OR awa.error_fingerprint(d.errors -> -1 ->> 'message') = %(fingerprint)s::text)
 

@@ -95,3 +95,20 @@ SELECT pg_notify('awa', queue) FROM resumed
 -- name: drain_queue
 -- Cancels every pending job of a queue; returns how many (see awa.drain_queue).
 SELECT awa.drain_queue(%(queue)s, %(reason)s) AS cancelled
+
+-- name: drain_candidates
+-- How many jobs a drain of the queue would cancel now: the jobs awa.drain_queue walks (every
+-- deferred job of the queue, and each ready row no receipt or tombstone closed), counted once.
+SELECT count(*)::integer FROM (
+    SELECT d.job_id FROM awa.deferred_jobs d WHERE d.queue = %(queue)s
+    UNION
+    SELECT r.job_id FROM awa.ready_entries r
+     WHERE r.queue = %(queue)s
+       AND NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
+                        WHERE c.job_id = r.job_id AND c.run_lease = r.run_lease + 1
+                          AND c.ready_slot = r.ready_slot)
+       AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t
+                        WHERE t.queue = r.queue AND t.priority = r.priority
+                          AND t.shard = r.shard AND t.lane_seq = r.lane_seq
+                          AND t.ready_slot = r.ready_slot)
+) pending

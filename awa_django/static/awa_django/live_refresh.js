@@ -3,7 +3,9 @@
  * without JavaScript nothing changes: every page is a plain page that a reload brings up to
  * date. With JavaScript the control appears; at the chosen interval the page fetches its own
  * URL and swaps its data region (#content-main) for the fresh one, without a reload. The
- * interval is remembered in localStorage for every awa page.
+ * interval is remembered in localStorage for every awa page. Refreshes never stack: the next
+ * one is scheduled only when the previous one has answered (or failed), so a slow page (a busy
+ * database) is asked for once at a time, however short the interval.
  */
 (function () {
   "use strict";
@@ -16,6 +18,8 @@
   var select = control.querySelector("select");
   var status = control.querySelector("[data-awa-live-status]");
   var timer = null;
+  // True while a refresh's request is unanswered; the answer schedules the next one.
+  var inFlight = false;
 
   function region(doc) {
     return doc.getElementById("content-main");
@@ -54,6 +58,9 @@
   function schedule() {
     window.clearTimeout(timer);
     timer = null;
+    if (inFlight) {
+      return;
+    }
     var seconds = Number(select.value);
     if (seconds > 0) {
       timer = window.setTimeout(refresh, seconds * 1000);
@@ -62,6 +69,9 @@
 
   function refresh() {
     timer = null;
+    if (inFlight) {
+      return;
+    }
     // A background tab keeps its schedule but fetches nothing until it is looked at again.
     if (document.hidden) {
       schedule();
@@ -72,6 +82,7 @@
       schedule();
       return;
     }
+    inFlight = true;
     window.fetch(window.location.href, {credentials: "same-origin", cache: "no-store"})
       .then(function (response) {
         // A redirect here is the login page: the session ended.
@@ -96,7 +107,10 @@
       .catch(function (error) {
         say("refresh failed (" + error.message + "), retrying");
       })
-      .then(schedule);
+      .then(function () {
+        inFlight = false;
+        schedule();
+      });
   }
 
   var stored = null;
