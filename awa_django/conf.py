@@ -594,7 +594,7 @@ def _callback_problems(raw: Mapping[str, Any]) -> list[Problem]:
 
 def _cron_problems(entries: object) -> list[Problem]:
     # Only the shape: each entry's fields are checked with the @awa.periodic declarations
-    # (awa_django.cron.declarations), which need the job registry.
+    # (awa_django.declarations.cron), which need the job registry.
     if isinstance(entries, list | tuple) and all(isinstance(e, Mapping) for e in entries):
         return []
     return [

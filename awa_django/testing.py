@@ -22,8 +22,8 @@ from django.utils import timezone
 
 from awa_django.conf import get_settings
 from awa_django.core.outcome import Outcome
-from awa_django.discovery import ensure_jobs_discovered
-from awa_django.jobs import Job, JobContext, registry
+from awa_django.declarations.discovery import ensure_jobs_discovered
+from awa_django.declarations.jobs import Job, JobContext, registry
 from awa_django.storage import eager as eager_storage
 from awa_django.storage.browse import JobFilter, list_jobs
 from awa_django.storage.control import reset_all

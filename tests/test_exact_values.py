@@ -16,10 +16,10 @@ from django.db import connection, transaction
 import awa_django as awa
 from awa_django.core.claimed_job import claimed_job_rows
 from awa_django.storage.browse import job_progress
+from awa_django.storage.connections import connect
 from awa_django.storage.execution import LiveAttempt, heartbeat_attempts
 from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.statement import run_async
-from awa_django.worker.connections import connect
 from tests.conftest import run_burst
 from tests.jobs import (
     checkpoint_echo,

@@ -17,7 +17,6 @@ from django.utils import timezone
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
-from awa_django import queues
 from awa_django.admin.base import (
     View,
     awa_cursor,
@@ -30,6 +29,7 @@ from awa_django.admin.shards import ShardViews
 from awa_django.conf import get_settings
 from awa_django.exceptions import InvalidJob
 from awa_django.models import Queue
+from awa_django.ops import queues
 from awa_django.storage.backlog import kinds_nobody_runs
 from awa_django.storage.health import meta_rows, unsampled_closures
 

@@ -18,7 +18,6 @@ from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from awa_django.actions import cancel, retry, run_now
 from awa_django.admin.base import (
     JobIdsField,
     OperatorAdmin,
@@ -28,10 +27,11 @@ from awa_django.admin.base import (
     report_form_errors,
 )
 from awa_django.conf import get_settings
-from awa_django.exact_json import check_text, to_json_text
+from awa_django.declarations.exact_json import check_text, to_json_text
 from awa_django.exceptions import InvalidJob
 from awa_django.limits import MAX_ID
 from awa_django.models import Job
+from awa_django.ops.actions import cancel, retry, run_now
 from awa_django.storage.backlog import run_now as run_deferred_now
 from awa_django.storage.browse import (
     COUNT_CAP,

@@ -14,7 +14,7 @@ from awa_django.core.handler_result import HandlerResult
 from awa_django.core.outcome import Outcome
 from awa_django.core.retry import RetryPolicy
 from awa_django.core.tracebacks import format_exception
-from awa_django.exact_json import storable_text
+from awa_django.declarations.exact_json import storable_text
 from awa_django.exceptions import Cancel, RetryAfter, Snooze, TerminalError, UnknownJobKind
 from awa_django.storage.execution import ReceiptAddress
 

@@ -1,6 +1,6 @@
 """Reading jobs back across every plane: their current state from the ``awa.jobs`` view, by
 id, and their claims. Listings find their ids in ``storage/browse.py`` and read the records
-here; ``awa_django.records`` is the public API over both."""
+here; ``awa_django.ops.records`` is the public API over both."""
 
 from __future__ import annotations
 

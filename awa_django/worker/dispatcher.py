@@ -36,8 +36,8 @@ from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
 from awa_django.core.completion import result_to_completion
 from awa_django.core.events import wait_for_any
 from awa_django.core.retry import RetryPolicy
+from awa_django.declarations.jobs import Job, JobContext
 from awa_django.exceptions import Cancel, RetryAfter, Snooze, WaitForCallback
-from awa_django.jobs import Job, JobContext
 from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.rate_limits import FleetBudget, claim_ready_limited
 from awa_django.storage.statement import run_async

@@ -18,8 +18,8 @@ from django.db import close_old_connections, connections
 from awa_django.core.claimed_job import ClaimedJob
 from awa_django.core.handler_result import HandlerResult, StoredReturn, kept_return
 from awa_django.core.unknown_kinds import unknown_kind
+from awa_django.declarations.jobs import AttemptProgress, Job, JobContext
 from awa_django.exceptions import DeadlineExceeded, JobOutcome
-from awa_django.jobs import AttemptProgress, Job, JobContext
 from awa_django.worker.deadline import AttemptDeadline
 from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.interrupt import InterruptibleCall

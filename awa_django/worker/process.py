@@ -33,13 +33,13 @@ from awa_django.callbacks.waiting import CallbackHub
 from awa_django.conf import AwaSettings
 from awa_django.core.outcome import OutcomeCounts
 from awa_django.core.retry import RetryPolicy
-from awa_django.cron.publish import declared_schedule_rows, publish_schedules
-from awa_django.descriptors import Declarations, declared
-from awa_django.jobs import Job, registry
+from awa_django.declarations.jobs import Job, registry
 from awa_django.maintenance.maintainer import Maintainer, MaintenanceConfig
 from awa_django.maintenance.promoter import Promoter, PromoterConfig
+from awa_django.ops.cron_publish import declared_schedule_rows, publish_schedules
+from awa_django.ops.descriptors import Declarations, declared
+from awa_django.storage import connections
 from awa_django.storage.backlog import seconds_until_next_due
-from awa_django.worker import connections
 from awa_django.worker.completer import Completer
 from awa_django.worker.dispatcher import Dispatcher, RunningAttempt
 from awa_django.worker.handler_threads import HandlerThreads

@@ -23,19 +23,19 @@ from django.test import override_settings
 
 import awa_django as awa
 from awa_django.conf import get_settings
-from awa_django.cron.declarations import (
+from awa_django.declarations.cron import (
     Declaration,
     declarations,
     declared_schedules,
     schedule_problems,
 )
-from awa_django.cron.publish import declared_schedule_rows
+from awa_django.declarations.jobs import Job, registry
 from awa_django.exceptions import ConfigError
-from awa_django.jobs import Job, registry
 from awa_django.maintenance.cron_evaluator import CronConfig, CronEvaluator
+from awa_django.ops.cron_publish import declared_schedule_rows
 from awa_django.signals import job_enqueued
+from awa_django.storage.connections import connect, open_pool
 from awa_django.storage.cron import sync_cron_jobs
-from awa_django.worker.connections import connect, open_pool
 from awa_django.worker.process import WorkerProcess, config_from_settings
 from tests.conftest import BackgroundWorker, wait_until
 from tests.jobs import echo, exact_repr, record

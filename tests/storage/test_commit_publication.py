@@ -17,9 +17,9 @@ from django.db import DatabaseError, OperationalError, connection, connections, 
 
 import awa_django as awa
 from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
+from awa_django.storage.connections import connect, connection_kwargs
 from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.statement import run_async
-from awa_django.worker.connections import connect, connection_kwargs
 from tests.jobs import noop
 
 pytestmark = pytest.mark.usefixtures("awa_db")
