@@ -1,7 +1,8 @@
 """Every value a caller passes comes back exactly, read with awa.get_job and as the handler
 receives it, or is refused with InvalidJob before any SQL is sent, leaving the caller's
-transaction usable. The rules themselves: awa_django/exact_json.py, tests/unit/test_exact_json.py;
-the same properties over generated values: tests/test_boundary_properties.py."""
+transaction usable. The rules themselves: awa_django/declarations/exact_json.py,
+tests/unit/test_exact_json.py; the same properties over generated values:
+tests/test_boundary_properties.py."""
 
 from __future__ import annotations
 
