@@ -11,7 +11,7 @@ Traces: ``inject`` stores the enqueue site's W3C trace context in the job's meta
 ``job.execute <kind>`` span whose parent is that stored context, so a view's trace continues
 into its job. Names are tabled in ``docs/observability.md``.
 
-Gauges: the leader's ``QueueStats`` task hands each pass's per-queue depths to ``queue_depths``;
+Gauges: the leader's ``QueueSampler`` task hands each pass's per-queue depths to ``queue_depths``;
 the observable gauges ``awa.queue.depth`` and ``awa.queue.lag`` report that latest snapshot when
 the SDK collects, and nothing once it is older than the publisher said it may be (a process that
 lost leadership stops reporting instead of repeating old numbers).

@@ -21,7 +21,7 @@ from awa_django.storage.execution import ReceiptAddress
 TRACEBACK_LINES: Final = 20
 
 
-class Attempt(ReceiptAddress, Protocol):
+class ClosingAttempt(ReceiptAddress, Protocol):
     """What closing an attempt needs to know of it: its receipt address, and the attempt
     counts the retry policy reads (a ``ClaimedJob``, or the ``Completion`` of the attempt)."""
 
@@ -65,7 +65,7 @@ class Completion:
     max_attempts: int = 0
 
     @classmethod
-    def of(cls, job: Attempt, outcome: Outcome, **details: Any) -> Completion:
+    def of(cls, job: ClosingAttempt, outcome: Outcome, **details: Any) -> Completion:
         """The completion of ``job``'s attempt, addressed by its receipt."""
         # The address is spelled out, not receipt_address(job): one is built per finished
         # attempt, and the getattr loop and its dict were a measurable part of its cost.
@@ -108,7 +108,7 @@ def _message(exc: BaseException) -> str:
 
 
 def result_to_completion(
-    job: Attempt,
+    job: ClosingAttempt,
     result: HandlerResult,
     *,
     now: datetime,
@@ -167,7 +167,7 @@ class _Close(Protocol):
 
 
 def _unknown_kind(
-    job: Attempt,
+    job: ClosingAttempt,
     exc: UnknownJobKind,
     *,
     now: datetime,

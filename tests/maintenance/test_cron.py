@@ -143,7 +143,7 @@ def test_periodic_decorator_registers_the_job_and_resolves_defaults():
         for declaration in list(declarations):
             if declaration.job is nightly:
                 declarations.remove(declaration)
-        awa.jobs.registry.unregister(nightly)
+        registry.unregister(nightly)
 
 
 def test_sync_is_additive_and_keeps_fire_history_and_pause():
