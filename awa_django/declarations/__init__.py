@@ -2,5 +2,6 @@
 exact JSON, priorities, cron schedules and job discovery.
 
 Below ``storage``: values that storage, core and every layer above read, importing only the
-base modules (``conf``, ``exceptions``, ``limits``, ``logs``, ``signals``, ``telemetry``).
+base modules (``conf``, ``exceptions``, ``job_record``, ``limits``, ``logs``, ``signals``,
+``telemetry``).
 """

@@ -1,8 +1,9 @@
-"""Declaring jobs: the ``job`` decorator, the ``Job`` it returns, ``JobContext`` and the registry.
+"""Declaring jobs: the ``Job`` that ``@awa.job`` returns, ``JobContext`` and the registry.
 
 A job is a plain function whose first parameter receives a ``JobContext``; the rest are its
-arguments, passed by keyword and stored as JSON. ``@awa.job(...)`` registers it under a kind
-(``"<app_label>.<function>"`` unless given) and adds ``.enqueue(**kwargs)``.
+arguments, passed by keyword and stored as JSON. ``@awa.job(...)`` (``producer.enqueue.job``,
+above this module) registers it under a kind (``"<app_label>.<function>"`` unless given) and
+gives it the functions behind ``.enqueue(**kwargs)`` (an ``Enqueuer``).
 """
 
 from __future__ import annotations
