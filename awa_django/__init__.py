@@ -48,6 +48,7 @@ from awa_django.exceptions import (
     WaitForCallback,
     WaitTimeout,
 )
+from awa_django.job_record import JobRecord
 from awa_django.ops import descriptors, dlq, health, queues, runtimes
 from awa_django.ops.actions import cancel, cancel_unique, retry, run_now
 from awa_django.ops.job_waits import await_job, wait
@@ -55,7 +56,6 @@ from awa_django.ops.records import get_job, get_jobs, list_jobs
 from awa_django.producer import cron
 from awa_django.producer.cron import periodic
 from awa_django.producer.enqueue import enqueue, enqueue_many, enqueue_on_commit, job
-from awa_django.storage.jobs import JobRecord
 
 __all__ = [
     "AttemptRescued",

@@ -17,14 +17,13 @@ class AwaConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Importing registers the system checks and the settings-reset receiver; nothing here
-        # touches the database.
+        # Importing registers the system checks; nothing here touches the database.
         from django.db.models.signals import pre_migrate
 
-        from awa_django import checks, deploy_checks, signal_handlers  # noqa: F401
+        from awa_django.checks import deploy  # noqa: F401
+        from awa_django.checks.schema_guard import refuse_schema_drop
         from awa_django.declarations.jobs import registry
         from awa_django.declarations.priorities import TASK_KIND_PREFIX
-        from awa_django.schema_guard import refuse_schema_drop
 
         # Django's own @task functions, stored by module path (see awa_django.tasks).
         registry.add_resolver(TASK_KIND_PREFIX, _resolve_django_task)

@@ -20,7 +20,7 @@ import pytest
 
 if TYPE_CHECKING:
     from awa_django.declarations.jobs import Job
-    from awa_django.storage.jobs import JobRecord
+    from awa_django.job_record import JobRecord
     from awa_django.testing import BackgroundWorker, JobsRun, RanJob
 
 

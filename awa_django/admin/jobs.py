@@ -29,6 +29,7 @@ from awa_django.admin.base import (
 from awa_django.conf import get_settings
 from awa_django.declarations.exact_json import check_text, to_json_text
 from awa_django.exceptions import InvalidJob
+from awa_django.job_record import JobRecord
 from awa_django.limits import MAX_ID
 from awa_django.models import Job
 from awa_django.ops.actions import cancel, retry, run_now
@@ -45,7 +46,7 @@ from awa_django.storage.browse import (
     list_jobs,
 )
 from awa_django.storage.dlq import purged_at
-from awa_django.storage.jobs import JobRecord, get_jobs
+from awa_django.storage.jobs import get_jobs
 
 PAGE_SIZE: Final = 50
 # States cancel can still act on; the others already ended.

@@ -23,8 +23,9 @@ from typing import Any, Final
 from django.db import transaction
 from django.db.backends.utils import CursorWrapper
 
+from awa_django.job_record import JobRecord
 from awa_django.sql import queries
-from awa_django.storage.jobs import JSON_COLUMNS, JobRecord, get_jobs
+from awa_django.storage.jobs import JSON_COLUMNS, get_jobs
 from awa_django.storage.statement import Statement, all_rows, rows_of, run
 
 _SQL = queries("browse")

@@ -26,9 +26,10 @@ from awa_django.declarations.enqueue_options import EnqueueOptions, check_int, c
 from awa_django.declarations.exact_json import moved
 from awa_django.declarations.priorities import TASK_KIND_PREFIX, TASK_METADATA_KEY, awa_priority
 from awa_django.exceptions import InvalidJob
+from awa_django.job_record import JobRecord
 from awa_django.limits import is_job_id
 from awa_django.producer.enqueue import enqueue_at_lane_priority
-from awa_django.storage.jobs import Claim, JobRecord, get_claims, get_jobs
+from awa_django.storage.jobs import Claim, get_claims, get_jobs
 from awa_django.tasks.awa_task import AwaTask
 from awa_django.tasks.compat import (
     BaseTaskBackend,
