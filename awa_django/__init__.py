@@ -8,8 +8,6 @@ from __future__ import annotations
 # Read by the build (pyproject.toml) without importing the package: keep it a string literal.
 __version__ = "0.2.0.dev0"
 
-from awa_django import cron, descriptors, dlq, health, queues, runtimes
-from awa_django.actions import cancel, cancel_unique, retry, run_now
 from awa_django.callbacks.external import (
     callback_url,
     complete_external,
@@ -19,9 +17,10 @@ from awa_django.callbacks.external import (
     retry_external,
 )
 from awa_django.callbacks.signing import sign_callback
-from awa_django.cron.declarations import periodic
-from awa_django.enqueue import enqueue, enqueue_many, enqueue_on_commit
-from awa_django.enqueue_options import EnqueueOptions
+from awa_django.declarations.enqueue_options import EnqueueOptions
+from awa_django.declarations.jobs import Job, JobContext
+from awa_django.declarations.pending_job import PendingJob
+from awa_django.declarations.unique import Unique
 from awa_django.exceptions import (
     AttemptRescued,
     AwaError,
@@ -49,15 +48,17 @@ from awa_django.exceptions import (
     WaitForCallback,
     WaitTimeout,
 )
-from awa_django.job_waits import await_job, wait
-from awa_django.jobs import Job, JobContext, job
-from awa_django.pending_job import PendingJob
-from awa_django.records import get_job, get_jobs, list_jobs
-from awa_django.storage.jobs import JobRecord
-from awa_django.unique import Unique
+from awa_django.job_record import JobRecord
+from awa_django.ops import audit, descriptors, dlq, health, queues, runtimes
+from awa_django.ops.actions import cancel, cancel_unique, retry, run_now
+from awa_django.ops.job_waits import await_job, wait
+from awa_django.ops.records import get_job, get_jobs, list_jobs
+from awa_django.producer import cron
+from awa_django.producer.cron import periodic
+from awa_django.producer.enqueue import enqueue, enqueue_many, enqueue_on_commit, job
 
 # Durable workflows (docs/workflows.md).
-from awa_django.workflows import (
+from awa_django.producer.workflows import (
     Workflow,
     WorkflowRun,
     WorkflowState,
@@ -109,6 +110,7 @@ __all__ = [
     "WorkflowRun",
     "WorkflowState",
     "WorkflowTimeout",
+    "audit",
     "await_job",
     "await_workflow",
     "call",

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from django.apps import AppConfig
 
-from awa_django.eager import EagerAttempt, use_runner
+if TYPE_CHECKING:
+    from awa_django.declarations.jobs import Job
 
 
 class AwaConfig(AppConfig):
@@ -16,26 +17,26 @@ class AwaConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Importing registers the system checks and the settings-reset receiver; nothing here
-        # touches the database.
+        # Importing registers the system checks; nothing here touches the database.
         from django.db.models.signals import pre_migrate
 
-        from awa_django import checks, deploy_checks, signal_handlers  # noqa: F401
-        from awa_django.jobs import registry
-        from awa_django.schema_guard import refuse_schema_drop
+        from awa_django.checks import deploy  # noqa: F401
+        from awa_django.checks.schema_guard import refuse_schema_drop
+        from awa_django.declarations.jobs import registry
+        from awa_django.declarations.priorities import TASK_KIND_PREFIX
 
-        use_runner(_run_in_process)
-        # Django's own @task functions, stored by module path (see awa_django.tasks); named by
-        # path so that the optional django.tasks stays optional.
-        registry.add_resolver("django.tasks:", "awa_django.tasks.runner.resolve")
+        # Django's own @task functions, stored by module path (see awa_django.tasks).
+        registry.add_resolver(TASK_KIND_PREFIX, _resolve_django_task)
 
         # Sent once per app: only awa's own copy of the signal needs to look at the plan.
         pre_migrate.connect(refuse_schema_drop, sender=self, dispatch_uid="awa_schema_guard")
 
 
-def _run_in_process(queue: str, job_ids: Sequence[int]) -> Sequence[EagerAttempt]:
-    # Imported on the first eager run: a process that never runs a job eagerly never loads
-    # the worker.
-    from awa_django.worker.in_process import InProcessRunner
-
-    return InProcessRunner().run_eagerly(queue, job_ids)
+def _resolve_django_task(kind: str) -> Job[Any, Any] | None:
+    # Imported on the first such kind, so that the optional django.tasks stays optional: where
+    # it is missing, the kind is unknown here.
+    try:
+        from awa_django.tasks.runner import resolve
+    except ImportError:
+        return None
+    return resolve(kind)

@@ -1,7 +1,8 @@
 """The only reader of ``settings.AWA``: typed, validated settings with one set of defaults.
 
 ``get_settings()`` builds a frozen ``AwaSettings`` once and caches it; a ``setting_changed``
-receiver (``signal_handlers``) clears the cache so ``override_settings`` works. ``problems()``
+receiver (``reset_settings_cache``, connected as this module is imported, before any settings
+are cached) clears the cache so ``override_settings`` works. ``problems()``
 returns every invalid value with its ``awa.E0xx`` id: system checks report them, and
 ``get_settings()`` raises ``ConfigError`` on the first one so nothing runs on bad settings.
 """
@@ -16,7 +17,9 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.db import connections
+from django.dispatch import receiver
 
 from awa_django.exceptions import ConfigError
 
@@ -598,7 +601,7 @@ def _callback_problems(raw: Mapping[str, Any]) -> list[Problem]:
 
 def _cron_problems(entries: object) -> list[Problem]:
     # Only the shape: each entry's fields are checked with the @awa.periodic declarations
-    # (awa_django.cron.declarations), which need the job registry.
+    # (awa_django.declarations.cron), which need the job registry.
     if isinstance(entries, list | tuple) and all(isinstance(e, Mapping) for e in entries):
         return []
     return [
@@ -742,3 +745,10 @@ def get_settings() -> AwaSettings:
 def clear_cache() -> None:
     """Forget the cached settings (called when ``settings.AWA`` changes)."""
     get_settings.cache_clear()
+
+
+@receiver(setting_changed)
+def reset_settings_cache(*, setting: str, **_: Any) -> None:
+    """Rebuild ``get_settings()`` after ``override_settings`` touches AWA or DATABASES."""
+    if setting in ("AWA", "DATABASES"):
+        clear_cache()

@@ -16,7 +16,7 @@ from django.db import ProgrammingError
 from awa_django.limits import delay_problem
 
 if TYPE_CHECKING:
-    from awa_django.storage.jobs import JobRecord
+    from awa_django.job_record import JobRecord
 
 
 class AwaError(Exception):

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from awa_django.jobs import Job
-    from awa_django.storage.jobs import JobRecord
+    from awa_django.declarations.jobs import Job
+    from awa_django.job_record import JobRecord
     from awa_django.testing import BackgroundWorker, JobsRun, RanJob
 
 

@@ -2,11 +2,12 @@
 user's code.
 
 Every signal is sent after the write that caused it commits. ``sender`` is always
-``awa_django.jobs.Job``. The worker-side signals (completed, retried, snoozed, failed, rescued,
-and cancelled by a handler) are sent with ``asend_robust`` from the worker's event loop, so sync
-receivers run in a thread and a receiver that raises is logged, never fatal to the worker;
-keep receivers cheap, they run on the completion path. Every one of them has ``job_id``,
-``run_lease``, ``kind``, ``queue`` and ``attempt`` (the attempt that just closed).
+``awa_django.declarations.jobs.Job`` (``awa.Job``). The worker-side signals (completed, retried,
+snoozed, failed, rescued, and cancelled by a handler) are sent with ``asend_robust`` from the
+worker's event loop, so sync receivers run in a thread and a receiver that raises is logged,
+never fatal to the worker; keep receivers cheap, they run on the completion path. Every one of
+them has ``job_id``, ``run_lease``, ``kind``, ``queue`` and ``attempt`` (the attempt that just
+closed).
 """
 
 from __future__ import annotations
@@ -16,12 +17,10 @@ from typing import Any
 
 from django.dispatch import Signal
 
-from awa_django.jobs import Job
-
 logger = logging.getLogger(__name__)
 
 # Sent after the enqueueing transaction commits, with ``job_ids``, ``kind`` and ``queue``;
-# ``sender`` is ``awa_django.jobs.Job``. Never sent for a job that rolled back.
+# ``sender`` is ``awa_django.declarations.jobs.Job``. Never sent for a job that rolled back.
 job_enqueued = Signal()
 
 # The job completed: its handler returned. ``result`` is what was stored of its return value
@@ -49,10 +48,11 @@ job_cancelled = Signal()
 job_rescued = Signal()
 
 
-async def send_robust(signal: Signal, **kwargs: Any) -> None:
-    """Send ``signal`` from the worker's event loop (``sender`` is ``Job``): a receiver that
-    raises is logged with the job ids, and never stops the write path that sent it."""
-    for receiver, result in await signal.asend_robust(sender=Job, **kwargs):
+async def send_robust(signal: Signal, *, sender: type, **kwargs: Any) -> None:
+    """Send ``signal`` from the worker's event loop (``sender`` is ``awa.Job``, which the
+    caller passes: this module is below the one that declares it): a receiver that raises is
+    logged with the job ids, and never stops the write path that sent it."""
+    for receiver, result in await signal.asend_robust(sender=sender, **kwargs):
         if isinstance(result, Exception):
             logger.error(
                 "signal receiver failed receiver=%r",

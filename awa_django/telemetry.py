@@ -11,7 +11,7 @@ Traces: ``inject`` stores the enqueue site's W3C trace context in the job's meta
 ``job.execute <kind>`` span whose parent is that stored context, so a view's trace continues
 into its job. Names are tabled in ``docs/observability.md``.
 
-Gauges: the leader's ``QueueStats`` task hands each pass's per-queue depths to ``queue_depths``;
+Gauges: the leader's ``QueueSampler`` task hands each pass's per-queue depths to ``queue_depths``;
 the observable gauges ``awa.queue.depth`` and ``awa.queue.lag`` report that latest snapshot when
 the SDK collects, and nothing once it is older than the publisher said it may be (a process that
 lost leadership stops reporting instead of repeating old numbers).
@@ -23,17 +23,65 @@ import contextlib
 import functools
 import time
 from collections import Counter
-from collections.abc import Container, Iterable, Iterator, MutableMapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
-from awa_django.step_context import WORKFLOW_KEY
-from awa_django.storage.queue import QueueDepth
+from awa_django.job_record import WORKFLOW_KEY
 
-if TYPE_CHECKING:
-    # Annotations only: core reports closed attempts through this module.
-    from awa_django.core.claimed_job import ClaimedJob
-    from awa_django.core.completion import Completion
+
+# This module is in the base layer, under core and storage, which report through it: it names
+# the fields it reads of their values instead of importing their classes.
+class ClaimedJobFields(Protocol):
+    """What telemetry reads of a claimed job (``core.claimed_job.ClaimedJob``)."""
+
+    @property
+    def job_id(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def attempt(self) -> int: ...
+    @property
+    def run_lease(self) -> int: ...
+    @property
+    def run_at(self) -> datetime: ...
+    @property
+    def metadata(self) -> Mapping[str, Any]: ...
+
+
+class CompletionFields(Protocol):
+    """What telemetry reads of a closed attempt (``core.completion.Completion``)."""
+
+    @property
+    def job_id(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def outcome(self) -> str: ...
+
+
+class QueueDepthFields(Protocol):
+    """What telemetry reads of a queue's depth (``storage.queue.QueueDepth``)."""
+
+    @property
+    def queue(self) -> str: ...
+    @property
+    def available(self) -> int: ...
+    @property
+    def scheduled(self) -> int: ...
+    @property
+    def retryable(self) -> int: ...
+    @property
+    def running(self) -> int: ...
+    @property
+    def lag_s(self) -> float: ...
+    @property
+    def waiting_external(self) -> int: ...
+
 
 TRACEPARENT_KEY: Final = "awa:traceparent"
 # How often, at most, ``job_span`` asks OpenTelemetry whether an SDK tracer provider has been
@@ -76,14 +124,16 @@ class Telemetry:
     def inject(self, metadata: MutableMapping[str, Any]) -> None:
         """Store the active trace context in ``metadata`` (nothing when no span is active)."""
 
-    def claimed(self, jobs: Sequence[ClaimedJob], *, now: datetime) -> None:
+    def claimed(self, jobs: Sequence[ClaimedJobFields], *, now: datetime) -> None:
         """One claim's ``jobs``, claimed at ``now``: counts them, their pickup latencies and
         as many in flight."""
 
-    def finished(self, job: ClaimedJob, *, duration_s: float) -> None:
+    def finished(self, job: ClaimedJobFields, *, duration_s: float) -> None:
         """``job``'s handler returned after ``duration_s``; one fewer in flight."""
 
-    def closed(self, completions: Iterable[Completion], *, rescued: Container[int] = ()) -> None:
+    def closed(
+        self, completions: Iterable[CompletionFields], *, rescued: Container[int] = ()
+    ) -> None:
         """These attempts closed in storage (stale completions are never reported); the jobs
         in ``rescued`` were closed by the leader's rescue."""
 
@@ -96,10 +146,10 @@ class Telemetry:
     def ring_pass(self, *, rotations: int, prunes: int) -> None:
         """A ring maintenance pass rotated and pruned that many slots."""
 
-    def queue_depths(self, depths: Sequence[QueueDepth], *, stale_after_s: float) -> None:
+    def queue_depths(self, depths: Sequence[QueueDepthFields], *, stale_after_s: float) -> None:
         """The leader measured ``depths``; report them for up to ``stale_after_s`` seconds."""
 
-    def job_span(self, job: ClaimedJob) -> contextlib.AbstractContextManager[JobSpan]:
+    def job_span(self, job: ClaimedJobFields) -> contextlib.AbstractContextManager[JobSpan]:
         """Run the handler of ``job`` inside this context manager."""
         return _NO_SPAN
 
@@ -110,12 +160,12 @@ class _DepthSnapshot:
     def __init__(self) -> None:
         # (monotonic expiry, depths) in one tuple, swapped whole, so the SDK's collection
         # thread never pairs a new snapshot with an old expiry.
-        self._current: tuple[float, tuple[QueueDepth, ...]] = (0.0, ())
+        self._current: tuple[float, tuple[QueueDepthFields, ...]] = (0.0, ())
 
-    def publish(self, depths: Sequence[QueueDepth], *, stale_after_s: float) -> None:
+    def publish(self, depths: Sequence[QueueDepthFields], *, stale_after_s: float) -> None:
         self._current = (time.monotonic() + stale_after_s, tuple(depths))
 
-    def fresh(self) -> tuple[QueueDepth, ...]:
+    def fresh(self) -> tuple[QueueDepthFields, ...]:
         until, depths = self._current
         return depths if time.monotonic() < until else ()
 
@@ -240,7 +290,7 @@ class OtelTelemetry(Telemetry):
     # SDK meter provider installed each instrument call is costly, and the six calls per job
     # this used to make cost as much as the rest of the worker's work on a job
     # (docs/benchmarks.md). The histograms still take one value per job.
-    def claimed(self, jobs: Sequence[ClaimedJob], *, now: datetime) -> None:
+    def claimed(self, jobs: Sequence[ClaimedJobFields], *, now: datetime) -> None:
         counts: Counter[tuple[str, str]] = Counter()
         for job in jobs:
             counts[job.queue, job.kind] += 1
@@ -251,11 +301,13 @@ class OtelTelemetry(Telemetry):
         for (queue, kind), count in counts.items():
             self._counters["awa.job.claimed"].add(count, {"queue": queue, "kind": kind})
 
-    def finished(self, job: ClaimedJob, *, duration_s: float) -> None:
+    def finished(self, job: ClaimedJobFields, *, duration_s: float) -> None:
         self._duration.record(duration_s, {"queue": job.queue, "kind": job.kind})
         _IN_FLIGHT[job.queue] = _IN_FLIGHT.get(job.queue, 0) - 1
 
-    def closed(self, completions: Iterable[Completion], *, rescued: Container[int] = ()) -> None:
+    def closed(
+        self, completions: Iterable[CompletionFields], *, rescued: Container[int] = ()
+    ) -> None:
         counts: Counter[tuple[str, str, str]] = Counter()
         for completion in completions:
             if completion.job_id in rescued:
@@ -279,10 +331,10 @@ class OtelTelemetry(Telemetry):
         if prunes:
             self._prunes.add(prunes)
 
-    def queue_depths(self, depths: Sequence[QueueDepth], *, stale_after_s: float) -> None:
+    def queue_depths(self, depths: Sequence[QueueDepthFields], *, stale_after_s: float) -> None:
         _SNAPSHOT.publish(depths, stale_after_s=stale_after_s)
 
-    def job_span(self, job: ClaimedJob) -> contextlib.AbstractContextManager[JobSpan]:
+    def job_span(self, job: ClaimedJobFields) -> contextlib.AbstractContextManager[JobSpan]:
         return self._span(job) if self._tracing_installed() else _NO_SPAN
 
     def _tracing_installed(self) -> bool:
@@ -300,7 +352,7 @@ class OtelTelemetry(Telemetry):
         return self._tracing
 
     @contextlib.contextmanager
-    def _span(self, job: ClaimedJob) -> Iterator[JobSpan]:
+    def _span(self, job: ClaimedJobFields) -> Iterator[JobSpan]:
         traceparent = job.metadata.get(TRACEPARENT_KEY)
         parent = (
             self._propagator.extract({"traceparent": traceparent})

@@ -22,12 +22,13 @@ from django.utils import timezone
 
 from awa_django.conf import get_settings
 from awa_django.core.outcome import Outcome
-from awa_django.discovery import ensure_jobs_discovered
-from awa_django.jobs import Job, JobContext, registry
+from awa_django.declarations.discovery import ensure_jobs_discovered
+from awa_django.declarations.jobs import Job, JobContext, registry
+from awa_django.job_record import JobRecord
 from awa_django.storage import eager as eager_storage
 from awa_django.storage.browse import JobFilter, list_jobs
 from awa_django.storage.control import reset_all
-from awa_django.storage.jobs import JobRecord, get_jobs
+from awa_django.storage.jobs import get_jobs
 from awa_django.worker.in_process import InProcessRunner, RanJob
 from awa_django.worker.process import RunSummary, WorkerProcess, config_from_settings
 

@@ -64,12 +64,12 @@ def main() -> None:
     import awa_django as awa
     from awa_django.conf import get_settings
     from awa_django.core.claimed_job import claimed_job_rows
-    from awa_django.jobs import JobContext, registry
+    from awa_django.declarations.jobs import JobContext, registry
     from awa_django.storage.browse import JOB_STATES
+    from awa_django.storage.connections import connect
     from awa_django.storage.queue import ClaimRequest, claim_ready
     from awa_django.storage.statement import run_async
     from awa_django.testing import reset_queue
-    from awa_django.worker.connections import connect
     from awa_django.worker.process import WorkerProcess, config_from_settings
 
     @awa.job(kind=OK_KIND)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import awa_django as awa
-from awa_django.jobs import JobContext
+from awa_django.declarations.jobs import JobContext
 from benchmarks.sidebyside.probe import PROBE
 
 SYNC_KIND = "bench.noop_sync"

@@ -11,7 +11,8 @@ once, then every variant again), reported as the median and range:
 - **check**: microseconds of CPU per call of turning one argument dict into the JSON text awa
   stores, for four shapes of arguments: the ceiling (the bare encoder, no check at all), the
   check of the 0.1.0 release (``awa_django/arguments.py`` read from its wheel in
-  ``tests/migrations/releases/``) and this checkout's ``awa_django.exact_json.to_json_text``.
+  ``tests/migrations/releases/``) and this checkout's
+  ``awa_django.declarations.exact_json.to_json_text``.
 - **storage**: ``COPY`` of ``--rows`` rows shaped like ready rows' JSON columns (the arguments of
   the bulk benchmark and empty metadata) into a column of type ``text`` (the ceiling: no parse),
   ``json`` and ``jsonb``, then ``COPY ... TO STDOUT`` of the same columns (what a claim pays to
@@ -68,7 +69,7 @@ def released_check() -> Callable[[object], str]:
 
 
 def measure_check(reps: int, calls: int) -> dict[str, dict[str, list[float]]]:
-    from awa_django.exact_json import _ENCODER, to_json_text
+    from awa_django.declarations.exact_json import _ENCODER, to_json_text
 
     variants: dict[str, Callable[[object], str]] = {
         "ceiling (encoder only)": _ENCODER.encode,

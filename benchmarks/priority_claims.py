@@ -45,7 +45,7 @@ from benchmarks.environment import git_info, machine_info
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 QUEUE = "bench"
 NATIVE = (1, 2, 3, 4)
-# Every lane priority a django.tasks job can be stored at (awa_django.priorities).
+# Every lane priority a django.tasks job can be stored at (awa_django.declarations.priorities).
 ALL_DJANGO = tuple(range(-98, 103))
 LAYOUTS: dict[str, tuple[Sequence[int], Sequence[int]]] = {
     # name: (lanes holding the jobs, lanes that held one job, drained before the sample)

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import transaction
 
-from awa_django.priorities import DJANGO_PRIORITY_MAX, DJANGO_PRIORITY_MIN
+from awa_django.declarations.priorities import DJANGO_PRIORITY_MAX, DJANGO_PRIORITY_MIN
 from awa_django.tasks.compat import task
 from benchmarks.sidebyside.probe import PROBE
 from benchmarks.sidebyside.systems.base import TASK_MODES

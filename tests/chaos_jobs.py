@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import awa_django as awa
-from awa_django.jobs import JobContext
+from awa_django.declarations.jobs import JobContext
 from tests.jobs import record_run
 
 

@@ -20,7 +20,7 @@ from django.test import override_settings
 
 import awa_django as awa
 from awa_django.conf import get_settings
-from awa_django.jobs import registry
+from awa_django.declarations.jobs import registry
 from awa_django.testing import BackgroundWorker, reset_queue  # noqa: F401 (re-exported)
 from awa_django.worker.process import RunSummary, WorkerProcess, config_from_settings
 

@@ -5,7 +5,7 @@ deployed first) imports it to enqueue, a worker started with ``AWA_JOB_MODULES=t
 from __future__ import annotations
 
 import awa_django as awa
-from awa_django.jobs import JobContext
+from awa_django.declarations.jobs import JobContext
 from tests.jobs import record_run
 
 

@@ -9,7 +9,7 @@ import time
 from django.db import connection
 
 import awa_django as awa
-from awa_django.jobs import JobContext
+from awa_django.declarations.jobs import JobContext
 
 
 def record_run(ctx: JobContext, note: str = "") -> None:

@@ -14,7 +14,7 @@ from asgiref.sync import sync_to_async
 
 import awa_django as awa
 from awa_django.core.handler_result import StoredReturn
-from awa_django.jobs import JobContext
+from awa_django.declarations.jobs import JobContext
 from awa_django.tasks.compat import task
 from tests.jobs import record_and_close, record_run
 

@@ -4,10 +4,10 @@ exactly, from ``awa.get_job`` and as a worker hands it to the handler, or is ref
 transaction stays usable either way.
 
 ``storable`` restates the rule of docs/getting-started.md ("What a value can be") independently
-of awa_django/exact_json.py, so each property also checks that exactly the values the rule allows
-are accepted. Values come from Hypothesis with a fixed seed (``derandomize``) and few examples,
-so the suite stays fast and CI sees the same values on every run; each test enqueues all its
-examples first and then runs one worker over them.
+of awa_django/declarations/exact_json.py, so each property also checks that exactly the values
+the rule allows are accepted. Values come from Hypothesis with a fixed seed (``derandomize``) and
+few examples, so the suite stays fast and CI sees the same values on every run; each test
+enqueues all its examples first and then runs one worker over them.
 """
 
 from __future__ import annotations

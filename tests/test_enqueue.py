@@ -252,8 +252,8 @@ def test_non_dict_metadata_is_invalid_job():
 
 @pytest.mark.django_db
 def test_enqueue_by_name_imports_jobs_modules_and_applies_the_handler_defaults(monkeypatch):
-    from awa_django import discovery
-    from awa_django.jobs import registry
+    from awa_django.declarations import discovery
+    from awa_django.declarations.jobs import registry
 
     imported = []
     monkeypatch.setattr(discovery, "discover_jobs", lambda: imported.append(True))

@@ -1,7 +1,8 @@
 """Every value a caller passes comes back exactly, read with awa.get_job and as the handler
 receives it, or is refused with InvalidJob before any SQL is sent, leaving the caller's
-transaction usable. The rules themselves: awa_django/exact_json.py, tests/unit/test_exact_json.py;
-the same properties over generated values: tests/test_boundary_properties.py."""
+transaction usable. The rules themselves: awa_django/declarations/exact_json.py,
+tests/unit/test_exact_json.py; the same properties over generated values:
+tests/test_boundary_properties.py."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ from django.db import connection, transaction
 import awa_django as awa
 from awa_django.core.claimed_job import claimed_job_rows
 from awa_django.storage.browse import job_progress
+from awa_django.storage.connections import connect
 from awa_django.storage.execution import LiveAttempt, heartbeat_attempts
 from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.statement import run_async
-from awa_django.worker.connections import connect
 from tests.conftest import run_burst
 from tests.jobs import (
     checkpoint_echo,

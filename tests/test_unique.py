@@ -13,7 +13,7 @@ from django.utils import timezone
 
 import awa_django as awa
 from awa_django.maintenance.unique_sweeper import UniqueClaimSweeper, UniqueSweepConfig
-from awa_django.worker.connections import open_pool
+from awa_django.storage.connections import open_pool
 from tests.conftest import run_burst
 from tests.jobs import always_fails, record, unique_record
 from tests.maintenance.test_rescue_rings_cancel import claim, complete, rings

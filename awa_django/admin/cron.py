@@ -15,11 +15,11 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from awa_django import cron
 from awa_django.admin.base import OperatorAdmin, View, report_form_errors
-from awa_django.cron.declarations import NAME_MAX_LENGTH
-from awa_django.cron.expression import CronExpression
+from awa_django.declarations.cron import NAME_MAX_LENGTH
+from awa_django.declarations.cron_expression import CronExpression
 from awa_django.exceptions import InvalidSchedule
+from awa_django.producer import cron
 
 
 class CronActionForm(forms.Form):

@@ -17,7 +17,6 @@ from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from awa_django import dlq
 from awa_django.admin.base import (
     JobIdsField,
     OperatorAdmin,
@@ -31,6 +30,7 @@ from awa_django.conf import get_settings
 from awa_django.exceptions import InvalidJob
 from awa_django.limits import MAX_ID
 from awa_django.models import DeadLetter
+from awa_django.ops import dlq
 from awa_django.storage.dlq import DlqFilter, count_matching, ring_held_ids
 
 PAGE_SIZE: Final = 50

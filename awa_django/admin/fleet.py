@@ -9,12 +9,12 @@ from typing import Final
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 
-from awa_django import descriptors, runtimes
 from awa_django.admin.base import ReadOnlyOperatorAdmin, View, awa_cursor
 from awa_django.conf import get_settings
-from awa_django.discovery import ensure_jobs_discovered
-from awa_django.jobs import registry
+from awa_django.declarations.discovery import ensure_jobs_discovered
+from awa_django.declarations.jobs import registry
 from awa_django.models import KindDescriptor, QueueDescriptor, RuntimeInstance
+from awa_django.ops import descriptors, runtimes
 from awa_django.storage.browse import RunningAttempt, running_attempts
 
 # How many open attempts the runtimes page lists, newest claim first.

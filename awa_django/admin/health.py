@@ -18,7 +18,6 @@ from django.utils import timezone
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
-from awa_django import queues
 from awa_django.admin.base import (
     View,
     awa_cursor,
@@ -29,8 +28,9 @@ from awa_django.admin.cron import CronViews
 from awa_django.admin.shards import ShardViews
 from awa_django.conf import get_settings
 from awa_django.exceptions import InvalidJob
-from awa_django.known import queue_known, unknown_queue_message
 from awa_django.models import Queue
+from awa_django.ops import queues
+from awa_django.ops.known import queue_known, unknown_queue_message
 from awa_django.storage.backlog import kinds_nobody_runs
 from awa_django.storage.health import drain_candidates, meta_rows, unsampled_closures
 

@@ -18,7 +18,6 @@ from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from awa_django.actions import cancel, retry, run_now
 from awa_django.admin.base import (
     JobIdsField,
     OperatorAdmin,
@@ -28,10 +27,12 @@ from awa_django.admin.base import (
     report_form_errors,
 )
 from awa_django.conf import get_settings
-from awa_django.exact_json import check_text, to_json_text
+from awa_django.declarations.exact_json import check_text, to_json_text
 from awa_django.exceptions import InvalidJob
+from awa_django.job_record import JobRecord
 from awa_django.limits import MAX_ID
 from awa_django.models import Job
+from awa_django.ops.actions import cancel, retry, run_now
 from awa_django.storage.backlog import run_now as run_deferred_now
 from awa_django.storage.browse import (
     COUNT_CAP,
@@ -45,7 +46,7 @@ from awa_django.storage.browse import (
     list_jobs,
 )
 from awa_django.storage.dlq import purged_at
-from awa_django.storage.jobs import JobRecord, get_jobs
+from awa_django.storage.jobs import get_jobs
 
 PAGE_SIZE: Final = 50
 # States cancel can still act on; the others already ended.

@@ -1,7 +1,7 @@
 """The shard page: every queue's enqueue shard count and, on request (``?live=1``), the jobs
 waiting in each of its (priority, shard) lanes; read-only, under queue health (view
 permission). Changing a count is ``manage.py awa_shards QUEUE N`` or
-``awa_django.shards.set_enqueue_shards``."""
+``awa_django.ops.shards.set_enqueue_shards``."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from django.http import HttpRequest, HttpResponse
 
-from awa_django import shards
 from awa_django.admin.base import OperatorAdmin, View
 from awa_django.conf import get_settings
+from awa_django.ops import shards
 from awa_django.storage.lanes import LaneBacklog
 
 

@@ -14,9 +14,9 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from awa_django import workflows
 from awa_django.admin.base import OperatorAdmin, View, report_form_errors
 from awa_django.models import Workflow
+from awa_django.producer import workflows
 from awa_django.storage.workflows import StepRow
 
 PAGE_SIZE: Final = 100

@@ -27,7 +27,7 @@ from awa_django.core.closed_attempts import report_closed
 from awa_django.core.completion import result_to_completion
 from awa_django.core.handler_result import MAX_RESULT_BYTES, HandlerResult
 from awa_django.core.retry import RetryPolicy
-from awa_django.exact_json import has_lone_surrogate, to_json_text
+from awa_django.declarations.exact_json import has_lone_surrogate, to_json_text
 from awa_django.exceptions import (
     CallbackFailed,
     InvalidCallback,

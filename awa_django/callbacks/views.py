@@ -27,7 +27,7 @@ from django.views.decorators.http import require_POST
 from awa_django.callbacks import external
 from awa_django.callbacks.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, signature_problem
 from awa_django.conf import get_settings
-from awa_django.exact_json import MAX_DEPTH
+from awa_django.declarations.exact_json import MAX_DEPTH
 from awa_django.exceptions import InvalidCallback, StaleCallback, UnknownCallback
 
 # The one body field of each action, and whether it is required.

@@ -14,15 +14,15 @@ from awa_django.core.handler_result import HandlerResult
 from awa_django.core.outcome import Outcome
 from awa_django.core.retry import RetryPolicy
 from awa_django.core.tracebacks import format_exception
-from awa_django.exact_json import storable_text
+from awa_django.declarations.exact_json import storable_text
 from awa_django.exceptions import Cancel, RetryAfter, Snooze, TerminalError, UnknownJobKind
-from awa_django.step_context import WORKFLOW_KEY
+from awa_django.job_record import WORKFLOW_KEY
 from awa_django.storage.execution import ReceiptAddress
 
 TRACEBACK_LINES: Final = 20
 
 
-class Attempt(ReceiptAddress, Protocol):
+class ClosingAttempt(ReceiptAddress, Protocol):
     """What closing an attempt needs to know of it: its receipt address, and the attempt
     counts the retry policy reads (a ``ClaimedJob``, or the ``Completion`` of the attempt)."""
 
@@ -71,7 +71,7 @@ class Completion:
     added_steps_json: str | None = None
 
     @classmethod
-    def of(cls, job: Attempt, outcome: Outcome, **details: Any) -> Completion:
+    def of(cls, job: ClosingAttempt, outcome: Outcome, **details: Any) -> Completion:
         """The completion of ``job``'s attempt, addressed by its receipt."""
         # The address is spelled out, not receipt_address(job): one is built per finished
         # attempt, and the getattr loop and its dict were a measurable part of its cost.
@@ -92,7 +92,7 @@ class Completion:
         )
 
 
-def _is_step(job: Attempt) -> bool:
+def _is_step(job: ClosingAttempt) -> bool:
     # A ClaimedJob says so in its metadata; a Completion being replaced carries its flag.
     metadata = getattr(job, "metadata", None)
     if metadata is not None:
@@ -123,7 +123,7 @@ def _message(exc: BaseException) -> str:
 
 
 def result_to_completion(
-    job: Attempt,
+    job: ClosingAttempt,
     result: HandlerResult,
     *,
     now: datetime,
@@ -189,7 +189,7 @@ class _Close(Protocol):
 
 
 def _unknown_kind(
-    job: Attempt,
+    job: ClosingAttempt,
     exc: UnknownJobKind,
     *,
     now: datetime,

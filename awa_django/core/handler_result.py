@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from awa_django.exact_json import to_json_text
+from awa_django.declarations.exact_json import to_json_text
+from awa_django.declarations.jobs import JobContext
 from awa_django.exceptions import InvalidJob, InvalidReturnValue, JobOutcome
-from awa_django.jobs import JobContext
 
 # Largest return value (JSON text, UTF-8 bytes) a job may keep: results live in the done row,
 # which every read of the job loads, so big payloads belong in the caller's own storage.

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
+from awa_django.declarations.jobs import unknown_kind_hint
 from awa_django.exceptions import UnknownJobKind
-from awa_django.jobs import unknown_kind_hint
 
 # An unknown kind's error entry ``type`` (as ``error_entry`` spells a class). The partial index
 # awa.deferred_jobs_unknown_kind and the query kinds_nobody_runs (sql/queries/backlog.sql) spell

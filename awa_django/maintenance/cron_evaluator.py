@@ -22,7 +22,8 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django import signals
 from awa_django.conf import AwaSettings
-from awa_django.cron.expression import CronExpression
+from awa_django.declarations.cron_expression import CronExpression
+from awa_django.declarations.jobs import Job
 from awa_django.exceptions import InvalidSchedule
 from awa_django.maintenance.service import counted
 from awa_django.storage.cron import DueSchedule, due_cron_jobs, fire_cron
@@ -148,7 +149,11 @@ class CronEvaluator:
         get_telemetry().enqueued(kind=fired.kind, queue=fired.queue, count=len(fired.job_ids))
         if signals.job_enqueued.has_listeners():
             await signals.send_robust(
-                signals.job_enqueued, job_ids=fired.job_ids, kind=fired.kind, queue=fired.queue
+                signals.job_enqueued,
+                sender=Job,
+                job_ids=fired.job_ids,
+                kind=fired.kind,
+                queue=fired.queue,
             )
         return CronFire(name=schedule.name, ticks=owed, job_ids=tuple(fired.job_ids))
 

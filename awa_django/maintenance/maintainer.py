@@ -20,7 +20,7 @@ from awa_django.maintenance.instance_cleanup import InstanceCleaner, InstanceCle
 from awa_django.maintenance.leader import LeaderElector
 from awa_django.maintenance.ledgers import LedgerCleaner, LedgerConfig
 from awa_django.maintenance.promoter import Promoter
-from awa_django.maintenance.queue_stats import QueueStats, QueueStatsConfig
+from awa_django.maintenance.queue_stats import QueueSampler, QueueStatsConfig
 from awa_django.maintenance.rescuer import RescueConfig, Rescuer
 from awa_django.maintenance.retention import RetentionCleaner, RetentionConfig
 from awa_django.maintenance.rings import RingConfig, RingMaintainer
@@ -74,7 +74,7 @@ def maintenance_services(
         RingMaintainer(pool, config.rings),
         RetentionCleaner(pool, config.retention),
         InstanceCleaner(pool, config.instances),
-        QueueStats(pool, config.queue_stats),
+        QueueSampler(pool, config.queue_stats),
         CronEvaluator(pool, config.cron),
         UniqueClaimSweeper(pool, config.unique_claims),
         LedgerCleaner(pool, config.ledgers),

@@ -47,7 +47,7 @@ class QueueStatsResult:
         return f"measured {counted(len(self.depths), 'queue')}"
 
 
-class QueueStats:
+class QueueSampler:
     """Measures every queue once per pass, stores the samples and publishes to telemetry."""
 
     name = "queue_stats"

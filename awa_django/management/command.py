@@ -13,7 +13,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from awa_django.conf import get_settings
-from awa_django.migration_state import pending_message, pending_migrations
+from awa_django.storage.migration_state import pending_message, pending_migrations
 
 
 def require_migrated(alias: str) -> None:

@@ -19,12 +19,12 @@ from django.db import connections as db_connections
 
 from awa_django.conf import AwaSettings
 from awa_django.core.retry import RetryPolicy
-from awa_django.cron.publish import declared_schedule_rows, publish_schedules
-from awa_django.descriptors import Declarations, declared
-from awa_django.jobs import registry
+from awa_django.declarations.jobs import registry
 from awa_django.maintenance.maintainer import Maintainer, MaintenanceConfig
 from awa_django.maintenance.promoter import Promoter, PromoterConfig
-from awa_django.worker import connections
+from awa_django.ops.cron_publish import declared_schedule_rows, publish_schedules
+from awa_django.ops.descriptors import Declarations, declared
+from awa_django.storage import connections
 from awa_django.worker.process import RunSummary, log_ready, worker_identity
 from awa_django.worker.reporter import InstanceReporter
 

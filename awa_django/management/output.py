@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.management.base import OutputWrapper
 
-from awa_django.exact_json import has_lone_surrogate
+from awa_django.declarations.exact_json import has_lone_surrogate
 from awa_django.limits import MAX_ID, MAX_LIMIT, MAX_SECONDS
 
 

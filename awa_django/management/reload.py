@@ -26,8 +26,8 @@ from typing import Any, Final
 
 from django.utils import autoreload
 
-from awa_django.discovery import discover_jobs
-from awa_django.jobs import registry
+from awa_django.declarations.discovery import discover_jobs
+from awa_django.declarations.jobs import registry
 from awa_django.worker.process import WorkerConfig, WorkerProcess
 from awa_django.worker.shutdown import FORCED_EXIT_STATUS
 

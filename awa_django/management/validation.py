@@ -9,12 +9,13 @@ from typing import Any
 from django.core.management.base import CommandError
 
 from awa_django.conf import get_settings
-from awa_django.known import kind_known, queue_known, unknown_queue_message
-from awa_django.records import get_jobs
+from awa_django.ops.known import kind_known, queue_known, unknown_queue_message
+from awa_django.ops.records import get_jobs
 
 
 def known_queue(name: str | None, *, option: str) -> None:
-    """A queue to read or act on: declared, or present in the database (``awa_django.known``)."""
+    """A queue to read or act on: declared, or present in the database
+    (``awa_django.ops.known``)."""
     if name is not None and not queue_known(name):
         raise CommandError(f"{option}: {unknown_queue_message(name)}")
 

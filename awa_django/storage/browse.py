@@ -24,8 +24,9 @@ from django.db import DatabaseError, connections, transaction
 from django.db.backends.utils import CursorWrapper
 from psycopg.errors import QueryCanceled
 
+from awa_django.job_record import JobRecord
 from awa_django.sql import queries
-from awa_django.storage.jobs import JSON_COLUMNS, JobRecord, get_jobs
+from awa_django.storage.jobs import JSON_COLUMNS, get_jobs
 from awa_django.storage.statement import Statement, all_rows, rows_of, run
 
 _SQL = queries("browse")

@@ -13,7 +13,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from awa_django.exact_json import exact_text
+from awa_django.declarations.exact_json import exact_text
 from awa_django.sql import queries
 
 _SQL = queries("cron")

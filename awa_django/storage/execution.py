@@ -11,7 +11,7 @@ from typing import Any, Final, Generic, Protocol
 from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
-from awa_django.exact_json import exact_text
+from awa_django.declarations.exact_json import exact_text
 from awa_django.sql import queries
 from awa_django.storage.statement import J, RowsOf, Statement, nothing
 

@@ -1,44 +1,22 @@
 """Reading jobs back across every plane: their current state from the ``awa.jobs`` view, by
 id, and their claims. Listings find their ids in ``storage/browse.py`` and read the records
-here; ``awa_django.records`` is the public API over both."""
+here; ``awa_django.ops.records`` is the public API over both."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
+from awa_django.job_record import JobRecord as JobRecord
 from awa_django.sql import queries
 from awa_django.storage.statement import Statement, all_rows, rows_of, run
 
+# JobRecord is in the base layer (awa_django.job_record), beside the exceptions that carry one
+# (JobFailed, WaitTimeout); its importers may still name it from here.
 _SQL = queries("jobs")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JobRecord:
-    """A job as it stands now. ``errors`` holds one entry per failed attempt, oldest first."""
-
-    job_id: int
-    state: str
-    kind: str
-    queue: str
-    priority: int
-    args: dict[str, Any]
-    attempt: int
-    run_lease: int
-    max_attempts: int
-    run_at: datetime | None
-    created_at: datetime
-    metadata: dict[str, Any]
-    tags: list[str]
-    errors: list[dict[str, Any]]
-    finalized_at: datetime | None
-    # The JSON return value a completed job kept (its handler's return value other than None,
-    # or a django.tasks result); None otherwise.
-    result: Any = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
@@ -15,10 +15,50 @@ from psycopg import AsyncConnection
 from awa_django.sql import queries
 from awa_django.storage.statement import Statement, all_rows, nothing, rows_of, run, run_async
 
-if TYPE_CHECKING:
-    from awa_django.descriptors import Declarations
-
 _SQL = queries("runtime")
+
+
+# What a process declares (``ops.descriptors.Declarations``), by the fields written here: the
+# descriptors module reads these tables, so storage names the fields instead of its classes.
+class DeclaredQueue(Protocol):
+    @property
+    def queue(self) -> str: ...
+    @property
+    def display_name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def dlq(self) -> bool: ...
+    @property
+    def hash(self) -> str: ...
+    @property
+    def fields(self) -> dict[str, Any]: ...
+
+
+class DeclaredKind(Protocol):
+    @property
+    def kind(self) -> str: ...
+    @property
+    def queue(self) -> str | None: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def docs_url(self) -> str: ...
+    @property
+    def hash(self) -> str: ...
+    @property
+    def fields(self) -> dict[str, Any]: ...
+
+
+class Declarations(Protocol):
+    @property
+    def queues(self) -> Sequence[DeclaredQueue]: ...
+    @property
+    def kinds(self) -> Sequence[DeclaredKind]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,7 +8,7 @@ Needs Django 6's built-in ``django.tasks`` or, on Django 5.2, the ``django-tasks
 
 from __future__ import annotations
 
-from awa_django.priorities import awa_priority
+from awa_django.declarations.priorities import awa_priority
 from awa_django.tasks.awa_task import AwaTask
 from awa_django.tasks.backend import AwaBackend
 

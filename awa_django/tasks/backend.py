@@ -22,13 +22,14 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, get_settings, problems
-from awa_django.enqueue import enqueue_at_lane_priority
-from awa_django.enqueue_options import EnqueueOptions, check_int, check_tags
-from awa_django.exact_json import moved
+from awa_django.declarations.enqueue_options import EnqueueOptions, check_int, check_tags
+from awa_django.declarations.exact_json import moved
+from awa_django.declarations.priorities import TASK_KIND_PREFIX, TASK_METADATA_KEY, awa_priority
 from awa_django.exceptions import InvalidJob
+from awa_django.job_record import JobRecord
 from awa_django.limits import is_job_id
-from awa_django.priorities import TASK_KIND_PREFIX, TASK_METADATA_KEY, awa_priority
-from awa_django.storage.jobs import Claim, JobRecord, get_claims, get_jobs
+from awa_django.producer.enqueue import enqueue_at_lane_priority
+from awa_django.storage.jobs import Claim, get_claims, get_jobs
 from awa_django.tasks.awa_task import AwaTask
 from awa_django.tasks.compat import (
     BaseTaskBackend,
@@ -171,7 +172,7 @@ class AwaBackend(BaseTaskBackend):
     ) -> tuple[str, dict[str, Any], EnqueueOptions]:
         """The awa job that runs ``task`` with these arguments: its kind, its arguments and its
         options (at a stored lane priority, ``enqueue_at_lane_priority``). What ``enqueue``
-        inserts, and what a workflow step of a task is made of (awa_django.workflows)."""
+        inserts, and what a workflow step of a task is made of (awa_django.producer.workflows)."""
         # Django's own normalisation first (tuples become lists, mappings dicts, bytes text), as
         # TaskResult applies it: what the task receives is what a result reports it was given.
         try:

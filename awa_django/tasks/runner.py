@@ -1,8 +1,8 @@
 """The worker side of ``AwaBackend``: turns a ``"django.tasks:<module_path>"`` kind back into a
 runnable awa handler.
 
-``resolve`` is the registry's resolver for that prefix (``awa_django.jobs``). The handler it
-builds makes the task's ``TaskResult`` (so ``worker_ids`` already holds this claim and
+``resolve`` is the registry's resolver for that prefix (``awa_django.declarations.jobs``). The
+handler it builds makes the task's ``TaskResult`` (so ``worker_ids`` already holds this claim and
 ``TaskContext.attempt`` counts from 1), sends ``task_started``, calls the function (async tasks
 on the worker's loop), sends ``task_finished`` and returns the value as a ``StoredReturn`` so the
 worker keeps it with the completed job.
@@ -28,9 +28,9 @@ from django.utils.module_loading import import_string
 
 from awa_django.core.completion import error_entry
 from awa_django.core.handler_result import StoredReturn
+from awa_django.declarations.jobs import Job, JobContext
+from awa_django.declarations.priorities import TASK_KIND_PREFIX
 from awa_django.exceptions import Cancel, Snooze, TerminalError
-from awa_django.jobs import Job, JobContext
-from awa_django.priorities import TASK_KIND_PREFIX
 from awa_django.storage.jobs import Claim
 from awa_django.tasks.backend import AwaBackend, task_error
 from awa_django.tasks.compat import (

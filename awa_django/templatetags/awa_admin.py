@@ -13,7 +13,7 @@ from django.utils.timesince import timesince
 from django.utils.timezone import localtime, now
 
 from awa_django.core.unknown_kinds import waits_for_kind
-from awa_django.priorities import shown_priority
+from awa_django.declarations.priorities import shown_priority
 
 register = template.Library()
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from awa_django.declarations.jobs import CancelFlag
 from awa_django.exceptions import DeadlineExceeded
-from awa_django.jobs import CancelFlag
 
 
 class AttemptDeadline:

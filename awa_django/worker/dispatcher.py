@@ -36,8 +36,8 @@ from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
 from awa_django.core.completion import result_to_completion
 from awa_django.core.events import wait_for_any
 from awa_django.core.retry import RetryPolicy
+from awa_django.declarations.jobs import Job, JobContext
 from awa_django.exceptions import Cancel, RetryAfter, Snooze, WaitForCallback
-from awa_django.jobs import Job, JobContext
 from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.rate_limits import FleetBudget, claim_ready_limited
 from awa_django.storage.statement import run_async
@@ -115,7 +115,7 @@ class PendingClaim:
 
 # Compared by identity: the dispatcher keeps its running attempts in a set.
 @dataclass(slots=True, eq=False)
-class RunningAttempt:
+class ExecutingAttempt:
     """An attempt this process is executing (owned by its dispatcher)."""
 
     job: ClaimedJob
@@ -191,7 +191,7 @@ class Dispatcher:
         self._policy = policy
         self._now = now
         self._wakeup = asyncio.Event()
-        self._running: set[RunningAttempt] = set()
+        self._running: set[ExecutingAttempt] = set()
         # Fire-and-forget tasks, held so they are not garbage-collected before they finish.
         self._housekeeping: set[asyncio.Task[None]] = set()
         self._telemetry = get_telemetry()
@@ -221,7 +221,7 @@ class Dispatcher:
                 return True
         return False
 
-    def attempts(self) -> list[RunningAttempt]:
+    def attempts(self) -> list[ExecutingAttempt]:
         return list(self._running)
 
     @property
@@ -386,12 +386,12 @@ class Dispatcher:
             claimed_by=self._request.claimed_by,
             callbacks=None if callbacks is None else callbacks.for_attempt(job, deadline),
         )
-        attempt = RunningAttempt(job=job, ctx=ctx, started=time.monotonic(), deadline=deadline)
+        attempt = ExecutingAttempt(job=job, ctx=ctx, started=time.monotonic(), deadline=deadline)
         # Registered before the task exists: an eager first step may run the job to its end.
         self._running.add(attempt)
         attempt.task = start_task(self._run_one(attempt), name=f"awa-job-{job.job_id}")
 
-    async def _run_one(self, attempt: RunningAttempt) -> None:
+    async def _run_one(self, attempt: ExecutingAttempt) -> None:
         job, ctx = attempt.job, attempt.ctx
         self._job_log.started(job)
         started = time.monotonic()

@@ -18,9 +18,10 @@ from django.db import close_old_connections, connections
 from awa_django.core.claimed_job import ClaimedJob
 from awa_django.core.handler_result import HandlerResult, StoredReturn, kept_return
 from awa_django.core.unknown_kinds import unknown_kind
-from awa_django.exact_json import exact_text
+from awa_django.declarations.exact_json import exact_text
+from awa_django.declarations.jobs import AttemptProgress, Job, JobContext
+from awa_django.declarations.workflow_steps import added_step_spec
 from awa_django.exceptions import DeadlineExceeded, JobOutcome
-from awa_django.jobs import AttemptProgress, Job, JobContext
 from awa_django.worker.deadline import AttemptDeadline
 from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.interrupt import InterruptibleCall
@@ -50,6 +51,7 @@ def context_for(
         claimed_at=job.claimed_at,
         state=AttemptProgress(job.progress, job.checkpoint),
         callbacks=callbacks,
+        add_step=added_step_spec,
     )
 
 

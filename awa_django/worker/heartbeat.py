@@ -29,13 +29,13 @@ from awa_django.exceptions import UnstorableAttempt
 from awa_django.logs import job_extra
 from awa_django.storage.execution import LiveAttempt, heartbeat_attempts
 from awa_django.worker.completer import Completer
-from awa_django.worker.dispatcher import RunningAttempt
+from awa_django.worker.dispatcher import ExecutingAttempt
 from awa_django.worker.isolation import refusal_reason, write_apart
 
 logger = logging.getLogger(__name__)
 
 # One attempt in a heartbeat batch, and what is sent for it.
-Beat = tuple[RunningAttempt, LiveAttempt]
+Beat = tuple[ExecutingAttempt, LiveAttempt]
 
 
 class Heartbeat:
@@ -44,7 +44,7 @@ class Heartbeat:
     def __init__(
         self,
         pool: AsyncConnectionPool[Any],
-        running: Callable[[], Iterable[RunningAttempt]],
+        running: Callable[[], Iterable[ExecutingAttempt]],
         *,
         interval_s: float,
         claimed_by: str,
@@ -138,7 +138,7 @@ class Heartbeat:
                 conn, [live for _, live in beats], claimed_by=self._claimed_by
             )
 
-    def _end(self, attempt: RunningAttempt, exc: Exception) -> None:
+    def _end(self, attempt: ExecutingAttempt, exc: Exception) -> None:
         """Close ``attempt``, whose progress or checkpoint the database refused, as failed with
         the reason (it retries or fails by its policy), and ask its handler to stop."""
         job = attempt.job

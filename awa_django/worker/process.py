@@ -33,15 +33,15 @@ from awa_django.callbacks.waiting import CallbackHub
 from awa_django.conf import AwaSettings
 from awa_django.core.outcome import OutcomeCounts
 from awa_django.core.retry import RetryPolicy
-from awa_django.cron.publish import declared_schedule_rows, publish_schedules
-from awa_django.descriptors import Declarations, declared
-from awa_django.jobs import Job, registry
+from awa_django.declarations.jobs import Job, registry
 from awa_django.maintenance.maintainer import Maintainer, MaintenanceConfig
 from awa_django.maintenance.promoter import Promoter, PromoterConfig
+from awa_django.ops.cron_publish import declared_schedule_rows, publish_schedules
+from awa_django.ops.descriptors import Declarations, declared
+from awa_django.storage import connections
 from awa_django.storage.backlog import seconds_until_next_due
-from awa_django.worker import connections
 from awa_django.worker.completer import Completer
-from awa_django.worker.dispatcher import Dispatcher, RunningAttempt
+from awa_django.worker.dispatcher import Dispatcher, ExecutingAttempt
 from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.heartbeat import Heartbeat
 from awa_django.worker.job_log import JobLog, JobLogConfig
@@ -220,7 +220,7 @@ class WorkerProcess:
             for dispatcher in self._dispatchers.values():
                 dispatcher.cancel_in_flight()
 
-    def running_attempts(self) -> Iterator[RunningAttempt]:
+    def running_attempts(self) -> Iterator[ExecutingAttempt]:
         for dispatcher in self._dispatchers.values():
             yield from dispatcher.attempts()
 

@@ -21,7 +21,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.core.events import wait_for_any
-from awa_django.descriptors import Declarations
+from awa_django.ops.descriptors import Declarations
 from awa_django.storage.runtime import (
     RuntimeSnapshot,
     delete_runtime,

@@ -11,7 +11,7 @@ from django.test import override_settings
 from django.urls import reverse
 
 import awa_django as awa
-from awa_django import queues, shards
+from awa_django.ops import queues, shards
 
 PAGES = [
     ("admin:awa_django_job_changelist", {}),

@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 import awa_django as awa
-from awa_django import descriptors, runtimes
+from awa_django.ops import descriptors, runtimes
 from awa_django.templatetags.awa_admin import elapsed
 from tests.conftest import BackgroundWorker, wait_until
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 import awa_django as awa
-from awa_django.jobs import JobContext
+from awa_django.declarations.jobs import JobContext
 
 
 @awa.job(kind="tests.browser.charge_order", max_attempts=1)

@@ -24,7 +24,7 @@ import awa_django as awa
 
 # Registers the kinds this process enqueues for its worker subprocess, as a web process does.
 import tests.browser.handlers  # noqa: F401
-from awa_django import queues, runtimes
+from awa_django.ops import queues, runtimes
 from tests.conftest import wait_until
 
 WORKER_SETTINGS = {

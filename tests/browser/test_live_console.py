@@ -21,7 +21,7 @@ from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.wait import WebDriverWait
 
 import awa_django as awa
-from awa_django import descriptors, queues, runtimes
+from awa_django.ops import descriptors, queues, runtimes
 from tests.admin.test_dlq import insert_entries
 from tests.browser.test_admin_browser import WORKER_SETTINGS, seed_last_hour, wait_for
 from tests.conftest import wait_until

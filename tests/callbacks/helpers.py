@@ -12,7 +12,7 @@ from django.test import override_settings
 import awa_django as awa
 from awa_django.core.retry import RetryPolicy
 from awa_django.maintenance.rescuer import RescueConfig, Rescuer, RescuerResult
-from awa_django.worker.connections import open_pool
+from awa_django.storage.connections import open_pool
 from tests.conftest import BackgroundWorker, wait_until
 from tests.jobs import parks
 

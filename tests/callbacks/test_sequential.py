@@ -103,7 +103,7 @@ def test_resume_before_the_handler_waits_is_not_lost():
             finally:
                 worker.stop()
     finally:
-        from awa_django.jobs import registry
+        from awa_django.declarations.jobs import registry
 
         registry.unregister(resumes_itself_first)
 

@@ -12,10 +12,10 @@ import awa_django as awa
 from awa_django.callbacks.tokens import format_token, new_callback
 from awa_django.core.claimed_job import claimed_job_rows
 from awa_django.storage.callbacks import register_callback
+from awa_django.storage.connections import connect
 from awa_django.storage.execution import find_rescuable
 from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.statement import run_async
-from awa_django.worker.connections import connect
 from tests.callbacks.helpers import rescue, scalar
 from tests.conftest import wait_until
 from tests.jobs import noop

@@ -166,7 +166,7 @@ def test_worker_database_must_be_an_alias_or_a_dsn():
 
 
 def test_a_worker_database_dsn_keeps_its_own_options():
-    from awa_django.worker.connections import connection_kwargs
+    from awa_django.storage.connections import connection_kwargs
 
     params = connection_kwargs("postgresql://app@db:5433/app?options=-c%20idle_session_timeout%3D0")
 

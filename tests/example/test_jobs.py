@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 import awa_django as awa
-from awa_django.cron.declarations import declared_schedules
+from awa_django.declarations.cron import declared_schedules
 from example_project.shop import jobs
 from example_project.shop.models import Order, SentEmail
 from tests.conftest import BackgroundWorker, run_burst

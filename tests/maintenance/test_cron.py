@@ -23,19 +23,19 @@ from django.test import override_settings
 
 import awa_django as awa
 from awa_django.conf import get_settings
-from awa_django.cron.declarations import (
+from awa_django.declarations.cron import (
     Declaration,
     declarations,
     declared_schedules,
     schedule_problems,
 )
-from awa_django.cron.publish import declared_schedule_rows
+from awa_django.declarations.jobs import Job, registry
 from awa_django.exceptions import ConfigError
-from awa_django.jobs import Job, registry
 from awa_django.maintenance.cron_evaluator import CronConfig, CronEvaluator
+from awa_django.ops.cron_publish import declared_schedule_rows
 from awa_django.signals import job_enqueued
+from awa_django.storage.connections import connect, open_pool
 from awa_django.storage.cron import sync_cron_jobs
-from awa_django.worker.connections import connect, open_pool
 from awa_django.worker.process import WorkerProcess, config_from_settings
 from tests.conftest import BackgroundWorker, wait_until
 from tests.jobs import echo, exact_repr, record
@@ -143,7 +143,7 @@ def test_periodic_decorator_registers_the_job_and_resolves_defaults():
         for declaration in list(declarations):
             if declaration.job is nightly:
                 declarations.remove(declaration)
-        awa.jobs.registry.unregister(nightly)
+        registry.unregister(nightly)
 
 
 def test_sync_is_additive_and_keeps_fire_history_and_pause():

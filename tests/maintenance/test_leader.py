@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from awa_django.maintenance.leader import LeaderElector
-from awa_django.worker.connections import connect
+from awa_django.storage.connections import connect
 
 pytestmark = pytest.mark.usefixtures("awa_db")
 

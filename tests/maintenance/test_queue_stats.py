@@ -12,11 +12,11 @@ from django.db import connection
 
 import awa_django as awa
 from awa_django.core.claimed_job import claimed_job_rows
-from awa_django.maintenance.queue_stats import QueueStats, QueueStatsConfig, QueueStatsResult
+from awa_django.maintenance.queue_stats import QueueSampler, QueueStatsConfig, QueueStatsResult
+from awa_django.storage.connections import connect, open_pool
 from awa_django.storage.queue import ClaimRequest, QueueDepth, claim_ready
 from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
-from awa_django.worker.connections import connect, open_pool
 from tests.conftest import run_burst
 from tests.jobs import noop, retry_after
 
@@ -27,7 +27,7 @@ def run_pass() -> QueueStatsResult:
     async def main() -> QueueStatsResult:
         pool = await open_pool("default", max_size=1)
         try:
-            return await QueueStats(pool, QueueStatsConfig(interval_s=30.0)).run_once()
+            return await QueueSampler(pool, QueueStatsConfig(interval_s=30.0)).run_once()
         finally:
             await pool.close()
 

@@ -23,10 +23,10 @@ from awa_django.core.outcome import Outcome
 from awa_django.core.retry import RetryPolicy
 from awa_django.maintenance.rescuer import RescueConfig, Rescuer
 from awa_django.maintenance.rings import RingConfig, RingMaintainer
+from awa_django.storage.connections import connect, open_pool
 from awa_django.storage.execution import LiveAttempt, close_attempts, heartbeat_attempts
 from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.statement import run_async
-from awa_django.worker.connections import connect, open_pool
 from tests.conftest import BackgroundWorker, run_burst, wait_until
 from tests.jobs import checkpointed_retry, cooperative, noop, record
 

@@ -18,10 +18,10 @@ from awa_django import signals
 from awa_django.core.completion import Completion
 from awa_django.core.outcome import Outcome
 from awa_django.core.retry import RetryPolicy
-from awa_django.jobs import Job
+from awa_django.declarations.jobs import Job
 from awa_django.maintenance.rescuer import RescueConfig, Rescuer
+from awa_django.storage.connections import open_pool
 from awa_django.worker.completer import Completer
-from awa_django.worker.connections import open_pool
 from tests.conftest import run_burst
 from tests.jobs import (
     always_fails,

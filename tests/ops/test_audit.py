@@ -12,7 +12,7 @@ from django.db import connection
 from django.utils import timezone
 
 import awa_django as awa
-from awa_django import audit
+from awa_django.ops import audit
 from tests.ops.helpers import manage
 
 pytestmark = pytest.mark.usefixtures("awa_db", "storage_kinds")

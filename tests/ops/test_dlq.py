@@ -16,7 +16,7 @@ from django.utils import timezone
 import awa_django as awa
 from awa_django.exceptions import ConfirmationRequired, InvalidJob
 from awa_django.maintenance.retention import RetentionCleaner, RetentionConfig
-from awa_django.worker.connections import open_pool
+from awa_django.storage.connections import open_pool
 from tests.conftest import run_burst, wait_until
 from tests.jobs import always_fails, fails_through_lease, noop, terminal
 

@@ -8,7 +8,7 @@ import pytest
 from django.test import override_settings
 
 import awa_django as awa
-from awa_django.health import Check
+from awa_django.ops.health import Check
 from tests.conftest import BackgroundWorker, wait_until
 from tests.jobs import sleepy
 

@@ -13,10 +13,10 @@ from django.test import override_settings
 import awa_django as awa
 from awa_django.core.claimed_job import claimed_job_rows
 from awa_django.exceptions import ConfirmationRequired, InvalidJob
-from awa_django.maintenance.queue_stats import QueueStats, QueueStatsConfig
+from awa_django.maintenance.queue_stats import QueueSampler, QueueStatsConfig
+from awa_django.storage.connections import connect, open_pool
 from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.statement import run_async
-from awa_django.worker.connections import connect, open_pool
 from tests.conftest import run_burst
 from tests.jobs import noop, retry_after, terminal
 
@@ -62,7 +62,7 @@ def stats_pass() -> None:
     async def main() -> None:
         pool = await open_pool("default", max_size=1)
         try:
-            await QueueStats(pool, QueueStatsConfig(interval_s=30.0)).run_once()
+            await QueueSampler(pool, QueueStatsConfig(interval_s=30.0)).run_once()
         finally:
             await pool.close()
 

@@ -13,7 +13,7 @@ from django.test import override_settings
 
 import awa_django as awa
 from awa_django.maintenance.instance_cleanup import InstanceCleaner, InstanceCleanupConfig
-from awa_django.worker.connections import open_pool
+from awa_django.storage.connections import open_pool
 from awa_django.worker.reporter import package_version
 from tests.conftest import BackgroundWorker, run_burst, wait_until
 from tests.jobs import sleepy

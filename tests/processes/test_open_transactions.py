@@ -18,7 +18,7 @@ import time
 from django.db import connection, connections, transaction
 
 import awa_django as awa
-from awa_django import audit
+from awa_django.ops import audit
 from tests.conftest import wait_until
 
 HOLD_S = 30.0

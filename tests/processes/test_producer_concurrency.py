@@ -22,8 +22,8 @@ from django.db import connection, connections, transaction
 from django.test import override_settings
 
 import awa_django as awa
-from awa_django import audit
 from awa_django.conf import get_settings
+from awa_django.ops import audit
 from tests.conftest import wait_until
 
 QUEUES = ("default", "email", "reports")

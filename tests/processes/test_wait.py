@@ -19,8 +19,8 @@ from django.db import connection, transaction
 from django.test import override_settings
 
 import awa_django as awa
+from awa_django.storage.connections import connection_kwargs
 from awa_django.storage.waiters import JOB_DONE_CHANNEL
-from awa_django.worker.connections import connection_kwargs
 from tests.callbacks.helpers import FAST as CALLBACK_FAST
 from tests.callbacks.helpers import park_one
 from tests.conftest import REPO_ROOT, run_burst, subprocess_database_url, wait_until

@@ -13,9 +13,9 @@ from django.test import override_settings
 
 import awa_django as awa
 from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
+from awa_django.storage.connections import connect
 from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.statement import run_async
-from awa_django.worker.connections import connect
 from tests.conftest import run_burst
 
 pytestmark = pytest.mark.usefixtures("awa_db", "storage_kinds")

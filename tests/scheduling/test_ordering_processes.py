@@ -9,7 +9,7 @@ from collections import defaultdict
 from django.db import connection
 
 import awa_django as awa
-from awa_django.shards import set_enqueue_shards
+from awa_django.ops.shards import set_enqueue_shards
 from tests.conftest import wait_until
 
 KEYS = 8

@@ -12,11 +12,11 @@ from django.test import override_settings
 
 from awa_django.core.claimed_job import claimed_job_rows
 from awa_django.maintenance.ledgers import LedgerCleaner, LedgerConfig
+from awa_django.storage import connections
+from awa_django.storage.connections import connect
 from awa_django.storage.queue import ClaimRequest
 from awa_django.storage.rate_limits import FleetBudget, claim_ready_limited
 from awa_django.storage.statement import run_async
-from awa_django.worker import connections
-from awa_django.worker.connections import connect
 from awa_django.worker.rate_limit import TokenBucket
 from tests.conftest import run_burst, wait_until
 from tests.jobs import noop

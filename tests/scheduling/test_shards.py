@@ -17,11 +17,11 @@ from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
 from awa_django.core.completion import Completion
 from awa_django.core.outcome import Outcome
 from awa_django.exceptions import InvalidJob
-from awa_django.shards import get_enqueue_shards, lane_backlog, set_enqueue_shards
+from awa_django.ops.shards import get_enqueue_shards, lane_backlog, set_enqueue_shards
+from awa_django.storage.connections import connect
 from awa_django.storage.execution import close_attempts
 from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.statement import run_async
-from awa_django.worker.connections import connect
 
 pytestmark = pytest.mark.usefixtures("awa_db", "storage_kinds")
 

@@ -16,17 +16,17 @@ import pytest
 from django.db import DatabaseError, OperationalError, connection, connections, transaction
 
 import awa_django as awa
-from awa_django import audit
 from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
 from awa_django.core.completion import Completion
 from awa_django.core.outcome import Outcome
-from awa_django.enqueue import enqueue_at_lane_priority
-from awa_django.enqueue_options import EnqueueOptions
+from awa_django.declarations.enqueue_options import EnqueueOptions
+from awa_django.ops import audit
+from awa_django.producer.enqueue import enqueue_at_lane_priority
 from awa_django.sql import queries
+from awa_django.storage.connections import connect, connection_kwargs
 from awa_django.storage.execution import close_params
 from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.statement import run_async
-from awa_django.worker.connections import connect, connection_kwargs
 from tests.jobs import noop
 
 pytestmark = pytest.mark.usefixtures("awa_db")

@@ -15,8 +15,8 @@ from django.db import connection, transaction
 import awa_django as awa
 from awa_django.core.completion import Completion
 from awa_django.core.outcome import Outcome
-from awa_django.enqueue import enqueue_at_lane_priority
-from awa_django.enqueue_options import EnqueueOptions
+from awa_django.declarations.enqueue_options import EnqueueOptions
+from awa_django.producer.enqueue import enqueue_at_lane_priority
 from awa_django.sql import queries
 from awa_django.storage.execution import close_params
 from tests.jobs import noop

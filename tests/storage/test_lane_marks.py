@@ -14,10 +14,10 @@ import pytest
 from django.db import connection, transaction
 
 import awa_django as awa
-from awa_django.enqueue import enqueue_at_lane_priority
-from awa_django.enqueue_options import EnqueueOptions
+from awa_django.declarations.enqueue_options import EnqueueOptions
 from awa_django.maintenance.ledgers import LedgerCleaner, LedgerConfig
-from awa_django.worker import connections
+from awa_django.producer.enqueue import enqueue_at_lane_priority
+from awa_django.storage import connections
 from tests.conftest import subprocess_database_url
 from tests.jobs import noop
 from tests.storage.test_hot_path_plans import close_completed

@@ -14,10 +14,10 @@ import awa_django as awa
 from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
 from awa_django.core.completion import Completion
 from awa_django.core.outcome import Outcome
+from awa_django.storage.connections import connect
 from awa_django.storage.execution import close_attempts
 from awa_django.storage.queue import ClaimRequest, claim_ready, queue_depths
 from awa_django.storage.statement import Statement, all_rows, nothing, run, run_async
-from awa_django.worker.connections import connect
 
 pytestmark = pytest.mark.usefixtures("awa_db", "storage_kinds")
 

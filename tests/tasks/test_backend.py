@@ -4,6 +4,7 @@ tasks by module path, results read back with ``get_result``/``refresh`` and the 
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -18,7 +19,7 @@ from django.utils import timezone
 
 import awa_django as awa
 from awa_django.conf import get_settings
-from awa_django.priorities import TASK_METADATA_KEY
+from awa_django.declarations.priorities import TASK_METADATA_KEY
 from awa_django.tasks import AwaBackend, AwaTask
 from awa_django.tasks.compat import (
     InvalidTask,
@@ -478,10 +479,15 @@ def test_check_reports_queues_awa_does_not_declare():
     assert [(m.id, "'nope'" in m.msg) for m in backend.check()] == [("awa.E101", True)]
 
 
-def test_a_resolver_whose_dependency_is_missing_leaves_the_kind_unknown():
-    from awa_django.jobs import JobRegistry
+def test_a_resolver_whose_dependency_is_missing_leaves_the_kind_unknown(monkeypatch):
+    from awa_django.apps import _resolve_django_task
+    from awa_django.declarations.jobs import JobRegistry
 
+    # Where django.tasks is missing, importing the runner fails: None in sys.modules makes any
+    # import of it raise ImportError.
+    monkeypatch.setitem(sys.modules, "awa_django.tasks.runner", None)
     registry = JobRegistry()
-    registry.add_resolver("x:", "no_such_module.resolve")
+    registry.add_resolver("x:", _resolve_django_task)
+    registry.add_resolver("django.tasks:", _resolve_django_task)
     assert registry.get("x:anything") is None
     assert registry.get("django.tasks:tests.tasks.tasks.add") is None

@@ -18,7 +18,7 @@ from django.urls import reverse
 
 import awa_django as awa
 import awa_django.tasks as tasks_package
-from awa_django.priorities import (
+from awa_django.declarations.priorities import (
     STORED_PRIORITY_MAX,
     STORED_PRIORITY_MIN,
     awa_priority,

@@ -6,7 +6,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 
 import awa_django as awa
-from awa_django.jobs import JobContext
+from awa_django.declarations.jobs import JobContext
 from tests.jobs import record_run
 
 

@@ -7,8 +7,8 @@ import datetime
 import pytest
 
 import awa_django as awa
-from awa_django.arguments import bind_arguments
-from awa_django.exact_json import to_json_text
+from awa_django.declarations.arguments import bind_arguments
+from awa_django.declarations.exact_json import to_json_text
 
 
 def handler(ctx, user_id: int, email: str, ratio: float = 1.0, flags: dict | None = None):

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from awa_django.cron.expression import CronExpression
+from awa_django.declarations.cron_expression import CronExpression
 from awa_django.exceptions import InvalidSchedule
 from awa_django.maintenance.cron_evaluator import due_ticks
 from awa_django.storage.cron import DueSchedule

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from awa_django.deploy_checks import check_deployment, secret_bits
+from awa_django.checks.deploy import check_deployment, secret_bits
 from tests.conftest import REPO_ROOT
 
 QUEUES = {"default": {}, "email": {}}

@@ -13,7 +13,7 @@ from decimal import Decimal
 import pytest
 
 import awa_django as awa
-from awa_django.exact_json import (
+from awa_django.declarations.exact_json import (
     MAX_DEPTH,
     check_text,
     exact_text,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from awa_django.core.claimed_job import ClaimedJob
-from awa_django.jobs import Job, JobContext
+from awa_django.declarations.jobs import Job, JobContext
 from awa_django.worker.executor import context_for, execute
 from awa_django.worker.handler_threads import HandlerThreads
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from awa_django.exact_json import storable_text
+from awa_django.declarations.exact_json import storable_text
 
 
 @pytest.mark.parametrize(

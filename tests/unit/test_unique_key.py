@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import awa_django as awa
-from awa_django.unique import unique_key
+from awa_django.declarations.unique import unique_key
 
 NOW = datetime(2026, 1, 1, 10, 30, tzinfo=UTC)
 

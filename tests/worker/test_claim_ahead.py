@@ -13,9 +13,9 @@ from django.db import connection
 import awa_django as awa
 from awa_django.core.claimed_job import ClaimedJob
 from awa_django.core.retry import RetryPolicy
-from awa_django.jobs import Job, JobContext
+from awa_django.declarations.jobs import Job, JobContext
+from awa_django.storage.connections import open_pool
 from awa_django.worker.completer import Completer
-from awa_django.worker.connections import open_pool
 from awa_django.worker.dispatcher import Dispatcher
 from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.job_log import JobLog, JobLogConfig

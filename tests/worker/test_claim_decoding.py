@@ -11,9 +11,9 @@ from psycopg import conninfo
 
 import awa_django as awa
 from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
+from awa_django.storage.connections import ClaimJsonbLoader, connection_kwargs, open_pool
 from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.statement import Statement, all_rows, run_async
-from awa_django.worker.connections import ClaimJsonbLoader, connection_kwargs, open_pool
 from tests.jobs import typed
 
 pytestmark = pytest.mark.usefixtures("awa_db")

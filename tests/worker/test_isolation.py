@@ -15,8 +15,8 @@ from awa_django.core.completion import Completion
 from awa_django.core.outcome import Outcome
 from awa_django.core.retry import RetryPolicy
 from awa_django.storage.browse import job_progress
+from awa_django.storage.connections import open_pool
 from awa_django.worker.completer import Completer
-from awa_django.worker.connections import open_pool
 from tests.conftest import BackgroundWorker, wait_until
 from tests.jobs import noop, slow_first
 from tests.maintenance.test_rescue_rings_cancel import claim

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test import override_settings
 
 import awa_django as awa
-from awa_django.jobs import registry
+from awa_django.declarations.jobs import registry
 from awa_django.storage.browse import job_progress
 from awa_django.worker import dispatcher
 from tests.conftest import BackgroundWorker, run_burst, wait_until

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import awa_django as awa
-from awa_django.jobs import JobContext
+from awa_django.declarations.jobs import JobContext
 from tests.jobs import record_run
 
 

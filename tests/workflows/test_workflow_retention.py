@@ -10,7 +10,7 @@ from django.db import connection
 
 import awa_django as awa
 from awa_django.maintenance.retention import RetentionCleaner, RetentionConfig
-from awa_django.worker.connections import open_pool
+from awa_django.storage.connections import open_pool
 from tests.conftest import run_burst
 from tests.workflows.jobs import add, fail
 

@@ -7,10 +7,10 @@ import argparse
 import sys
 from typing import Any
 
-from awa_django import audit
 from awa_django.conf import get_settings
 from awa_django.management.command import QueueCommand
 from awa_django.management.output import to_json
+from awa_django.ops import audit
 
 
 class Command(QueueCommand):

@@ -7,9 +7,9 @@ from typing import Any, Final
 
 from django.core.management.base import CommandError
 
-from awa_django import cron
 from awa_django.management.command import QueueCommand
 from awa_django.management.output import name as text
+from awa_django.producer import cron
 
 _PAST_TENSE: Final = {"pause": "paused", "resume": "resumed", "remove": "removed"}
 

@@ -1,5 +1,5 @@
 """``manage.py awa_dlq list|depth|retry|purge|move-failed``: the dead-letter queue from the
-shell (see ``awa_django.dlq``)."""
+shell (see ``awa_django.ops.dlq``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import Any, Final
 
 from django.core.management.base import CommandError
 
-from awa_django import dlq
 from awa_django.conf import PRIORITY_MAX, PRIORITY_MIN
 from awa_django.management.command import QueueCommand
 from awa_django.management.output import (
@@ -28,6 +27,7 @@ from awa_django.management.validation import (
     known_queue,
     refuse_unused,
 )
+from awa_django.ops import dlq
 
 ACTIONS = ("list", "depth", "retry", "purge", "move-failed")
 BULK: Final = ("retry", "purge", "move-failed")

@@ -16,10 +16,12 @@ from typing import Any, Final
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-import awa_django as awa
+from awa_django.declarations.unique import ON_CONFLICT_CHOICES, Unique
+from awa_django.exceptions import InvalidJob, JobFailed, UniqueConflict, WaitTimeout
 from awa_django.management.command import QueueCommand
 from awa_django.management.output import name, seconds
-from awa_django.unique import ON_CONFLICT_CHOICES
+from awa_django.ops.job_waits import wait
+from awa_django.producer.enqueue import enqueue
 
 
 def whole_number(value: str) -> int:
@@ -88,7 +90,7 @@ JOB_FAILED_EXIT: Final = 4
 WAIT_TIMEOUT_EXIT: Final = 5
 
 
-def refusal(exc: awa.InvalidJob) -> str:
+def refusal(exc: InvalidJob) -> str:
     """``awa.enqueue``'s message, after the option that carries the value it names."""
     top = re.split(r"[.\[]", exc.field or "", maxsplit=1)[0]
     option = OPTIONS.get(top)
@@ -184,7 +186,7 @@ class Command(QueueCommand):
                     raise CommandError(f"{typed}: {exc}") from None
         delay = options["delay"]
         try:
-            job_id = awa.enqueue(
+            job_id = enqueue(
                 kind,
                 args=options["job_args"],
                 queue=options["queue"],
@@ -197,9 +199,9 @@ class Command(QueueCommand):
                 on_conflict=options["on_conflict"],
                 ordering_key=options["ordering_key"],
             )
-        except awa.InvalidJob as exc:
+        except InvalidJob as exc:
             raise CommandError(refusal(exc)) from None
-        except awa.UniqueConflict as exc:
+        except UniqueConflict as exc:
             raise CommandError(
                 f"not enqueued: a {kind!r} job with the same unique key is already enqueued "
                 f"(job {exc.job_id}); --on-conflict return prints its id instead",
@@ -213,14 +215,14 @@ class Command(QueueCommand):
         # The id is out first, so a script that gives up waiting still knows the job.
         self.stdout.flush()
         try:
-            record = awa.wait(job_id, timeout=timeout)
-        except awa.JobFailed as exc:
+            record = wait(job_id, timeout=timeout)
+        except JobFailed as exc:
             raise CommandError(str(exc), returncode=JOB_FAILED_EXIT) from None
-        except awa.WaitTimeout as exc:
+        except WaitTimeout as exc:
             raise CommandError(str(exc), returncode=WAIT_TIMEOUT_EXIT) from None
         self.stdout.write(json.dumps(record.result))
 
-    def _unique(self, options: dict[str, Any]) -> awa.Unique | None:
+    def _unique(self, options: dict[str, Any]) -> Unique | None:
         """The ``awa.Unique`` the options ask for; None leaves the job's own (if any)."""
         chosen: dict[str, Any] = {}
         if options["unique_by"]:
@@ -235,6 +237,6 @@ class Command(QueueCommand):
             return None
         # Unique validates its own fields (InvalidJob naming "unique"), as for a call from code.
         try:
-            return awa.Unique(**chosen)
-        except awa.InvalidJob as exc:
+            return Unique(**chosen)
+        except InvalidJob as exc:
             raise CommandError(refusal(exc)) from None

@@ -8,8 +8,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from awa_django import health
 from awa_django.management.output import to_json
+from awa_django.ops import health
 
 
 class Command(BaseCommand):

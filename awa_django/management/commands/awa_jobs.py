@@ -7,8 +7,8 @@ from typing import Any, Final
 
 from django.core.management.base import CommandError
 
-import awa_django as awa
 from awa_django.core.unknown_kinds import waits_for_kind
+from awa_django.declarations.priorities import shown_priority
 from awa_django.management.command import QueueCommand
 from awa_django.management.output import job_id, name, row_limit, table, to_json
 from awa_django.management.validation import (
@@ -18,7 +18,8 @@ from awa_django.management.validation import (
     known_queue,
     refuse_unused,
 )
-from awa_django.priorities import shown_priority
+from awa_django.ops.actions import cancel, retry
+from awa_django.ops.records import get_jobs, list_jobs
 from awa_django.storage.browse import JOB_STATES
 
 # The awa.jobs view also reports an attempt parked on a callback as its own state.
@@ -68,22 +69,22 @@ class Command(QueueCommand):
             raise CommandError(f"{action} needs at least one JOB_ID")
         existing_jobs(ids)
         if action == "dump":
-            self.stdout.write(to_json(awa.get_jobs(ids)))
+            self.stdout.write(to_json(get_jobs(ids)))
         elif action == "retry":
             declared_queue(options["to_queue"], option="--to-queue")
             for job in ids:
-                ok = awa.retry(job, queue=options["to_queue"])
+                ok = retry(job, queue=options["to_queue"])
                 verdict = "retried" if ok else "not retryable (not failed, cancelled or dlq)"
                 self.stdout.write(f"{job}: {verdict}")
         else:
             for job in ids:
-                ok = awa.cancel(job, reason=options["reason"] or DEFAULT_REASON)
+                ok = cancel(job, reason=options["reason"] or DEFAULT_REASON)
                 self.stdout.write(f"{job}: {'cancelled' if ok else 'already finished'}")
 
     def _list(self, options: dict[str, Any]) -> None:
         known_queue(options["queue"], option="--queue")
         known_kind(options["kind"], option="--kind")
-        records = awa.list_jobs(
+        records = list_jobs(
             queue=options["queue"],
             kind=options["kind"],
             state=options["state"],

@@ -7,10 +7,10 @@ from typing import Any, Final
 
 from django.core.management.base import CommandError
 
-from awa_django import queues
 from awa_django.management.command import QueueCommand
 from awa_django.management.output import name
 from awa_django.management.validation import known_queue, refuse_unused
+from awa_django.ops import queues
 
 DEFAULT_BY: Final = "operator"
 # Each option that only some actions read: how it is typed, and those actions.

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from awa_django import queues
 from awa_django.management.command import QueueCommand
 from awa_django.management.output import table, to_json
+from awa_django.ops import queues
 
 HEADERS = (
     "queue",

@@ -11,7 +11,7 @@ from django.core.management.base import CommandError
 from awa_django.exceptions import InvalidJob
 from awa_django.management.command import QueueCommand
 from awa_django.management.output import name, whole_number
-from awa_django.shards import (
+from awa_django.ops.shards import (
     MAX_ENQUEUE_SHARDS,
     get_enqueue_shards,
     lane_backlog,

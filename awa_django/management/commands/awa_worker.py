@@ -9,8 +9,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from awa_django.conf import QUEUE_NAME_PATTERN, get_settings
-from awa_django.discovery import discover_jobs
-from awa_django.jobs import registry
+from awa_django.declarations.discovery import discover_jobs
+from awa_django.declarations.jobs import registry
 from awa_django.management.command import require_migrated
 from awa_django.management.process import (
     add_log_format_argument,

@@ -7,9 +7,9 @@ from typing import Any, Final
 
 from django.core.management.base import CommandError
 
-from awa_django import workflows
 from awa_django.management.command import QueueCommand
 from awa_django.management.output import name, row_limit, table, to_json, whole_number
+from awa_django.producer import workflows
 
 STATES: Final = ("running", "completed", "failed", "cancelled")
 workflow_id = whole_number(1, 2**63 - 1, what="a workflow id")

@@ -29,9 +29,9 @@ from django.test import Client, override_settings
 
 import awa_django as awa
 from awa_django.conf import get_settings
-from awa_django.discovery import discover_jobs
-from awa_django.jobs import registry
-from awa_django.shards import set_enqueue_shards
+from awa_django.declarations.discovery import discover_jobs
+from awa_django.declarations.jobs import registry
+from awa_django.ops.shards import set_enqueue_shards
 from awa_django.worker.process import RunSummary, WorkerProcess, config_from_settings
 from example_project.shop import jobs
 from example_project.shop.models import Order, SentEmail

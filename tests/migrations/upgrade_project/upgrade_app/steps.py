@@ -46,8 +46,8 @@ def spread_jobs() -> None:
     """Jobs of the current code in more lanes of the default queue than 0.1.0 could use (the
     lanes of django.tasks priorities), so its claims go by lane marks: the 0.1.0 lanes are
     among them."""
-    from awa_django.enqueue import enqueue_at_lane_priority
-    from awa_django.enqueue_options import EnqueueOptions
+    from awa_django.declarations.enqueue_options import EnqueueOptions
+    from awa_django.producer.enqueue import enqueue_at_lane_priority
 
     with transaction.atomic():
         ids = [

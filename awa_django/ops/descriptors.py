@@ -26,7 +26,7 @@ from typing import Any, Final
 from django.db import connections
 
 from awa_django.conf import AwaSettings, get_settings
-from awa_django.jobs import Job
+from awa_django.declarations.jobs import Job
 from awa_django.storage.runtime import declared_versions, list_descriptors
 
 

@@ -14,7 +14,7 @@ from django.db import connections, transaction
 
 from awa_django.conf import get_settings
 from awa_django.exceptions import InvalidJob
-from awa_django.known import queue_known, unknown_queue_message
+from awa_django.ops.known import queue_known, unknown_queue_message
 from awa_django.storage import lanes
 
 MAX_ENQUEUE_SHARDS: Final = 64

@@ -23,8 +23,8 @@ from django.db import DatabaseError, connections
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
-from awa_django import runtimes
 from awa_django.conf import get_settings
+from awa_django.ops import runtimes
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,14 +20,15 @@ import psycopg
 from django.db import connections
 
 from awa_django.conf import get_settings
+from awa_django.declarations.pending_job import PendingJob
 from awa_django.exceptions import JobFailed, JobNotFound, WaitTimeout
+from awa_django.job_record import JobRecord
 from awa_django.limits import delay_problem, is_job_id
-from awa_django.pending_job import PendingJob
-from awa_django.records import get_job
-from awa_django.storage.jobs import JobRecord, jobs_by_id
+from awa_django.ops.records import get_job
+from awa_django.storage.connections import connect
+from awa_django.storage.jobs import jobs_by_id
 from awa_django.storage.statement import run_async
 from awa_django.storage.waiters import JOB_DONE_CHANNEL, register_waiter, unregister_waiter
-from awa_django.worker.connections import connect
 
 # Seconds between reads of the state while no notification came: the bound on how late a
 # waiter learns of a completion that raced its registration.

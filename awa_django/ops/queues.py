@@ -19,7 +19,7 @@ from django.db import connections, transaction
 
 from awa_django.conf import get_settings
 from awa_django.exceptions import ConfirmationRequired, InvalidJob
-from awa_django.known import queue_known, unknown_queue_message
+from awa_django.ops.known import queue_known, unknown_queue_message
 from awa_django.storage import health as storage
 from awa_django.storage.backlog import kinds_nobody_runs
 from awa_django.storage.health import QueueSample

@@ -13,10 +13,10 @@ from __future__ import annotations
 from django.db import connections
 
 from awa_django.conf import get_settings
-from awa_django.descriptors import kinds
-from awa_django.discovery import ensure_jobs_discovered
-from awa_django.jobs import registry
-from awa_django.records import list_jobs
+from awa_django.declarations.discovery import ensure_jobs_discovered
+from awa_django.declarations.jobs import registry
+from awa_django.ops.descriptors import kinds
+from awa_django.ops.records import list_jobs
 from awa_django.storage.health import meta_rows
 
 

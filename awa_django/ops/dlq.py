@@ -26,7 +26,7 @@ from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 
 from awa_django.conf import PRIORITY_MAX, PRIORITY_MIN, get_settings
-from awa_django.enqueue_options import RunAt, check_int, resolve_run_at
+from awa_django.declarations.enqueue_options import RunAt, check_int, resolve_run_at
 from awa_django.exceptions import ConfirmationRequired, InvalidJob
 from awa_django.storage import dlq as storage
 from awa_django.storage.dlq import DlqEntry, DlqFilter, DlqGroup, DlqGroups

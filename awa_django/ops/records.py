@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from django.db import connections
 
 from awa_django.conf import get_settings
+from awa_django.job_record import JobRecord
 from awa_django.limits import is_job_id
 from awa_django.storage.browse import JobFilter
 from awa_django.storage.browse import list_jobs as browse_jobs
-from awa_django.storage.jobs import JobRecord
 from awa_django.storage.jobs import get_jobs as _fetch_jobs
 
 

@@ -9,17 +9,17 @@ the import of a jobs module.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from awa_django.conf import get_settings
-from awa_django.cron.expression import CronExpression
-from awa_django.discovery import ensure_jobs_discovered
-from awa_django.enqueue import bind_args, resolve_job
-from awa_django.enqueue_options import EnqueueOptions
+from awa_django.declarations.cron_expression import CronExpression
+from awa_django.declarations.discovery import ensure_jobs_discovered
+from awa_django.declarations.enqueue_options import EnqueueOptions
+from awa_django.declarations.jobs import Job
+from awa_django.declarations.resolve import bind_args, resolve_job
 from awa_django.exceptions import InvalidJob, InvalidSchedule
-from awa_django.jobs import Job, job
 
 MissedFirePolicy = Literal["coalesce", "catch_up"]
 MISSED_FIRE_POLICIES: Final = ("coalesce", "catch_up")
@@ -112,52 +112,6 @@ class DeclarationRegistry:
 
 
 declarations = DeclarationRegistry()
-
-
-def periodic(
-    schedule: str,
-    *,
-    name: str | None = None,
-    timezone: str = "UTC",
-    args: Mapping[str, Any] | None = None,
-    queue: str | None = None,
-    priority: int | None = None,
-    max_attempts: int | None = None,
-    tags: Sequence[str] | None = None,
-    metadata: Mapping[str, Any] | None = None,
-    missed: MissedFirePolicy = "coalesce",
-) -> Callable[[Any], Job[Any, Any]]:
-    """Run a job on a cron schedule: ``@awa.periodic("*/5 * * * *")`` above ``@awa.job`` (or
-    above a plain function, which it registers as a job with default options).
-
-    ``name`` (default: the job's kind) identifies the schedule across deployments; ``args``
-    are the job's arguments for every run; ``queue``, ``priority`` and ``max_attempts`` default
-    to the job's. ``missed`` says what happens to ticks missed while no leader ran: "coalesce"
-    enqueues one job for the newest of them, "catch_up" one per tick (at most
-    ``AWA["CRON_MAX_CATCH_UP"]``).
-    """
-
-    def decorate(target: Job[Any, Any] | Callable[..., Any]) -> Job[Any, Any]:
-        registered = target if isinstance(target, Job) else job(target)
-        declarations.add(
-            Declaration(
-                origin=f"@awa.periodic on {registered.__module__}.{registered.__qualname__}",
-                name=name,
-                schedule=schedule,
-                job=registered,
-                args=args,
-                timezone=timezone,
-                queue=queue,
-                priority=priority,
-                max_attempts=max_attempts,
-                tags=tags,
-                metadata=metadata,
-                missed=missed,
-            )
-        )
-        return registered
-
-    return decorate
 
 
 def _from_settings(index: int, entry: Mapping[str, Any]) -> Declaration:

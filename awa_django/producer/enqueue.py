@@ -9,95 +9,45 @@ migrations are not applied, it raises ``NotMigrated``, which says so and names t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
-from typing import Any, Unpack
+from typing import Any, Concatenate, Final, ParamSpec, TypeVar, Unpack, overload
 
 from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
-from awa_django.arguments import BoundArgs
 from awa_django.conf import get_settings
-from awa_django.discovery import ensure_jobs_discovered
-from awa_django.eager import run_after_commit
-from awa_django.enqueue_options import (
+from awa_django.core.enqueued import announce_enqueued
+from awa_django.declarations.arguments import BoundArgs
+from awa_django.declarations.enqueue_options import (
     NO_OPTIONS,
     EnqueueOptionArgs,
     EnqueueOptions,
     ResolvedOptions,
+    RunAt,
 )
-from awa_django.exact_json import check_text, moved, to_json_text
+from awa_django.declarations.exact_json import moved
+from awa_django.declarations.jobs import (
+    Job,
+    JobContext,
+    registry,
+)
+from awa_django.declarations.pending_job import PendingJob
+from awa_django.declarations.priorities import STORED_PRIORITY_MAX, STORED_PRIORITY_MIN
+from awa_django.declarations.resolve import bind_args, resolve_job
+from awa_django.declarations.unique import Unique, UniqueKey, unique_key
 from awa_django.exceptions import InvalidJob, UniqueConflict
-from awa_django.jobs import EnqueueFunctions, Job, provide_enqueue, registry, unknown_kind_hint
-from awa_django.migration_state import reported_unmigrated
-from awa_django.pending_job import PendingJob
-from awa_django.priorities import STORED_PRIORITY_MAX, STORED_PRIORITY_MIN
-from awa_django.signals import job_enqueued
+from awa_django.producer.eager import run_after_commit
 from awa_django.storage import backlog
 from awa_django.storage import queue as queue_storage
 from awa_django.storage.copy_text import CopyBatch
+from awa_django.storage.migration_state import reported_unmigrated
 from awa_django.storage.queue import NewJob
 from awa_django.storage.unique import lock_unique_keys, record_unique_claims
-from awa_django.telemetry import get_telemetry
-from awa_django.unique import Unique, UniqueKey, unique_key
 
-
-def is_external(kind: str, patterns: Sequence[str]) -> bool:
-    """Whether ``AWA["EXTERNAL_KINDS"]`` (``patterns``) lets this process enqueue ``kind``
-    without a handler: an exact kind, or a prefix before a final ``*``."""
-    return any(
-        kind.startswith(pattern[:-1]) if pattern.endswith("*") else kind == pattern
-        for pattern in patterns
-    )
-
-
-def resolve_job(kind_or_job: str | Job[Any, Any]) -> tuple[str, Job[Any, Any] | None]:
-    """The kind and handler of a job or kind string. A kind without a handler in this process
-    is refused (``InvalidJob`` with the nearest registered kind, and where handlers are found),
-    unless ``AWA["EXTERNAL_KINDS"]`` lists it: its handler is then None (only the JSON contract
-    of its arguments is checked), and another service's workers run it."""
-    if isinstance(kind_or_job, Job):
-        return kind_or_job.kind, kind_or_job
-    if isinstance(kind_or_job, str) and kind_or_job:
-        check_text(kind_or_job, field="kind")
-        job = registry.get(kind_or_job)
-        if job is None:
-            # A web process may enqueue by name before anything imported the jobs modules; the
-            # handler's signature and defaults still apply once they are imported.
-            ensure_jobs_discovered()
-            job = registry.get(kind_or_job)
-        if job is None and not is_external(kind_or_job, get_settings().EXTERNAL_KINDS):
-            # A misspelled kind, or a module no process imports, would otherwise be stored and
-            # wait for a worker that can never run it.
-            raise InvalidJob(
-                f"kind {kind_or_job!r} has no handler in this process. "
-                f"{unknown_kind_hint(kind_or_job)} If another service's workers run it, list "
-                "it in AWA['EXTERNAL_KINDS'].",
-                field="kind",
-            )
-        return kind_or_job, job
-    raise InvalidJob(
-        f"kind must be a registered @awa.job function or a kind string, got {kind_or_job!r}",
-        field="kind",
-    )
-
-
-def bind_args(kind: str, job: Job[Any, Any] | None, args: Mapping[str, Any] | None) -> BoundArgs:
-    """``args`` validated as the arguments of ``job`` (JSON only when there is no handler)."""
-    if args is None:
-        args = {}
-    if not isinstance(args, Mapping):
-        raise InvalidJob(
-            f"args must be a dict of argument name to value for job {kind!r}, got {args!r}",
-            field="args",
-        )
-    if job is not None:
-        return job.bind(args)
-    # No handler in this process: only the JSON contract can be checked.
-    plain = dict(args)
-    return BoundArgs(plain, to_json_text(plain, field="args"))
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _bind_each(
@@ -182,25 +132,6 @@ class _UniqueBatch:
         return [self.held.get(key.digest, new.get(key.digest, 0)) for key in self.keys]
 
 
-def announce_enqueued(alias: str, job_ids: list[int], *, kind: str, queue: str) -> None:
-    """Count jobs enqueued in the current transaction of ``alias`` and send ``job_enqueued``
-    for them, both once it commits (never for jobs that rolled back)."""
-    if not job_ids:
-        return
-    telemetry = get_telemetry()
-    if telemetry.enabled:
-        transaction.on_commit(
-            partial(telemetry.enqueued, kind=kind, queue=queue, count=len(job_ids)), using=alias
-        )
-    if job_enqueued.has_listeners():
-        # send_robust: the jobs are committed by now, so a receiver that raises is logged
-        # (by Django) instead of failing the caller's commit or starving the other receivers.
-        transaction.on_commit(
-            partial(job_enqueued.send_robust, sender=Job, job_ids=job_ids, kind=kind, queue=queue),
-            using=alias,
-        )
-
-
 def enqueue(
     kind_or_job: str | Job[Any, Any],
     *,
@@ -230,7 +161,8 @@ def enqueue_at_lane_priority(
     kind_or_job: str | Job[Any, Any], *, args: Mapping[str, Any] | None, options: EnqueueOptions
 ) -> int:
     """``enqueue`` at any stored lane priority, ``STORED_PRIORITY_MIN..MAX``, not only the
-    native 1..4: how the django.tasks backend stores Django's -100..100 (awa_django.priorities).
+    native 1..4: how the django.tasks backend stores Django's -100..100
+    (awa_django.declarations.priorities).
     """
     kind, job = resolve_job(kind_or_job)
     bound = bind_args(kind, job, args)
@@ -388,8 +320,82 @@ def enqueue_many(
     return job_ids if batch is None else batch.result(job_ids)
 
 
-provide_enqueue(
-    EnqueueFunctions(
-        enqueue=enqueue, enqueue_on_commit=enqueue_on_commit, enqueue_many=enqueue_many
-    )
-)
+class _Enqueuer:
+    """This module's functions, as each job ``@awa.job`` declares calls them from its
+    ``enqueue``, ``enqueue_on_commit`` and ``enqueue_many`` (``declarations.jobs.Enqueuer``)."""
+
+    def enqueue(self, kind_or_job: Job[Any, Any], *, args: Mapping[str, Any]) -> int:
+        return enqueue(kind_or_job, args=args)
+
+    def enqueue_on_commit(
+        self, kind_or_job: Job[Any, Any], *, args: Mapping[str, Any]
+    ) -> PendingJob:
+        return enqueue_on_commit(kind_or_job, args=args)
+
+    def enqueue_many(
+        self, kind_or_job: Job[Any, Any], args_list: Iterable[Mapping[str, Any]], *, run_at: RunAt
+    ) -> list[int]:
+        return enqueue_many(kind_or_job, args_list, run_at=run_at)
+
+
+_ENQUEUER: Final = _Enqueuer()
+
+
+@overload
+def job(func: Callable[Concatenate[JobContext, P], R], /) -> Job[P, R]: ...
+
+
+@overload
+def job(
+    func: None = None,
+    /,
+    *,
+    kind: str | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+    max_attempts: int | None = None,
+    unique: Unique | None = None,
+    description: str = "",
+    owner: str = "",
+    docs_url: str = "",
+) -> Callable[[Callable[Concatenate[JobContext, P], R]], Job[P, R]]: ...
+
+
+def job(
+    func: Callable[Concatenate[JobContext, P], R] | None = None,
+    /,
+    *,
+    kind: str | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+    max_attempts: int | None = None,
+    unique: Unique | None = None,
+    description: str = "",
+    owner: str = "",
+    docs_url: str = "",
+) -> Job[P, R] | Callable[[Callable[Concatenate[JobContext, P], R]], Job[P, R]]:
+    """Register a sync or async function as a job handler (bare ``@job`` or ``@job(...)``).
+
+    Options left unset fall back to ``AWA`` defaults at enqueue time; an enqueue call can still
+    override queue, priority and max_attempts. ``unique=awa.Unique(...)`` deduplicates every
+    enqueue of the job (docs/scheduling.md). ``description``, ``owner`` and ``docs_url``
+    describe the kind to operators (see ``awa_django.ops.descriptors``).
+    """
+
+    def decorate(fn: Callable[Concatenate[JobContext, P], R]) -> Job[P, R]:
+        registered = Job(
+            fn,
+            kind=kind,
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            unique=unique,
+            description=description,
+            owner=owner,
+            docs_url=docs_url,
+            enqueuer=_ENQUEUER,
+        )
+        registry.add(registered)
+        return registered
+
+    return decorate(func) if func is not None else decorate

@@ -7,7 +7,7 @@ from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
-from awa_django.cron.declarations import declared_schedules
+from awa_django.declarations.cron import declared_schedules
 from awa_django.exceptions import ConfigError, InvalidSchedule
 from awa_django.storage.cron import sync_cron_jobs
 

@@ -11,23 +11,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-# The metadata key that marks a workflow step (written by awa.workflow_create).
-WORKFLOW_KEY: Final = "awa:workflow"
+from awa_django.job_record import WORKFLOW_KEY
+
 # Separates a step added while its workflow runs from the step that added it ("split/part-1");
 # the names a workflow is built with cannot hold it.
 ADDED_STEP_SEPARATOR: Final = "/"
 
-# Validates a step added at run time and returns its description (awa_django.workflows provides
-# it when imported; this module imports nothing of awa's, as jobs.py imports it).
+# Validates a step added at run time and returns its description
+# (``declarations.workflow_steps.added_step_spec``, which the worker gives each attempt's
+# context: that module imports the job declarations, which import this one).
 StepSpec = Callable[
     [str, object, Mapping[str, Any] | None, Sequence[str], Mapping[str, Any]], dict[str, Any]
 ]
-_step_spec: StepSpec | None = None
-
-
-def provide_step_spec(spec: StepSpec) -> None:
-    global _step_spec
-    _step_spec = spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,10 +40,15 @@ class StepContext:
     # Steps this attempt added (``add``), written with its completion; shared with the
     # attempt's JobContext, so every ``ctx.workflow`` of one attempt adds to the same list.
     added: list[dict[str, Any]] = field(default_factory=list, compare=False, repr=False)
+    # What validates ``add``; None where nothing runs the attempt (a context built by hand).
+    add_spec: StepSpec | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def of(
-        cls, metadata: Mapping[str, Any], added: list[dict[str, Any]] | None = None
+        cls,
+        metadata: Mapping[str, Any],
+        added: list[dict[str, Any]] | None = None,
+        add_spec: StepSpec | None = None,
     ) -> StepContext | None:
         """The step context in a job's metadata, or None for a job that is not a step."""
         entry = metadata.get(WORKFLOW_KEY)
@@ -61,6 +61,7 @@ class StepContext:
             after=tuple(entry.get("after") or ()),
             inputs=dict(entry.get("inputs") or {}),
             added=[] if added is None else added,
+            add_spec=add_spec,
         )
 
     def add(
@@ -80,12 +81,12 @@ class StepContext:
         every step that waits for this one waits for it too, and reads its result after this
         step's in ``result_list``. Validated here like a step of ``Workflow``: ``InvalidJob``
         naming it fails this attempt."""
-        if _step_spec is None:
-            raise RuntimeError("adding workflow steps needs awa_django.workflows imported")
+        if self.add_spec is None:
+            raise RuntimeError("ctx.workflow.add needs the step to run in a worker or run_jobs")
         full = f"{self.step}{ADDED_STEP_SEPARATOR}{name}"
         known = {spec["name"] for spec in self.added}
         deps = [f"{self.step}{ADDED_STEP_SEPARATOR}{dep}" for dep in after]
-        spec = _step_spec(full, job, args, deps, {**options, "_known": known})
+        spec = self.add_spec(full, job, args, deps, {**options, "_known": known})
         self.added.append(spec)
         return full
 

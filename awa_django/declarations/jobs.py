@@ -1,8 +1,9 @@
-"""Declaring jobs: the ``job`` decorator, the ``Job`` it returns, ``JobContext`` and the registry.
+"""Declaring jobs: the ``Job`` that ``@awa.job`` returns, ``JobContext`` and the registry.
 
 A job is a plain function whose first parameter receives a ``JobContext``; the rest are its
-arguments, passed by keyword and stored as JSON. ``@awa.job(...)`` registers it under a kind
-(``"<app_label>.<function>"`` unless given) and adds ``.enqueue(**kwargs)``.
+arguments, passed by keyword and stored as JSON. ``@awa.job(...)`` (``producer.enqueue.job``,
+above this module) registers it under a kind (``"<app_label>.<function>"`` unless given) and
+gives it the functions behind ``.enqueue(**kwargs)`` (an ``Enqueuer``).
 """
 
 from __future__ import annotations
@@ -11,41 +12,64 @@ import asyncio
 import copy
 import difflib
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import (
-    TYPE_CHECKING,
     Any,
     Concatenate,
     Final,
     Generic,
     ParamSpec,
+    Protocol,
     TypeVar,
     Unpack,
-    overload,
 )
 
 from django.apps import apps
-from django.utils.module_loading import import_string
 
-from awa_django.arguments import BoundArgs, bind_arguments, handler_parameters
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN
-from awa_django.enqueue_options import EnqueueOptionArgs, EnqueueOptions, RunAt
-from awa_django.exact_json import storable_text, to_json_text
+from awa_django.declarations.arguments import BoundArgs, bind_arguments, handler_parameters
+from awa_django.declarations.enqueue_options import EnqueueOptionArgs, EnqueueOptions, RunAt
+from awa_django.declarations.exact_json import storable_text, to_json_text
+from awa_django.declarations.pending_job import PendingJob
+from awa_django.declarations.priorities import TASK_KIND_PREFIX
+from awa_django.declarations.step_context import StepContext, StepSpec
+from awa_django.declarations.unique import Unique
 from awa_django.exceptions import InvalidJob
-from awa_django.pending_job import PendingJob
-from awa_django.priorities import TASK_KIND_PREFIX
-from awa_django.step_context import StepContext
-from awa_django.unique import Unique
-
-if TYPE_CHECKING:
-    from awa_django.callbacks.waiting import AttemptCallbacks
 
 P = ParamSpec("P")
 DEFAULT_CALLBACK_TIMEOUT: Final = timedelta(hours=1)
 R = TypeVar("R")
+T = TypeVar("T")
+
+
+class AttemptCallbacks(Protocol):
+    """The worker's external callbacks of one attempt, as a handler's context uses them
+    (``callbacks.waiting.AttemptCallbacks`` implements it; callbacks sit above this module)."""
+
+    def run_sync(self, make: Callable[[], Coroutine[Any, Any, T]], *, async_name: str) -> T: ...
+
+    async def register(self, timeout: timedelta | float) -> str: ...
+
+    async def wait(self, token: str) -> Any: ...
+
+
+class Enqueuer(Protocol):
+    """The functions behind ``Job.enqueue``, ``enqueue_on_commit`` and ``enqueue_many``: the
+    producer (``awa_django.producer.enqueue``, above this module) gives them to each job its
+    ``@awa.job`` declares."""
+
+    def enqueue(self, kind_or_job: Job[Any, Any], *, args: Mapping[str, Any]) -> int: ...
+
+    def enqueue_on_commit(
+        self, kind_or_job: Job[Any, Any], *, args: Mapping[str, Any]
+    ) -> PendingJob: ...
+
+    def enqueue_many(
+        self, kind_or_job: Job[Any, Any], args_list: Iterable[Mapping[str, Any]], *, run_at: RunAt
+    ) -> list[int]: ...
 
 
 class AttemptProgress:
@@ -121,6 +145,9 @@ class JobContext:
     callbacks: AttemptCallbacks | None = field(default=None, repr=False)
     # Workflow steps this attempt added (``ctx.workflow.add``), written with its completion.
     workflow_added: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    # What validates a step this attempt adds (``declarations.workflow_steps.added_step_spec``),
+    # set by whatever runs the attempt; None in a context built by hand.
+    add_step: StepSpec | None = field(default=None, repr=False)
 
     def is_cancelled(self) -> bool:
         """True once the worker asks this attempt to stop: shutdown, cancel or rescue."""
@@ -179,7 +206,7 @@ class JobContext:
     def workflow(self) -> StepContext | None:
         """This job's workflow step: its dependencies' results and errors
         (docs/workflows.md); None for a job that is not a step."""
-        return StepContext.of(self.metadata, self.workflow_added)
+        return StepContext.of(self.metadata, self.workflow_added, self.add_step)
 
     @property
     def progress(self) -> dict[str, Any] | None:
@@ -217,6 +244,7 @@ class Job(Generic[P, R]):
         description: str = "",
         owner: str = "",
         docs_url: str = "",
+        enqueuer: Enqueuer | None = None,
     ) -> None:
         handler_parameters(func)  # fail at import time on a signature we cannot call
         _check_option("priority", priority, PRIORITY_MIN, PRIORITY_MAX)
@@ -230,6 +258,8 @@ class Job(Generic[P, R]):
                 raise InvalidJob(f"@awa.job {name} must be a string, got {text!r}", field=name)
         self.func = func
         self._kind = kind
+        # None for handlers built only to run (a django.tasks task, a test's handler).
+        self._enqueuer = enqueuer
         # What every enqueue of this job uses unless the call says otherwise; ``unique`` is the
         # deduplication applied to each (None: not unique).
         self.defaults = EnqueueOptions(
@@ -289,20 +319,27 @@ class Job(Generic[P, R]):
         """Enqueue with these arguments in the current transaction; returns the job id."""
         if args:
             raise TypeError(f"{self.kind}.enqueue takes keyword arguments only")
-        return _enqueuing().enqueue(self, args=kwargs)
+        return self._enqueuing().enqueue(self, args=kwargs)
 
     def enqueue_on_commit(self, *args: P.args, **kwargs: P.kwargs) -> PendingJob:
         """Validate now, enqueue when the current transaction commits; the ``PendingJob``
         returned learns the job's id then."""
         if args:
             raise TypeError(f"{self.kind}.enqueue_on_commit takes keyword arguments only")
-        return _enqueuing().enqueue_on_commit(self, args=kwargs)
+        return self._enqueuing().enqueue_on_commit(self, args=kwargs)
 
     def enqueue_many(
         self, args_list: Iterable[Mapping[str, Any]], *, run_at: RunAt = None
     ) -> list[int]:
         """Enqueue one job per argument dict with COPY; returns the job ids."""
-        return _enqueuing().enqueue_many(self, args_list, run_at=run_at)
+        return self._enqueuing().enqueue_many(self, args_list, run_at=run_at)
+
+    def _enqueuing(self) -> Enqueuer:
+        if self._enqueuer is None:
+            raise TypeError(
+                f"{self.kind} was not declared with @awa.job: enqueue it with awa.enqueue"
+            )
+        return self._enqueuer
 
     def __repr__(self) -> str:
         return f"<awa job {self.kind}>"
@@ -312,20 +349,20 @@ class JobRegistry:
     """Handlers known to this process, by kind. Tests may ``unregister`` what they add.
 
     Kinds under a resolver's prefix (``"django.tasks:"``) are not registered one by one: the
-    resolver, named by dotted path and imported on first use, builds their handler on demand.
+    resolver the app gives it (``awa_django.apps``) builds their handler on demand.
     """
 
     def __init__(self) -> None:
         self._jobs: list[Job[Any, Any]] = []
         # Built on first lookup: kinds resolve app labels, which needs the app registry.
         self._by_kind: dict[str, Job[Any, Any]] | None = None
-        self._resolvers: dict[str, str] = {}
+        self._resolvers: dict[str, Callable[[str], Job[Any, Any] | None]] = {}
         self._resolved: dict[str, Job[Any, Any] | None] = {}
 
-    def add_resolver(self, prefix: str, resolver_path: str) -> None:
-        """Resolve kinds starting with ``prefix`` through the function at ``resolver_path``
-        (``(kind) -> Job | None``); imported lazily so optional dependencies stay optional."""
-        self._resolvers[prefix] = resolver_path
+    def add_resolver(self, prefix: str, resolver: Callable[[str], Job[Any, Any] | None]) -> None:
+        """Resolve kinds starting with ``prefix`` through ``resolver`` (``(kind) -> Job |
+        None``, None when the kind names no handler here)."""
+        self._resolvers[prefix] = resolver
 
     def add(self, job: Job[Any, Any]) -> None:
         self._jobs.append(job)
@@ -345,21 +382,12 @@ class JobRegistry:
             self._by_kind = {job.kind: job for job in self._jobs}
         found = self._by_kind.get(kind)
         if found is None and kind not in self._resolved:
-            for prefix, resolver_path in self._resolvers.items():
+            for prefix, resolver in self._resolvers.items():
                 if kind.startswith(prefix):
                     # Misses are cached too: the worker looks a kind up for every claimed job.
-                    self._resolved[kind] = self._resolve(resolver_path, kind)
+                    self._resolved[kind] = resolver(kind)
                     break
         return found if found is not None else self._resolved.get(kind)
-
-    @staticmethod
-    def _resolve(resolver_path: str, kind: str) -> Job[Any, Any] | None:
-        try:
-            resolver = import_string(resolver_path)
-        except ImportError:
-            # Its optional dependency (e.g. django.tasks) is missing here: an unknown kind.
-            return None
-        return resolver(kind)  # type: ignore[no-any-return]
 
 
 registry = JobRegistry()
@@ -391,88 +419,3 @@ def unknown_kind_hint(kind: str) -> str:
 def _nearest_kind(kind: str, known: tuple[str, ...]) -> str | None:
     near = difflib.get_close_matches(kind, known, n=1)
     return near[0] if near else None
-
-
-@dataclass(frozen=True, slots=True)
-class EnqueueFunctions:
-    """The functions behind ``Job.enqueue``, ``enqueue_on_commit`` and ``enqueue_many``."""
-
-    enqueue: Callable[..., int]
-    enqueue_on_commit: Callable[..., PendingJob]
-    enqueue_many: Callable[..., list[int]]
-
-
-_enqueue_functions: EnqueueFunctions | None = None
-
-
-def provide_enqueue(functions: EnqueueFunctions) -> None:
-    """Called by ``awa_django.enqueue`` as it is imported: it resolves kinds through this
-    module's registry, so this module (which the worker imports) may not import it."""
-    global _enqueue_functions
-    _enqueue_functions = functions
-
-
-def _enqueuing() -> EnqueueFunctions:
-    # The package's __init__ imports awa_django.enqueue, so it has registered before any job
-    # can be enqueued.
-    assert _enqueue_functions is not None
-    return _enqueue_functions
-
-
-@overload
-def job(func: Callable[Concatenate[JobContext, P], R], /) -> Job[P, R]: ...
-
-
-@overload
-def job(
-    func: None = None,
-    /,
-    *,
-    kind: str | None = None,
-    queue: str | None = None,
-    priority: int | None = None,
-    max_attempts: int | None = None,
-    unique: Unique | None = None,
-    description: str = "",
-    owner: str = "",
-    docs_url: str = "",
-) -> Callable[[Callable[Concatenate[JobContext, P], R]], Job[P, R]]: ...
-
-
-def job(
-    func: Callable[Concatenate[JobContext, P], R] | None = None,
-    /,
-    *,
-    kind: str | None = None,
-    queue: str | None = None,
-    priority: int | None = None,
-    max_attempts: int | None = None,
-    unique: Unique | None = None,
-    description: str = "",
-    owner: str = "",
-    docs_url: str = "",
-) -> Job[P, R] | Callable[[Callable[Concatenate[JobContext, P], R]], Job[P, R]]:
-    """Register a sync or async function as a job handler (bare ``@job`` or ``@job(...)``).
-
-    Options left unset fall back to ``AWA`` defaults at enqueue time; an enqueue call can still
-    override queue, priority and max_attempts. ``unique=awa.Unique(...)`` deduplicates every
-    enqueue of the job (docs/scheduling.md). ``description``, ``owner`` and ``docs_url``
-    describe the kind to operators (see ``awa_django.descriptors``).
-    """
-
-    def decorate(fn: Callable[Concatenate[JobContext, P], R]) -> Job[P, R]:
-        registered = Job(
-            fn,
-            kind=kind,
-            queue=queue,
-            priority=priority,
-            max_attempts=max_attempts,
-            unique=unique,
-            description=description,
-            owner=owner,
-            docs_url=docs_url,
-        )
-        registry.add(registered)
-        return registered
-
-    return decorate(func) if func is not None else decorate

@@ -10,7 +10,7 @@ from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 
 from awa_django.conf import get_settings
-from awa_django.enqueue import announce_enqueued
+from awa_django.core.enqueued import announce_enqueued
 from awa_django.storage.cron import (
     CronJobRecord,
     list_cron_jobs,

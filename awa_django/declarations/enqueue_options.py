@@ -17,10 +17,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from awa_django.conf import MAX_ATTEMPTS_LIMIT, PRIORITY_MAX, PRIORITY_MIN, get_settings
-from awa_django.exact_json import check_text, path_of, to_json_text
+from awa_django.declarations.exact_json import check_text, path_of, to_json_text
+from awa_django.declarations.unique import OnConflict, Unique, check_on_conflict
 from awa_django.exceptions import InvalidJob
 from awa_django.telemetry import get_telemetry
-from awa_django.unique import OnConflict, Unique, check_on_conflict
 
 RunAt = datetime | timedelta | None
 MAX_TAGS = 20

@@ -11,12 +11,13 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from awa_django.conf import get_settings
-from awa_django.dlq import retry_options
-from awa_django.enqueue import bind_args, resolve_job
-from awa_django.enqueue_options import EnqueueOptions, RunAt
+from awa_django.declarations.enqueue_options import EnqueueOptions, RunAt
+from awa_django.declarations.jobs import Job
+from awa_django.declarations.resolve import bind_args, resolve_job
+from awa_django.declarations.unique import Unique, unique_key
 from awa_django.exceptions import InvalidJob
-from awa_django.jobs import Job
 from awa_django.limits import is_job_id
+from awa_django.ops.dlq import retry_options
 from awa_django.signals import job_cancelled
 from awa_django.storage import dlq as dlq_storage
 from awa_django.storage.backlog import run_now as run_deferred_now
@@ -24,7 +25,6 @@ from awa_django.storage.jobs import get_jobs
 from awa_django.storage.queue import cancel_job
 from awa_django.storage.unique import unique_holder
 from awa_django.telemetry import get_telemetry
-from awa_django.unique import Unique, unique_key
 
 CANCELLED: Final = frozenset({"cancelled_running", "cancelled_queued", "cancelled_scheduled"})
 

@@ -2,8 +2,9 @@
 
 Arguments are keyword-only, bound against the handler's signature (minus its leading context
 parameter), checked against simple builtin annotations, and must come back from storage
-exactly as given (``awa_django.exact_json``), because that is what the worker will hand back to
-the handler. ``InvalidJob.field`` is the argument's path under ``args``: ``args.user_id``.
+exactly as given (``awa_django.declarations.exact_json``), because that is what the worker
+will hand back to the handler. ``InvalidJob.field`` is the argument's path under ``args``:
+``args.user_id``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final, NamedTuple
 
-from awa_django.exact_json import path_of, to_json_text
+from awa_django.declarations.exact_json import path_of, to_json_text
 from awa_django.exceptions import InvalidJob
 
 # Annotations we can check cheaply and unambiguously; anything else is only JSON-checked.

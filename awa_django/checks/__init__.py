@@ -12,7 +12,7 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.urls import NoReverseMatch, reverse
 
 from awa_django import conf
-from awa_django.cron import declarations
+from awa_django.declarations import cron as declarations
 
 # Where Django's Tasks framework comes from: built in on Django 6, the django-tasks backport on
 # Django 5.2 (awa_django.tasks.compat imports whichever is there).

@@ -11,16 +11,15 @@ from the commit as well (see docs/testing.md#eager-mode).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Protocol
 
-from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 from awa_django.conf import get_settings
 from awa_django.core.outcome import Outcome
-from awa_django.discovery import ensure_jobs_discovered
+from awa_django.declarations.discovery import ensure_jobs_discovered
 
 
 class EagerAttempt(Protocol):
@@ -33,31 +32,18 @@ class EagerAttempt(Protocol):
     def error(self) -> BaseException | None: ...
 
 
-# ``(queue, job_ids) -> the attempts made``: the worker's in-process runner, which the app
-# registers when Django is ready (``awa_django.apps``). Enqueue imports this module and the
-# worker imports enqueue (cron), so this module may not import the worker.
-EagerRunner = Callable[[str, Sequence[int]], Sequence[EagerAttempt]]
-
-
-_runner: EagerRunner | None = None
-
-
-def use_runner(run: EagerRunner) -> None:
-    """Run eager jobs through ``run``."""
-    global _runner
-    _runner = run
-
-
 def run_after_commit(alias: str, queue: str, job_ids: Sequence[int]) -> None:
     """Run ``job_ids`` (ready jobs of ``queue``) here when ``alias``'s transaction commits."""
     transaction.on_commit(partial(_run, queue, tuple(job_ids)), using=alias)
 
 
 def _run(queue: str, job_ids: tuple[int, ...]) -> None:
-    if _runner is None:
-        raise ImproperlyConfigured("eager mode needs awa_django in INSTALLED_APPS")
+    # Imported on the first eager run: a process that never runs a job eagerly never loads
+    # the worker.
+    from awa_django.worker.in_process import InProcessRunner
+
     ensure_jobs_discovered()
-    ran = _runner(queue, job_ids)
+    ran: Sequence[EagerAttempt] = InProcessRunner().run_eagerly(queue, job_ids)
     if not get_settings().EAGER_RAISE:
         return
     for attempt in ran:

@@ -1,0 +1,31 @@
+"""What follows an enqueue's commit: the telemetry count and the ``job_enqueued`` signal, for
+the producer and for the operator actions that enqueue (a cron trigger)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from django.db import transaction
+
+from awa_django.declarations.jobs import Job
+from awa_django.signals import job_enqueued
+from awa_django.telemetry import get_telemetry
+
+
+def announce_enqueued(alias: str, job_ids: list[int], *, kind: str, queue: str) -> None:
+    """Count jobs enqueued in the current transaction of ``alias`` and send ``job_enqueued``
+    for them, both once it commits (never for jobs that rolled back)."""
+    if not job_ids:
+        return
+    telemetry = get_telemetry()
+    if telemetry.enabled:
+        transaction.on_commit(
+            partial(telemetry.enqueued, kind=kind, queue=queue, count=len(job_ids)), using=alias
+        )
+    if job_enqueued.has_listeners():
+        # send_robust: the jobs are committed by now, so a receiver that raises is logged
+        # (by Django) instead of failing the caller's commit or starving the other receivers.
+        transaction.on_commit(
+            partial(job_enqueued.send_robust, sender=Job, job_ids=job_ids, kind=kind, queue=queue),
+            using=alias,
+        )
