@@ -382,7 +382,7 @@ class DeadLetterAdmin(OperatorAdmin):
                 },
             )
         committed = Committed()
-        to_queue = data["to_queue"] or None
+        to_queue = (data["to_queue"] or None) if data["action"] == "retry" else None
         target = f" to queue {to_queue}" if to_queue else ""
         flag = CHANGE if data["action"] == "retry" else DELETION
         try:
