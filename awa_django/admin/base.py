@@ -105,6 +105,21 @@ class JobIdsField(forms.Field):
         return ids
 
 
+class Committed:
+    """How many objects a bulk action has committed so far, kept outside it so that the part
+    done is known when a statement timeout stops it midway. Called with a running total (a
+    ``progress`` callback), or ``add``-ed to."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, total: int) -> None:
+        self.count = total
+
+    def add(self, count: int) -> None:
+        self.count += count
+
+
 class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """A ModelAdmin whose pages are the views ``operator_urls`` returns. Nothing is added
     through the admin: jobs enter through enqueue, queues through use."""
@@ -185,6 +200,33 @@ class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         and the history an auditor reads, with who did it and when."""
         LogEntry.objects.log_actions(
             acting_user_id(request), [self.model(pk=key) for key in keys], flag, message
+        )
+
+    def log_cut_short(
+        self,
+        request: HttpRequest,
+        error: BaseException,
+        done: int,
+        description: str,
+        summary: str,
+        *,
+        flag: int,
+    ) -> None:
+        """Record the committed part of an action on everything a filter matched when the
+        statement timeout stopped it (the caller then re-raises, and the page answers 503):
+        its batches stay done, so the log says how many and that the rest was not. Nothing is
+        recorded when the error is another one, nothing was done, or the request's own
+        transaction (ATOMIC_REQUESTS) rolls the batches back with it."""
+        if not done or not is_statement_timeout(error):
+            return
+        if connections[get_settings().DATABASE_ALIAS].in_atomic_block:
+            return
+        self.log_filter_action(
+            request,
+            description,
+            f"{summary} Cut short by the statement timeout "
+            "(AWA['ADMIN_STATEMENT_TIMEOUT_MS']); the rest was not done.",
+            flag=flag,
         )
 
     def log_filter_action(

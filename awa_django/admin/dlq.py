@@ -11,6 +11,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, DELETION
 from django.core.exceptions import PermissionDenied
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import redirect
 from django.template.defaultfilters import pluralize
@@ -18,6 +19,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from awa_django.admin.base import (
+    Committed,
     JobIdsField,
     OperatorAdmin,
     View,
@@ -379,33 +381,27 @@ class DeadLetterAdmin(OperatorAdmin):
                     "act_matching_url": reverse(self.url_name("act_matching")),
                 },
             )
+        committed = Committed()
+        to_queue = (data["to_queue"] or None) if data["action"] == "retry" else None
+        target = f" to queue {to_queue}" if to_queue else ""
+        flag = CHANGE if data["action"] == "retry" else DELETION
+        try:
+            done = self.act_on_matching(data["action"], where, to_queue, committed)
+        except DatabaseError as error:
+            verb = "Retried" if data["action"] == "retry" else "Purged"
+            self.log_cut_short(
+                request,
+                error,
+                committed.count,
+                f"dead-letter jobs matching {words}",
+                f"{verb} {committed.count:,}{target} matching {words}.",
+                flag=flag,
+            )
+            raise
         if data["action"] == "retry":
-            to_queue = data["to_queue"] or None
-            done = dlq.retry_bulk(
-                queue=where.queue,
-                kind_prefix=where.kind_prefix,
-                reason=where.reason,
-                older_than=where.older_than_s,
-                error_type=where.error_type,
-                error_type_prefix=where.error_type_prefix,
-                fingerprint=where.fingerprint,
-                to_queue=to_queue,
-            )
-            target = f" to queue {to_queue}" if to_queue else ""
             summary = f"Retried {of_counted(done, data['counted'])}{target} matching {words}."
-            flag = CHANGE
         else:
-            done = dlq.purge_bulk(
-                queue=where.queue,
-                kind_prefix=where.kind_prefix,
-                reason=where.reason,
-                older_than=where.older_than_s,
-                error_type=where.error_type,
-                error_type_prefix=where.error_type_prefix,
-                fingerprint=where.fingerprint,
-            )
             summary = f"Purged {of_counted(done, data['counted'])} matching {words}."
-            flag = DELETION
         # The bulk functions return a count, not ids: the entry names the filter.
         self.log_filter_action(request, f"dead-letter jobs matching {words}", summary, flag=flag)
         messages.success(request, summary)
@@ -414,6 +410,34 @@ class DeadLetterAdmin(OperatorAdmin):
             for f in ("queue", "kind", "reason", "age", "error_type", "fingerprint")
         }
         return HttpResponseRedirect(self.list_url(query_with(QueryDict(), **kept)))
+
+    def act_on_matching(
+        self, action: str, where: DlqFilter, to_queue: str | None, committed: Committed
+    ) -> int:
+        """Retry or purge every entry ``where`` matches, batch by batch; ``committed`` follows
+        the batches done, for the log if the statement timeout stops the walk."""
+        if action == "retry":
+            return dlq.retry_bulk(
+                queue=where.queue,
+                kind_prefix=where.kind_prefix,
+                reason=where.reason,
+                older_than=where.older_than_s,
+                error_type=where.error_type,
+                error_type_prefix=where.error_type_prefix,
+                fingerprint=where.fingerprint,
+                to_queue=to_queue,
+                progress=committed,
+            )
+        return dlq.purge_bulk(
+            queue=where.queue,
+            kind_prefix=where.kind_prefix,
+            reason=where.reason,
+            older_than=where.older_than_s,
+            error_type=where.error_type,
+            error_type_prefix=where.error_type_prefix,
+            fingerprint=where.fingerprint,
+            progress=committed,
+        )
 
     def confirm_purge(
         self, request: HttpRequest, job_ids: list[int], return_query: str

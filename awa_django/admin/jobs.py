@@ -11,7 +11,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import redirect
 from django.template.defaultfilters import pluralize
@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from awa_django.admin.base import (
+    Committed,
     JobIdsField,
     OperatorAdmin,
     View,
@@ -438,7 +439,20 @@ class JobAdmin(OperatorAdmin):
                     "act_matching_url": reverse(self.url_name("act_matching")),
                 },
             )
-        done = self.act_on_matching(request, data["action"], where)
+        committed = Committed()
+        try:
+            done = self.act_on_matching(request, data["action"], where, committed)
+        except DatabaseError as error:
+            cut = f"{committed.count:,} job{pluralize(committed.count)}"
+            self.log_cut_short(
+                request,
+                error,
+                committed.count,
+                f"jobs matching {words}",
+                result.format(reached=cut, words=words),
+                flag=CHANGE,
+            )
+            raise
         counted = data["counted"]
         if counted is None or counted == done:
             reached = f"{done:,} job{pluralize(done)}"
@@ -450,8 +464,11 @@ class JobAdmin(OperatorAdmin):
         search = {"state": where.state, "kind": where.kind, "queue": where.queue}
         return HttpResponseRedirect(f"{back}?{query_with(QueryDict(), **search)}")
 
-    def act_on_matching(self, request: HttpRequest, action: str, where: JobFilter) -> int:
-        done = 0
+    def act_on_matching(
+        self, request: HttpRequest, action: str, where: JobFilter, committed: Committed
+    ) -> int:
+        """Act on every job ``where`` matches; ``committed`` counts each one as it commits, for
+        the log if the statement timeout stops the walk."""
         before = None
         alias = get_settings().DATABASE_ALIAS
         reason = f"cancelled by {request.user} in the admin"
@@ -460,16 +477,19 @@ class JobAdmin(OperatorAdmin):
                 page = list_jobs(cursor, where=where, before=before, limit=BULK_BATCH_SIZE)
             ids = [job.job_id for job in page.jobs]
             if action == "cancel":
-                done += sum(cancel(job_id, reason=reason) for job_id in ids)
+                for job_id in ids:
+                    committed.add(cancel(job_id, reason=reason))
             elif action == "retry":
                 # Each retry commits on its own, as a single retry does; one already retried
                 # (by a re-run, or someone else) is no longer in the state and is skipped.
-                done += sum(retry(job_id) for job_id in ids)
+                for job_id in ids:
+                    committed.add(retry(job_id))
             elif ids:
                 with transaction.atomic(using=alias), awa_cursor() as cursor:
-                    done += len(run_deferred_now(cursor, ids))
+                    ran = len(run_deferred_now(cursor, ids))
+                committed.add(ran)
             if page.next_before is None:
-                return done
+                return committed.count
             before = page.next_before
 
     def retry_job(self, request: HttpRequest, job_id: int) -> HttpResponse:

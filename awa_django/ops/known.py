@@ -1,14 +1,18 @@
 """Which queue and kind names exist, for operators typing them.
 
 A queue is known when ``AWA["QUEUES"]`` declares it or the database holds it (a control row,
-which every worker serving it writes, or any job of it): a queue another service declares, or
-one removed from the settings while it still holds jobs, stays reachable. A kind is known when
+which every worker serving it writes, any job of it, a kept leader sample of it, or an attempt
+of it closed in the last hour): a queue another service declares, or one removed from the
+settings while it still holds jobs, stays reachable, and so does every queue the queue health
+page lists, even one emptied since the leader last sampled it. A kind is known when
 a handler of this process registers it, a worker published its descriptor, or the database
 holds a job of it. The cheap sources are asked first; the job lookup reads ``awa.jobs`` and
 only runs for a name the others do not know (usually a typo).
 """
 
 from __future__ import annotations
+
+from typing import Final
 
 from django.db import connections
 
@@ -17,7 +21,10 @@ from awa_django.declarations.discovery import ensure_jobs_discovered
 from awa_django.declarations.jobs import registry
 from awa_django.ops.descriptors import kinds
 from awa_django.ops.records import list_jobs
-from awa_django.storage.health import meta_rows
+from awa_django.storage.health import meta_rows, queue_seen
+
+# The queue health page lists the queues with attempts closed over the last hour.
+SEEN_WINDOW_S: Final = 3600.0
 
 
 def queue_known(name: str) -> bool:
@@ -27,7 +34,9 @@ def queue_known(name: str) -> bool:
     with connections[conf.DATABASE_ALIAS].cursor() as cursor:
         if name in meta_rows(cursor):
             return True
-    return bool(list_jobs(queue=name, limit=1))
+        if list_jobs(queue=name, limit=1):
+            return True
+        return queue_seen(cursor, queue=name, window_s=SEEN_WINDOW_S)
 
 
 def kind_known(name: str) -> bool:
@@ -44,5 +53,5 @@ def unknown_queue_message(name: str) -> str:
     declared = sorted(get_settings().QUEUES)
     return (
         f"unknown queue {name!r}: not declared in AWA['QUEUES'] (declared: {declared}), and "
-        "the database holds no job or control row of it"
+        "the database holds no job, control row or recent sample of it"
     )

@@ -84,6 +84,15 @@ def samples(cursor: CursorWrapper, *, queue: str | None, window_s: float) -> lis
     return run(cursor, read)
 
 
+def queue_seen(cursor: CursorWrapper, *, queue: str, window_s: float) -> bool:
+    """Whether a leader's sample of ``queue`` is kept, or an attempt of it closed within
+    ``window_s``: the queue health page lists such a queue even with no job or control row."""
+    cursor.execute(_SQL["queue_seen"], {"queue": queue, "window_s": window_s})
+    row = cursor.fetchone()
+    assert row is not None  # EXISTS always answers
+    return bool(row[0])
+
+
 def meta_rows(cursor: CursorWrapper) -> dict[str, dict[str, Any]]:
     read = Statement(sql=_SQL["queue_meta_rows"], read=all_rows, rows=rows_of(dict))
     return {row["queue"]: row for row in run(cursor, read)}

@@ -247,3 +247,43 @@ def test_ages_under_a_minute_are_given_to_the_second(operator_client):
     body = operator_client.get(reverse(PAGE)).content.decode()
     assert re.search(r"<td>2\d seconds ago</td>", body), body
     assert "0\xa0minutes" not in body
+
+
+def ghost_sample() -> None:
+    """The leader's sample of "ghost": a queue no setting declares, with no job and no control
+    row (emptied after the sample, by another service)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.queue_stat_samples (queue, sampled_at, available, scheduled, "
+            "retryable, running, waiting_external, dlq, lag_s, completed, failed) "
+            "VALUES ('ghost', now() - interval '1 minute', 0, 7, 0, 0, 0, 0, 0, 0, 0)"
+        )
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"action": "pause"}, "Queue ghost paused: workers claim nothing from it."),
+        ({"action": "resume"}, "Queue ghost resumed."),
+        ({"action": "drain", "confirmed": "on"}, "Queue ghost drained: 0 pending jobs cancelled."),
+    ],
+    ids=["pause", "resume", "drain"],
+)
+def test_a_queue_known_only_from_the_leaders_samples_can_be_acted_on(
+    operator_client, data, expected
+):
+    ghost_sample()
+    page = operator_client.get(reverse(PAGE))
+    assert b'id="pause-ghost"' in page.content and b'id="drain-ghost"' in page.content
+
+    done = operator_client.post(reverse(ACT), {**data, "queue": "ghost"}, follow=True)
+
+    assert messages_of(done) == [expected]
+    assert row_of(done, "ghost").paused == (data["action"] == "pause")
+
+
+def test_drain_of_a_queue_known_only_from_samples_asks_for_confirmation(operator_client):
+    ghost_sample()
+    confirm = operator_client.post(reverse(ACT), {"action": "drain", "queue": "ghost"})
+    assert confirm.status_code == 200
+    assert b"Yes, drain ghost" in confirm.content

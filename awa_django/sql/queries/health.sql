@@ -73,6 +73,15 @@ SELECT queue, sampled_at, available, scheduled, retryable, running, waiting_exte
    AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
  ORDER BY sampled_at, queue
 
+-- name: queue_seen
+-- Whether the queue health page shows the queue from the leader's samples or the ring's
+-- closures alone (an undeclared queue emptied or purged since): the samples' primary key leads
+-- with the queue; the closures are read through the BRIN index on finalized_at over the window.
+SELECT EXISTS (SELECT 1 FROM awa.queue_stat_samples s WHERE s.queue = %(queue)s)
+    OR EXISTS (SELECT 1 FROM awa.done_entries d
+                WHERE d.queue = %(queue)s
+                  AND d.finalized_at > now() - make_interval(secs => %(window_s)s::double precision))
+
 -- name: queue_meta_rows
 -- Pause state (and DLQ switch) of every queue that has a control row.
 SELECT queue, paused, paused_at, paused_by, dlq_enabled FROM awa.queue_meta ORDER BY queue
