@@ -51,9 +51,10 @@ DELETE FROM awa.terminal_history h USING expired e WHERE h.job_id = e.job_id
 -- name: reset_all
 -- Empties every awa table except static ring configuration, drops the lanes' commit sequences
 -- with their queue_lanes rows, and puts both rings back at genesis. For test suites and
--- benchmarks only: it deletes every job. Only the tables that hold rows are truncated, and the
--- rings' rotation tables only when they moved past genesis: a TRUNCATE gives each relation and
--- index new files, which costs more than a test that wrote to three tables.
+-- benchmarks only: it deletes every job. Only the tables that hold rows (and those holding a
+-- foreign key) are truncated, and the rings' rotation tables only when they moved past
+-- genesis: a TRUNCATE gives each relation and index new files, which costs more than a test
+-- that wrote to three tables.
 DO $$
 DECLARE
     v_table text;
@@ -68,7 +69,12 @@ BEGIN
            AND c.relname NOT IN ('ring_config', 'queue_ring_rotations', 'lease_ring_rotations')
     LOOP
         EXECUTE format('SELECT EXISTS (SELECT FROM %s)', v_table) INTO v_has_rows;
-        IF v_has_rows THEN
+        -- A table that holds a foreign key goes in even when empty: PostgreSQL truncates a
+        -- referenced table only together with the tables referencing it.
+        IF v_has_rows OR EXISTS (
+            SELECT FROM pg_constraint
+             WHERE contype = 'f' AND conrelid = v_table::regclass
+        ) THEN
             v_tables := v_tables || v_table;
         END IF;
     END LOOP;
