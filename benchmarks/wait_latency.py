@@ -34,14 +34,14 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+
+from benchmarks import close_timing
+from benchmarks.close_timing import percentile
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 # Batch sizes of the close measurement: a worker at low load closes one attempt per statement,
 # a busy one up to its batch limit.
-CLOSE_BATCHES = (1, 100)
 # awa.close_batch as migration 0004 left it, before it looked for waiters, under another name.
-PREVIOUS_CLOSE = "awa.close_batch_before_waiters"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -55,11 +55,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--output", type=Path)
     return parser.parse_args(argv)
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 def start_worker() -> subprocess.Popen[str]:
@@ -96,72 +91,15 @@ def measure_wakes(jobs: int, delay_s: float) -> tuple[list[float], int]:
     return latencies, early
 
 
-def create_previous_close(cursor: Any) -> None:
-    from awa_django import sql
-
-    down = sql.migration("0005_job_waiters", "down")
-    start = down.index("CREATE OR REPLACE FUNCTION awa.close_batch(")
-    definition = down[start : down.index("\n$$;", start) + 4]
-    cursor.execute(definition.replace("awa.close_batch(", f"{PREVIOUS_CLOSE}(", 1))
-
-
-def open_attempts(size: int) -> str:
-    """The close parameter of ``size`` claimed attempts, each completing."""
-    from django.db import connection
-
-    import awa_django as awa
-    from awa_django.core.claimed_job import claimed_job_rows
-    from awa_django.core.completion import Completion
-    from awa_django.core.outcome import Outcome
-    from awa_django.storage.execution import close_params
-    from awa_django.storage.queue import ClaimRequest, claim_ready
-    from awa_django.storage.statement import run
-    from benchmarks.jobs import SYNC_KIND
-
-    for n in range(size):
-        awa.enqueue(SYNC_KIND, args={"n": n, "payload": ""})
-    with connection.cursor() as cursor:
-        request = ClaimRequest(queue="bench", claimed_by="bench", deadline_s=0)
-        claimed = run(cursor, claim_ready(request, rows=claimed_job_rows, limit=size))
-    assert len(claimed) == size
-    return close_params([Completion.of(job, Outcome.COMPLETED) for job in claimed])["batch"]
-
-
-def execution_ms(cursor: Any, function: str, batch: str) -> float:
-    """Server-side time of one close statement, rolled back so the attempts stay open."""
-    cursor.execute("BEGIN")
-    try:
-        cursor.execute(
-            f"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) SELECT * FROM {function}(%s::json)",
-            [batch],
-        )
-        return float(cursor.fetchone()[0][0]["Execution Time"])
-    finally:
-        cursor.execute("ROLLBACK")
-
-
 def measure_close(reps: int) -> dict[str, dict[str, list[float]]]:
     from django.db import connection
 
-    from awa_django.testing import reset_queue
-
-    variants = {"0004 (no check)": PREVIOUS_CLOSE, "this checkout": "awa.close_batch"}
-    samples: dict[str, dict[str, list[float]]] = {}
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM awa.job_waiters")
         assert cursor.fetchone()[0] == 0, "awa.job_waiters must be empty while closes are timed"
-        create_previous_close(cursor)
-        try:
-            for size in CLOSE_BATCHES:
-                reset_queue()
-                batch = open_attempts(size)
-                by_variant = samples[f"{size} attempts"] = {name: [] for name in variants}
-                for _ in range(reps):  # interleaved, so that noise lands on both alike
-                    for name, function in variants.items():
-                        by_variant[name].append(execution_ms(cursor, function, batch))
-        finally:
-            cursor.execute(f"DROP FUNCTION {PREVIOUS_CLOSE}(json)")
-    return samples
+    return close_timing.measure_close(
+        reps, migration="0005_job_waiters", previous_label="0004 (no check)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

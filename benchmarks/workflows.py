@@ -42,9 +42,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks import close_timing
+from benchmarks.close_timing import percentile
+
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-CLOSE_BATCHES = (1, 100)
-PREVIOUS_CLOSE = "awa.close_batch_before_workflows"
 PEERS = {
     "celery": "not run by this harness yet (canvas on a Redis broker and result backend)",
     "chancy": "not run by this harness yet (WorkflowPlugin)",
@@ -64,11 +65,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--close-reps", type=int, default=300)
     parser.add_argument("--output", type=Path)
     return parser.parse_args(argv)
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 def start_worker(concurrency: int) -> subprocess.Popen[str]:
@@ -188,68 +184,10 @@ def run_drain(count: int) -> dict[str, float]:
     return {"plain_jobs_per_s": plain, "steps_per_s": steps, "ratio": steps / plain}
 
 
-def create_previous_close(cursor: Any) -> None:
-    from awa_django import sql
-
-    down = sql.migration("0013_workflows", "down")
-    start = down.index("CREATE OR REPLACE FUNCTION awa.close_batch(")
-    definition = down[start : down.index("\n$$;", start) + 4]
-    cursor.execute(definition.replace("awa.close_batch(", f"{PREVIOUS_CLOSE}(", 1))
-
-
-def open_attempts(size: int) -> str:
-    from django.db import connection
-
-    import awa_django as awa
-    from awa_django.core.claimed_job import claimed_job_rows
-    from awa_django.core.completion import Completion
-    from awa_django.core.outcome import Outcome
-    from awa_django.storage.execution import close_params
-    from awa_django.storage.queue import ClaimRequest, claim_ready
-    from awa_django.storage.statement import run
-    from benchmarks.jobs import SYNC_KIND
-
-    for n in range(size):
-        awa.enqueue(SYNC_KIND, args={"n": n, "payload": ""})
-    with connection.cursor() as cursor:
-        request = ClaimRequest(queue="bench", claimed_by="bench", deadline_s=0)
-        claimed = run(cursor, claim_ready(request, rows=claimed_job_rows, limit=size))
-    assert len(claimed) == size
-    return close_params([Completion.of(job, Outcome.COMPLETED) for job in claimed])["batch"]
-
-
-def execution_ms(cursor: Any, function: str, batch: str) -> float:
-    cursor.execute("BEGIN")
-    try:
-        cursor.execute(
-            f"EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) SELECT * FROM {function}(%s::json)",
-            [batch],
-        )
-        return float(cursor.fetchone()[0][0]["Execution Time"])
-    finally:
-        cursor.execute("ROLLBACK")
-
-
 def measure_close(reps: int) -> dict[str, dict[str, list[float]]]:
-    from django.db import connection
-
-    from awa_django.testing import reset_queue
-
-    variants = {"0012 (no workflow check)": PREVIOUS_CLOSE, "this checkout": "awa.close_batch"}
-    samples: dict[str, dict[str, list[float]]] = {}
-    with connection.cursor() as cursor:
-        create_previous_close(cursor)
-        try:
-            for size in CLOSE_BATCHES:
-                reset_queue()
-                batch = open_attempts(size)
-                by_variant = samples[f"{size} attempts"] = {name: [] for name in variants}
-                for _ in range(reps):
-                    for name, function in variants.items():
-                        by_variant[name].append(execution_ms(cursor, function, batch))
-        finally:
-            cursor.execute(f"DROP FUNCTION {PREVIOUS_CLOSE}(json)")
-    return samples
+    return close_timing.measure_close(
+        reps, migration="0013_workflows", previous_label="0012 (no workflow check)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
