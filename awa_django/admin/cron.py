@@ -1,6 +1,7 @@
 """The cron page: every stored schedule (every deployment's) with its last and next fire, its
-recent fires with their jobs' outcomes, and pause, resume and trigger-now. It lives under queue health, with the same permissions: view to
-see it, change to act; an action writes one admin log entry naming the schedule."""
+recent fires with their jobs' outcomes, and pause, resume and trigger-now. It lives under queue
+health, with the same permissions: view to see it, change to act; an action writes one admin log
+entry naming the schedule."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from awa_django.declarations.cron import NAME_MAX_LENGTH
 from awa_django.declarations.cron_expression import CronExpression
 from awa_django.exceptions import InvalidSchedule
 from awa_django.producer import cron
-
 
 # The fires of each schedule the page shows (the database keeps 50).
 RECENT_FIRES_SHOWN = 10

@@ -24,7 +24,6 @@ from awa_django.storage.cron import (
     trigger_cron_job,
 )
 
-
 # How many fires of each schedule awa.fire_cron keeps (sql/functions/cron.sql).
 FIRES_KEPT = 50
 
