@@ -216,6 +216,9 @@ LANGUAGE sql AS $$
                             WHEN w.failures > 0 THEN 'failed' ELSE 'completed' END,
                finished_at = now()
          WHERE w.workflow_id = p_workflow_id AND w.state = 'running'
+           -- A retried step (awa.workflow_step_retried) may have made it unfinished again
+           -- while its on_failure step was running: it finishes when that step ends.
+           AND w.unfinished = 0
         RETURNING w.workflow_id
     )
     SELECT pg_notify('awa_workflow_done', f.workflow_id::text) FROM finished f
@@ -475,6 +478,95 @@ BEGIN
 END
 $$;
 
+-- A step that had failed for good was put back to run again (awa.retry, awa.dlq.retry; called
+-- by awa.workflow_dead_letter_gone in the retrying transaction). Its workflow leaves its
+-- failed state: the step is released again, and the steps cancelled because of it are held
+-- again, and so on down the graph (a dependent cancelled because its dependency X was
+-- cancelled is restored when X is), except a step that another dependency, failed or
+-- cancelled meanwhile and not ignored, would cancel anyway. Dependents that ignored the
+-- failure and ran keep their run; held ones wait for the step again. An on_failure step that
+-- ran stays as it is (it runs at most once). Returns whether the workflow resumed: not for a
+-- job that is no step, a step not 'failed', an on_failure step, or a cancelled workflow.
+CREATE OR REPLACE FUNCTION awa.workflow_step_retried(p_job_id bigint) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_step record;
+    v_restored text[];
+    v_i integer := 1;
+    v_dep record;
+BEGIN
+    SELECT s.workflow_id, s.name INTO v_step FROM awa.workflow_steps s
+     WHERE s.job_id = p_job_id AND s.state = 'failed' AND NOT s.on_failure;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM awa.workflow_lock(v_step.workflow_id);
+    IF EXISTS (SELECT 1 FROM awa.workflows w
+                WHERE w.workflow_id = v_step.workflow_id AND w.cancel_reason IS NOT NULL) THEN
+        RETURN false;
+    END IF;
+    UPDATE awa.workflow_steps s
+       SET state = 'released', released_at = now(), finished_at = NULL, result = NULL,
+           error = NULL
+     WHERE s.job_id = p_job_id AND s.state = 'failed';
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    -- Held dependents that ignore its failure were counted down by it: they wait for it again.
+    UPDATE awa.workflow_steps t SET remaining_deps = t.remaining_deps + 1
+      FROM awa.workflow_edges e
+     WHERE e.workflow_id = v_step.workflow_id AND e.from_step = v_step.name
+       AND e.ignore_failure AND t.workflow_id = e.workflow_id AND t.name = e.to_step
+       AND t.state = 'held';
+    v_restored := ARRAY[v_step.name];
+    WHILE v_i <= cardinality(v_restored) LOOP
+        FOR v_dep IN
+            SELECT t.name, t.job_id
+              FROM awa.workflow_edges e
+              JOIN awa.workflow_steps t
+                ON t.workflow_id = e.workflow_id AND t.name = e.to_step
+             WHERE e.workflow_id = v_step.workflow_id AND e.from_step = v_restored[v_i]
+               AND NOT e.ignore_failure AND t.state = 'cancelled'
+               AND t.error ->> 'dependency' = v_restored[v_i]
+               AND NOT EXISTS (
+                   SELECT 1 FROM awa.workflow_edges o
+                     JOIN awa.workflow_steps p
+                       ON p.workflow_id = o.workflow_id AND p.name = o.from_step
+                    WHERE o.workflow_id = t.workflow_id AND o.to_step = t.name
+                      AND NOT o.ignore_failure AND p.state IN ('failed', 'cancelled'))
+             ORDER BY t.position
+        LOOP
+            -- Held again, as a newer fact of the job than its withdrawn ready row.
+            INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
+                                           run_lease, max_attempts, run_at, created_at,
+                                           metadata, tags, errors)
+            SELECT j.job_id, 'held', j.kind, j.queue, j.priority, j.args, 0, j.run_lease + 1,
+                   j.max_attempts, now(), j.created_at, j.metadata, j.tags, j.errors
+              FROM awa.jobs j WHERE j.job_id = v_dep.job_id;
+            DELETE FROM awa.terminal_history h WHERE h.job_id = v_dep.job_id;
+            UPDATE awa.workflow_steps t
+               SET state = 'held', error = NULL, finished_at = NULL, released_at = NULL,
+                   remaining_deps = (
+                       SELECT count(*) FROM awa.workflow_edges o
+                         JOIN awa.workflow_steps p
+                           ON p.workflow_id = o.workflow_id AND p.name = o.from_step
+                        WHERE o.workflow_id = t.workflow_id AND o.to_step = t.name
+                          AND NOT (p.state = 'completed'
+                                   OR (o.ignore_failure AND p.state IN ('failed', 'cancelled'))))
+             WHERE t.job_id = v_dep.job_id;
+            v_restored := v_restored || v_dep.name;
+        END LOOP;
+        v_i := v_i + 1;
+    END LOOP;
+    UPDATE awa.workflows w
+       SET state = 'running', finished_at = NULL,
+           unfinished = w.unfinished + cardinality(v_restored),
+           failures = w.failures - cardinality(v_restored)
+     WHERE w.workflow_id = v_step.workflow_id;
+    RETURN true;
+END
+$$;
+
 -- A workflow step's DLQ entry was deleted (trigger workflow_dead_letter_gone, at commit): a
 -- retry put the job back (a newer ready row, or a deferred one), and its workflow resumes when
 -- it ends; otherwise an operator purge or the DLQ retention gave it up, and the step fails for
@@ -482,10 +574,15 @@ $$;
 CREATE OR REPLACE FUNCTION awa.workflow_dead_letter_gone() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM awa.dlq_entries q WHERE q.job_id = OLD.job_id)
-       OR EXISTS (SELECT 1 FROM awa.deferred_jobs d WHERE d.job_id = OLD.job_id)
+    IF EXISTS (SELECT 1 FROM awa.dlq_entries q WHERE q.job_id = OLD.job_id) THEN
+        RETURN NULL;
+    END IF;
+    IF EXISTS (SELECT 1 FROM awa.deferred_jobs d WHERE d.job_id = OLD.job_id)
        OR EXISTS (SELECT 1 FROM awa.ready_entries r
                    WHERE r.job_id = OLD.job_id AND r.run_lease >= OLD.original_run_lease) THEN
+        -- Retried. A dead-lettered step resumes by itself when the job ends; one that had
+        -- failed for good (awa.retry moved it here) takes its workflow out of failure.
+        PERFORM awa.workflow_step_retried(OLD.job_id);
         RETURN NULL;
     END IF;
     PERFORM awa.workflow_steps_ended(jsonb_build_array(jsonb_build_object(

@@ -1,0 +1,20 @@
+"""Workflows, the remaining parts of #34: retrying a step that failed for good resumes its
+workflow (awa.workflow_step_retried, new, called by awa.workflow_dead_letter_gone when a retry
+takes the step's DLQ entry), and a workflow is finished only once it has no unfinished step.
+
+Only function definitions change. The reverse drops the new function and restores from
+``sql/migrations/0015_flows2/down.sql`` the definitions 0013 applied.
+"""
+
+from django.db import migrations
+
+from awa_django import sql
+
+
+class Migration(migrations.Migration):
+    dependencies = [("awa_django", "0014_live_holes")]
+    operations = [
+        migrations.RunSQL(
+            sql=sql.functions("workflows"), reverse_sql=sql.migration("0015_flows2", "down")
+        ),
+    ]
