@@ -32,7 +32,7 @@ from awa_django.declarations.workflow_steps import (
     step_spec,
 )
 from awa_django.exceptions import AwaError, InvalidJob
-from awa_django.ops.actions import retry
+from awa_django.ops.actions import announce_finished, retry
 from awa_django.producer.eager import run_after_commit
 from awa_django.storage import workflows as storage
 from awa_django.storage.jobs import get_jobs
@@ -344,7 +344,10 @@ def cancel_workflow(workflow_id: int, *, reason: str = "workflow cancelled") -> 
     check_text(reason, field="reason")
     alias = get_settings().DATABASE_ALIAS
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        return storage.cancel_workflow(cursor, workflow_id, reason)
+        cancelled = storage.cancel_workflow(cursor, workflow_id, reason)
+        if cancelled is not None:
+            announce_finished(cursor, alias)
+        return cancelled
 
 
 def retry_refusal(state: WorkflowState | None, step: str) -> str | None:

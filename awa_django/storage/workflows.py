@@ -46,6 +46,31 @@ class StepRow:
     finished_at: datetime | None
 
 
+@dataclass(frozen=True, slots=True)
+class FinishedWorkflow:
+    """A workflow that a close (or a cancel) brought to its terminal state."""
+
+    workflow_id: int
+    name: str
+    state: str
+
+
+def finished_workflows(text: str | None) -> list[FinishedWorkflow]:
+    """The workflows named by the transaction setting awa.workflows_finished (JSON text)."""
+    if not text:
+        return []
+    return [
+        FinishedWorkflow(int(w["id"]), str(w["name"]), str(w["state"])) for w in json.loads(text)
+    ]
+
+
+def workflows_finished(cursor: CursorWrapper) -> list[FinishedWorkflow]:
+    """The workflows the current transaction finished so far."""
+    cursor.execute(_SQL["workflows_finished"])
+    row = cursor.fetchone()
+    return finished_workflows(None if row is None else row[0])
+
+
 def create_workflow(cursor: CursorWrapper, spec_json: str) -> tuple[int, dict[str, int]]:
     """Write a workflow (its JSON description, validated by the caller) in the current
     transaction; returns its id and each step's job id."""

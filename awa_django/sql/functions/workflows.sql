@@ -207,7 +207,9 @@ $$;
 
 -- Gives a workflow whose steps have all ended its terminal state, once: cancelled when it was
 -- cancelled, failed when a step did not complete, completed otherwise. Its waiters are told
--- on channel awa_workflow_done at commit.
+-- on channel awa_workflow_done at commit. It is also added to the transaction's setting
+-- awa.workflows_finished (a JSON array of {id, name, state}), which the worker's close
+-- statement and cancel_workflow read to send the workflow_finished signal after commit.
 CREATE OR REPLACE FUNCTION awa.workflow_finish(p_workflow_id bigint) RETURNS void
 LANGUAGE sql AS $$
     WITH finished AS (
@@ -219,9 +221,16 @@ LANGUAGE sql AS $$
            -- A retried step (awa.workflow_step_retried) may have made it unfinished again
            -- while its on_failure step was running: it finishes when that step ends.
            AND w.unfinished = 0
-        RETURNING w.workflow_id
+        RETURNING w.workflow_id, w.name, w.state
     )
-    SELECT pg_notify('awa_workflow_done', f.workflow_id::text) FROM finished f
+    SELECT pg_notify('awa_workflow_done', f.workflow_id::text),
+           set_config('awa.workflows_finished',
+                      (coalesce(nullif(current_setting('awa.workflows_finished', true), ''),
+                                '[]')::jsonb
+                       || jsonb_build_array(jsonb_build_object(
+                              'id', f.workflow_id, 'name', f.name, 'state', f.state)))::text,
+                      true)
+      FROM finished f
 $$;
 
 -- Records that steps ended and does what follows, in the caller's transaction. p_ended is a

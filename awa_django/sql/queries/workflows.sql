@@ -32,3 +32,7 @@ SELECT workflow_id, name, state, steps, unfinished, failures, cancel_reason, cre
 -- Deletes finished workflows older than the retention, a batch at a time.
 SELECT awa.workflow_prune(%(completed_s)s::double precision, %(failed_s)s::double precision,
                           %(limit)s::integer)
+
+-- name: workflows_finished
+-- The workflows this transaction finished so far (awa.workflow_finish), as JSON text or NULL.
+SELECT current_setting('awa.workflows_finished', true)
