@@ -37,7 +37,7 @@ from awa_django.producer.eager import run_after_commit
 from awa_django.storage import workflows as storage
 from awa_django.storage.jobs import get_jobs
 from awa_django.storage.migration_state import reported_unmigrated
-from awa_django.storage.workflows import StepRow, WorkflowRow
+from awa_django.storage.workflows import StepRow, WaitingOn, WorkflowRow
 
 __all__ = [
     "Call",
@@ -383,6 +383,14 @@ def retry_workflow_step(workflow_id: int, step: str) -> bool:
             return False
         assert state is not None
         return retry(state.step(step).job_id)
+
+
+def waiting_on(job_ids: list[int]) -> dict[int, WaitingOn]:
+    """For each held workflow step among ``job_ids``, the steps it still waits for (its
+    ``str`` reads "waiting on fetch, parse"); other jobs are left out."""
+    alias = get_settings().DATABASE_ALIAS
+    with connections[alias].cursor() as cursor:
+        return storage.waiting_on(cursor, job_ids)
 
 
 def wait_workflow(workflow_id: int, *, timeout: float) -> WorkflowState:
