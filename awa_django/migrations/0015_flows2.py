@@ -1,8 +1,10 @@
 """Workflows, the remaining parts of #34: retrying a step that failed for good resumes its
 workflow (awa.workflow_step_retried, new, called by awa.workflow_dead_letter_gone when a retry
-takes the step's DLQ entry), and a workflow is finished only once it has no unfinished step.
+takes the step's DLQ entry), a workflow is finished only once it has no unfinished step, and
+awa.workflow_cancel takes its locks in the closers' order (awa.workflow_cancel_step, new,
+never waits for another closer of an attempt), so it no longer deadlocks with them.
 
-Only function definitions change. The reverse drops the new function and restores from
+Only function definitions change. The reverse drops the new functions and restores from
 ``sql/migrations/0015_flows2/down.sql`` the definitions 0013 applied.
 """
 

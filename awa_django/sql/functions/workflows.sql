@@ -307,7 +307,10 @@ BEGIN
             v_i := v_i + 1;
             CONTINUE;
         END IF;
-        IF v_state = 'completed' AND jsonb_typeof(v_adds[v_i]) = 'array' THEN
+        IF v_state = 'completed' AND jsonb_typeof(v_adds[v_i]) = 'array'
+           AND NOT EXISTS (SELECT 1 FROM awa.workflows w
+                            WHERE w.workflow_id = v_step.workflow_id
+                              AND w.cancel_reason IS NOT NULL) THEN
             -- Steps it added while it ran: written now, before its dependents are counted down.
             PERFORM awa.workflow_graft(v_step.workflow_id, v_step.name, v_adds[v_i]);
         END IF;
@@ -325,7 +328,17 @@ BEGIN
                AND t.state = 'held'
              ORDER BY t.name
         LOOP
-            IF v_state = 'completed' OR v_dep.ignore_failure THEN
+            IF v_wf.cancel_reason IS NOT NULL THEN
+                -- The workflow was cancelled while this step was closing (awa.workflow_cancel
+                -- left its attempt to this closer): nothing more is released.
+                PERFORM awa.workflow_withdraw(v_dep.job_id, v_wf.cancel_reason);
+                v_jobs := v_jobs || v_dep.job_id;
+                v_outcomes := v_outcomes || 'cancelled'::text;
+                v_errors := v_errors || jsonb_build_object('at', now(),
+                                                           'reason', v_wf.cancel_reason);
+                v_results := v_results || NULL::jsonb;
+                v_adds := v_adds || NULL::jsonb;
+            ELSIF v_state = 'completed' OR v_dep.ignore_failure THEN
                 UPDATE awa.workflow_steps s SET remaining_deps = s.remaining_deps - 1
                  WHERE s.job_id = v_dep.job_id
                 RETURNING s.remaining_deps INTO v_left;
@@ -368,6 +381,34 @@ BEGIN
 END
 $$;
 
+-- Cancels one step's job for awa.workflow_cancel without waiting for another closer of the
+-- same attempt: that closer (a worker, the rescue, a callback) takes the workflow's lock next,
+-- which awa.workflow_cancel may hold, so waiting for it could deadlock. Each try waits at most
+-- lock_timeout; a job still waiting in the backlog or its lane (its promotion or a claim held
+-- a lock a moment) is tried again. Returns awa.cancel_job's outcome, or 'in_flight' when
+-- another closer is writing the attempt's end: that closer does the step's bookkeeping after
+-- this transaction commits, and finds the workflow cancelled.
+CREATE OR REPLACE FUNCTION awa.workflow_cancel_step(p_job_id bigint, p_reason text)
+RETURNS text LANGUAGE plpgsql SET lock_timeout = '100ms' AS $$
+DECLARE
+    v_try integer := 1;
+BEGIN
+    LOOP
+        BEGIN
+            RETURN awa.cancel_job(p_job_id, p_reason);
+        EXCEPTION WHEN lock_not_available THEN
+            IF v_try >= 5 OR NOT EXISTS (
+                    SELECT 1 FROM awa.jobs j
+                     WHERE j.job_id = p_job_id
+                       AND j.state IN ('available', 'scheduled', 'retryable')) THEN
+                RETURN 'in_flight';
+            END IF;
+            v_try := v_try + 1;
+        END;
+    END LOOP;
+END
+$$;
+
 -- Cancels a workflow: every step not ended yet is cancelled with p_reason (a running one's
 -- worker is told, as by awa.cancel_job, and its handler sees ctx.is_cancelled()), a step
 -- parked in the dead-letter queue is recorded as cancelled (its DLQ entry stays for the
@@ -375,10 +416,14 @@ $$;
 -- step does not run. Returns how many steps it cancelled, or NULL when there is no such
 -- workflow or it has already finished.
 --
--- Released steps are cancelled first, without the workflow's lock: closing an attempt can wait
--- for a worker that is closing the same attempt, and that worker takes the workflow's lock
--- next, so holding it here would deadlock. Their bookkeeping waits (awa.workflow_hold) and is
--- done under the lock with the rest.
+-- Lock order, the same as a closer's (awa.close_batch: an attempt's closure, then the
+-- workflow's lock): the released steps' attempts are closed first, without the workflow's
+-- lock, their bookkeeping held back (awa.workflow_hold); then, under the lock, the workflow is
+-- marked cancelled, that bookkeeping done, and the held steps withdrawn. A step released by a
+-- closer that committed between the two is cancelled under the lock without waiting for any
+-- closer of its attempt (awa.workflow_cancel_step): one writing it now waits for this lock,
+-- and once this transaction commits it finds the workflow cancelled and releases nothing
+-- (awa.workflow_steps_ended).
 CREATE OR REPLACE FUNCTION awa.workflow_cancel(p_workflow_id bigint, p_reason text)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
@@ -399,9 +444,9 @@ BEGIN
     PERFORM set_config('awa.workflow_hold', 'on', true);
     FOR v_step IN
         SELECT s.job_id FROM awa.workflow_steps s
-         WHERE s.workflow_id = p_workflow_id AND s.state = 'released' ORDER BY s.position
+         WHERE s.workflow_id = p_workflow_id AND s.state = 'released' ORDER BY s.job_id
     LOOP
-        PERFORM awa.cancel_job(v_step.job_id, p_reason);
+        PERFORM awa.workflow_cancel_step(v_step.job_id, p_reason);
     END LOOP;
     PERFORM set_config('awa.workflow_hold', 'off', true);
     PERFORM awa.workflow_lock(p_workflow_id);
@@ -435,9 +480,9 @@ BEGIN
                           AND s.state IN ('held', 'released', 'dead_lettered')) THEN
             CONTINUE;
         END IF;
-        -- A step released since the first pass is cancelled under the lock: a worker closing
-        -- it at this very moment makes one of the two transactions retry (a deadlock).
-        v_outcome := awa.cancel_job(v_step.job_id, p_reason);
+        -- A held step is withdrawn (no closer can hold it: only a release, under this lock,
+        -- moves it); a released one is cancelled without waiting for another closer.
+        v_outcome := awa.workflow_cancel_step(v_step.job_id, p_reason);
         IF v_outcome NOT LIKE 'cancelled%' AND EXISTS (
                 SELECT 1 FROM awa.workflow_steps s
                  WHERE s.job_id = v_step.job_id AND s.state = 'dead_lettered') THEN
