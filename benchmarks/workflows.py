@@ -34,7 +34,11 @@ with the reason, in the output and the results file):
   redis-server``) on a free port with persistence off, and one ``celery worker`` process of
   ``--concurrency`` prefork children. The chord gap is from the last member's body ending to
   the callback's body starting (Celery's own accounting of a member comes after its body).
-- **Chancy**: installable with pip, not run by this harness yet (its ``WorkflowPlugin``).
+- **Chancy** (``benchmarks/workflow_peers/chancy_flows.py``): its ``WorkflowPlugin`` in this
+  run's database (its own ``chancy_*`` tables), one process holding the driver and a Chancy
+  ``Worker`` of ``--concurrency`` async jobs on queue ``bench`` (polling every second, eager
+  polling on). Its workflows advance on the leader only: a warm-up workflow waits for the
+  worker to win the leadership first (about a minute), reported apart, not counted.
 
 Writes every sample and the environment to ``benchmarks/results/workflows-<UTC time>.json``.
 """
@@ -63,7 +67,6 @@ PEERS_DIR = Path(__file__).resolve().parent / "workflow_peers"
 # Each peer's own virtual environment (``.venv*`` is ignored by git) and what pip puts in it.
 PEER_VENVS = ROOT / ".venv-peers"
 PEER_PACKAGES = {"celery": ["celery[redis]>=5.3"], "chancy": ["chancy>=0.26"]}
-NOT_RUN = {"chancy": "not run by this harness yet (WorkflowPlugin)"}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -267,21 +270,46 @@ def run_celery(args: argparse.Namespace) -> dict[str, Any]:
                 if time.monotonic() > deadline or redis.poll() is not None:
                     return {"skipped": f"{server} did not start"}
                 time.sleep(0.05)
-        options = ["chains", "chain_length", "chords", "chord_size", "groups", "group_size"]
-        argv = [str(python), "celery_canvas.py"]
-        for name in [*options, "drain", "concurrency"]:
-            argv += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
-        done = subprocess.run(
-            argv, cwd=PEERS_DIR, capture_output=True, text=True,
-            env={**os.environ, "BENCH_REDIS_URL": f"redis://127.0.0.1:{port}/0"},
+        return run_peer(
+            "Celery", python, "celery_canvas.py", args,
+            {"BENCH_REDIS_URL": f"redis://127.0.0.1:{port}/0"},
         )  # fmt: skip
-        if done.returncode != 0:
-            return {"skipped": f"the Celery run failed: {done.stderr.strip()[-500:]}"}
-        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-        return result
     finally:
         redis.terminate()
         redis.wait(30)
+
+
+def run_peer(
+    who: str, python: Path, script: str, args: argparse.Namespace, env: dict[str, str]
+) -> dict[str, Any]:
+    """Run a peer's script with the workload sizes; its results, or why it failed."""
+    argv = [str(python), script]
+    for name in ("chains", "chain_length", "chords", "chord_size", "groups", "group_size",
+                 "drain", "concurrency"):  # fmt: skip
+        argv += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    done = subprocess.run(
+        argv, cwd=PEERS_DIR, capture_output=True, text=True, env={**os.environ, **env}
+    )
+    if done.returncode != 0:
+        return {"skipped": f"the {who} run failed: {done.stderr.strip()[-500:]}"}
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def run_chancy(args: argparse.Namespace) -> dict[str, Any]:
+    """The workloads on Chancy's WorkflowPlugin (workflow_peers/chancy_flows.py), in this run's
+    database (Chancy keeps its own tables); ``{"skipped": why}`` when it cannot run."""
+    python, why = peer_python("chancy")
+    if python is None:
+        return {"skipped": why}
+    from django.db import connection
+
+    settings = connection.settings_dict
+    url = os.environ.get("DATABASE_URL") or (
+        f"postgresql://{settings['USER']}:{settings['PASSWORD']}@{settings['HOST']}:"
+        f"{settings['PORT']}/{settings['NAME']}"
+    )
+    return run_peer("Chancy", python, "chancy_flows.py", args, {"DATABASE_URL": url})
 
 
 def print_results(who: str, results: dict[str, Any], args: argparse.Namespace) -> None:
@@ -334,8 +362,10 @@ def main(argv: list[str] | None = None) -> int:
     for peer in filter(None, args.peers.split(",")):
         if peer == "celery":
             peers[peer] = run_celery(args)
+        elif peer == "chancy":
+            peers[peer] = run_chancy(args)
         else:
-            peers[peer] = {"skipped": NOT_RUN.get(peer, "unknown peer")}
+            peers[peer] = {"skipped": "unknown peer (celery, chancy)"}
         if "skipped" in peers[peer]:
             print(f"{peer}: skipped, {peers[peer]['skipped']}")
         else:
