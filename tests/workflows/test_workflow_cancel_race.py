@@ -23,6 +23,7 @@ def deadlocks() -> int:
     return int(count)
 
 
+@pytest.mark.fault_injection
 def test_cancel_racing_closes_and_releases_never_deadlocks(worker_process):
     workers = [worker_process(env=WORKER_ENV) for _ in range(3)]
     for worker in workers:
