@@ -8,6 +8,7 @@ import random
 import threading
 import time
 
+import pytest
 from django.db import connection, connections
 
 import awa_django as awa
