@@ -121,6 +121,18 @@ def test_operator_retries_a_dead_job_from_the_admin(
     assert "active" in row
     assert browser.find_elements(By.CSS_SELECTOR, "#chart-default svg polyline")
     browser.save_screenshot(str(screenshots / "02-queue-health.png"))
+    # On a 1280-pixel screen the page fits and each queue's actions are in view.
+    browser.set_window_size(1280, 1000)
+    overflow, drain_right, width = browser.execute_script(
+        "const root = document.documentElement;"
+        "return [root.scrollWidth - root.clientWidth,"
+        " document.getElementById('drain-default').getBoundingClientRect().right,"
+        " root.clientWidth];"
+    )
+    browser.save_screenshot(str(screenshots / "02b-queue-health-1280.png"))
+    assert overflow <= 0, f"queue health is {overflow}px wider than a 1280px window"
+    assert drain_right <= width, f"Drain… ends at {drain_right}px of {width}"
+    browser.set_window_size(1400, 1000)
 
     browser.get(f"{live_server.url}/admin/awa_django/deadletter/")
     wait_for(browser, "#dlq-results")
@@ -231,6 +243,7 @@ def test_operator_retries_a_dead_job_from_the_admin(
     assert sorted(p.name for p in screenshots.glob("*.png")) == [
         "01-admin-index.png",
         "02-queue-health.png",
+        "02b-queue-health-1280.png",
         "03-dlq-list.png",
         "04-dlq-detail.png",
         "05-dlq-retried.png",
