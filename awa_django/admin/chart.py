@@ -34,6 +34,10 @@ LEGEND_COLUMNS: Final = 2
 X_TICKS: Final = 4
 # A peak this many times the median of the positive values is a burst: the axis goes log.
 BURST_RATIO: Final = 10.0
+# The least distance between two y-axis labels, and the width of a bold character of the
+# admin's 11-pixel chart text (generous, so an estimated label never runs out of the plot).
+TICK_LABEL_ROOM: Final = 12.0
+BOLD_CHAR_WIDTH: Final = 7.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,8 +93,11 @@ def y_scale(values: Sequence[float]) -> Scale:
 
 
 def _label(value: float) -> str:
+    # Three significant digits past ten thousand: "31.7k", not "31.6606k".
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:.3g}M"
     if value >= 10_000:
-        return f"{value / 1000:g}k"
+        return f"{value / 1000:.3g}k"
     # Rates are fractions; a tenth is as fine as an operator reads them.
     return f"{value:.1f}".removesuffix(".0") if value < 100 else f"{value:.0f}"
 
@@ -110,14 +117,22 @@ def chart_height(series_count: int) -> int:
 def _axes(scale: Scale, y: Callable[[float], float], span_s: float, unit: str) -> list[str]:
     plot_w = WIDTH - LEFT - RIGHT
     parts = []
+    labelled_at: float | None = None
     for tick in scale.ticks():
         level = y(tick)
         parts.append(
             f'<line x1="{LEFT}" y1="{level:.1f}" x2="{WIDTH - RIGHT}" y2="{level:.1f}" '
             'stroke="#ccc" stroke-width="1"/>'
+        )
+        # On a log axis 0 and 1 can sit closer than a line of text: the line is drawn, the
+        # label that would overlap the one below it is not.
+        if labelled_at is not None and labelled_at - level < TICK_LABEL_ROOM:
+            continue
+        parts.append(
             f'<text x="{LEFT - 4}" y="{level + 3:.1f}" text-anchor="end" fill="#666">'
             f"{_label(tick)}</text>"
         )
+        labelled_at = level
     minutes = span_s / 60
     for tick in range(X_TICKS + 1):
         at_x = LEFT + plot_w * tick / X_TICKS
@@ -191,11 +206,14 @@ def line_chart(
         )
     if highest is not None and highest[0] > 0:
         value, at = highest
-        label_x = min(max(x(at), LEFT + 30), WIDTH - RIGHT - 30)
+        text = f"peak {_label(value)} ({_minutes_ago(at, end)})"
+        # Centred over the peak, but kept whole inside the plot (an estimate of its width:
+        # the SVG is drawn on the server, which cannot measure text).
+        half = len(text) * BOLD_CHAR_WIDTH / 2
+        label_x = min(max(x(at), LEFT + half), WIDTH - RIGHT - half)
         parts.append(
             f'<text class="awa-peak" x="{label_x:.1f}" y="{max(y(value) - 4, TOP + 8):.1f}" '
-            f'text-anchor="middle" fill="#333" font-weight="bold">'
-            f"peak {_label(value)} ({_minutes_ago(at, end)})</text>"
+            f'text-anchor="middle" fill="#333" font-weight="bold">{text}</text>'
         )
     parts.append("</svg>")
     # Every interpolated string above is escaped or a number we formatted.

@@ -8,10 +8,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from awa_django.admin.chart import (
+    BOLD_CHAR_WIDTH,
+    LEFT,
     PLOT_HEIGHT,
+    RIGHT,
     TOP,
     WIDTH,
     Series,
+    _label,
     _nice_ceiling,
     chart_height,
     line_chart,
@@ -129,7 +133,9 @@ def test_a_burst_switches_the_axis_to_log_so_the_steady_rate_stays_off_the_zero_
     )
     labels = [text.text for text in root.iter(f"{SVG}text")]
     assert "jobs/min, log scale" in labels and "peak 500 (-30m)" in labels
-    assert {"0", "1", "10", "100", "1000"} <= set(labels)
+    # Every decade has its line; the label of 1, a line of text above 0, is left out.
+    assert {"0", "10", "100", "1000"} <= set(labels) and "1" not in labels
+    assert len([line for line in root.iter(f"{SVG}line") if line.get("x1") == str(LEFT)]) >= 5
     ((*_, (_, steady_y)),) = points(root)
     zero_line, top_line = TOP + PLOT_HEIGHT, TOP
     # log10(1 + 5) / log10(1 + 1000): a quarter of the way up, not a pixel above zero.
@@ -143,3 +149,23 @@ def test_the_axis_stays_linear_without_a_burst():
     assert y_scale([]).top == 1 and not y_scale([0.0, 0.0]).logarithmic
     # A burst of small rates still spans a decade.
     assert y_scale([0.01] * 9 + [0.5]).top == 10
+
+
+def test_large_values_read_with_three_significant_digits():
+    assert [_label(v) for v in (9_999, 31_660.6, 250_000, 1_234_567)] == [
+        "9999",
+        "31.7k",
+        "250k",
+        "1.23M",
+    ]
+
+
+def test_a_peak_label_at_the_edge_stays_whole_inside_the_chart():
+    for at in (START, END):
+        series = [Series(name="depth", color="blue", points=[(at, 31_660.6)])]
+        root = parse(line_chart(series, start=START, end=END, title="t", unit="jobs"))
+        [peak] = [t for t in root.iter(f"{SVG}text") if t.get("class") == "awa-peak"]
+        half = len(peak.text) * BOLD_CHAR_WIDTH / 2
+        assert peak.text.startswith("peak 31.7k (")
+        assert float(peak.get("x")) - half >= LEFT
+        assert float(peak.get("x")) + half <= WIDTH - RIGHT
