@@ -63,15 +63,17 @@ _STATUS: Final[Mapping[str, TaskResultStatus]] = {
 RESULT_FIELDS: Final = tuple(field.name for field in fields(TaskResult))
 
 
-def assembled_result(values: Mapping[str, Any]) -> TaskResult[Any, Any]:
-    """A ``TaskResult`` of ``values`` (one per field in ``RESULT_FIELDS``), made without its
+def assembled_result(
+    values: Mapping[str, Any], base: TaskResult[Any, Any] | None = None
+) -> TaskResult[Any, Any]:
+    """A ``TaskResult`` of ``values`` (the fields ``base`` has otherwise), made without its
     ``__init__``: ``__post_init__`` runs ``normalize_json`` over the arguments, and the
     arguments of a stored job are decoded JSON, which it would return unchanged. In a worker
     that made two results per task it was a tenth of what a no-op task cost
     (docs/benchmarks.md, "django.tasks drain")."""
     result = object.__new__(TaskResult)
     for name in RESULT_FIELDS:
-        object.__setattr__(result, name, values[name])
+        object.__setattr__(result, name, values[name] if name in values else getattr(base, name))
     return result
 
 

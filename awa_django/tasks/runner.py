@@ -32,7 +32,7 @@ from awa_django.declarations.jobs import Job, JobContext
 from awa_django.declarations.priorities import TASK_KIND_PREFIX
 from awa_django.exceptions import Cancel, Snooze, TerminalError
 from awa_django.storage.jobs import Claim
-from awa_django.tasks.backend import RESULT_FIELDS, AwaBackend, task_error
+from awa_django.tasks.backend import AwaBackend, assembled_result, task_error
 from awa_django.tasks.compat import (
     Task,
     TaskContext,
@@ -193,12 +193,7 @@ def _changed(result: TaskResult[Any, Any], **changes: Any) -> TaskResult[Any, An
     """A copy of ``result`` with ``changes``. Not ``dataclasses.replace`` (nor ``copy.copy``, which
     costs as much): ``replace`` builds the copy through ``TaskResult.__init__``, whose
     ``__post_init__`` normalises the arguments again, though they already are."""
-    changed = object.__new__(type(result))
-    for name in RESULT_FIELDS:
-        object.__setattr__(
-            changed, name, changes[name] if name in changes else getattr(result, name)
-        )
-    return changed
+    return assembled_result(changes, base=result)
 
 
 def _finished(
