@@ -1,13 +1,13 @@
 """Leader election for cluster-wide maintenance.
 
-How it works: every worker (and every ``awa_maintenance`` process) keeps one dedicated
-connection and tries ``pg_try_advisory_lock`` on a fixed key every ``retry_interval_s``. The
-lock is session-scoped, so exactly one session in the cluster holds it, and PostgreSQL releases
-it the moment that session ends: a leader whose process dies, or whose connection drops, loses
-leadership without any cooperation, and another process wins the next attempt within one retry
-interval.
+How it works: every worker (and every ``awa_maintenance`` process) tries
+``pg_try_advisory_lock`` on a fixed key every ``retry_interval_s``, on its session connection
+(``storage.session``, shared with LISTEN and the wake locks). The lock is session-scoped, so
+exactly one session in the cluster holds it, and PostgreSQL releases it the moment that session
+ends: a leader whose process dies, or whose connection drops, loses leadership without any
+cooperation, and another process wins the next attempt within one retry interval.
 
-While leading, the elector pings its connection every ``retry_interval_s``. A failed ping means
+While leading, the elector pings the session every ``retry_interval_s``. A failed ping means
 the session, and with it the lock, may be gone: the elector steps down at once and clears
 ``is_leader`` before anything else runs. A deposed leader must never run another maintenance
 pass on the strength of an old win; services check ``is_leader`` before each pass, and every
@@ -20,12 +20,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, Final
-
-from psycopg import AsyncConnection
+from typing import Final
 
 from awa_django.storage import control
+from awa_django.storage.session import SharedSession
 
 logger = logging.getLogger(__name__)
 
@@ -34,21 +32,18 @@ LEADER_LOCK_KEY: Final = 0x4157415F4D41494E
 
 
 class LeaderElector:
-    """Holds (or keeps trying for) the maintenance leader lock."""
+    """Holds (or keeps trying for) the maintenance leader lock, on the process's session."""
 
-    def __init__(
-        self,
-        connect: Callable[[], Awaitable[AsyncConnection[Any]]],
-        *,
-        retry_interval_s: float,
-    ) -> None:
-        self._connect = connect
+    def __init__(self, session: SharedSession, *, retry_interval_s: float) -> None:
+        self._session = session
         self._retry_interval_s = retry_interval_s
-        self._conn: AsyncConnection[Any] | None = None
+        # The session generation the lock was won in: a newer connection does not hold it.
+        self._won_in = 0
         self.is_leader = False
         # Set whenever is_leader changes, so the runtime snapshot can say so at once instead of
         # at its next interval (awa_health reads leadership from it).
         self.changed = asyncio.Event()
+        session.on_reset(self._on_reset)
 
     async def run(self, stopping: asyncio.Event) -> None:
         try:
@@ -59,28 +54,36 @@ class LeaderElector:
         finally:
             await self._release()
 
+    def _on_reset(self) -> None:
+        if self.is_leader:
+            logger.warning("lost maintenance leadership: leader connection failed")
+            self._step_down()
+
     async def _tick(self) -> None:
         try:
-            if self._conn is None or self._conn.closed:
-                self._conn = await self._connect()
-            if self.is_leader:
-                # Bounded: on a dead network the ping would otherwise hang until TCP gives up
-                # (hours), and a leader that cannot reach its session must step down.
-                await asyncio.wait_for(
-                    control.ping(self._conn), timeout=max(5.0, 3 * self._retry_interval_s)
-                )
-                return
-            if await control.try_leader_lock(self._conn, key=LEADER_LOCK_KEY):
-                self.is_leader = True
-                self.changed.set()
-                logger.info("became maintenance leader")
+            async with self._session.use() as conn:
+                if self.is_leader:
+                    if self._session.generation != self._won_in:
+                        self._on_reset()
+                        return
+                    # Bounded: on a dead network the ping would otherwise hang until TCP gives
+                    # up (hours), and a leader that cannot reach its session must step down.
+                    await asyncio.wait_for(
+                        control.ping(conn), timeout=max(5.0, 3 * self._retry_interval_s)
+                    )
+                    return
+                if await control.try_leader_lock(conn, key=LEADER_LOCK_KEY):
+                    self._won_in = self._session.generation
+                    self.is_leader = True
+                    self.changed.set()
+                    logger.info("became maintenance leader")
         except Exception:
             if self.is_leader:
                 logger.warning("lost maintenance leadership: leader connection failed")
             else:
                 logger.exception("leader election attempt failed")
+            # The session closed its connection, and the lock went with it.
             self._step_down()
-            await self._close()
 
     def _step_down(self) -> None:
         if self.is_leader:
@@ -91,14 +94,10 @@ class LeaderElector:
         """Give up leadership on shutdown so another process can take over at once."""
         was_leader = self.is_leader
         self._step_down()
-        if was_leader and self._conn is not None and not self._conn.closed:
-            with contextlib.suppress(Exception):
-                await control.release_leader_lock(self._conn, key=LEADER_LOCK_KEY)
-            logger.info("released maintenance leadership")
-        await self._close()
-
-    async def _close(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                await self._conn.close()
-        self._conn = None
+        if not was_leader:
+            return
+        with contextlib.suppress(Exception):
+            async with self._session.use() as conn:
+                if self._session.generation == self._won_in:
+                    await control.release_leader_lock(conn, key=LEADER_LOCK_KEY)
+        logger.info("released maintenance leadership")

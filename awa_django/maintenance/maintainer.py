@@ -5,12 +5,11 @@ that runs while this process leads. ``awa_worker`` starts one beside its dispatc
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
@@ -26,6 +25,7 @@ from awa_django.maintenance.retention import RetentionCleaner, RetentionConfig
 from awa_django.maintenance.rings import RingConfig, RingMaintainer
 from awa_django.maintenance.service import MaintenanceTask, run_task
 from awa_django.maintenance.unique_sweeper import UniqueClaimSweeper, UniqueSweepConfig
+from awa_django.storage.session import SharedSession
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,19 +82,20 @@ def maintenance_services(
 
 
 class Maintainer:
-    """Competes for leadership on its own connection and runs every service while leading."""
+    """Competes for leadership on the process's session connection and runs every service
+    while leading."""
 
     def __init__(
         self,
         pool: AsyncConnectionPool[Any],
         config: MaintenanceConfig,
         *,
-        connect: Callable[[], Awaitable[AsyncConnection[Any]]],
+        session: SharedSession,
         promoter: Promoter,
         policy: RetryPolicy,
         now: Callable[[], datetime],
     ) -> None:
-        self._elector = LeaderElector(connect, retry_interval_s=config.leader_interval_s)
+        self._elector = LeaderElector(session, retry_interval_s=config.leader_interval_s)
         self._services = maintenance_services(
             pool, config, promoter=promoter, policy=policy, now=now
         )

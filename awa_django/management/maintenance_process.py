@@ -25,6 +25,7 @@ from awa_django.maintenance.promoter import Promoter, PromoterConfig
 from awa_django.ops.cron_publish import declared_schedule_rows, publish_schedules
 from awa_django.ops.descriptors import Declarations, declared
 from awa_django.storage import connections
+from awa_django.storage.session import SharedSession
 from awa_django.worker.process import RunSummary, log_ready, worker_identity
 from awa_django.worker.reporter import InstanceReporter
 
@@ -75,13 +76,15 @@ class MaintenanceProcess:
     async def run(self) -> RunSummary:
         config = self.config
         schedules = declared_schedule_rows()
-        pool = await connections.open_pool(config.database_alias, max_size=4)
+        # Two connections, as a worker's: one for the maintenance passes, one session.
+        pool = await connections.open_pool(config.database_alias, max_size=1)
+        session = SharedSession(lambda: connections.connect(config.database_alias))
         await publish_schedules(pool, schedules)
         promoter = Promoter(pool, config.promoter)
         maintainer = self._maintainer = Maintainer(
             pool,
             config.maintenance,
-            connect=lambda: connections.connect(config.database_alias),
+            session=session,
             promoter=promoter,
             policy=config.retry_policy,
             now=_utcnow,
@@ -110,6 +113,7 @@ class MaintenanceProcess:
             # Each loop finishes its current pass; the elector releases the lock.
             self.stopping.set()
             await asyncio.gather(*background, return_exceptions=True)
+            await session.close()
             await reporter.withdraw()
             await pool.close()
             # Async signal receivers reach the ORM on asgiref's thread; its connection goes too.

@@ -9,6 +9,7 @@ from django.db import connection
 
 from awa_django.maintenance.leader import LeaderElector
 from awa_django.storage.connections import connect
+from awa_django.storage.session import SharedSession
 
 pytestmark = pytest.mark.usefixtures("awa_db")
 
@@ -23,8 +24,8 @@ async def wait_for(predicate, timeout: float = 10.0) -> None:
 def test_one_leader_and_takeover_when_its_session_dies():
     async def scenario() -> None:
         stopping = asyncio.Event()
-        first = LeaderElector(lambda: connect("default"), retry_interval_s=0.05)
-        second = LeaderElector(lambda: connect("default"), retry_interval_s=0.05)
+        first = LeaderElector(SharedSession(lambda: connect("default")), retry_interval_s=0.05)
+        second = LeaderElector(SharedSession(lambda: connect("default")), retry_interval_s=0.05)
         first_task = asyncio.create_task(first.run(stopping))
         await wait_for(lambda: first.is_leader)
         second_task = asyncio.create_task(second.run(stopping))
@@ -32,7 +33,7 @@ def test_one_leader_and_takeover_when_its_session_dies():
         assert first.is_leader and not second.is_leader
 
         # Kill the leader's session from outside, as a crashed process or network would.
-        pid = first._conn.info.backend_pid  # type: ignore[union-attr]
+        pid = first._session.backend_pid
         await asyncio.to_thread(terminate_backend, pid)
         await wait_for(lambda: second.is_leader)
         await wait_for(lambda: not first.is_leader)
@@ -54,8 +55,8 @@ def test_stop_releases_leadership_at_once():
     async def scenario() -> None:
         stop_first = asyncio.Event()
         stop_second = asyncio.Event()
-        first = LeaderElector(lambda: connect("default"), retry_interval_s=0.05)
-        second = LeaderElector(lambda: connect("default"), retry_interval_s=0.05)
+        first = LeaderElector(SharedSession(lambda: connect("default")), retry_interval_s=0.05)
+        second = LeaderElector(SharedSession(lambda: connect("default")), retry_interval_s=0.05)
         first_task = asyncio.create_task(first.run(stop_first))
         await wait_for(lambda: first.is_leader)
         second_task = asyncio.create_task(second.run(stop_second))

@@ -53,12 +53,12 @@ def test_another_worker_takes_over_waiting_when_the_waiting_one_stops(worker_pro
 
 
 def terminate_the_listener() -> None:
-    """End the worker's LISTEN connection from the server side, as a failover or a network
-    cut would; its last statement was one of its LISTENs."""
+    """End the worker's LISTEN connection (its session) from the server side, as a failover or
+    a network cut would."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND query LIKE 'LISTEN%%'"
+            " WHERE datname = current_database() AND application_name = 'awa_worker_session'"
         )
         assert cursor.rowcount == 1
 
@@ -72,7 +72,7 @@ def test_work_committed_while_the_listen_connection_was_down_is_claimed_once_it_
     job_id = awa.enqueue("tests.record", args={"n": 1})
     wait_until(lambda: awa.get_job(job_id).state == "completed", timeout=10)
     assert started_after_commit(job_id) < 5.0
-    assert "listen connection lost" in worker.output
+    assert "session connection lost" in worker.output
 
 
 def test_a_resume_committed_while_the_listen_connection_was_down_reaches_its_waiting_handler(
@@ -87,4 +87,4 @@ def test_a_resume_committed_while_the_listen_connection_was_down_reaches_its_wai
     # back, not 30 s later.
     awa.resume_external(token, {"approved": True})
     wait_for_state(job_id, "completed", timeout=10)
-    assert "listen connection lost" in worker.output
+    assert "session connection lost" in worker.output
