@@ -20,7 +20,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Final
+from typing import Any, Final
+
+from psycopg_pool import AsyncConnectionPool
 
 from awa_django.storage import control
 from awa_django.storage.session import SharedSession
@@ -100,4 +102,77 @@ class LeaderElector:
             async with self._session.use() as conn:
                 if self._session.generation == self._won_in:
                     await control.release_leader_lock(conn, key=LEADER_LOCK_KEY)
+        logger.info("released maintenance leadership")
+
+
+# A lease not renewed for this many election intervals is free for another process to take.
+LEASE_INTERVALS: Final = 3
+
+
+class LeaseElector:
+    """Leadership without a session (``AWA["WORKER_SESSION"] = False``): a lease on this
+    process's runtime_instances row, taken and renewed every ``retry_interval_s`` in one short
+    transaction on the pool, so it works through a transaction pooler.
+
+    A lease not renewed for ``LEASE_INTERVALS`` intervals expires, and another process takes it
+    at its next attempt: a SIGKILLed leader is replaced within about four intervals instead of
+    one. The leader steps down by itself once it has not renewed for all but one of those
+    intervals, before anyone else can take over; a pass that still overlaps is harmless, since
+    every maintenance statement is safe to run twice (see above)."""
+
+    def __init__(
+        self, pool: AsyncConnectionPool[Any], *, instance_id: str, retry_interval_s: float
+    ) -> None:
+        self._pool = pool
+        self._instance_id = instance_id
+        self._retry_interval_s = retry_interval_s
+        self._ttl_s = LEASE_INTERVALS * retry_interval_s
+        self._renewed_at = 0.0  # monotonic time of the last successful take or renewal
+        self.is_leader = False
+        self.changed = asyncio.Event()
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        try:
+            while not stopping.is_set():
+                await self._tick()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), timeout=self._retry_interval_s)
+        finally:
+            await self._release()
+
+    async def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            async with self._pool.connection() as conn:
+                held = await asyncio.wait_for(
+                    control.take_leader_lease(
+                        conn, key=LEADER_LOCK_KEY, instance_id=self._instance_id, ttl_s=self._ttl_s
+                    ),
+                    timeout=self._ttl_s,
+                )
+        except Exception:
+            logger.exception("leader lease attempt failed")
+            held = None
+        if held:
+            self._renewed_at = started
+            if not self.is_leader:
+                self.is_leader = True
+                self.changed.set()
+                logger.info("became maintenance leader")
+        elif self.is_leader and (
+            held is False or loop.time() - self._renewed_at >= self._ttl_s - self._retry_interval_s
+        ):
+            logger.warning("lost maintenance leadership: the lease was not renewed")
+            self.is_leader = False
+            self.changed.set()
+
+    async def _release(self) -> None:
+        if not self.is_leader:
+            return
+        self.is_leader = False
+        self.changed.set()
+        with contextlib.suppress(Exception):
+            async with self._pool.connection() as conn:
+                await control.release_leader_lease(conn, instance_id=self._instance_id)
         logger.info("released maintenance leadership")

@@ -16,7 +16,7 @@ from awa_django.conf import AwaSettings
 from awa_django.core.retry import RetryPolicy
 from awa_django.maintenance.cron_evaluator import CronConfig, CronEvaluator
 from awa_django.maintenance.instance_cleanup import InstanceCleaner, InstanceCleanupConfig
-from awa_django.maintenance.leader import LeaderElector
+from awa_django.maintenance.leader import LeaderElector, LeaseElector
 from awa_django.maintenance.ledgers import LedgerCleaner, LedgerConfig
 from awa_django.maintenance.promoter import Promoter
 from awa_django.maintenance.queue_stats import QueueSampler, QueueStatsConfig
@@ -90,12 +90,21 @@ class Maintainer:
         pool: AsyncConnectionPool[Any],
         config: MaintenanceConfig,
         *,
-        session: SharedSession,
+        session: SharedSession | None,
+        instance_id: str,
         promoter: Promoter,
         policy: RetryPolicy,
         now: Callable[[], datetime],
     ) -> None:
-        self._elector = LeaderElector(session, retry_interval_s=config.leader_interval_s)
+        # Without a session (AWA["WORKER_SESSION"] = False), a lease on this process's runtime
+        # row instead of the session advisory lock.
+        self._elector: LeaderElector | LeaseElector = (
+            LeaderElector(session, retry_interval_s=config.leader_interval_s)
+            if session is not None
+            else LeaseElector(
+                pool, instance_id=instance_id, retry_interval_s=config.leader_interval_s
+            )
+        )
         self._services = maintenance_services(
             pool, config, promoter=promoter, policy=policy, now=now
         )

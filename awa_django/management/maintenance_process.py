@@ -44,6 +44,7 @@ class MaintenanceProcessConfig:
     retry_policy: RetryPolicy
     declared: Declarations
     runtime_snapshot_interval_s: float
+    session: bool = True  # AWA["WORKER_SESSION"]
 
     @classmethod
     def from_settings(cls, conf: AwaSettings) -> MaintenanceProcessConfig:
@@ -54,6 +55,7 @@ class MaintenanceProcessConfig:
             retry_policy=RetryPolicy.from_settings(conf),
             declared=declared(conf, registry.jobs()),
             runtime_snapshot_interval_s=conf.RUNTIME_SNAPSHOT_INTERVAL_S,
+            session=conf.WORKER_SESSION,
         )
 
 
@@ -77,14 +79,21 @@ class MaintenanceProcess:
         config = self.config
         schedules = declared_schedule_rows()
         # Two connections, as a worker's: one for the maintenance passes, one session.
-        pool = await connections.open_pool(config.database_alias, max_size=1)
-        session = SharedSession(lambda: connections.connect(config.database_alias))
+        pool = await connections.open_pool(
+            config.database_alias, max_size=1, prepare=config.session
+        )
+        session = (
+            SharedSession(lambda: connections.connect(config.database_alias))
+            if config.session
+            else None
+        )
         await publish_schedules(pool, schedules)
         promoter = Promoter(pool, config.promoter)
         maintainer = self._maintainer = Maintainer(
             pool,
             config.maintenance,
             session=session,
+            instance_id=self.identity,
             promoter=promoter,
             policy=config.retry_policy,
             now=_utcnow,
@@ -113,7 +122,8 @@ class MaintenanceProcess:
             # Each loop finishes its current pass; the elector releases the lock.
             self.stopping.set()
             await asyncio.gather(*background, return_exceptions=True)
-            await session.close()
+            if session is not None:
+                await session.close()
             await reporter.withdraw()
             await pool.close()
             # Async signal receivers reach the ORM on asgiref's thread; its connection goes too.

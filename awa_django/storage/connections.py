@@ -71,10 +71,15 @@ async def connect(alias: str) -> AsyncConnection[Any]:
     )
 
 
-async def open_pool(alias: str, *, max_size: int) -> AsyncConnectionPool[Any]:
-    """An opened pool of autocommit connections."""
+async def open_pool(alias: str, *, max_size: int, prepare: bool = True) -> AsyncConnectionPool[Any]:
+    """An opened pool of autocommit connections. ``prepare=False``: psycopg prepares no
+    statement on the server, since behind a transaction pooler a prepared statement outlives
+    its transaction on a server connection the next transaction may not get."""
+    kwargs: dict[str, Any] = {**connection_kwargs(alias), "autocommit": True}
+    if not prepare:
+        kwargs["prepare_threshold"] = None
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        kwargs={**connection_kwargs(alias), "autocommit": True},
+        kwargs=kwargs,
         min_size=min(2, max_size),
         max_size=max_size,
         configure=_configure,

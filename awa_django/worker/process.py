@@ -90,6 +90,9 @@ class WorkerConfig:
     # What this process declares (DLQ policies, descriptors), published with its snapshot.
     declared: Declarations = field(default_factory=Declarations)
     runtime_snapshot_interval_s: float = 10.0
+    # False (AWA["WORKER_SESSION"]): poll-only, no session connection (no LISTEN, no wake
+    # locks, a leader lease instead of the session lock), for a transaction pooler.
+    session: bool = True
     job_log: JobLogConfig = field(default_factory=JobLogConfig)
 
 
@@ -186,6 +189,7 @@ def config_from_settings(
         },
         declared=declared(conf, registry.jobs()),
         runtime_snapshot_interval_s=conf.RUNTIME_SNAPSHOT_INTERVAL_S,
+        session=conf.WORKER_SESSION,
         job_log=JobLogConfig.from_settings(conf),
     )
 
@@ -274,7 +278,9 @@ class WorkerProcess:
         schedules = declared_schedule_rows()
         # One connection for every claim, completion, heartbeat and maintenance pass, whatever
         # the concurrency and the number of queues: each statement is short and batched.
-        pool = await connections.open_pool(config.database_alias, max_size=1)
+        pool = await connections.open_pool(
+            config.database_alias, max_size=1, prepare=config.session
+        )
         await publish_schedules(pool, schedules)
         weighted = (
             WeightedPermits(config.worker_concurrency, config.shares)
@@ -308,14 +314,23 @@ class WorkerProcess:
         notifier = Notifier(
             on_queue=self._on_notify, on_cancel=self._on_cancel, on_callback=self._callbacks.wake
         )
-        session = self._session = SharedSession(
-            lambda: connections.connect(config.database_alias),
-            listen=LISTEN_CHANNELS if config.queues else (),
-            on_notify=notifier.dispatch,
-            on_listening=self._on_listening,
+        session = self._session = (
+            SharedSession(
+                lambda: connections.connect(config.database_alias),
+                listen=LISTEN_CHANNELS if config.queues else (),
+                on_notify=notifier.dispatch,
+                on_listening=self._on_listening,
+            )
+            if config.session
+            else None
         )
-        # A burst run exits once it finds nothing, so it never waits for a notification.
-        wake = self._wake = WakeLocks(session) if config.queues and not config.burst else None
+        # A burst run exits once it finds nothing, so it never waits for a notification; a
+        # poll-only one has no session to hold wake locks on.
+        wake = self._wake = (
+            WakeLocks(session)
+            if session is not None and config.queues and not config.burst
+            else None
+        )
         for queue, concurrency in config.queues.items():
             self._dispatchers[queue] = Dispatcher(
                 queue=queue,
@@ -392,7 +407,8 @@ class WorkerProcess:
             await asyncio.gather(*background, return_exceptions=True)
             if wake is not None:
                 await wake.close()
-            await session.close()
+            if session is not None:
+                await session.close()
             await reporter.withdraw()
             await pool.close()
             threads.shutdown()
@@ -411,14 +427,14 @@ class WorkerProcess:
     def _start_background(
         self,
         pool: AsyncConnectionPool[Any],
-        session: SharedSession,
+        session: SharedSession | None,
         promoter: Promoter,
         completer: Completer,
         drained: asyncio.Event,
     ) -> list[asyncio.Task[None]]:
         config = self.config
         tasks: list[asyncio.Task[None]] = []
-        if config.queues:
+        if session is not None and config.queues:
             tasks.append(asyncio.create_task(session.run(drained), name="awa-session"))
         if config.queues:
             heartbeat = Heartbeat(
@@ -436,6 +452,7 @@ class WorkerProcess:
                 pool,
                 config.maintenance,
                 session=session,
+                instance_id=self.identity,
                 promoter=promoter,
                 policy=config.retry_policy,
                 now=_utcnow,
