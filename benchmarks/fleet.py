@@ -147,6 +147,17 @@ def postmaster_cpu_s(postmaster: int) -> float:
     return total / CLOCK_TICKS
 
 
+def enable_statement_counts() -> None:
+    """pg_stat_statements in this database, when the server preloads it (else counts are None)."""
+    from django.db import connection
+
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    except Exception:
+        connection.close()
+
+
 def statements_total() -> int | None:
     try:
         return int(scalar("SELECT sum(calls) FROM pg_stat_statements") or 0)
@@ -176,7 +187,9 @@ def measure_idle(seconds: float) -> dict[str, Any]:
             else (statements1 - statements0) / elapsed
         ),
         # Processes that ended during the window (none should) are not counted.
-        "server_cpu_share_of_a_core": None if cpu0 is None else (cpu1 - cpu0) / elapsed,
+        "server_cpu_share_of_a_core": (
+            None if cpu0 is None or cpu1 is None else (cpu1 - cpu0) / elapsed
+        ),
     }
 
 
@@ -287,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks import environment
 
     call_command("migrate", verbosity=0, interactive=False)
+    enable_statement_counts()
     env = environment.collect()
     with tempfile.TemporaryDirectory(prefix="awa-fleet-") as logdir:
         cells = [run_cell(args, count, Path(logdir)) for count in args.queue_counts]
