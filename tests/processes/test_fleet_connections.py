@@ -5,6 +5,8 @@ completions and maintenance passes."""
 from __future__ import annotations
 
 import json
+import signal
+import time
 from collections import Counter
 
 import pytest
@@ -52,3 +54,23 @@ def test_a_worker_holds_at_most_two_connections(worker_process, queue_count, con
     assert sum(peak.values()) <= 2, (peak, worker.output[-3000:])
     # The handlers ran no ORM code, and the worker uses no Django connection of its own.
     assert set(peak) <= {"awa_worker", "awa_worker_session"}, peak
+
+
+def test_awa_maintenance_holds_two_and_a_poll_only_worker_one(worker_process):
+    maintenance = worker_process(command="awa_maintenance").wait_ready()
+    wait_until(lambda: "became maintenance leader" in maintenance.output)
+    time.sleep(0.5)
+    assert backends() == Counter({"awa_worker": 1, "awa_worker_session": 1})
+    maintenance.proc.send_signal(signal.SIGTERM)
+    assert maintenance.wait() == 0
+    wait_until(lambda: not backends())
+
+    # Poll-only: no session connection at all.
+    jobs = [awa.enqueue(nap, args={"seconds": 0.2}, queue="default") for _ in range(8)]
+    worker = worker_process(
+        "--queue=default=8",
+        env={"AWA_OVERRIDES": json.dumps({"WORKER_SESSION": False, "POLL_INTERVAL_S": 0.2})},
+    ).wait_ready()
+    peak = peak_while_busy(worker, jobs)
+    assert {job.state for job in awa.get_jobs(jobs)} == {"completed"}, worker.output[-3000:]
+    assert peak == Counter({"awa_worker": 1}), peak
