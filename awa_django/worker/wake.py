@@ -13,8 +13,11 @@ it polls, every 1, 2, then 4 ms, so a steady stream of jobs is claimed without a
 and its producers commit in parallel. Only once nothing came for ``HOT_WINDOW_S`` does it take
 the wake lock and sleep until a notification or the poll interval. One process per queue holds
 the lock (the candidate); the others sleep too, and wake with it, since every listener gets
-every notification, or after ``TAKEN_POLL_S`` at most, in case the candidate got work and
-stopped waiting.
+every notification. When the candidate stops waiting (it got work), giving its locks back
+notifies the queue, so that the others claim and one of them takes over waiting; they need not
+poll meanwhile, which is what an idle fleet would otherwise spend its statements on (#37). Only
+a candidate that dies without giving its locks back leaves them sleeping, until the poll
+interval at most.
 """
 
 from __future__ import annotations
@@ -43,9 +46,6 @@ BUSY_RETRY_S: Final = 0.002
 # While the wake lock cannot be held (its session or the LISTEN connection is down, so no
 # notification would arrive), the dispatcher polls this often.
 UNAVAILABLE_POLL_S: Final = 0.05
-# While another process is the candidate, at most this long between claims: the candidate
-# stops waiting as soon as it gets work, and then nobody is woken until someone claims again.
-TAKEN_POLL_S: Final = 0.1
 
 
 class WakeState(enum.Enum):
@@ -182,4 +182,6 @@ class IdleWait:
         elif state is WakeState.UNAVAILABLE:
             await wait_for_any(wakeup, stopping, timeout=UNAVAILABLE_POLL_S)
         else:
-            await wait_for_any(wakeup, stopping, timeout=min(self._poll_interval_s, TAKEN_POLL_S))
+            # Another process is the candidate: it wakes this one with every notification, and
+            # when it stops waiting (release_wake notifies).
+            await wait_for_any(wakeup, stopping, timeout=self._poll_interval_s)

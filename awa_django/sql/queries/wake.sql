@@ -19,10 +19,13 @@ SELECT CASE
        END AS state
 
 -- name: release_wake
--- Gives back the queue's wake lock (when held) and candidate lock.
+-- Gives back the queue's wake lock (when held) and candidate lock, and notifies the queue: the
+-- other processes that sleep on it (they were not the candidate) claim, and one of them takes
+-- over waiting, instead of polling in case this one stopped.
 SELECT CASE WHEN %(armed)s::boolean
             THEN pg_advisory_unlock(1096237385, hashtext(%(queue)s)) END,
-       pg_advisory_unlock(1096237399, hashtext(%(queue)s))
+       pg_advisory_unlock(1096237399, hashtext(%(queue)s)),
+       pg_notify('awa', %(queue)s)
 
 -- name: hand_over_wake
 -- On a clean exit: wakes the queues this process was waiting for, so that another worker's
