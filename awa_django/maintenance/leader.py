@@ -63,17 +63,13 @@ class LeaderElector:
 
     async def _tick(self) -> None:
         try:
+            if self.is_leader:
+                # Bounded, waiting for the shared session included: on a dead network a
+                # statement on it would otherwise hang until TCP gives up (hours), and a leader
+                # that cannot reach its session must step down.
+                await asyncio.wait_for(self._renew(), timeout=max(5.0, 3 * self._retry_interval_s))
+                return
             async with self._session.use() as conn:
-                if self.is_leader:
-                    if self._session.generation != self._won_in:
-                        self._on_reset()
-                        return
-                    # Bounded: on a dead network the ping would otherwise hang until TCP gives
-                    # up (hours), and a leader that cannot reach its session must step down.
-                    await asyncio.wait_for(
-                        control.ping(conn), timeout=max(5.0, 3 * self._retry_interval_s)
-                    )
-                    return
                 if await control.try_leader_lock(conn, key=LEADER_LOCK_KEY):
                     self._won_in = self._session.generation
                     self.is_leader = True
@@ -84,8 +80,16 @@ class LeaderElector:
                 logger.warning("lost maintenance leadership: leader connection failed")
             else:
                 logger.exception("leader election attempt failed")
-            # The session closed its connection, and the lock went with it.
+            # The session closed its connection (or cannot be reached): the lock is gone, or
+            # is as good as gone.
             self._step_down()
+
+    async def _renew(self) -> None:
+        async with self._session.use() as conn:
+            if self._session.generation != self._won_in:
+                self._on_reset()
+                return
+            await control.ping(conn)
 
     def _step_down(self) -> None:
         if self.is_leader:

@@ -24,8 +24,9 @@ async def wait_for(predicate, timeout: float = 10.0) -> None:
 def test_one_leader_and_takeover_when_its_session_dies():
     async def scenario() -> None:
         stopping = asyncio.Event()
-        first = LeaderElector(SharedSession(lambda: connect("default")), retry_interval_s=0.05)
-        second = LeaderElector(SharedSession(lambda: connect("default")), retry_interval_s=0.05)
+        sessions = [SharedSession(lambda: connect("default")) for _ in range(2)]
+        first = LeaderElector(sessions[0], retry_interval_s=0.05)
+        second = LeaderElector(sessions[1], retry_interval_s=0.05)
         first_task = asyncio.create_task(first.run(stopping))
         await wait_for(lambda: first.is_leader)
         second_task = asyncio.create_task(second.run(stopping))
@@ -41,6 +42,8 @@ def test_one_leader_and_takeover_when_its_session_dies():
         stopping.set()
         await asyncio.gather(first_task, second_task)
         assert not second.is_leader
+        for session in sessions:
+            await session.close()
 
     asyncio.run(scenario())
 
@@ -55,8 +58,9 @@ def test_stop_releases_leadership_at_once():
     async def scenario() -> None:
         stop_first = asyncio.Event()
         stop_second = asyncio.Event()
-        first = LeaderElector(SharedSession(lambda: connect("default")), retry_interval_s=0.05)
-        second = LeaderElector(SharedSession(lambda: connect("default")), retry_interval_s=0.05)
+        sessions = [SharedSession(lambda: connect("default")) for _ in range(2)]
+        first = LeaderElector(sessions[0], retry_interval_s=0.05)
+        second = LeaderElector(sessions[1], retry_interval_s=0.05)
         first_task = asyncio.create_task(first.run(stop_first))
         await wait_for(lambda: first.is_leader)
         second_task = asyncio.create_task(second.run(stop_second))
@@ -65,6 +69,8 @@ def test_stop_releases_leadership_at_once():
         await wait_for(lambda: second.is_leader, timeout=2)
         stop_second.set()
         await second_task
+        for session in sessions:
+            await session.close()
 
     asyncio.run(scenario())
 
