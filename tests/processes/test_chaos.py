@@ -96,6 +96,7 @@ with transaction.atomic():
 """
 
 
+@pytest.mark.fault_injection
 def test_kills_a_restart_and_a_poison_pill_lose_nothing(cluster):
     url = cluster.url
     manage(url, "migrate", "--no-input", "-v", "0")

@@ -9,6 +9,8 @@ import json
 import random
 import time
 
+import pytest
+
 from tests.conftest import WorkerSubprocess, wait_until
 from tests.processes.test_chaos import cluster, manage, query, restart  # noqa: F401 - fixture
 from tests.processes.test_recovery_processes import FAST
@@ -35,6 +37,7 @@ with transaction.atomic():
 """
 
 
+@pytest.mark.fault_injection
 def test_workflows_survive_kills_and_a_restart(cluster):  # noqa: F811 - the fixture
     url = cluster.url
     manage(url, "migrate", "--no-input", "-v", "0")
