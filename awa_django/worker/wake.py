@@ -131,7 +131,11 @@ class WakeLocks:
         with contextlib.suppress(Exception):
             async with self._session.use() as conn:
                 if self._session.generation == self._generation:
-                    await storage.hand_over_wake(conn, queues=sorted(self._held))
+                    # Unlocked before the others wake (release_wake notifies at commit): one
+                    # that woke while the locks were still held would find the queue taken and
+                    # sleep until its next poll.
+                    for queue, armed in sorted(self._held.items()):
+                        await storage.release_wake(conn, queue=queue, armed=armed)
         self._held.clear()
 
 
