@@ -172,6 +172,11 @@ class AwaSettings:
     # a transaction pooler: workers need a session for LISTEN and the leader lock. None: the
     # DATABASE_ALIAS connection.
     WORKER_DATABASE: str | None = None
+    # False: workers and awa_maintenance hold no session connection, so that they may reach the
+    # database through a transaction pooler: no LISTEN (dispatchers poll every POLL_INTERVAL_S),
+    # no wake locks, and a leader lease row instead of the session advisory lock
+    # (docs/deployment.md, "Scaling"). Every process of one fleet must use the same value.
+    WORKER_SESSION: bool = True
     # Longest one database statement of an admin page may run before PostgreSQL cancels it
     # (statement_timeout): the page then says so, and an abandoned request leaves no query
     # running.
@@ -615,7 +620,7 @@ def _cron_problems(entries: object) -> list[Problem]:
 def _dx_problems(raw: Mapping[str, Any]) -> list[Problem]:
     found = [
         Problem("awa.E060", f"AWA[{key!r}] must be True or False, got {raw[key]!r}.")
-        for key in ("EAGER", "EAGER_RAISE")
+        for key in ("EAGER", "EAGER_RAISE", "WORKER_SESSION")
         if key in raw and not isinstance(raw[key], bool)
     ]
     target = raw.get("WORKER_DATABASE")

@@ -40,5 +40,8 @@ AWA = {
     "JOB_LOG": "summary",
 }
 
+# Any other AWA key, as JSON: benchmarks/fleet.py declares its queues q0, q1, ... this way.
+AWA.update(env.json("AWA_OVERRIDES", default={}))
+
 # The task drain's django.tasks functions (benchmarks/tasks.py) run on awa.
 TASKS = {"default": {"BACKEND": "awa_django.tasks.AwaBackend", "QUEUES": ["bench"]}}

@@ -331,3 +331,10 @@ def claim_seen(ctx: JobContext) -> dict:
     """What the attempt's context says of its claim."""
     assert ctx.claimed_at is not None
     return {"by": ctx.claimed_by, "at": ctx.claimed_at.isoformat()}
+
+
+@awa.job(kind="tests.nap")
+def nap(ctx: JobContext, seconds: float = 0.5) -> None:
+    """Sleeps without touching the database: the connections a worker running it holds are the
+    worker's own (tests/processes/test_fleet_connections.py)."""
+    time.sleep(seconds)

@@ -99,6 +99,8 @@ def check_worker_session(
         return []
     awa = conf.get_settings()
     alias = awa.WORKER_DATABASE or awa.DATABASE_ALIAS
+    if not awa.WORKER_SESSION:
+        return []  # poll-only workers hold no session: a transaction pooler suits them
     if alias not in settings.DATABASES or not settings.DATABASES[alias].get(
         "DISABLE_SERVER_SIDE_CURSORS"
     ):
@@ -110,7 +112,8 @@ def check_worker_session(
             "the maintenance leader's session lock do not work there.",
             id="awa.W060",
             hint="Set AWA['WORKER_DATABASE'] to an alias or DSN with a direct (or session-"
-            "pooled) connection; see docs/deployment.md.",
+            "pooled) connection, or AWA['WORKER_SESSION'] = False for poll-only workers; see "
+            "docs/deployment.md.",
         )
     ]
 

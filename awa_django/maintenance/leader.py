@@ -1,13 +1,13 @@
 """Leader election for cluster-wide maintenance.
 
-How it works: every worker (and every ``awa_maintenance`` process) keeps one dedicated
-connection and tries ``pg_try_advisory_lock`` on a fixed key every ``retry_interval_s``. The
-lock is session-scoped, so exactly one session in the cluster holds it, and PostgreSQL releases
-it the moment that session ends: a leader whose process dies, or whose connection drops, loses
-leadership without any cooperation, and another process wins the next attempt within one retry
-interval.
+How it works: every worker (and every ``awa_maintenance`` process) tries
+``pg_try_advisory_lock`` on a fixed key every ``retry_interval_s``, on its session connection
+(``storage.session``, shared with LISTEN and the wake locks). The lock is session-scoped, so
+exactly one session in the cluster holds it, and PostgreSQL releases it the moment that session
+ends: a leader whose process dies, or whose connection drops, loses leadership without any
+cooperation, and another process wins the next attempt within one retry interval.
 
-While leading, the elector pings its connection every ``retry_interval_s``. A failed ping means
+While leading, the elector pings the session every ``retry_interval_s``. A failed ping means
 the session, and with it the lock, may be gone: the elector steps down at once and clears
 ``is_leader`` before anything else runs. A deposed leader must never run another maintenance
 pass on the strength of an old win; services check ``is_leader`` before each pass, and every
@@ -20,12 +20,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
-from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
 
 from awa_django.storage import control
+from awa_django.storage.session import SharedSession
 
 logger = logging.getLogger(__name__)
 
@@ -34,20 +34,105 @@ LEADER_LOCK_KEY: Final = 0x4157415F4D41494E
 
 
 class LeaderElector:
-    """Holds (or keeps trying for) the maintenance leader lock."""
+    """Holds (or keeps trying for) the maintenance leader lock, on the process's session."""
 
-    def __init__(
-        self,
-        connect: Callable[[], Awaitable[AsyncConnection[Any]]],
-        *,
-        retry_interval_s: float,
-    ) -> None:
-        self._connect = connect
+    def __init__(self, session: SharedSession, *, retry_interval_s: float) -> None:
+        self._session = session
         self._retry_interval_s = retry_interval_s
-        self._conn: AsyncConnection[Any] | None = None
+        # The session generation the lock was won in: a newer connection does not hold it.
+        self._won_in = 0
         self.is_leader = False
         # Set whenever is_leader changes, so the runtime snapshot can say so at once instead of
         # at its next interval (awa_health reads leadership from it).
+        self.changed = asyncio.Event()
+        session.on_reset(self._on_reset)
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        try:
+            while not stopping.is_set():
+                await self._tick()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), timeout=self._retry_interval_s)
+        finally:
+            await self._release()
+
+    def _on_reset(self) -> None:
+        if self.is_leader:
+            logger.warning("lost maintenance leadership: leader connection failed")
+            self._step_down()
+
+    async def _tick(self) -> None:
+        try:
+            if self.is_leader:
+                # Bounded, waiting for the shared session included: on a dead network a
+                # statement on it would otherwise hang until TCP gives up (hours), and a leader
+                # that cannot reach its session must step down.
+                await asyncio.wait_for(self._renew(), timeout=max(5.0, 3 * self._retry_interval_s))
+                return
+            async with self._session.use() as conn:
+                if await control.try_leader_lock(conn, key=LEADER_LOCK_KEY):
+                    self._won_in = self._session.generation
+                    self.is_leader = True
+                    self.changed.set()
+                    logger.info("became maintenance leader")
+        except Exception:
+            if self.is_leader:
+                logger.warning("lost maintenance leadership: leader connection failed")
+            else:
+                logger.exception("leader election attempt failed")
+            # The session closed its connection (or cannot be reached): the lock is gone, or
+            # is as good as gone.
+            self._step_down()
+
+    async def _renew(self) -> None:
+        async with self._session.use() as conn:
+            if self._session.generation != self._won_in:
+                self._on_reset()
+                return
+            await control.ping(conn)
+
+    def _step_down(self) -> None:
+        if self.is_leader:
+            self.is_leader = False
+            self.changed.set()
+
+    async def _release(self) -> None:
+        """Give up leadership on shutdown so another process can take over at once."""
+        was_leader = self.is_leader
+        self._step_down()
+        if not was_leader:
+            return
+        with contextlib.suppress(Exception):
+            async with self._session.use() as conn:
+                if self._session.generation == self._won_in:
+                    await control.release_leader_lock(conn, key=LEADER_LOCK_KEY)
+        logger.info("released maintenance leadership")
+
+
+# A lease not renewed for this many election intervals is free for another process to take.
+LEASE_INTERVALS: Final = 3
+
+
+class LeaseElector:
+    """Leadership without a session (``AWA["WORKER_SESSION"] = False``): a lease on this
+    process's runtime_instances row, taken and renewed every ``retry_interval_s`` in one short
+    transaction on the pool, so it works through a transaction pooler.
+
+    A lease not renewed for ``LEASE_INTERVALS`` intervals expires, and another process takes it
+    at its next attempt: a SIGKILLed leader is replaced within about four intervals instead of
+    one. The leader steps down by itself once it has not renewed for all but one of those
+    intervals, before anyone else can take over; a pass that still overlaps is harmless, since
+    every maintenance statement is safe to run twice (see above)."""
+
+    def __init__(
+        self, pool: AsyncConnectionPool[Any], *, instance_id: str, retry_interval_s: float
+    ) -> None:
+        self._pool = pool
+        self._instance_id = instance_id
+        self._retry_interval_s = retry_interval_s
+        self._ttl_s = LEASE_INTERVALS * retry_interval_s
+        self._renewed_at = 0.0  # monotonic time of the last successful take or renewal
+        self.is_leader = False
         self.changed = asyncio.Event()
 
     async def run(self, stopping: asyncio.Event) -> None:
@@ -60,45 +145,38 @@ class LeaderElector:
             await self._release()
 
     async def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         try:
-            if self._conn is None or self._conn.closed:
-                self._conn = await self._connect()
-            if self.is_leader:
-                # Bounded: on a dead network the ping would otherwise hang until TCP gives up
-                # (hours), and a leader that cannot reach its session must step down.
-                await asyncio.wait_for(
-                    control.ping(self._conn), timeout=max(5.0, 3 * self._retry_interval_s)
+            async with self._pool.connection() as conn:
+                held = await asyncio.wait_for(
+                    control.take_leader_lease(
+                        conn, key=LEADER_LOCK_KEY, instance_id=self._instance_id, ttl_s=self._ttl_s
+                    ),
+                    timeout=self._ttl_s,
                 )
-                return
-            if await control.try_leader_lock(self._conn, key=LEADER_LOCK_KEY):
+        except Exception:
+            logger.exception("leader lease attempt failed")
+            held = None
+        if held:
+            self._renewed_at = started
+            if not self.is_leader:
                 self.is_leader = True
                 self.changed.set()
                 logger.info("became maintenance leader")
-        except Exception:
-            if self.is_leader:
-                logger.warning("lost maintenance leadership: leader connection failed")
-            else:
-                logger.exception("leader election attempt failed")
-            self._step_down()
-            await self._close()
-
-    def _step_down(self) -> None:
-        if self.is_leader:
+        elif self.is_leader and (
+            held is False or loop.time() - self._renewed_at >= self._ttl_s - self._retry_interval_s
+        ):
+            logger.warning("lost maintenance leadership: the lease was not renewed")
             self.is_leader = False
             self.changed.set()
 
     async def _release(self) -> None:
-        """Give up leadership on shutdown so another process can take over at once."""
-        was_leader = self.is_leader
-        self._step_down()
-        if was_leader and self._conn is not None and not self._conn.closed:
-            with contextlib.suppress(Exception):
-                await control.release_leader_lock(self._conn, key=LEADER_LOCK_KEY)
-            logger.info("released maintenance leadership")
-        await self._close()
-
-    async def _close(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                await self._conn.close()
-        self._conn = None
+        if not self.is_leader:
+            return
+        self.is_leader = False
+        self.changed.set()
+        with contextlib.suppress(Exception):
+            async with self._pool.connection() as conn:
+                await control.release_leader_lease(conn, instance_id=self._instance_id)
+        logger.info("released maintenance leadership")

@@ -5,19 +5,18 @@ that runs while this process leads. ``awa_worker`` starts one beside its dispatc
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.core.retry import RetryPolicy
 from awa_django.maintenance.cron_evaluator import CronConfig, CronEvaluator
 from awa_django.maintenance.instance_cleanup import InstanceCleaner, InstanceCleanupConfig
-from awa_django.maintenance.leader import LeaderElector
+from awa_django.maintenance.leader import LeaderElector, LeaseElector
 from awa_django.maintenance.ledgers import LedgerCleaner, LedgerConfig
 from awa_django.maintenance.promoter import Promoter
 from awa_django.maintenance.queue_stats import QueueSampler, QueueStatsConfig
@@ -26,6 +25,7 @@ from awa_django.maintenance.retention import RetentionCleaner, RetentionConfig
 from awa_django.maintenance.rings import RingConfig, RingMaintainer
 from awa_django.maintenance.service import MaintenanceTask, run_task
 from awa_django.maintenance.unique_sweeper import UniqueClaimSweeper, UniqueSweepConfig
+from awa_django.storage.session import SharedSession
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,19 +82,29 @@ def maintenance_services(
 
 
 class Maintainer:
-    """Competes for leadership on its own connection and runs every service while leading."""
+    """Competes for leadership on the process's session connection and runs every service
+    while leading."""
 
     def __init__(
         self,
         pool: AsyncConnectionPool[Any],
         config: MaintenanceConfig,
         *,
-        connect: Callable[[], Awaitable[AsyncConnection[Any]]],
+        session: SharedSession | None,
+        instance_id: str,
         promoter: Promoter,
         policy: RetryPolicy,
         now: Callable[[], datetime],
     ) -> None:
-        self._elector = LeaderElector(connect, retry_interval_s=config.leader_interval_s)
+        # Without a session (AWA["WORKER_SESSION"] = False), a lease on this process's runtime
+        # row instead of the session advisory lock.
+        self._elector: LeaderElector | LeaseElector = (
+            LeaderElector(session, retry_interval_s=config.leader_interval_s)
+            if session is not None
+            else LeaseElector(
+                pool, instance_id=instance_id, retry_interval_s=config.leader_interval_s
+            )
+        )
         self._services = maintenance_services(
             pool, config, promoter=promoter, policy=policy, now=now
         )

@@ -25,6 +25,7 @@ from awa_django.maintenance.promoter import Promoter, PromoterConfig
 from awa_django.ops.cron_publish import declared_schedule_rows, publish_schedules
 from awa_django.ops.descriptors import Declarations, declared
 from awa_django.storage import connections
+from awa_django.storage.session import SharedSession
 from awa_django.worker.process import RunSummary, log_ready, worker_identity
 from awa_django.worker.reporter import InstanceReporter
 
@@ -43,6 +44,7 @@ class MaintenanceProcessConfig:
     retry_policy: RetryPolicy
     declared: Declarations
     runtime_snapshot_interval_s: float
+    session: bool = True  # AWA["WORKER_SESSION"]
 
     @classmethod
     def from_settings(cls, conf: AwaSettings) -> MaintenanceProcessConfig:
@@ -53,6 +55,7 @@ class MaintenanceProcessConfig:
             retry_policy=RetryPolicy.from_settings(conf),
             declared=declared(conf, registry.jobs()),
             runtime_snapshot_interval_s=conf.RUNTIME_SNAPSHOT_INTERVAL_S,
+            session=conf.WORKER_SESSION,
         )
 
 
@@ -75,13 +78,22 @@ class MaintenanceProcess:
     async def run(self) -> RunSummary:
         config = self.config
         schedules = declared_schedule_rows()
-        pool = await connections.open_pool(config.database_alias, max_size=4)
+        # Two connections, as a worker's: one for the maintenance passes, one session.
+        pool = await connections.open_pool(
+            config.database_alias, max_size=1, prepare=config.session
+        )
+        session = (
+            SharedSession(lambda: connections.connect(config.database_alias))
+            if config.session
+            else None
+        )
         await publish_schedules(pool, schedules)
         promoter = Promoter(pool, config.promoter)
         maintainer = self._maintainer = Maintainer(
             pool,
             config.maintenance,
-            connect=lambda: connections.connect(config.database_alias),
+            session=session,
+            instance_id=self.identity,
             promoter=promoter,
             policy=config.retry_policy,
             now=_utcnow,
@@ -110,6 +122,8 @@ class MaintenanceProcess:
             # Each loop finishes its current pass; the elector releases the lock.
             self.stopping.set()
             await asyncio.gather(*background, return_exceptions=True)
+            if session is not None:
+                await session.close()
             await reporter.withdraw()
             await pool.close()
             # Async signal receivers reach the ORM on asgiref's thread; its connection goes too.

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from io import TextIOBase
 from typing import Final, Protocol
 
+from django.db import connections as db_connections
+
 from awa_django.logs import TRACE, JsonFormatter
 from awa_django.worker import shutdown
 from awa_django.worker.process import RunSummary
@@ -66,6 +68,10 @@ def run_process(make: Callable[[], Process], *streams: TextIOBase) -> RunSummary
         shutdown.install(asyncio.get_running_loop(), process.request_stop)
         return await process.run()
 
+    # The startup checks (migrations) left a Django connection open on this thread, which the
+    # process would hold, idle, for its whole life: a third server connection (docs/deployment.md,
+    # "Scaling"). Nothing on this thread uses it again.
+    db_connections.close_all()
     summary = asyncio.run(main())
     if summary.abandoned:
         # Abandoned sync handlers still occupy pool threads, which the interpreter would join at

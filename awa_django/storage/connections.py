@@ -1,8 +1,9 @@
 """The worker's own psycopg connections, built from the Django database settings.
 
 Django's connection cannot LISTEN and is per thread, so the worker's asyncio core opens its own:
-one dedicated LISTEN connection and a small autocommit pool for claims, completions and
-promotion. Each statement on them is its own transaction.
+one session connection (LISTEN and the session advisory locks, ``storage.session``) and a
+one-connection autocommit pool for claims, completions, promotion and the other maintenance
+passes. Each statement on them is its own transaction.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from psycopg_pool import AsyncConnectionPool
 _DJANGO_ONLY: Final = ("cursor_factory", "context", "prepare_threshold")
 
 
-def connection_kwargs(alias: str) -> dict[str, Any]:
+def connection_kwargs(alias: str, *, application_name: str = "awa_worker") -> dict[str, Any]:
     """psycopg.connect keyword arguments for the database behind a Django alias, or behind a
-    libpq connection string (``AWA["WORKER_DATABASE"]`` may be either)."""
+    libpq connection string (``AWA["WORKER_DATABASE"]`` may be either); ``application_name``
+    unless the settings name one."""
     if alias in settings.DATABASES:
         params = dict(connections[alias].get_connection_params())
         for key in _DJANGO_ONLY:
@@ -31,7 +33,7 @@ def connection_kwargs(alias: str) -> dict[str, Any]:
     else:
         # Parsed, so the options added below extend the DSN's own instead of replacing them.
         params = conninfo_to_dict(alias)
-    params.setdefault("application_name", "awa_worker")
+    params.setdefault("application_name", application_name)
     # The worker's statements scan many small partitions whose cost estimates can cross the JIT
     # threshold; compiling them takes far longer than running them.
     # UTC, as Django's own connections use: timestamps then come back with Python's fixed UTC
@@ -62,14 +64,22 @@ async def _configure(conn: AsyncConnection[Any]) -> None:
 
 
 async def connect(alias: str) -> AsyncConnection[Any]:
-    """A dedicated autocommit connection (used for LISTEN)."""
-    return await AsyncConnection.connect(**connection_kwargs(alias), autocommit=True)
+    """A dedicated autocommit connection: the process's session (``storage.session``), named
+    ``awa_worker_session`` in pg_stat_activity so that it can be told from the pool's."""
+    return await AsyncConnection.connect(
+        **connection_kwargs(alias, application_name="awa_worker_session"), autocommit=True
+    )
 
 
-async def open_pool(alias: str, *, max_size: int) -> AsyncConnectionPool[Any]:
-    """An opened pool of autocommit connections."""
+async def open_pool(alias: str, *, max_size: int, prepare: bool = True) -> AsyncConnectionPool[Any]:
+    """An opened pool of autocommit connections. ``prepare=False``: psycopg prepares no
+    statement on the server, since behind a transaction pooler a prepared statement outlives
+    its transaction on a server connection the next transaction may not get."""
+    kwargs: dict[str, Any] = {**connection_kwargs(alias), "autocommit": True}
+    if not prepare:
+        kwargs["prepare_threshold"] = None
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        kwargs={**connection_kwargs(alias), "autocommit": True},
+        kwargs=kwargs,
         min_size=min(2, max_size),
         max_size=max_size,
         configure=_configure,

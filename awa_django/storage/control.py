@@ -29,6 +29,24 @@ async def release_leader_lock(conn: AsyncConnection[Any], *, key: int) -> bool:
     return bool(await _scalar(conn, "release_leader_lock", {"key": key}))
 
 
+async def take_leader_lease(
+    conn: AsyncConnection[Any], *, key: int, instance_id: str, ttl_s: float
+) -> bool:
+    """Take or renew the leader lease of ``instance_id`` (a runtime_instances row) unless another
+    instance holds one younger than ``ttl_s``; one transaction, safe behind a transaction
+    pooler."""
+    async with conn.transaction():
+        await conn.execute(_SQL["lock_leader_lease"], {"key": key})
+        cursor = await conn.execute(
+            _SQL["take_leader_lease"], {"instance_id": instance_id, "ttl_s": ttl_s}
+        )
+        return await cursor.fetchone() is not None
+
+
+async def release_leader_lease(conn: AsyncConnection[Any], *, instance_id: str) -> None:
+    await conn.execute(_SQL["release_leader_lease"], {"instance_id": instance_id})
+
+
 async def ping(conn: AsyncConnection[Any]) -> None:
     await _scalar(conn, "ping")
 

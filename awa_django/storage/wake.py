@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -22,10 +21,6 @@ async def arm_wake(conn: AsyncConnection[Any], *, queue: str, candidate: bool) -
 
 
 async def release_wake(conn: AsyncConnection[Any], *, queue: str, armed: bool) -> None:
-    """Give back ``queue``'s candidate lock, and its wake lock when ``armed``."""
+    """Give back ``queue``'s candidate lock, and its wake lock when ``armed``, and wake the
+    queue's other workers so that one of them takes over waiting."""
     await conn.execute(_SQL["release_wake"], {"queue": queue, "armed": armed})
-
-
-async def hand_over_wake(conn: AsyncConnection[Any], *, queues: Sequence[str]) -> None:
-    """Wake the workers of ``queues`` (this session is about to stop waiting for them)."""
-    await conn.execute(_SQL["hand_over_wake"], {"queues": list(queues)})

@@ -1,21 +1,19 @@
-"""LISTEN/NOTIFY wakeups: one connection listens for new work and for cancelled attempts.
+"""LISTEN/NOTIFY wakeups: the process's session connection (``storage.session``) listens for
+new work and for cancelled attempts; this module says what each notification means.
 
 Commits that publish work send ``pg_notify('awa', <queue>)`` while a worker waits for that
 queue (``worker.wake``); cancel and rescue send ``pg_notify('awa_cancel',
 '<job_id>:<run_lease>')``. Postgres delivers both at commit. The payloads carry the names, so no
 identifier is ever built from a queue name. Notifications are a hint: dispatchers also poll and
 heartbeats report closed attempts, so a lost notification or a dropped connection only delays
-things; the listener reconnects, and every dispatcher claims once it listens again.
+things; the session reconnects, and every dispatcher claims once it listens again.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, Final
-
-from psycopg import AsyncConnection
+from collections.abc import Callable
+from typing import Final
 
 logger = logging.getLogger(__name__)
 
@@ -23,51 +21,25 @@ WORK_CHANNEL: Final = "awa"
 CANCEL_CHANNEL: Final = "awa_cancel"
 # A sequential callback wait was resumed: '<job_id>:<run_lease>'.
 CALLBACK_CHANNEL: Final = "awa_callback"
-LISTEN_STATEMENTS: Final = ("LISTEN awa", "LISTEN awa_cancel", "LISTEN awa_callback")
+LISTEN_CHANNELS: Final = (WORK_CHANNEL, CANCEL_CHANNEL, CALLBACK_CHANNEL)
 
 
 class Notifier:
-    """Calls ``on_queue(queue)`` for new work and ``on_cancel(job_id, run_lease)`` for closed
-    attempts, until stopped."""
+    """Calls ``on_queue(queue)`` for new work, ``on_cancel(job_id, run_lease)`` for closed
+    attempts and ``on_callback(job_id, run_lease)`` for resumed callback waits."""
 
     def __init__(
         self,
-        connect: Callable[[], Awaitable[AsyncConnection[Any]]],
         *,
         on_queue: Callable[[str], None],
         on_cancel: Callable[[int, int], None],
         on_callback: Callable[[int, int], None] | None = None,
-        on_listening: Callable[[], None] | None = None,
     ) -> None:
-        self._connect = connect
         self._on_queue = on_queue
         self._on_cancel = on_cancel
         self._on_callback = on_callback
-        self._on_listening = on_listening
-        self.listening = asyncio.Event()
 
-    async def run(self, stopping: asyncio.Event) -> None:
-        delay = 0.5
-        while not stopping.is_set():
-            try:
-                async with await self._connect() as conn:
-                    for statement in LISTEN_STATEMENTS:
-                        await conn.execute(statement)
-                    self.listening.set()
-                    if self._on_listening is not None:
-                        self._on_listening()
-                    delay = 0.5
-                    async for notify in conn.notifies():
-                        self._dispatch(notify.channel, notify.payload)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                self.listening.clear()
-                logger.exception("listen connection lost, reconnecting in %.1fs", delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
-
-    def _dispatch(self, channel: str, payload: str) -> None:
+    def dispatch(self, channel: str, payload: str) -> None:
         if channel == WORK_CHANNEL:
             self._on_queue(payload)
         elif channel == CANCEL_CHANNEL:

@@ -1,8 +1,10 @@
 """Wires one worker process together and runs it until it is told to stop (or, in burst mode,
 until there is nothing left to do).
 
-Pieces: a dispatcher per queue, one completer, one heartbeat, one LISTEN notifier, a thread
-pool for sync handlers, a pool of autocommit connections and, unless disabled, a
+Pieces: a dispatcher per queue, one completer, one heartbeat, a thread pool for sync handlers,
+two server connections (a one-connection autocommit pool for claims, completions and
+maintenance passes; one session for LISTEN, the wake locks and the leader lock) and, unless
+disabled, a
 ``Maintainer`` (the leader elector and the maintenance services it runs while leading).
 ``awa_maintenance`` runs a ``Maintainer`` without this worker process
 (``awa_django.management.maintenance_process``).
@@ -40,12 +42,13 @@ from awa_django.ops.cron_publish import declared_schedule_rows, publish_schedule
 from awa_django.ops.descriptors import Declarations, declared
 from awa_django.storage import connections
 from awa_django.storage.backlog import seconds_until_next_due
+from awa_django.storage.session import SharedSession
 from awa_django.worker.completer import Completer
 from awa_django.worker.dispatcher import Dispatcher, ExecutingAttempt
 from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.heartbeat import Heartbeat
 from awa_django.worker.job_log import JobLog, JobLogConfig
-from awa_django.worker.notifier import Notifier
+from awa_django.worker.notifier import LISTEN_CHANNELS, Notifier
 from awa_django.worker.rate_limit import RateLimit
 from awa_django.worker.reporter import InstanceReporter
 from awa_django.worker.wake import WakeLocks
@@ -87,6 +90,9 @@ class WorkerConfig:
     # What this process declares (DLQ policies, descriptors), published with its snapshot.
     declared: Declarations = field(default_factory=Declarations)
     runtime_snapshot_interval_s: float = 10.0
+    # False (AWA["WORKER_SESSION"]): poll-only, no session connection (no LISTEN, no wake
+    # locks, a leader lease instead of the session lock), for a transaction pooler.
+    session: bool = True
     job_log: JobLogConfig = field(default_factory=JobLogConfig)
 
 
@@ -183,6 +189,7 @@ def config_from_settings(
         },
         declared=declared(conf, registry.jobs()),
         runtime_snapshot_interval_s=conf.RUNTIME_SNAPSHOT_INTERVAL_S,
+        session=conf.WORKER_SESSION,
         job_log=JobLogConfig.from_settings(conf),
     )
 
@@ -207,7 +214,7 @@ class WorkerProcess:
         self.stopping = asyncio.Event()
         self.ready = asyncio.Event()
         self._dispatchers: dict[str, Dispatcher] = {}
-        self._notifier: Notifier | None = None
+        self._session: SharedSession | None = None
         self._wake: WakeLocks | None = None
         self._callbacks: CallbackHub | None = None
         self.maintainer: Maintainer | None = None
@@ -251,11 +258,9 @@ class WorkerProcess:
             dispatcher.poke()
 
     def _on_listening(self) -> None:
-        # The LISTEN connection is (back) up: work committed while it was down notified no one,
-        # nor did resumes of sequential callback waits, and the wake locks may have gone with
-        # the server it lost. Every dispatcher claims once, every wait polls once.
-        if self._wake is not None:
-            self._wake.forget()
+        # The session is (back) up: work committed while it was down notified no one, nor did
+        # resumes of sequential callback waits (the wake locks forgot what the lost connection
+        # held). Every dispatcher claims once, every wait polls once.
         for dispatcher in self._dispatchers.values():
             dispatcher.poke()
         if self._callbacks is not None:
@@ -271,7 +276,11 @@ class WorkerProcess:
     async def run(self) -> RunSummary:
         config = self.config
         schedules = declared_schedule_rows()
-        pool = await connections.open_pool(config.database_alias, max_size=4 + len(config.queues))
+        # One connection for every claim, completion, heartbeat and maintenance pass, whatever
+        # the concurrency and the number of queues: each statement is short and batched.
+        pool = await connections.open_pool(
+            config.database_alias, max_size=1, prepare=config.session
+        )
         await publish_schedules(pool, schedules)
         weighted = (
             WeightedPermits(config.worker_concurrency, config.shares)
@@ -300,21 +309,26 @@ class WorkerProcess:
             poll_interval_s=config.poll_interval_s,
             stopping=self.stopping,
         )
-        if config.queues:
-            self._notifier = Notifier(
+        # The one session connection: LISTEN (a worker with queues), the wake locks and the
+        # leader lock (docs/deployment.md, "Scaling").
+        notifier = Notifier(
+            on_queue=self._on_notify, on_cancel=self._on_cancel, on_callback=self._callbacks.wake
+        )
+        session = self._session = (
+            SharedSession(
                 lambda: connections.connect(config.database_alias),
-                on_queue=self._on_notify,
-                on_cancel=self._on_cancel,
-                on_callback=self._callbacks.wake,
+                listen=LISTEN_CHANNELS if config.queues else (),
+                on_notify=notifier.dispatch,
                 on_listening=self._on_listening,
             )
-        # A burst run exits once it finds nothing, so it never waits for a notification.
+            if config.session
+            else None
+        )
+        # A burst run exits once it finds nothing, so it never waits for a notification; a
+        # poll-only one has no session to hold wake locks on.
         wake = self._wake = (
-            WakeLocks(
-                lambda: connections.connect(config.database_alias),
-                listening=self._notifier.listening,
-            )
-            if self._notifier is not None and not config.burst
+            WakeLocks(session)
+            if session is not None and config.queues and not config.burst
             else None
         )
         for queue, concurrency in config.queues.items():
@@ -352,7 +366,7 @@ class WorkerProcess:
         await reporter.report_once()
         completer.start()
         drained = asyncio.Event()  # set once in-flight work is done: heartbeats and leadership stop
-        background = self._start_background(pool, promoter, completer, drained)
+        background = self._start_background(pool, session, promoter, completer, drained)
         background.append(
             asyncio.create_task(
                 reporter.run(
@@ -388,11 +402,13 @@ class WorkerProcess:
             # The listener only ends by cancellation; the other background tasks watch
             # `drained` and finish their current pass (the leader releases its lock).
             for task in background:
-                if task.get_name() in ("awa-notifier", "awa-burst"):
+                if task.get_name() in ("awa-session", "awa-burst"):
                     task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
             if wake is not None:
                 await wake.close()
+            if session is not None:
+                await session.close()
             await reporter.withdraw()
             await pool.close()
             threads.shutdown()
@@ -411,14 +427,15 @@ class WorkerProcess:
     def _start_background(
         self,
         pool: AsyncConnectionPool[Any],
+        session: SharedSession | None,
         promoter: Promoter,
         completer: Completer,
         drained: asyncio.Event,
     ) -> list[asyncio.Task[None]]:
         config = self.config
         tasks: list[asyncio.Task[None]] = []
-        if self._notifier is not None:
-            tasks.append(asyncio.create_task(self._notifier.run(drained), name="awa-notifier"))
+        if session is not None and config.queues:
+            tasks.append(asyncio.create_task(session.run(drained), name="awa-session"))
         if config.queues:
             heartbeat = Heartbeat(
                 pool,
@@ -434,7 +451,8 @@ class WorkerProcess:
             self.maintainer = Maintainer(
                 pool,
                 config.maintenance,
-                connect=lambda: connections.connect(config.database_alias),
+                session=session,
+                instance_id=self.identity,
                 promoter=promoter,
                 policy=config.retry_policy,
                 now=_utcnow,
@@ -447,8 +465,8 @@ class WorkerProcess:
         return tasks
 
     async def _wait_listening(self) -> None:
-        if self._notifier is not None:
-            await asyncio.wait_for(self._notifier.listening.wait(), timeout=30)
+        if self._session is not None and self.config.queues:
+            await asyncio.wait_for(self._session.listening.wait(), timeout=30)
 
     async def _drain(self, dispatch: list[asyncio.Task[None]], completer: Completer) -> int:
         """Stop claiming, then give in-flight jobs and the writes of their results until the

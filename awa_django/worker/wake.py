@@ -2,19 +2,22 @@
 
 A commit that NOTIFYs takes a lock PostgreSQL holds through the commit's WAL flush, one for the
 whole server, so producers that all notified would commit one at a time. Producers therefore
-notify only while a worker waits: a waiting worker holds its queue's wake lock on a session of
-its own (``WakeLocks``), and a producer's commit that finds no such lock sends nothing
-(``awa.publish_ready``). The handshake cannot lose a wake-up: a producer that found no waiter
-holds the lock shared until its commit is visible, so a worker that is about to wait gets the
-lock only after that commit, and claims once more before it sleeps.
+notify only while a worker waits: a waiting worker holds its queue's wake lock on the process's
+session connection (``WakeLocks``), and a producer's commit that finds no such lock sends
+nothing (``awa.publish_ready``). The handshake cannot lose a wake-up: a producer that found no
+waiter holds the lock shared until its commit is visible, so a worker that is about to wait gets
+the lock only after that commit, and claims once more before it sleeps.
 
 A dispatcher that just had work does not wait at once (``IdleWait``): for a few milliseconds
 it polls, every 1, 2, then 4 ms, so a steady stream of jobs is claimed without any notification
 and its producers commit in parallel. Only once nothing came for ``HOT_WINDOW_S`` does it take
 the wake lock and sleep until a notification or the poll interval. One process per queue holds
 the lock (the candidate); the others sleep too, and wake with it, since every listener gets
-every notification, or after ``TAKEN_POLL_S`` at most, in case the candidate got work and
-stopped waiting.
+every notification. When the candidate stops waiting (it got work), giving its locks back
+notifies the queue, so that the others claim and one of them takes over waiting; they need not
+poll meanwhile, which is what an idle fleet would otherwise spend its statements on (#37). Only
+a candidate that dies without giving its locks back leaves them sleeping, until the poll
+interval at most.
 """
 
 from __future__ import annotations
@@ -24,13 +27,11 @@ import contextlib
 import enum
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, Final
-
-from psycopg import AsyncConnection
+from typing import Final
 
 from awa_django.core.events import wait_for_any
 from awa_django.storage import wake as storage
+from awa_django.storage.session import SharedSession
 
 logger = logging.getLogger(__name__)
 
@@ -45,9 +46,6 @@ BUSY_RETRY_S: Final = 0.002
 # While the wake lock cannot be held (its session or the LISTEN connection is down, so no
 # notification would arrive), the dispatcher polls this often.
 UNAVAILABLE_POLL_S: Final = 0.05
-# While another process is the candidate, at most this long between claims: the candidate
-# stops waiting as soon as it gets work, and then nobody is woken until someone claims again.
-TAKEN_POLL_S: Final = 0.1
 
 
 class WakeState(enum.Enum):
@@ -58,50 +56,42 @@ class WakeState(enum.Enum):
 
 
 class WakeLocks:
-    """This process's wake locks: one session, holding per queue the candidate lock and, while
-    the queue's dispatcher waits, the wake lock."""
+    """This process's wake locks, on its session connection (shared with LISTEN and the leader
+    lock): per queue the candidate lock and, while the queue's dispatcher waits, the wake lock."""
 
-    def __init__(
-        self,
-        connect: Callable[[], Awaitable[AsyncConnection[Any]]],
-        *,
-        listening: asyncio.Event,
-    ) -> None:
-        self._connect = connect
-        self._listening = listening
-        self._conn: AsyncConnection[Any] | None = None
-        # One statement at a time on the session.
-        self._lock = asyncio.Lock()
-        # Queues whose candidate lock this session holds -> whether it holds the wake lock too.
+    def __init__(self, session: SharedSession) -> None:
+        self._session = session
+        # Queues whose candidate lock the session holds -> whether it holds the wake lock too.
         self._held: dict[str, bool] = {}
+        # The session generation the locks in _held were taken in.
+        self._generation = 0
         self._releases: set[asyncio.Task[None]] = set()
+        session.on_reset(self.forget)
 
     async def arm(self, queue: str) -> WakeState:
         """Try to wait for ``queue``: on ARMED, commits to it notify from now on."""
-        if not self._listening.is_set():
+        if not self._session.listening.is_set():
             # A notification would reach no one.
             return WakeState.UNAVAILABLE
-        async with self._lock:
-            try:
-                if self._conn is None or self._conn.closed:
-                    self._conn = await self._connect()
-                conn = self._conn
+        try:
+            async with self._session.use() as conn:
+                generation = self._session.generation
+                if generation != self._generation:
+                    # A new connection: whatever the old one held went with it.
+                    self._held.clear()
+                    self._generation = generation
                 state = WakeState(
                     await storage.arm_wake(conn, queue=queue, candidate=queue in self._held)
                 )
-            except Exception:
-                logger.warning("wake lock session failed; polling until it is back", exc_info=True)
-                await self._lose_session()
-                return WakeState.UNAVAILABLE
-            if conn is not self._conn:
-                # Forgotten meanwhile (the LISTEN connection came back): the locks just taken
-                # go with the session being closed, and the next arm takes them on a new one.
-                return WakeState.UNAVAILABLE
-            if state is WakeState.TAKEN:
-                self._held.pop(queue, None)
-            else:
-                self._held[queue] = state is WakeState.ARMED
-            return state
+                if state is WakeState.TAKEN:
+                    self._held.pop(queue, None)
+                else:
+                    self._held[queue] = state is WakeState.ARMED
+                return state
+        except Exception:
+            logger.warning("wake lock session failed; polling until it is back", exc_info=True)
+            self._held.clear()
+            return WakeState.UNAVAILABLE
 
     def release(self, queue: str) -> None:
         """Stop waiting for ``queue`` (commits stop notifying) and stop being its candidate,
@@ -112,49 +102,41 @@ class WakeLocks:
             task.add_done_callback(self._releases.discard)
 
     async def _release(self, queue: str) -> None:
-        async with self._lock:
-            armed = self._held.pop(queue, None)
-            if armed is None or self._conn is None:
-                return
-            try:
-                await storage.release_wake(self._conn, queue=queue, armed=armed)
-            except Exception:
-                logger.warning("wake lock session failed", exc_info=True)
-                await self._lose_session()
+        try:
+            async with self._session.use() as conn:
+                armed = self._held.pop(queue, None)
+                if armed is None or self._session.generation != self._generation:
+                    return
+                await storage.release_wake(conn, queue=queue, armed=armed)
+        except Exception:
+            logger.warning("wake lock session failed", exc_info=True)
+            self._held.clear()
 
     def holds(self, queue: str) -> bool:
         """Whether this process waits for ``queue`` (holds its wake lock), as far as it knows."""
         return self._held.get(queue, False)
 
     def forget(self) -> None:
-        """Drop the session and what it held, for instance after the LISTEN connection was lost
-        and came back: the server may have restarted, taking both sessions' locks with it.
-        Dispatchers then take the locks again on a new session."""
+        """Drop what the session held, for instance after its connection was lost and came
+        back: the server may have restarted, taking the locks with it. Dispatchers then take the
+        locks again."""
         self._held.clear()
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            task = asyncio.ensure_future(conn.close())
-            self._releases.add(task)
-            task.add_done_callback(self._releases.discard)
-
-    async def _lose_session(self) -> None:
-        # The session's locks went with it.
-        self._held.clear()
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                await self._conn.close()
-        self._conn = None
 
     async def close(self) -> None:
         """Give every lock back, waking the queues this process waited for so that another
-        process takes over waiting, and close the session."""
+        process takes over waiting (the session's owner closes the connection)."""
         await asyncio.gather(*self._releases, return_exceptions=True)
-        async with self._lock:
-            if self._conn is not None and self._held:
-                with contextlib.suppress(Exception):
-                    await storage.hand_over_wake(self._conn, queues=sorted(self._held))
-            self._held.clear()
-            await self._lose_session()
+        if not self._held:
+            return
+        with contextlib.suppress(Exception):
+            async with self._session.use() as conn:
+                if self._session.generation == self._generation:
+                    # Unlocked before the others wake (release_wake notifies at commit): one
+                    # that woke while the locks were still held would find the queue taken and
+                    # sleep until its next poll.
+                    for queue, armed in sorted(self._held.items()):
+                        await storage.release_wake(conn, queue=queue, armed=armed)
+        self._held.clear()
 
 
 class IdleWait:
@@ -204,4 +186,6 @@ class IdleWait:
         elif state is WakeState.UNAVAILABLE:
             await wait_for_any(wakeup, stopping, timeout=UNAVAILABLE_POLL_S)
         else:
-            await wait_for_any(wakeup, stopping, timeout=min(self._poll_interval_s, TAKEN_POLL_S))
+            # Another process is the candidate: it wakes this one with every notification, and
+            # when it stops waiting (release_wake notifies).
+            await wait_for_any(wakeup, stopping, timeout=self._poll_interval_s)

@@ -52,13 +52,32 @@ def test_another_worker_takes_over_waiting_when_the_waiting_one_stops(worker_pro
     assert second.proc.poll() is None
 
 
+def test_a_busy_candidate_hands_waiting_over_to_an_idle_worker(worker_process):
+    # Each worker runs one job at a time, and polls only every 30 s. Whichever was the queue's
+    # waiting candidate, once one runs the first job the other must be the one woken for the
+    # second: the busy one gave its wake locks back and notified (release_wake), so the idle one
+    # took over waiting, rather than both sleeping until their next poll.
+    workers = [worker_process("--queue", "default=1", env=POLL).wait_ready() for _ in range(2)]
+    # Which of them ends up waiting is a race each round, hence several rounds.
+    for round_ in range(5):
+        time.sleep(0.5)  # both idle: one holds the wake lock, the other sleeps
+        busy = awa.enqueue("tests.sleepy", args={"seconds": 1.5})
+        wait_until(lambda busy=busy: awa.get_job(busy).state == "running", timeout=5)
+        time.sleep(0.2)
+        second = awa.enqueue("tests.record", args={"n": round_})
+        wait_until(lambda second=second: awa.get_job(second).state == "completed", timeout=40)
+        assert started_after_commit(second) < 1.0, round_
+        wait_until(lambda busy=busy: awa.get_job(busy).state == "completed", timeout=5)
+    assert all(worker.proc.poll() is None for worker in workers)
+
+
 def terminate_the_listener() -> None:
-    """End the worker's LISTEN connection from the server side, as a failover or a network
-    cut would; its last statement was one of its LISTENs."""
+    """End the worker's LISTEN connection (its session) from the server side, as a failover or
+    a network cut would."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND query LIKE 'LISTEN%%'"
+            " WHERE datname = current_database() AND application_name = 'awa_worker_session'"
         )
         assert cursor.rowcount == 1
 
@@ -72,7 +91,7 @@ def test_work_committed_while_the_listen_connection_was_down_is_claimed_once_it_
     job_id = awa.enqueue("tests.record", args={"n": 1})
     wait_until(lambda: awa.get_job(job_id).state == "completed", timeout=10)
     assert started_after_commit(job_id) < 5.0
-    assert "listen connection lost" in worker.output
+    assert "session connection lost" in worker.output
 
 
 def test_a_resume_committed_while_the_listen_connection_was_down_reaches_its_waiting_handler(
@@ -87,4 +106,4 @@ def test_a_resume_committed_while_the_listen_connection_was_down_reaches_its_wai
     # back, not 30 s later.
     awa.resume_external(token, {"approved": True})
     wait_for_state(job_id, "completed", timeout=10)
-    assert "listen connection lost" in worker.output
+    assert "session connection lost" in worker.output

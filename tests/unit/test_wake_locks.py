@@ -1,5 +1,5 @@
-"""``WakeLocks`` when the LISTEN connection comes back while a dispatcher is arming, without a
-database: the locks taken on the session being dropped are not believed held."""
+"""``WakeLocks`` when the session connection is lost while a dispatcher waits, without a
+database: the locks taken on the connection that went are not believed held."""
 
 from __future__ import annotations
 
@@ -8,48 +8,64 @@ from typing import Any
 
 import pytest
 
+from awa_django.storage.session import SharedSession
 from awa_django.worker import wake
 from awa_django.worker.wake import WakeLocks, WakeState
 
 
-class Session:
+class Connection:
     closed = False
+
+    async def execute(self, statement: str) -> None:
+        pass
 
     async def close(self) -> None:
         self.closed = True
 
 
-def test_an_arm_that_ends_after_the_session_was_forgotten_holds_nothing(
+def test_locks_taken_on_a_lost_connection_are_not_believed_held(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     async def main() -> None:
-        entered, answer = asyncio.Event(), asyncio.Event()
-        sessions: list[Session] = []
+        opened: list[Connection] = []
 
         async def connect() -> Any:
-            sessions.append(Session())
-            return sessions[-1]
+            opened.append(Connection())
+            return opened[-1]
 
         async def arm_wake(conn: Any, *, queue: str, candidate: bool) -> str:
-            entered.set()
-            await answer.wait()
             return "armed"
 
+        released: list[Any] = []
+
+        async def release_wake(conn: Any, *, queue: str, armed: bool) -> None:
+            released.append(conn)
+
         monkeypatch.setattr(wake.storage, "arm_wake", arm_wake)
-        listening = asyncio.Event()
-        listening.set()
-        locks = WakeLocks(connect, listening=listening)
-        arming = asyncio.create_task(locks.arm("default"))
-        await entered.wait()
-        locks.forget()  # the LISTEN connection came back: the server may have restarted
-        answer.set()
-        assert await arming is WakeState.UNAVAILABLE
-        assert not locks.holds("default")
-        await asyncio.sleep(0)
-        assert sessions[0].closed
-        # The next arm takes the locks again, on a new session.
-        entered.clear()
+        monkeypatch.setattr(wake.storage, "release_wake", release_wake)
+        session = SharedSession(connect, listen=("awa",))
+        locks = WakeLocks(session)
+        # Not listening yet: a notification would reach no one.
+        assert await locks.arm("default") is WakeState.UNAVAILABLE
+        async with session.use():
+            pass
         assert await locks.arm("default") is WakeState.ARMED
-        assert locks.holds("default") and len(sessions) == 2
+        assert locks.holds("default")
+
+        # A statement fails: the session closes its connection, which held the locks.
+        with pytest.raises(RuntimeError):
+            async with session.use():
+                raise RuntimeError("connection broke")
+        assert opened[0].closed and not locks.holds("default")
+        locks.release("default")  # holds nothing: no statement
+        await asyncio.sleep(0)
+        assert released == []
+
+        # Taken again on a new connection.
+        assert await locks.arm("default") is WakeState.UNAVAILABLE  # not listening meanwhile
+        async with session.use():
+            pass
+        assert await locks.arm("default") is WakeState.ARMED
+        assert locks.holds("default") and len(opened) == 2
 
     asyncio.run(main())

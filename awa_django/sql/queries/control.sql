@@ -93,3 +93,27 @@ BEGIN
     END IF;
 END
 $$
+
+-- name: lock_leader_lease
+-- Poll-only processes (AWA['WORKER_SESSION'] = False) hold no session, so leadership is a lease
+-- on their awa.runtime_instances row (is_leader, renewed through last_seen_at). Taking or
+-- renewing it runs in one transaction that first takes this transaction-scoped lock, so the
+-- check below and the write after it see every other elector's committed lease.
+SELECT pg_advisory_xact_lock(%(key)s::bigint)
+
+-- name: take_leader_lease
+-- Takes (or renews) the lease for this instance unless another instance holds a lease that has
+-- not expired; one row when this instance leads. Run after lock_leader_lease, in its transaction.
+UPDATE awa.runtime_instances
+   SET is_leader = true, last_seen_at = now()
+ WHERE instance_id = %(instance_id)s
+   AND NOT EXISTS (
+       SELECT 1 FROM awa.runtime_instances other
+        WHERE other.is_leader
+          AND other.instance_id <> %(instance_id)s
+          AND other.last_seen_at > now() - make_interval(secs => %(ttl_s)s::double precision))
+RETURNING instance_id
+
+-- name: release_leader_lease
+-- Gives the lease back on shutdown so another process can take over at once.
+UPDATE awa.runtime_instances SET is_leader = false WHERE instance_id = %(instance_id)s

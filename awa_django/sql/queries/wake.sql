@@ -19,12 +19,11 @@ SELECT CASE
        END AS state
 
 -- name: release_wake
--- Gives back the queue's wake lock (when held) and candidate lock.
+-- Gives back the queue's wake lock (when held) and candidate lock, and notifies the queue: the
+-- other processes that sleep on it (they were not the candidate) claim, and one of them takes
+-- over waiting, instead of polling in case this one stopped; also on a clean exit. The locks go
+-- at once and the notification at commit, so whoever it wakes finds them free.
 SELECT CASE WHEN %(armed)s::boolean
             THEN pg_advisory_unlock(1096237385, hashtext(%(queue)s)) END,
-       pg_advisory_unlock(1096237399, hashtext(%(queue)s))
-
--- name: hand_over_wake
--- On a clean exit: wakes the queues this process was waiting for, so that another worker's
--- dispatcher claims and, finding nothing, takes over waiting.
-SELECT pg_notify('awa', q) FROM unnest(%(queues)s::text[]) AS q
+       pg_advisory_unlock(1096237399, hashtext(%(queue)s)),
+       pg_notify('awa', %(queue)s)
