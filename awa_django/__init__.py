@@ -71,6 +71,7 @@ from awa_django.producer.workflows import (
     get_workflow,
     group,
     list_workflows,
+    retry_workflow_step,
     wait_workflow,
 )
 
@@ -142,6 +143,7 @@ __all__ = [
     "resume_external",
     "retry",
     "retry_external",
+    "retry_workflow_step",
     "run_now",
     "runtimes",
     "sign_callback",

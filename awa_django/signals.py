@@ -47,6 +47,14 @@ job_cancelled = Signal()
 # ``job_failed`` is sent too).
 job_rescued = Signal()
 
+# A workflow reached its terminal state: ``workflow_id``, ``name`` and ``state`` ("completed",
+# "failed" or "cancelled"). Sent once per workflow, after the commit of the transaction that
+# ended it, by the closer that wrote it: the worker whose close of a step finished it (from
+# its event loop, like the job signals), or ``awa.cancel_workflow`` (on commit of the
+# caller's transaction). A workflow that a retried step resumes is sent again when it ends
+# again. Not sent when a workflow ends by another path: see docs/workflows.md.
+workflow_finished = Signal()
+
 
 async def send_robust(signal: Signal, *, sender: type, **kwargs: Any) -> None:
     """Send ``signal`` from the worker's event loop (``sender`` is ``awa.Job``, which the

@@ -23,8 +23,22 @@ Measurements, each on an emptied queue with one real ``awa_worker`` process (``b
   created under another name for the run), rolled back so the same attempts close again;
   medians of ``--close-reps`` runs, interleaved.
 
-Celery (canvas on Redis) and Chancy (``WorkflowPlugin``) are not run by this harness yet: it
-says so in its output and in the results file.
+Then the same workloads on the peers (``--peers celery,chancy``, the default; ``--peers ''``
+for none), each in its own virtual environment, ``.venv-peers/<peer>``, made and filled with
+pip on first use (a peer that cannot be installed, or whose service is missing, is skipped
+with the reason, in the output and the results file):
+
+- **Celery** (``benchmarks/workflow_peers/celery_canvas.py``): its canvas (``chain``,
+  ``chord``, ``group``) on a Redis broker and result backend, served by Debian's
+  ``redis-server`` (found on the PATH or in /usr/bin, /usr/sbin; ``apt-get install
+  redis-server``) on a free port with persistence off, and one ``celery worker`` process of
+  ``--concurrency`` prefork children. The chord gap is from the last member's body ending to
+  the callback's body starting (Celery's own accounting of a member comes after its body).
+- **Chancy** (``benchmarks/workflow_peers/chancy_flows.py``): its ``WorkflowPlugin`` in this
+  run's database (its own ``chancy_*`` tables), one process holding the driver and a Chancy
+  ``Worker`` of ``--concurrency`` async jobs on queue ``bench`` (polling every second, eager
+  polling on). Its workflows advance on the leader only: a warm-up workflow waits for the
+  worker to win the leadership first (about a minute), reported apart, not counted.
 
 Writes every sample and the environment to ``benchmarks/results/workflows-<UTC time>.json``.
 """
@@ -34,6 +48,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -45,11 +61,12 @@ from typing import Any
 from benchmarks import close_timing
 from benchmarks.close_timing import percentile
 
+ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-PEERS = {
-    "celery": "not run by this harness yet (canvas on a Redis broker and result backend)",
-    "chancy": "not run by this harness yet (WorkflowPlugin)",
-}
+PEERS_DIR = Path(__file__).resolve().parent / "workflow_peers"
+# Each peer's own virtual environment (``.venv*`` is ignored by git) and what pip puts in it.
+PEER_VENVS = ROOT / ".venv-peers"
+PEER_PACKAGES = {"celery": ["celery[redis]>=5.3"], "chancy": ["chancy>=0.26"]}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -63,6 +80,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--drain", type=int, default=20000)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--close-reps", type=int, default=300)
+    parser.add_argument("--peers", default="celery,chancy", help="comma-separated; '' for none")
     parser.add_argument("--output", type=Path)
     return parser.parse_args(argv)
 
@@ -190,6 +208,131 @@ def measure_close(reps: int) -> dict[str, dict[str, list[float]]]:
     )
 
 
+def peer_python(peer: str) -> tuple[Path | None, str]:
+    """The Python of ``peer``'s virtual environment, made and filled on first use; or None and
+    why it could not be."""
+    venv = PEER_VENVS / peer
+    python = venv / "bin" / "python"
+    if python.exists():
+        return python, ""
+    packages = PEER_PACKAGES[peer]
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", *packages],
+            check=True, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        shutil.rmtree(venv, ignore_errors=True)
+        detail = getattr(exc, "stderr", None) or exc
+        return None, f"pip could not install {' '.join(packages)}: {str(detail).strip()[-300:]}"
+    return python, ""
+
+
+def find_redis_server() -> str | None:
+    """Debian's redis-server: on the PATH, or where the package puts it."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    for path in ("/usr/bin/redis-server", "/usr/sbin/redis-server"):
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run_celery(args: argparse.Namespace) -> dict[str, Any]:
+    """The workloads on Celery's canvas (workflow_peers/celery_canvas.py), with its own Redis;
+    ``{"skipped": why}`` when Redis or Celery is missing or the run fails."""
+    server = find_redis_server()
+    if server is None:
+        return {"skipped": "Debian's redis-server is not installed (apt-get install redis-server)"}
+    python, why = peer_python("celery")
+    if python is None:
+        return {"skipped": why}
+    port = free_port()
+    redis = subprocess.Popen(
+        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or redis.poll() is not None:
+                    return {"skipped": f"{server} did not start"}
+                time.sleep(0.05)
+        return run_peer(
+            "Celery", python, "celery_canvas.py", args,
+            {"BENCH_REDIS_URL": f"redis://127.0.0.1:{port}/0"},
+        )  # fmt: skip
+    finally:
+        redis.terminate()
+        redis.wait(30)
+
+
+def run_peer(
+    who: str, python: Path, script: str, args: argparse.Namespace, env: dict[str, str]
+) -> dict[str, Any]:
+    """Run a peer's script with the workload sizes; its results, or why it failed."""
+    argv = [str(python), script]
+    for name in ("chains", "chain_length", "chords", "chord_size", "groups", "group_size",
+                 "drain", "concurrency"):  # fmt: skip
+        argv += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    done = subprocess.run(
+        argv, cwd=PEERS_DIR, capture_output=True, text=True, env={**os.environ, **env}
+    )
+    if done.returncode != 0:
+        return {"skipped": f"the {who} run failed: {done.stderr.strip()[-500:]}"}
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def run_chancy(args: argparse.Namespace) -> dict[str, Any]:
+    """The workloads on Chancy's WorkflowPlugin (workflow_peers/chancy_flows.py), in this run's
+    database (Chancy keeps its own tables); ``{"skipped": why}`` when it cannot run."""
+    python, why = peer_python("chancy")
+    if python is None:
+        return {"skipped": why}
+    from django.db import connection
+
+    settings = connection.settings_dict
+    url = os.environ.get("DATABASE_URL") or (
+        f"postgresql://{settings['USER']}:{settings['PASSWORD']}@{settings['HOST']}:"
+        f"{settings['PORT']}/{settings['NAME']}"
+    )
+    return run_peer("Chancy", python, "chancy_flows.py", args, {"DATABASE_URL": url})
+
+
+def print_results(who: str, results: dict[str, Any], args: argparse.Namespace) -> None:
+    chains, chords = results["chains"], results["chords"]
+    groups, drain = results["groups"], results["drain"]
+    print(
+        f"{who}: {args.chains} chains of {args.chain_length}: {chains['wall_s']:.2f} s, "
+        f"{chains['steps_per_s']:.0f} steps/s"
+    )
+    print(
+        f"{who}: {args.chords} chords of {args.chord_size}: callback starts "
+        f"p50 {chords['p50_ms']:.1f} ms, p99 {chords['p99_ms']:.1f} ms after the last member"
+    )
+    print(
+        f"{who}: {args.groups} groups of {args.group_size} with a chord each: "
+        f"{groups['wall_s']:.2f} s"
+    )
+    print(
+        f"{who}: drain of {args.drain}: plain {drain['plain_jobs_per_s']:.0f} jobs/s, "
+        f"steps {drain['steps_per_s']:.0f}/s (ratio {drain['ratio']:.2f})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchmarks.settings")
@@ -205,36 +348,29 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     concurrency = args.concurrency
     results["chains"] = with_worker(concurrency, lambda: run_chains(args.chains, args.chain_length))
-    print(
-        f"{args.chains} chains of {args.chain_length}: {results['chains']['wall_s']:.2f} s, "
-        f"{results['chains']['steps_per_s']:.0f} steps/s"
-    )
     results["chords"] = with_worker(concurrency, lambda: run_chords(args.chords, args.chord_size))
-    print(
-        f"{args.chords} chords of {args.chord_size}: callback starts "
-        f"p50 {results['chords']['p50_ms']:.1f} ms, p99 {results['chords']['p99_ms']:.1f} ms "
-        "after the last member's completion"
-    )
     results["groups"] = with_worker(concurrency, lambda: run_groups(args.groups, args.group_size))
-    print(
-        f"{args.groups} groups of {args.group_size} with a chord each: "
-        f"{results['groups']['wall_s']:.2f} s"
-    )
     results["drain"] = with_worker(concurrency, lambda: run_drain(args.drain))
-    print(
-        f"drain of {args.drain}: plain {results['drain']['plain_jobs_per_s']:.0f} jobs/s, "
-        f"steps {results['drain']['steps_per_s']:.0f}/s "
-        f"(ratio {results['drain']['ratio']:.2f})"
-    )
+    print_results("awa_django", results, args)
     results["close_execution_ms"] = measure_close(args.close_reps)
     for size, variants in results["close_execution_ms"].items():
         medians = ", ".join(
             f"{name} {statistics.median(values) * 1000:.0f} µs" for name, values in variants.items()
         )
         print(f"close statement, {size}: median {medians}")
-    for peer, why in PEERS.items():
-        print(f"{peer}: skipped, {why}")
-    results["peers"] = PEERS
+    peers: dict[str, Any] = {}
+    for peer in filter(None, args.peers.split(",")):
+        if peer == "celery":
+            peers[peer] = run_celery(args)
+        elif peer == "chancy":
+            peers[peer] = run_chancy(args)
+        else:
+            peers[peer] = {"skipped": "unknown peer (celery, chancy)"}
+        if "skipped" in peers[peer]:
+            print(f"{peer}: skipped, {peers[peer]['skipped']}")
+        else:
+            print_results(peer, peers[peer], args)
+    results["peers"] = peers
     env["machine"]["loadavg_at_end"] = list(os.getloadavg())
     output = args.output or RESULTS_DIR / (
         f"workflows-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"

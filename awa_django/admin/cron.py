@@ -1,6 +1,7 @@
-"""The cron page: every stored schedule (every deployment's) with its last and next fire, and
-pause, resume and trigger-now. It lives under queue health, with the same permissions: view to
-see it, change to act; an action writes one admin log entry naming the schedule."""
+"""The cron page: every stored schedule (every deployment's) with its last and next fire, its
+recent fires with their jobs' outcomes, and pause, resume and trigger-now. It lives under queue
+health, with the same permissions: view to see it, change to act; an action writes one admin log
+entry naming the schedule."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ from awa_django.declarations.cron_expression import CronExpression
 from awa_django.exceptions import InvalidSchedule
 from awa_django.producer import cron
 
+# The fires of each schedule the page shows (the database keeps 50).
+RECENT_FIRES_SHOWN = 10
+
 
 class CronActionForm(forms.Form):
     action = forms.ChoiceField(
@@ -37,19 +41,24 @@ class ScheduleRow:
     schedule: cron.CronJobRecord
     next_fire_at: datetime | None
     problem: str | None
+    # Its newest fires and triggers, newest first, with their jobs' states.
+    fires: list[cron.CronFire]
 
 
-def schedule_rows(schedules: list[cron.CronJobRecord], now: datetime) -> list[ScheduleRow]:
+def schedule_rows(
+    schedules: list[cron.CronJobRecord], now: datetime, fires: dict[str, list[cron.CronFire]]
+) -> list[ScheduleRow]:
     rows = []
     for schedule in schedules:
+        recent = fires.get(schedule.name, [])
         if schedule.paused_at is not None:
-            rows.append(ScheduleRow(schedule, None, None))
+            rows.append(ScheduleRow(schedule, None, None, recent))
             continue
         try:
             expression = CronExpression(schedule.cron_expr, schedule.timezone)
-            rows.append(ScheduleRow(schedule, expression.next_tick(now), None))
+            rows.append(ScheduleRow(schedule, expression.next_tick(now), None, recent))
         except InvalidSchedule as error:
-            rows.append(ScheduleRow(schedule, None, str(error)))
+            rows.append(ScheduleRow(schedule, None, str(error), recent))
     return rows
 
 
@@ -69,7 +78,9 @@ class CronViews(OperatorAdmin):
             "cron_schedules.html",
             "Cron schedules",
             {
-                "rows": schedule_rows(cron.list(), timezone.now()),
+                "rows": schedule_rows(
+                    cron.list(), timezone.now(), cron.recent_fires(RECENT_FIRES_SHOWN)
+                ),
                 "act_url": reverse(self.url_name("cron_act")),
                 "job_url_name": f"{self.admin_site.name}:awa_django_job_change",
             },

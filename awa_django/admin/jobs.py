@@ -48,11 +48,12 @@ from awa_django.storage.browse import (
 )
 from awa_django.storage.dlq import purged_at
 from awa_django.storage.jobs import get_jobs
+from awa_django.storage.workflows import WaitingOn, waiting_on
 
 PAGE_SIZE: Final = 50
 # States cancel can still act on; the others already ended.
 CANCELLABLE: Final = frozenset(
-    {"available", "scheduled", "retryable", "running", "waiting_external"}
+    {"available", "scheduled", "held", "retryable", "running", "waiting_external"}
 )
 # States awa.retry puts back as a fresh attempt.
 RETRYABLE: Final = frozenset({"dlq", "failed", "cancelled"})
@@ -241,6 +242,7 @@ class JobAdmin(OperatorAdmin):
         self.require_view(request)
         form = JobSearchForm(request.GET)
         jobs: list[JobRecord] = []
+        waiting: dict[int, WaitingOn] = {}
         page = None
         next_query = newer_query = None
         state_count = None
@@ -263,6 +265,7 @@ class JobAdmin(OperatorAdmin):
                     )
                     jobs = page.jobs
                     state_count = page.count
+                waiting = waiting_on(cursor, [job.job_id for job in jobs if job.state == "held"])
             next_query, newer_query = page_links(
                 request.GET, data["before"], form.newer_cursors(), page
             )
@@ -273,6 +276,7 @@ class JobAdmin(OperatorAdmin):
             {
                 "form": form,
                 "jobs": jobs,
+                "waiting_on": waiting,
                 "page": page,
                 "next_query": next_query,
                 "newer_query": newer_query,

@@ -1,6 +1,6 @@
 """The Workflows page (docs/workflows.md): workflows by state and name with counts, one
 workflow's steps laid out by dependency level with their states, durations, results and
-errors, and cancelling a workflow (recorded in the admin log)."""
+errors, cancelling a workflow and retrying a failed step (each recorded in the admin log)."""
 
 from __future__ import annotations
 
@@ -70,6 +70,7 @@ class WorkflowAdmin(OperatorAdmin):
             ("", self.changelist, ""),
             ("<awa_job_id:workflow_id>/", self.detail, "change"),
             ("<awa_job_id:workflow_id>/cancel/", require_POST(self.cancel), "cancel"),
+            ("<awa_job_id:workflow_id>/retry/", require_POST(self.retry), "retry"),
         ]
 
     def changelist(self, request: HttpRequest) -> HttpResponse:
@@ -110,7 +111,11 @@ class WorkflowAdmin(OperatorAdmin):
                 "workflow": state.workflow,
                 "counts": state.counts,
                 "columns": levels(state.steps),
-                "steps": [(step, duration(step)) for step in state.steps],
+                "steps": [
+                    (step, duration(step), workflows.retry_refusal(state, step.name) is None)
+                    for step in state.steps
+                ],
+                "retry_url": reverse(self.url_name("retry"), args=[workflow_id]),
                 "job_url_name": f"{self.admin_site.name}:awa_django_job_change",
                 "cancel_url": (
                     reverse(self.url_name("cancel"), args=[workflow_id])
@@ -132,4 +137,19 @@ class WorkflowAdmin(OperatorAdmin):
                 request, [workflow_id], f"Cancelled the workflow ({cancelled} steps)."
             )
             messages.success(request, f"Workflow {workflow_id} cancelled: {cancelled} steps.")
+        return HttpResponseRedirect(reverse(self.url_name("change"), args=[workflow_id]))
+
+    def retry(self, request: HttpRequest, workflow_id: int) -> HttpResponse:
+        self.require_change(request)
+        step = request.POST.get("step", "")
+        if workflows.retry_workflow_step(workflow_id, step):
+            self.log_operator_action(
+                request, [workflow_id], f"Retried step {step!r}: the workflow resumes."
+            )
+            messages.success(request, f"Step {step!r} of workflow {workflow_id} runs again.")
+        else:
+            refusal = workflows.retry_refusal(workflows.get_workflow(workflow_id), step)
+            messages.warning(
+                request, f"Step {step!r} was not retried: {refusal or 'it changed meanwhile'}."
+            )
         return HttpResponseRedirect(reverse(self.url_name("change"), args=[workflow_id]))

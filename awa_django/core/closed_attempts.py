@@ -14,6 +14,7 @@ from awa_django.core.completion import Completion
 from awa_django.core.outcome import Outcome
 from awa_django.declarations.jobs import Job
 from awa_django.storage.execution import Closed
+from awa_django.storage.workflows import FinishedWorkflow
 from awa_django.telemetry import get_telemetry
 
 _OUTCOME_SIGNALS: dict[Outcome, Signal] = {
@@ -68,3 +69,21 @@ async def report_closed(
         # this one attribute read is all the signal costs it.
         if signal is not None and signal.receivers and signal.has_listeners():
             await signals.send_robust(signal, sender=Job, **_signal_kwargs(completion, closed))
+    await report_finished(closed.finished)
+
+
+async def report_finished(finished: list[FinishedWorkflow]) -> None:
+    """Send ``workflow_finished`` for the workflows a committed close finished."""
+    if (
+        finished
+        and signals.workflow_finished.receivers
+        and signals.workflow_finished.has_listeners()
+    ):
+        for workflow in finished:
+            await signals.send_robust(
+                signals.workflow_finished,
+                sender=Job,
+                workflow_id=workflow.workflow_id,
+                name=workflow.name,
+                state=workflow.state,
+            )

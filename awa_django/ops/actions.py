@@ -8,6 +8,7 @@ from functools import partial
 from typing import Any, Final
 
 from django.db import connections, transaction
+from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
 from awa_django.conf import get_settings
@@ -18,12 +19,13 @@ from awa_django.declarations.unique import Unique, unique_key
 from awa_django.exceptions import InvalidJob
 from awa_django.limits import is_job_id
 from awa_django.ops.dlq import retry_options
-from awa_django.signals import job_cancelled
+from awa_django.signals import job_cancelled, workflow_finished
 from awa_django.storage import dlq as dlq_storage
 from awa_django.storage.backlog import run_now as run_deferred_now
 from awa_django.storage.jobs import get_jobs
 from awa_django.storage.queue import cancel_job
 from awa_django.storage.unique import unique_holder
+from awa_django.storage.workflows import workflows_finished
 from awa_django.telemetry import get_telemetry
 
 CANCELLED: Final = frozenset({"cancelled_running", "cancelled_queued", "cancelled_scheduled"})
@@ -43,6 +45,8 @@ def cancel(job_id: int, *, reason: str = "cancelled by operator") -> bool:
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         if cancel_job(cursor, job_id=job_id, reason=reason) not in CANCELLED:
             return False
+        # A step's cancel may end its workflow (its dependents are cancelled with it).
+        announce_finished(cursor, alias)
         telemetry = get_telemetry()
         if job_cancelled.has_listeners() or telemetry.enabled:
             # Read only when someone listens; both run once the caller's transaction commits.
@@ -64,6 +68,24 @@ def cancel(job_id: int, *, reason: str = "cancelled by operator") -> bool:
                 using=alias,
             )
         return True
+
+
+def announce_finished(cursor: CursorWrapper, alias: str) -> None:
+    """Send ``workflow_finished`` once the caller's transaction commits, for each workflow it
+    finished so far; one statement, run only when the signal has receivers."""
+    if not (workflow_finished.receivers and workflow_finished.has_listeners()):
+        return
+    for workflow in workflows_finished(cursor):
+        transaction.on_commit(
+            partial(
+                workflow_finished.send_robust,
+                sender=Job,
+                workflow_id=workflow.workflow_id,
+                name=workflow.name,
+                state=workflow.state,
+            ),
+            using=alias,
+        )
 
 
 def cancel_unique(

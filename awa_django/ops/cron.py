@@ -6,19 +6,26 @@ the ones this process declares. Each runs in the caller's transaction when there
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 
 from awa_django.conf import get_settings
 from awa_django.core.enqueued import announce_enqueued
 from awa_django.storage.cron import (
+    CronFire,
     CronJobRecord,
     list_cron_jobs,
     pause_cron_job,
+    recent_cron_fires,
     remove_cron_job,
     resume_cron_job,
     trigger_cron_job,
 )
+
+# How many fires of each schedule awa.fire_cron keeps (sql/functions/cron.sql).
+FIRES_KEPT = 50
 
 
 def _cursor() -> CursorWrapper:
@@ -29,6 +36,20 @@ def list_schedules() -> list[CronJobRecord]:
     """Every stored schedule, by name."""
     with _cursor() as cursor:
         return list_cron_jobs(cursor)
+
+
+def recent_fires(per_schedule: int = 10) -> dict[str, list[CronFire]]:
+    """The newest ``per_schedule`` (1..50) jobs each schedule's fires and triggers enqueued,
+    newest first, with their jobs' states; schedules that never fired are left out."""
+    if isinstance(per_schedule, bool) or not isinstance(per_schedule, int):
+        raise TypeError(f"per_schedule must be an integer, got {per_schedule!r}")
+    if not 1 <= per_schedule <= FIRES_KEPT:
+        raise ValueError(f"per_schedule must be 1..{FIRES_KEPT}, got {per_schedule}")
+    fires: defaultdict[str, list[CronFire]] = defaultdict(list)
+    with _cursor() as cursor:
+        for fire in recent_cron_fires(cursor, per_schedule=per_schedule):
+            fires[fire.name].append(fire)
+    return dict(fires)
 
 
 def pause(name: str, *, by: str = "operator") -> bool:

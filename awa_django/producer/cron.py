@@ -1,6 +1,7 @@
 """Periodic jobs: ``awa.periodic`` declares them, ``awa.cron`` manages the stored schedules.
 
-``awa.cron.list()``, ``pause(name)``, ``resume(name)``, ``trigger(name)``, ``remove(name)``;
+``awa.cron.list()``, ``pause(name)``, ``resume(name)``, ``trigger(name)``, ``remove(name)``,
+``recent_fires()``;
 see docs/scheduling.md. ``periodic`` lives with the producer because a plain function under it
 is declared with ``@awa.job``, which gives the job its enqueue methods.
 """
@@ -13,11 +14,22 @@ from typing import Any
 from awa_django.declarations.cron import Declaration, MissedFirePolicy, Schedule, declarations
 from awa_django.declarations.jobs import Job
 from awa_django.ops.cron import list_schedules as list
-from awa_django.ops.cron import pause, remove, resume, trigger
+from awa_django.ops.cron import pause, recent_fires, remove, resume, trigger
 from awa_django.producer.enqueue import job
-from awa_django.storage.cron import CronJobRecord
+from awa_django.storage.cron import CronFire, CronJobRecord
 
-__all__ = ["CronJobRecord", "Schedule", "list", "pause", "periodic", "remove", "resume", "trigger"]
+__all__ = [
+    "CronFire",
+    "CronJobRecord",
+    "Schedule",
+    "list",
+    "pause",
+    "periodic",
+    "recent_fires",
+    "remove",
+    "resume",
+    "trigger",
+]
 
 
 def periodic(

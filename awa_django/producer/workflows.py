@@ -32,11 +32,12 @@ from awa_django.declarations.workflow_steps import (
     step_spec,
 )
 from awa_django.exceptions import AwaError, InvalidJob
+from awa_django.ops.actions import announce_finished, retry
 from awa_django.producer.eager import run_after_commit
 from awa_django.storage import workflows as storage
 from awa_django.storage.jobs import get_jobs
 from awa_django.storage.migration_state import reported_unmigrated
-from awa_django.storage.workflows import StepRow, WorkflowRow
+from awa_django.storage.workflows import StepRow, WaitingOn, WorkflowRow
 
 __all__ = [
     "Call",
@@ -53,10 +54,14 @@ __all__ = [
     "get_workflow",
     "group",
     "list_workflows",
+    "retry_refusal",
+    "retry_workflow_step",
     "wait_workflow",
 ]
 
 TERMINAL_STATES: Final = frozenset({"completed", "failed", "cancelled"})
+# The step states a retry takes back (docs/workflows.md, "Retrying a failed step").
+RETRYABLE_STEP_STATES: Final = frozenset({"failed", "dead_lettered"})
 _MAX_STEPS: Final = 100_000
 
 
@@ -339,7 +344,53 @@ def cancel_workflow(workflow_id: int, *, reason: str = "workflow cancelled") -> 
     check_text(reason, field="reason")
     alias = get_settings().DATABASE_ALIAS
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        return storage.cancel_workflow(cursor, workflow_id, reason)
+        cancelled = storage.cancel_workflow(cursor, workflow_id, reason)
+        if cancelled is not None:
+            announce_finished(cursor, alias)
+        return cancelled
+
+
+def retry_refusal(state: WorkflowState | None, step: str) -> str | None:
+    """Why ``retry_workflow_step`` would refuse this step, or None when it would retry it."""
+    if state is None:
+        return "no such workflow (or retention reclaimed it)"
+    if state.workflow.cancel_reason is not None:
+        return "the workflow was cancelled"
+    try:
+        row = state.step(step)
+    except KeyError:
+        return f"the workflow has no step {step!r}"
+    if row.on_failure:
+        return f"step {step!r} is the on_failure step"
+    if row.state not in RETRYABLE_STEP_STATES:
+        return f"step {step!r} is {row.state}, not failed or dead_lettered"
+    return None
+
+
+def retry_workflow_step(workflow_id: int, step: str) -> bool:
+    """Run a step that failed for good (or is held in the dead-letter queue) again, as a fresh
+    attempt of the same job, and resume its workflow: it leaves its failed state, the steps
+    cancelled because of this one wait again, and it ends once they have. Returns False when
+    ``retry_refusal`` names a reason (no such step, not failed, the on_failure step, a
+    cancelled workflow).
+
+    ``awa.retry(job_id)`` of the step's job, and a retry from the dead-letter queue, resume the
+    workflow the same way."""
+    alias = get_settings().DATABASE_ALIAS
+    with transaction.atomic(using=alias):
+        state = get_workflow(workflow_id)
+        if retry_refusal(state, step) is not None:
+            return False
+        assert state is not None
+        return retry(state.step(step).job_id)
+
+
+def waiting_on(job_ids: list[int]) -> dict[int, WaitingOn]:
+    """For each held workflow step among ``job_ids``, the steps it still waits for (its
+    ``str`` reads "waiting on fetch, parse"); other jobs are left out."""
+    alias = get_settings().DATABASE_ALIAS
+    with connections[alias].cursor() as cursor:
+        return storage.waiting_on(cursor, job_ids)
 
 
 def wait_workflow(workflow_id: int, *, timeout: float) -> WorkflowState:

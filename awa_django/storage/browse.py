@@ -35,6 +35,8 @@ _SQL = queries("browse")
 JOB_STATES: Final = (
     "available",
     "scheduled",
+    # A workflow step waiting for its dependencies (docs/workflows.md).
+    "held",
     "running",
     "waiting_external",
     "retryable",
@@ -56,6 +58,7 @@ _IDS_BY_STATE: Final[dict[str, tuple[str, str, dict[str, bool | str]]]] = {
     ),
     "scheduled": ("deferred_job_ids", "deferred_job_ids_by_name", {"state": "scheduled"}),
     "retryable": ("deferred_job_ids", "deferred_job_ids_by_name", {"state": "retryable"}),
+    "held": ("deferred_job_ids", "deferred_job_ids_by_name", {"state": "held"}),
     "completed": ("closed_job_ids", "closed_job_ids_by_name", {"state": "completed"}),
     "failed": ("closed_job_ids", "closed_job_ids_by_name", {"state": "failed"}),
     "cancelled": ("closed_job_ids", "closed_job_ids_by_name", {"state": "cancelled"}),

@@ -140,6 +140,28 @@ def remove_cron_job(cursor: CursorWrapper, *, name: str) -> bool:
     return _returns_row(cursor, "remove_cron_job", {"name": name})
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CronFire:
+    """One job a schedule's fire (or a trigger: ``tick`` None) enqueued, and where it stands:
+    its state, None once retention has pruned it."""
+
+    name: str
+    job_id: int
+    tick: datetime | None
+    fired_at: datetime
+    state: str | None
+    finalized_at: datetime | None
+
+
+def recent_cron_fires(cursor: CursorWrapper, *, per_schedule: int) -> list[CronFire]:
+    """The newest ``per_schedule`` fires of every schedule, by name, newest first."""
+    cursor.execute(_SQL["recent_cron_fires"], {"per_schedule": per_schedule})
+    return [CronFire(**dict(zip(_FIRE_COLUMNS, row, strict=True))) for row in cursor.fetchall()]
+
+
+_FIRE_COLUMNS = ("name", "job_id", "tick", "fired_at", "state", "finalized_at")
+
+
 def trigger_cron_job(cursor: CursorWrapper, *, name: str) -> ScheduledJobs | None:
     cursor.execute(_SQL["trigger_cron_job"], {"name": name})
     return ScheduledJobs.of_rows(cursor.fetchall())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Generic, Protocol
@@ -14,6 +14,7 @@ from psycopg.types.json import Jsonb
 from awa_django.declarations.exact_json import exact_text
 from awa_django.sql import queries
 from awa_django.storage.statement import J, RowsOf, Statement, nothing
+from awa_django.storage.workflows import FinishedWorkflow, finished_workflows
 
 _SQL = queries("execution")
 
@@ -119,18 +120,51 @@ def _json_or_none(value: dict[str, Any] | None) -> Jsonb | None:
     return None if value is None else Jsonb(value, dumps=exact_text)
 
 
-# The attempts a close statement closed, (job_id, run_lease), each with when its job runs again
-# (retried or snoozed; None otherwise).
-Closed = dict[tuple[int, int], datetime | None]
+class Closed(dict[tuple[int, int], datetime | None]):
+    """The attempts a close statement closed, (job_id, run_lease), each with when its job runs
+    again (retried or snoozed; None otherwise); and ``finished``, the workflows it finished
+    (only a batch holding workflow steps can finish one)."""
+
+    __slots__ = ("finished",)
+
+    def __init__(
+        self,
+        closed: Mapping[tuple[int, int], datetime | None] | None = None,
+        finished: Sequence[FinishedWorkflow] = (),
+    ) -> None:
+        super().__init__(closed or {})
+        self.finished = list(finished)
+
+    def merge(self, other: Closed) -> None:
+        """Add what another statement closed and finished."""
+        self.update(other)
+        self.finished += other.finished
 
 
 def _closed(rows: list[tuple[Any, ...]]) -> Closed:
-    return {(int(job_id), int(lease)): run_at for job_id, lease, run_at in rows}
+    return Closed({(int(job_id), int(lease)): run_at for job_id, lease, run_at in rows})
+
+
+def _closed_and_finished(rows: list[tuple[Any, ...]]) -> Closed:
+    return Closed(
+        {(int(job_id), int(lease)): run_at for job_id, lease, run_at, _ in rows},
+        finished_workflows(rows[0][3] if rows else None),
+    )
 
 
 def close_attempts(completions: Sequence[CloseItem]) -> Statement[Closed]:
     """Write a batch of completions in one statement; answers the attempts that closed.
-    Anything missing was stale: an older lease, or an attempt closed by someone else."""
+    Anything missing was stale: an older lease, or an attempt closed by someone else.
+
+    A batch holding workflow steps also reads the workflows the statement finished (so that
+    ``workflow_finished`` is sent once, by the closer that finished each); other batches run
+    the plain statement and pay nothing for it."""
+    if any(c.workflow for c in completions):
+        return Statement(
+            sql=_SQL["close_workflow_attempts"],
+            params=close_params(completions),
+            read=_closed_and_finished,
+        )
     return Statement(sql=_SQL["close_attempts"], params=close_params(completions), read=_closed)
 
 

@@ -17,10 +17,11 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any, Generic, LiteralString, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, LiteralString, TypeVar
 
 from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
+from psycopg.pq import ExecStatus
 from psycopg.rows import RowFactory, RowMaker, no_result, tuple_row
 
 if TYPE_CHECKING:
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from psycopg._cursor_base import BaseCursor
 
 T = TypeVar("T")
+# A result with rows to fetch (a command's has none).
+TUPLES_OK: Final = ExecStatus.TUPLES_OK
 # A statement is immutable and only produces its answer: one answering a list of depths is one
 # answering an iterable of them.
 T_co = TypeVar("T_co", covariant=True)
@@ -79,9 +82,9 @@ def rows_of(make: Callable[..., R]) -> RowsOf[R]:
 def run(cursor: CursorWrapper, statement: Statement[T]) -> T:
     """Execute ``statement`` on a Django cursor, in its connection's transaction."""
     cursor.execute(statement.sql, statement.params)
-    if cursor.description is None:
+    names = column_names(cursor.cursor)
+    if names is None:
         return statement.read([])
-    names = tuple(column.name for column in cursor.description)
     rows: list[Any] = cursor.fetchall()
     if statement.json:
         positions = [names.index(column) for column in statement.json]
@@ -98,8 +101,20 @@ async def run_async(conn: AsyncConnection[Any], statement: Statement[T]) -> T:
     factory = tuple_row if statement.rows is None else _row_factory(statement.rows)
     async with conn.cursor(row_factory=factory) as cursor:
         await cursor.execute(statement.sql, statement.params)
-        rows = await cursor.fetchall() if cursor.description is not None else []
+        result = cursor.pgresult
+        rows = await cursor.fetchall() if result and result.status == TUPLES_OK else []
     return statement.read(rows)
+
+
+def column_names(cursor: BaseCursor[Any, Any]) -> tuple[str, ...] | None:
+    """The names of the current result's columns; None when it has no rows to fetch (a
+    command). Read from the result itself, not ``cursor.description``: psycopg makes a
+    ``Column`` object per column each time that is read, 25 µs for a claim's 18 columns, and the
+    worker reads it for every claim and close (docs/benchmarks.md, "django.tasks drain")."""
+    result = cursor.pgresult
+    if result is None or result.status != TUPLES_OK:
+        return None
+    return tuple((result.fname(i) or b"").decode() for i in range(result.nfields))
 
 
 def _decode_json(row: Sequence[Any], positions: Sequence[int]) -> tuple[Any, ...]:
@@ -116,8 +131,7 @@ def _decode_json(row: Sequence[Any], positions: Sequence[int]) -> tuple[Any, ...
 @cache
 def _row_factory(rows: RowsOf[Any]) -> RowFactory[Any]:
     def factory(cursor: BaseCursor[Any, Any]) -> RowMaker[Any]:
-        if cursor.description is None:
-            return no_result
-        return rows(tuple(column.name for column in cursor.description))
+        names = column_names(cursor)
+        return no_result if names is None else rows(names)
 
     return factory

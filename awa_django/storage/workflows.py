@@ -46,6 +46,55 @@ class StepRow:
     finished_at: datetime | None
 
 
+@dataclass(frozen=True, slots=True)
+class FinishedWorkflow:
+    """A workflow that a close (or a cancel) brought to its terminal state."""
+
+    workflow_id: int
+    name: str
+    state: str
+
+
+def finished_workflows(text: str | None) -> list[FinishedWorkflow]:
+    """The workflows named by the transaction setting awa.workflows_finished (JSON text)."""
+    if not text:
+        return []
+    return [
+        FinishedWorkflow(int(w["id"]), str(w["name"]), str(w["state"])) for w in json.loads(text)
+    ]
+
+
+def workflows_finished(cursor: CursorWrapper) -> list[FinishedWorkflow]:
+    """The workflows the current transaction finished so far."""
+    cursor.execute(_SQL["workflows_finished"])
+    row = cursor.fetchone()
+    return finished_workflows(None if row is None else row[0])
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingOn:
+    """The steps a held step still waits for: the first few names, and how many in all."""
+
+    steps: tuple[str, ...]
+    count: int
+
+    def __str__(self) -> str:
+        more = self.count - len(self.steps)
+        return "waiting on " + ", ".join(self.steps) + (f" and {more} more" if more > 0 else "")
+
+
+# How many names a WaitingOn spells out (a chord's callback may wait for thousands).
+WAITING_SHOWN: Final = 5
+
+
+def waiting_on(cursor: CursorWrapper, job_ids: list[int]) -> dict[int, WaitingOn]:
+    """The steps each held step among ``job_ids`` still waits for; other jobs are left out."""
+    if not job_ids:
+        return {}
+    cursor.execute(_SQL["waiting_on"], {"job_ids": job_ids, "shown": WAITING_SHOWN})
+    return {int(job_id): WaitingOn(tuple(names), int(count)) for job_id, names, count in cursor}
+
+
 def create_workflow(cursor: CursorWrapper, spec_json: str) -> tuple[int, dict[str, int]]:
     """Write a workflow (its JSON description, validated by the caller) in the current
     transaction; returns its id and each step's job id."""

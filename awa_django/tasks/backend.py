@@ -9,7 +9,7 @@ the caller's transaction. Result ids are ``str(job_id)``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from datetime import datetime, timedelta
 from functools import lru_cache, partial
 from typing import Any, Final
@@ -57,6 +57,22 @@ _STATUS: Final[Mapping[str, TaskResultStatus]] = {
     "cancelled": TaskResultStatus.FAILED,
     "dlq": TaskResultStatus.FAILED,
 }
+
+
+# Every field of a TaskResult, _return_value (not an __init__ argument) included.
+RESULT_FIELDS: Final = tuple(field.name for field in fields(TaskResult))
+
+
+def assembled_result(values: Mapping[str, Any]) -> TaskResult[Any, Any]:
+    """A ``TaskResult`` of ``values`` (one per field in ``RESULT_FIELDS``), made without its
+    ``__init__``: ``__post_init__`` runs ``normalize_json`` over the arguments, and the
+    arguments of a stored job are decoded JSON, which it would return unchanged. In a worker
+    that made two results per task it was a tenth of what a no-op task cost
+    (docs/benchmarks.md, "django.tasks drain")."""
+    result = object.__new__(TaskResult)
+    for name in RESULT_FIELDS:
+        object.__setattr__(result, name, values[name])
+    return result
 
 
 def task_error(entry: Mapping[str, Any]) -> TaskError:
@@ -299,19 +315,23 @@ class AwaBackend(BaseTaskBackend):
     ) -> TaskResult[Any, Any]:
         """The ``TaskResult`` of the job ``job_id`` of ``task``, from the job's stored arguments
         and metadata and its claims, oldest first (one worker id each)."""
-        return TaskResult(
-            task=self.enqueued_task(task, metadata.get(TASK_METADATA_KEY, {})),
-            id=str(job_id),
-            status=status,
-            enqueued_at=created_at,
-            started_at=claims[0].claimed_at if claims else None,
-            finished_at=finished_at,
-            last_attempted_at=claims[-1].claimed_at if claims else None,
-            args=args.get("args", []),
-            kwargs=args.get("kwargs", {}),
-            backend=self.alias,
-            errors=[task_error(entry) for entry in errors],
-            worker_ids=[claim.claimed_by for claim in claims],
+        return assembled_result(
+            {
+                "task": self.enqueued_task(task, metadata.get(TASK_METADATA_KEY, {})),
+                "id": str(job_id),
+                "status": status,
+                "enqueued_at": created_at,
+                "started_at": claims[0].claimed_at if claims else None,
+                "finished_at": finished_at,
+                "last_attempted_at": claims[-1].claimed_at if claims else None,
+                # Decoded from the job's stored JSON: already what normalize_json makes.
+                "args": args.get("args", []),
+                "kwargs": args.get("kwargs", {}),
+                "backend": self.alias,
+                "errors": [task_error(entry) for entry in errors],
+                "worker_ids": [claim.claimed_by for claim in claims],
+                "_return_value": None,
+            }
         )
 
     def enqueued_task(self, task: Task[Any, Any], meta: Mapping[str, Any]) -> Task[Any, Any]:

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import fields
 from inspect import iscoroutinefunction
 from typing import Any, Final
 
-from django.dispatch import Signal
+from django.core.signals import setting_changed
+from django.dispatch import Signal, receiver
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -32,7 +32,7 @@ from awa_django.declarations.jobs import Job, JobContext
 from awa_django.declarations.priorities import TASK_KIND_PREFIX
 from awa_django.exceptions import Cancel, Snooze, TerminalError
 from awa_django.storage.jobs import Claim
-from awa_django.tasks.backend import AwaBackend, task_error
+from awa_django.tasks.backend import RESULT_FIELDS, AwaBackend, task_error
 from awa_django.tasks.compat import (
     Task,
     TaskContext,
@@ -50,8 +50,6 @@ logger = logging.getLogger(__name__)
 # The framework's own receivers of the task signals (Django's, or the backport's): each writes a
 # log line and nothing else.
 _LOGGING_RECEIVERS: Final = frozenset({log_task_started, log_task_finished})
-# Every field of a TaskResult, _return_value (not an __init__ argument) included.
-_RESULT_FIELDS: Final = tuple(field.name for field in fields(TaskResult))
 
 
 def resolve(kind: str) -> Job[Any, Any] | None:
@@ -74,14 +72,39 @@ def resolve(kind: str) -> Job[Any, Any] | None:
     return Job(_handler(task), kind=kind, queue=None, priority=None, max_attempts=None)
 
 
+# The backend of each alias a handler ran under. Django looks a backend up per thread (and
+# per asyncio context) and that lookup was a tenth of what a no-op task cost the worker; the
+# backend holds its options only, so the threads can share one. Forgotten when a test changes
+# TASKS.
+_backends: dict[str, AwaBackend] = {}
+
+
+@receiver(setting_changed)
+def _forget_backends(*, setting: str, **kwargs: Any) -> None:
+    if setting == "TASKS":
+        _backends.clear()
+
+
 def _backend(task: Task[Any, Any]) -> AwaBackend:
+    cached = _backends.get(task.backend)
+    if cached is not None:
+        return cached
     backend = task.get_backend()
     if not isinstance(backend, AwaBackend):
         raise TerminalError(
             f"task {task.module_path} is configured on backend {task.backend!r}, which is not "
             "an AwaBackend in this worker's TASKS setting"
         )
+    _backends[task.backend] = backend
     return backend
+
+
+def _stored(value: Any) -> StoredReturn | None:
+    """What the worker keeps of a task's return value. None is not stored: a completed job with
+    no stored result reads back as ``return_value`` None all the same
+    (``AwaBackend.result_from_record``), and storing it made the close of every task that returns
+    nothing write a result."""
+    return None if value is None else StoredReturn.of(value)
 
 
 def _first_claim_result(
@@ -109,6 +132,48 @@ def _call_args(task: Task[Any, Any], result: TaskResult[Any, Any], args: list[An
     return [TaskContext(task_result=result), *args] if task.takes_context else list(args)
 
 
+# Per signal and sender: the entries of ``signal.receivers`` last looked at (held, so none of
+# them can be freed and its identity reused), and the receivers to call directly when they were
+# only the framework's logging ones (None: the signal's own send).
+_direct_receivers: dict[
+    tuple[Signal, type[AwaBackend]], tuple[tuple[Any, ...], tuple[Any, ...] | None]
+] = {}
+
+
+def _logging_only(signal: Signal, sender: type[AwaBackend]) -> tuple[Any, ...] | None:
+    """The receivers of ``signal`` for ``sender`` when they are only the framework's logging ones,
+    which a task's signals can then call directly; None when any other receiver is connected.
+    Django works its list out again on every send, a sixth of what a no-op task cost; this
+    looks again only when ``signal.receivers`` changed (``connect``/``disconnect`` edit it)."""
+    # Compared item by item, identity first: the held entries are these very objects unless a
+    # receiver was connected or disconnected since. A receiver that died meanwhile changes
+    # nothing: a list with one besides the logging ones was never called directly.
+    entries = tuple(signal.receivers)
+    seen = _direct_receivers.get((signal, sender))
+    if seen is not None and seen[0] == entries:
+        return seen[1]
+    # Django's own list of them, the one send and asend call.
+    sync_receivers, async_receivers = signal._live_receivers(sender)
+    direct = (
+        None
+        if async_receivers or not _LOGGING_RECEIVERS.issuperset(sync_receivers)
+        else tuple(sync_receivers)
+    )
+    _direct_receivers[(signal, sender)] = (entries, direct)
+    return direct
+
+
+def _send(signal: Signal, sender: type[AwaBackend], result: TaskResult[Any, Any]) -> None:
+    """``signal.send`` for a sync task, calling the logging receivers directly when they are all
+    there is (``_logging_only``)."""
+    direct = _logging_only(signal, sender)
+    if direct is None:
+        signal.send(sender, task_result=result)
+        return
+    for log_receiver in direct:
+        log_receiver(signal=signal, sender=sender, task_result=result)
+
+
 async def _asend(signal: Signal, sender: type[AwaBackend], result: TaskResult[Any, Any]) -> None:
     """``signal.asend`` for an async task, without its trip to asgiref's thread when the only
     receivers are the framework's logging ones: those are called here, on the worker's loop, as
@@ -116,24 +181,23 @@ async def _asend(signal: Signal, sender: type[AwaBackend], result: TaskResult[An
     receivers in that one thread, and two trips per task made an async no-op task cost several
     times an async no-op job (docs/benchmarks.md, "django.tasks drain"). Any other receiver,
     sync or async, gets the signal through ``asend`` as Django specifies."""
-    # Django's own list of them, the one send and asend call.
-    sync_receivers, async_receivers = signal._live_receivers(sender)
-    if async_receivers or not _LOGGING_RECEIVERS.issuperset(sync_receivers):
+    direct = _logging_only(signal, sender)
+    if direct is None:
         await signal.asend(sender, task_result=result)
         return
-    for receiver in sync_receivers:
-        receiver(signal=signal, sender=sender, task_result=result)
+    for log_receiver in direct:
+        log_receiver(signal=signal, sender=sender, task_result=result)
 
 
 def _changed(result: TaskResult[Any, Any], **changes: Any) -> TaskResult[Any, Any]:
     """A copy of ``result`` with ``changes``. Not ``dataclasses.replace`` (nor ``copy.copy``, which
     costs as much): ``replace`` builds the copy through ``TaskResult.__init__``, whose
-    ``__post_init__`` normalises the arguments again, though they already are; that was a tenth
-    of what a no-op task cost the worker."""
+    ``__post_init__`` normalises the arguments again, though they already are."""
     changed = object.__new__(type(result))
-    for name in _RESULT_FIELDS:
-        value = changes[name] if name in changes else getattr(result, name)
-        object.__setattr__(changed, name, value)
+    for name in RESULT_FIELDS:
+        object.__setattr__(
+            changed, name, changes[name] if name in changes else getattr(result, name)
+        )
     return changed
 
 
@@ -173,7 +237,7 @@ def _handler(task: Task[Any, Any]) -> Callable[..., Any]:
             await _asend(task_started, sender, result)
             try:
                 value = await task.func(*_call_args(task, result, args), **kwargs)
-                stored = StoredReturn.of(value)
+                stored = _stored(value)
             except BaseException as exc:
                 # KeyboardInterrupt and SystemExit fail the attempt like any error (the
                 # worker's executor records them); only the worker's own cancel ends it silently.
@@ -189,14 +253,14 @@ def _handler(task: Task[Any, Any]) -> Callable[..., Any]:
         backend = _backend(task)
         sender = type(backend)
         result = _first_claim_result(backend, task, ctx) or backend.get_result(str(ctx.job_id))
-        task_started.send(sender, task_result=result)
+        _send(task_started, sender, result)
         try:
             value = task.func(*_call_args(task, result, args), **kwargs)
-            stored = StoredReturn.of(value)
+            stored = _stored(value)
         except BaseException as exc:
-            task_finished.send(sender, task_result=_finished(result, ctx, exc))
+            _send(task_finished, sender, _finished(result, ctx, exc))
             raise
-        task_finished.send(sender, task_result=_finished(result, ctx, None, value))
+        _send(task_finished, sender, _finished(result, ctx, None, value))
         return stored
 
     return run

@@ -31,6 +31,14 @@ def nobody_knows_kind(job: Any) -> bool:
 
 
 @register.filter
+def waiting_for(job: Any, waiting: dict[int, Any]) -> str:
+    """What a held workflow step waits for ("waiting on fetch, parse"), from the page's
+    ``waiting_on``; empty for any other job."""
+    found = waiting.get(job.job_id)
+    return "" if found is None else str(found)
+
+
+@register.filter
 def pretty_json(value: Any) -> str:
     """Indented JSON for a <pre> block (autoescaped by the template)."""
     return json.dumps(value, indent=2, sort_keys=True, default=str)

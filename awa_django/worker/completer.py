@@ -223,7 +223,7 @@ class Completer:
         nothing is dropped before it, since every write is idempotent under the run_lease guard
         and a dropped one would leave its attempt open until rescue ran it again."""
         landed: list[Completion] = []
-        closed: Closed = {}
+        closed = Closed()
         # The completions replaced so far, by attempt.
         originals: dict[tuple[int, int], Completion] = {}
         pending = batch
@@ -232,7 +232,7 @@ class Completer:
             split = await write_apart(pending, self._close)
             for items, answer in split.written:
                 landed += items
-                closed |= answer
+                closed.merge(answer)
             pending = split.unwritten
             error = split.error
             for completion, exc in split.refused:

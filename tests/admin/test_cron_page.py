@@ -128,3 +128,29 @@ def test_a_schedule_this_deployment_cannot_parse_still_lists(operator_client):
     row = row_of(page, NAME)
     assert row.next_fire_at is None and "Mars/Olympus_Mons" in row.problem
     assert b"unknown" in page.content
+
+
+def test_recent_fires_show_each_jobs_outcome_and_link_to_it(operator_client):
+    from awa_django.testing import run_jobs
+    from tests.maintenance.test_cron import age_schedule, run_once
+
+    store(name=NAME, schedule="* * * * *")
+    page = operator_client.get(reverse(PAGE))
+    assert row_of(page, NAME).fires == []
+    assert '<td class="recent-fires">—</td>' in page.content.decode()
+
+    age_schedule(NAME, 2)
+    run_once()
+    run_jobs()
+    triggered = awa.cron.trigger(NAME)
+
+    page = operator_client.get(reverse(PAGE))
+    fires = row_of(page, NAME).fires
+    assert [(f.job_id == triggered, f.state) for f in fires] == [
+        (True, "available"),
+        (False, "completed"),
+    ]
+    body = page.content.decode()
+    for fire in fires:
+        link = reverse("admin:awa_django_job_change", args=[fire.job_id])
+        assert f'href="{link}" class="awa-badge {fire.state}"' in body

@@ -174,6 +174,7 @@ def test_upgrade_from_v0_1_0_while_its_worker_runs(tmp_path, released_package, u
             assert new.step(f"complete_parked({str(state)!r})") == "completed"
             cron = new.step("trigger_cron()")
             assert cron["schedules"] == ["upgrade_app.nightly"]
+            assert cron["history"][0] == cron["fired"]
             every.append(cron["fired"])
             (state / "release").touch()
             stop(old_worker)

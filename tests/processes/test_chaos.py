@@ -10,6 +10,8 @@ import json
 import random
 import time
 
+import pytest
+
 from tests.conftest import WorkerSubprocess, wait_until
 from tests.processes.chaos_support import (  # noqa: F401 - cluster is a fixture
     assert_audit_holds,
@@ -38,6 +40,7 @@ with transaction.atomic():
 """
 
 
+@pytest.mark.fault_injection
 def test_kills_a_restart_and_a_poison_pill_lose_nothing(cluster):  # noqa: F811 - the fixture
     url = cluster.url
     manage(url, "migrate", "--no-input", "-v", "0")

@@ -24,6 +24,7 @@ import threading
 import time
 
 import psycopg
+import pytest
 from django.db import transaction
 
 import awa_django as awa
@@ -127,6 +128,7 @@ def generation(url: str) -> int:
     return int(query(url, "SELECT max(generation) FROM awa.queue_ring_rotations")[0][0])
 
 
+@pytest.mark.fault_injection
 def test_the_leader_killed_mid_rotation_and_mid_prune_loses_nothing(awa_db):
     url = subprocess_database_url()
     env = worker_env(
@@ -217,6 +219,7 @@ print(json.dumps(ids))
 """
 
 
+@pytest.mark.fault_injection
 def test_postgres_crashed_mid_load_and_started_again_loses_nothing(durable_cluster):  # noqa: F811
     url = durable_cluster.url
     manage(url, "migrate", "--no-input", "-v", "0")
@@ -250,6 +253,7 @@ def test_postgres_crashed_mid_load_and_started_again_loses_nothing(durable_clust
     assert len(rerun) <= 8, rerun
 
 
+@pytest.mark.fault_injection
 def test_a_workers_connections_cut_while_its_attempts_run_and_heartbeat(awa_db):
     url = subprocess_database_url()
     # Its own application name, so that its connections (pool, notifier, leader, handlers'
@@ -320,6 +324,7 @@ def held_producer(url: str, *, early: bool, started: list[subprocess.Popen[str]]
     raise AssertionError("the producer ended before it enqueued")
 
 
+@pytest.mark.fault_injection
 def test_producers_killed_between_enqueue_and_commit_leave_nothing_behind(awa_db):
     url = subprocess_database_url()
     env = worker_env(url)

@@ -69,8 +69,9 @@ def produce(seed: int, started: threading.Barrier, log: list[dict[str, Any]]) ->
             except Rollback:
                 log.append({"ids": ids, "committed": False})
             else:
-                log.append({"ids": ids, "committed": True, "begun": begun,
-                            "done": time.monotonic()})
+                log.append(
+                    {"ids": ids, "committed": True, "begun": begun, "done": time.monotonic()}
+                )
     finally:
         connections.close_all()
 
@@ -100,8 +101,7 @@ def test_sixteen_producers_three_queues_rollbacks_two_workers(worker_process):
         log: list[dict[str, Any]] = []
         started = threading.Barrier(PRODUCERS)
         threads = [
-            threading.Thread(target=produce, args=(seed, started, log))
-            for seed in range(PRODUCERS)
+            threading.Thread(target=produce, args=(seed, started, log)) for seed in range(PRODUCERS)
         ]
         for thread in threads:
             thread.start()

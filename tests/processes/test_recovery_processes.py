@@ -88,8 +88,9 @@ def overran(job_id: int) -> list[tuple[str, float]]:
     runs = runs_in_order(job_id)
     errors = awa.get_job(job_id).errors
     assert [e["type"] for e in errors] == ["awa_django.exceptions.DeadlineExceeded"] * 2
-    assert "ran past its deadline of 1s (AWA['QUEUES']['default']['deadline_s'])" in (
-        errors[-1]["message"]
+    assert (
+        "ran past its deadline of 1s (AWA['QUEUES']['default']['deadline_s'])"
+        in (errors[-1]["message"])
     )
     return runs
 

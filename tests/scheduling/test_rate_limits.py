@@ -134,9 +134,7 @@ def test_the_leader_keeps_only_the_newest_ledger_row_per_queue():
         pool = await connections.open_pool("default", max_size=2)
         try:
             return (
-                await LedgerCleaner(
-                    pool, LedgerConfig(interval_s=1, batch_size=3)
-                ).run_once()
+                await LedgerCleaner(pool, LedgerConfig(interval_s=1, batch_size=3)).run_once()
             ).deleted
         finally:
             await pool.close()

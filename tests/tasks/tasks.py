@@ -125,3 +125,13 @@ def told_on_retry(context: TaskContext) -> dict:
 async def where_async() -> int:
     """The thread the async task ran in."""
     return threading.get_ident()
+
+
+@task
+def returns_nothing() -> None:
+    log_run("returns_nothing")
+
+
+@task
+async def returns_nothing_async() -> None:
+    pass

@@ -14,7 +14,13 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from awa_django.tasks import AwaBackend
-from awa_django.tasks.compat import TaskResultStatus, task_backends, task_started
+from awa_django.tasks.compat import (
+    BaseTaskBackend,
+    TaskResultStatus,
+    task_backends,
+    task_finished,
+    task_started,
+)
 from awa_django.testing import make_due, run_jobs
 from tests.conftest import run_burst
 from tests.tasks import tasks
@@ -139,3 +145,61 @@ def test_the_task_as_enqueued_is_made_once_per_set_of_options():
     assert backend.enqueued_task(tasks.tagged, dict(meta)) is made
     other = backend.enqueued_task(tasks.tagged, {**meta, "tags": ["x"]})
     assert other.tags == ("x",) and other is not made
+
+
+def _stored_result_is_sql_null(job_id: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT result IS NULL FROM awa.jobs WHERE job_id = %s", [int(job_id)])
+        return bool(cursor.fetchone()[0])
+
+
+@pytest.mark.parametrize("task", [tasks.returns_nothing, tasks.returns_nothing_async])
+def test_a_task_that_returns_nothing_stores_no_result_and_reads_back_none(task):
+    result = task.enqueue()
+    assert run_jobs().completed == 1
+    fetched = task.get_result(result.id)
+    assert fetched.status == TaskResultStatus.SUCCESSFUL
+    assert fetched.return_value is None
+    # Not a stored JSON null: nothing was written for it.
+    assert _stored_result_is_sql_null(result.id)
+    # A value is stored as before.
+    added = tasks.add.enqueue(2, 3)
+    run_jobs()
+    assert tasks.add.get_result(added.id).return_value == 5
+    assert not _stored_result_is_sql_null(added.id)
+
+
+@pytest.mark.parametrize("task", [tasks.returns_nothing, tasks.returns_nothing_async])
+def test_receivers_connected_and_disconnected_between_tasks_are_honoured(task):
+    seen: list[tuple[str, str]] = []
+
+    def receiver(signal, sender, task_result, **kwargs):
+        seen.append((task_result.id, "started" if signal is task_started else "finished"))
+
+    # The first task runs with the framework's logging receivers only.
+    task.enqueue()
+    run_jobs()
+    task_started.connect(receiver, weak=False)
+    task_finished.connect(receiver, weak=False)
+    try:
+        watched = task.enqueue()
+        run_jobs()
+    finally:
+        task_started.disconnect(receiver)
+        task_finished.disconnect(receiver)
+    task.enqueue()
+    run_jobs()
+    assert seen == [(watched.id, "started"), (watched.id, "finished")]
+
+
+def test_a_change_of_tasks_settings_reaches_the_worker_side():
+    # The runner keeps each alias's backend; a TASKS change must not leave it a stale one.
+    tasks.returns_nothing.enqueue()
+    assert run_jobs().completed == 1
+    later = tasks.returns_nothing.enqueue()
+    # The framework's own dummy backend (Django's, or the backport's).
+    dummy = BaseTaskBackend.__module__.removesuffix(".base") + ".dummy.DummyBackend"
+    with override_settings(TASKS={"default": {"BACKEND": dummy}}):
+        ran = run_jobs()
+    assert ran.failed == 1
+    assert "not an AwaBackend" in str(tasks.returns_nothing.get_result(later.id).errors)

@@ -145,8 +145,9 @@ def test_an_unknown_kind_fails_once_it_has_waited_the_timeout():
     completion = map_result(awa.UnknownJobKind("x", waiting_since=since, tries=70))
     assert completion.outcome is Outcome.FAILED
     assert completion.error["type"] == UNKNOWN_KIND_ERROR_TYPE
-    assert "for 3600s (AWA['UNKNOWN_KIND_TIMEOUT_S'] is 3600s): failed." in (
-        completion.error["message"]
+    assert (
+        "for 3600s (AWA['UNKNOWN_KIND_TIMEOUT_S'] is 3600s): failed."
+        in (completion.error["message"])
     )
     # No waiting_since: a retry of the failed job starts a wait of its own.
     assert completion.error["waited_s"] == 3600.0 and "waiting_since" not in completion.error

@@ -108,9 +108,7 @@ def test_cancel_and_terminal_error_end_as_specified():
 
 def elsewhere(**awa_settings: object) -> override_settings:
     """Settings under which "nobody.*" kinds may be enqueued without a handler."""
-    return override_settings(
-        AWA={**settings.AWA, **awa_settings, "EXTERNAL_KINDS": ["nobody.*"]}
-    )
+    return override_settings(AWA={**settings.AWA, **awa_settings, "EXTERNAL_KINDS": ["nobody.*"]})
 
 
 def test_an_unknown_kind_waits_without_using_its_attempt_and_the_worker_goes_on():

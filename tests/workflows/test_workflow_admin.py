@@ -1,5 +1,6 @@
 """The admin's Workflows page: list with state and name filters and counts, a workflow's steps
-by dependency level with states, results and errors, and cancel (in the admin log)."""
+by dependency level with states, results and errors, cancel and retry a failed step (in the
+admin log)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from django.urls import reverse
 import awa_django as awa
 from tests.admin.conftest import operator_client, outsider_client, staff_user  # noqa: F401
 from tests.conftest import run_burst
-from tests.workflows.jobs import add, collect, fail
+from tests.workflows.jobs import add, collect, fail, fail_first_run
 
 LIST = "admin:awa_django_workflow_changelist"
 DETAIL = "admin:awa_django_workflow_change"
 CANCEL = "admin:awa_django_workflow_cancel"
+RETRY = "admin:awa_django_workflow_retry"
 
 
 @pytest.fixture
@@ -75,6 +77,37 @@ def test_cancel_is_logged_and_needs_change_permission(operator_client, workflow_
     entry = LogEntry.objects.get(object_id=str(run.workflow_id))
     assert entry.user == User.objects.get(username="operator")
     assert "Cancelled the workflow (2 steps)" in entry.change_message
+
+
+def test_retry_of_a_failed_step_is_logged_and_needs_change_permission(
+    operator_client,  # noqa: F811
+    workflow_viewer,
+):
+    run = awa.chain(awa.call(fail_first_run), awa.call(collect)).enqueue()
+    run_burst()
+    assert awa.get_workflow(run.workflow_id).state == "failed"
+    page = workflow_viewer.get(reverse(DETAIL, args=[run.workflow_id])).content.decode()
+    assert "retry-step" not in page
+    assert (
+        workflow_viewer.post(reverse(RETRY, args=[run.workflow_id]), {"step": "1"}).status_code
+        == 403
+    )
+    assert awa.get_workflow(run.workflow_id).step("1").state == "failed"
+    page = operator_client.get(reverse(DETAIL, args=[run.workflow_id])).content.decode()
+    assert page.count('class="retry-step"') == 1  # only the failed step, not its dependent
+    response = operator_client.post(reverse(RETRY, args=[run.workflow_id]), {"step": "1"})
+    assert response.status_code == 302
+    entry = LogEntry.objects.get(object_id=str(run.workflow_id))
+    assert entry.user == User.objects.get(username="operator")
+    assert "Retried step '1'" in entry.change_message
+    run_burst()
+    state = awa.wait_workflow(run.workflow_id, timeout=10)
+    assert state.state == "completed" and state.step("2").result == ["fixed"]
+    again = operator_client.post(
+        reverse(RETRY, args=[run.workflow_id]), {"step": "1"}, follow=True
+    ).content.decode()
+    assert "was not retried: step &#x27;1&#x27; is completed" in again
+    assert LogEntry.objects.filter(object_id=str(run.workflow_id)).count() == 1
 
 
 def test_outsiders_see_nothing(outsider_client):  # noqa: F811

@@ -9,6 +9,8 @@ import json
 import random
 import time
 
+import pytest
+
 from tests.conftest import WorkerSubprocess, wait_until
 from tests.processes.chaos_support import (  # noqa: F401 - cluster is a fixture
     cluster,
@@ -41,6 +43,7 @@ with transaction.atomic():
 """
 
 
+@pytest.mark.fault_injection
 def test_workflows_survive_kills_and_a_restart(cluster):  # noqa: F811 - the fixture
     url = cluster.url
     manage(url, "migrate", "--no-input", "-v", "0")

@@ -1,4 +1,4 @@
-"""``manage.py awa_workflows list|show|cancel``."""
+"""``manage.py awa_workflows list|show|cancel|retry``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.core.management.base import CommandError
 
 import awa_django as awa
 from tests.conftest import run_burst
-from tests.workflows.jobs import add, fail
+from tests.workflows.jobs import add, collect, fail, fail_first_run
 
 pytestmark = pytest.mark.usefixtures("awa_db")
 
@@ -45,3 +45,19 @@ def test_list_show_and_cancel():
         run("cancel", str(waiting.workflow_id))
     with pytest.raises(CommandError, match="no workflow 999999"):
         run("show", "999999")
+
+
+def test_retry_a_failed_step():
+    wf = awa.chain(awa.call(fail_first_run), awa.call(collect)).enqueue()
+    run_burst()
+    with pytest.raises(CommandError, match="step '2' is cancelled, not failed"):
+        run("retry", str(wf.workflow_id), "2")
+    with pytest.raises(CommandError, match="has no step 'nope'"):
+        run("retry", str(wf.workflow_id), "nope")
+    assert run("retry", str(wf.workflow_id), "1") == (
+        f"retried step '1' of workflow {wf.workflow_id}: it runs again\n"
+    )
+    run_burst()
+    assert awa.wait_workflow(wf.workflow_id, timeout=10).state == "completed"
+    with pytest.raises(CommandError, match="no such workflow"):
+        run("retry", "999999", "1")

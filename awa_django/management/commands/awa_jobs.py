@@ -20,6 +20,7 @@ from awa_django.management.validation import (
 )
 from awa_django.ops.actions import cancel, retry
 from awa_django.ops.records import get_jobs, list_jobs
+from awa_django.producer.workflows import waiting_on
 from awa_django.storage.browse import JOB_STATES
 
 # The awa.jobs view also reports an attempt parked on a callback as its own state.
@@ -93,11 +94,15 @@ class Command(QueueCommand):
         if options["json"]:
             self.stdout.write(to_json(records))
             return
+        # A held workflow step says which steps it waits for (one query, for those only).
+        waiting = waiting_on([r.job_id for r in records if r.state == "held"])
         rows = [
             (
                 r.job_id,
                 f"{r.state} (no worker knows this kind)"
                 if waits_for_kind(r.state, r.errors)
+                else f"{r.state} ({waiting[r.job_id]})"
+                if r.job_id in waiting
                 else r.state,
                 r.queue,
                 r.kind,

@@ -1,4 +1,5 @@
-"""``manage.py awa_workflows list|show|cancel``: read and cancel workflows (docs/workflows.md)."""
+"""``manage.py awa_workflows list|show|cancel|retry``: read and cancel workflows, retry a failed
+step (docs/workflows.md)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ workflow_id = whole_number(1, 2**63 - 1, what="a workflow id")
 
 class Command(QueueCommand):
     help = (
-        "List workflows (newest first), show one with its steps, or cancel one (every step "
-        "that has not ended)."
+        "List workflows (newest first), show one with its steps, cancel one (every step "
+        "that has not ended), or retry a step that failed (resuming its workflow)."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -34,6 +35,11 @@ class Command(QueueCommand):
         cancel = actions.add_parser("cancel", help="Cancel every step that has not ended.")
         cancel.add_argument("workflow_id", type=workflow_id, metavar="ID")
         cancel.add_argument("--reason", type=name, default="cancelled by an operator")
+        retry = actions.add_parser(
+            "retry", help="Run a failed or dead-lettered step again and resume its workflow."
+        )
+        retry.add_argument("workflow_id", type=workflow_id, metavar="ID")
+        retry.add_argument("step", type=name, metavar="STEP")
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
@@ -85,6 +91,12 @@ class Command(QueueCommand):
                     ],
                 )
             )
+        elif action == "retry":
+            wf, step = options["workflow_id"], options["step"]
+            if not workflows.retry_workflow_step(wf, step):
+                refusal = workflows.retry_refusal(workflows.get_workflow(wf), step)
+                raise CommandError(f"workflow {wf}: {refusal or 'the step changed meanwhile'}")
+            self.stdout.write(f"retried step {step!r} of workflow {wf}: it runs again")
         else:
             cancelled = workflows.cancel_workflow(options["workflow_id"], reason=options["reason"])
             if cancelled is None:

@@ -8,7 +8,8 @@
 -- swap lost). The UPDATE takes the schedule's row lock, so a concurrent pause either commits
 -- first (the re-checked WHERE then fails) or waits for this fire to commit; a second leader
 -- that read the same row blocks here and then finds last_fire_at moved. The jobs are enqueued
--- in the same transaction as the swap: both commit or neither does.
+-- in the same transaction as the swap: both commit or neither does, and so does their row in
+-- the schedule's fire history (awa.cron_fires, migration 0015).
 CREATE OR REPLACE FUNCTION awa.fire_cron(p_name text, p_expected_last timestamptz,
                               p_expected_resumed timestamptz, p_ticks timestamptz[])
 RETURNS TABLE (job_id bigint, kind text, queue text) LANGUAGE plpgsql AS $$
@@ -33,7 +34,13 @@ BEGIN
             v_row.metadata || jsonb_build_object(
                 'awa_cron', jsonb_build_object('name', v_row.name, 'fire_at', v_tick)),
             v_row.tags);
+        INSERT INTO awa.cron_fires (name, job_id, tick) VALUES (v_row.name, job_id, v_tick);
         RETURN NEXT;
     END LOOP;
+    -- The fire history keeps each schedule's newest 50 jobs.
+    DELETE FROM awa.cron_fires f
+     WHERE f.name = p_name
+       AND f.job_id < (SELECT k.job_id FROM awa.cron_fires k WHERE k.name = p_name
+                        ORDER BY k.job_id DESC OFFSET 49 LIMIT 1);
 END
 $$;

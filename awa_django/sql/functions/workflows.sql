@@ -207,7 +207,9 @@ $$;
 
 -- Gives a workflow whose steps have all ended its terminal state, once: cancelled when it was
 -- cancelled, failed when a step did not complete, completed otherwise. Its waiters are told
--- on channel awa_workflow_done at commit.
+-- on channel awa_workflow_done at commit. It is also added to the transaction's setting
+-- awa.workflows_finished (a JSON array of {id, name, state}), which the worker's close
+-- statement and cancel_workflow read to send the workflow_finished signal after commit.
 CREATE OR REPLACE FUNCTION awa.workflow_finish(p_workflow_id bigint) RETURNS void
 LANGUAGE sql AS $$
     WITH finished AS (
@@ -216,9 +218,19 @@ LANGUAGE sql AS $$
                             WHEN w.failures > 0 THEN 'failed' ELSE 'completed' END,
                finished_at = now()
          WHERE w.workflow_id = p_workflow_id AND w.state = 'running'
-        RETURNING w.workflow_id
+           -- A retried step (awa.workflow_step_retried) may have made it unfinished again
+           -- while its on_failure step was running: it finishes when that step ends.
+           AND w.unfinished = 0
+        RETURNING w.workflow_id, w.name, w.state
     )
-    SELECT pg_notify('awa_workflow_done', f.workflow_id::text) FROM finished f
+    SELECT pg_notify('awa_workflow_done', f.workflow_id::text),
+           set_config('awa.workflows_finished',
+                      (coalesce(nullif(current_setting('awa.workflows_finished', true), ''),
+                                '[]')::jsonb
+                       || jsonb_build_array(jsonb_build_object(
+                              'id', f.workflow_id, 'name', f.name, 'state', f.state)))::text,
+                      true)
+      FROM finished f
 $$;
 
 -- Records that steps ended and does what follows, in the caller's transaction. p_ended is a
@@ -295,7 +307,10 @@ BEGIN
             v_i := v_i + 1;
             CONTINUE;
         END IF;
-        IF v_state = 'completed' AND jsonb_typeof(v_adds[v_i]) = 'array' THEN
+        IF v_state = 'completed' AND jsonb_typeof(v_adds[v_i]) = 'array'
+           AND NOT EXISTS (SELECT 1 FROM awa.workflows w
+                            WHERE w.workflow_id = v_step.workflow_id
+                              AND w.cancel_reason IS NOT NULL) THEN
             -- Steps it added while it ran: written now, before its dependents are counted down.
             PERFORM awa.workflow_graft(v_step.workflow_id, v_step.name, v_adds[v_i]);
         END IF;
@@ -313,7 +328,17 @@ BEGIN
                AND t.state = 'held'
              ORDER BY t.name
         LOOP
-            IF v_state = 'completed' OR v_dep.ignore_failure THEN
+            IF v_wf.cancel_reason IS NOT NULL THEN
+                -- The workflow was cancelled while this step was closing (awa.workflow_cancel
+                -- left its attempt to this closer): nothing more is released.
+                PERFORM awa.workflow_withdraw(v_dep.job_id, v_wf.cancel_reason);
+                v_jobs := v_jobs || v_dep.job_id;
+                v_outcomes := v_outcomes || 'cancelled'::text;
+                v_errors := v_errors || jsonb_build_object('at', now(),
+                                                           'reason', v_wf.cancel_reason);
+                v_results := v_results || NULL::jsonb;
+                v_adds := v_adds || NULL::jsonb;
+            ELSIF v_state = 'completed' OR v_dep.ignore_failure THEN
                 UPDATE awa.workflow_steps s SET remaining_deps = s.remaining_deps - 1
                  WHERE s.job_id = v_dep.job_id
                 RETURNING s.remaining_deps INTO v_left;
@@ -356,6 +381,34 @@ BEGIN
 END
 $$;
 
+-- Cancels one step's job for awa.workflow_cancel without waiting for another closer of the
+-- same attempt: that closer (a worker, the rescue, a callback) takes the workflow's lock next,
+-- which awa.workflow_cancel may hold, so waiting for it could deadlock. Each try waits at most
+-- lock_timeout; a job still waiting in the backlog or its lane (its promotion or a claim held
+-- a lock a moment) is tried again. Returns awa.cancel_job's outcome, or 'in_flight' when
+-- another closer is writing the attempt's end: that closer does the step's bookkeeping after
+-- this transaction commits, and finds the workflow cancelled.
+CREATE OR REPLACE FUNCTION awa.workflow_cancel_step(p_job_id bigint, p_reason text)
+RETURNS text LANGUAGE plpgsql SET lock_timeout = '100ms' AS $$
+DECLARE
+    v_try integer := 1;
+BEGIN
+    LOOP
+        BEGIN
+            RETURN awa.cancel_job(p_job_id, p_reason);
+        EXCEPTION WHEN lock_not_available THEN
+            IF v_try >= 5 OR NOT EXISTS (
+                    SELECT 1 FROM awa.jobs j
+                     WHERE j.job_id = p_job_id
+                       AND j.state IN ('available', 'scheduled', 'retryable')) THEN
+                RETURN 'in_flight';
+            END IF;
+            v_try := v_try + 1;
+        END;
+    END LOOP;
+END
+$$;
+
 -- Cancels a workflow: every step not ended yet is cancelled with p_reason (a running one's
 -- worker is told, as by awa.cancel_job, and its handler sees ctx.is_cancelled()), a step
 -- parked in the dead-letter queue is recorded as cancelled (its DLQ entry stays for the
@@ -363,10 +416,14 @@ $$;
 -- step does not run. Returns how many steps it cancelled, or NULL when there is no such
 -- workflow or it has already finished.
 --
--- Released steps are cancelled first, without the workflow's lock: closing an attempt can wait
--- for a worker that is closing the same attempt, and that worker takes the workflow's lock
--- next, so holding it here would deadlock. Their bookkeeping waits (awa.workflow_hold) and is
--- done under the lock with the rest.
+-- Lock order, the same as a closer's (awa.close_batch: an attempt's closure, then the
+-- workflow's lock): the released steps' attempts are closed first, without the workflow's
+-- lock, their bookkeeping held back (awa.workflow_hold); then, under the lock, the workflow is
+-- marked cancelled, that bookkeeping done, and the held steps withdrawn. A step released by a
+-- closer that committed between the two is cancelled under the lock without waiting for any
+-- closer of its attempt (awa.workflow_cancel_step): one writing it now waits for this lock,
+-- and once this transaction commits it finds the workflow cancelled and releases nothing
+-- (awa.workflow_steps_ended).
 CREATE OR REPLACE FUNCTION awa.workflow_cancel(p_workflow_id bigint, p_reason text)
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
@@ -387,9 +444,9 @@ BEGIN
     PERFORM set_config('awa.workflow_hold', 'on', true);
     FOR v_step IN
         SELECT s.job_id FROM awa.workflow_steps s
-         WHERE s.workflow_id = p_workflow_id AND s.state = 'released' ORDER BY s.position
+         WHERE s.workflow_id = p_workflow_id AND s.state = 'released' ORDER BY s.job_id
     LOOP
-        PERFORM awa.cancel_job(v_step.job_id, p_reason);
+        PERFORM awa.workflow_cancel_step(v_step.job_id, p_reason);
     END LOOP;
     PERFORM set_config('awa.workflow_hold', 'off', true);
     PERFORM awa.workflow_lock(p_workflow_id);
@@ -423,9 +480,9 @@ BEGIN
                           AND s.state IN ('held', 'released', 'dead_lettered')) THEN
             CONTINUE;
         END IF;
-        -- A step released since the first pass is cancelled under the lock: a worker closing
-        -- it at this very moment makes one of the two transactions retry (a deadlock).
-        v_outcome := awa.cancel_job(v_step.job_id, p_reason);
+        -- A held step is withdrawn (no closer can hold it: only a release, under this lock,
+        -- moves it); a released one is cancelled without waiting for another closer.
+        v_outcome := awa.workflow_cancel_step(v_step.job_id, p_reason);
         IF v_outcome NOT LIKE 'cancelled%' AND EXISTS (
                 SELECT 1 FROM awa.workflow_steps s
                  WHERE s.job_id = v_step.job_id AND s.state = 'dead_lettered') THEN
@@ -475,6 +532,95 @@ BEGIN
 END
 $$;
 
+-- A step that had failed for good was put back to run again (awa.retry, awa.dlq.retry; called
+-- by awa.workflow_dead_letter_gone in the retrying transaction). Its workflow leaves its
+-- failed state: the step is released again, and the steps cancelled because of it are held
+-- again, and so on down the graph (a dependent cancelled because its dependency X was
+-- cancelled is restored when X is), except a step that another dependency, failed or
+-- cancelled meanwhile and not ignored, would cancel anyway. Dependents that ignored the
+-- failure and ran keep their run; held ones wait for the step again. An on_failure step that
+-- ran stays as it is (it runs at most once). Returns whether the workflow resumed: not for a
+-- job that is no step, a step not 'failed', an on_failure step, or a cancelled workflow.
+CREATE OR REPLACE FUNCTION awa.workflow_step_retried(p_job_id bigint) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_step record;
+    v_restored text[];
+    v_i integer := 1;
+    v_dep record;
+BEGIN
+    SELECT s.workflow_id, s.name INTO v_step FROM awa.workflow_steps s
+     WHERE s.job_id = p_job_id AND s.state = 'failed' AND NOT s.on_failure;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM awa.workflow_lock(v_step.workflow_id);
+    IF EXISTS (SELECT 1 FROM awa.workflows w
+                WHERE w.workflow_id = v_step.workflow_id AND w.cancel_reason IS NOT NULL) THEN
+        RETURN false;
+    END IF;
+    UPDATE awa.workflow_steps s
+       SET state = 'released', released_at = now(), finished_at = NULL, result = NULL,
+           error = NULL
+     WHERE s.job_id = p_job_id AND s.state = 'failed';
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    -- Held dependents that ignore its failure were counted down by it: they wait for it again.
+    UPDATE awa.workflow_steps t SET remaining_deps = t.remaining_deps + 1
+      FROM awa.workflow_edges e
+     WHERE e.workflow_id = v_step.workflow_id AND e.from_step = v_step.name
+       AND e.ignore_failure AND t.workflow_id = e.workflow_id AND t.name = e.to_step
+       AND t.state = 'held';
+    v_restored := ARRAY[v_step.name];
+    WHILE v_i <= cardinality(v_restored) LOOP
+        FOR v_dep IN
+            SELECT t.name, t.job_id
+              FROM awa.workflow_edges e
+              JOIN awa.workflow_steps t
+                ON t.workflow_id = e.workflow_id AND t.name = e.to_step
+             WHERE e.workflow_id = v_step.workflow_id AND e.from_step = v_restored[v_i]
+               AND NOT e.ignore_failure AND t.state = 'cancelled'
+               AND t.error ->> 'dependency' = v_restored[v_i]
+               AND NOT EXISTS (
+                   SELECT 1 FROM awa.workflow_edges o
+                     JOIN awa.workflow_steps p
+                       ON p.workflow_id = o.workflow_id AND p.name = o.from_step
+                    WHERE o.workflow_id = t.workflow_id AND o.to_step = t.name
+                      AND NOT o.ignore_failure AND p.state IN ('failed', 'cancelled'))
+             ORDER BY t.position
+        LOOP
+            -- Held again, as a newer fact of the job than its withdrawn ready row.
+            INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
+                                           run_lease, max_attempts, run_at, created_at,
+                                           metadata, tags, errors)
+            SELECT j.job_id, 'held', j.kind, j.queue, j.priority, j.args, 0, j.run_lease + 1,
+                   j.max_attempts, now(), j.created_at, j.metadata, j.tags, j.errors
+              FROM awa.jobs j WHERE j.job_id = v_dep.job_id;
+            DELETE FROM awa.terminal_history h WHERE h.job_id = v_dep.job_id;
+            UPDATE awa.workflow_steps t
+               SET state = 'held', error = NULL, finished_at = NULL, released_at = NULL,
+                   remaining_deps = (
+                       SELECT count(*) FROM awa.workflow_edges o
+                         JOIN awa.workflow_steps p
+                           ON p.workflow_id = o.workflow_id AND p.name = o.from_step
+                        WHERE o.workflow_id = t.workflow_id AND o.to_step = t.name
+                          AND NOT (p.state = 'completed'
+                                   OR (o.ignore_failure AND p.state IN ('failed', 'cancelled'))))
+             WHERE t.job_id = v_dep.job_id;
+            v_restored := v_restored || v_dep.name;
+        END LOOP;
+        v_i := v_i + 1;
+    END LOOP;
+    UPDATE awa.workflows w
+       SET state = 'running', finished_at = NULL,
+           unfinished = w.unfinished + cardinality(v_restored),
+           failures = w.failures - cardinality(v_restored)
+     WHERE w.workflow_id = v_step.workflow_id;
+    RETURN true;
+END
+$$;
+
 -- A workflow step's DLQ entry was deleted (trigger workflow_dead_letter_gone, at commit): a
 -- retry put the job back (a newer ready row, or a deferred one), and its workflow resumes when
 -- it ends; otherwise an operator purge or the DLQ retention gave it up, and the step fails for
@@ -482,10 +628,15 @@ $$;
 CREATE OR REPLACE FUNCTION awa.workflow_dead_letter_gone() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM awa.dlq_entries q WHERE q.job_id = OLD.job_id)
-       OR EXISTS (SELECT 1 FROM awa.deferred_jobs d WHERE d.job_id = OLD.job_id)
+    IF EXISTS (SELECT 1 FROM awa.dlq_entries q WHERE q.job_id = OLD.job_id) THEN
+        RETURN NULL;
+    END IF;
+    IF EXISTS (SELECT 1 FROM awa.deferred_jobs d WHERE d.job_id = OLD.job_id)
        OR EXISTS (SELECT 1 FROM awa.ready_entries r
                    WHERE r.job_id = OLD.job_id AND r.run_lease >= OLD.original_run_lease) THEN
+        -- Retried. A dead-lettered step resumes by itself when the job ends; one that had
+        -- failed for good (awa.retry moved it here) takes its workflow out of failure.
+        PERFORM awa.workflow_step_retried(OLD.job_id);
         RETURN NULL;
     END IF;
     PERFORM awa.workflow_steps_ended(jsonb_build_array(jsonb_build_object(

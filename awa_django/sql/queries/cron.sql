@@ -59,14 +59,34 @@ UPDATE awa.cron_jobs SET paused_at = NULL, paused_by = NULL, resumed_at = now()
 RETURNING name
 
 -- name: remove_cron_job
--- Deletes one schedule; a deployment that still declares it re-creates it on its next start.
+-- Deletes one schedule and its fire history; a deployment that still declares it re-creates it
+-- on its next start.
+WITH history AS (DELETE FROM awa.cron_fires WHERE name = %(name)s)
 DELETE FROM awa.cron_jobs WHERE name = %(name)s RETURNING name
 
 -- name: trigger_cron_job
--- Enqueues one job from the schedule's template now, outside its timetable: the fire history is
--- not touched, and a paused schedule can be triggered too.
-SELECT awa.enqueue_job(c.kind, c.queue, c.priority, c.args, c.max_attempts, NULL,
-                       c.metadata || jsonb_build_object(
-                           'awa_cron', jsonb_build_object('name', c.name, 'triggered', true)),
-                       c.tags) AS job_id, c.kind, c.queue
-  FROM awa.cron_jobs c WHERE c.name = %(name)s
+-- Enqueues one job from the schedule's template now, outside its timetable: last_fire_at is not
+-- touched, and a paused schedule can be triggered too. The job joins the schedule's recent
+-- fires, without a tick.
+WITH triggered AS (
+    SELECT awa.enqueue_job(c.kind, c.queue, c.priority, c.args, c.max_attempts, NULL,
+                           c.metadata || jsonb_build_object(
+                               'awa_cron', jsonb_build_object('name', c.name, 'triggered', true)),
+                           c.tags) AS job_id, c.name, c.kind, c.queue
+      FROM awa.cron_jobs c WHERE c.name = %(name)s
+), history AS (
+    INSERT INTO awa.cron_fires (name, job_id) SELECT t.name, t.job_id FROM triggered t
+)
+SELECT t.job_id, t.kind, t.queue FROM triggered t
+
+-- name: recent_cron_fires
+-- The newest fires of every schedule (up to `per_schedule` each, newest first) with the state of
+-- the job each enqueued; a job retention has pruned reads as state NULL.
+SELECT c.name, f.job_id, f.tick, f.fired_at, j.state, j.finalized_at
+  FROM awa.cron_jobs c
+ CROSS JOIN LATERAL (
+       SELECT f.job_id, f.tick, f.fired_at FROM awa.cron_fires f
+        WHERE f.name = c.name ORDER BY f.job_id DESC LIMIT %(per_schedule)s) f
+  LEFT JOIN LATERAL (
+       SELECT j.state, j.finalized_at FROM awa.jobs j WHERE j.job_id = f.job_id LIMIT 1) j ON true
+ ORDER BY c.name, f.job_id DESC

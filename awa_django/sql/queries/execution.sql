@@ -6,6 +6,13 @@
 -- runs again (retried or snoozed), on the database's clock.
 SELECT job_id, run_lease, run_at FROM awa.close_batch(%(batch)s::json)
 
+-- name: close_workflow_attempts
+-- close_attempts for a batch holding workflow steps: each row also carries the workflows the
+-- statement finished (awa.workflow_finish), read once close_batch has run (a plpgsql set
+-- returning function runs to its end before its first row is read).
+SELECT job_id, run_lease, run_at, current_setting('awa.workflows_finished', true)
+  FROM awa.close_batch(%(batch)s::json)
+
 -- name: heartbeat_attempts
 -- Heartbeats one worker's live attempts and saves their progress in one statement; returns the
 -- attempts still open.

@@ -32,3 +32,22 @@ SELECT workflow_id, name, state, steps, unfinished, failures, cancel_reason, cre
 -- Deletes finished workflows older than the retention, a batch at a time.
 SELECT awa.workflow_prune(%(completed_s)s::double precision, %(failed_s)s::double precision,
                           %(limit)s::integer)
+
+-- name: workflows_finished
+-- The workflows this transaction finished so far (awa.workflow_finish), as JSON text or NULL.
+SELECT current_setting('awa.workflows_finished', true)
+
+-- name: waiting_on
+-- For each held step among the jobs given, the steps it still waits for (its dependencies that
+-- have not ended, a dead-lettered one included; for an on_failure step, every other step that
+-- has not ended): the first %(shown)s names in the order the steps were added, and how many.
+SELECT t.job_id, (array_agg(p.name ORDER BY p.position))[1:%(shown)s], count(*)
+  FROM awa.workflow_steps t
+  JOIN awa.workflow_steps p ON p.workflow_id = t.workflow_id
+ WHERE t.job_id = ANY (%(job_ids)s::bigint[]) AND t.state = 'held'
+   AND p.state IN ('held', 'released', 'dead_lettered')
+   AND CASE WHEN t.on_failure THEN NOT p.on_failure
+            ELSE EXISTS (SELECT 1 FROM awa.workflow_edges e
+                          WHERE e.workflow_id = t.workflow_id AND e.from_step = p.name
+                            AND e.to_step = t.name) END
+ GROUP BY t.job_id

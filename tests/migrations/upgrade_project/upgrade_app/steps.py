@@ -85,7 +85,10 @@ def complete_parked(state_dir: str) -> None:
 
 def trigger_cron() -> None:
     names = [schedule.name for schedule in awa.cron.list()]
-    emit({"schedules": names, "fired": awa.cron.trigger(names[0]) if names else None})
+    fired = awa.cron.trigger(names[0]) if names else None
+    # Migration 0015 keeps each schedule's recent fires, triggers included.
+    history = [fire.job_id for fire in awa.cron.recent_fires().get(names[0], [])] if names else []
+    emit({"schedules": names, "fired": fired, "history": history})
 
 
 def unique_conflict() -> None:
