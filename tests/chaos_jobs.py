@@ -22,3 +22,10 @@ def chaos_poison(ctx: JobContext) -> None:
     surrogate, as ``os.fsdecode`` produces for undecodable file names)."""
     record_run(ctx, "poison")
     raise RuntimeError("poison pill \ud800 from a file name")
+
+
+@awa.job(kind="tests.chaos_slow")
+def chaos_slow(ctx: JobContext, n: int, seconds: float = 1.0) -> None:
+    """Long enough to heartbeat (the chaos tests beat every 0.2 s) before it records its run."""
+    time.sleep(seconds)
+    record_run(ctx, str(n))

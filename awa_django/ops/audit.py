@@ -35,6 +35,8 @@ class AuditReport:
                     "held": f.held,
                     "description": f.description,
                     "broken": f.broken,
+                    "unit": f.unit,
+                    "ids": list(f.ids),
                     "job_ids": list(f.job_ids),
                 }
                 for f in self.findings

@@ -1,5 +1,6 @@
 """The invariant audit's reads (``sql/queries/audit.sql``): one statement per invariant, each
-answering how many jobs break it and the first 100 of their ids."""
+answering how many jobs (or ring generations, or workflows: the invariant's unit) break it and
+the first 100 of their ids."""
 
 from __future__ import annotations
 
@@ -13,42 +14,86 @@ from awa_django.sql import queries
 _SQL = queries("audit")
 
 # The invariants in the order they are reported: (name, its statement, what holds when it
-# holds).
-INVARIANTS: Final[tuple[tuple[str, str, str], ...]] = (
+# holds, what its ids name).
+INVARIANTS: Final[tuple[tuple[str, str, str, str], ...]] = (
     (
         "one_place",
         "audit_one_place",
         "every job is in at most one live place: ready, claimed with an open receipt, "
         "deferred, or in the DLQ",
+        "job",
     ),
     (
         "one_open_attempt",
         "audit_one_open_attempt",
         "no job has two open attempts, and every heartbeat lease belongs to an open one",
+        "job",
     ),
     (
         "published",
         "audit_published",
         "every committed ready row is in its lane's order (a lane commit covers it)",
+        "job",
     ),
     (
         "claimable",
         "audit_claimable",
         "no unclaimed row lies behind its lane's cursor outside a recorded hole "
         "(no hole that never closes)",
+        "job",
+    ),
+    (
+        "ring_cursor",
+        "audit_ring_cursor",
+        "each ring has exactly one current slot, and its retained generations are consecutive, "
+        "each on the slot after the one before",
+        "generation",
+    ),
+    (
+        "ring_slots",
+        "audit_ring_slots",
+        "every queue-ring row was written in its slot's current lap, and every receipt, "
+        "closure and tombstone sits in the slot of its ready row",
+        "job",
+    ),
+    (
+        "unique_claims",
+        "audit_unique_claims",
+        "every unique claim names an issued job of its kind, and no job holds two keys",
+        "job",
+    ),
+    (
+        "workflow_steps",
+        "audit_workflow_steps",
+        "every held workflow step counts exactly its unfinished dependencies, none failed "
+        "under it, and none left at zero unreleased",
+        "job",
+    ),
+    (
+        "workflow_state",
+        "audit_workflow_state",
+        "every running workflow counts its unended steps right and still has one to end",
+        "workflow",
     ),
 )
 
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One invariant as the audit found it: held when ``broken`` is 0; ``job_ids`` lists the
-    first 100 jobs that break it."""
+    """One invariant as the audit found it: held when ``broken`` is 0; ``ids`` lists the first
+    100 of what breaks it, which ``unit`` names: ``"job"`` (job ids), ``"generation"`` (ring
+    ledger generations) or ``"workflow"`` (workflow ids)."""
 
     name: str
     description: str
     broken: int
-    job_ids: tuple[int, ...]
+    ids: tuple[int, ...]
+    unit: str = "job"
+
+    @property
+    def job_ids(self) -> tuple[int, ...]:
+        """The job ids concerned: ``ids`` when they name jobs, else none."""
+        return self.ids if self.unit == "job" else ()
 
     @property
     def held(self) -> bool:
@@ -58,9 +103,10 @@ class Finding:
 def audit(cursor: CursorWrapper) -> list[Finding]:
     """Check every invariant with ``cursor``, in the caller's (read-only) transaction."""
     findings = []
-    for name, block, description in INVARIANTS:
+    for name, block, description, unit in INVARIANTS:
         cursor.execute(_SQL[block])
         row = cursor.fetchone()
         assert row is not None  # an aggregate always answers
-        findings.append(Finding(name, description, int(row[0]), tuple(int(i) for i in row[1])))
+        ids = tuple(int(i) for i in row[1])
+        findings.append(Finding(name, description, int(row[0]), ids, unit))
     return findings

@@ -6,82 +6,26 @@ serving and stops cleanly."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import random
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from types import ModuleType
 
-import psycopg
 import pytest
 
-from tests.conftest import REPO_ROOT, WorkerSubprocess, wait_until
+from tests.conftest import WorkerSubprocess, wait_until
+from tests.processes.chaos_support import (  # noqa: F401 - cluster is a fixture
+    assert_audit_holds,
+    cluster,
+    create_runs_table,
+    manage,
+    query,
+    restart,
+)
 from tests.processes.test_recovery_processes import FAST
 
 JOBS = 400
 WORKERS = 3
 CHAOS_SECONDS = 25
-
-
-def load_with_postgres() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "with_postgres", REPO_ROOT / "scripts" / "with_postgres.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture
-def cluster() -> Iterator[object]:
-    """A private server the test may restart without disturbing the suite's own."""
-    with_postgres = load_with_postgres()
-    server = with_postgres.Cluster()
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
-
-
-def restart(server: object) -> None:
-    with_postgres = load_with_postgres()
-    pg_ctl = [str(server.bindir / "pg_ctl"), "-w", "-t", "60", "-D", str(server.data)]
-    command = [*pg_ctl, "-l", str(server.logfile), "-m", "fast", "restart"]
-    # The new server must not inherit a pipe of ours, or waiting for pg_ctl would wait for it.
-    subprocess.run(
-        with_postgres.as_user(server.user, command),
-        cwd=server.tmp,
-        check=True,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        timeout=90,
-    )
-
-
-def manage(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {"DATABASE_URL": url, "AWA_JOB_MODULES": "tests.chaos_jobs"}
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=REPO_ROOT,
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-
-
-def query(url: str, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-    with psycopg.connect(url, autocommit=True) as conn:
-        cursor = conn.execute(sql, params)
-        return cursor.fetchall() if cursor.description else []
 
 
 ENQUEUE = """
@@ -97,14 +41,10 @@ with transaction.atomic():
 
 
 @pytest.mark.fault_injection
-def test_kills_a_restart_and_a_poison_pill_lose_nothing(cluster):
+def test_kills_a_restart_and_a_poison_pill_lose_nothing(cluster):  # noqa: F811 - the fixture
     url = cluster.url
     manage(url, "migrate", "--no-input", "-v", "0")
-    query(
-        url,
-        "CREATE TABLE tests_job_runs (id bigserial PRIMARY KEY, job_id bigint, "
-        "run_lease bigint, attempt integer, note text, at timestamptz DEFAULT clock_timestamp())",
-    )
+    create_runs_table(url)
     env = {
         "DATABASE_URL": url,
         "AWA_JOB_MODULES": "tests.chaos_jobs",
@@ -176,12 +116,4 @@ def test_kills_a_restart_and_a_poison_pill_lose_nothing(cluster):
     assert poison[0] == 2
     assert all("poison pill" in error["message"] for error in poison[1])
     # And the operator's audit finds every invariant held (docs/operations.md).
-    audit = subprocess.run(
-        [sys.executable, "manage.py", "awa_audit"],
-        cwd=REPO_ROOT,
-        env={**os.environ, "DATABASE_URL": url, "AWA_JOB_MODULES": "tests.chaos_jobs"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert_audit_holds(url)

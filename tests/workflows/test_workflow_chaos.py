@@ -12,7 +12,13 @@ import time
 import pytest
 
 from tests.conftest import WorkerSubprocess, wait_until
-from tests.processes.test_chaos import cluster, manage, query, restart  # noqa: F401 - fixture
+from tests.processes.chaos_support import (  # noqa: F401 - cluster is a fixture
+    cluster,
+    create_runs_table,
+    manage,
+    query,
+    restart,
+)
 from tests.processes.test_recovery_processes import FAST
 
 WORKFLOWS = 200
@@ -41,11 +47,7 @@ with transaction.atomic():
 def test_workflows_survive_kills_and_a_restart(cluster):  # noqa: F811 - the fixture
     url = cluster.url
     manage(url, "migrate", "--no-input", "-v", "0")
-    query(
-        url,
-        "CREATE TABLE tests_job_runs (id bigserial PRIMARY KEY, job_id bigint, "
-        "run_lease bigint, attempt integer, note text, at timestamptz DEFAULT clock_timestamp())",
-    )
+    create_runs_table(url)
     env = {
         "DATABASE_URL": url,
         "AWA_JOB_MODULES": MODULES,

@@ -32,11 +32,11 @@ class Command(QueueCommand):
                 if finding.held:
                     self.stdout.write(f"held   {finding.name}: {finding.description}")
                 else:
-                    more = "" if finding.broken <= len(finding.job_ids) else ", ..."
-                    ids = ", ".join(str(i) for i in finding.job_ids)
+                    more = "" if finding.broken <= len(finding.ids) else ", ..."
+                    ids = ", ".join(str(i) for i in finding.ids)
                     self.stdout.write(
                         f"BROKEN {finding.name}: {finding.description}; {finding.broken} "
-                        f"job(s): {ids}{more}"
+                        f"{finding.unit}(s): {ids}{more}"
                     )
             self.stdout.write("all invariants hold" if report.held else "invariants broken")
         if not report.held:
