@@ -177,6 +177,11 @@ class AwaSettings:
     # no wake locks, and a leader lease row instead of the session advisory lock
     # (docs/deployment.md, "Scaling"). Every process of one fleet must use the same value.
     WORKER_SESSION: bool = True
+    # Connections of a worker process's pool, which every claim, completion, heartbeat and
+    # maintenance pass uses: a process holds this many plus its session connection. With 1 a
+    # claim waits for a completion to be written and the drain is slower (docs/deployment.md,
+    # "Scaling"); 2 lets them overlap.
+    WORKER_POOL_SIZE: int = 2
     # Longest one database statement of an admin page may run before PostgreSQL cancels it
     # (statement_timeout): the page then says so, and an abandoned request leaves no query
     # running.
@@ -247,6 +252,7 @@ _POSITIVE_INTEGERS: Final = (
     "CLEANUP_BATCH_SIZE",
     "CRON_MAX_CATCH_UP",
     "JOB_LOG_FAILURES_PER_S",
+    "WORKER_POOL_SIZE",
 )
 
 

@@ -93,6 +93,8 @@ class WorkerConfig:
     # False (AWA["WORKER_SESSION"]): poll-only, no session connection (no LISTEN, no wake
     # locks, a leader lease instead of the session lock), for a transaction pooler.
     session: bool = True
+    # Connections of the pool for claims, completions and maintenance (AWA["WORKER_POOL_SIZE"]).
+    pool_size: int = 2
     job_log: JobLogConfig = field(default_factory=JobLogConfig)
 
 
@@ -190,6 +192,7 @@ def config_from_settings(
         declared=declared(conf, registry.jobs()),
         runtime_snapshot_interval_s=conf.RUNTIME_SNAPSHOT_INTERVAL_S,
         session=conf.WORKER_SESSION,
+        pool_size=conf.WORKER_POOL_SIZE,
         job_log=JobLogConfig.from_settings(conf),
     )
 
@@ -276,10 +279,12 @@ class WorkerProcess:
     async def run(self) -> RunSummary:
         config = self.config
         schedules = declared_schedule_rows()
-        # One connection for every claim, completion, heartbeat and maintenance pass, whatever
-        # the concurrency and the number of queues: each statement is short and batched.
+        # AWA["WORKER_POOL_SIZE"] connections (2) for every claim, completion, heartbeat and
+        # maintenance pass, whatever the concurrency and the number of queues: each statement
+        # is short and batched. With one, claims wait behind completions: the drain measured
+        # 0.6-0.9x of two's (docs/benchmarks.md, "Connections per worker").
         pool = await connections.open_pool(
-            config.database_alias, max_size=1, prepare=config.session
+            config.database_alias, max_size=config.pool_size, prepare=config.session
         )
         await publish_schedules(pool, schedules)
         weighted = (

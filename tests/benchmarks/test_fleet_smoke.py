@@ -36,8 +36,9 @@ def test_every_measurement_is_taken(tmp_path: Path) -> None:
     results = json.loads(output.read_text())
     assert [cell["queues"] for cell in results["cells"]] == [1, 2]
     for cell in results["cells"]:
-        # Two connections per worker process, whatever the number of queues.
-        assert cell["connections"].get("awa_worker", 0) == 3
+        # Three connections per worker process (a pool of two and the session), whatever the
+        # number of queues.
+        assert cell["connections"].get("awa_worker", 0) == 6
         assert cell["connections"].get("awa_worker_session", 0) == 3
         assert cell["idle"]["transactions_per_s"] > 0
         assert cell["idle"]["server_cpu_share_of_a_core"] is not None

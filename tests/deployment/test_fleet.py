@@ -22,7 +22,7 @@ from awa_django.checks import check_worker_session
 from awa_django.conf import problems
 from tests.conftest import REPO_ROOT, WorkerSubprocess, wait_until
 from tests.deployment.pgbouncer import PgBouncer
-from tests.processes.test_chaos import load_with_postgres
+from tests.processes.chaos_support import load_with_postgres
 
 POLL_ONLY = {"WORKER_SESSION": False, "POLL_INTERVAL_S": 0.2, "LEADER_ELECTION_INTERVAL_S": 0.3}
 
@@ -111,7 +111,7 @@ def test_poll_only_workers_producers_and_the_admin_work_through_pgbouncer(bounce
 @pytest.fixture
 def small_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     """A private server with max_connections = 12: four worker processes at two connections
-    each fit, at the six each used to hold they would not."""
+    each (AWA["WORKER_POOL_SIZE"] = 1) fit, at the six each used to hold they would not."""
     monkeypatch.setenv("WITH_POSTGRES_OPTIONS", "-c max_connections=12")
     with_postgres = load_with_postgres()
     server = with_postgres.Cluster()
@@ -127,7 +127,8 @@ WORKERS = 4
 
 def test_workers_at_two_connections_each_fit_a_small_max_connections(small_server):
     url = small_server.url  # type: ignore[attr-defined]
-    env = {"DATABASE_URL": url, "AWA_OVERRIDES": json.dumps({"POLL_INTERVAL_S": 0.2})}
+    overrides = {"POLL_INTERVAL_S": 0.2, "WORKER_POOL_SIZE": 1}
+    env = {"DATABASE_URL": url, "AWA_OVERRIDES": json.dumps(overrides)}
     manage(env, "migrate", "--no-input", "-v", "0")
     with psycopg.connect(url, autocommit=True) as conn:
         assert conn.execute("SHOW max_connections").fetchone() == ("12",)

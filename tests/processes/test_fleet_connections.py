@@ -1,6 +1,7 @@
-"""A worker process holds at most two server connections, whatever its concurrency and number
-of queues (issue #37): one session (LISTEN, wake locks, leader lock), one for claims,
-completions and maintenance passes."""
+"""A worker process holds its session connection (LISTEN, wake locks, leader lock) and its pool
+for claims, completions and maintenance passes (AWA["WORKER_POOL_SIZE"], 2 by default), whatever
+its concurrency and number of queues (issue #37): three server connections, or two with a pool
+of one."""
 
 from __future__ import annotations
 
@@ -34,29 +35,34 @@ def peak_while_busy(worker, jobs: list[int]) -> Counter[str]:
     return peak
 
 
-@pytest.mark.parametrize("queue_count", [1, 3])
-@pytest.mark.parametrize("concurrency", [1, 64])
-def test_a_worker_holds_at_most_two_connections(worker_process, queue_count, concurrency):
+@pytest.mark.parametrize(
+    ("queue_count", "concurrency", "pool_size"), [(1, 1, 2), (3, 64, 2), (3, 64, 1)]
+)
+def test_a_worker_holds_its_session_and_its_pool(
+    worker_process, queue_count, concurrency, pool_size
+):
     queues = QUEUES[:queue_count]
     jobs = [
         awa.enqueue(nap, args={"seconds": 0.5}, queue=queue) for queue in queues for _ in range(4)
     ]
     before = backends()
+    overrides = {"POLL_INTERVAL_S": 0.2, "WORKER_POOL_SIZE": pool_size}
     worker = worker_process(
         *[f"--queue={queue}={concurrency}" for queue in queues],
-        env={"AWA_OVERRIDES": json.dumps({"POLL_INTERVAL_S": 0.2})},
+        env={"AWA_OVERRIDES": json.dumps(overrides)},
     ).wait_ready()
 
     peak = peak_while_busy(worker, jobs)
 
     print("connections", queue_count, concurrency, dict(peak), dict(before))
     assert {job.state for job in awa.get_jobs(jobs)} == {"completed"}, worker.output[-3000:]
-    assert sum(peak.values()) <= 2, (peak, worker.output[-3000:])
+    assert peak["awa_worker_session"] == 1, (peak, worker.output[-3000:])
+    assert peak["awa_worker"] <= pool_size, (peak, worker.output[-3000:])
     # The handlers ran no ORM code, and the worker uses no Django connection of its own.
     assert set(peak) <= {"awa_worker", "awa_worker_session"}, peak
 
 
-def test_awa_maintenance_holds_two_and_a_poll_only_worker_one(worker_process):
+def test_awa_maintenance_holds_two_and_a_poll_only_worker_its_pool_alone(worker_process):
     maintenance = worker_process(command="awa_maintenance").wait_ready()
     wait_until(lambda: "became maintenance leader" in maintenance.output)
     time.sleep(0.5)
@@ -73,4 +79,4 @@ def test_awa_maintenance_holds_two_and_a_poll_only_worker_one(worker_process):
     ).wait_ready()
     peak = peak_while_busy(worker, jobs)
     assert {job.state for job in awa.get_jobs(jobs)} == {"completed"}, worker.output[-3000:]
-    assert peak == Counter({"awa_worker": 1}), peak
+    assert peak == Counter({"awa_worker": 2}), peak

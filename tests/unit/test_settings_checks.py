@@ -33,6 +33,8 @@ def problem_ids(**awa_settings):
         ({"QUEUES": BASE_QUEUES, "DEFAULT_MAX_ATTEMPTS": -1}, "awa.E009"),
         ({"QUEUES": BASE_QUEUES, "POLL_INTERVAL_S": 0}, "awa.E010"),
         ({"QUEUES": BASE_QUEUES, "CLAIM_BATCH_SIZE": 1.5}, "awa.E010"),
+        ({"QUEUES": BASE_QUEUES, "WORKER_POOL_SIZE": 0}, "awa.E010"),
+        ({"QUEUES": BASE_QUEUES, "WORKER_POOL_SIZE": True}, "awa.E010"),
         ({"QUEUES": BASE_QUEUES, "RETRY_JITTER": 2}, "awa.E010"),
         ({"QUEUES": BASE_QUEUES, "JOB_MODULES": "tests.jobs"}, "awa.E011"),
         ({"QUEUES": BASE_QUEUES, "UNKNOWN_KIND_TIMEOUT_S": -1}, "awa.E010"),
