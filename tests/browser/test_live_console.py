@@ -78,7 +78,7 @@ def text_becomes(driver: WebDriver, element_id: str, check, timeout: float = 30.
 
 def available_on_email(driver: WebDriver) -> str:
     """The available count in queue email's health row."""
-    return driver.find_element(By.ID, "queue-email").find_elements(By.TAG_NAME, "td")[2].text
+    return driver.find_element(By.CSS_SELECTOR, "#queue-email td.available").text
 
 
 def progress_of(driver: WebDriver, job_id: int) -> int | None:

@@ -90,7 +90,9 @@ def test_sigterm_ends_a_worker_whose_completions_all_fail_within_its_shutdown_ti
     worker.proc.send_signal(signal.SIGTERM)
     signalled = time.monotonic()
     assert worker.wait(timeout=30) == 0
-    assert time.monotonic() - signalled < 2 + 2.5, worker.output
+    # The shutdown timeout, and room for the interpreter to exit on a loaded CI machine (two
+    # suites side by side: 2.3 s alone, 4.5 s once there).
+    assert time.monotonic() - signalled < 2 + 5.0, worker.output
     assert "completions not written, their attempts are left to rescue count=2" in worker.output
     # Never written: the attempts stay open, for the leader's rescue to retry.
     assert {j.state for j in awa.get_jobs([done, running])} == {"running"}
