@@ -178,3 +178,12 @@ def django_db_setup(django_db_setup: None, django_db_blocker: object) -> None:
             "run_lease bigint, attempt integer, note text, "
             "at timestamptz DEFAULT clock_timestamp())"
         )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fast_password_hashing() -> Iterator[None]:
+    """The tests create a staff user per admin test; the production hasher's deliberate slowness
+    (~0.2 s a user) would add minutes to the suite and tests nothing of ours. Subprocesses (a
+    fresh project, the installed wheel) keep their own settings."""
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield

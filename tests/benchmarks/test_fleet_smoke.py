@@ -13,6 +13,8 @@ import pytest
 
 from tests.conftest import subprocess_database_url
 
+pytestmark = pytest.mark.benchmark_smoke
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 

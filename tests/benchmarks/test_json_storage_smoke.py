@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchmarks.json_storage import COLUMN_TYPES, SHAPES
+
+pytestmark = pytest.mark.benchmark_smoke
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchmarks.priority_claims import AGING, LAYOUTS
+
+pytestmark = pytest.mark.benchmark_smoke
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -20,6 +20,8 @@ from benchmarks.sidebyside import systems
 from benchmarks.sidebyside.run import Measurement, parse_args, run_order
 from benchmarks.sidebyside.systems.base import TASK_MODES
 
+pytestmark = pytest.mark.benchmark_smoke
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JOBS = 24
 

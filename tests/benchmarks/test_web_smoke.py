@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchmarks.web.systems import SYSTEMS
+
+pytestmark = pytest.mark.benchmark_smoke
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

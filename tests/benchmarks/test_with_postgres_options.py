@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.benchmark_smoke
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHOW = (
     "import os, psycopg\n"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from django.db import connection, connections, transaction
 
 import awa_django as awa
@@ -63,6 +64,7 @@ def runs() -> dict[int, tuple[int, float]]:
         return {row[0]: (row[1], row[2]) for row in cursor.fetchall()}
 
 
+@pytest.mark.fault_injection
 def test_transactions_held_open_after_an_early_publication_stall_no_other_job(worker_process):
     # Two workers: the late commit is claimed once whichever of them sees it first.
     for _ in range(2):
