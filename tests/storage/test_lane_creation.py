@@ -1,7 +1,9 @@
 """Lanes are created outside producers' transactions (docs/architecture.md, "Lanes are created
 outside producers' transactions"): a producer's first job of a queue and priority has its lanes
 created on a connection of their own, once per process; a lane created at a commit (raw SQL)
-makes only first users of that same lane wait; a new shard count creates its lanes."""
+makes only first users of that same lane wait; a new shard count creates its lanes. Run through
+PgBouncer in transaction mode too (tests/deployment/test_pgbouncer.py): every statement here
+keeps to its transaction."""
 
 from __future__ import annotations
 
@@ -128,9 +130,9 @@ def test_a_lane_created_by_a_held_commit_makes_only_that_lanes_first_users_wait(
         (held_job,) = held.execute(RAW_ENQUEUE, ["raw_held"]).fetchone()
         held.execute("SET CONSTRAINTS ALL IMMEDIATE")  # creates the lane and publishes
 
-        other.execute("SET lock_timeout = '3s'")
         started = time.monotonic()
         with other.transaction():  # another lane's creation, at its commit
+            other.execute("SET LOCAL lock_timeout = '3s'")
             (raw_job,) = other.execute(RAW_ENQUEUE, ["raw_other"]).fetchone()
         awa_job = awa.enqueue(noop, args={"n": 1}, queue="email")  # and through the API
         assert time.monotonic() - started < 2.0
@@ -138,8 +140,8 @@ def test_a_lane_created_by_a_held_commit_makes_only_that_lanes_first_users_wait(
         assert claimed("email") == [awa_job]
 
         # A first use of the held lane itself waits: its sequence is not committed yet.
-        other.execute("SET lock_timeout = '300ms'")
         with pytest.raises(psycopg.errors.LockNotAvailable), other.transaction():
+            other.execute("SET LOCAL lock_timeout = '300ms'")
             other.execute(RAW_ENQUEUE, ["raw_held"])
             other.execute("SET CONSTRAINTS ALL IMMEDIATE")
         held.execute("COMMIT")
