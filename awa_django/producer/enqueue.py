@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Concatenate, Final, ParamSpec, TypeVar, Unpack, overload
 
 from django.db import connections, transaction
@@ -39,7 +40,7 @@ from awa_django.declarations.resolve import bind_args, resolve_job
 from awa_django.declarations.unique import Unique, UniqueKey, unique_key
 from awa_django.exceptions import InvalidJob, UniqueConflict
 from awa_django.producer.eager import run_after_commit
-from awa_django.storage import backlog
+from awa_django.storage import backlog, lanes
 from awa_django.storage import queue as queue_storage
 from awa_django.storage.copy_text import CopyBatch
 from awa_django.storage.migration_state import reported_unmigrated
@@ -174,9 +175,19 @@ def enqueue_at_lane_priority(
     return _enqueue_one(bound, resolved)
 
 
+def _ensure_lanes(alias: str, queue: str, priority: int, run_at: datetime | None) -> None:
+    """Before a job of ``queue`` and ``priority`` goes into the caller's transaction: make sure
+    its lanes exist, created in a transaction of their own (``storage.lanes.ensure_lanes``; no
+    statement once this process knows them). A job scheduled for later enters its lane when
+    the leader promotes it, in the leader's own short transaction."""
+    if run_at is None or run_at <= timezone.now():
+        lanes.ensure_lanes(alias, queue, priority)
+
+
 def _enqueue_one(bound: BoundArgs, options: ResolvedOptions) -> int:
     """Insert one validated job in the current transaction and announce it."""
     alias = get_settings().DATABASE_ALIAS
+    _ensure_lanes(alias, options.queue, options.priority, options.run_at)
     new_job = NewJob(
         kind=options.kind,
         queue=options.queue,
@@ -276,6 +287,7 @@ def enqueue_many(
     if not arg_dicts:
         return []
     alias = get_settings().DATABASE_ALIAS
+    _ensure_lanes(alias, resolved.queue, resolved.priority, resolved.run_at)
     now = timezone.now()
     batch: _UniqueBatch | None = None
     with (

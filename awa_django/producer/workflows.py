@@ -36,6 +36,7 @@ from awa_django.ops.actions import announce_finished, retry
 from awa_django.producer.eager import run_after_commit
 from awa_django.storage import workflows as storage
 from awa_django.storage.jobs import get_jobs
+from awa_django.storage.lanes import ensure_lanes
 from awa_django.storage.migration_state import reported_unmigrated
 from awa_django.storage.workflows import StepRow, WaitingOn, WorkflowRow
 
@@ -219,8 +220,13 @@ class Workflow:
         """Validate, then write the workflow in the current transaction of
         ``AWA["DATABASE_ALIAS"]``: it commits or rolls back with the caller's rows. The steps
         without dependencies are runnable once it commits."""
-        spec_json = json.dumps(self.spec())
+        spec = self.spec()
+        spec_json = json.dumps(spec)
         alias = get_settings().DATABASE_ALIAS
+        # Every step's lanes, not only the first steps': a later step is released in the
+        # transaction that completes its last dependency, which need not create lanes either.
+        for queue, priority in sorted({(s["queue"], s["priority"]) for s in spec["steps"]}):
+            ensure_lanes(alias, queue, priority)
         with reported_unmigrated(alias), connections[alias].cursor() as cursor:
             workflow_id, job_ids = storage.create_workflow(cursor, spec_json)
         run = WorkflowRun(workflow_id, job_ids)

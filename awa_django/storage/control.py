@@ -8,6 +8,7 @@ from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
 
 from awa_django.sql import queries
+from awa_django.storage.lanes import forget_lanes
 
 _SQL = queries("control")
 
@@ -106,3 +107,5 @@ async def delete_expired_terminal_history(
 def reset_all(cursor: CursorWrapper) -> None:
     """Delete every job and put the rings back at genesis (test suites and benchmarks only)."""
     cursor.execute(_SQL["reset_all"])
+    # It dropped every lane: this process must create them again before its producers use them.
+    forget_lanes()

@@ -79,6 +79,8 @@ def test_the_enqueue_tests_pass_through_pgbouncer_in_transaction_mode(pgbouncer)
             "tests/test_enqueue.py",
             "tests/testing/test_run_jobs.py",
             "tests/testing/test_eager.py",
+            # Lanes created on a connection of their own, before the producer's transaction.
+            "tests/storage/test_lane_creation.py",
         ],
         cwd=REPO_ROOT,
         env=env,

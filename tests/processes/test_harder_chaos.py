@@ -337,11 +337,8 @@ def test_producers_killed_between_enqueue_and_commit_leave_nothing_behind(awa_db
     committed: set[int] = set()
     rolled_back: set[int] = set()
     try:
-        # The lane exists before the producers hold their transactions open. A transaction
-        # that creates a lane (its first job ever) and publishes early keeps the lock that
-        # creation takes on awa.queue_lanes until it ends, and every producer that must create
-        # or first see that lane waits for it (reported on issue #35; the fix needs a
-        # migration): this test is about kills, not that.
+        # The lane has run a job before the producers hold their transactions open. (A lane's
+        # first use held open is tests/processes/test_lane_first_use.py's.)
         warm = awa.enqueue(chaos_step, args={"n": -1})
         committed.add(warm)
         wait_settled(url, committed, timeout=20)

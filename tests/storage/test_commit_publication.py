@@ -194,7 +194,7 @@ def test_many_producers_in_random_lane_orders_never_wait_for_each_other_or_deadl
         finally:
             connections.close_all()
 
-    # Lanes are created on first use, one creator at a time: that wait is not the one tested.
+    # The lanes exist before the producers start, as after any earlier enqueue.
     for queue, priority in lanes:
         committed.append(put(0, queue, priority))
     threads = [threading.Thread(target=produce, args=(seed,)) for seed in range(8)]
@@ -220,7 +220,7 @@ def test_many_producers_in_random_lane_orders_never_wait_for_each_other_or_deadl
 
 
 def used_lane(queue: str = "default") -> None:
-    """Create the lane (its first use waits for any other first use, once) and drain it."""
+    """Create the lane and drain it."""
     put(0, queue)
     assert len(claim(queue)) == 1
 

@@ -23,29 +23,63 @@ RETURNS text LANGUAGE sql IMMUTABLE AS $$
     SELECT 'lane_' || md5(p_queue || '/' || p_priority::text || '/' || p_shard::text)
 $$;
 
--- Creates a lane on first use: its queue_lanes row and its commit sequence, and returns the
--- sequence. Creators serialise on a lock of queue_lanes that only they take (claimers read the
--- table and do not conflict), so concurrent first uses of one lane wait for each other instead
--- of failing; taking the lock also makes the catalog lookup after it see a creator that
--- committed meanwhile. SECURITY DEFINER: producers need no CREATE privilege on the schema; the
--- sequence is usable by whoever may use the schema.
+-- Creates a lane: its queue_lanes row and its commit sequence, and returns the sequence.
+-- Producers that enqueue through awa_django's Python API have it called by awa.ensure_lanes,
+-- on a connection and in a transaction of their own, before their first job of the lane (see
+-- docs/architecture.md, "Lanes are created outside producers' transactions"); awa.publish_ready
+-- calls it in the producer's transaction only for a lane that does not exist yet at commit (an
+-- enqueue in raw SQL, a promotion, a lane dropped by awa.reset_all).
+-- Creators of one lane take turns on the lane's creation lock, class 1096237390 ('AWAN'), so
+-- concurrent first uses of one lane wait for each other instead of failing; creators of two
+-- lanes never wait for each other. (A creator whose transaction stays open keeps its lane's
+-- lock, and its uncommitted sequence, until it ends: only first users of that same lane wait.)
+-- A sequence another creator committed meanwhile makes CREATE SEQUENCE fail, as a duplicate (or,
+-- when that creator ran the 0001 version of this function, a unique violation of the catalog):
+-- the lane exists, and the lookup after it sees the sequence. SECURITY DEFINER: producers need
+-- no CREATE privilege on the schema; the sequence is usable by whoever may use the schema.
 CREATE OR REPLACE FUNCTION awa.create_lane(p_queue text, p_priority smallint, p_shard smallint)
 RETURNS regclass LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_name constant text := awa.lane_sequence_name(p_queue, p_priority, p_shard);
-    v_sequence regclass;
 BEGIN
-    LOCK TABLE awa.queue_lanes IN SHARE ROW EXCLUSIVE MODE;
-    v_sequence := to_regclass(format('awa.%I', v_name));
-    IF v_sequence IS NULL THEN
+    PERFORM pg_advisory_xact_lock(1096237390, awa.lane_lock_key(p_queue, p_priority, p_shard));
+    BEGIN
         -- CACHE 1: positions must be handed out in the order producers ask for them.
         EXECUTE format('CREATE SEQUENCE awa.%I AS bigint CACHE 1', v_name);
-        EXECUTE format('GRANT USAGE, SELECT, UPDATE ON SEQUENCE awa.%I TO PUBLIC', v_name);
-        INSERT INTO awa.queue_lanes (queue, priority, shard) VALUES (p_queue, p_priority, p_shard)
-            ON CONFLICT DO NOTHING;
-        v_sequence := to_regclass(format('awa.%I', v_name));
-    END IF;
-    RETURN v_sequence;
+    EXCEPTION WHEN duplicate_table OR unique_violation THEN
+        RETURN to_regclass(format('awa.%I', v_name));
+    END;
+    EXECUTE format('GRANT USAGE, SELECT, UPDATE ON SEQUENCE awa.%I TO PUBLIC', v_name);
+    INSERT INTO awa.queue_lanes (queue, priority, shard) VALUES (p_queue, p_priority, p_shard)
+        ON CONFLICT DO NOTHING;
+    RETURN to_regclass(format('awa.%I', v_name));
+END
+$$;
+
+-- Makes sure the lanes of (p_queue, p_priority) exist on every enqueue shard the queue has now,
+-- creating the missing ones, and returns how many it created. The producers' Python API calls
+-- it in a short transaction of its own (storage/lanes.py) the first time a process enqueues to
+-- a queue and priority, so that the producer's own transaction only ever finds the lane's
+-- sequence. Shared with other callers, the queue's shard lock (class 1096237395, 'AWAS') is taken
+-- exclusively by a change of the queue's shard count, which creates the new shards' lanes of
+-- every priority the queue has (lanes.sql query set_enqueue_shards): one of the two sees the
+-- other, so no priority misses a shard.
+CREATE OR REPLACE FUNCTION awa.ensure_lanes(p_queue text, p_priority smallint) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_shards integer;
+    v_created integer := 0;
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(1096237395, hashtext(p_queue));
+    SELECT m.enqueue_shards INTO v_shards FROM awa.queue_meta m WHERE m.queue = p_queue;
+    FOR v_shard IN 0 .. coalesce(v_shards, 1) - 1 LOOP
+        IF to_regclass('awa.' || awa.lane_sequence_name(p_queue, p_priority, v_shard::smallint))
+           IS NULL THEN
+            PERFORM awa.create_lane(p_queue, p_priority, v_shard::smallint);
+            v_created := v_created + 1;
+        END IF;
+    END LOOP;
+    RETURN v_created;
 END
 $$;
 

@@ -1,10 +1,23 @@
 -- Lane layout of a queue: how many enqueue shards it is split into.
 
 -- name: set_enqueue_shards
--- Sets a queue's enqueue shard count (creating its meta row when the queue has none).
+-- Sets a queue's enqueue shard count (creating its meta row when the queue has none), holding
+-- the queue's shard lock (class 'AWAS', see awa.ensure_lanes) to the end of the transaction.
 INSERT INTO awa.queue_meta (queue, enqueue_shards)
-VALUES (%(queue)s, %(shards)s::smallint)
+SELECT %(queue)s, %(shards)s::smallint
+  FROM (SELECT pg_advisory_xact_lock(1096237395, hashtext(%(queue)s))) AS shard_lock
 ON CONFLICT (queue) DO UPDATE SET enqueue_shards = excluded.enqueue_shards
+
+-- name: create_shard_lanes
+-- After set_enqueue_shards, in its transaction: creates the lanes of every shard the queue has
+-- now at every priority it has used, so that producers never create one at their commit.
+SELECT coalesce(sum(awa.ensure_lanes(%(queue)s, l.priority)), 0)::integer
+  FROM (SELECT DISTINCT priority FROM awa.queue_lanes WHERE queue = %(queue)s) AS l
+
+-- name: ensure_lanes
+-- Creates the lanes of a queue and priority that do not exist yet on the queue's current
+-- shards; returns how many it created. Sent on a connection of its own, in autocommit.
+SELECT awa.ensure_lanes(%(queue)s, %(priority)s::smallint)
 
 -- name: enqueue_shards
 -- A queue's enqueue shard count (1 when it has no meta row).
