@@ -55,7 +55,9 @@ async def claims_while_held(
     async def handler(ctx: JobContext, n: int = 0) -> None:
         return None
 
-    job: Job[Any, Any] = Job(handler, kind=record.kind, queue=None, priority=None, max_attempts=None)
+    job: Job[Any, Any] = Job(
+        handler, kind=record.kind, queue=None, priority=None, max_attempts=None
+    )
     pool = await open_pool("default", max_size=2)
     completer = Completer(
         pool, batch_size=10, flush_s=0.001, policy=POLICY, now=lambda: datetime.now(UTC)
