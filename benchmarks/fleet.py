@@ -365,6 +365,8 @@ def drain(queues: list[str], args: argparse.Namespace, workers: list[Worker]) ->
         samples += 1
         time.sleep(args.sample_interval)
     elapsed = time.monotonic() - started
+    if progress[-1][1] != args.jobs - remaining:
+        progress.append((round(elapsed, 2), args.jobs - remaining))
     machine1 = machine_ticks()
     # A process that died meanwhile counts 0, not minus its past.
     per_worker = sorted(max(process_cpu_s(pid) - cpu, 0.0) for pid, cpu in cpu_workers0.items())
