@@ -306,9 +306,13 @@ def measure_failover(workers: list[Worker]) -> dict[str, Any]:
 REMAINING = (
     "SELECT (SELECT count(*) FROM awa.ready_entries) - (SELECT count(*) FROM awa.done_entries)"
 )
+# Backends waiting for a lock are told apart by their statement (its first comment line names
+# it): which statements wait for which.
 WAITS = (
     "SELECT application_name, state, coalesce(wait_event_type, 'CPU'), "
-    "coalesce(wait_event, '-'), count(*) FROM pg_stat_activity "
+    "coalesce(wait_event, '-') || CASE WHEN wait_event_type = 'Lock' "
+    "THEN ' ' || left(split_part(ltrim(query, '- '), E'\\n', 1), 60) ELSE '' END, "
+    "count(*) FROM pg_stat_activity "
     "WHERE application_name LIKE 'awa_worker%' GROUP BY 1, 2, 3, 4"
 )
 
