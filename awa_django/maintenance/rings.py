@@ -113,9 +113,9 @@ class RingMaintainer:
             prunes=(queue_prune, lease_prune).count("pruned"),
         )
         result = RingResult(queue_rotation, queue_prune, lease_rotation, lease_prune)
-        idle = (
-            queue_rotation == lease_rotation == "skipped_idle"
-            and "pruned" not in (queue_prune, lease_prune)
+        idle = queue_rotation == lease_rotation == "skipped_idle" and "pruned" not in (
+            queue_prune,
+            lease_prune,
         )
         self.interval_s = (
             min(self.interval_s * 2, self._config.interval_s * IDLE_BACKOFF_MAX)
