@@ -5,7 +5,8 @@ Usage (a throwaway cluster, as the other harnesses; needs a quiet machine)::
 
     python3 scripts/with_postgres.py -- .venv/bin/python -m benchmarks.fleet \
         [--workers 100] [--concurrency 3] [--queue-counts 1 10] [--jobs 100000] \
-        [--idle-seconds 30] [--output PATH]
+        [--idle-seconds 30] [--drain-timeout 900] [--parts idle failover drain single] \
+        [--output PATH]
 
 For each number of queues (``q0`` ... ``q<k-1>``), ``--workers`` real ``awa_worker`` processes
 each work every queue at ``--concurrency`` per queue, then:
@@ -13,15 +14,21 @@ each work every queue at ``--concurrency`` per queue, then:
 - **connections**: the server's client backends, by ``application_name``, once all are ready;
 - **idle cost**: over ``--idle-seconds`` with nothing to do, the transactions committed on the
   database (``pg_stat_database.xact_commit``), the statements run (``pg_stat_statements``, when
-  the server preloads it), and the CPU the server's processes used (user + system time from
-  ``/proc/<pid>/stat`` of the postmaster and its children, so the server must run on this
-  machine), as a share of one core;
+  the server preloads it), per statement too (calls per second, the most frequent first), and
+  the CPU the server's processes used (user + system time from ``/proc/<pid>/stat`` of the
+  postmaster and its children, so the server must run on this machine), as a share of one core;
 - **leader passes**: the durations the leader logged for its maintenance passes meanwhile;
 - **failover**: the leader process is SIGKILLed; the time until another process says (in its
   runtime row) that it leads;
 - **drain**: ``--jobs`` no-op jobs, spread over the queues, enqueued while the fleet runs; the
-  time until every one completed. Then the same with one process whose concurrency per queue is
-  the fleet's total (``workers x concurrency``).
+  time until every one completed, or, after ``--drain-timeout`` seconds, how many had (the
+  drain is then recorded as timed out, not waited for). Meanwhile: the jobs done about every
+  second, what the workers' backends were waiting for (``pg_stat_activity`` sampled every
+  ``--sample-interval``), the statements run (per statement), and the CPU of the workers and of
+  the server. Then the same with one process whose concurrency per queue is the fleet's total
+  (``workers x concurrency``).
+
+``--parts`` runs only some of the measurements (diagnostics at a small scale).
 
 Writes everything and the environment to ``benchmarks/results/fleet-<UTC time>.json``.
 """
@@ -29,6 +36,7 @@ Writes everything and the environment to ``benchmarks/results/fleet-<UTC time>.j
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -45,6 +53,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
 PASS_LINE = re.compile(r"maintenance (\w+): .* duration_ms=([0-9.]+)")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+SPAWNED = itertools.count()
+PARTS = ("idle", "failover", "drain", "single")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -53,9 +63,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=3, help="per queue and process")
     parser.add_argument("--queue-counts", type=int, nargs="+", default=[1, 10])
     parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument(
+        "--job-ms", type=float, default=0.0, help="each drained job sleeps this long (0: no-op)"
+    )
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     parser.add_argument("--ready-timeout", type=float, default=600.0)
+    parser.add_argument(
+        "--drain-timeout", type=float, default=900.0, help="give up a drain after this long"
+    )
+    parser.add_argument(
+        "--sample-interval", type=float, default=0.5, help="wait-event sampling during a drain"
+    )
+    parser.add_argument(
+        "--top-statements", type=int, default=15, help="statements listed per measurement"
+    )
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--output", type=Path)
+    parser.add_argument("--log-dir", type=Path, help="keep the workers' logs there")
     return parser.parse_args(argv)
 
 
@@ -63,7 +87,7 @@ class Worker:
     """One ``awa_worker`` process, its log in a file (a pipe per process would need a reader)."""
 
     def __init__(self, queues: dict[str, int], env: dict[str, str], logdir: Path, n: int) -> None:
-        self.log_path = logdir / f"worker-{n}.log"
+        self.log_path = logdir / f"worker-{n}.log"  # n counts every process of the run
         self._log = self.log_path.open("wb")
         argv = [sys.executable, "manage.py", "awa_worker", "-v", "2"]
         argv += [f"--queue={name}={concurrency}" for name, concurrency in queues.items()]
@@ -95,7 +119,7 @@ def start_fleet(
 ) -> list[Worker]:
     # AWA_OVERRIDES (set by main) declares the queues; --queue picks them and their concurrency.
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "benchmarks.settings", "PYTHONUNBUFFERED": "1"}
-    workers = [Worker(queues, env, logdir, n) for n in range(count)]
+    workers = [Worker(queues, env, logdir, next(SPAWNED)) for _ in range(count)]
     deadline = time.monotonic() + ready_timeout
     while not all(w.ready() for w in workers):
         if time.monotonic() > deadline:
@@ -158,38 +182,90 @@ def enable_statement_counts() -> None:
         connection.close()
 
 
-def statements_total() -> int | None:
+def process_cpu_s(pid: int) -> float:
+    """User + system seconds of one process (0 once it is gone)."""
     try:
-        return int(scalar("SELECT sum(calls) FROM pg_stat_statements") or 0)
-    except Exception:
-        from django.db import connection
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
+
+def machine_ticks() -> tuple[int, int]:
+    """(busy, total) CPU ticks of the whole machine since boot (/proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def statement_counts() -> dict[str, tuple[str, int, float]] | None:
+    """Per statement of this database (pg_stat_statements): queryid -> (text, calls, total
+    milliseconds); None without the extension."""
+    from django.db import connection
+
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT queryid::text, query, calls, total_exec_time FROM pg_stat_statements "
+                "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
+            return {str(q): (text, int(calls), float(ms)) for q, text, calls, ms in cursor}
+    except Exception:
         connection.close()  # the failed statement left the connection unusable
         return None
 
 
-def measure_idle(seconds: float) -> dict[str, Any]:
+def statements_between(
+    before: dict[str, tuple[str, int, float]] | None,
+    after: dict[str, tuple[str, int, float]] | None,
+    seconds: float,
+    top: int,
+) -> tuple[float | None, list[dict[str, Any]] | None]:
+    """Statements per second between two ``statement_counts``, and the ``top`` most called
+    statements (calls and milliseconds per second, the text shortened), this harness's own
+    reads left out of the list but not of the total."""
+    if before is None or after is None:
+        return None, None
+    rows = []
+    total = 0
+    for queryid, (text, calls, ms) in after.items():
+        _, calls0, ms0 = before.get(queryid, ("", 0, 0.0))
+        if calls > calls0:
+            total += calls - calls0
+            rows.append((calls - calls0, ms - ms0, text))
+    rows.sort(key=lambda row: -row[0])
+    listed = [
+        {
+            "calls_per_s": round(calls / seconds, 3),
+            "ms_per_s": round(ms / seconds, 3),
+            "query": " ".join(text.split())[:160],
+        }
+        for calls, ms, text in rows
+        if "pg_stat_" not in text
+    ]
+    return total / seconds, listed[:top]
+
+
+def measure_idle(seconds: float, top: int) -> dict[str, Any]:
     postmaster = backend_parent()
     xact = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
-    commits0, statements0 = int(scalar(xact)), statements_total()
+    commits0, statements0 = int(scalar(xact)), statement_counts()
     cpu0 = postmaster_cpu_s(postmaster) if postmaster else None
     started = time.monotonic()
     time.sleep(seconds)
     elapsed = time.monotonic() - started
-    commits1, statements1 = int(scalar(xact)), statements_total()
+    commits1, statements1 = int(scalar(xact)), statement_counts()
     cpu1 = postmaster_cpu_s(postmaster) if postmaster else None
+    per_s, by_statement = statements_between(statements0, statements1, elapsed, top)
     return {
         "seconds": elapsed,
         "transactions_per_s": (commits1 - commits0) / elapsed,
-        "statements_per_s": (
-            None
-            if statements0 is None or statements1 is None
-            else (statements1 - statements0) / elapsed
-        ),
+        "statements_per_s": per_s,
         # Processes that ended during the window (none should) are not counted.
         "server_cpu_share_of_a_core": (
             None if cpu0 is None or cpu1 is None else (cpu1 - cpu0) / elapsed
         ),
+        "statements": by_statement,
     }
 
 
@@ -224,21 +300,112 @@ def measure_failover(workers: list[Worker]) -> dict[str, Any]:
         time.sleep(0.02)
 
 
-def drain(queues: list[str], jobs: int) -> float:
-    import awa_django as awa
-    from benchmarks.jobs import SYNC_KIND
+# Jobs enqueued but not yet done. Ring prune truncates a slot's ready and done rows together,
+# and only once nothing in it is live, so the difference holds across it; cheaper than reading
+# awa.jobs every sample.
+REMAINING = (
+    "SELECT (SELECT count(*) FROM awa.ready_entries) - (SELECT count(*) FROM awa.done_entries)"
+)
+# Backends waiting for a lock are told apart by their statement (its first comment line names
+# it): which statements wait for which.
+WAITS = (
+    "SELECT application_name, state, coalesce(wait_event_type, 'CPU'), "
+    "coalesce(wait_event, '-') || CASE WHEN wait_event_type = 'Lock' "
+    "THEN ' ' || left(split_part(ltrim(query, '- '), E'\\n', 1), 60) ELSE '' END, "
+    "count(*) FROM pg_stat_activity "
+    "WHERE application_name LIKE 'awa_worker%' GROUP BY 1, 2, 3, 4"
+)
 
+
+def drain(queues: list[str], args: argparse.Namespace, workers: list[Worker]) -> dict[str, Any]:
+    """Enqueue ``args.jobs`` no-op jobs and wait until they are done, or ``args.drain_timeout``
+    has passed: then the drain is recorded as timed out with how far it got."""
+    from django.db import connection
+
+    import awa_django as awa
+    from benchmarks.jobs import SLEEP_KIND, SYNC_KIND
+
+    postmaster = backend_parent()
+    statements0 = statement_counts()
+    cpu_workers0 = {w.proc.pid: process_cpu_s(w.proc.pid) for w in workers}
+    cpu_server0 = postmaster_cpu_s(postmaster) if postmaster else None
+    machine0 = machine_ticks()
     started = time.monotonic()
     batch = 5000
-    for start in range(0, jobs, batch):
-        size = min(batch, jobs - start)
+    for start in range(0, args.jobs, batch):
+        size = min(batch, args.jobs - start)
         queue = queues[(start // batch) % len(queues)]
-        awa.enqueue_many(
-            SYNC_KIND, [{"n": n, "payload": ""} for n in range(start, start + size)], queue=queue
-        )
-    while scalar("SELECT count(*) FROM awa.jobs WHERE state <> 'completed'"):
-        time.sleep(0.25)
-    return time.monotonic() - started
+        if args.job_ms:
+            awa.enqueue_many(
+                SLEEP_KIND,
+                [{"n": n, "ms": args.job_ms} for n in range(start, start + size)],
+                queue=queue,
+            )
+        else:
+            awa.enqueue_many(
+                SYNC_KIND,
+                [{"n": n, "payload": ""} for n in range(start, start + size)],
+                queue=queue,
+            )
+    enqueued_s = time.monotonic() - started
+    waits: dict[str, int] = {}
+    samples = 0
+    progress: list[tuple[float, int]] = []
+    next_progress = 0.0
+    remaining = args.jobs
+    while True:
+        now = time.monotonic() - started
+        remaining = int(scalar(REMAINING))
+        if now >= next_progress:
+            progress.append((round(now, 2), args.jobs - remaining))
+            next_progress = now + 1.0
+        if remaining <= 0 or now > args.drain_timeout:
+            break
+        with connection.cursor() as cursor:
+            cursor.execute(WAITS)
+            for app, state, kind, event, count in cursor.fetchall():
+                key = f"{app} {state} {kind}:{event}"
+                waits[key] = waits.get(key, 0) + count
+        samples += 1
+        time.sleep(args.sample_interval)
+    elapsed = time.monotonic() - started
+    if progress[-1][1] != args.jobs - remaining:
+        progress.append((round(elapsed, 2), args.jobs - remaining))
+    machine1 = machine_ticks()
+    # A process that died meanwhile counts 0, not minus its past.
+    per_worker = sorted(max(process_cpu_s(pid) - cpu, 0.0) for pid, cpu in cpu_workers0.items())
+    cpu_server = postmaster_cpu_s(postmaster) if postmaster else None
+    per_s, by_statement = statements_between(
+        statements0, statement_counts(), elapsed, args.top_statements
+    )
+    done = args.jobs - remaining
+    return {
+        "seconds": elapsed,
+        "jobs": args.jobs,
+        "done": done,
+        "timed_out": remaining > 0,
+        "jobs_per_s": done / elapsed,
+        "enqueue_s": enqueued_s,
+        "progress": progress,
+        # Mean backends per sample in each state and wait (CPU: running, waiting for nothing).
+        "waits": {
+            key: round(count / max(samples, 1), 2)
+            for key, count in sorted(waits.items(), key=lambda item: -item[1])
+        },
+        "statements_per_s": per_s,
+        "statements": by_statement,
+        "workers_cpu_share_of_a_core": sum(per_worker) / elapsed,
+        # Each worker's share of a core, least to most busy: work spread or concentrated.
+        "per_worker_cpu_share": [round(cpu / elapsed, 3) for cpu in per_worker],
+        # Share of every CPU of the machine busy meanwhile (anything else running included):
+        # near 1, the drain was CPU-bound.
+        "machine_cpu_busy": (machine1[0] - machine0[0]) / max(machine1[1] - machine0[1], 1),
+        "server_cpu_share_of_a_core": (
+            None
+            if cpu_server is None or cpu_server0 is None
+            else (cpu_server - cpu_server0) / elapsed
+        ),
+    }
 
 
 def pass_durations(workers: list[Worker]) -> dict[str, list[float]]:
@@ -253,6 +420,7 @@ def run_cell(args: argparse.Namespace, queue_count: int, logdir: Path) -> dict[s
     from awa_django.testing import reset_queue
 
     names = [f"q{i}" for i in range(queue_count)]
+    label = f"[{queue_count} queues]"
     reset_queue()
     result: dict[str, Any] = {"queues": queue_count, "workers": args.workers}
     fleet = start_fleet(
@@ -260,30 +428,36 @@ def run_cell(args: argparse.Namespace, queue_count: int, logdir: Path) -> dict[s
     )
     try:
         result["connections"] = connections_by_name()
-        print(f"[{queue_count} queues] connections {result['connections']}", flush=True)
-        result["idle"] = measure_idle(args.idle_seconds)
-        print(f"[{queue_count} queues] idle {result['idle']}", flush=True)
+        print(f"{label} connections {result['connections']}", flush=True)
+        if "idle" in args.parts:
+            result["idle"] = measure_idle(args.idle_seconds, args.top_statements)
+            print(f"{label} idle {json.dumps(result['idle'], indent=1)}", flush=True)
         result["leader_pass_ms"] = pass_durations(fleet)
-        result["failover"] = measure_failover(fleet)
-        print(f"[{queue_count} queues] failover {result['failover']}", flush=True)
+        if "failover" in args.parts:
+            result["failover"] = measure_failover(fleet)
+            print(f"{label} failover {result['failover']}", flush=True)
         alive = [w for w in fleet if w.proc.poll() is None]
-        result["drain_fleet_s"] = drain(names, args.jobs)
-        result["fleet_jobs_per_s"] = args.jobs / result["drain_fleet_s"]
-        print(f"[{queue_count} queues] fleet drain {result['drain_fleet_s']:.1f} s", flush=True)
+        if "drain" in args.parts:
+            result["drain_fleet"] = drained = drain(names, args, alive)
+            result["drain_fleet_s"] = drained["seconds"]
+            result["fleet_jobs_per_s"] = drained["jobs_per_s"]
+            print(f"{label} fleet drain {json.dumps(drained, indent=1)}", flush=True)
         result["leader_pass_ms"] = pass_durations(alive)
     finally:
         for worker in fleet:
             worker.stop()
-    reset_queue()
-    single = start_fleet(
-        1, dict.fromkeys(names, args.workers * args.concurrency), logdir, args.ready_timeout
-    )
-    try:
-        result["drain_single_s"] = drain(names, args.jobs)
-        result["single_jobs_per_s"] = args.jobs / result["drain_single_s"]
-        print(f"[{queue_count} queues] one process {result['drain_single_s']:.1f} s", flush=True)
-    finally:
-        single[0].stop()
+    if "single" in args.parts:
+        reset_queue()
+        single = start_fleet(
+            1, dict.fromkeys(names, args.workers * args.concurrency), logdir, args.ready_timeout
+        )
+        try:
+            result["drain_single"] = drained = drain(names, args, single)
+            result["drain_single_s"] = drained["seconds"]
+            result["single_jobs_per_s"] = drained["jobs_per_s"]
+            print(f"{label} one process {json.dumps(drained, indent=1)}", flush=True)
+        finally:
+            single[0].stop()
     return result
 
 
@@ -302,15 +476,24 @@ def main(argv: list[str] | None = None) -> int:
     call_command("migrate", verbosity=0, interactive=False)
     enable_statement_counts()
     env = environment.collect()
-    with tempfile.TemporaryDirectory(prefix="awa-fleet-") as logdir:
-        cells = [run_cell(args, count, Path(logdir)) for count in args.queue_counts]
+    with tempfile.TemporaryDirectory(prefix="awa-fleet-") as tmp:
+        logdir = args.log_dir or Path(tmp)
+        logdir.mkdir(parents=True, exist_ok=True)
+        cells = [run_cell(args, count, logdir) for count in args.queue_counts]
     env["machine"]["loadavg_at_end"] = list(os.getloadavg())
     output = args.output or RESULTS_DIR / (
         f"fleet-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
     )
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(
-        json.dumps({"args": {**vars(args), "output": str(output)}, "cells": cells, **env}, indent=2)
+        json.dumps(
+            {
+                "args": {**vars(args), "output": str(output), "log_dir": str(args.log_dir)},
+                "cells": cells,
+                **env,
+            },
+            indent=2,
+        )
     )
     print(f"wrote {output}")
     return 0

@@ -8,6 +8,7 @@ enqueue-time validation binds real arguments, as it would for an application's j
 from __future__ import annotations
 
 import asyncio
+import time
 
 import awa_django as awa
 from awa_django.declarations.jobs import JobContext
@@ -53,3 +54,14 @@ WAIT_KIND = "bench.wait_target"
 @awa.job(kind=WAIT_KIND, queue="bench")
 async def wait_target(ctx: JobContext, delay_s: float) -> None:
     await asyncio.sleep(delay_s)
+
+
+# The fleet benchmark's job when it is told to take time (benchmarks/fleet.py --job-ms): with a
+# no-op, a drain measures the claims; with a job that takes a while, it also shows whether every
+# process of the fleet keeps its slots busy.
+SLEEP_KIND = "bench.sleep_sync"
+
+
+@awa.job(kind=SLEEP_KIND, queue="bench")
+def sleep_sync(ctx: JobContext, n: int, ms: float) -> None:
+    time.sleep(ms / 1000)

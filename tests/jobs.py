@@ -338,3 +338,12 @@ def nap(ctx: JobContext, seconds: float = 0.5) -> None:
     """Sleeps without touching the database: the connections a worker running it holds are the
     worker's own (tests/processes/test_fleet_connections.py)."""
     time.sleep(seconds)
+
+
+@awa.job(kind="tests.record_pid")
+def record_pid(ctx: JobContext, seconds: float = 0.0) -> None:
+    """Records which worker process ran it (its pid), then takes ``seconds``."""
+    import os
+
+    record_run(ctx, str(os.getpid()))
+    time.sleep(seconds)

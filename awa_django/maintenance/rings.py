@@ -18,6 +18,14 @@ from awa_django.conf import AwaSettings
 from awa_django.storage import control
 from awa_django.telemetry import get_telemetry
 
+# An idle system's ring passes back off: a pass that finds the current slot of both rings empty
+# (nothing enqueued, nothing claimed since the last rotation: both rotations skipped_idle) and
+# prunes nothing doubles the wait before the next pass, up to this many times interval_s; any
+# other pass goes back to interval_s. The four no-op calls of each pass were most of what an
+# idle fleet's leader cost the server (#37); work that starts meanwhile waits at most that long
+# for the ring's first rotation, which nothing else waits for (its rows go to the current slot).
+IDLE_BACKOFF_MAX = 8
+
 # Rotations each ring's ledger keeps. Only the newest is read; a busy lease ring rotates about
 # once a pass, so an untrimmed ledger would grow by tens of thousands of rows a day.
 ROTATIONS_KEPT = 1000
@@ -86,7 +94,8 @@ def _ring_words(rotation: str, prune: str) -> str:
 
 
 class RingMaintainer:
-    """Rotates and prunes both rings once per pass."""
+    """Rotates and prunes both rings once per pass; ``interval_s`` grows while both are idle
+    (see ``IDLE_BACKOFF_MAX``)."""
 
     name = "rings"
 
@@ -103,7 +112,17 @@ class RingMaintainer:
             rotations=(queue_rotation, lease_rotation).count("rotated"),
             prunes=(queue_prune, lease_prune).count("pruned"),
         )
-        return RingResult(queue_rotation, queue_prune, lease_rotation, lease_prune)
+        result = RingResult(queue_rotation, queue_prune, lease_rotation, lease_prune)
+        idle = queue_rotation == lease_rotation == "skipped_idle" and "pruned" not in (
+            queue_prune,
+            lease_prune,
+        )
+        self.interval_s = (
+            min(self.interval_s * 2, self._config.interval_s * IDLE_BACKOFF_MAX)
+            if idle
+            else self._config.interval_s
+        )
+        return result
 
     async def _queue_ring(self, conn: AsyncConnection[Any]) -> tuple[str, str]:
         """Rotate, then prune, the queue ring: (rotation outcome, prune outcome)."""

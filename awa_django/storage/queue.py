@@ -156,6 +156,35 @@ def claim_ready(
     )
 
 
+def claim_ready_in_turn(
+    request: ClaimRequest,
+    *,
+    rows: RowsOf[J],
+    limit: int,
+    lane: tuple[int, int] | None,
+    lock_timeout_s: float,
+    aged: bool = True,
+) -> Statement[list[J]]:
+    """As ``claim_ready``, after waiting up to ``lock_timeout_s`` for the claim lock of
+    ``lane`` (its priority and shard) while another claimer holds it, instead of skipping it;
+    with no lane, for the first lane of the queue another session holds the lock of (and no
+    claim at all when there is none). Past the timeout the statement fails with
+    ``psycopg.errors.LockNotAvailable``."""
+    priority, shard = lane if lane is not None else (None, None)
+    return Statement(
+        sql=_SQL["claim_ready_in_turn"],
+        params={
+            **request.params(limit=limit, aged=aged),
+            "priority": priority,
+            "shard": shard,
+            "lock_timeout_ms": str(max(1, round(lock_timeout_s * 1000))),
+        },
+        read=all_rows,
+        rows=rows,
+        json=CLAIMED_JOB_JSON,
+    )
+
+
 async def notify_queues(conn: AsyncConnection[Any], queues: Sequence[str]) -> None:
     """Wake the workers of ``queues`` (autocommit connection: delivered at once)."""
     await conn.execute(_SQL["notify_queues"], {"queues": list(queues)})

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
+from psycopg import AsyncConnection
+from psycopg.errors import LockNotAvailable
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
@@ -38,7 +40,7 @@ from awa_django.core.events import wait_for_any
 from awa_django.core.retry import RetryPolicy
 from awa_django.declarations.jobs import Job, JobContext
 from awa_django.exceptions import Cancel, RetryAfter, Snooze, WaitForCallback
-from awa_django.storage.queue import ClaimRequest, claim_ready
+from awa_django.storage.queue import ClaimRequest, claim_ready, claim_ready_in_turn
 from awa_django.storage.rate_limits import FleetBudget, claim_ready_limited
 from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
@@ -58,6 +60,9 @@ logger = logging.getLogger(__name__)
 
 # Longest time between two claims that compare lanes by aged priority (see _claim_aged).
 AGING_REFRESH_MAX_S = 1.0
+# Longest a claim waits for its turn at a lane's claim lock (see _claim_in_turn); past it, the
+# dispatcher goes idle as after an empty claim.
+TURN_TIMEOUT_S = 1.0
 # Least time between two connection checks of the async handlers' ORM thread (see
 # _refresh_loop_thread_connection).
 ORM_THREAD_CHECK_INTERVAL_S = 1.0
@@ -163,6 +168,12 @@ class Dispatcher:
             sequential=sequential,
         )
         self._next_aged_claim = 0.0  # monotonic time from which a claim applies aging again
+        # The lane (priority, shard) of the last claim's last job when that claim got every job
+        # it asked for (more work is likely there), else None: see _claim_in_turn.
+        self._turn_lane: tuple[int, int] | None = None
+        # Poked (a NOTIFY for this queue, new work promoted) since the last claim began: an
+        # empty claim then probably lost its lane to another claimer too.
+        self._notified = False
         self._next_orm_thread_check = 0.0  # monotonic time of the next ORM thread check
         # Weighted mode hands in a view of the process-wide limit; otherwise permits are ours.
         self.permits: Permits | QueuePermits = permits or Permits(concurrency)
@@ -204,6 +215,7 @@ class Dispatcher:
     def poke(self) -> None:
         """Wake the loop now (a NOTIFY for this queue, or new work promoted)."""
         self.idle = False
+        self._notified = True
         self._wakeup.set()
 
     def cancel_in_flight(self) -> None:
@@ -322,6 +334,7 @@ class Dispatcher:
 
     async def _claim(self, limit: int) -> list[ClaimedJob]:
         self._throttled_for_s = None
+        notified, self._notified = self._notified, False
         aged = self._claim_aged()
         try:
             async with self._pool.connection() as conn:
@@ -342,11 +355,58 @@ class Dispatcher:
                         conn,
                         claim_ready(self._request, rows=claimed_job_rows, limit=limit, aged=aged),
                     )
+                    if (
+                        not jobs
+                        and (self._turn_lane is not None or notified)
+                        and not self._request.sequential
+                    ):
+                        jobs = await self._claim_in_turn(conn, limit, aged)
         except Exception:
             logger.exception("claim failed queue=%s", self.queue)
+            self._turn_lane = None
             return []
+        self._turn_lane = (
+            (jobs[-1].priority, jobs[-1].shard)
+            if jobs and len(jobs) == limit and not self._request.sequential
+            else None
+        )
         self.claimed_count += len(jobs)
         return jobs
+
+    async def _claim_in_turn(
+        self, conn: AsyncConnection[Any], limit: int, aged: bool
+    ) -> list[ClaimedJob]:
+        """Claim again after an empty claim that probably lost its lane to another claimer
+        (issue #37), waiting for that lane's claim lock this time.
+
+        A claim skips a lane whose lock another claimer holds, so in a fleet on one queue the
+        claims of every process but one came back empty while the queue was full of work, and
+        each such process slept until a notification or the poll interval: 100 processes
+        drained slower than one. Two empty claims are most likely that: the one right after a
+        full claim (a queue that drains usually gives a short claim first), which waits for
+        the lane that claim took jobs from; and the one after a notification, which waits for
+        whichever lane of the queue another session holds the lock of, if any. Waiting queues
+        the claimers up at the lock, each woken by the commit of the one before it, at no cost
+        to the server meanwhile; at most once per such claim, and at most TURN_TIMEOUT_S (a
+        producer's open transaction that cancelled a job of the lane holds the lock too).
+        Empty again, or timed out: the dispatcher goes idle as before.
+        """
+        lane, self._turn_lane = self._turn_lane, None
+        try:
+            return await run_async(
+                conn,
+                claim_ready_in_turn(
+                    self._request,
+                    rows=claimed_job_rows,
+                    limit=limit,
+                    lane=lane,
+                    lock_timeout_s=TURN_TIMEOUT_S,
+                    aged=aged,
+                ),
+            )
+        except LockNotAvailable:
+            logger.debug("claim lock of a lane busy past the wait queue=%s", self.queue)
+            return []
 
     def _is_async(self, job: ClaimedJob) -> bool:
         handler = self._resolve(job.kind)

@@ -3,7 +3,8 @@ policies, queue and kind descriptors) and a snapshot of itself, its runtime inst
 start, then every ``interval_s`` until it stops, and deletes that row on a clean exit.
 
 Publishing at start, before the first claim, is what makes a queue's DLQ policy known to
-``awa.close_attempts`` by the time its jobs can fail.
+``awa.close_attempts`` by the time its jobs can fail. The declarations go again with every
+``DECLARATIONS_EVERY``-th snapshot only (see there).
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ from awa_django.storage.runtime import (
 )
 
 logger = logging.getLogger(__name__)
+
+# The snapshots that publish the declarations again: one in this many (the first always). They
+# do not change while a process runs, and publishing them (four statements in a transaction,
+# writing nothing when the rows agree) was most of what an idle worker's snapshot cost the
+# server (#37). Republishing still brings the stored descriptors and DLQ policies back to a
+# live worker's within this many intervals after a worker of another version wrote its own.
+DECLARATIONS_EVERY = 6
 
 
 def package_version() -> str:
@@ -58,6 +66,7 @@ class InstanceReporter:
         self._declared = declared
         self._interval_s = interval_s
         self._state = state
+        self._reports = 0  # snapshots written so far
         # The fields that never change; snapshot() fills in the live ones.
         self._base = RuntimeSnapshot(
             instance_id=instance_id,
@@ -83,9 +92,14 @@ class InstanceReporter:
         )
 
     async def report_once(self) -> None:
+        """Write the snapshot, after the declarations on the first call and every
+        ``DECLARATIONS_EVERY``-th."""
+        declarations = self._reports % DECLARATIONS_EVERY == 0
         async with self._pool.connection() as conn:
-            await publish_declarations(conn, self._declared)
+            if declarations:
+                await publish_declarations(conn, self._declared)
             await write_snapshot(conn, self.snapshot(), self._declared)
+        self._reports += 1
 
     async def run(
         self,

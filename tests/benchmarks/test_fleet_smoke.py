@@ -24,7 +24,7 @@ def test_every_measurement_is_taken(tmp_path: Path) -> None:
     argv = [
         sys.executable, "-m", "benchmarks.fleet", "--workers", "3", "--concurrency", "2",
         "--queue-counts", "1", "2", "--jobs", "300", "--idle-seconds", "2",
-        "--output", str(output),
+        "--drain-timeout", "120", "--sample-interval", "0.1", "--output", str(output),
     ]  # fmt: skip
     env = {
         **os.environ,
@@ -46,3 +46,37 @@ def test_every_measurement_is_taken(tmp_path: Path) -> None:
         assert cell["idle"]["server_cpu_share_of_a_core"] is not None
         assert 0 < cell["failover"]["seconds"] < 30, cell["failover"]
         assert cell["drain_fleet_s"] > 0 and cell["drain_single_s"] > 0
+        for drained in (cell["drain_fleet"], cell["drain_single"]):
+            assert drained["done"] == 300 and not drained["timed_out"], drained
+            assert drained["progress"][-1][1] == 300
+            assert drained["workers_cpu_share_of_a_core"] > 0
+            assert 0 < drained["machine_cpu_busy"] <= 1
+            # The workers' backends, sampled while they drained.
+            assert any(key.startswith("awa_worker") for key in drained["waits"]), drained
+        # The failover killed the leader: its two survivors drain.
+        assert len(cell["drain_fleet"]["per_worker_cpu_share"]) == 2
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_a_drain_that_runs_out_of_time_says_how_far_it_got(tmp_path: Path) -> None:
+    output = tmp_path / "fleet.json"
+    argv = [
+        sys.executable, "-m", "benchmarks.fleet", "--workers", "1", "--concurrency", "1",
+        "--queue-counts", "1", "--jobs", "40", "--job-ms", "100", "--drain-timeout", "1",
+        "--parts", "drain", "--output", str(output),
+    ]  # fmt: skip
+    env = {
+        **os.environ,
+        "DATABASE_URL": subprocess_database_url(),
+        "DJANGO_SETTINGS_MODULE": "benchmarks.settings",
+    }
+    done = subprocess.run(
+        argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    (cell,) = json.loads(output.read_text())["cells"]
+    drained = cell["drain_fleet"]
+    # 40 jobs of 100 ms one at a time take 4 s: the drain stops at its timeout instead.
+    assert drained["timed_out"] and 0 < drained["done"] < 40, drained
+    assert drained["seconds"] < 10
+    assert "idle" not in cell and "failover" not in cell and "drain_single" not in cell

@@ -1,7 +1,9 @@
 """What idle worker processes cost the server (issue #37): with nothing to do, three workers on
-one queue commit only a few transactions a second between them (the claim each makes per poll
-interval, the leader's passes and pings, the snapshots), not the 40 or so they committed while
-every process that was not its queue's waiting candidate claimed every 100 ms."""
+one queue commit only a few transactions a second between them (the waiting candidate's claim
+per poll interval, the others' tries of the candidate lock, the leader's passes and pings, the
+snapshots), not the 40 or so they committed while every process that was not its queue's
+waiting candidate claimed every 100 ms (tests/worker/test_idle_statements.py checks that it no
+longer claims at all while idle)."""
 
 from __future__ import annotations
 

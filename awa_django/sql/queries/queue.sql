@@ -37,6 +37,46 @@ SELECT queue, priority, shard, lane_seq, ready_slot, job_id, kind, args, attempt
                        %(deadline_s)s::double precision, %(aging_s)s::double precision,
                        %(sequential)s::boolean)
 
+-- name: claim_ready_in_turn
+-- As claim_ready, after waiting (at most lock_timeout_ms) for the claim lock of one lane (issue
+-- #37): the lane given, or else the first of the queue's lanes whose lock another session holds
+-- right now (none: the claim runs at once). awa.claim_ready only tries a lane's
+-- lock and moves on, so in a fleet every claimer but the lock's holder came back empty from a
+-- queue full of work and slept until a notification or the poll interval; waiting instead
+-- queues the claimers up, each woken by the commit of the one before it, at no cost to the
+-- server while it waits (PostgreSQL grants the lock in order, and a plain claim's try fails
+-- while others wait). The lock is this statement's transaction's, and advisory locks stack, so
+-- awa.claim_ready's own try of it succeeds. The timeout is local to the transaction; the
+-- claim's limit is read through the wait, so the wait comes first.
+WITH held AS MATERIALIZED (
+    -- Read only when no lane is given: pg_locks reads the whole lock table.
+    SELECT k.objid FROM pg_locks k
+     WHERE %(priority)s::smallint IS NULL AND k.locktype = 'advisory'
+       AND k.classid = 1096237379 AND k.objsubid = 2 AND k.granted
+       AND k.pid <> pg_backend_pid()
+), lane AS MATERIALIZED (
+    SELECT %(priority)s::smallint AS priority, %(shard)s::smallint AS shard
+     WHERE %(priority)s::smallint IS NOT NULL
+    UNION ALL
+    (SELECT l.priority, l.shard FROM awa.queue_lanes l
+      WHERE %(priority)s::smallint IS NULL AND l.queue = %(queue)s
+        -- The key as pg_locks shows it: the integer's bits as an oid.
+        AND (awa.lane_lock_key(l.queue, l.priority, l.shard)::bigint & 4294967295)::oid
+            IN (SELECT h.objid FROM held h)
+      ORDER BY l.priority, l.shard LIMIT 1)
+), turn AS MATERIALIZED (
+    SELECT set_config('lock_timeout', %(lock_timeout_ms)s, true) AS timeout,
+           pg_advisory_xact_lock(1096237379, awa.lane_lock_key(%(queue)s, n.priority, n.shard))
+               AS locked
+      FROM lane n
+)
+SELECT queue, priority, shard, lane_seq, ready_slot, job_id, kind, args, attempt, run_lease,
+       max_attempts, run_at, created_at, metadata, tags, errors, progress, checkpoint,
+       now() AS claimed_at
+  FROM awa.claim_ready(%(queue)s, (SELECT %(limit)s::integer FROM (SELECT count(*) FROM turn) w),
+                       %(claimed_by)s, %(deadline_s)s::double precision,
+                       %(aging_s)s::double precision, %(sequential)s::boolean)
+
 -- name: cancel_job
 -- Cancels one job whatever its state; returns what happened (see awa.cancel_job).
 SELECT awa.cancel_job(%(job_id)s::bigint, %(reason)s) AS outcome

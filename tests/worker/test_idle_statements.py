@@ -1,0 +1,112 @@
+"""What an idle worker sends the server (issue #37), piece by piece against a real server: a
+process that is not its queue's waiting candidate does not claim at every poll interval (it
+only tries the candidate lock, to find a candidate that died), and the runtime snapshot
+publishes the process's declarations with one snapshot in DECLARATIONS_EVERY."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+from django.db import connection
+
+from awa_django.conf import get_settings
+from awa_django.declarations.jobs import registry
+from awa_django.ops.descriptors import declared
+from awa_django.storage import connections
+from awa_django.storage.connections import open_pool
+from awa_django.storage.session import SharedSession
+from awa_django.worker.reporter import DECLARATIONS_EVERY, InstanceReporter
+from awa_django.worker.wake import IdleWait, WakeLocks, WakeState
+
+pytestmark = pytest.mark.usefixtures("awa_db")
+
+
+async def listening_session() -> SharedSession:
+    session = SharedSession(lambda: connections.connect("default"), listen=("awa",))
+    async with session.use():
+        pass  # opens the connection, which LISTENs
+    return session
+
+
+def test_a_worker_that_is_not_the_candidate_sleeps_past_the_poll_interval() -> None:
+    async def main() -> None:
+        first, second = await listening_session(), await listening_session()
+        candidate, other = WakeLocks(first), WakeLocks(second)
+        try:
+            assert await candidate.arm("default") is WakeState.ARMED
+            wait = IdleWait("default", other, poll_interval_s=0.05)
+            wakeup, stopping = asyncio.Event(), asyncio.Event()
+            sleeping = asyncio.create_task(wait.sleep(wakeup, stopping))
+            await asyncio.sleep(0.5)
+            # Ten poll intervals, and no return to claim: the candidate waits for the queue.
+            assert not sleeping.done()
+            # The candidate stops waiting (as when it exits): the other takes its place at its
+            # next try, and returns to claim once before it sleeps.
+            await candidate.close()
+            await asyncio.wait_for(sleeping, 2)
+            assert other.holds("default")
+
+            # A notification wakes a worker that is not the candidate at once.
+            await other.close()
+            assert await candidate.arm("default") is WakeState.ARMED
+            sleeping = asyncio.create_task(wait.sleep(wakeup, stopping))
+            await asyncio.sleep(0.1)
+            assert not sleeping.done()
+            wakeup.set()
+            await asyncio.wait_for(sleeping, 1)
+            assert not other.holds("default")
+        finally:
+            await candidate.close()
+            await other.close()
+            await first.close()
+            await second.close()
+
+    asyncio.run(main())
+
+
+def stored_descriptors() -> int:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM awa.queue_descriptors")
+            return int(cursor.fetchone()[0])
+    finally:
+        connection.close()  # this thread's connection
+
+
+def test_snapshots_publish_the_declarations_once_in_a_while() -> None:
+    async def main() -> list[int]:
+        pool = await open_pool("default", max_size=1)
+        reporter = InstanceReporter(
+            pool,
+            instance_id="reporter-test",
+            queues={"default": 1},
+            declared=declared(get_settings(), registry.jobs()),
+            interval_s=10,
+            started_at=datetime.now(UTC),
+            state=lambda: (0, False, True, False),
+        )
+        seen = []
+        try:
+            for _ in range(DECLARATIONS_EVERY + 1):
+                await reporter.report_once()
+                seen.append(await asyncio.to_thread(stored_descriptors))
+                # Gone (as if cleaned up): only a snapshot that publishes writes them again.
+                await asyncio.to_thread(delete_descriptors)
+        finally:
+            await pool.close()
+        return seen
+
+    seen = asyncio.run(main())
+    assert seen[0] > 0
+    assert seen[1:DECLARATIONS_EVERY] == [0] * (DECLARATIONS_EVERY - 1)
+    assert seen[DECLARATIONS_EVERY] == seen[0]
+
+
+def delete_descriptors() -> None:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM awa.queue_descriptors")
+    finally:
+        connection.close()  # this thread's connection
