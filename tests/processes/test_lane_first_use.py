@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 
+import pytest
 from django.conf import settings
 from django.db import connection, transaction
 from django.test import override_settings
@@ -134,6 +135,7 @@ def raw_enqueue(queue: str, n: int) -> int:
 
 
 @override_settings(AWA={**settings.AWA, **OVERRIDES})
+@pytest.mark.fault_injection
 def test_transactions_holding_a_lanes_first_job_stall_neither_that_lane_nor_new_ones(
     worker_process,
 ):
