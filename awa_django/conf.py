@@ -113,7 +113,7 @@ class AwaSettings:
     RESCUE_INTERVAL_S: float = 5.0
     # Most attempts one rescue pass closes.
     RESCUE_BATCH_SIZE: int = 500
-    # How often a non-leader tries to become maintenance leader (and the leader checks its lock).
+    # How often the leader checks its lock (a non-leader tries to become leader every two).
     LEADER_ELECTION_INTERVAL_S: float = 2.0
     # How often the leader tries to rotate and to prune each ring.
     RING_INTERVAL_S: float = 1.0

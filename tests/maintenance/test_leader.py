@@ -7,7 +7,12 @@ import asyncio
 import pytest
 from django.db import connection
 
-from awa_django.maintenance.leader import LEASE_INTERVALS, LeaderElector, LeaseElector
+from awa_django.maintenance.leader import (
+    LEASE_INTERVALS,
+    NON_LEADER_TRY_INTERVALS,
+    LeaderElector,
+    LeaseElector,
+)
 from awa_django.storage.connections import connect, open_pool
 from awa_django.storage.session import SharedSession
 
@@ -46,6 +51,45 @@ def test_one_leader_and_takeover_when_its_session_dies():
             await session.close()
 
     asyncio.run(scenario())
+
+
+def test_a_process_that_is_not_the_leader_tries_every_few_intervals():
+    """An idle fleet's lock tries (#37): the leader renews every interval, the others try only
+    every NON_LEADER_TRY_INTERVALS intervals."""
+
+    async def scenario() -> tuple[int, int]:
+        stopping = asyncio.Event()
+        sessions = [SharedSession(lambda: connect("default")) for _ in range(2)]
+        electors = [LeaderElector(session, retry_interval_s=0.05) for session in sessions]
+        ticks = [0, 0]
+        for n, elector in enumerate(electors):
+            tick = elector._tick
+
+            async def counted(n: int = n, tick=tick) -> None:
+                ticks[n] += 1
+                await tick()
+
+            elector._tick = counted
+        first_task = asyncio.create_task(electors[0].run(stopping))
+        await wait_for(lambda: electors[0].is_leader)
+        second_task = asyncio.create_task(electors[1].run(stopping))
+        await asyncio.sleep(0.05)
+        ticks[:] = [0, 0]
+        await asyncio.sleep(1.0)
+        counted = tuple(ticks)
+        assert electors[0].is_leader and not electors[1].is_leader
+        stopping.set()
+        await asyncio.gather(first_task, second_task)
+        for session in sessions:
+            await session.close()
+        return counted
+
+    leader_ticks, other_ticks = asyncio.run(scenario())
+    # One second of 0.05 s intervals: ~20 renewals, ~20 / NON_LEADER_TRY_INTERVALS tries (a
+    # loaded machine only stretches the intervals).
+    assert NON_LEADER_TRY_INTERVALS >= 2
+    assert other_ticks <= 20 / NON_LEADER_TRY_INTERVALS + 2, (leader_ticks, other_ticks)
+    assert leader_ticks > other_ticks, (leader_ticks, other_ticks)
 
 
 def terminate_backend(pid: int) -> None:

@@ -18,7 +18,7 @@ from awa_django.storage import connections
 from awa_django.storage.connections import open_pool
 from awa_django.storage.session import SharedSession
 from awa_django.worker.reporter import DECLARATIONS_EVERY, InstanceReporter
-from awa_django.worker.wake import IdleWait, WakeLocks, WakeState
+from awa_django.worker.wake import TAKEN_RETRY_POLLS, IdleWait, WakeLocks, WakeState
 
 pytestmark = pytest.mark.usefixtures("awa_db")
 
@@ -38,10 +38,23 @@ def test_a_worker_that_is_not_the_candidate_sleeps_past_the_poll_interval() -> N
             assert await candidate.arm("default") is WakeState.ARMED
             wait = IdleWait("default", other, poll_interval_s=0.05)
             wakeup, stopping = asyncio.Event(), asyncio.Event()
+            tries = 0
+            arm = other.arm
+
+            async def counted_arm(queue: str) -> WakeState:
+                nonlocal tries
+                tries += 1
+                return await arm(queue)
+
+            other.arm = counted_arm
             sleeping = asyncio.create_task(wait.sleep(wakeup, stopping))
-            await asyncio.sleep(0.5)
-            # Ten poll intervals, and no return to claim: the candidate waits for the queue.
+            await asyncio.sleep(1.0)
+            # Twenty poll intervals, and no return to claim: the candidate waits for the queue.
             assert not sleeping.done()
+            # And the candidate lock was tried only every TAKEN_RETRY_POLLS intervals, not at
+            # each of the twenty.
+            assert TAKEN_RETRY_POLLS >= 4
+            assert tries <= 20 / TAKEN_RETRY_POLLS + 2, tries
             # The candidate stops waiting (as when it exits): the other takes its place at its
             # next try, and returns to claim once before it sleeps.
             await candidate.close()

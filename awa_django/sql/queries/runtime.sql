@@ -1,21 +1,35 @@
 -- Descriptors and runtime instances: what workers declare and report about themselves.
 
 -- name: sync_queue_policies
--- Publishes each queue's DLQ policy where close_attempts reads it; rows that already agree are
--- not rewritten.
-INSERT INTO awa.queue_meta (queue, dlq_enabled)
-SELECT * FROM unnest(%(queues)s::text[], %(dlq_enabled)s::boolean[])
+-- Publishes each queue's DLQ policy where close_attempts reads it. Rows that already agree are
+-- left out before the upsert: ON CONFLICT DO UPDATE locks the row it conflicts with even when
+-- its WHERE then writes nothing, and every worker republishes the same rows, so a fleet queued
+-- up behind each other's locks until each transaction committed (#37). Rows go in key order,
+-- so two workers changing overlapping rows wait in one order and cannot deadlock.
+INSERT INTO awa.queue_meta AS m (queue, dlq_enabled)
+SELECT p.queue, p.dlq_enabled
+  FROM unnest(%(queues)s::text[], %(dlq_enabled)s::boolean[]) AS p (queue, dlq_enabled)
+ WHERE NOT EXISTS (SELECT FROM awa.queue_meta a
+                    WHERE a.queue = p.queue AND a.dlq_enabled IS NOT DISTINCT FROM p.dlq_enabled)
+ ORDER BY p.queue
 ON CONFLICT (queue) DO UPDATE SET dlq_enabled = excluded.dlq_enabled
- WHERE awa.queue_meta.dlq_enabled IS DISTINCT FROM excluded.dlq_enabled
+ WHERE m.dlq_enabled IS DISTINCT FROM excluded.dlq_enabled
 
 -- name: upsert_queue_descriptors
 -- Upserts queue descriptors, writing only what changed: every worker runs this with each
 -- snapshot, and rewriting unchanged rows would leave dead tuples behind at every snapshot.
--- Freshness comes from the snapshots of the runtimes that declare a descriptor (see the lists).
+-- Unchanged rows are left out before the upsert, which would lock them (see
+-- sync_queue_policies). Freshness comes from the snapshots of the runtimes that declare a
+-- descriptor (see the lists).
 INSERT INTO awa.queue_descriptors AS q (queue, display_name, description, owner, dlq_enabled,
                                         descriptor_hash)
-SELECT * FROM unnest(%(queues)s::text[], %(display_names)s::text[], %(descriptions)s::text[],
-                     %(owners)s::text[], %(dlq_enabled)s::boolean[], %(hashes)s::text[])
+SELECT d.*
+  FROM unnest(%(queues)s::text[], %(display_names)s::text[], %(descriptions)s::text[],
+              %(owners)s::text[], %(dlq_enabled)s::boolean[], %(hashes)s::text[])
+       AS d (queue, display_name, description, owner, dlq_enabled, descriptor_hash)
+ WHERE NOT EXISTS (SELECT FROM awa.queue_descriptors a
+                    WHERE a.queue = d.queue AND a.descriptor_hash = d.descriptor_hash)
+ ORDER BY d.queue
 ON CONFLICT (queue) DO UPDATE
    SET display_name = excluded.display_name, description = excluded.description,
        owner = excluded.owner, dlq_enabled = excluded.dlq_enabled,
@@ -24,11 +38,17 @@ ON CONFLICT (queue) DO UPDATE
  WHERE q.descriptor_hash IS DISTINCT FROM excluded.descriptor_hash
 
 -- name: upsert_kind_descriptors
--- Upserts job-kind descriptors, writing only what changed (as for queues).
+-- Upserts job-kind descriptors, writing only what changed and locking no unchanged row (as for
+-- queues).
 INSERT INTO awa.kind_descriptors AS k (kind, queue, description, owner, docs_url,
                                        descriptor_hash)
-SELECT * FROM unnest(%(kinds)s::text[], %(queues)s::text[], %(descriptions)s::text[],
-                     %(owners)s::text[], %(docs_urls)s::text[], %(hashes)s::text[])
+SELECT d.*
+  FROM unnest(%(kinds)s::text[], %(queues)s::text[], %(descriptions)s::text[],
+              %(owners)s::text[], %(docs_urls)s::text[], %(hashes)s::text[])
+       AS d (kind, queue, description, owner, docs_url, descriptor_hash)
+ WHERE NOT EXISTS (SELECT FROM awa.kind_descriptors a
+                    WHERE a.kind = d.kind AND a.descriptor_hash = d.descriptor_hash)
+ ORDER BY d.kind
 ON CONFLICT (kind) DO UPDATE
    SET queue = excluded.queue, description = excluded.description, owner = excluded.owner,
        docs_url = excluded.docs_url, descriptor_hash = excluded.descriptor_hash,
