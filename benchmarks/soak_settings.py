@@ -8,6 +8,16 @@ import environ
 
 from benchmarks.settings import *  # noqa: F403 - the benchmark settings, extended below
 from benchmarks.settings import AWA as BENCH_AWA
+from benchmarks.settings import DATABASES as BENCH_DATABASES
+
+# Worker processes keep their handler threads' connections, as a deployment should
+# (docs/deployment.md): with Django's default CONN_MAX_AGE of 0, every soak job, which writes
+# its run row through the ORM, opened a connection of its own (some 240 a second at 300 jobs/s),
+# which cost a 2-core machine more than the load itself.
+DATABASES = {
+    **BENCH_DATABASES,
+    "default": {**BENCH_DATABASES["default"], "CONN_MAX_AGE": 60, "CONN_HEALTH_CHECKS": True},
+}
 
 AWA = {
     **BENCH_AWA,

@@ -18,7 +18,7 @@ from awa_django.storage import connections
 from awa_django.storage.connections import open_pool
 from awa_django.storage.session import SharedSession
 from awa_django.worker.reporter import DECLARATIONS_EVERY, InstanceReporter
-from awa_django.worker.wake import TAKEN_RETRY_POLLS, IdleWait, WakeLocks, WakeState
+from awa_django.worker.wake import IdleWait, WakeLocks, WakeState
 
 pytestmark = pytest.mark.usefixtures("awa_db")
 
@@ -51,10 +51,9 @@ def test_a_worker_that_is_not_the_candidate_sleeps_past_the_poll_interval() -> N
             await asyncio.sleep(1.0)
             # Twenty poll intervals, and no return to claim: the candidate waits for the queue.
             assert not sleeping.done()
-            # And the candidate lock was tried only every TAKEN_RETRY_POLLS intervals, not at
-            # each of the twenty.
-            assert TAKEN_RETRY_POLLS >= 4
-            assert tries <= 20 / TAKEN_RETRY_POLLS + 2, tries
+            # And the candidate lock was tried only every four intervals (TAKEN_RETRY_POLLS), not
+            # at each of the twenty (a loaded machine only stretches the intervals).
+            assert tries <= 7, tries
             # The candidate stops waiting (as when it exits): the other takes its place at its
             # next try, and returns to claim once before it sleeps.
             await candidate.close()
