@@ -33,7 +33,7 @@ _Work = tuple[asyncio.Future[Any], Callable[..., Any], tuple[Any, ...]] | None
 class HandlerThreads:
     """At most ``size`` threads running sync calls for one event loop."""
 
-    name = "handler threads"
+    name = "handler-threads"
 
     def __init__(self, size: int, *, name_prefix: str = "awa-job") -> None:
         self._size = size

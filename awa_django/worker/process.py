@@ -420,8 +420,8 @@ class WorkerProcess:
         if config.burst:
             services.append(
                 BurstWatcher(
-                    pool,
-                    self._dispatchers,
+                    pool=pool,
+                    dispatchers=self._dispatchers,
                     promoter=promoter,
                     completer=completer,
                     wait_s=config.burst_wait_s,

@@ -63,7 +63,7 @@ class WakeLocks:
     """This process's wake locks, on its session connection (shared with LISTEN and the leader
     lock): per queue the candidate lock and, while the queue's dispatcher waits, the wake lock."""
 
-    name = "wake locks"
+    name = "wake-locks"
 
     def __init__(self, session: SharedSession) -> None:
         self._session = session
