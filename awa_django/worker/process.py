@@ -257,7 +257,6 @@ class WorkerProcess:
         self._dispatchers = Dispatchers(self._shutdown, on_crash=self.request_stop)
         self._callbacks: CallbackHub | None = None
         self._completer: Completer | None = None
-        self._job_log: JobLog | None = None
         self.maintainer: Maintainer | None = None
 
     def request_stop(self) -> None:
@@ -299,7 +298,7 @@ class WorkerProcess:
             if dispatcher.cancel_attempt(job_id, run_lease):
                 logger.info("attempt cancelled job_id=%s run_lease=%s", job_id, run_lease)
 
-    def services(self) -> list[Service]:
+    def _services(self) -> list[Service]:
         """Every service of this process, built from the config, in start order."""
         config = self.config
         # AWA["WORKER_POOL_SIZE"] connections (2) for every claim, completion, heartbeat and
@@ -378,7 +377,7 @@ class WorkerProcess:
             dlq_queues=config.job_log.dlq_queues,
             deadline=lambda: self._shutdown.deadline,
         )
-        job_log = self._job_log = JobLog(config.job_log)
+        job_log = JobLog(config.job_log)
         heartbeat = Heartbeat(
             pool,
             self.running_attempts,
@@ -433,7 +432,7 @@ class WorkerProcess:
     async def run(self) -> RunSummary:
         services = Services()
         try:
-            await services.start(self.services())
+            await services.start(self._services())
             self.ready.set()
             log_ready(
                 self.identity,
