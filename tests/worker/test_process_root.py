@@ -1,6 +1,7 @@
 """The process root's guarantee (worker.process, worker.service): services start in order and
 stop in reverse, and when one fails to start, the ones already started are stopped (their
-connections closed, the runtime row withdrawn) before the error leaves the process."""
+connections closed, the runtime row withdrawn) before the error leaves the process; one that
+fails to stop keeps none of the others running."""
 
 from __future__ import annotations
 
@@ -94,3 +95,28 @@ def test_a_service_that_fails_to_start_stops_the_ones_started(
     wait_until(lambda: awa_backends() == 0)
     job = awa.get_job(job_id)
     assert job is not None and job.state == "available"
+
+
+def test_a_service_that_fails_to_stop_does_not_keep_the_others_running(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="awa_django.worker.service")
+
+    async def refuse(self: Heartbeat) -> None:
+        raise RuntimeError("heartbeat refused to stop")
+
+    monkeypatch.setattr(Heartbeat, "stop", refuse)
+    record.enqueue(n=1)
+    config = config_from_settings(get_settings(), queues={"default": 2}, burst=True)
+    summary = asyncio.run(WorkerProcess(config, registry.get).run())
+
+    assert summary.written == 1
+    started = service_events(caplog, "started")
+    assert "heartbeat" in started
+    assert service_events(caplog, "stopped") == [s for s in started[::-1] if s != "heartbeat"]
+    assert any(
+        r.getMessage() == "service failed to stop name=heartbeat" and r.exc_info
+        for r in caplog.records
+    )
+    assert awa.runtimes.list() == []
+    wait_until(lambda: awa_backends() == 0)
