@@ -64,7 +64,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerConfig:
-    """Everything one worker process needs, resolved from settings and command options."""
+    """Everything one process needs (a worker, or ``awa_maintenance`` with no queues), resolved
+    from settings and command options."""
 
     # A Django alias or a libpq DSN (AWA["WORKER_DATABASE"]): the worker's own connections.
     database_alias: str
