@@ -104,7 +104,7 @@ def enqueue_job(cursor: CursorWrapper, job: NewJob, *, alone: bool = False) -> i
             "max_attempts": job.max_attempts,
             "run_at": job.run_at,
             "metadata": job.metadata_json,
-            "tags": list(job.tags),
+            "tags": copy_text.text_array(job.tags),
         },
     )
     row = cursor.fetchone()

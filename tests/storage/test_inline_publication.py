@@ -285,10 +285,25 @@ def test_autocommit_and_transactional_producers_mixed_on_one_lane_keep_commit_or
     for earlier in produced:
         for later in produced:
             if earlier.committed < later.started:
-                assert max(place[j] for j in earlier.job_ids) < min(
-                    place[j] for j in later.job_ids
-                )
+                assert max(place[j] for j in earlier.job_ids) < min(place[j] for j in later.job_ids)
     for p in produced:
         # A transaction's jobs stay together, in their order.
         positions = [place[j] for j in p.job_ids]
         assert positions == sorted(positions)
+
+
+TRICKY_TAGS = ["a,b", 'say "hi"', "back\\slash", "{brace}", "NULL", " spaced ", "é中"]
+
+
+@pytest.mark.parametrize(
+    "enqueue",
+    [
+        lambda: awa.enqueue(noop, args={"n": 1}, tags=TRICKY_TAGS),
+        lambda: awa.enqueue(noop, args={"n": 1}, tags=TRICKY_TAGS, run_at=timedelta(hours=1)),
+        lambda: noop.using(tags=TRICKY_TAGS).enqueue_many([{"n": 1}])[0],
+    ],
+    ids=["single", "scheduled", "bulk"],
+)
+def test_tags_are_stored_as_given(enqueue: Callable[[], int]):
+    """A single enqueue sends its tags as a text[] literal it builds itself."""
+    assert awa.get_job(enqueue()).tags == TRICKY_TAGS
