@@ -167,7 +167,7 @@ SLOW_PUBLISH_DDL = """
 CREATE OR REPLACE FUNCTION tests_slow_publish() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF current_setting('tests.slow_publish', true) = 'on' THEN
-        PERFORM pg_sleep(0.2);
+        PERFORM pg_sleep(1);
     END IF;
     RETURN NULL;
 END $$;
@@ -198,11 +198,24 @@ def test_a_lane_is_never_claimed_past_an_autocommit_producer_still_in_its_statem
     held: list[int] = []
     slow = own_connection()
     slow.execute("SET tests.slow_publish = on")
+    watcher = own_connection()
     producer = threading.Thread(target=lambda: held.append(sql_enqueue(slow, ALONE, 1, "partners")))
     producer.start()
-    time.sleep(0.05)  # the slow producer has its position and sleeps before its commit
+    # Until the slow producer has drawn its position and sleeps before its commit.
+    deadline = time.monotonic() + 10
+    while watcher.execute(
+        "SELECT wait_event IS DISTINCT FROM 'PgSleep' FROM pg_stat_activity WHERE pid = %s",
+        [slow.info.backend_pid],
+    ).fetchone()[0]:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
     later = sql_enqueue(own_connection(), DEFERRED, 2, "partners")
-    assert claimed_ids("partners") == []
+    # On a connection already open, well within the 250 ms a claim waits for a younger gap: a
+    # claim that could have the lane's producer lock would step over the position at once.
+    claimed = watcher.execute(
+        "SELECT job_id FROM awa.claim_ready('partners', 10, 'test', 0, 0, false)"
+    ).fetchall()
+    assert claimed == []
     producer.join(10)
     assert claimed_ids("partners") == [*held, later]
 
