@@ -17,6 +17,7 @@ from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 
 import awa_django as awa
+from awa_django.sql import queries
 from awa_django.storage.connections import connection_kwargs
 from tests.jobs import noop
 from tests.storage.test_commit_publication import claim, claimed_ids
@@ -141,6 +142,29 @@ def test_called_after_the_transaction_wrote_it_leaves_publication_to_the_commit(
     conn.commit()
     assert len(lane_commits()) == 2
     assert claimed_ids() == [first, second]
+
+
+def test_called_after_the_transaction_reserved_positions_it_leaves_publication_to_the_commit(
+    own_connection,
+):
+    """A COPY's reservation draws lane_seqs below the call's and writes nothing (nextval takes a
+    transaction id only now and then, when it logs the sequence); the rows written with them
+    are published from their first lane_seq at commit, which would put a job the call published
+    apart in two commits. So the call goes the deferred way, as awa.enqueue_job would."""
+    noop.enqueue(n=0)
+    assert len(claim()) == 1
+    conn = own_connection(autocommit=False)
+    conn.execute(
+        queries("queue")["reserve_ready_batch"],
+        {"queue": "default", "priority": 2, "count": 2, "ordering_key": None},
+    )
+    job_id = sql_enqueue(conn, ALONE, 1)
+    assert conn.execute(
+        "SELECT announce FROM awa.ready_entries WHERE job_id = %s", [job_id]
+    ).fetchone() == (True,)
+    assert conn.execute("SELECT count(*) FROM awa.lane_commits").fetchone() == (1,)
+    conn.commit()
+    assert claimed_ids() == [job_id]
 
 
 def test_rows_written_after_it_in_the_same_transaction_get_a_position_of_their_own(

@@ -124,10 +124,12 @@ $$;
 -- order they commit, up to the same few microseconds as two transactional ones.
 --
 -- Were the caller's transaction to go on after all (a raw BEGIN on an autocommit connection),
--- nothing is lost or published twice: a transaction that already wrote (it has an xid) might
--- have rows of this lane still to publish at commit, so the job goes the deferred way
--- (awa.enqueue_job); one that had not has nothing before this row, and rows it writes later
--- announce, so publish_ready gives them a position of their own starting at their own lane_seq.
+-- nothing is lost or published twice: a transaction that already wrote (it has an xid) or
+-- reserved positions to write later (awa.producer_slot pinned its slot: a COPY's reservation
+-- writes nothing) might have rows of this lane to publish at commit from a lane_seq below this
+-- one's, so the job goes the deferred way (awa.enqueue_job); one that had done neither has
+-- nothing before this row, and rows it writes later announce, so publish_ready gives them a
+-- position of their own starting at their own lane_seq.
 -- It is then a transaction that published early and stays open, which claims step over after
 -- the live-hole bound and whose jobs they take if it commits.
 CREATE OR REPLACE FUNCTION awa.enqueue_job_alone(
@@ -141,8 +143,9 @@ DECLARE
     v_slot record;
 BEGIN
     IF (p_run_at IS NOT NULL AND p_run_at > now())
-       OR pg_current_xact_id_if_assigned() IS NOT NULL THEN
-        -- Scheduled (nothing to publish), or not the transaction's first write.
+       OR pg_current_xact_id_if_assigned() IS NOT NULL
+       OR coalesce(current_setting('awa.producer_slot', true), '') <> '' THEN
+        -- Scheduled (nothing to publish), or not the transaction's first write or reservation.
         RETURN awa.enqueue_job(p_kind, p_queue, p_priority, p_args, p_max_attempts, p_run_at,
                                p_metadata, p_tags);
     END IF;
