@@ -4,7 +4,7 @@ state filter finds its jobs on page 1.
 Usage (it EMPTIES the awa tables of the database it runs on)::
 
     DATABASE_URL=postgres://... python -m benchmarks.admin_pages [--jobs 50000] [--reps 5]
-        [--hot-lane 28000]
+        [--hot-lane 28000] [--dead-letters N] [--no-plans]
 
 It builds ``--jobs`` jobs through the real paths (enqueue, a burst worker, claims, cancel, the
 DLQ), the rare states first so that they sit under the whole history: a few running and
@@ -18,17 +18,32 @@ filters, beside the same page read through the ``awa.jobs`` view (how it was rea
 the page's records read by id (the floor every listing ends with). It exits non-zero if a
 state page misses jobs of its state or a listing differs from the view's. The example
 project's settings are used because they install the admin.
+
+Beside those (issue #36, item 1) it builds the rest of a production shape: ``--dead-letters``
+dead letters (a tenth of the jobs by default), half of them failed in the ring and moved to the
+DLQ (a fifth of those purged, leaving their failed closures and purge markers), half inserted
+as entries whose ring slot was pruned; jobs in two undeclared queues; chains of workflow steps
+run by the burst worker; cron schedules with fires. It times every admin page, the counts and
+confirmations of the bulk actions and the bulk walks themselves (each inside a transaction
+rolled back, so every repetition acts on the same history), and records the executed plan
+(``EXPLAIN (ANALYZE, BUFFERS)``, JIT as the page ran it) of every statement each page ran, into
+``benchmarks/results/admin-pages-<UTC time>.json``; the statements whose plan reads a big table
+whole (a sequential scan of more than ``BIG_SCAN`` rows) or merge-joins are printed at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import re
 import statistics
 import sys
 import time
-from datetime import timedelta
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import django
@@ -37,6 +52,14 @@ OK_KIND = "bench.admin_ok"
 FAILS_KIND = "bench.admin_fails"
 RARE = 50  # cancelled, failed and retryable jobs each
 OPEN = 5  # running and waiting_external attempts each
+STEP_KIND = "bench.admin_step"
+WORKFLOWS = 200  # chains of three steps, run by the burst worker
+UNDECLARED = ("imports", "reports")  # queues no setting declares
+CRON = ("bench.every_minute", "bench.hourly", "bench.nightly")
+CRON_FIRES = 20  # triggers of each schedule
+# A sequential scan reading more rows than this, in a statement an admin page runs, is flagged.
+BIG_SCAN = 5_000
+RESULTS = Path(__file__).parent / "results"
 
 
 def main() -> None:
@@ -51,13 +74,21 @@ def main() -> None:
         "at once, as a burst through one queue leaves the ring) above the open attempts; "
         "counted in --jobs (issue #36: 28,000 made 'what is running?' take minutes)",
     )
+    parser.add_argument(
+        "--dead-letters",
+        type=int,
+        default=None,
+        help="DLQ entries (default a tenth of --jobs): half failed in the ring and moved, a "
+        "fifth of those purged; half inserted as entries whose ring slot was pruned",
+    )
+    parser.add_argument("--no-plans", action="store_true", help="do not record plans")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
     django.setup()
 
     from django.contrib.auth.models import User
     from django.core.management import call_command
-    from django.db import connection
+    from django.db import connection, transaction
     from django.test import Client
     from django.test.utils import CaptureQueriesContext, setup_test_environment
 
@@ -71,6 +102,7 @@ def main() -> None:
     from awa_django.storage.statement import run_async
     from awa_django.testing import reset_queue
     from awa_django.worker.process import WorkerProcess, config_from_settings
+    from benchmarks import environment
 
     @awa.job(kind=OK_KIND)
     def succeeds(ctx: JobContext, n: int) -> None:
@@ -120,15 +152,20 @@ def main() -> None:
     burst()  # failed, and retryable (their retry is minutes away)
     tenth = args.jobs // 10
     many(OK_KIND, [{"n": n} for n in range(tenth)], run_at=timedelta(days=1))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO awa.dlq_entries (job_id, kind, queue, priority, args, attempt, "
-            "original_run_lease, max_attempts, created_at, metadata, tags, errors, dlq_reason, "
-            "dlq_at) SELECT nextval('awa.job_id_seq'), %s, 'default', 2, '{}', 1, 1, "
-            "1, now(), '{}', '{}', '[]', 'attempts_exhausted', now() - make_interval(secs => n) "
-            "FROM generate_series(1, %s) n",
-            [FAILS_KIND, tenth],
+    dead = tenth if args.dead_letters is None else args.dead_letters
+    dead_letters(connection, many, dead)
+    undeclared = 0
+    for queue in UNDECLARED:
+        # Jobs of queues no setting declares: waiting (no worker takes them) and scheduled.
+        undeclared += len(many(OK_KIND, [{"n": n} for n in range(RARE)], queue=queue))
+        undeclared += len(
+            many(OK_KIND, [{"n": n} for n in range(RARE)], queue=queue, run_at=timedelta(hours=1))
         )
+    for n in range(WORKFLOWS):  # run by the burst below
+        awa.Workflow(f"bench-{n}").step("a", OK_KIND, args={"n": n}).step(
+            "b", OK_KIND, args={"n": n}, after=["a"]
+        ).step("c", OK_KIND, args={"n": n}, after=["b"]).enqueue()
+    cron_schedules(succeeds)
     half = args.jobs // 2
     for start in range(0, half, 10_000):
         many(OK_KIND, [{"n": n} for n in range(min(10_000, half - start))])
@@ -149,7 +186,8 @@ def main() -> None:
                 " 'run_lease', c.run_lease, 'outcome', 'completed'))"
                 " FROM awa.claim_receipts c WHERE c.claimed_by = 'bench-hot'))"
             )
-    rest = args.jobs - half - 2 * tenth - 3 * RARE - 2 * OPEN - args.hot_lane
+    built = half + tenth + dead + undeclared + 3 * WORKFLOWS + len(CRON) * CRON_FIRES
+    rest = args.jobs - built - 3 * RARE - 2 * OPEN - args.hot_lane
     for start in range(0, rest, 10_000):
         many(OK_KIND, [{"n": n} for n in range(min(10_000, rest - start))])
     with connection.cursor() as cursor:
@@ -164,8 +202,15 @@ def main() -> None:
     user, _ = User.objects.get_or_create(username="bench-admin", is_staff=True, is_superuser=True)
     client = Client()
     client.force_login(user)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT min(job_id) FROM awa.dlq_entries")
+        (dlq_id,) = cursor.fetchone()
+        cursor.execute("SELECT min(workflow_id) FROM awa.workflows")
+        (workflow_id,) = cursor.fetchone()
     jobs = "/admin/awa_django/job/"
-    pages = {
+    dlq = "/admin/awa_django/deadletter/"
+    health = "/admin/awa_django/queue/"
+    pages: dict[str, str] = {
         "jobs, first page": jobs,
         "jobs, middle page": f"{jobs}?before={middle_id}",
         **{f"jobs, state={state}": f"{jobs}?state={state}" for state in JOB_STATES},
@@ -174,6 +219,8 @@ def main() -> None:
         # The 10 jobs of queue "email" are the oldest of the history.
         "jobs, rare queue prefix": f"{jobs}?queue=EMA",
         "jobs, rare queue, state=running": f"{jobs}?queue=email&state=running",
+        "jobs, undeclared queue, state=available": f"{jobs}?queue=reports&state=available",
+        "jobs, purged queue, state=failed": f"{jobs}?queue=imports&state=failed",
         # The common kind (nearly every job) in states it holds a few of, or none.
         "jobs, common kind, state=running": f"{jobs}?kind={OK_KIND}&state=running",
         "jobs, common kind, state=cancelled": f"{jobs}?kind={OK_KIND}&state=cancelled",
@@ -181,21 +228,104 @@ def main() -> None:
         "jobs, args search": f'{jobs}?args={{"n": 3}}',
         "jobs, error text": f"{jobs}?error=failure+7",
         "jobs, by id": f"{jobs}?job_id={middle_id}",
-        "dlq, first page": "/admin/awa_django/deadletter/",
-        "dlq, older than 1 day": "/admin/awa_django/deadletter/?age=1d",
-        "dlq, by error": "/admin/awa_django/deadletter/groups/",
-        "queue health": "/admin/awa_django/queue/",
+        "jobs, live refresh": f"{jobs}?state=running&live=1",
+        "job page": f"{jobs}{middle_id}/",
+        "dlq, first page": dlq,
+        "dlq, older than 1 day": f"{dlq}?age=1d",
+        "dlq, queue imports": f"{dlq}?queue=imports",
+        "dlq, error type": f"{dlq}?error_type=builtins.KeyError",
+        "dlq, reason": f"{dlq}?reason=moved_from_failed",
+        "dlq, by error": f"{dlq}groups/",
+        "dlq, entry page": f"{dlq}{dlq_id}/",
+        "queue health": health,
+        "queue health, live refresh": f"{health}?live=1",
+        "cron": f"{health}cron/",
+        "workflows": "/admin/awa_django/workflow/",
+        "workflows, state=completed": "/admin/awa_django/workflow/?state=completed",
+        "workflow page": f"/admin/awa_django/workflow/{workflow_id}/",
+        "fleet, queues": "/admin/awa_django/queuedescriptor/",
+        "fleet, kinds": "/admin/awa_django/kinddescriptor/",
+        "fleet, workers": "/admin/awa_django/runtimeinstance/",
     }
-    missed = []
-    print(f"{'page':34} {'median ms':>10} {'queries':>8} {'page 1 / in state':>18}")
-    for name, url in pages.items():
+    # Confirmation pages (a POST not yet confirmed: the count first) and the bulk walks
+    # themselves (confirmed; rolled back after each repetition).
+    matching = f"{jobs}act-matching/"
+    dlq_matching = f"{dlq}act-matching/"
+    posts: dict[str, tuple[str, dict[str, str]]] = {
+        "confirm cancel, state=running": (matching, {"action": "cancel", "state": "running"}),
+        "confirm cancel, state=available": (matching, {"action": "cancel", "state": "available"}),
+        "confirm cancel, state=scheduled": (matching, {"action": "cancel", "state": "scheduled"}),
+        "confirm retry, state=failed": (matching, {"action": "retry", "state": "failed"}),
+        "confirm retry, state=cancelled": (matching, {"action": "retry", "state": "cancelled"}),
+        "confirm cancel, undeclared queue": (
+            matching,
+            {"action": "cancel", "state": "available", "queue": "reports"},
+        ),
+        "confirm drain, undeclared queue": (
+            f"{health}act/",
+            {"action": "drain", "queue": "reports"},
+        ),
+        "dlq confirm retry, queue imports": (
+            dlq_matching,
+            {"action": "retry", "queue": "imports"},
+        ),
+        "dlq confirm purge, error type": (
+            dlq_matching,
+            {"action": "purge", "error_type": "builtins.KeyError"},
+        ),
+        "walk cancel, state=running": (
+            matching,
+            {"action": "cancel", "state": "running", "confirmed": "on"},
+        ),
+        "walk retry, state=failed": (
+            matching,
+            {"action": "retry", "state": "failed", "confirmed": "on"},
+        ),
+        "walk cancel, undeclared queue": (
+            matching,
+            {"action": "cancel", "state": "available", "queue": "reports", "confirmed": "on"},
+        ),
+        "walk dlq retry, reason": (
+            dlq_matching,
+            {"action": "retry", "reason": "attempts_exhausted", "age": "1d", "confirmed": "on"},
+        ),
+    }
+
+    def timed(name: str, send: Callable[[], Any]) -> tuple[Any, list[dict[str, str]]]:
+        """``send`` run ``--reps`` times, each in a transaction rolled back after it; prints
+        the median and answers the last response and the statements it ran."""
         timings = []
         for _ in range(args.reps):
-            with CaptureQueriesContext(connection) as queries:
+            with transaction.atomic(), CaptureQueriesContext(connection) as queries:
                 began = time.perf_counter()
-                response = client.get(url)
+                response = send()
                 timings.append((time.perf_counter() - began) * 1000)
-            assert response.status_code == 200, (url, response.status_code)
+                transaction.set_rollback(True)
+            assert response.status_code in (200, 302), (name, response.status_code)
+        statements = list(queries.captured_queries)
+        record = {
+            "page": name,
+            "median_ms": statistics.median(timings),
+            "ms": timings,
+            "queries": len(statements),
+            "status": response.status_code,
+        }
+        if not args.no_plans:
+            record["statements"] = plans(connection, statements)
+        results["pages"].append(record)
+        return response, statements
+
+    results: dict[str, Any] = {
+        "arguments": vars(args),
+        "environment": environment.collect(),
+        "totals": totals,
+        "pages": [],
+        "listings": [],
+    }
+    missed = []
+    print(f"{'page':40} {'median ms':>10} {'queries':>8} {'page 1 / in state':>18}")
+    for name, url in pages.items():
+        response, statements = timed(name, lambda url=url: client.get(url))
         found = ""
         state = name.removeprefix("jobs, state=") if name.startswith("jobs, state=") else None
         if state is not None:
@@ -203,23 +333,15 @@ def main() -> None:
             found = f"{len(listed)} / {totals[state]}"
             if len(listed) < min(totals[state], 50) or len(listed) != len(response.context["jobs"]):
                 missed.append(name)
-        print(
-            f"{name:34} {statistics.median(timings):10.1f} "
-            f"{len(queries.captured_queries):8} {found:>18}"
-        )
-
-    # The count a bulk action confirms first (a POST that is not yet confirmed).
-    matching = "/admin/awa_django/job/act-matching/"
-    for action, state in (("cancel", "running"), ("retry", "failed")):
-        timings = []
-        for _ in range(args.reps):
-            began = time.perf_counter()
-            response = client.post(matching, {"action": action, "state": state})
-            timings.append((time.perf_counter() - began) * 1000)
-        assert response.status_code == 200, (state, response.status_code)
-        name = f"confirm {action}, state={state}"
-        counted = response.context["count"]
-        print(f"{name:34} {statistics.median(timings):10.1f} {'':8} {counted:>18}")
+        median = results["pages"][-1]["median_ms"]
+        print(f"{name:40} {median:10.1f} {len(statements):8} {found:>18}")
+    for name, (url, data) in posts.items():
+        response, statements = timed(name, lambda url=url, data=data: client.post(url, data))
+        counted = ""
+        if response.status_code == 200 and response.context is not None:
+            counted = str(response.context.get("count", response.context.get("pending", "")))
+        median = results["pages"][-1]["median_ms"]
+        print(f"{name:40} {median:10.1f} {len(statements):8} {counted:>18}")
 
     # The public listing, and the same filter read through the view (how awa.list_jobs found a
     # page before it read the indexes): the ceiling is not the view but the page's own reads.
@@ -246,12 +368,185 @@ def main() -> None:
             by_id_ms.append((time.perf_counter() - began) * 1000)
         if listed != through_view:
             missed.append(name)
+        results["listings"].append(
+            {"call": name, "median_ms": statistics.median(listed_ms), "ms": listed_ms}
+        )
         print(
             f"{name:40} {statistics.median(listed_ms):10.1f} {statistics.median(view_ms):8.1f} "
             f"{statistics.median(by_id_ms):9.1f}"
         )
+    results["environment"]["machine"]["loadavg_at_end"] = list(os.getloadavg())
+    RESULTS.mkdir(exist_ok=True)
+    output = RESULTS / f"admin-pages-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
+    output.write_text(json.dumps(results, indent=1, default=str))
+    print(f"\nwrote {output}")
+    flagged = [
+        (page["page"], statement)
+        for page in results["pages"]
+        for statement in page.get("statements", [])
+        if statement["flags"]
+    ]
+    if flagged:
+        print("\nstatements whose plan grows with the history, or slow ones:")
+    for page_name, statement in flagged:
+        print(f"- {page_name}: {', '.join(statement['flags'])}\n    {statement['sql'][:160]}")
     if missed:
         sys.exit(f"state pages that missed jobs, or listings unlike the view: {missed}")
+
+
+# Statements an admin page runs that are not the page's reads: the session's own, Django's.
+_NOT_READS = re.compile(r"^\\s*(SAVEPOINT|RELEASE|ROLLBACK|BEGIN|COMMIT|SET\\b)", re.IGNORECASE)
+
+
+def plans(connection: Any, statements: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """The executed plan of every awa statement a page ran (each run again under EXPLAIN
+    ANALYZE in a transaction rolled back, JIT as the page had it), with what is wrong with it:
+    a sequential scan of more than BIG_SCAN rows, a join filter discarding more than that
+    (a join on part of its key), or more than 300 ms."""
+    from awa_django.sql import queries
+
+    browse = queries("browse")
+    jit_off = False
+    seen: set[str] = set()
+    answers = []
+    for captured in statements:
+        sql = captured["sql"]
+        if "set_config('jit'" in sql or sql.strip() == browse["plan_without_jit"].strip():
+            jit_off = (
+                "set_config('jit', 'off'" in sql
+                or sql.strip() == browse["plan_without_jit"].strip()
+            )
+            continue
+        if "set_config(" in sql or "awa." not in sql or _NOT_READS.match(sql) or sql in seen:
+            continue
+        seen.add(sql)
+        try:
+            with transaction_rolled_back(connection), connection.cursor() as cursor:
+                if jit_off:
+                    cursor.execute("SET LOCAL jit = off")
+                cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}")
+                (plan,) = cursor.fetchone()
+        except Exception as error:  # a statement EXPLAIN cannot take is recorded as such
+            answers.append({"sql": sql, "jit": not jit_off, "error": str(error), "flags": []})
+            continue
+        if isinstance(plan, str):
+            plan = json.loads(plan)
+        top = plan[0]
+        flags = list(plan_flags(top["Plan"]))
+        if top["Execution Time"] > 300:
+            flags.append(f"{top['Execution Time']:.0f} ms")
+        answers.append(
+            {
+                "sql": sql,
+                "jit": not jit_off,
+                "execution_ms": top["Execution Time"],
+                "flags": flags,
+                "plan": plan,
+            }
+        )
+    return answers
+
+
+def transaction_rolled_back(connection: Any) -> Any:
+    from contextlib import contextmanager
+
+    from django.db import transaction
+
+    @contextmanager
+    def rolled_back() -> Iterator[None]:
+        with transaction.atomic():
+            yield
+            transaction.set_rollback(True)
+
+    return rolled_back()
+
+
+def plan_flags(node: dict[str, Any]) -> Iterator[str]:
+    """What in a plan node (and under it) reads the history whole."""
+    loops = node.get("Actual Loops", 1)
+    if node["Node Type"] == "Seq Scan":
+        read = (node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)) * loops
+        if read > BIG_SCAN:
+            yield f"Seq Scan on {node.get('Relation Name')} ({read:,.0f} rows)"
+    removed = node.get("Rows Removed by Join Filter", 0) * loops
+    if removed > BIG_SCAN:
+        yield f"{node['Node Type']} filtering {removed:,.0f} rows"
+    for child in node.get("Plans", []):
+        yield from plan_flags(child)
+
+
+def dead_letters(connection: Any, many: Callable[..., list[int]], count: int) -> None:
+    """``count`` DLQ entries of queue ``imports`` (undeclared). Half are failed in the ring
+    (claimed, closed failed with an error) and moved to the DLQ as awa.dlq.move_failed moves them,
+    a fifth of those then purged as awa.dlq.purge does (their failed closures stay in the ring,
+    hidden by a marker in awa.purged_jobs); the other half are entries whose ring slot was
+    pruned long ago, inserted directly, with errors in four groups."""
+    through_ring = count // 2
+    ids: list[int] = []
+    for start in range(0, through_ring, 10_000):
+        size = min(10_000, through_ring - start)
+        ids += many(FAILS_KIND, [{"n": n} for n in range(size)], queue="imports", max_attempts=1)
+    with connection.cursor() as cursor:
+        if through_ring:
+            cursor.execute(
+                "SELECT count(*) FROM awa.claim_ready('imports', %s, 'bench-dlq', NULL, NULL,"
+                " false)",
+                [through_ring],
+            )
+            cursor.execute(
+                "SELECT count(*) FROM awa.close_batch((SELECT json_agg(json_build_object("
+                "'ready_slot', c.ready_slot, 'queue', c.queue, 'priority', c.priority,"
+                " 'shard', c.shard, 'lane_seq', c.lane_seq, 'job_id', c.job_id,"
+                " 'run_lease', c.run_lease, 'outcome', 'failed', 'error', json_build_object("
+                "'attempt', 1, 'at', now(), 'type', 'builtins.LookupError',"
+                " 'message', 'order ' || c.job_id || ' not found', 'traceback', '')))"
+                " FROM awa.claim_receipts c WHERE c.claimed_by = 'bench-dlq'))"
+            )
+        for start in range(0, len(ids), 5_000):
+            cursor.execute(
+                "SELECT count(*) FROM awa.dlq_move(%s, ARRAY['failed'], 'moved_from_failed')",
+                [ids[start : start + 5_000]],
+            )
+        purged = ids[::5]
+        for start in range(0, len(purged), 5_000):
+            cursor.execute(
+                "SELECT count(*) FROM awa.dlq_purge(%s)", [purged[start : start + 5_000]]
+            )
+        cursor.execute(
+            "INSERT INTO awa.dlq_entries (job_id, kind, queue, priority, args, attempt, "
+            "original_run_lease, max_attempts, created_at, metadata, tags, errors, dlq_reason, "
+            "dlq_at) SELECT nextval('awa.job_id_seq'), %s, 'default', 2, '{}', 1, 1, 1, now(), "
+            "'{}', '{}', jsonb_build_array(jsonb_build_object('attempt', 1, 'at', now(), "
+            "'type', (ARRAY['builtins.RuntimeError', 'builtins.KeyError', 'builtins.ValueError',"
+            " 'builtins.TimeoutError'])[1 + n %% 4], 'message', 'bench failure ' || n, "
+            "'traceback', '')), 'attempts_exhausted', now() - make_interval(secs => n) "
+            "FROM generate_series(1, %s) n",
+            [FAILS_KIND, count - through_ring],
+        )
+
+
+def cron_schedules(job: Any) -> None:
+    """The CRON schedules stored as the leader syncs them, each triggered CRON_FIRES times (the
+    burst worker then runs the fired jobs)."""
+    import awa_django as awa
+    from awa_django.declarations.cron import Declaration, declarations, declared_schedules
+    from awa_django.storage.connections import connect
+    from awa_django.storage.cron import sync_cron_jobs
+
+    for name, timetable in zip(CRON, ("* * * * *", "0 * * * *", "0 3 * * *"), strict=True):
+        declarations.add(
+            Declaration(origin="bench", name=name, schedule=timetable, job=job, args={"n": 0})
+        )
+    rows = [s.as_row() for s in declared_schedules() if s.name in CRON]
+
+    async def sync() -> None:
+        async with await connect("default") as conn:
+            await sync_cron_jobs(conn, rows)
+
+    asyncio.run(sync())
+    for name in CRON:
+        for _ in range(CRON_FIRES):
+            awa.cron.trigger(name)
 
 
 def view_page(connection: Any, where: dict[str, str]) -> list[int]:
