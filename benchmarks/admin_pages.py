@@ -86,11 +86,16 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
     django.setup()
 
+    from django.conf import settings
     from django.contrib.auth.models import User
     from django.core.management import call_command
     from django.db import connection, transaction
     from django.test import Client
-    from django.test.utils import CaptureQueriesContext, setup_test_environment
+    from django.test.utils import (
+        CaptureQueriesContext,
+        override_settings,
+        setup_test_environment,
+    )
 
     import awa_django as awa
     from awa_django.conf import get_settings
@@ -153,14 +158,20 @@ def main() -> None:
     tenth = args.jobs // 10
     many(OK_KIND, [{"n": n} for n in range(tenth)], run_at=timedelta(days=1))
     dead = tenth if args.dead_letters is None else args.dead_letters
-    dead_letters(connection, many, dead)
     undeclared = 0
-    for queue in UNDECLARED:
-        # Jobs of queues no setting declares: waiting (no worker takes them) and scheduled.
-        undeclared += len(many(OK_KIND, [{"n": n} for n in range(RARE)], queue=queue))
-        undeclared += len(
-            many(OK_KIND, [{"n": n} for n in range(RARE)], queue=queue, run_at=timedelta(hours=1))
-        )
+    # Queues another service declares (or one removed from the settings): enqueued while
+    # declared, undeclared for the rest of the run.
+    queues = {**settings.AWA["QUEUES"], **{queue: {"concurrency": 1} for queue in UNDECLARED}}
+    with override_settings(AWA={**settings.AWA, "QUEUES": queues}):
+        dead_letters(connection, many, dead)
+        for queue in UNDECLARED:
+            # Waiting (no worker takes them) and scheduled.
+            undeclared += len(many(OK_KIND, [{"n": n} for n in range(RARE)], queue=queue))
+            undeclared += len(
+                many(
+                    OK_KIND, [{"n": n} for n in range(RARE)], queue=queue, run_at=timedelta(hours=1)
+                )
+            )
     for n in range(WORKFLOWS):  # run by the burst below
         awa.Workflow(f"bench-{n}").step("a", OK_KIND, args={"n": n}).step(
             "b", OK_KIND, args={"n": n}, after=["a"]
@@ -389,7 +400,10 @@ def main() -> None:
     if flagged:
         print("\nstatements whose plan grows with the history, or slow ones:")
     for page_name, statement in flagged:
-        print(f"- {page_name}: {', '.join(statement['flags'])}\n    {statement['sql'][:160]}")
+        code = " ".join(
+            line for line in statement["sql"].splitlines() if not line.lstrip().startswith("--")
+        )
+        print(f"- {page_name}: {', '.join(statement['flags'])}\n    {code[:160]}")
     if missed:
         sys.exit(f"state pages that missed jobs, or listings unlike the view: {missed}")
 
