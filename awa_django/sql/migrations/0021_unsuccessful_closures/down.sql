@@ -1,0 +1,1 @@
+DROP INDEX awa.done_entries_unsuccessful;

@@ -1,0 +1,114 @@
+"""Failed and cancelled jobs under a long history of completed ones: their pages, counts and
+bulk walks read the few unsuccessful closures by index, never every closure of the ring
+(issue #36: at 200,000 jobs each count read all 140,000 closures), and migration 0021 that
+adds the index reverses and applies again."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.urls import reverse
+
+import awa_django as awa
+from awa_django.storage.browse import JobFilter, count_in_state, list_jobs
+from tests.admin.test_hot_lane import plan, rows_read
+from tests.migrations.catalog import schema_catalog
+
+COMPLETED = 6_000
+FAILED = 4
+CANCELLED = 3
+NO_CURSOR = 2**63 - 1
+
+
+def closed_history() -> dict[str, list[int]]:
+    """COMPLETED + FAILED + CANCELLED jobs of one lane, claimed and closed through
+    awa.claim_ready and awa.close_batch, the unsuccessful ones the oldest (under the whole
+    history, as a rare state is). Answers the ids of each outcome."""
+    total = COMPLETED + FAILED + CANCELLED
+    ids = awa.enqueue_many("tests.noop", [{"n": n} for n in range(total)], queue="partners")
+    outcomes = {
+        "failed": ids[:FAILED],
+        "cancelled": ids[FAILED : FAILED + CANCELLED],
+        "completed": ids[FAILED + CANCELLED :],
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM awa.claim_ready('partners', %s, 'rare-test', NULL, NULL, false)",
+            [total],
+        )
+        assert cursor.fetchone()[0] == total
+        for outcome, job_ids in outcomes.items():
+            cursor.execute(
+                """SELECT count(*) FROM awa.close_batch((
+                       SELECT json_agg(json_build_object(
+                           'ready_slot', c.ready_slot, 'queue', c.queue, 'priority', c.priority,
+                           'shard', c.shard, 'lane_seq', c.lane_seq, 'job_id', c.job_id,
+                           'run_lease', c.run_lease, 'outcome', %s::text))
+                         FROM awa.claim_receipts c WHERE c.job_id = ANY(%s)))""",
+                [outcome, job_ids],
+            )
+            assert cursor.fetchone()[0] == len(job_ids)
+        cursor.execute("ANALYZE")
+    return outcomes
+
+
+@pytest.mark.parametrize("state", ["failed", "cancelled"])
+def test_rare_closures_are_read_by_index(awa_db, state):
+    history = closed_history()
+    rare = FAILED if state == "failed" else CANCELLED
+    for pair in ({"queue": None, "kind": None}, {"queue": "partners", "kind": "tests.noop"}):
+        # The size a count asks for (COUNT_CAP + 1) and a page's.
+        for size in (10_001, 51):
+            params = {"before": NO_CURSOR, "size": size, "state": state, **pair}
+            root = plan("closed_job_ids", params)
+            assert root["Actual Rows"] == rare
+            # Only the unsuccessful closures, of both outcomes; without the partial index every
+            # closure of the ring (all COMPLETED of them).
+            assert rows_read(root, "done_entries") <= FAILED + CANCELLED
+    with connection.cursor() as cursor:
+        assert count_in_state(cursor, state, JobFilter()) == rare
+        assert count_in_state(cursor, state, JobFilter(kind="tests.noop")) == rare
+        page = list_jobs(cursor, where=JobFilter(state=state), before=None, limit=50, count=True)
+    assert sorted(job.job_id for job in page.jobs) == sorted(history[state])
+    assert page.count == rare
+
+
+def test_completed_closures_still_listed_and_counted(awa_db):
+    history = closed_history()
+    with connection.cursor() as cursor:
+        page = list_jobs(
+            cursor, where=JobFilter(state="completed"), before=None, limit=50, count=True
+        )
+    assert [job.job_id for job in page.jobs] == sorted(history["completed"], reverse=True)[:50]
+    assert page.count == COMPLETED
+
+
+def test_retry_all_matching_failed_confirms_the_count(operator_client):
+    history = closed_history()
+    confirm = operator_client.post(
+        reverse("admin:awa_django_job_act_matching"), {"action": "retry", "state": "failed"}
+    )
+    assert confirm.context["count"] == FAILED
+    page = operator_client.get(reverse("admin:awa_django_job_changelist"), {"state": "cancelled"})
+    assert sorted(job.job_id for job in page.context["jobs"]) == sorted(history["cancelled"])
+    assert page.context["state_count"] == CANCELLED
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_0021_reverses_and_applies_again():
+    def catalog() -> list[str]:
+        with connection.cursor() as cursor:
+            return schema_catalog(cursor)
+
+    def has_index() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass('awa.done_entries_unsuccessful') IS NOT NULL")
+            return bool(cursor.fetchone()[0])
+
+    installed = catalog()
+    assert has_index()
+    call_command("migrate", "awa_django", "0020_workflow_release", verbosity=0)
+    assert not has_index()
+    call_command("migrate", "awa_django", verbosity=0)
+    assert has_index() and catalog() == installed
