@@ -5,9 +5,11 @@ adds the index reverses and applies again."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.urls import reverse
 
 import awa_django as awa
@@ -112,3 +114,55 @@ def test_0021_reverses_and_applies_again():
     assert not has_index()
     call_command("migrate", "awa_django", verbosity=0)
     assert has_index() and catalog() == installed
+
+
+def ready_history(completed: int, available: int) -> None:
+    """``completed`` jobs claimed and closed, then ``available`` newer ones waiting."""
+    awa.enqueue_many("tests.noop", [{"n": n} for n in range(completed)], queue="partners")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM awa.claim_ready('partners', %s, 'big-test', NULL, NULL, false)",
+            [completed],
+        )
+        cursor.execute(
+            """SELECT count(*) FROM awa.close_batch((
+                   SELECT json_agg(json_build_object(
+                       'ready_slot', c.ready_slot, 'queue', c.queue, 'priority', c.priority,
+                       'shard', c.shard, 'lane_seq', c.lane_seq, 'job_id', c.job_id,
+                       'run_lease', c.run_lease, 'outcome', 'completed'))
+                     FROM awa.claim_receipts c))"""
+        )
+    awa.enqueue_many("tests.noop", [{"n": n} for n in range(available)], queue="partners")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+
+
+def test_a_capped_count_of_a_big_state_stops_at_the_cap(awa_db):
+    """Counting completed or available jobs reads about COUNT_CAP + 1 of each table it walks,
+    not the whole ring (issue #36: the planner hashed every closure and ready row to find
+    10,001 of them)."""
+    from awa_django.storage import browse
+
+    cap = 2_000
+    ready_history(completed=3 * cap, available=3 * cap)
+    for state, table in (("completed", "done_entries"), ("available", "ready_entries")):
+        plans: list[dict[str, Any]] = []
+
+        def ids(cursor, query, params, plans=plans, real_ids=browse._ids):
+            # The statement's executed plan, in the count's transaction and settings.
+            plans.append(plan(query, params))
+            return real_ids(cursor, query, params)
+
+        with pytest.MonkeyPatch.context() as patch, transaction.atomic():
+            patch.setattr(browse, "COUNT_CAP", cap)
+            patch.setattr(browse, "_ids", ids)
+            with connection.cursor() as cursor:
+                assert count_in_state(cursor, state, JobFilter()) == cap + 1
+                # The caller's transaction plans its later statements as before.
+                cursor.execute("SELECT current_setting('enable_hashjoin')")
+                assert cursor.fetchone()[0] == "on"
+        (root,) = plans
+        assert root["Actual Rows"] == cap + 1
+        # A few more than the cap (completed ready rows are walked past to the available
+        # ones); planned with hash joins, every row of the ring (6,000 closures, 12,000 ready).
+        assert rows_read(root, table) <= 2 * cap, state

@@ -10,6 +10,21 @@ SELECT jit, set_config('jit', 'off', true) FROM before
 -- Puts back, for the rest of the caller's transaction, the setting plan_without_jit replaced.
 SELECT set_config('jit', %(jit)s, true)
 
+-- name: plan_as_walk
+-- For the rest of the transaction only (is_local): no hash or merge joins, so a capped count
+-- walks its state's ids down their index, probing each, and stops at the cap; see
+-- storage/browse.py. Answers the settings it replaced, read before the set_config calls run.
+WITH before AS MATERIALIZED (
+    SELECT current_setting('enable_hashjoin') AS hash, current_setting('enable_mergejoin') AS merge
+)
+SELECT hash, merge, set_config('enable_hashjoin', 'off', true),
+       set_config('enable_mergejoin', 'off', true)
+  FROM before
+
+-- name: restore_joins
+-- Puts back, for the rest of the caller's transaction, the settings plan_as_walk replaced.
+SELECT set_config('enable_hashjoin', %(hash)s, true), set_config('enable_mergejoin', %(merge)s, true)
+
 -- name: bound_statements
 -- Caps every later statement at %(timeout)s (statement_timeout) for the session, or with
 -- %(local)s for the rest of the caller's transaction only: see storage/browse.py. Answers the
