@@ -409,55 +409,48 @@ def main() -> None:
 
 
 # Statements an admin page runs that are not the page's reads: the session's own, Django's.
-_NOT_READS = re.compile(r"^\\s*(SAVEPOINT|RELEASE|ROLLBACK|BEGIN|COMMIT|SET\\b)", re.IGNORECASE)
+_NOT_READS = re.compile(r"^\s*(SAVEPOINT|RELEASE|ROLLBACK|BEGIN|COMMIT|SET\b)", re.IGNORECASE)
+# A planner setting the page changed for the rest of its transaction (storage/browse.py:
+# plan_without_jit, plan_as_walk and their restores), as the statement was sent.
+_LOCAL_SETTING = re.compile(r"set_config\('(jit|enable_\w+)', '(\w+)', true\)")
 
 
 def plans(connection: Any, statements: list[dict[str, str]]) -> list[dict[str, Any]]:
     """The executed plan of every awa statement a page ran (each run again under EXPLAIN
-    ANALYZE in a transaction rolled back, JIT as the page had it), with what is wrong with it:
-    a sequential scan of more than BIG_SCAN rows, a join filter discarding more than that
-    (a join on part of its key), or more than 300 ms."""
-    from awa_django.sql import queries
-
-    browse = queries("browse")
-    jit_off = False
+    ANALYZE in a transaction rolled back, with the planner settings the page had when it ran
+    it), with what is wrong with it: a sequential scan of more than BIG_SCAN rows, a join
+    filter discarding more than that (a join on part of its key), or more than 300 ms."""
+    settings: dict[str, str] = {}
     seen: set[str] = set()
     answers = []
     for captured in statements:
         sql = captured["sql"]
-        if "set_config('jit'" in sql or sql.strip() == browse["plan_without_jit"].strip():
-            jit_off = (
-                "set_config('jit', 'off'" in sql
-                or sql.strip() == browse["plan_without_jit"].strip()
-            )
+        changed = dict(_LOCAL_SETTING.findall(sql))
+        if changed or "set_config(" in sql:
+            settings |= changed
             continue
-        if "set_config(" in sql or "awa." not in sql or _NOT_READS.match(sql) or sql in seen:
+        if "awa." not in sql or _NOT_READS.match(sql) or sql in seen:
             continue
         seen.add(sql)
+        record: dict[str, Any] = {"sql": sql, "settings": dict(settings), "flags": []}
+        answers.append(record)
         try:
             with transaction_rolled_back(connection), connection.cursor() as cursor:
-                if jit_off:
-                    cursor.execute("SET LOCAL jit = off")
+                for name, value in settings.items():
+                    cursor.execute("SELECT set_config(%s, %s, true)", [name, value])
                 cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}")
                 (plan,) = cursor.fetchone()
         except Exception as error:  # a statement EXPLAIN cannot take is recorded as such
-            answers.append({"sql": sql, "jit": not jit_off, "error": str(error), "flags": []})
+            record["error"] = str(error)
             continue
         if isinstance(plan, str):
             plan = json.loads(plan)
         top = plan[0]
-        flags = list(plan_flags(top["Plan"]))
+        record["flags"] = list(plan_flags(top["Plan"]))
         if top["Execution Time"] > 300:
-            flags.append(f"{top['Execution Time']:.0f} ms")
-        answers.append(
-            {
-                "sql": sql,
-                "jit": not jit_off,
-                "execution_ms": top["Execution Time"],
-                "flags": flags,
-                "plan": plan,
-            }
-        )
+            record["flags"].append(f"{top['Execution Time']:.0f} ms")
+        record["execution_ms"] = top["Execution Time"]
+        record["plan"] = plan
     return answers
 
 
