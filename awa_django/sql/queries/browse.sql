@@ -176,11 +176,15 @@ SELECT q.job_id FROM awa.dlq_entries q
 -- pair's jobs.
 SELECT job_id FROM (
     (SELECT d.job_id FROM awa.done_entries d
-       JOIN awa.ready_entries r
-         ON r.queue = d.queue AND r.priority = d.priority AND r.shard = d.shard
-        AND r.lane_seq = d.lane_seq AND r.ready_slot = d.ready_slot
       WHERE d.job_id < %(before)s AND d.outcome = %(state)s
-        AND (%(queue)s::text IS NULL OR (r.queue = %(queue)s::text AND r.kind = %(kind)s::text))
+        -- The closure's ready row (its slot's, by the ring's key) is read only for a pair:
+        -- without one, a probe per closure walked read nothing of it.
+        AND (%(queue)s::text IS NULL
+             OR EXISTS (SELECT 1 FROM awa.ready_entries r
+                         WHERE r.queue = d.queue AND r.priority = d.priority
+                           AND r.shard = d.shard AND r.lane_seq = d.lane_seq
+                           AND r.ready_slot = d.ready_slot
+                           AND r.queue = %(queue)s::text AND r.kind = %(kind)s::text))
         AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
                          WHERE n.job_id = d.job_id AND n.run_lease >= d.run_lease)
         AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = d.job_id)
