@@ -261,9 +261,13 @@ def _list_jobs(
     if where.searches_content:
         return _search(cursor, where=where, walk=walk, before=before, limit=limit)
     if where.state is not None:
-        page = _list_in_state(cursor, where.state, walk=walk, before=before, limit=limit)
+        page, every_id = _list_in_state(cursor, where.state, walk=walk, before=before, limit=limit)
         if not count:
             return page
+        if every_id is not None:
+            # The page's one read held every id of the state: the count's query, asked for
+            # more, would answer the same ids (running's reads every claim of the ring again).
+            return replace(page, count=every_id)
         return replace(page, count=_count(cursor, where.state, walk))
     window = _window_ids(cursor, walk, before if before is not None else _NO_CURSOR, limit + 1)
     jobs = list(reversed(get_jobs(cursor, window[:limit]))) if window else []
@@ -346,15 +350,20 @@ def _has_many_ready_rows(cursor: CursorWrapper, pair: dict[str, str], before: in
 
 def _list_in_state(
     cursor: CursorWrapper, state: str, *, walk: _Walk, before: int | None, limit: int
-) -> JobPage:
+) -> tuple[JobPage, int | None]:
+    """The page, and how many ids the state holds when its first read, from the newest, found
+    them all (fewer than it asked for); else None."""
     # The ids come from the table holding the state; the view, read for just those ids, has the
     # last word, so a job that moved on between the two reads is left out, and the next ids are
     # fetched to fill the page.
     matches: list[JobRecord] = []
     below = before if before is not None else _NO_CURSOR
+    every_id: int | None = None
     while len(matches) <= limit:
         wanted = limit + 1 - len(matches)
         ids = _state_ids(cursor, state, walk, below, wanted)
+        if before is None and below == _NO_CURSOR and len(ids) < wanted:
+            every_id = len(ids)
         if not ids:
             break
         records = {record.job_id: record for record in get_jobs(cursor, ids)}
@@ -367,8 +376,8 @@ def _list_in_state(
             break
         below = ids[-1]
     if len(matches) > limit:
-        return JobPage(jobs=matches[:limit], next_before=matches[limit - 1].job_id)
-    return JobPage(jobs=matches, next_before=None)
+        return JobPage(jobs=matches[:limit], next_before=matches[limit - 1].job_id), every_id
+    return JobPage(jobs=matches, next_before=None), every_id
 
 
 def _candidate_ids(

@@ -166,3 +166,43 @@ def test_a_capped_count_of_a_big_state_stops_at_the_cap(awa_db):
         # A few more than the cap (completed ready rows are walked past to the available
         # ones); planned with hash joins, every row of the ring (6,000 closures, 12,000 ready).
         assert rows_read(root, table) <= 2 * cap, state
+
+
+def test_a_page_holding_every_job_of_its_state_counts_them_without_reading_again(awa_db):
+    """ "What is running?" reads every claim of the ring to find the open ones; when the page's
+    read found them all, the count is theirs, not a second read of every claim (issue #36)."""
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.admin.test_hot_lane import hot_lane
+
+    running = hot_lane(jobs=2_000, still_open=3)
+    history = closed_history()
+    open_attempts = browse_sql("open_attempt_job_ids")
+    closed = browse_sql("closed_job_ids")
+    for state, expected, statement in (
+        ("running", running, open_attempts),
+        ("failed", sorted(history["failed"], reverse=True), closed),
+    ):
+        with CaptureQueriesContext(connection) as queries, connection.cursor() as cursor:
+            page = list_jobs(
+                cursor, where=JobFilter(state=state), before=None, limit=50, count=True
+            )
+        assert [job.job_id for job in page.jobs] == expected
+        assert page.count == len(expected)
+        reads = [q for q in queries.captured_queries if q["sql"].startswith(statement)]
+        assert len(reads) == 1, state
+    # A state with more jobs than a page still counts them with its own, capped read.
+    with connection.cursor() as cursor:
+        page = list_jobs(
+            cursor, where=JobFilter(state="completed"), before=None, limit=50, count=True
+        )
+    assert page.count == COMPLETED + 2_000 - 3
+
+
+def browse_sql(name: str) -> str:
+    """How a browse block's statement starts as captured (its text up to the first parameter,
+    which the capture shows substituted)."""
+    from awa_django.sql import queries
+
+    text = queries("browse")[name]
+    return text[: text.index("%(")]
