@@ -43,6 +43,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -338,7 +339,7 @@ def main() -> None:
     missed = []
     print(f"{'page':40} {'median ms':>10} {'queries':>8} {'page 1 / in state':>18}")
     for name, url in pages.items():
-        response, statements = timed(name, lambda url=url: client.get(url))
+        response, statements = timed(name, partial(client.get, url))
         found = ""
         state = name.removeprefix("jobs, state=") if name.startswith("jobs, state=") else None
         if state is not None:
@@ -349,7 +350,7 @@ def main() -> None:
         median = results["pages"][-1]["median_ms"]
         print(f"{name:40} {median:10.1f} {len(statements):8} {found:>18}")
     for name, (url, data) in posts.items():
-        response, statements = timed(name, lambda url=url, data=data: client.post(url, data))
+        response, statements = timed(name, partial(client.post, url, data))
         counted = ""
         if response.status_code == 200 and response.context is not None:
             counted = str(response.context.get("count", response.context.get("pending", "")))
