@@ -450,11 +450,10 @@ def _planned_as_walk(cursor: CursorWrapper) -> Iterator[None]:
     reads at most the cap's worth, at any size."""
     cursor.execute(_SQL["plan_as_walk"])
     hash_join, merge_join, _, _ = cursor.fetchone()
-    try:
-        yield
-    finally:
-        if not cursor.db.needs_rollback:
-            cursor.execute(_SQL["restore_joins"], {"hash": hash_join, "merge": merge_join})
+    yield
+    # Not after an error: the transaction may be aborted (a statement timeout), where another
+    # statement would hide the error; ours then rolls back, the caller's must.
+    cursor.execute(_SQL["restore_joins"], {"hash": hash_join, "merge": merge_join})
 
 
 def running_attempts(cursor: CursorWrapper, *, limit: int) -> list[RunningAttempt]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.db import connection, transaction
 from django.urls import reverse
@@ -206,3 +207,32 @@ def browse_sql(name: str) -> str:
 
     text = queries("browse")[name]
     return text[: text.index("%(")]
+
+
+def test_a_count_cut_short_by_the_statement_timeout_says_so(operator_client):
+    """The count planned as a walk ends with its own error when PostgreSQL cancels it: the
+    page answers 503 (the statement timeout's), not a 500 from putting the settings back in
+    an aborted transaction."""
+    from django.test.utils import override_settings
+
+    closed_history()
+    holder = psycopg_holder()
+    try:
+        holder.execute("LOCK TABLE awa.done_entries IN ACCESS EXCLUSIVE MODE")
+        with override_settings(AWA={**settings.AWA, "ADMIN_STATEMENT_TIMEOUT_MS": 300}):
+            confirm = operator_client.post(
+                reverse("admin:awa_django_job_act_matching"),
+                {"action": "retry", "state": "failed"},
+            )
+        assert confirm.status_code == 503
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+def psycopg_holder():
+    import psycopg
+
+    from tests.conftest import subprocess_database_url
+
+    return psycopg.connect(subprocess_database_url())
