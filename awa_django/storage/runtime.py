@@ -133,9 +133,16 @@ def sync_queue_policies(dlq_enabled: Mapping[str, bool]) -> Statement[None]:
 
 
 async def write_snapshot(
-    conn: AsyncConnection[Any], snapshot: RuntimeSnapshot, declared: Declarations
-) -> None:
-    await conn.execute(
+    conn: AsyncConnection[Any],
+    snapshot: RuntimeSnapshot,
+    declared: Declarations,
+    *,
+    fresh_s: float = 30.0,
+) -> int:
+    """Write the snapshot; returns how many live processes (refreshed within ``fresh_s``)
+    compete with this one for the leader lock or any of its queues' candidate locks, at
+    least 1 (see the query)."""
+    cursor = await conn.execute(
         _SQL["upsert_runtime"],
         {
             "instance_id": snapshot.instance_id,
@@ -150,8 +157,11 @@ async def write_snapshot(
             "shutting_down": snapshot.shutting_down,
             "queue_hashes": json.dumps({q.queue: q.hash for q in declared.queues}),
             "kind_hashes": json.dumps({k.kind: k.hash for k in declared.kinds}),
+            "fresh_s": fresh_s,
         },
     )
+    row = await cursor.fetchone()
+    return max(1, int(row[0])) if row is not None else 1
 
 
 async def delete_runtime(conn: AsyncConnection[Any], *, instance_id: str) -> None:

@@ -38,7 +38,9 @@ from awa_django.callbacks.waiting import CallbackHub
 from awa_django.conf import AwaSettings
 from awa_django.core.outcome import OutcomeCounts
 from awa_django.core.retry import RetryPolicy
+from awa_django.core.session_tries import SessionTries
 from awa_django.declarations.jobs import Job, registry
+from awa_django.maintenance.leader import NON_LEADER_TRY_INTERVALS
 from awa_django.maintenance.maintainer import Maintainer, MaintenanceConfig
 from awa_django.maintenance.promoter import Promoter, PromoterConfig
 from awa_django.ops.cron_publish import declared_schedule_rows
@@ -56,7 +58,7 @@ from awa_django.worker.notifier import LISTEN_CHANNELS, Notifier
 from awa_django.worker.rate_limit import RateLimit
 from awa_django.worker.reporter import InstanceReporter
 from awa_django.worker.service import Service, Services, Shutdown
-from awa_django.worker.wake import WakeLocks
+from awa_django.worker.wake import TAKEN_RETRY_POLLS, WakeLocks
 from awa_django.worker.weighted import QueueShare, WeightedPermits
 
 logger = logging.getLogger(__name__)
@@ -336,6 +338,21 @@ class WorkerProcess:
             if config.session
             else None
         )
+        # A worker's periodic session tries (the leader lock, its queues' candidate locks), in
+        # one statement per tick (#37); a burst run never waits, so it tries the leader only.
+        bases = [
+            *(
+                [config.poll_interval_s * TAKEN_RETRY_POLLS]
+                if listening and not config.burst
+                else []
+            ),
+            *(
+                [config.maintenance.leader_interval_s * NON_LEADER_TRY_INTERVALS]
+                if config.maintenance is not None
+                else []
+            ),
+        ]
+        tries = SessionTries(session, base_s=min(bases)) if session is not None and bases else None
         if config.maintenance is not None:
             self.maintainer = Maintainer(
                 pool,
@@ -345,6 +362,7 @@ class WorkerProcess:
                 promoter=promoter,
                 policy=config.retry_policy,
                 now=_utcnow,
+                tries=tries,
             )
         reporter = InstanceReporter(
             pool,
@@ -357,12 +375,13 @@ class WorkerProcess:
             state=self._snapshot_state,
             stopping=self.stopping,
             changed=None if self.maintainer is None else self.maintainer.leadership_changed,
+            on_peers=None if tries is None else tries.set_peers,
         )
         services: list[Service] = [Connections(pool)]
         if not listening:
             # Maintenance only: no jobs, so no threads, completer, job log or heartbeat.
             services.append(reporter)
-            services.extend(s for s in (session, self.maintainer) if s is not None)
+            services.extend(s for s in (session, tries, self.maintainer) if s is not None)
             return services
         threads = HandlerThreads(
             max(1, config.worker_concurrency or sum(config.queues.values())),
@@ -390,7 +409,7 @@ class WorkerProcess:
         )
         # A burst run exits once it finds nothing, so it never waits for a notification; a
         # poll-only one has no session to hold wake locks on.
-        wake = WakeLocks(session) if session is not None and not config.burst else None
+        wake = WakeLocks(session, tries=tries) if session is not None and not config.burst else None
         weighted = (
             WeightedPermits(config.worker_concurrency, config.shares)
             if config.worker_concurrency is not None
@@ -414,7 +433,7 @@ class WorkerProcess:
         # Before the completer and the first claim: close_attempts must know the DLQ policies
         # of our queues, which the reporter publishes when it starts.
         services += [threads, reporter]
-        services += [s for s in (session, completer, job_log, heartbeat) if s is not None]
+        services += [s for s in (session, tries, completer, job_log, heartbeat) if s is not None]
         services += [s for s in (self.maintainer, wake) if s is not None]
         services.append(self._dispatchers)
         if config.burst:

@@ -69,8 +69,11 @@ class InstanceReporter:
         schedules: list[dict[str, Any]] | None = None,
         stopping: asyncio.Event | None = None,
         changed: asyncio.Event | None = None,
+        on_peers: Callable[[int], None] | None = None,
     ) -> None:
         self._pool = pool
+        # Told, after each snapshot, how many live processes compete for this one's roles.
+        self._on_peers = on_peers
         self._schedules = schedules or []
         self._stopping = stopping or asyncio.Event()
         self._changed = changed
@@ -111,8 +114,13 @@ class InstanceReporter:
         async with self._pool.connection() as conn:
             if declarations:
                 await publish_declarations(conn, self._declared)
-            await write_snapshot(conn, self.snapshot(), self._declared)
+            # A process refreshes its row every interval: one silent for three is gone.
+            peers = await write_snapshot(
+                conn, self.snapshot(), self._declared, fresh_s=3 * self._interval_s
+            )
         self._reports += 1
+        if self._on_peers is not None:
+            self._on_peers(peers)
 
     async def run(
         self,
