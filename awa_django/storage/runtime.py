@@ -133,16 +133,9 @@ def sync_queue_policies(dlq_enabled: Mapping[str, bool]) -> Statement[None]:
 
 
 async def write_snapshot(
-    conn: AsyncConnection[Any],
-    snapshot: RuntimeSnapshot,
-    declared: Declarations,
-    *,
-    fresh_s: float = 30.0,
-) -> int:
-    """Write the snapshot; returns how many live processes (refreshed within ``fresh_s``)
-    compete with this one for the leader lock or any of its queues' candidate locks, at
-    least 1 (see the query)."""
-    cursor = await conn.execute(
+    conn: AsyncConnection[Any], snapshot: RuntimeSnapshot, declared: Declarations
+) -> None:
+    await conn.execute(
         _SQL["upsert_runtime"],
         {
             "instance_id": snapshot.instance_id,
@@ -157,6 +150,27 @@ async def write_snapshot(
             "shutting_down": snapshot.shutting_down,
             "queue_hashes": json.dumps({q.queue: q.hash for q in declared.queues}),
             "kind_hashes": json.dumps({k.kind: k.hash for k in declared.kinds}),
+        },
+    )
+
+
+async def touch_snapshot(conn: AsyncConnection[Any], *, instance_id: str) -> bool:
+    """Refresh the row's ``last_seen_at`` alone; False when there is no row to refresh."""
+    cursor = await conn.execute(_SQL["touch_runtime"], {"instance_id": instance_id})
+    return cursor.rowcount > 0
+
+
+async def count_peers(
+    conn: AsyncConnection[Any], *, instance_id: str, queues: list[str], fresh_s: float
+) -> int:
+    """How many live processes (refreshed within ``fresh_s``) compete with ``instance_id`` for
+    the leader lock or for the candidate lock of one of ``queues``, itself included (the
+    fewest over those roles)."""
+    cursor = await conn.execute(
+        _SQL["count_peers"],
+        {
+            "instance_id": instance_id,
+            "queues": json.dumps(dict.fromkeys(queues, 1)),
             "fresh_s": fresh_s,
         },
     )

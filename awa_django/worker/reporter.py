@@ -26,8 +26,10 @@ from awa_django.ops.cron_publish import publish_schedules
 from awa_django.ops.descriptors import Declarations
 from awa_django.storage.runtime import (
     RuntimeSnapshot,
+    count_peers,
     delete_runtime,
     publish_declarations,
+    touch_snapshot,
     write_snapshot,
 )
 
@@ -83,6 +85,7 @@ class InstanceReporter:
         self._interval_s = interval_s
         self._state = state
         self._reports = 0  # snapshots written so far
+        self._written: RuntimeSnapshot | None = None  # the last one written whole
         # The fields that never change; snapshot() fills in the live ones.
         self._base = RuntimeSnapshot(
             instance_id=instance_id,
@@ -109,17 +112,34 @@ class InstanceReporter:
 
     async def report_once(self) -> None:
         """Write the snapshot, after the declarations on the first call and every
-        ``DECLARATIONS_EVERY``-th."""
+        ``DECLARATIONS_EVERY``-th. A snapshot equal to the last one written only refreshes its
+        row's ``last_seen_at``, which is what readers judge liveness by (#37)."""
         declarations = self._reports % DECLARATIONS_EVERY == 0
+        snapshot = self.snapshot()
+        # The peers are counted with the declarations, and with the second snapshot, by which
+        # time a fleet that started together has written its rows.
+        count = self._on_peers is not None and (declarations or self._reports == 1)
+        peers = 1
         async with self._pool.connection() as conn:
             if declarations:
                 await publish_declarations(conn, self._declared)
-            # A process refreshes its row every interval: one silent for three is gone.
-            peers = await write_snapshot(
-                conn, self.snapshot(), self._declared, fresh_s=3 * self._interval_s
-            )
+            if (
+                declarations
+                or snapshot != self._written
+                or not await touch_snapshot(conn, instance_id=snapshot.instance_id)
+            ):
+                await write_snapshot(conn, snapshot, self._declared)
+            if count:
+                # A process refreshes its row every interval: one silent for three is gone.
+                peers = await count_peers(
+                    conn,
+                    instance_id=snapshot.instance_id,
+                    queues=sorted(snapshot.queues),
+                    fresh_s=3 * self._interval_s,
+                )
+        self._written = snapshot
         self._reports += 1
-        if self._on_peers is not None:
+        if count and self._on_peers is not None:
             self._on_peers(peers)
 
     async def run(

@@ -5,7 +5,6 @@ the live processes that compete for them, and a dead holder still replaced."""
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,11 +13,10 @@ from django.db import connection
 from awa_django.core import session_tries
 from awa_django.core.session_tries import FLEET_TRY_S, MAX_INTERVAL_S, SessionTries
 from awa_django.maintenance.leader import LEADER_LOCK_KEY, LeaderElector
-from awa_django.ops.descriptors import Declarations
 from awa_django.storage import control
 from awa_django.storage import wake as wake_storage
 from awa_django.storage.connections import connect
-from awa_django.storage.runtime import RuntimeSnapshot, write_snapshot
+from awa_django.storage.runtime import count_peers
 from awa_django.storage.session import SharedSession
 from awa_django.worker import wake
 from awa_django.worker.wake import IdleWait, WakeLocks, WakeState
@@ -157,28 +155,12 @@ def test_the_snapshot_counts_the_live_processes_that_compete_for_each_role() -> 
         add(f"busy-{n}", '{"alpha": 1}', 0)
     add("rare-1", '{"alpha": 1, "beta": 1}', 0)
     add("gone", '{"alpha": 1, "beta": 1}', 100)  # silent for longer than fresh_s
+    add("me", '{"beta": 1}', 0)  # this process's own row: counted once, as itself
 
     async def snapshot(queues: dict[str, int]) -> int:
         conn = await connect("default")
         try:
-            async with conn.transaction():
-                return await write_snapshot(
-                    conn,
-                    RuntimeSnapshot(
-                        instance_id="me",
-                        hostname="test",
-                        pid=1,
-                        version="test",
-                        started_at=datetime.now(UTC),
-                        queues=queues,
-                        in_flight=0,
-                        is_leader=False,
-                        healthy=True,
-                        shutting_down=False,
-                    ),
-                    Declarations(queues=(), kinds=()),
-                    fresh_s=30,
-                )
+            return await count_peers(conn, instance_id="me", queues=list(queues), fresh_s=30)
         finally:
             await conn.close()
 

@@ -54,6 +54,7 @@ def test_services_start_in_order_and_stop_in_reverse(caplog: pytest.LogCaptureFi
         "handler-threads",
         "reporter",
         "session",
+        "session-tries",
         "completer",
         "job-log",
         "heartbeat",
@@ -85,6 +86,7 @@ def test_a_service_that_fails_to_start_stops_the_ones_started(
         "handler-threads",
         "reporter",
         "session",
+        "session-tries",
         "completer",
         "job-log",
     ]
