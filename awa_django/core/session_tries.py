@@ -17,10 +17,11 @@ whole tries about once per ``FLEET_TRY_S``, whatever its size:
 
 and every tick waits a random part of it (between half and all of it), so the processes' tries
 spread out instead of bunching. A holder that dies is replaced by whichever survivor ticks first:
-with ``peers`` processes trying at random phases, about ``FLEET_TRY_S`` after its death on
-average, and after more than 5 s only with a chance of about ``exp(-5 / FLEET_TRY_S)``; never
+with ``peers`` processes trying at random phases, less than ``FLEET_TRY_S`` after its death on
+average, and after more than 5 s only with a chance below ``exp(-5 / FLEET_TRY_S)``; never
 later than one interval (``base_s`` for a small fleet, ``MAX_INTERVAL_S`` at most). A holder
 that stops cleanly gives its locks back and wakes the others at once (no tick involved).
+docs/architecture.md, "Session tries", states the same for operators.
 """
 
 from __future__ import annotations
