@@ -42,36 +42,3 @@ def test_idle_workers_commit_few_transactions(worker_process):
     rate = rate_over(12) - baseline
     print("idle transactions per second", round(rate, 1), "baseline", round(baseline, 1))
     assert rate < 20, rate
-
-
-# Short intervals, so that what grows with the fleet stands out from the rest in a few seconds.
-SHORT = {
-    "AWA_OVERRIDES": json.dumps(
-        {
-            "POLL_INTERVAL_S": 0.1,
-            "LEADER_ELECTION_INTERVAL_S": 0.2,
-            "RUNTIME_SNAPSHOT_INTERVAL_S": 1.0,
-            "RUNTIME_STALE_AFTER_S": 2.0,
-        }
-    )
-}
-
-
-def test_an_idle_fleets_lock_tries_do_not_grow_with_it(worker_process):
-    """#37: five idle workers on two queues. Each non-candidate tried each queue's candidate
-    lock every four poll intervals, and each non-leader the leader lock every two election
-    intervals: 4 x (2 + 1) / 0.4 s = 30 tries a second. Now each process sends its tries in one
-    statement per tick, a tick every 0.25 s x 5 processes at most (from the second snapshot,
-    which counts them): about 4 a second for the fleet. The rest is the same either way: the
-    two candidates' claims (20 a second), the leader's pings (5) and passes (about 4), the
-    snapshots (5)."""
-    baseline = rate_over(3)
-    workers = [
-        worker_process("--queue", "default=1", "--queue", "email=1", env=SHORT).wait_ready()
-        for _ in range(5)
-    ]
-    wait_until(lambda: any("became maintenance leader" in w.output for w in workers))
-    time.sleep(3)  # past start-up and every process's second snapshot
-    rate = rate_over(10) - baseline
-    print("idle transactions per second", round(rate, 1), "baseline", round(baseline, 1))
-    assert rate < 50, rate
