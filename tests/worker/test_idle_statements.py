@@ -151,6 +151,7 @@ def test_an_unchanged_snapshot_only_refreshes_last_seen_at(monkeypatch: pytest.M
 
     monkeypatch.setattr(reporter_module, "write_snapshot", counted)
     state = [0]
+    peers: list[int] = []
 
     async def main() -> None:
         pool = await open_pool("default", max_size=1)
@@ -162,6 +163,7 @@ def test_an_unchanged_snapshot_only_refreshes_last_seen_at(monkeypatch: pytest.M
             interval_s=10,
             started_at=datetime.now(UTC),
             state=lambda: (state[0], False, True, False),
+            on_peers=peers.append,
         )
         try:
             await reporter.report_once()  # the first: whole
@@ -178,6 +180,9 @@ def test_an_unchanged_snapshot_only_refreshes_last_seen_at(monkeypatch: pytest.M
             await asyncio.to_thread(delete_runtime_row, "touch-test")
             await reporter.report_once()
             assert len(whole) == 3 and await asyncio.to_thread(runtime_row, "touch-test")
+            # The live processes were counted with the first and second snapshots only (the
+            # session tries scale with them): this one alone.
+            assert peers == [1, 1]
         finally:
             await pool.close()
 
