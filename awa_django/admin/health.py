@@ -3,6 +3,7 @@ after a confirmation page), and last-hour charts drawn from the leader's samples
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -28,6 +29,7 @@ from awa_django.admin.cron import CronViews
 from awa_django.admin.shards import ShardViews
 from awa_django.conf import get_settings
 from awa_django.exceptions import InvalidJob
+from awa_django.limits import MAX_LIVE_CONCURRENCY, concurrency_problem
 from awa_django.models import Queue
 from awa_django.ops import queues
 from awa_django.ops.known import queue_known, unknown_queue_message
@@ -35,6 +37,8 @@ from awa_django.storage.backlog import kinds_nobody_runs
 from awa_django.storage.health import drain_candidates, meta_rows, unsampled_closures
 
 CHART_WINDOW: Final = timedelta(hours=1)
+# What the concurrency field parses as a number (then checked against the bounds).
+WHOLE_NUMBER: Final = re.compile(r"[+-]?[0-9]{1,100}")
 
 
 class QueueActionForm(forms.Form):
@@ -51,6 +55,34 @@ class QueueActionForm(forms.Form):
         if not queue_known(queue):
             raise forms.ValidationError(unknown_queue_message(queue))
         return queue
+
+
+class ConcurrencyForm(forms.Form):
+    """Set a queue's live concurrency (``set``) or put it back on the configured value
+    (``reset``). The number is checked by hand, not by an IntegerField, so that every bad value
+    gets the same message as ``awa.queues.set_concurrency`` gives."""
+
+    action = forms.ChoiceField(choices=[("set", "set"), ("reset", "reset")])
+    queue = forms.CharField(max_length=100)
+    concurrency = forms.CharField(required=False, strip=True)
+
+    def clean_queue(self) -> str:
+        queue: str = self.cleaned_data["queue"]
+        if not queue_known(queue):
+            raise forms.ValidationError(unknown_queue_message(queue))
+        return queue
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if cleaned.get("action") == "set":
+            text = cleaned.get("concurrency") or ""
+            value: object = int(text) if WHOLE_NUMBER.fullmatch(text) else text
+            problem = concurrency_problem(value)
+            if problem is not None:
+                self.add_error("concurrency", f"Concurrency {problem}.")
+            else:
+                cleaned["concurrency"] = value
+        return cleaned
 
 
 def stale_samples(sampled_at: Mapping[str, datetime], now: datetime) -> set[str]:
@@ -119,6 +151,9 @@ def snapshot_stats(
                 paused_by=control.get("paused_by"),
                 dlq_enabled=bool(control.get("dlq_enabled", False)),
                 unknown_kinds=unknown_kinds.get(name, {}),
+                concurrency=control.get("concurrency"),
+                concurrency_set_at=control.get("concurrency_set_at"),
+                concurrency_set_by=control.get("concurrency_set_by"),
             )
         )
     return rows, {name: sample.sampled_at for name, sample in latest.items()}
@@ -193,6 +228,7 @@ class QueueAdmin(CronViews, ShardViews):
         return [
             ("", self.changelist, ""),
             ("act/", require_POST(self.act), "act"),
+            ("concurrency/", require_POST(self.concurrency), "concurrency"),
             *self.cron_urls(),
             *self.shard_urls(),
         ]
@@ -218,6 +254,8 @@ class QueueAdmin(CronViews, ShardViews):
             "Queue health",
             {
                 "rows": [(row, sampled_at.get(row.queue), charts.get(row.queue)) for row in rows],
+                "max_concurrency": MAX_LIVE_CONCURRENCY,
+                "concurrency_url": reverse(self.url_name("concurrency")),
                 "stale": stale,
                 "live": live,
                 "act_url": reverse(self.url_name("act")),
@@ -268,4 +306,32 @@ class QueueAdmin(CronViews, ShardViews):
                 )
         except InvalidJob as error:
             messages.error(request, str(error))
+        return HttpResponseRedirect(reverse(self.url_name("changelist")))
+
+    def concurrency(self, request: HttpRequest) -> HttpResponse:
+        """Set or reset a queue's live concurrency; a bad value answers 400 and changes
+        nothing."""
+        self.require_change(request)
+        form = ConcurrencyForm(request.POST)
+        if not form.is_valid():
+            report_form_errors(request, form)
+            response = self.changelist(request)
+            response.status_code = 400
+            return response
+        queue = form.cleaned_data["queue"]
+        by = str(request.user)
+        if form.cleaned_data["action"] == "reset":
+            queues.reset_concurrency(queue, by=by)
+            self.log_operator_action(request, [queue], "Concurrency reset to the configured value.")
+            messages.success(
+                request, f"Queue {queue}: concurrency back to each worker's configured value."
+            )
+        else:
+            value = form.cleaned_data["concurrency"]
+            queues.set_concurrency(queue, value, by=by)
+            self.log_operator_action(request, [queue], f"Concurrency set to {value}.")
+            messages.success(
+                request,
+                f"Queue {queue}: at most {value} jobs at once in each worker process, from now on.",
+            )
         return HttpResponseRedirect(reverse(self.url_name("changelist")))

@@ -106,6 +106,21 @@ def resume(cursor: CursorWrapper, *, queue: str) -> None:
     cursor.execute(_SQL["resume_queue"], {"queue": queue})
 
 
+def set_concurrency(cursor: CursorWrapper, *, queue: str, concurrency: int | None, by: str) -> None:
+    """Set (or, with None, reset) ``queue``'s live concurrency; its workers are told at commit."""
+    cursor.execute(
+        _SQL["set_queue_concurrency"], {"queue": queue, "concurrency": concurrency, "by": by}
+    )
+
+
+async def concurrency_overrides(
+    conn: AsyncConnection[Any], *, queues: Sequence[str]
+) -> dict[str, int]:
+    """The live concurrency operators set, for those of ``queues`` that have one."""
+    cursor = await conn.execute(_SQL["queue_concurrency"], {"queues": list(queues)})
+    return {queue: int(concurrency) for queue, concurrency in await cursor.fetchall()}
+
+
 def drain_candidates(cursor: CursorWrapper, *, queue: str) -> int:
     """How many pending jobs ``drain`` would cancel now, for its confirmation page."""
     cursor.execute(_SQL["drain_candidates"], {"queue": queue})

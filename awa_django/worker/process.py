@@ -44,13 +44,14 @@ from awa_django.storage import connections
 from awa_django.storage.backlog import seconds_until_next_due
 from awa_django.storage.session import SharedSession
 from awa_django.worker.completer import Completer
+from awa_django.worker.control import ConcurrencyControl
 from awa_django.worker.dispatcher import Dispatcher, ExecutingAttempt
 from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.heartbeat import Heartbeat
 from awa_django.worker.job_log import JobLog, JobLogConfig
 from awa_django.worker.notifier import LISTEN_CHANNELS, Notifier
 from awa_django.worker.rate_limit import RateLimit
-from awa_django.worker.reporter import InstanceReporter
+from awa_django.worker.reporter import DECLARATIONS_EVERY, InstanceReporter
 from awa_django.worker.wake import WakeLocks
 from awa_django.worker.weighted import QueueShare, WeightedPermits
 
@@ -221,6 +222,7 @@ class WorkerProcess:
         self._wake: WakeLocks | None = None
         self._callbacks: CallbackHub | None = None
         self.maintainer: Maintainer | None = None
+        self._control: ConcurrencyControl | None = None
         self._dispatch_tasks: list[asyncio.Task[None]] = []
 
     def request_stop(self) -> None:
@@ -268,6 +270,12 @@ class WorkerProcess:
             dispatcher.poke()
         if self._callbacks is not None:
             self._callbacks.wake_all()
+        if self._control is not None:
+            self._control.poke()
+
+    def _on_control(self, queue: str) -> None:
+        if self._control is not None:
+            self._control.poke(queue)
 
     def _on_cancel(self, job_id: int, run_lease: int) -> None:
         if self._callbacks is not None:
@@ -317,7 +325,10 @@ class WorkerProcess:
         # The one session connection: LISTEN (a worker with queues), the wake locks and the
         # leader lock (docs/deployment.md, "Scaling").
         notifier = Notifier(
-            on_queue=self._on_notify, on_cancel=self._on_cancel, on_callback=self._callbacks.wake
+            on_queue=self._on_notify,
+            on_cancel=self._on_cancel,
+            on_callback=self._callbacks.wake,
+            on_control=self._on_control,
         )
         session = self._session = (
             SharedSession(
@@ -358,6 +369,15 @@ class WorkerProcess:
                 callbacks=self._callbacks,
                 wake=wake,
             )
+        control = self._control = ConcurrencyControl(
+            pool,
+            self._dispatchers,
+            configured=config.queues,
+            threads=threads if weighted is None else None,
+            # With a session, changes arrive by notification and the read is only a safety net.
+            interval_s=config.runtime_snapshot_interval_s
+            * (DECLARATIONS_EVERY if config.session else 1),
+        )
         reporter = InstanceReporter(
             pool,
             instance_id=self.identity,
@@ -366,7 +386,14 @@ class WorkerProcess:
             interval_s=config.runtime_snapshot_interval_s,
             started_at=_utcnow(),
             state=self._snapshot_state,
+            concurrency=control.effective,
         )
+        if config.queues:
+            # Before the first claim: a queue an operator set keeps its value across restarts.
+            try:
+                await control.refresh()
+            except Exception:
+                logger.exception("reading the queues' live concurrency failed")
         # Before the first claim: close_attempts must know the DLQ policies of our queues.
         await reporter.report_once()
         completer.start()
@@ -383,6 +410,10 @@ class WorkerProcess:
             )
         )
         background.append(asyncio.create_task(job_log.run(drained), name="awa-job-log"))
+        if config.queues:
+            background.append(
+                asyncio.create_task(control.run(self.stopping), name="awa-concurrency")
+            )
         dispatch = [
             asyncio.create_task(d.run(self.stopping), name=f"awa-dispatch-{q}")
             for q, d in self._dispatchers.items()

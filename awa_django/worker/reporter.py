@@ -61,8 +61,11 @@ class InstanceReporter:
         interval_s: float,
         started_at: datetime,
         state: Callable[[], tuple[int, bool, bool, bool]],
+        concurrency: Callable[[], dict[str, int]] | None = None,
     ) -> None:
         self._pool = pool
+        # Each queue's concurrency now (an operator may change it live), else ``queues``.
+        self._concurrency = concurrency
         self._declared = declared
         self._interval_s = interval_s
         self._state = state
@@ -85,6 +88,7 @@ class InstanceReporter:
         in_flight, is_leader, healthy, shutting_down = self._state()
         return replace(
             self._base,
+            queues=self._base.queues if self._concurrency is None else self._concurrency(),
             in_flight=in_flight,
             is_leader=is_leader,
             healthy=healthy,

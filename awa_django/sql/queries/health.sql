@@ -83,8 +83,29 @@ SELECT EXISTS (SELECT 1 FROM awa.queue_stat_samples s WHERE s.queue = %(queue)s)
                   AND d.finalized_at > now() - make_interval(secs => %(window_s)s::double precision))
 
 -- name: queue_meta_rows
--- Pause state (and DLQ switch) of every queue that has a control row.
-SELECT queue, paused, paused_at, paused_by, dlq_enabled FROM awa.queue_meta ORDER BY queue
+-- Pause state, DLQ switch and live concurrency of every queue that has a control row.
+SELECT queue, paused, paused_at, paused_by, dlq_enabled, concurrency, concurrency_set_at,
+       concurrency_set_by
+  FROM awa.queue_meta ORDER BY queue
+
+-- name: set_queue_concurrency
+-- Sets a queue's live concurrency (NULL: back to each worker's configured value) and tells the
+-- workers serving it at commit.
+WITH changed AS (
+    INSERT INTO awa.queue_meta (queue, concurrency, concurrency_set_at, concurrency_set_by)
+    VALUES (%(queue)s, %(concurrency)s, now(), %(by)s)
+    ON CONFLICT (queue) DO UPDATE
+       SET concurrency = excluded.concurrency,
+           concurrency_set_at = excluded.concurrency_set_at,
+           concurrency_set_by = excluded.concurrency_set_by
+    RETURNING queue
+)
+SELECT pg_notify('awa_control', queue) FROM changed
+
+-- name: queue_concurrency
+-- The live concurrency set for each of the given queues that has one (a worker's read).
+SELECT queue, concurrency FROM awa.queue_meta
+ WHERE queue = ANY(%(queues)s::text[]) AND concurrency IS NOT NULL
 
 -- name: pause_queue
 -- Pauses a queue: workers claim nothing from it and promotion leaves its due jobs deferred.
