@@ -23,11 +23,12 @@ from awa_django.limits import concurrency_problem
 from awa_django.ops.known import queue_known, unknown_queue_message
 from awa_django.storage import health as storage
 from awa_django.storage.backlog import kinds_nobody_runs
-from awa_django.storage.health import QueueSample
+from awa_django.storage.health import QueueRollup, QueueSample
 from awa_django.storage.queue import QueueDepth, queue_depths
 from awa_django.storage.statement import run
 
 __all__ = [
+    "QueueRollup",
     "QueueSample",
     "QueueStats",
     "drain",
@@ -35,6 +36,7 @@ __all__ = [
     "pause",
     "reset_concurrency",
     "resume",
+    "rollups",
     "set_concurrency",
     "stats",
 ]
@@ -149,6 +151,26 @@ def history(queue: str | None = None, *, window_s: float = HOUR_S) -> list[Queue
     series behind a depth and throughput chart."""
     with connections[_alias()].cursor() as cursor:
         return storage.samples(cursor, queue=queue, window_s=window_s)
+
+
+# The compacted history's resolutions (seconds): 1-minute buckets kept 25 hours, 15-minute ones
+# kept 8 days (maintenance.queue_stats).
+MINUTE: Final = 60
+QUARTER_HOUR: Final = 900
+
+
+def rollups(
+    *, resolution_s: int = MINUTE, window_s: float = 24 * HOUR_S, per_kind: bool = False
+) -> list[QueueRollup]:
+    """The leader's compacted history over the last ``window_s``, oldest first: 1-minute
+    (``MINUTE``) or 15-minute (``QUARTER_HOUR``) buckets per queue, or per queue and kind
+    (``per_kind``): what a 24-hour or 7-day chart is drawn from."""
+    if resolution_s not in (MINUTE, QUARTER_HOUR):
+        raise ValueError(f"resolution_s must be {MINUTE} or {QUARTER_HOUR}, got {resolution_s!r}")
+    with connections[_alias()].cursor() as cursor:
+        return storage.rollups(
+            cursor, resolution_s=resolution_s, window_s=window_s, per_queue=not per_kind
+        )
 
 
 def _known(queue: str) -> str:
