@@ -33,7 +33,7 @@ from awa_django.conf import get_settings
 from awa_django.exceptions import InvalidJob
 from awa_django.limits import MAX_LIVE_CONCURRENCY, concurrency_problem
 from awa_django.models import Queue
-from awa_django.ops import queues
+from awa_django.ops import queues, runtimes
 from awa_django.ops.known import queue_known, unknown_queue_message
 from awa_django.storage.backlog import kinds_nobody_runs
 from awa_django.storage.health import drain_candidates, meta_rows, unsampled_closures
@@ -334,6 +334,21 @@ def rollup_charts(
     return dict(charts)
 
 
+def served_concurrency(instances: Iterable[runtimes.RuntimeInstance]) -> dict[str, str]:
+    """Per queue, the concurrency its live workers report running it at now (they apply a live
+    change within moments), in words: "4 in 2 workers", "4, 8 in 3 workers"."""
+    found: dict[str, list[int]] = defaultdict(list)
+    for instance in instances:
+        if instance.live and not instance.shutting_down:
+            for queue, concurrency in instance.queues.items():
+                found[queue].append(concurrency)
+    return {
+        queue: f"{', '.join(map(str, sorted(set(values))))} in {len(values)} "
+        f"worker{pluralize(len(values))}"
+        for queue, values in found.items()
+    }
+
+
 def chart_links(window: str, view: str, *, live: bool) -> list[tuple[str, str, bool]]:
     """(label, query string, current) of each window and view choice: plain links, so the
     selector works without JavaScript (and live refresh keeps the chosen query)."""
@@ -401,6 +416,7 @@ class QueueAdmin(CronViews, ShardViews):
             {
                 "rows": [(row, sampled_at.get(row.queue), charts.get(row.queue)) for row in rows],
                 "max_concurrency": MAX_LIVE_CONCURRENCY,
+                "served": served_concurrency(runtimes.list()),
                 "concurrency_url": reverse(self.url_name("concurrency")),
                 "stale": stale,
                 "live": live,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -30,6 +31,12 @@ def configured_concurrency(queue: str) -> int | None:
     """A queue's concurrency as this process's AWA["QUEUES"] declares it (None: undeclared)."""
     declared = get_settings().QUEUES.get(queue)
     return None if declared is None else declared.concurrency
+
+
+@register.filter
+def lookup(mapping: Mapping[str, Any], key: str) -> Any:
+    """``mapping[key]``, or None: a dict the view built, read by a key the template has."""
+    return mapping.get(key)
 
 
 @register.filter

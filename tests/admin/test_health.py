@@ -97,10 +97,10 @@ def test_page_queries_stay_constant_with_1000_jobs(operator_client, django_asser
     insert_samples("default", 60)
     noop.enqueue_many([{"n": n} for n in range(1000)])
     # Session and user, the statement time limit (set, then put back), then the hour's samples,
-    # the queue control rows, the closures since the newest sample (a BRIN range read) and the
-    # jobs no worker knows (a partial index that holds only them): no count of waiting jobs,
-    # nothing per queue or row.
-    with django_assert_num_queries(8):
+    # the queue control rows, the closures since the newest sample (a BRIN range read), the
+    # jobs no worker knows (a partial index that holds only them) and the runtime rows (each
+    # worker's concurrency): no count of waiting jobs, nothing per queue or row.
+    with django_assert_num_queries(9):
         response = operator_client.get(reverse(PAGE))
     assert row_of(response, "default").available == 10
 

@@ -3,13 +3,17 @@ the admin log; 403 without the change permission; bad values a 400 that changes 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.db import connection
 from django.urls import reverse
 
 import awa_django as awa
+from awa_django.admin.health import served_concurrency
 from awa_django.limits import MAX_LIVE_CONCURRENCY
+from awa_django.ops.runtimes import RuntimeInstance
 
 PAGE = "admin:awa_django_queue_changelist"
 SET = "admin:awa_django_queue_concurrency"
@@ -45,7 +49,11 @@ def test_set_then_reset_shows_on_the_page_and_in_the_admin_log(operator_client):
     ]
     assert live_concurrency("default") == (4, "operator")
     assert row_of(done, "default").concurrency == 4
-    assert b"4 (set live)" in done.content and b'id="reset-concurrency-default"' in done.content
+    assert (
+        b"4 set live" in done.content
+        and b"no live worker" in done.content
+        and b'id="reset-concurrency-default"' in done.content
+    )
     # The other queues keep their configured value.
     assert row_of(done, "email").concurrency is None
 
@@ -122,3 +130,33 @@ def test_the_ops_api_refuses_bad_values_naming_the_field(awa_db):
     assert (default.concurrency, default.concurrency_set_by) == (MAX_LIVE_CONCURRENCY, "script")
     awa.queues.reset_concurrency("default")
     assert live_concurrency("default")[0] is None
+
+
+def test_the_column_says_what_the_live_workers_run_the_queue_at():
+    def instance(queues: dict[str, int], *, live: bool = True, stopping: bool = False):
+        now = datetime.now(UTC)
+        return RuntimeInstance(
+            instance_id="i",
+            hostname="h",
+            pid=1,
+            version="v",
+            started_at=now,
+            last_seen_at=now,
+            queues=queues,
+            in_flight=0,
+            is_leader=False,
+            healthy=True,
+            shutting_down=stopping,
+            live=live,
+        )
+
+    served = served_concurrency(
+        [
+            instance({"default": 4, "email": 2}),
+            instance({"default": 8}),
+            instance({"default": 4}),
+            instance({"email": 9}, live=False),  # stale: not counted
+            instance({"email": 9}, stopping=True),  # leaving: not counted
+        ]
+    )
+    assert served == {"default": "4, 8 in 3 workers", "email": "2 in 1 worker"}
