@@ -95,6 +95,11 @@ def test_awa_queue_concurrency_sets_and_resets_the_live_value():
     )
     [email] = [q for q in awa.queues.stats() if q.queue == "email"]
     assert (email.concurrency, email.concurrency_set_by) == (3, "bob")
+    table = run("awa_queues").splitlines()
+    assert table[0].split()[-1] == "live_concurrency"
+    default_row, email_row = (line.split() for line in table[1:3])
+    assert (default_row[0], default_row[-1]) == ("default", "-")
+    assert (email_row[0], email_row[-2:]) == ("email", ["3", "(bob)"])
     for bad in (["--to", "0"], ["--to", "-2"], ["--to", "10001"], [], ["--to", "2", "--reset"]):
         with pytest.raises(CommandError):
             run("awa_queue", "concurrency", "email", *bad)
