@@ -5,6 +5,7 @@ Usage (the database comes from ``DATABASE_URL``; ``make bench-pinned`` wraps it 
 PostgreSQL cluster)::
 
     python -m benchmarks.pinned_horizon [--seconds 600] [--rate 200] [--sample 10]
+        [--workflow-rate 0]
 
 What runs, side by side on one server:
 - awa_django: a producer thread enqueues ``--rate`` jobs/s (batches every 100 ms) and one real
@@ -12,10 +13,14 @@ What runs, side by side on one server:
   completes them;
 - a naive single mutable jobs table, the shape most queues use: the same rate of rows
   inserted, then updated to running and to completed (two UPDATEs per job), as a baseline;
+- with ``--workflow-rate W``, W workflows a second besides (alternately a chain of 3 steps and
+  a chord of 4 members and a callback), whose tables are updated in place as steps end and
+  deleted from by retention (docs/workflows.md, "What it costs");
 - a session that ran ``BEGIN; SELECT txid_current();`` and then sits idle, pinning the horizon
   so that vacuum can reclaim nothing for the whole run.
 Every ``--sample`` seconds it records completed jobs and ``n_dead_tup`` summed over the awa
-tables and over the naive table. The result is printed and written as JSON under
+tables (the workflow tables and ``deferred_jobs`` apart from the rest) and over the naive
+table. The result is printed and written as JSON under
 ``benchmarks/results/``.
 """
 
@@ -53,12 +58,19 @@ NAIVE_RUN = "UPDATE bench_naive_jobs SET state = 'running', updated_at = now() W
 NAIVE_DONE = (
     "UPDATE bench_naive_jobs SET state = 'completed', updated_at = now() WHERE id = ANY(%s)"
 )
+# The tables that workflows update in place, and deferred_jobs, where held steps wait.
+IN_PLACE = ("workflows", "workflow_steps", "workflow_edges", "deferred_jobs")
 DEAD_TUPLES = """
-SELECT coalesce(sum(n_dead_tup) FILTER (WHERE schemaname = 'awa'), 0),
+SELECT coalesce(sum(n_dead_tup) FILTER (WHERE schemaname = 'awa'
+                                          AND relname <> ALL (%(in_place)s)), 0),
        coalesce(sum(n_dead_tup) FILTER (WHERE relname = 'bench_naive_jobs'), 0),
-       coalesce(sum(n_live_tup) FILTER (WHERE schemaname = 'awa'), 0)
+       coalesce(sum(n_live_tup) FILTER (WHERE schemaname = 'awa'), 0),
+       coalesce(sum(n_dead_tup) FILTER (WHERE schemaname = 'awa'
+                                          AND relname = ANY (%(in_place)s)), 0)
   FROM pg_stat_user_tables
 """
+WORKFLOWS_FINISHED = "SELECT count(*) FROM awa.workflows WHERE state <> 'running'"
+
 COMPLETED = "SELECT count(*) FROM awa.done_entries WHERE outcome = 'completed'"
 PRUNES = "SELECT max(generation) FROM awa.queue_ring_rotations"
 PAYLOAD = {"n": 1, "payload": "x" * 230}
@@ -69,6 +81,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=600.0, help="how long jobs flow")
     parser.add_argument("--rate", type=int, default=200, help="jobs per second offered")
     parser.add_argument("--sample", type=float, default=10.0, help="seconds between samples")
+    parser.add_argument(
+        "--workflow-rate", type=float, default=0.0, help="workflows per second offered besides"
+    )
     parser.add_argument("--output", type=Path, default=None)
     return parser.parse_args(argv)
 
@@ -95,6 +110,30 @@ def produce_awa(rate: int, stop: threading.Event, counter: list[int]) -> None:
             noop_sync.enqueue_many([PAYLOAD] * per_tick)
             counter[0] += per_tick
             next_tick += 0.1
+            time.sleep(max(0.0, next_tick - time.monotonic()))
+    finally:
+        connections.close_all()
+
+
+def produce_workflows(rate: float, stop: threading.Event, counter: list[int]) -> None:
+    from django.db import connections
+
+    import awa_django as awa
+    from awa_django.declarations.workflow_steps import Call
+    from benchmarks.jobs import noop_sync
+
+    def step() -> Call:
+        return awa.call(noop_sync, n=1, payload="")
+
+    next_tick = time.monotonic()
+    try:
+        while not stop.is_set():
+            if counter[0] % 2:
+                awa.chord([step() for _ in range(4)], step()).enqueue()
+            else:
+                awa.chain(step(), step(), step()).enqueue()
+            counter[0] += 1
+            next_tick += 1.0 / rate
             time.sleep(max(0.0, next_tick - time.monotonic()))
     finally:
         connections.close_all()
@@ -127,11 +166,15 @@ def start_worker() -> subprocess.Popen[bytes]:
 def sample(url: str) -> dict[str, Any]:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SELECT pg_stat_clear_snapshot()")
-        awa_dead, naive_dead, awa_live = conn.execute(DEAD_TUPLES).fetchone()
+        row = conn.execute(DEAD_TUPLES, {"in_place": list(IN_PLACE)}).fetchone()
+        awa_dead, naive_dead, awa_live, in_place_dead = row
         (completed,) = conn.execute(COMPLETED).fetchone()
         (generation,) = conn.execute(PRUNES).fetchone()
+        (workflows_finished,) = conn.execute(WORKFLOWS_FINISHED).fetchone()
     return {
         "awa_dead_tuples": int(awa_dead),
+        "workflow_tables_dead_tuples": int(in_place_dead),
+        "workflows_finished_retained": int(workflows_finished),
         "naive_dead_tuples": int(naive_dead),
         "awa_live_tuples": int(awa_live),
         "awa_completed_retained": int(completed),
@@ -152,25 +195,40 @@ def main(argv: list[str] | None = None) -> int:
     worker = start_worker()
     stop = threading.Event()
     enqueued = [0]
+    workflows = [0]
     threads = [
         threading.Thread(target=produce_awa, args=(args.rate, stop, enqueued), daemon=True),
         threading.Thread(target=produce_naive, args=(url, args.rate, stop), daemon=True),
     ]
+    if args.workflow_rate > 0:
+        threads.append(
+            threading.Thread(
+                target=produce_workflows, args=(args.workflow_rate, stop, workflows), daemon=True
+            )
+        )
     for thread in threads:
         thread.start()
     samples: list[dict[str, Any]] = []
     started = time.monotonic()
     print(f"pinned xid {pinned_xid}; sampling every {args.sample}s for {args.seconds}s")
-    print(f"{'t_s':>6} {'awa_enq':>8} {'awa_dead':>9} {'naive_dead':>11} {'ring_gen':>9}")
+    print(
+        f"{'t_s':>6} {'awa_enq':>8} {'awa_dead':>9} {'naive_dead':>11} {'ring_gen':>9} "
+        f"{'workflows':>9} {'wf_dead':>8}"
+    )
     try:
         while time.monotonic() - started < args.seconds:
             time.sleep(args.sample)
-            point = {"t_s": round(time.monotonic() - started, 1), "awa_enqueued": enqueued[0]}
+            point = {
+                "t_s": round(time.monotonic() - started, 1),
+                "awa_enqueued": enqueued[0],
+                "workflows_enqueued": workflows[0],
+            }
             point.update(sample(url))
             samples.append(point)
             print(
                 f"{point['t_s']:>6} {point['awa_enqueued']:>8} {point['awa_dead_tuples']:>9} "
-                f"{point['naive_dead_tuples']:>11} {point['queue_ring_generation']:>9}",
+                f"{point['naive_dead_tuples']:>11} {point['queue_ring_generation']:>9} "
+                f"{point['workflows_enqueued']:>9} {point['workflow_tables_dead_tuples']:>8}",
                 flush=True,
             )
     finally:
@@ -186,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         "at": datetime.now(UTC).isoformat(),
         "seconds": args.seconds,
         "rate_per_s": args.rate,
+        "workflow_rate_per_s": args.workflow_rate,
         "samples": samples,
     }
     RESULTS_DIR.mkdir(exist_ok=True)

@@ -124,7 +124,8 @@ class EnqueueOptions:
             priority=priority,
             max_attempts=max_attempts,
             run_at=resolve_run_at(_first(self.run_at, base.run_at)),
-            metadata_json=to_json_text(meta, field="metadata"),
+            # Most jobs carry none: its text is known without encoding it.
+            metadata_json=to_json_text(meta, field="metadata") if meta else "{}",
             metadata=meta,
             tags=tags,
             unique=unique,

@@ -83,7 +83,9 @@ def maintenance_services(
 
 class Maintainer:
     """Competes for leadership on the process's session connection and runs every service
-    while leading."""
+    while leading; a service of the process root (``start``/``stop``, by shape)."""
+
+    name = "maintainer"
 
     def __init__(
         self,
@@ -108,6 +110,8 @@ class Maintainer:
         self._services = maintenance_services(
             pool, config, promoter=promoter, policy=policy, now=now
         )
+        self._stopping = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
 
     @property
     def is_leader(self) -> bool:
@@ -118,15 +122,19 @@ class Maintainer:
         """Set when this process gains or loses leadership; whoever reports it clears it."""
         return self._elector.changed
 
-    def start(self, stopping: asyncio.Event) -> list[asyncio.Task[None]]:
-        """The elector's task and one loop per service; all end once ``stopping`` is set (the
-        elector releases the lock on its way out)."""
-        tasks = [asyncio.create_task(self._elector.run(stopping), name="awa-leader")]
+    async def start(self) -> None:
+        """Start the elector's task and one loop per service."""
+        stopping = self._stopping
+        self._tasks = [asyncio.create_task(self._elector.run(stopping), name="awa-leader")]
         for service in self._services:
-            tasks.append(
+            self._tasks.append(
                 asyncio.create_task(
                     run_task(service, is_leader=lambda: self._elector.is_leader, stopping=stopping),
                     name=f"awa-maintenance-{service.name}",
                 )
             )
-        return tasks
+
+    async def stop(self) -> None:
+        """Each loop finishes its current pass; the elector releases the lock on its way out."""
+        self._stopping.set()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,5 +1,5 @@
-"""What the awa_worker and awa_maintenance commands share: logging setup and running one
-process (a worker or a maintenance process) as the main loop, with OS signals wired to
+"""What the awa_worker and awa_maintenance commands share: logging setup and running the
+process root (with queues, or none for awa_maintenance) as the main loop, with OS signals wired to
 a graceful shutdown."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import logging
 import os
 from collections.abc import Callable
 from io import TextIOBase
-from typing import Final, Protocol
+from typing import Final
 
 from django.db import connections as db_connections
 
 from awa_django.logs import TRACE, JsonFormatter
 from awa_django.worker import shutdown
-from awa_django.worker.process import RunSummary
+from awa_django.worker.process import RunSummary, WorkerProcess
 
 VERBOSITY_LEVELS: Final = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: TRACE}
 LOG_FORMATS: Final = ("text", "json")
@@ -51,15 +51,7 @@ def configure_logging(stream: TextIOBase, verbosity: int, log_format: str = "tex
             attached.setFormatter(JsonFormatter())
 
 
-class Process(Protocol):
-    """A worker or a maintenance process: runs until asked to stop."""
-
-    def request_stop(self) -> None: ...
-
-    async def run(self) -> RunSummary: ...
-
-
-def run_process(make: Callable[[], Process], *streams: TextIOBase) -> RunSummary:
+def run_process(make: Callable[[], WorkerProcess], *streams: TextIOBase) -> RunSummary:
     """Run the process ``make`` builds (inside the event loop) until it stops; the first
     SIGTERM/SIGINT drains, the second exits."""
 

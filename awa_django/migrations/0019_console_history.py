@@ -12,8 +12,9 @@ from awa_django import sql
 
 
 class Migration(migrations.Migration):
-    # 0018 is added in parallel on another branch; the dependency is rewired when both merge.
-    dependencies = [("awa_django", "0017_lanes")]
+    # Numbered 0019 when 0018 was being written in parallel; it follows main's newest
+    # migration (0020_workflow_release) so that the graph has one leaf.
+    dependencies = [("awa_django", "0020_workflow_release")]
     operations = [
         migrations.RunSQL(
             sql=sql.migration("0019_console_history", "up"),

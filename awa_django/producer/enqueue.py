@@ -199,8 +199,12 @@ def _enqueue_one(bound: BoundArgs, options: ResolvedOptions) -> int:
         tags=options.tags,
     )
     if options.unique is None:
-        with reported_unmigrated(alias), connections[alias].cursor() as cursor:
-            job_id = queue_storage.enqueue_job(cursor, new_job)
+        conn = connections[alias]
+        # Outside atomic() Django runs the statement in autocommit: it is the whole transaction,
+        # so it publishes the job itself and the commit has nothing left to do.
+        alone = conn.get_autocommit() and not conn.in_atomic_block
+        with reported_unmigrated(alias), conn.cursor() as cursor:
+            job_id = queue_storage.enqueue_job(cursor, new_job, alone=alone)
     else:
         # The key stays locked until the caller's transaction ends, so a concurrent producer of
         # the same key waits and then sees this job's claim.

@@ -72,8 +72,15 @@ async def connect(alias: str) -> AsyncConnection[Any]:
 
 
 async def open_pool(alias: str, *, max_size: int, prepare: bool = True) -> AsyncConnectionPool[Any]:
-    """An opened pool of autocommit connections. ``prepare=False``: psycopg prepares no
-    statement on the server, since behind a transaction pooler a prepared statement outlives
+    """An opened ``new_pool``."""
+    pool = new_pool(alias, max_size=max_size, prepare=prepare)
+    await pool.open(wait=True)
+    return pool
+
+
+def new_pool(alias: str, *, max_size: int, prepare: bool = True) -> AsyncConnectionPool[Any]:
+    """A pool of autocommit connections, not opened yet. ``prepare=False``: psycopg prepares
+    no statement on the server, since behind a transaction pooler a prepared statement outlives
     its transaction on a server connection the next transaction may not get."""
     kwargs: dict[str, Any] = {**connection_kwargs(alias), "autocommit": True}
     if not prepare:
@@ -86,5 +93,4 @@ async def open_pool(alias: str, *, max_size: int, prepare: bool = True) -> Async
         open=False,
         name="awa-worker",
     )
-    await pool.open(wait=True)
     return pool

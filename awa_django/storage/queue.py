@@ -90,10 +90,12 @@ class QueueDepth:
     dlq: int = 0
 
 
-def enqueue_job(cursor: CursorWrapper, job: NewJob) -> int:
-    """Enqueue one job in the cursor's transaction; returns its id."""
+def enqueue_job(cursor: CursorWrapper, job: NewJob, *, alone: bool = False) -> int:
+    """Enqueue one job in the cursor's transaction; returns its id. ``alone`` says the statement
+    is its whole transaction (autocommit): the job is then published by the statement itself,
+    not by a trigger at the commit (``awa.enqueue_job_alone``)."""
     cursor.execute(
-        _SQL["enqueue_job"],
+        _SQL["enqueue_job_alone" if alone else "enqueue_job"],
         {
             "kind": job.kind,
             "queue": job.queue,
@@ -102,7 +104,7 @@ def enqueue_job(cursor: CursorWrapper, job: NewJob) -> int:
             "max_attempts": job.max_attempts,
             "run_at": job.run_at,
             "metadata": job.metadata_json,
-            "tags": list(job.tags),
+            "tags": copy_text.text_array(job.tags),
         },
     )
     row = cursor.fetchone()

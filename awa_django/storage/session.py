@@ -159,6 +159,26 @@ class SharedSession:
             if self._on_notify is not None:
                 self._on_notify(notify.channel, notify.payload)
 
+    # The process root's service protocol (worker.service), by shape.
+    name = "session"
+    _listener: asyncio.Task[None] | None = None
+    # Longest start() waits for the first LISTEN.
+    LISTEN_TIMEOUT_S = 30.0
+
+    async def start(self) -> None:
+        """With channels, listen until ``stop`` and return once listening (a connection open
+        and its LISTEN sent); without, the connection opens at its first use."""
+        if self._listen:
+            self._listener = asyncio.create_task(self.run(asyncio.Event()), name="awa-session")
+            await asyncio.wait_for(self.listening.wait(), timeout=self.LISTEN_TIMEOUT_S)
+
+    async def stop(self) -> None:
+        # The listener only ends by cancellation.
+        if self._listener is not None:
+            self._listener.cancel()
+            await asyncio.gather(self._listener, return_exceptions=True)
+        await self.close()
+
     async def close(self) -> None:
         async with self._lock:
             await self._drop()

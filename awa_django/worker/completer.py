@@ -45,6 +45,8 @@ LAST_WRITE_S: Final = 5.0
 class Completer:
     """Batches completions and writes them on a pooled connection."""
 
+    name = "completer"
+
     def __init__(
         self,
         pool: AsyncConnectionPool[Any],
@@ -55,8 +57,11 @@ class Completer:
         now: Callable[[], datetime],
         wake_after_close: frozenset[str] = frozenset(),
         dlq_queues: frozenset[str] = frozenset(),
+        deadline: Callable[[], float | None] = lambda: None,
     ) -> None:
         self._pool = pool
+        # The process's shutdown deadline, read when it stops (see ``stop``).
+        self._shutdown_deadline = deadline
         # Queues whose terminal failures go to the dead-letter queue, counted as such.
         self._dlq_queues = dlq_queues
         # Sequential-lane queues: a closed attempt frees its lane, so every worker of the queue
@@ -97,7 +102,7 @@ class Completer:
         queue, as ``dlq_queues`` says)."""
         return OutcomeCounts.of(self._closed)
 
-    def start(self) -> None:
+    async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="awa-completer")
 
     def submit(self, completion: Completion) -> None:
@@ -135,9 +140,12 @@ class Completer:
 
     async def stop(self, deadline: float | None = None) -> None:
         """Write what is pending, then end the flush task. With a ``deadline`` (event-loop
-        time), a write still failing then is given up, and one still running
-        ``LAST_WRITE_S`` later is cut off: their attempts stay open and are rescued like a
-        stopped worker's, and a database that refuses or hangs cannot hold the shutdown."""
+        time; by default the process's shutdown deadline, if it has one), a write still
+        failing then is given up, and one still running ``LAST_WRITE_S`` later is cut off:
+        their attempts stay open and are rescued like a stopped worker's, and a database that
+        refuses or hangs cannot hold the shutdown."""
+        if deadline is None:
+            deadline = self._shutdown_deadline()
         if deadline is None:
             await self.drain()
         else:

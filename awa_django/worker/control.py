@@ -24,12 +24,16 @@ from awa_django.core.events import wait_for_any
 from awa_django.storage.health import concurrency_overrides
 from awa_django.worker.dispatcher import Dispatcher
 from awa_django.worker.handler_threads import HandlerThreads
+from awa_django.worker.service import Loop
 
 logger = logging.getLogger(__name__)
 
 
-class ConcurrencyControl:
-    """Applies the live concurrency of this process's queues to their dispatchers."""
+class ConcurrencyControl(Loop):
+    """Applies the live concurrency of this process's queues to their dispatchers (a service:
+    it reads the rows once as it starts, before the first claim, then runs its loop)."""
+
+    name = "concurrency"
 
     def __init__(
         self,
@@ -45,7 +49,7 @@ class ConcurrencyControl:
         self._configured = dict(configured)
         # None in weighted mode: its threads already cover the process-wide limit, which a
         # queue's cap can only lower.
-        self._threads = threads
+        self.threads = threads
         self._interval_s = interval_s
         self._set: dict[str, int] = {}  # queue -> live concurrency applied now
         self._changed = asyncio.Event()
@@ -64,9 +68,9 @@ class ConcurrencyControl:
             found = await concurrency_overrides(conn, queues=list(self._dispatchers))
         if found == self._set:
             return
-        if self._threads is not None:
+        if self.threads is not None:
             # Before the dispatchers claim with their new permits: each sync job needs a thread.
-            self._threads.grow_to(sum({**self._configured, **found}.values()))
+            self.threads.grow_to(sum({**self._configured, **found}.values()))
         for queue, dispatcher in self._dispatchers.items():
             wanted = found.get(queue)
             if wanted == self._set.get(queue):
@@ -80,13 +84,23 @@ class ConcurrencyControl:
             )
         self._set = found
 
-    async def run(self, stopping: asyncio.Event) -> None:
-        while not stopping.is_set():
-            await wait_for_any(self._changed, stopping, timeout=self._interval_s)
-            if stopping.is_set():
+    async def start(self) -> None:
+        # A queue an operator set keeps its value across restarts, from the first claim on.
+        await self._refresh_logged()
+        await super().start()
+
+    async def run(self, stopped: asyncio.Event) -> None:
+        while not stopped.is_set():
+            await wait_for_any(self._changed, stopped, timeout=self._interval_s)
+            if stopped.is_set():
                 return
             self._changed.clear()
-            try:
-                await self.refresh()
-            except Exception:
-                logger.exception("reading the queues' live concurrency failed")
+            await self._refresh_logged()
+
+    async def _refresh_logged(self) -> None:
+        # A failed read leaves the values as they were; the next notification or interval
+        # reads again.
+        try:
+            await self.refresh()
+        except Exception:
+            logger.exception("reading the queues' live concurrency failed")

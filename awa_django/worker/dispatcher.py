@@ -142,41 +142,48 @@ class ExecutingAttempt:
     task: asyncio.Task[None] | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DispatcherConfig:
+    """One queue's dispatch settings in one process (the process root builds one per queue)."""
+
+    queue: str
+    concurrency: int
+    claim_batch_size: int
+    poll_interval_s: float
+    claimed_by: str  # the process identity the claims carry
+    policy: RetryPolicy
+    deadline_s: float = 0.0  # attempt deadline (0: none)
+    aging_s: float = 0.0  # priority aging interval (0: no aging)
+    sequential: bool = False  # the queue's lanes run one job at a time
+    rate_limit: RateLimit | None = None
+
+
 class Dispatcher:
     """Claims and runs the jobs of one queue."""
 
     def __init__(
         self,
+        config: DispatcherConfig,
         *,
-        queue: str,
-        concurrency: int,
-        deadline_s: float,
-        claim_batch_size: int,
-        poll_interval_s: float,
-        claimed_by: str,
         pool: AsyncConnectionPool[Any],
         completer: Completer,
         threads: HandlerThreads,
         job_log: JobLog,
         resolve: Callable[[str], Job[Any, Any] | None],
-        policy: RetryPolicy,
         now: Callable[[], datetime],
-        aging_s: float,
-        sequential: bool = False,
         permits: QueuePermits | None = None,
-        rate_limit: RateLimit | None = None,
         callbacks: CallbackHub | None = None,
         wake: WakeLocks | None = None,
     ) -> None:
-        self.queue = queue
+        queue = self.queue = config.queue
         self._callbacks = callbacks
-        self._deadline_s = deadline_s
+        self._deadline_s = config.deadline_s
         self._request = ClaimRequest(
             queue=queue,
-            claimed_by=claimed_by,
-            deadline_s=deadline_s,
-            aging_s=aging_s,
-            sequential=sequential,
+            claimed_by=config.claimed_by,
+            deadline_s=config.deadline_s,
+            aging_s=config.aging_s,
+            sequential=config.sequential,
         )
         self._next_aged_claim = 0.0  # monotonic time from which a claim applies aging again
         # The lane (priority, shard) of the last claim's last job when that claim got every job
@@ -187,8 +194,8 @@ class Dispatcher:
         self._notified = False
         self._next_orm_thread_check = 0.0  # monotonic time of the next ORM thread check
         # Weighted mode hands in a view of the process-wide limit; otherwise permits are ours.
-        self.permits: Permits | QueuePermits = permits or Permits(concurrency)
-        self._rate_limit = rate_limit
+        self.permits: Permits | QueuePermits = permits or Permits(config.concurrency)
+        rate_limit = self._rate_limit = config.rate_limit
         self._bucket = (
             TokenBucket(rate_limit.rate, rate_limit.burst)
             if rate_limit is not None and not rate_limit.fleet
@@ -201,16 +208,16 @@ class Dispatcher:
         )
         # Seconds the fleet-wide budget told the last claim to wait (None: not held back).
         self._throttled_for_s: float | None = None
-        self._claim_batch_size = claim_batch_size
+        self._claim_batch_size = config.claim_batch_size
         # None (burst runs): claims wait for a notification or the poll interval, as producers
         # only notify for a worker that holds its queue's wake lock.
-        self._idle_wait = IdleWait(queue, wake, poll_interval_s=poll_interval_s)
+        self._idle_wait = IdleWait(queue, wake, poll_interval_s=config.poll_interval_s)
         self._pool = pool
         self._completer = completer
         self._threads = threads
         self._job_log = job_log
         self._resolve = resolve
-        self._policy = policy
+        self._policy = config.policy
         self._now = now
         self._wakeup = asyncio.Event()
         self._running: set[ExecutingAttempt] = set()

@@ -33,6 +33,8 @@ _Work = tuple[asyncio.Future[Any], Callable[..., Any], tuple[Any, ...]] | None
 class HandlerThreads:
     """At most ``size`` threads running sync calls for one event loop."""
 
+    name = "handler-threads"
+
     def __init__(self, size: int, *, name_prefix: str = "awa-job") -> None:
         self._size = size
         self._name_prefix = name_prefix
@@ -45,6 +47,12 @@ class HandlerThreads:
         self._lock = threading.Lock()
         self._wakeup_pending = False
         self._closed = False
+
+    async def start(self) -> None:
+        """Nothing to open: threads start as calls arrive."""
+
+    async def stop(self) -> None:
+        self.shutdown()
 
     async def run(self, func: Callable[..., T], *args: Any) -> T:
         """``func(*args)`` on one of the threads; its result, or its exception raised here.

@@ -31,6 +31,7 @@ from awa_django.storage.execution import LiveAttempt, heartbeat_attempts
 from awa_django.worker.completer import Completer
 from awa_django.worker.dispatcher import ExecutingAttempt
 from awa_django.worker.isolation import refusal_reason, write_apart
+from awa_django.worker.service import Loop
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +39,10 @@ logger = logging.getLogger(__name__)
 Beat = tuple[ExecutingAttempt, LiveAttempt]
 
 
-class Heartbeat:
+class Heartbeat(Loop):
     """Heartbeats the attempts ``running()`` yields, every ``interval_s``."""
+
+    name = "heartbeat"
 
     def __init__(
         self,

@@ -43,6 +43,7 @@ from awa_django.core.events import wait_for_any
 from awa_django.core.outcome import Outcome, OutcomeCounts, outcome_word
 from awa_django.exceptions import InvalidReturnValue, JobOutcome
 from awa_django.logs import TRACE, job_extra
+from awa_django.worker.service import Loop
 
 logger = logging.getLogger(__name__)
 
@@ -110,8 +111,11 @@ class _Window:
     level: int = logging.NOTSET  # the highest level held back
 
 
-class JobLog:
-    """The lines of one process's attempts (the loop's thread only: not thread-safe)."""
+class JobLog(Loop):
+    """The lines of one process's attempts (the loop's thread only: not thread-safe). As a
+    service of a process it ticks until stopped, then flushes."""
+
+    name = "job-log"
 
     def __init__(
         self, config: JobLogConfig, *, clock: Callable[[], float] = time.monotonic
@@ -306,6 +310,10 @@ class JobLog:
         self._report_held(now)
         if self._summary:
             self._report_summary(now)
+
+    async def stop(self) -> None:
+        await super().stop()
+        self.flush()
 
     async def run(self, stopping: asyncio.Event) -> None:
         """``tick`` every window until ``stopping``; the owner flushes after that."""

@@ -22,6 +22,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.core.events import wait_for_any
+from awa_django.ops.cron_publish import publish_schedules
 from awa_django.ops.descriptors import Declarations
 from awa_django.storage.runtime import (
     RuntimeSnapshot,
@@ -49,7 +50,11 @@ def package_version() -> str:
 
 class InstanceReporter:
     """Writes one process's declarations and snapshot; ``state()`` supplies the live fields
-    (in-flight count, leader flag, health, shutting down)."""
+    (in-flight count, leader flag, health, shutting down). As a service: ``start`` writes the
+    declared cron ``schedules`` and the first snapshot, then reports until ``stop``, which
+    deletes the row; ``stopping`` and ``changed`` are what ``run`` watches."""
+
+    name = "reporter"
 
     def __init__(
         self,
@@ -61,9 +66,17 @@ class InstanceReporter:
         interval_s: float,
         started_at: datetime,
         state: Callable[[], tuple[int, bool, bool, bool]],
+        schedules: list[dict[str, Any]] | None = None,
+        stopping: asyncio.Event | None = None,
+        changed: asyncio.Event | None = None,
         concurrency: Callable[[], dict[str, int]] | None = None,
     ) -> None:
         self._pool = pool
+        self._schedules = schedules or []
+        self._stopping = stopping or asyncio.Event()
+        self._changed = changed
+        self._stopped = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
         # Each queue's concurrency now (an operator may change it live), else ``queues``.
         self._concurrency = concurrency
         self._declared = declared
@@ -133,6 +146,20 @@ class InstanceReporter:
                 await self.report_once()
             except Exception:
                 logger.exception("runtime snapshot failed")
+
+    async def start(self) -> None:
+        await publish_schedules(self._pool, self._schedules)
+        # Before the first claim: close_attempts must know the DLQ policies of our queues.
+        await self.report_once()
+        self._task = asyncio.create_task(
+            self.run(self._stopping, self._stopped, self._changed), name="awa-reporter"
+        )
+
+    async def stop(self) -> None:
+        self._stopped.set()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.withdraw()
 
     async def withdraw(self) -> None:
         """Delete this process's row (clean shutdown)."""

@@ -63,6 +63,8 @@ class WakeLocks:
     """This process's wake locks, on its session connection (shared with LISTEN and the leader
     lock): per queue the candidate lock and, while the queue's dispatcher waits, the wake lock."""
 
+    name = "wake-locks"
+
     def __init__(self, session: SharedSession) -> None:
         self._session = session
         # Queues whose candidate lock the session holds -> whether it holds the wake lock too.
@@ -125,6 +127,12 @@ class WakeLocks:
         back: the server may have restarted, taking the locks with it. Dispatchers then take the
         locks again."""
         self._held.clear()
+
+    async def start(self) -> None:
+        """Nothing to open: dispatchers take the locks as they wait."""
+
+    async def stop(self) -> None:
+        await self.close()
 
     async def close(self) -> None:
         """Give every lock back, waking the queues this process waited for so that another

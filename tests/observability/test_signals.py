@@ -140,7 +140,7 @@ def complete_with_completer(completion: Completion) -> int:
             policy=RetryPolicy(base_s=0.01, max_s=1, jitter=0, unknown_kind_timeout_s=3600),
             now=lambda: datetime.now(UTC),
         )
-        completer.start()
+        await completer.start()
         try:
             completer.submit(completion)
             await completer.drain()

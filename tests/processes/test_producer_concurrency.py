@@ -1,11 +1,13 @@
 """Many producers on few lanes, with real worker processes (docs/architecture.md#enqueue).
 
 16 producer threads write transactions that enqueue to 3 queues in random order (some jobs with
-an ordering key), do more work, and commit or roll back (20%); two ``awa_worker`` processes run
-the jobs. Every committed job runs exactly once, no rolled-back job runs, and each lane is
-claimed in commit order: a job whose transaction committed before another's began comes first.
-The workers poll only every 30 s, so a job left waiting for a wake-up that never came, or behind
-a rolled-back producer, would not finish in time.
+an ordering key), do more work, and commit or roll back (20%); four of them enqueue outside a
+transaction instead (autocommit: each job published by its own statement, #32), on the same
+lanes; two ``awa_worker`` processes run the jobs. Every committed job runs exactly once, no
+rolled-back job runs, and each lane is claimed in commit order: a job whose transaction
+committed before another's began comes first. The workers poll only every 30 s, so a job left
+waiting for a wake-up that never came, or behind a rolled-back producer, would not finish in
+time.
 """
 
 from __future__ import annotations
@@ -48,6 +50,20 @@ def produce(seed: int, started: threading.Barrier, log: list[dict[str, Any]]) ->
         for i in range(TRANSACTIONS):
             begun = time.monotonic()
             ids: list[int] = []
+            if seed % 4 == 0:
+                key = f"p{seed}" if rng.random() < 0.5 else None
+                ids.append(
+                    awa.enqueue(
+                        "tests.record",
+                        args={"n": seed * 1000 + i},
+                        queue=rng.choice(QUEUES),
+                        ordering_key=key,
+                    )
+                )
+                log.append(
+                    {"ids": ids, "committed": True, "begun": begun, "done": time.monotonic()}
+                )
+                continue
             try:
                 with transaction.atomic():
                     with connection.cursor() as cursor:

@@ -16,7 +16,7 @@ from awa_django.core.retry import RetryPolicy
 from awa_django.declarations.jobs import Job, JobContext
 from awa_django.storage.connections import open_pool
 from awa_django.worker.completer import Completer
-from awa_django.worker.dispatcher import Dispatcher
+from awa_django.worker.dispatcher import Dispatcher, DispatcherConfig
 from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.job_log import JobLog, JobLogConfig
 from tests.conftest import truncate_awa_tables
@@ -54,7 +54,7 @@ async def run_dispatcher(*, until: int, stop_at: tuple[int, int] | None = None) 
         policy=RetryPolicy(base_s=1, max_s=1, jitter=0, unknown_kind_timeout_s=3600),
         now=lambda: datetime.now(UTC),
     )
-    completer.start()
+    await completer.start()
 
     async def handler(ctx: JobContext, n: int = 0) -> None:
         ran.append(n)
@@ -72,20 +72,20 @@ async def run_dispatcher(*, until: int, stop_at: tuple[int, int] | None = None) 
         handler, kind=record.kind, queue=None, priority=None, max_attempts=None
     )
     dispatcher = RecordingDispatcher(
-        queue="default",
-        concurrency=CONCURRENCY,
-        deadline_s=0,
-        claim_batch_size=CLAIM_BATCH,
-        poll_interval_s=0.05,
-        claimed_by="claim-ahead-test",
+        DispatcherConfig(
+            queue="default",
+            concurrency=CONCURRENCY,
+            claim_batch_size=CLAIM_BATCH,
+            poll_interval_s=0.05,
+            claimed_by="claim-ahead-test",
+            policy=RetryPolicy(base_s=1, max_s=1, jitter=0, unknown_kind_timeout_s=3600),
+        ),
         pool=pool,
         completer=completer,
         threads=HandlerThreads(1),
         job_log=JobLog(JobLogConfig()),
         resolve=lambda kind: job,
-        policy=RetryPolicy(base_s=1, max_s=1, jitter=0, unknown_kind_timeout_s=3600),
         now=lambda: datetime.now(UTC),
-        aging_s=0,
     )
     dispatcher.running_at_claim = []
     try:

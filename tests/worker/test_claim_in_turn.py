@@ -20,7 +20,7 @@ from awa_django.declarations.jobs import Job, JobContext
 from awa_django.storage.connections import connection_kwargs, open_pool
 from awa_django.worker import dispatcher as dispatcher_module
 from awa_django.worker.completer import Completer
-from awa_django.worker.dispatcher import Dispatcher
+from awa_django.worker.dispatcher import Dispatcher, DispatcherConfig
 from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.job_log import JobLog, JobLogConfig
 from tests.jobs import record
@@ -63,20 +63,20 @@ async def claims_while_held(
         pool, batch_size=10, flush_s=0.001, policy=POLICY, now=lambda: datetime.now(UTC)
     )
     dispatcher = Dispatcher(
-        queue="default",
-        concurrency=4,
-        deadline_s=0,
-        claim_batch_size=4,
-        poll_interval_s=30,
-        claimed_by="claim-in-turn-test",
+        DispatcherConfig(
+            queue="default",
+            concurrency=4,
+            claim_batch_size=4,
+            poll_interval_s=30,
+            claimed_by="claim-in-turn-test",
+            policy=POLICY,
+        ),
         pool=pool,
         completer=completer,
         threads=HandlerThreads(1),
         job_log=JobLog(JobLogConfig()),
         resolve=lambda kind: job,
-        policy=POLICY,
         now=lambda: datetime.now(UTC),
-        aging_s=0,
     )
     holding, release = asyncio.Event(), asyncio.Event()
     try:

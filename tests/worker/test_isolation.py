@@ -134,7 +134,7 @@ def test_an_attempt_closed_under_its_handler_is_never_sent_twice_in_one_batch():
             policy=RetryPolicy(base_s=1, max_s=1, jitter=0, unknown_kind_timeout_s=3600),
             now=lambda: datetime.now(UTC),
         )
-        completer.start()
+        await completer.start()
         try:
             completer.supersede(ended)
             completer.submit(late)

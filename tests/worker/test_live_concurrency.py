@@ -65,7 +65,7 @@ def test_a_poll_only_worker_applies_the_value_at_start_and_when_it_reads_again()
     with override_settings(AWA=settings):
         worker = BackgroundWorker(maintenance=False).start()
         try:
-            dispatcher = worker.runtime._dispatchers["default"]
+            dispatcher = worker.runtime._dispatchers.by_queue["default"]
             # Read before the first claim: a restart keeps what the operator set.
             assert dispatcher.permits.total == 5
             wait_until(lambda: [r.queues for r in awa.runtimes.list()] == [{"default": 5}])

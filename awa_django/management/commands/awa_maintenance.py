@@ -10,16 +10,14 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from awa_django.conf import get_settings
+from awa_django.declarations.jobs import registry
 from awa_django.management.command import require_migrated
-from awa_django.management.maintenance_process import (
-    MaintenanceProcess,
-    MaintenanceProcessConfig,
-)
 from awa_django.management.process import (
     add_log_format_argument,
     configure_logging,
     run_process,
 )
+from awa_django.worker.process import WorkerProcess, config_from_settings
 
 
 class Command(BaseCommand):
@@ -32,5 +30,7 @@ class Command(BaseCommand):
         configure_logging(self.stderr, options["verbosity"], options["log_format"])
         conf = get_settings()
         require_migrated(conf.DATABASE_ALIAS)
-        config = MaintenanceProcessConfig.from_settings(conf)
-        run_process(lambda: MaintenanceProcess(config), self.stdout, self.stderr)
+        # The worker's process root with no queues: its pool, session, reporter and
+        # maintainer only.
+        config = config_from_settings(conf, queues={})
+        run_process(lambda: WorkerProcess(config, registry.get), self.stdout, self.stderr)

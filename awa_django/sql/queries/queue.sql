@@ -7,6 +7,13 @@ SELECT awa.enqueue_job(%(kind)s, %(queue)s, %(priority)s::smallint, %(args)s::js
                        %(max_attempts)s::integer, %(run_at)s::timestamptz, %(metadata)s::jsonb,
                        %(tags)s::text[]) AS job_id
 
+-- name: enqueue_job_alone
+-- As enqueue_job, for a statement that is its whole transaction (autocommit): the job is
+-- published in the statement, so the commit runs no trigger (see awa.enqueue_job_alone).
+SELECT awa.enqueue_job_alone(%(kind)s, %(queue)s, %(priority)s::smallint, %(args)s::jsonb,
+                             %(max_attempts)s::integer, %(run_at)s::timestamptz,
+                             %(metadata)s::jsonb, %(tags)s::text[]) AS job_id
+
 -- name: reserve_ready_batch
 -- Job ids, lane_seqs and the ring slot for a COPY of n immediate jobs on one lane (one shard,
 -- chosen by the batch's ordering key or at random). Nothing is locked: the transaction
