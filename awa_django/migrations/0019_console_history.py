@@ -14,7 +14,7 @@ from awa_django import sql
 class Migration(migrations.Migration):
     # Numbered 0019 when 0018 was being written in parallel; it follows main's newest
     # migration (0020_workflow_release) so that the graph has one leaf.
-    dependencies = [("awa_django", "0020_workflow_release")]
+    dependencies = [("awa_django", "0018_inline_publish")]
     operations = [
         migrations.RunSQL(
             sql=sql.migration("0019_console_history", "up"),
