@@ -12,7 +12,7 @@ from awa_django import sql
 
 
 class Migration(migrations.Migration):
-    dependencies = [("awa_django", "0018_inline_publish")]
+    dependencies = [("awa_django", "0019_console_history")]
     operations = [
         migrations.RunSQL(
             sql=sql.functions("workflows"),

@@ -72,6 +72,7 @@ class InstanceReporter:
         stopping: asyncio.Event | None = None,
         changed: asyncio.Event | None = None,
         on_peers: Callable[[int], None] | None = None,
+        concurrency: Callable[[], dict[str, int]] | None = None,
     ) -> None:
         self._pool = pool
         # Told, after each snapshot, how many live processes compete for this one's roles.
@@ -81,6 +82,8 @@ class InstanceReporter:
         self._changed = changed
         self._stopped = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # Each queue's concurrency now (an operator may change it live), else ``queues``.
+        self._concurrency = concurrency
         self._declared = declared
         self._interval_s = interval_s
         self._state = state
@@ -104,6 +107,7 @@ class InstanceReporter:
         in_flight, is_leader, healthy, shutting_down = self._state()
         return replace(
             self._base,
+            queues=self._base.queues if self._concurrency is None else self._concurrency(),
             in_flight=in_flight,
             is_leader=is_leader,
             healthy=healthy,

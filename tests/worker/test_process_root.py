@@ -52,6 +52,7 @@ def test_services_start_in_order_and_stop_in_reverse(caplog: pytest.LogCaptureFi
     assert started == [
         "connections",
         "handler-threads",
+        "concurrency",
         "reporter",
         "session",
         "session-tries",
@@ -84,6 +85,7 @@ def test_a_service_that_fails_to_start_stops_the_ones_started(
     assert started == [
         "connections",
         "handler-threads",
+        "concurrency",
         "reporter",
         "session",
         "session-tries",
