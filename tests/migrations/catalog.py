@@ -1,7 +1,8 @@
 """What the awa schema consists of, as comparable text: every relation, column (type,
-nullability, default, position among the live columns), constraint, index, trigger, type, function definition and view
-definition. Two databases with equal catalogs hold the same schema. The lanes' commit sequences
-(``awa.lane_<md5>``, created on a lane's first use) are data, not schema, and are left out."""
+nullability, default, position among the live columns), constraint, index, trigger, type,
+function definition and view definition. Two databases with equal catalogs hold the same
+schema. The lanes' commit sequences (``awa.lane_<md5>``, created on a lane's first use) are data,
+not schema, and are left out."""
 
 from __future__ import annotations
 
