@@ -75,7 +75,6 @@ class SessionTries:
         self.on_unwanted: Callable[[str], None] = lambda queue: None
         self._wanted = asyncio.Event()
         self._first = True
-        self.statements = 0  # tries sent, for tests
 
     @property
     def interval_s(self) -> float:
@@ -136,7 +135,6 @@ class SessionTries:
             return
         try:
             async with self._session.use() as conn:
-                self.statements += 1
                 generation = self._session.generation
                 won_leader, won = await storage.try_session_locks(
                     conn, leader_key=None if leader is None else leader[0], queues=queues
