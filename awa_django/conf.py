@@ -1,26 +1,43 @@
 """The only reader of ``settings.AWA``: typed, validated settings with one set of defaults.
 
-``get_settings()`` builds a frozen ``AwaSettings`` once and caches it; a ``setting_changed``
-receiver (``reset_settings_cache``, connected as this module is imported, before any settings
-are cached) clears the cache so ``override_settings`` works. ``problems()``
-returns every invalid value with its ``awa.E0xx`` id: system checks report them, and
-``get_settings()`` raises ``ConfigError`` on the first one so nothing runs on bad settings.
+Each field of ``AwaSettings`` and ``QueueSettings`` carries its default, its meaning (the
+comment above it) and its rule (``Annotated[type, rule]``, see ``conf_rules``), which gives the
+``awa.E0xx`` id and message for a bad value. Rules that relate several settings are the small
+functions in ``_RELATIONS``. ``problems()`` returns every invalid value: system checks report
+them, and ``get_settings()`` raises ``ConfigError`` on the first so nothing runs on bad
+settings. ``get_settings()`` builds a frozen ``AwaSettings`` once and caches it; a
+``setting_changed`` receiver (``reset_settings_cache``, connected as this module is imported,
+before any settings are cached) clears the cache so ``override_settings`` works.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from functools import cache
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.db import connections
 from django.dispatch import receiver
 
+from awa_django.conf_rules import Problem as Problem
+from awa_django.conf_rules import (
+    Rule,
+    between,
+    field_problems,
+    flag,
+    integer,
+    is_int,
+    is_number,
+    list_of,
+    number,
+    one_of,
+    text,
+)
 from awa_django.exceptions import ConfigError
 
 PRIORITY_MIN: Final = 1
@@ -29,6 +46,40 @@ MAX_ATTEMPTS_LIMIT: Final = 1000
 QUEUE_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$")
 # Shortest CALLBACK_SECRET accepted: 32 characters, e.g. 16 random bytes as hex.
 MIN_CALLBACK_SECRET_LENGTH: Final = 32
+RATE_LIMIT_SCOPES: Final = ("process", "fleet")
+JOB_LOG_MODES: Final = ("per_job", "summary")
+# PostgreSQL's statement_timeout is an int of milliseconds (and 0 there would mean no limit).
+STATEMENT_TIMEOUT_MAX_MS: Final = 2**31 - 1
+_CALLBACK_BASE_URL: Final = re.compile(r"^https?://[^/?#\s]+(/[^?#\s]*)?$")
+
+# Rules shared by many fields.
+_POSITIVE: Final = number("awa.E010", positive=True)
+_AT_LEAST_ZERO: Final = number("awa.E010", positive=False)
+_COUNT: Final = integer("awa.E010")
+
+
+def _is_rate_limit(value: object) -> bool:
+    return value is None or (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and is_number(value[0])
+        and value[0] > 0
+        and is_int(value[1])
+        and value[1] >= 1
+    )
+
+
+def _is_kind_pattern(value: object) -> bool:
+    # An exact kind, or a prefix with "*" only at its end.
+    return isinstance(value, str) and bool(value) and "*" not in value[:-1]
+
+
+def _is_callback_secret(value: object) -> bool:
+    return isinstance(value, str) and not 0 < len(value) < MIN_CALLBACK_SECRET_LENGTH
+
+
+def _is_base_url(value: object) -> bool:
+    return isinstance(value, str) and (not value or bool(_CALLBACK_BASE_URL.match(value)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,30 +88,39 @@ class QueueSettings:
 
     name: str
     # Jobs of this queue one worker process runs at once (hard-reserved permits).
-    concurrency: int = 10
+    concurrency: Annotated[int, integer("awa.E006")] = 10
     # Longest one attempt may run before its worker stops it (worker.deadline); 0: no limit,
     # as in Celery, so that a long job is never stopped by a default it did not choose.
-    deadline_s: float = 0.0
+    deadline_s: Annotated[
+        float,
+        number("awa.E006", positive=False, unit=" of seconds", note="0 disables the deadline"),
+    ] = 0.0
     # A waiting job gains one priority step per this many seconds at claim time; 0 disables.
-    aging_interval_s: float = 60.0
+    aging_interval_s: Annotated[
+        float,
+        number("awa.E040", positive=False, unit=" of seconds", note="0 disables priority aging"),
+    ] = 60.0
     # Token bucket (jobs per second, burst) applied before claims; None: unlimited.
-    rate_limit: tuple[float, int] | None = None
+    rate_limit: Annotated[
+        tuple[float, int] | None,
+        Rule("awa.E041", _is_rate_limit, "(jobs_per_second > 0, burst >= 1 integer) or None"),
+    ] = None
     # "process": each worker process has its own bucket; "fleet": one budget for every worker,
     # kept in PostgreSQL (docs/scheduling.md).
-    rate_limit_scope: str = "process"
+    rate_limit_scope: Annotated[str, one_of("awa.E042", RATE_LIMIT_SCOPES)] = "process"
     # Weighted mode (AWA["WORKER_CONCURRENCY"] set): permits kept for this queue whenever it has
     # work, and its share of the capacity other queues leave idle.
-    min_concurrency: int = 0
-    weight: int = 1
+    min_concurrency: Annotated[int, integer("awa.E043", low=0)] = 0
+    weight: Annotated[int, integer("awa.E043", expects="an integer >= 1")] = 1
     # Each (priority, shard) lane runs one job at a time across the fleet, so jobs sharing an
     # ordering key finish in enqueue order (docs/scheduling.md).
-    sequential_lanes: bool = False
+    sequential_lanes: Annotated[bool, flag("awa.E046")] = False
     # Terminal failures go to the dead-letter queue (awa.dlq) instead of failed history.
-    dlq: bool = False
+    dlq: Annotated[bool, flag("awa.E020")] = False
     # Descriptor shown to operators (admin, awa_queues); empty when not declared.
-    display_name: str = ""
-    description: str = ""
-    owner: str = ""
+    display_name: Annotated[str, text("awa.E021")] = ""
+    description: Annotated[str, text("awa.E021")] = ""
+    owner: Annotated[str, text("awa.E021")] = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,124 +128,172 @@ class AwaSettings:
     """Every ``AWA`` key with its default. Units are in the names."""
 
     # Django database alias that holds the awa schema; enqueue runs on this connection.
+    # Checked against settings.DATABASES by _database_problems.
     DATABASE_ALIAS: str = "default"
-    # Declared queues; enqueue rejects any other name.
+    # Declared queues; enqueue rejects any other name. Checked by _queue_problems.
     QUEUES: Mapping[str, QueueSettings] = field(
         default_factory=lambda: MappingProxyType({"default": QueueSettings(name="default")})
     )
-    # Queue used when neither the job nor the enqueue call names one.
+    # Queue used when neither the job nor the enqueue call names one; one of QUEUES.
     DEFAULT_QUEUE: str = "default"
     # 1 (most urgent) .. 4.
-    DEFAULT_PRIORITY: int = 2
+    DEFAULT_PRIORITY: Annotated[int, integer("awa.E008", PRIORITY_MIN, PRIORITY_MAX)] = 2
     # Attempts before a failing job ends as failed (1 .. 1000).
-    DEFAULT_MAX_ATTEMPTS: int = 25
+    DEFAULT_MAX_ATTEMPTS: Annotated[int, integer("awa.E009", 1, MAX_ATTEMPTS_LIMIT)] = 25
     # Modules the worker imports to register handlers, besides every installed app's ``jobs``.
-    JOB_MODULES: tuple[str, ...] = ()
+    JOB_MODULES: Annotated[tuple[str, ...], list_of("awa.E011", str, "a list of module paths")] = ()
     # Poll fallback when no NOTIFY arrives.
-    POLL_INTERVAL_S: float = 1.0
+    POLL_INTERVAL_S: Annotated[float, _POSITIVE] = 1.0
     # How often the maintenance leader moves due scheduled/retryable jobs into the ready ring.
-    PROMOTE_INTERVAL_S: float = 1.0
+    PROMOTE_INTERVAL_S: Annotated[float, _POSITIVE] = 1.0
     # Most deferred jobs moved per promotion statement.
-    PROMOTE_BATCH_SIZE: int = 1000
+    PROMOTE_BATCH_SIZE: Annotated[int, _COUNT] = 1000
     # Most jobs one claim statement takes for one queue.
-    CLAIM_BATCH_SIZE: int = 100
+    CLAIM_BATCH_SIZE: Annotated[int, _COUNT] = 100
     # Most completions written by one statement.
-    COMPLETION_BATCH_SIZE: int = 500
+    COMPLETION_BATCH_SIZE: Annotated[int, _COUNT] = 500
     # Longest a finished job's result waits before its batch is written.
-    COMPLETION_FLUSH_S: float = 0.002
+    COMPLETION_FLUSH_S: Annotated[float, _POSITIVE] = 0.002
     # Retry backoff: min(BASE * 2**(attempt-1), MAX), then up to JITTER * that added at random.
-    RETRY_BACKOFF_BASE_S: float = 1.0
-    RETRY_BACKOFF_MAX_S: float = 86400.0
-    RETRY_JITTER: float = 0.25
+    RETRY_BACKOFF_BASE_S: Annotated[float, _POSITIVE] = 1.0
+    RETRY_BACKOFF_MAX_S: Annotated[float, _POSITIVE] = 86400.0
+    RETRY_JITTER: Annotated[float, between("awa.E010", 0, 1)] = 0.25
     # A job whose kind no worker that claimed it has a handler for runs again later without
     # using an attempt, until this long after the first such try; then it fails. 0: at once.
-    UNKNOWN_KIND_TIMEOUT_S: float = 3600.0
+    UNKNOWN_KIND_TIMEOUT_S: Annotated[float, _AT_LEAST_ZERO] = 3600.0
     # Kinds this process may enqueue without a handler of its own (another service's workers
     # run them): exact kinds, or prefixes ending in "*" ("billing.*"; "*" for every kind).
-    EXTERNAL_KINDS: tuple[str, ...] = ()
+    EXTERNAL_KINDS: Annotated[
+        tuple[str, ...],
+        list_of(
+            "awa.E013",
+            _is_kind_pattern,
+            "a list of job kinds, or prefixes ending in '*' ('billing.*')",
+        ),
+    ] = ()
     # How long a stopping worker lets in-flight jobs finish.
-    SHUTDOWN_TIMEOUT_S: float = 30.0
+    SHUTDOWN_TIMEOUT_S: Annotated[float, _POSITIVE] = 30.0
     # A worker heartbeats (and flushes progress of) its attempts older than this, this often.
-    HEARTBEAT_INTERVAL_S: float = 30.0
-    # An attempt silent for this long is rescued; keep it at least 3 heartbeat intervals.
-    HEARTBEAT_STALENESS_S: float = 90.0
+    HEARTBEAT_INTERVAL_S: Annotated[float, _POSITIVE] = 30.0
+    # An attempt silent for this long is rescued; at least 3 heartbeat intervals (E012).
+    HEARTBEAT_STALENESS_S: Annotated[float, _POSITIVE] = 90.0
     # How often the leader looks for stale or overdue attempts to rescue.
-    RESCUE_INTERVAL_S: float = 5.0
+    RESCUE_INTERVAL_S: Annotated[float, _POSITIVE] = 5.0
     # Most attempts one rescue pass closes.
-    RESCUE_BATCH_SIZE: int = 500
+    RESCUE_BATCH_SIZE: Annotated[int, _COUNT] = 500
     # How often the leader checks its lock (a non-leader tries to become leader every two).
-    LEADER_ELECTION_INTERVAL_S: float = 2.0
+    LEADER_ELECTION_INTERVAL_S: Annotated[float, _POSITIVE] = 2.0
     # How often the leader tries to rotate and to prune each ring.
-    RING_INTERVAL_S: float = 1.0
+    RING_INTERVAL_S: Annotated[float, _POSITIVE] = 1.0
     # Longest a prune waits for the locks on a slot before skipping it this time.
-    RING_LOCK_TIMEOUT_MS: int = 50
+    RING_LOCK_TIMEOUT_MS: Annotated[int, _COUNT] = 50
     # Completed history is kept at least this long before its ring slot may be truncated: a
     # day, as Celery keeps results (docs/operations.md says what it costs).
-    COMPLETED_RETENTION_S: float = 86400.0
+    COMPLETED_RETENTION_S: Annotated[float, _AT_LEAST_ZERO] = 86400.0
     # Failed and cancelled history is kept at least this long (carried across prunes).
-    FAILED_RETENTION_S: float = 259200.0
+    FAILED_RETENTION_S: Annotated[float, _AT_LEAST_ZERO] = 259200.0
     # Dead-letter entries older than this are deleted by the leader.
-    DLQ_RETENTION_S: float = 2592000.0
+    DLQ_RETENTION_S: Annotated[float, _AT_LEAST_ZERO] = 2592000.0
     # How often the leader runs retention cleanup, and the most rows one statement deletes.
-    CLEANUP_INTERVAL_S: float = 60.0
-    CLEANUP_BATCH_SIZE: int = 1000
+    CLEANUP_INTERVAL_S: Annotated[float, _POSITIVE] = 60.0
+    CLEANUP_BATCH_SIZE: Annotated[int, _COUNT] = 1000
     # How often the leader measures queue depth and lag for the OpenTelemetry gauges.
-    QUEUE_STATS_INTERVAL_S: float = 30.0
+    QUEUE_STATS_INTERVAL_S: Annotated[float, _POSITIVE] = 30.0
     # "per_job": one INFO line per finished attempt. "summary": those lines at DEBUG, and one
     # INFO line per queue every JOB_LOG_SUMMARY_INTERVAL_S with its counts by outcome.
-    JOB_LOG: str = "per_job"
-    JOB_LOG_SUMMARY_INTERVAL_S: float = 60.0
+    JOB_LOG: Annotated[str, one_of("awa.E070", JOB_LOG_MODES)] = "per_job"
+    JOB_LOG_SUMMARY_INTERVAL_S: Annotated[float, _POSITIVE] = 60.0
     # Most lines about failed attempts (retried, failed, dead-lettered) one process logs per job
     # kind per second; the others are counted, and the count logged in one line.
-    JOB_LOG_FAILURES_PER_S: int = 10
+    JOB_LOG_FAILURES_PER_S: Annotated[int, _COUNT] = 10
     # Shared secret that signs HTTP callbacks (HMAC-SHA256, docs/callbacks.md); "" leaves the
     # callback endpoint refusing every request unless CALLBACK_ALLOW_UNSIGNED.
-    CALLBACK_SECRET: str = ""
+    CALLBACK_SECRET: Annotated[
+        str,
+        Rule(
+            "awa.E050",
+            _is_callback_secret,
+            f"a string of at least {MIN_CALLBACK_SECRET_LENGTH} characters "
+            "(e.g. secrets.token_hex(32)), or empty to disable signed callbacks",
+            echo=False,
+        ),
+    ] = ""
     # Serve the callback endpoint without signatures when no secret is set (development only).
-    CALLBACK_ALLOW_UNSIGNED: bool = False
+    CALLBACK_ALLOW_UNSIGNED: Annotated[bool, flag("awa.E051")] = False
     # A signed callback is accepted this long after (or before) its timestamp.
-    CALLBACK_MAX_AGE_S: float = 300.0
+    CALLBACK_MAX_AGE_S: Annotated[float, number("awa.E052", positive=True, unit=" of seconds")] = (
+        300.0
+    )
     # Largest callback request body the endpoint reads (larger ones get 413).
-    CALLBACK_MAX_BODY_BYTES: int = 65536
+    CALLBACK_MAX_BODY_BYTES: Annotated[int, integer("awa.E053")] = 65536
     # Scheme and host awa.callback_url() puts before the endpoint's path ("" : path only).
-    CALLBACK_BASE_URL: str = ""
+    CALLBACK_BASE_URL: Annotated[
+        str,
+        Rule(
+            "awa.E054",
+            _is_base_url,
+            "empty or an absolute http(s) URL such as 'https://app.example.com'",
+        ),
+    ] = ""
     # Periodic schedules declared in settings (docs/scheduling.md), besides @awa.periodic ones.
-    CRON: tuple[Mapping[str, Any], ...] = ()
+    # Only their shape is checked here: each entry's fields are checked with the @awa.periodic
+    # declarations (awa_django.declarations.cron), which need the job registry.
+    CRON: Annotated[
+        tuple[Mapping[str, Any], ...],
+        list_of("awa.E034", lambda e: isinstance(e, Mapping), "a list of dicts (one per schedule)"),
+    ] = ()
     # How often the leader evaluates cron schedules; the finest useful tick spacing.
-    CRON_INTERVAL_S: float = 1.0
+    CRON_INTERVAL_S: Annotated[float, _POSITIVE] = 1.0
     # Most missed ticks one catch_up schedule replays after an outage; older ones are skipped.
-    CRON_MAX_CATCH_UP: int = 100
+    CRON_MAX_CATCH_UP: Annotated[int, _COUNT] = 100
     # None: every queue has its own hard-reserved concurrency. An integer: weighted mode, one
-    # limit for the whole worker process shared by its queues (min_concurrency, weight).
-    WORKER_CONCURRENCY: int | None = None
+    # limit for the whole worker process shared by its queues (min_concurrency, weight; their
+    # sum is checked by _weighted_problems).
+    WORKER_CONCURRENCY: Annotated[
+        int | None,
+        Rule(
+            "awa.E044",
+            lambda v: v is None or (is_int(v) and v >= 1),
+            "None (per-queue concurrency) or a positive integer (weighted mode)",
+        ),
+    ] = None
     # How often each worker writes its runtime snapshot and refreshes its descriptors.
-    RUNTIME_SNAPSHOT_INTERVAL_S: float = 10.0
+    RUNTIME_SNAPSHOT_INTERVAL_S: Annotated[float, number("awa.E022", positive=True)] = 10.0
     # A runtime silent this long is not live (the leader deletes its row), and a descriptor no
-    # live runtime refreshed for this long is stale.
-    RUNTIME_STALE_AFTER_S: float = 60.0
+    # live runtime refreshed for this long is stale. At least 2 snapshot intervals (E023).
+    RUNTIME_STALE_AFTER_S: Annotated[float, number("awa.E022", positive=True)] = 60.0
     # Run each job in-process when its enqueueing transaction commits, instead of in a worker
     # (tests and simple dev setups; docs/testing.md#eager-mode).
-    EAGER: bool = False
+    EAGER: Annotated[bool, flag("awa.E060")] = False
     # Eager mode: re-raise a job's exception from the commit once the job has failed for good.
-    EAGER_RAISE: bool = False
+    EAGER_RAISE: Annotated[bool, flag("awa.E060")] = False
     # Where workers connect (a DATABASES alias or a libpq DSN), when DATABASE_ALIAS goes through
     # a transaction pooler: workers need a session for LISTEN and the leader lock. None: the
-    # DATABASE_ALIAS connection.
+    # DATABASE_ALIAS connection. Checked by _worker_database_problems.
     WORKER_DATABASE: str | None = None
     # False: workers and awa_maintenance hold no session connection, so that they may reach the
     # database through a transaction pooler: no LISTEN (dispatchers poll every POLL_INTERVAL_S),
     # no wake locks, and a leader lease row instead of the session advisory lock
     # (docs/deployment.md, "Scaling"). Every process of one fleet must use the same value.
-    WORKER_SESSION: bool = True
+    WORKER_SESSION: Annotated[bool, flag("awa.E060")] = True
     # Connections of a worker process's pool, which every claim, completion, heartbeat and
     # maintenance pass uses: a process holds this many plus its session connection. With 1 a
     # claim waits for a completion to be written and the drain is slower (docs/deployment.md,
     # "Scaling"); 2 lets them overlap.
-    WORKER_POOL_SIZE: int = 2
+    WORKER_POOL_SIZE: Annotated[int, _COUNT] = 2
     # Longest one database statement of an admin page may run before PostgreSQL cancels it
     # (statement_timeout): the page then says so, and an abandoned request leaves no query
     # running.
-    ADMIN_STATEMENT_TIMEOUT_MS: int = 10_000
+    ADMIN_STATEMENT_TIMEOUT_MS: Annotated[
+        int,
+        integer(
+            "awa.E080",
+            1,
+            STATEMENT_TIMEOUT_MAX_MS,
+            expects="a whole number of milliseconds from 1 to "
+            f"{STATEMENT_TIMEOUT_MAX_MS} (the admin's statements always have a limit)",
+        ),
+    ] = 10_000
 
     @property
     def dlq_queues(self) -> frozenset[str]:
@@ -193,262 +301,19 @@ class AwaSettings:
         return frozenset(name for name, queue in self.QUEUES.items() if queue.dlq)
 
 
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One invalid setting: a stable check id and a message that says what and how to fix."""
-
-    id: str
-    message: str
+_DEFAULTS: Final = AwaSettings()
+_QUEUE_OPTIONS: Final = frozenset(f.name for f in fields(QueueSettings)) - {"name"}
 
 
-_QUEUE_OPTIONS: Final = frozenset(
-    {
-        "concurrency",
-        "deadline_s",
-        "dlq",
-        "display_name",
-        "description",
-        "owner",
-        "aging_interval_s",
-        "rate_limit",
-        "rate_limit_scope",
-        "min_concurrency",
-        "weight",
-        "sequential_lanes",
-    }
-)
-_QUEUE_TEXT_OPTIONS: Final = ("display_name", "description", "owner")
-RATE_LIMIT_SCOPES: Final = ("process", "fleet")
-JOB_LOG_MODES: Final = ("per_job", "summary")
-_POSITIVE_NUMBERS: Final = (
-    "POLL_INTERVAL_S",
-    "PROMOTE_INTERVAL_S",
-    "COMPLETION_FLUSH_S",
-    "RETRY_BACKOFF_BASE_S",
-    "RETRY_BACKOFF_MAX_S",
-    "SHUTDOWN_TIMEOUT_S",
-    "HEARTBEAT_INTERVAL_S",
-    "HEARTBEAT_STALENESS_S",
-    "RESCUE_INTERVAL_S",
-    "LEADER_ELECTION_INTERVAL_S",
-    "RING_INTERVAL_S",
-    "CLEANUP_INTERVAL_S",
-    "QUEUE_STATS_INTERVAL_S",
-    "CRON_INTERVAL_S",
-    "JOB_LOG_SUMMARY_INTERVAL_S",
-)
-_NON_NEGATIVE_NUMBERS: Final = (
-    "COMPLETED_RETENTION_S",
-    "FAILED_RETENTION_S",
-    "DLQ_RETENTION_S",
-    "UNKNOWN_KIND_TIMEOUT_S",
-)
-_POSITIVE_INTEGERS: Final = (
-    "PROMOTE_BATCH_SIZE",
-    "CLAIM_BATCH_SIZE",
-    "COMPLETION_BATCH_SIZE",
-    "RESCUE_BATCH_SIZE",
-    "RING_LOCK_TIMEOUT_MS",
-    "CLEANUP_BATCH_SIZE",
-    "CRON_MAX_CATCH_UP",
-    "JOB_LOG_FAILURES_PER_S",
-    "WORKER_POOL_SIZE",
-)
+def _value(raw: Mapping[str, Any], key: str) -> Any:
+    return raw.get(key, getattr(_DEFAULTS, key))
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+# Rules that look at more than one value (or outside AWA), in the order they are reported.
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _queue_problems(raw_queues: object) -> list[Problem]:
-    if not isinstance(raw_queues, Mapping) or not raw_queues:
-        return [
-            Problem("awa.E005", "AWA['QUEUES'] must be a non-empty dict of queue name to options.")
-        ]
-    found: list[Problem] = []
-    for name, options in raw_queues.items():
-        if not isinstance(name, str) or not QUEUE_NAME_PATTERN.match(name):
-            found.append(
-                Problem(
-                    "awa.E005",
-                    f"Queue name {name!r} is invalid: use 1-100 letters, digits, '_', '.', ':' "
-                    "or '-', starting with a letter or digit.",
-                )
-            )
-            continue
-        if not isinstance(options, Mapping):
-            found.append(Problem("awa.E006", f"AWA['QUEUES'][{name!r}] must be a dict of options."))
-            continue
-        unknown = sorted(set(options) - _QUEUE_OPTIONS)
-        if unknown:
-            found.append(
-                Problem(
-                    "awa.E006",
-                    f"AWA['QUEUES'][{name!r}] has unknown option(s) {unknown}; "
-                    f"known options: {sorted(_QUEUE_OPTIONS)}.",
-                )
-            )
-        concurrency = options.get("concurrency", 10)
-        if not _is_int(concurrency) or concurrency < 1:
-            found.append(
-                Problem(
-                    "awa.E006",
-                    f"AWA['QUEUES'][{name!r}]['concurrency'] must be a positive integer, "
-                    f"got {concurrency!r}.",
-                )
-            )
-        deadline = options.get("deadline_s", 0.0)
-        if not _is_number(deadline) or deadline < 0:
-            found.append(
-                Problem(
-                    "awa.E006",
-                    f"AWA['QUEUES'][{name!r}]['deadline_s'] must be a number of seconds >= 0 "
-                    f"(0 disables the deadline), got {deadline!r}.",
-                )
-            )
-        found += _scheduling_problems(name, options)
-        found += _queue_operator_problems(name, options)
-    return found
-
-
-def _queue_operator_problems(name: str, options: Mapping[str, Any]) -> list[Problem]:
-    found: list[Problem] = []
-    dlq = options.get("dlq", False)
-    if not isinstance(dlq, bool):
-        found.append(
-            Problem(
-                "awa.E020",
-                f"AWA['QUEUES'][{name!r}]['dlq'] must be True or False, got {dlq!r}.",
-            )
-        )
-    for option in _QUEUE_TEXT_OPTIONS:
-        value = options.get(option, "")
-        if not isinstance(value, str):
-            found.append(
-                Problem(
-                    "awa.E021",
-                    f"AWA['QUEUES'][{name!r}][{option!r}] must be a string, got {value!r}.",
-                )
-            )
-    return found
-
-
-def _runtime_problems(raw: Mapping[str, Any], defaults: AwaSettings) -> list[Problem]:
-    found: list[Problem] = []
-    interval = raw.get("RUNTIME_SNAPSHOT_INTERVAL_S", defaults.RUNTIME_SNAPSHOT_INTERVAL_S)
-    stale = raw.get("RUNTIME_STALE_AFTER_S", defaults.RUNTIME_STALE_AFTER_S)
-    for key, value in (("RUNTIME_SNAPSHOT_INTERVAL_S", interval), ("RUNTIME_STALE_AFTER_S", stale)):
-        if not _is_number(value) or value <= 0:
-            found.append(
-                Problem("awa.E022", f"AWA[{key!r}] must be a positive number, got {value!r}.")
-            )
-    if _is_number(interval) and _is_number(stale) and stale < 2 * interval:
-        found.append(
-            Problem(
-                "awa.E023",
-                f"AWA['RUNTIME_STALE_AFTER_S'] ({stale}) must be at least 2 x "
-                f"RUNTIME_SNAPSHOT_INTERVAL_S ({interval}), or live workers look stale between "
-                "snapshots.",
-            )
-        )
-    return found
-
-
-def _scheduling_problems(name: str, options: Mapping[str, Any]) -> list[Problem]:
-    """Priority aging, rate limit and weighted-mode options of one queue."""
-    found: list[Problem] = []
-    where = f"AWA['QUEUES'][{name!r}]"
-    aging = options.get("aging_interval_s", 60.0)
-    if not _is_number(aging) or aging < 0:
-        found.append(
-            Problem(
-                "awa.E040",
-                f"{where}['aging_interval_s'] must be a number of seconds >= 0 "
-                f"(0 disables priority aging), got {aging!r}.",
-            )
-        )
-    rate_limit = options.get("rate_limit")
-    if rate_limit is not None and not (
-        isinstance(rate_limit, list | tuple)
-        and len(rate_limit) == 2
-        and _is_number(rate_limit[0])
-        and rate_limit[0] > 0
-        and _is_int(rate_limit[1])
-        and rate_limit[1] >= 1
-    ):
-        found.append(
-            Problem(
-                "awa.E041",
-                f"{where}['rate_limit'] must be (jobs_per_second > 0, burst >= 1 integer) or "
-                f"None, got {rate_limit!r}.",
-            )
-        )
-    scope = options.get("rate_limit_scope", "process")
-    if scope not in RATE_LIMIT_SCOPES:
-        found.append(
-            Problem(
-                "awa.E042",
-                f"{where}['rate_limit_scope'] must be one of {list(RATE_LIMIT_SCOPES)}, "
-                f"got {scope!r}.",
-            )
-        )
-    sequential = options.get("sequential_lanes", False)
-    if not isinstance(sequential, bool):
-        found.append(
-            Problem(
-                "awa.E046",
-                f"{where}['sequential_lanes'] must be True or False, got {sequential!r}.",
-            )
-        )
-    for key, low in (("min_concurrency", 0), ("weight", 1)):
-        value = options.get(key, low)
-        if not _is_int(value) or value < low:
-            found.append(
-                Problem(
-                    "awa.E043",
-                    f"{where}[{key!r}] must be an integer >= {low}, got {value!r}.",
-                )
-            )
-    return found
-
-
-def _weighted_problems(raw: Mapping[str, Any]) -> list[Problem]:
-    """AWA['WORKER_CONCURRENCY'] and how the queues' minimums fit in it."""
-    limit = raw.get("WORKER_CONCURRENCY")
-    queues = raw.get("QUEUES", {"default": {}})
-    if limit is None:
-        return []
-    if not _is_int(limit) or limit < 1:
-        return [
-            Problem(
-                "awa.E044",
-                "AWA['WORKER_CONCURRENCY'] must be None (per-queue concurrency) or a positive "
-                f"integer (weighted mode), got {limit!r}.",
-            )
-        ]
-    if not isinstance(queues, Mapping):
-        return []
-    minimums = {
-        name: options.get("min_concurrency", 0)
-        for name, options in queues.items()
-        if isinstance(options, Mapping)
-    }
-    if all(_is_int(v) for v in minimums.values()) and sum(minimums.values()) > limit:
-        return [
-            Problem(
-                "awa.E045",
-                f"The queues' min_concurrency add up to {sum(minimums.values())}, more than "
-                f"AWA['WORKER_CONCURRENCY'] ({limit}); lower them or raise the limit.",
-            )
-        ]
-    return []
-
-
-def _database_problems(alias: object) -> list[Problem]:
+def _database_problems(raw: Mapping[str, Any]) -> list[Problem]:
+    alias = _value(raw, "DATABASE_ALIAS")
     if not isinstance(alias, str) or alias not in settings.DATABASES:
         return [
             Problem(
@@ -479,194 +344,130 @@ def _database_problems(alias: object) -> list[Problem]:
     return []
 
 
-def _scalar_problems(raw: Mapping[str, Any], defaults: AwaSettings) -> list[Problem]:
+def _queue_problems(raw: Mapping[str, Any]) -> list[Problem]:
+    """The shape of AWA['QUEUES']; each queue's options are checked by their fields' rules."""
+    raw_queues = raw.get("QUEUES", {"default": {}})
+    if not isinstance(raw_queues, Mapping) or not raw_queues:
+        return [
+            Problem("awa.E005", "AWA['QUEUES'] must be a non-empty dict of queue name to options.")
+        ]
     found: list[Problem] = []
+    for name, options in raw_queues.items():
+        if not isinstance(name, str) or not QUEUE_NAME_PATTERN.match(name):
+            found.append(
+                Problem(
+                    "awa.E005",
+                    f"Queue name {name!r} is invalid: use 1-100 letters, digits, '_', '.', ':' "
+                    "or '-', starting with a letter or digit.",
+                )
+            )
+            continue
+        if not isinstance(options, Mapping):
+            found.append(Problem("awa.E006", f"AWA['QUEUES'][{name!r}] must be a dict of options."))
+            continue
+        unknown = sorted(set(options) - _QUEUE_OPTIONS, key=str)
+        if unknown:
+            found.append(
+                Problem(
+                    "awa.E006",
+                    f"AWA['QUEUES'][{name!r}] has unknown option(s) {unknown}; "
+                    f"known options: {sorted(_QUEUE_OPTIONS)}.",
+                )
+            )
+        found += field_problems(QueueSettings, options, f"AWA['QUEUES'][{name!r}]")
+    return found
+
+
+def _default_queue_problems(raw: Mapping[str, Any]) -> list[Problem]:
     queues = raw.get("QUEUES", {"default": {}})
-    default_queue = raw.get("DEFAULT_QUEUE", defaults.DEFAULT_QUEUE)
-    if isinstance(queues, Mapping) and default_queue not in queues:
-        found.append(
-            Problem(
-                "awa.E007",
-                f"AWA['DEFAULT_QUEUE'] is {default_queue!r}, which is not declared in "
-                "AWA['QUEUES'].",
-            )
-        )
-    priority = raw.get("DEFAULT_PRIORITY", defaults.DEFAULT_PRIORITY)
-    if not _is_int(priority) or not PRIORITY_MIN <= priority <= PRIORITY_MAX:
-        found.append(
-            Problem(
-                "awa.E008",
-                f"AWA['DEFAULT_PRIORITY'] must be an integer {PRIORITY_MIN}..{PRIORITY_MAX}, "
-                f"got {priority!r}.",
-            )
-        )
-    attempts = raw.get("DEFAULT_MAX_ATTEMPTS", defaults.DEFAULT_MAX_ATTEMPTS)
-    if not _is_int(attempts) or not 1 <= attempts <= MAX_ATTEMPTS_LIMIT:
-        found.append(
-            Problem(
-                "awa.E009",
-                f"AWA['DEFAULT_MAX_ATTEMPTS'] must be an integer 1..{MAX_ATTEMPTS_LIMIT}, "
-                f"got {attempts!r}.",
-            )
-        )
-    for key in _POSITIVE_NUMBERS:
-        value = raw.get(key, getattr(defaults, key))
-        if not _is_number(value) or value <= 0:
-            found.append(
-                Problem("awa.E010", f"AWA[{key!r}] must be a positive number, got {value!r}.")
-            )
-    for key in _NON_NEGATIVE_NUMBERS:
-        value = raw.get(key, getattr(defaults, key))
-        if not _is_number(value) or value < 0:
-            found.append(Problem("awa.E010", f"AWA[{key!r}] must be a number >= 0, got {value!r}."))
-    interval = raw.get("HEARTBEAT_INTERVAL_S", defaults.HEARTBEAT_INTERVAL_S)
-    staleness = raw.get("HEARTBEAT_STALENESS_S", defaults.HEARTBEAT_STALENESS_S)
-    if _is_number(interval) and _is_number(staleness) and staleness < 3 * interval:
-        found.append(
-            Problem(
-                "awa.E012",
-                f"AWA['HEARTBEAT_STALENESS_S'] ({staleness}) must be at least 3 x "
-                f"HEARTBEAT_INTERVAL_S ({interval}), or live jobs get rescued between heartbeats.",
-            )
-        )
-    for key in _POSITIVE_INTEGERS:
-        value = raw.get(key, getattr(defaults, key))
-        if not _is_int(value) or value < 1:
-            found.append(
-                Problem("awa.E010", f"AWA[{key!r}] must be a positive integer, got {value!r}.")
-            )
-    jitter = raw.get("RETRY_JITTER", defaults.RETRY_JITTER)
-    if not _is_number(jitter) or not 0 <= jitter <= 1:
-        found.append(
-            Problem("awa.E010", f"AWA['RETRY_JITTER'] must be between 0 and 1, got {jitter!r}.")
-        )
-    modules = raw.get("JOB_MODULES", ())
-    if not isinstance(modules, list | tuple) or not all(isinstance(m, str) for m in modules):
-        found.append(
-            Problem(
-                "awa.E011", f"AWA['JOB_MODULES'] must be a list of module paths, got {modules!r}."
-            )
-        )
-    external = raw.get("EXTERNAL_KINDS", ())
-    if not isinstance(external, list | tuple) or not all(
-        isinstance(k, str) and k and "*" not in k[:-1] for k in external
+    default_queue = _value(raw, "DEFAULT_QUEUE")
+    if not isinstance(queues, Mapping) or (
+        isinstance(default_queue, str) and default_queue in queues
     ):
-        found.append(
-            Problem(
-                "awa.E013",
-                "AWA['EXTERNAL_KINDS'] must be a list of job kinds, or prefixes ending in '*' "
-                f"('billing.*'), got {external!r}.",
-            )
-        )
-    return found
-
-
-def _callback_problems(raw: Mapping[str, Any]) -> list[Problem]:
-    found: list[Problem] = []
-    secret = raw.get("CALLBACK_SECRET", "")
-    if not isinstance(secret, str) or 0 < len(secret) < MIN_CALLBACK_SECRET_LENGTH:
-        found.append(
-            Problem(
-                "awa.E050",
-                f"AWA['CALLBACK_SECRET'] must be a string of at least "
-                f"{MIN_CALLBACK_SECRET_LENGTH} characters (e.g. secrets.token_hex(32)), "
-                "or empty to disable signed callbacks.",
-            )
-        )
-    allow = raw.get("CALLBACK_ALLOW_UNSIGNED", False)
-    if not isinstance(allow, bool):
-        found.append(
-            Problem(
-                "awa.E051", f"AWA['CALLBACK_ALLOW_UNSIGNED'] must be True or False, got {allow!r}."
-            )
-        )
-    max_age = raw.get("CALLBACK_MAX_AGE_S", 300.0)
-    if not _is_number(max_age) or max_age <= 0:
-        found.append(
-            Problem(
-                "awa.E052",
-                f"AWA['CALLBACK_MAX_AGE_S'] must be a positive number of seconds, got {max_age!r}.",
-            )
-        )
-    max_body = raw.get("CALLBACK_MAX_BODY_BYTES", 65536)
-    if not _is_int(max_body) or max_body < 1:
-        found.append(
-            Problem(
-                "awa.E053",
-                f"AWA['CALLBACK_MAX_BODY_BYTES'] must be a positive integer, got {max_body!r}.",
-            )
-        )
-    base_url = raw.get("CALLBACK_BASE_URL", "")
-    if not isinstance(base_url, str) or (
-        base_url and not re.match(r"^https?://[^/?#\s]+(/[^?#\s]*)?$", base_url)
-    ):
-        found.append(
-            Problem(
-                "awa.E054",
-                "AWA['CALLBACK_BASE_URL'] must be empty or an absolute http(s) URL such as "
-                f"'https://app.example.com', got {base_url!r}.",
-            )
-        )
-    return found
-
-
-def _cron_problems(entries: object) -> list[Problem]:
-    # Only the shape: each entry's fields are checked with the @awa.periodic declarations
-    # (awa_django.declarations.cron), which need the job registry.
-    if isinstance(entries, list | tuple) and all(isinstance(e, Mapping) for e in entries):
         return []
     return [
         Problem(
-            "awa.E034",
-            f"AWA['CRON'] must be a list of dicts (one per schedule), got {entries!r}.",
+            "awa.E007",
+            f"AWA['DEFAULT_QUEUE'] is {default_queue!r}, which is not declared in AWA['QUEUES'].",
         )
     ]
 
 
-def _dx_problems(raw: Mapping[str, Any]) -> list[Problem]:
-    found = [
-        Problem("awa.E060", f"AWA[{key!r}] must be True or False, got {raw[key]!r}.")
-        for key in ("EAGER", "EAGER_RAISE", "WORKER_SESSION")
-        if key in raw and not isinstance(raw[key], bool)
+def _heartbeat_problems(raw: Mapping[str, Any]) -> list[Problem]:
+    interval = _value(raw, "HEARTBEAT_INTERVAL_S")
+    staleness = _value(raw, "HEARTBEAT_STALENESS_S")
+    if not (is_number(interval) and is_number(staleness)) or staleness >= 3 * interval:
+        return []
+    return [
+        Problem(
+            "awa.E012",
+            f"AWA['HEARTBEAT_STALENESS_S'] ({staleness}) must be at least 3 x "
+            f"HEARTBEAT_INTERVAL_S ({interval}), or live jobs get rescued between heartbeats.",
+        )
     ]
+
+
+def _runtime_problems(raw: Mapping[str, Any]) -> list[Problem]:
+    interval = _value(raw, "RUNTIME_SNAPSHOT_INTERVAL_S")
+    stale = _value(raw, "RUNTIME_STALE_AFTER_S")
+    if not (is_number(interval) and is_number(stale)) or stale >= 2 * interval:
+        return []
+    return [
+        Problem(
+            "awa.E023",
+            f"AWA['RUNTIME_STALE_AFTER_S'] ({stale}) must be at least 2 x "
+            f"RUNTIME_SNAPSHOT_INTERVAL_S ({interval}), or live workers look stale between "
+            "snapshots.",
+        )
+    ]
+
+
+def _worker_database_problems(raw: Mapping[str, Any]) -> list[Problem]:
     target = raw.get("WORKER_DATABASE")
-    if target is not None and (
-        not isinstance(target, str) or not (target in settings.DATABASES or is_dsn(target))
+    if target is None or (
+        isinstance(target, str) and (target in settings.DATABASES or is_dsn(target))
     ):
-        found.append(
-            Problem(
-                "awa.E061",
-                f"AWA['WORKER_DATABASE'] is {target!r}: give a key of settings.DATABASES or a "
-                "libpq connection string ('postgresql://...' or 'host=... dbname=...').",
-            )
-        )
-    return found
-
-
-def _job_log_problems(raw: Mapping[str, Any]) -> list[Problem]:
-    # The two numeric JOB_LOG_* keys are checked with the other positive numbers.
-    job_log = raw.get("JOB_LOG", JOB_LOG_MODES[0])
-    if job_log in JOB_LOG_MODES:
         return []
     return [
         Problem(
-            "awa.E070", f"AWA['JOB_LOG'] must be one of {list(JOB_LOG_MODES)}, got {job_log!r}."
+            "awa.E061",
+            f"AWA['WORKER_DATABASE'] is {target!r}: give a key of settings.DATABASES or a "
+            "libpq connection string ('postgresql://...' or 'host=... dbname=...').",
         )
     ]
 
 
-def _admin_problems(raw: Mapping[str, Any], defaults: AwaSettings) -> list[Problem]:
-    timeout = raw.get("ADMIN_STATEMENT_TIMEOUT_MS", defaults.ADMIN_STATEMENT_TIMEOUT_MS)
-    # PostgreSQL's statement_timeout is an int of milliseconds; 0 there would mean no limit.
-    if _is_int(timeout) and 1 <= timeout <= 2**31 - 1:
+def _weighted_problems(raw: Mapping[str, Any]) -> list[Problem]:
+    """Whether the queues' minimums fit in AWA['WORKER_CONCURRENCY'] (its own type: E044)."""
+    limit = raw.get("WORKER_CONCURRENCY")
+    queues = raw.get("QUEUES", {"default": {}})
+    if not is_int(limit) or limit < 1 or not isinstance(queues, Mapping):
+        return []
+    minimums = [
+        options.get("min_concurrency", 0)
+        for options in queues.values()
+        if isinstance(options, Mapping)
+    ]
+    if not all(is_int(v) for v in minimums) or sum(minimums) <= limit:
         return []
     return [
         Problem(
-            "awa.E080",
-            "AWA['ADMIN_STATEMENT_TIMEOUT_MS'] must be a whole number of milliseconds from 1 to "
-            f"{2**31 - 1} (the admin's statements always have a limit), got {timeout!r}.",
+            "awa.E045",
+            f"The queues' min_concurrency add up to {sum(minimums)}, more than "
+            f"AWA['WORKER_CONCURRENCY'] ({limit}); lower them or raise the limit.",
         )
     ]
+
+
+_RELATIONS: Final[tuple[Callable[[Mapping[str, Any]], list[Problem]], ...]] = (
+    _database_problems,
+    _queue_problems,
+    _default_queue_problems,
+    _heartbeat_problems,
+    _runtime_problems,
+    _worker_database_problems,
+    _weighted_problems,
+)
 
 
 def is_dsn(value: str) -> bool:
@@ -679,23 +480,14 @@ def problems() -> list[Problem]:
     raw = getattr(settings, "AWA", {})
     if not isinstance(raw, Mapping):
         return [Problem("awa.E001", f"settings.AWA must be a dict, got {type(raw).__name__}.")]
-    defaults = AwaSettings()
-    known = set(AwaSettings.__dataclass_fields__)
-    unknown = sorted(set(raw) - known)
+    known = {f.name for f in fields(AwaSettings)}
     found = [
         Problem("awa.E002", f"settings.AWA has unknown key {key!r}; known keys: {sorted(known)}.")
-        for key in unknown
+        for key in sorted(set(raw) - known, key=str)
     ]
-    found += _database_problems(raw.get("DATABASE_ALIAS", defaults.DATABASE_ALIAS))
-    found += _queue_problems(raw.get("QUEUES", {"default": {}}))
-    found += _scalar_problems(raw, defaults)
-    found += _callback_problems(raw)
-    found += _cron_problems(raw.get("CRON", ()))
-    found += _runtime_problems(raw, defaults)
-    found += _dx_problems(raw)
-    found += _job_log_problems(raw)
-    found += _admin_problems(raw, defaults)
-    found += _weighted_problems(raw)
+    found += field_problems(AwaSettings, raw, "AWA")
+    for relation in _RELATIONS:
+        found += relation(raw)
     return found
 
 

@@ -1,7 +1,8 @@
 """Line charts as inline SVG, rendered on the server: no JavaScript, no CDN, no extra package.
 
-A chart covers a fixed time window (the last hour on the queue health page), so gaps in the
-samples show as gaps in time rather than being stretched away. Its values can be read without
+A chart covers a fixed time window (the last hour, 24 hours or 7 days on the queue health page),
+so gaps in the samples show as gaps in time rather than being stretched away; the time axis is
+in minutes, hours or days ago as the window's length suits. Its values can be read without
 a script: the legend gives each line's latest value and maximum, the highest point is labelled,
 and every point carries an SVG ``<title>`` that browsers show on hover.
 
@@ -102,9 +103,34 @@ def _label(value: float) -> str:
     return f"{value:.1f}".removesuffix(".0") if value < 100 else f"{value:.0f}"
 
 
-def _minutes_ago(at: datetime, end: datetime) -> str:
-    ago = round((end - at).total_seconds() / 60)
-    return "now" if ago <= 0 else f"-{ago}m"
+@dataclass(frozen=True, slots=True)
+class TimeUnit:
+    """How a window's time axis counts back from now: its unit's seconds, the suffix of a
+    label ("-25m"), the axis title, and how many intervals the axis is cut into."""
+
+    seconds: float
+    suffix: str
+    title: str
+    ticks: int
+
+
+def time_unit(span_s: float) -> TimeUnit:
+    """Minutes up to two hours, hours up to two days, days beyond."""
+    if span_s <= 2 * 3600:
+        return TimeUnit(60.0, "m", "minutes ago", X_TICKS)
+    if span_s <= 2 * 86400:
+        return TimeUnit(3600.0, "h", "hours ago", X_TICKS)
+    return TimeUnit(86400.0, "d", "days ago", max(round(span_s / 86400), 1))
+
+
+def _ago(at: datetime, end: datetime, unit: TimeUnit) -> str:
+    # Whole minutes; hours and days to a tenth under ten ("-2.5d"), whole from ten on.
+    ago = (end - at).total_seconds() / unit.seconds
+    if unit.seconds == 60.0:
+        ago = round(ago)
+        return "now" if ago <= 0 else f"-{ago}m"
+    rounded = round(ago, 1) if ago < 10 else round(ago)
+    return "now" if rounded <= 0 else f"-{rounded:g}{unit.suffix}"
 
 
 def chart_height(series_count: int) -> int:
@@ -114,7 +140,9 @@ def chart_height(series_count: int) -> int:
     return TOP + PLOT_HEIGHT + AXIS_ROOM + rows * LEGEND_ROW
 
 
-def _axes(scale: Scale, y: Callable[[float], float], span_s: float, unit: str) -> list[str]:
+def _axes(
+    scale: Scale, y: Callable[[float], float], span_s: float, unit: str, when: TimeUnit
+) -> list[str]:
     plot_w = WIDTH - LEFT - RIGHT
     parts = []
     labelled_at: float | None = None
@@ -133,18 +161,18 @@ def _axes(scale: Scale, y: Callable[[float], float], span_s: float, unit: str) -
             f"{_label(tick)}</text>"
         )
         labelled_at = level
-    minutes = span_s / 60
-    for tick in range(X_TICKS + 1):
-        at_x = LEFT + plot_w * tick / X_TICKS
-        ago = minutes * (X_TICKS - tick) / X_TICKS
+    units = span_s / when.seconds
+    for tick in range(when.ticks + 1):
+        at_x = LEFT + plot_w * tick / when.ticks
+        ago = round(units * (when.ticks - tick) / when.ticks, 1)
         parts.append(
             f'<text x="{at_x:.1f}" y="{TOP + PLOT_HEIGHT + 13}" text-anchor="middle" '
-            f'fill="#666">{"now" if ago == 0 else f"-{ago:g}m"}</text>'
+            f'fill="#666">{"now" if ago == 0 else f"-{ago:g}{when.suffix}"}</text>'
         )
     axis_y = TOP + PLOT_HEIGHT + 24
     parts.append(
         f'<text x="{LEFT + plot_w / 2:.1f}" y="{axis_y}" text-anchor="middle" fill="#666" '
-        'font-size="9">minutes ago</text>'
+        f'font-size="9">{when.title}</text>'
         f'<text x="{LEFT}" y="{TOP - 4}" fill="#666" font-size="9">'
         f"{escape(unit)}{', log scale' if scale.logarithmic else ''}</text>"
     )
@@ -158,6 +186,7 @@ def line_chart(
     plot_w = WIDTH - LEFT - RIGHT
     height = chart_height(len(series))
     span_s = max((end - start).total_seconds(), 1.0)
+    when = time_unit(span_s)
     scale = y_scale([value for line in series for _, value in line.points])
 
     def x(at: datetime) -> float:
@@ -171,7 +200,7 @@ def line_chart(
         f'width="{WIDTH}" height="{height}" role="img" aria-label="{escape(title)}" '
         'font-family="sans-serif" font-size="10">',
         f"<title>{escape(title)}</title>",
-        *_axes(scale, y, span_s, unit),
+        *_axes(scale, y, span_s, unit, when),
     ]
     highest: tuple[float, datetime] | None = None
     for index, line in enumerate(series):
@@ -188,7 +217,7 @@ def line_chart(
             parts.append(
                 f'<circle cx="{x(at):.1f}" cy="{y(value):.1f}" r="2.5" fill="{color}"{opacity}>'
                 f"<title>{name}: {_label(value)} {escape(unit)}, "
-                f"{_minutes_ago(at, end)}</title></circle>"
+                f"{_ago(at, end, when)}</title></circle>"
             )
             if highest is None or value > highest[0]:
                 highest = (value, at)
@@ -206,7 +235,7 @@ def line_chart(
         )
     if highest is not None and highest[0] > 0:
         value, at = highest
-        text = f"peak {_label(value)} ({_minutes_ago(at, end)})"
+        text = f"peak {_label(value)} ({_ago(at, end, when)})"
         # Centred over the peak, but kept whole inside the plot (an estimate of its width:
         # the SVG is drawn on the server, which cannot measure text).
         half = len(text) * BOLD_CHAR_WIDTH / 2

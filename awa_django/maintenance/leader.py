@@ -1,13 +1,15 @@
 """Leader election for cluster-wide maintenance.
 
 How it works: every worker (and every ``awa_maintenance`` process) tries
-``pg_try_advisory_lock`` on a fixed key every ``NON_LEADER_TRY_INTERVALS`` retry intervals, on
-its session connection (``storage.session``, shared with LISTEN and the wake locks). The lock is
-session-scoped, so exactly one session in the cluster holds it, and PostgreSQL releases it the
-moment that session ends: a leader whose process dies, or whose connection drops, loses
-leadership without any cooperation, and another process wins the next attempt, within those
-intervals with one other process and sooner the more processes there are (their tries are
-spread over the interval).
+``pg_try_advisory_lock`` on a fixed key, on its session connection (``storage.session``, shared
+with LISTEN and the wake locks). The lock is session-scoped, so exactly one session in the
+cluster holds it, and PostgreSQL releases it the moment that session ends: a leader whose
+process dies, or whose connection drops, loses leadership without any cooperation, and another
+process wins the next attempt. In a worker process the tries go with the process's other
+periodic session tries, in one statement, on an interval that grows with the fleet so that the
+fleet tries about once per ``FLEET_TRY_S`` whatever its size (``core.session_tries``, which
+also states the failover bound); an elector without them tries every
+``NON_LEADER_TRY_INTERVALS`` retry intervals.
 
 While leading, the elector pings the session every ``retry_interval_s``. A failed ping means
 the session, and with it the lock, may be gone: the elector steps down at once and clears
@@ -26,6 +28,7 @@ from typing import Any, Final
 
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.core.session_tries import SessionTries
 from awa_django.storage import control
 from awa_django.storage.session import SharedSession
 
@@ -42,8 +45,17 @@ NON_LEADER_TRY_INTERVALS: Final = 2
 class LeaderElector:
     """Holds (or keeps trying for) the maintenance leader lock, on the process's session."""
 
-    def __init__(self, session: SharedSession, *, retry_interval_s: float) -> None:
+    def __init__(
+        self,
+        session: SharedSession,
+        *,
+        retry_interval_s: float,
+        tries: SessionTries | None = None,
+    ) -> None:
         self._session = session
+        # The process's session tries, when it has them: a non-leader's try of the lock then
+        # goes with its other periodic tries, in one statement on their schedule (#37).
+        self._tries = tries
         self._retry_interval_s = retry_interval_s
         # The session generation the lock was won in: a newer connection does not hold it.
         self._won_in = 0
@@ -56,6 +68,9 @@ class LeaderElector:
     async def run(self, stopping: asyncio.Event) -> None:
         try:
             while not stopping.is_set():
+                if self._tries is not None and not self.is_leader:
+                    await self._try_with(self._tries, stopping)
+                    continue
                 await self._tick()
                 interval = self._retry_interval_s
                 if not self.is_leader:
@@ -64,6 +79,23 @@ class LeaderElector:
                     await asyncio.wait_for(stopping.wait(), timeout=interval)
         finally:
             await self._release()
+
+    async def _try_with(self, tries: SessionTries, stopping: asyncio.Event) -> None:
+        try:
+            won, generation = await tries.try_leader(LEADER_LOCK_KEY, stopping)
+        except Exception:
+            # Logged by the tries; the session closed its connection, the next tick reopens it.
+            return
+        if won:
+            self._won_in = generation
+            self.is_leader = True
+            self.changed.set()
+            logger.info("became maintenance leader")
+            if self._session.generation != generation:
+                self._on_reset()
+            # Renew at the leader's interval from now on.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stopping.wait(), timeout=self._retry_interval_s)
 
     def _on_reset(self) -> None:
         if self.is_leader:

@@ -14,6 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.core.retry import RetryPolicy
+from awa_django.core.session_tries import SessionTries
 from awa_django.maintenance.cron_evaluator import CronConfig, CronEvaluator
 from awa_django.maintenance.instance_cleanup import InstanceCleaner, InstanceCleanupConfig
 from awa_django.maintenance.leader import LeaderElector, LeaseElector
@@ -97,11 +98,12 @@ class Maintainer:
         promoter: Promoter,
         policy: RetryPolicy,
         now: Callable[[], datetime],
+        tries: SessionTries | None = None,
     ) -> None:
         # Without a session (AWA["WORKER_SESSION"] = False), a lease on this process's runtime
         # row instead of the session advisory lock.
         self._elector: LeaderElector | LeaseElector = (
-            LeaderElector(session, retry_interval_s=config.leader_interval_s)
+            LeaderElector(session, retry_interval_s=config.leader_interval_s, tries=tries)
             if session is not None
             else LeaseElector(
                 pool, instance_id=instance_id, retry_interval_s=config.leader_interval_s

@@ -5,10 +5,16 @@ One statement per pass measures every queue; the pass stores one sample per queu
 which the queue-health API and chart read, and hands the depths to telemetry, whose observable
 gauges ``awa.queue.depth`` and ``awa.queue.lag`` report them when an OpenTelemetry SDK collects.
 Only the leader measures, so a fleet measures each queue once instead of once per worker.
+
+History beyond the samples' two hours: the first pass of each minute also compacts
+(``storage.health.compact_samples``): the minutes that ended ``COMPACT_SETTLE_S`` ago into
+1-minute buckets per queue and per kind (kept ``MINUTES_KEEP_S``), the finished quarter hours
+into 15-minute buckets (kept ``QUARTERS_KEEP_S``), for the 24-hour and 7-day charts.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -16,13 +22,21 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.service import counted
-from awa_django.storage.health import record_samples
+from awa_django.storage.health import compact_samples, record_samples
 from awa_django.storage.queue import QueueDepth, queue_depths
 from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
 
 # Samples are kept this long: the health page charts the last hour.
 SAMPLE_KEEP_S: Final = 2 * 3600.0
+# A minute is compacted this long after it ended: a completion batch whose transaction began in
+# it (its closures' finalized_at) has committed by then.
+COMPACT_SETTLE_S: Final = 15.0
+# 1-minute buckets are kept 25 hours (the 24-hour chart), 15-minute ones 8 days (the 7-day
+# chart). A pass catches up at most the samples' window of minutes and the minute buckets'
+# window of quarters (a leader that was down longer leaves a gap).
+MINUTES_KEEP_S: Final = 25 * 3600.0
+QUARTERS_KEEP_S: Final = 8 * 86400.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,11 +69,24 @@ class QueueSampler:
     def __init__(self, pool: AsyncConnectionPool[Any], config: QueueStatsConfig) -> None:
         self._pool = pool
         self.interval_s = config.interval_s
+        # The minute (since the epoch) last compacted in this process: once a minute is enough.
+        self._compacted_minute: int | None = None
 
     async def run_once(self) -> QueueStatsResult:
         async with self._pool.connection() as conn:
             depths = tuple(await run_async(conn, queue_depths()))
             await record_samples(conn, depths, interval_s=self.interval_s, keep_s=SAMPLE_KEEP_S)
+            minute = int((time.time() - COMPACT_SETTLE_S) // 60)
+            if minute != self._compacted_minute:
+                await compact_samples(
+                    conn,
+                    settle_s=COMPACT_SETTLE_S,
+                    minutes_catch_up_s=SAMPLE_KEEP_S,
+                    quarters_catch_up_s=MINUTES_KEEP_S,
+                    keep_minutes_s=MINUTES_KEEP_S,
+                    keep_quarters_s=QUARTERS_KEEP_S,
+                )
+                self._compacted_minute = minute
         telemetry = get_telemetry()
         if telemetry.enabled:
             # Two intervals (the loop jitters each by up to 10%) before a snapshot that was not

@@ -1,5 +1,5 @@
 """Queue health and control, for operators: ``awa.queues.stats()``, ``history()``,
-``pause()``, ``resume()`` and ``drain()``.
+``pause()``, ``resume()``, ``drain()``, ``set_concurrency()`` and ``reset_concurrency()``.
 
 Live depths come from one indexed statement over the queue plane (the same one the leader's
 gauges use); completed and failed counts and throughput come from the samples the maintenance
@@ -19,14 +19,27 @@ from django.db import connections, transaction
 
 from awa_django.conf import get_settings
 from awa_django.exceptions import ConfirmationRequired, InvalidJob
+from awa_django.limits import concurrency_problem
 from awa_django.ops.known import queue_known, unknown_queue_message
 from awa_django.storage import health as storage
 from awa_django.storage.backlog import kinds_nobody_runs
-from awa_django.storage.health import QueueSample
+from awa_django.storage.health import QueueRollup, QueueSample
 from awa_django.storage.queue import QueueDepth, queue_depths
 from awa_django.storage.statement import run
 
-__all__ = ["QueueSample", "QueueStats", "drain", "history", "pause", "resume", "stats"]
+__all__ = [
+    "QueueRollup",
+    "QueueSample",
+    "QueueStats",
+    "drain",
+    "history",
+    "pause",
+    "reset_concurrency",
+    "resume",
+    "rollups",
+    "set_concurrency",
+    "stats",
+]
 
 HOUR_S: Final = 3600.0
 THROUGHPUT_WINDOW_MIN: Final = 5
@@ -59,6 +72,11 @@ class QueueStats:
     # Retryable jobs that wait for a worker that knows their kind, per kind: the workers that
     # claimed them had no handler for it (docs/operations.md#jobs-no-worker-knows).
     unknown_kinds: Mapping[str, int]
+    # The concurrency an operator set live (set_concurrency), which every worker serving the
+    # queue uses instead of its configured value; None: the configured value.
+    concurrency: int | None = None
+    concurrency_set_at: datetime | None = None
+    concurrency_set_by: str | None = None
 
     @property
     def pending(self) -> int:
@@ -120,6 +138,9 @@ def stats() -> list[QueueStats]:
                 paused_by=row.get("paused_by"),
                 dlq_enabled=bool(row.get("dlq_enabled", False)),
                 unknown_kinds=unknown.get(name, {}),
+                concurrency=row.get("concurrency"),
+                concurrency_set_at=row.get("concurrency_set_at"),
+                concurrency_set_by=row.get("concurrency_set_by"),
             )
         )
     return found
@@ -130,6 +151,26 @@ def history(queue: str | None = None, *, window_s: float = HOUR_S) -> list[Queue
     series behind a depth and throughput chart."""
     with connections[_alias()].cursor() as cursor:
         return storage.samples(cursor, queue=queue, window_s=window_s)
+
+
+# The compacted history's resolutions (seconds): 1-minute buckets kept 25 hours, 15-minute ones
+# kept 8 days (maintenance.queue_stats).
+MINUTE: Final = 60
+QUARTER_HOUR: Final = 900
+
+
+def rollups(
+    *, resolution_s: int = MINUTE, window_s: float = 24 * HOUR_S, per_kind: bool = False
+) -> list[QueueRollup]:
+    """The leader's compacted history over the last ``window_s``, oldest first: 1-minute
+    (``MINUTE``) or 15-minute (``QUARTER_HOUR``) buckets per queue, or per queue and kind
+    (``per_kind``): what a 24-hour or 7-day chart is drawn from."""
+    if resolution_s not in (MINUTE, QUARTER_HOUR):
+        raise ValueError(f"resolution_s must be {MINUTE} or {QUARTER_HOUR}, got {resolution_s!r}")
+    with connections[_alias()].cursor() as cursor:
+        return storage.rollups(
+            cursor, resolution_s=resolution_s, window_s=window_s, per_queue=not per_kind
+        )
 
 
 def _known(queue: str) -> str:
@@ -168,3 +209,26 @@ def drain(queue: str, *, confirm: bool = False, reason: str = "drained by operat
     alias = _alias()
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         return storage.drain(cursor, queue=queue, reason=reason)
+
+
+def set_concurrency(queue: str, concurrency: int, *, by: str = "operator") -> None:
+    """Run at most ``concurrency`` jobs of ``queue`` at once in each worker process serving it,
+    from now on and without a restart, instead of the configured value (1 to
+    ``MAX_LIVE_CONCURRENCY``; ``InvalidJob`` naming ``concurrency`` otherwise). Workers are
+    told at commit and apply it within moments; lowering it lets running jobs finish and
+    starts new ones only below the new value. Stays until ``reset_concurrency``."""
+    problem = concurrency_problem(concurrency)
+    if problem is not None:
+        raise InvalidJob(f"concurrency {problem}", field="concurrency")
+    _set(queue, concurrency, by=by)
+
+
+def reset_concurrency(queue: str, *, by: str = "operator") -> None:
+    """Put ``queue`` back on each worker's configured concurrency."""
+    _set(queue, None, by=by)
+
+
+def _set(queue: str, concurrency: int | None, *, by: str) -> None:
+    alias = _alias()
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
+        storage.set_concurrency(cursor, queue=_known(queue), concurrency=concurrency, by=by)

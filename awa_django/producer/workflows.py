@@ -257,19 +257,27 @@ class PendingWorkflow:
 def chain(*calls: StepJob | Call, name: str = "chain") -> Workflow:
     """Steps ``"1"``, ``"2"``, ... run one after the other; each reads the one before's result
     as ``ctx.workflow.previous``. A failure cancels the rest."""
-    workflow = Workflow(name)
-    for position, made in enumerate(calls, start=1):
-        after = [str(position - 1)] if position > 1 else []
-        workflow = workflow.step(str(position), made, after=after)
-    return workflow
+    # Built at once: adding steps one by one copies the tuple each time, quadratic in length.
+    return Workflow(
+        name,
+        steps=tuple(
+            make_step(
+                str(position), made, None, [str(position - 1)] if position > 1 else [], (), None, {}
+            )
+            for position, made in enumerate(calls, start=1)
+        ),
+    )
 
 
 def group(*calls: StepJob | Call, name: str = "group") -> Workflow:
     """Steps ``"1"``, ``"2"``, ... that run independently of one another."""
-    workflow = Workflow(name)
-    for position, made in enumerate(calls, start=1):
-        workflow = workflow.step(str(position), made)
-    return workflow
+    return Workflow(
+        name,
+        steps=tuple(
+            make_step(str(position), made, None, (), (), None, {})
+            for position, made in enumerate(calls, start=1)
+        ),
+    )
 
 
 def chord(

@@ -58,6 +58,57 @@ async def record_samples(
         await conn.execute(_SQL["trim_queue_samples"], {"keep_s": keep_s})
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueRollup:
+    """One compacted bucket of one queue (``kind`` empty) or of one kind of it: the attempts
+    closed in it and, for a queue, the peak depths the leader's samples saw in it."""
+
+    queue: str
+    kind: str
+    bucket_at: datetime
+    completed: int
+    failed: int
+    available: int | None
+    scheduled: int | None
+    retryable: int | None
+    running: int | None
+    dlq: int | None
+
+
+async def compact_samples(
+    conn: AsyncConnection[Any],
+    *,
+    settle_s: float,
+    minutes_catch_up_s: float,
+    quarters_catch_up_s: float,
+    keep_minutes_s: float,
+    keep_quarters_s: float,
+) -> None:
+    """Roll the finished minutes up into 1-minute buckets and the finished quarter hours into
+    15-minute ones, then drop the buckets past their kept windows."""
+    async with conn.transaction():
+        await conn.execute(
+            _SQL["roll_up_minutes"], {"settle_s": settle_s, "catch_up_s": minutes_catch_up_s}
+        )
+        await conn.execute(_SQL["roll_up_quarters"], {"catch_up_s": quarters_catch_up_s})
+        await conn.execute(
+            _SQL["trim_rollups"],
+            {"keep_minutes_s": keep_minutes_s, "keep_quarters_s": keep_quarters_s},
+        )
+
+
+def rollups(
+    cursor: CursorWrapper, *, resolution_s: int, window_s: float, per_queue: bool
+) -> list[QueueRollup]:
+    """The buckets of ``resolution_s`` over the last ``window_s``, oldest first: the queues'
+    (``per_queue``) or their kinds'."""
+    params = {"resolution_s": resolution_s, "window_s": window_s, "per_queue": per_queue}
+    read = Statement(
+        sql=_SQL["queue_rollups"], params=params, read=all_rows, rows=rows_of(QueueRollup)
+    )
+    return run(cursor, read)
+
+
 def sample_totals(cursor: CursorWrapper, *, window_s: float) -> dict[str, tuple[int, int, int]]:
     """Per queue: (completed, failed) over the window and completions of the last 5 minutes,
     as the leader's samples counted them, closures since its newest sample not included."""
@@ -104,6 +155,21 @@ def pause(cursor: CursorWrapper, *, queue: str, by: str) -> None:
 
 def resume(cursor: CursorWrapper, *, queue: str) -> None:
     cursor.execute(_SQL["resume_queue"], {"queue": queue})
+
+
+def set_concurrency(cursor: CursorWrapper, *, queue: str, concurrency: int | None, by: str) -> None:
+    """Set (or, with None, reset) ``queue``'s live concurrency; its workers are told at commit."""
+    cursor.execute(
+        _SQL["set_queue_concurrency"], {"queue": queue, "concurrency": concurrency, "by": by}
+    )
+
+
+async def concurrency_overrides(
+    conn: AsyncConnection[Any], *, queues: Sequence[str]
+) -> dict[str, int]:
+    """The live concurrency operators set, for those of ``queues`` that have one."""
+    cursor = await conn.execute(_SQL["queue_concurrency"], {"queues": list(queues)})
+    return {queue: int(concurrency) for queue, concurrency in await cursor.fetchall()}
 
 
 def drain_candidates(cursor: CursorWrapper, *, queue: str) -> int:

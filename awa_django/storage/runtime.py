@@ -154,6 +154,30 @@ async def write_snapshot(
     )
 
 
+async def touch_snapshot(conn: AsyncConnection[Any], *, instance_id: str) -> bool:
+    """Refresh the row's ``last_seen_at`` alone; False when there is no row to refresh."""
+    cursor = await conn.execute(_SQL["touch_runtime"], {"instance_id": instance_id})
+    return cursor.rowcount > 0
+
+
+async def count_peers(
+    conn: AsyncConnection[Any], *, instance_id: str, queues: list[str], fresh_s: float
+) -> int:
+    """How many live processes (refreshed within ``fresh_s``) compete with ``instance_id`` for
+    the leader lock or for the candidate lock of one of ``queues``, itself included (the
+    fewest over those roles)."""
+    cursor = await conn.execute(
+        _SQL["count_peers"],
+        {
+            "instance_id": instance_id,
+            "queues": json.dumps(dict.fromkeys(queues, 1)),
+            "fresh_s": fresh_s,
+        },
+    )
+    row = await cursor.fetchone()
+    return max(1, int(row[0])) if row is not None else 1
+
+
 async def delete_runtime(conn: AsyncConnection[Any], *, instance_id: str) -> None:
     await conn.execute(_SQL["delete_runtime"], {"instance_id": instance_id})
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,6 +13,7 @@ from django.utils.formats import date_format
 from django.utils.timesince import timesince
 from django.utils.timezone import localtime, now
 
+from awa_django.conf import get_settings
 from awa_django.core.unknown_kinds import waits_for_kind
 from awa_django.declarations.priorities import shown_priority
 
@@ -22,6 +24,19 @@ register = template.Library()
 def priority(job: Any) -> str:
     """A job's (or dead letter's) priority as its producer set it (``shown_priority``)."""
     return shown_priority(job.kind, job.priority, job.metadata)
+
+
+@register.filter
+def configured_concurrency(queue: str) -> int | None:
+    """A queue's concurrency as this process's AWA["QUEUES"] declares it (None: undeclared)."""
+    declared = get_settings().QUEUES.get(queue)
+    return None if declared is None else declared.concurrency
+
+
+@register.filter
+def lookup(mapping: Mapping[str, Any], key: str) -> Any:
+    """``mapping[key]``, or None: a dict the view built, read by a key the template has."""
+    return mapping.get(key)
 
 
 @register.filter

@@ -82,12 +82,23 @@ class Permits:
     """Counts free execution slots; ``reserve`` waits for at least one and takes up to ``n``."""
 
     def __init__(self, total: int) -> None:
+        self.configured = total
+        self.total = total
         self.free = total
         self._released = asyncio.Event()
 
+    def resize(self, total: int | None) -> None:
+        """Allow ``total`` slots from now on (None: the configured number). Lowered below what
+        is in use, ``free`` goes negative: running jobs keep their slots, and none is handed
+        out again until enough of them have finished."""
+        total = self.configured if total is None else total
+        self.free += total - self.total
+        self.total = total
+        self._released.set()
+
     async def reserve(self, n: int, stopping: asyncio.Event) -> int:
         """Take between 1 and ``n`` free slots, or 0 once ``stopping`` is set."""
-        while self.free == 0 and not stopping.is_set():
+        while self.free <= 0 and not stopping.is_set():
             self._released.clear()
             await wait_for_any(self._released, stopping)
         if stopping.is_set():
@@ -96,7 +107,7 @@ class Permits:
 
     def try_reserve(self, n: int) -> int:
         """Take up to ``n`` free slots without waiting (0 when none is free)."""
-        taken = min(self.free, n)
+        taken = max(0, min(self.free, n))
         self.free -= taken
         return taken
 
@@ -224,6 +235,13 @@ class Dispatcher:
         self.idle = False
         self._notified = True
         self._wakeup.set()
+
+    def set_concurrency(self, concurrency: int | None) -> None:
+        """Run at most ``concurrency`` jobs at once from now on (None: the configured number;
+        in weighted mode, a cap on this queue's share). Running jobs are never stopped."""
+        self.permits.resize(concurrency)
+        # Raised: claim at once with the new permits instead of at the next poll.
+        self.poke()
 
     def cancel_in_flight(self) -> None:
         """Raise the cancel flag of every running attempt (handlers poll ``ctx.is_cancelled``)."""

@@ -64,6 +64,12 @@ class HandlerThreads:
         self._start_thread_if_needed()
         return await future
 
+    def grow_to(self, size: int) -> None:
+        """Allow up to ``size`` threads (a queue's concurrency raised live); never fewer than
+        now: threads beyond the need just wait for work."""
+        with self._lock:
+            self._size = max(self._size, size)
+
     def shutdown(self) -> None:
         """Stop taking calls (from the loop's thread): calls not started are cancelled, and
         threads end after their current one."""

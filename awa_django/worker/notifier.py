@@ -21,12 +21,15 @@ WORK_CHANNEL: Final = "awa"
 CANCEL_CHANNEL: Final = "awa_cancel"
 # A sequential callback wait was resumed: '<job_id>:<run_lease>'.
 CALLBACK_CHANNEL: Final = "awa_callback"
-LISTEN_CHANNELS: Final = (WORK_CHANNEL, CANCEL_CHANNEL, CALLBACK_CHANNEL)
+# An operator changed a queue's live concurrency: '<queue>'.
+CONTROL_CHANNEL: Final = "awa_control"
+LISTEN_CHANNELS: Final = (WORK_CHANNEL, CANCEL_CHANNEL, CALLBACK_CHANNEL, CONTROL_CHANNEL)
 
 
 class Notifier:
     """Calls ``on_queue(queue)`` for new work, ``on_cancel(job_id, run_lease)`` for closed
-    attempts and ``on_callback(job_id, run_lease)`` for resumed callback waits."""
+    attempts, ``on_callback(job_id, run_lease)`` for resumed callback waits and
+    ``on_control(queue)`` for a queue's changed concurrency."""
 
     def __init__(
         self,
@@ -34,10 +37,12 @@ class Notifier:
         on_queue: Callable[[str], None],
         on_cancel: Callable[[int, int], None],
         on_callback: Callable[[int, int], None] | None = None,
+        on_control: Callable[[str], None] | None = None,
     ) -> None:
         self._on_queue = on_queue
         self._on_cancel = on_cancel
         self._on_callback = on_callback
+        self._on_control = on_control
 
     def dispatch(self, channel: str, payload: str) -> None:
         if channel == WORK_CHANNEL:
@@ -50,3 +55,5 @@ class Notifier:
             job_id, _, run_lease = payload.partition(":")
             if job_id.isdigit() and run_lease.isdigit():
                 self._on_callback(int(job_id), int(run_lease))
+        elif channel == CONTROL_CHANNEL and self._on_control is not None:
+            self._on_control(payload)

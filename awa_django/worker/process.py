@@ -38,7 +38,9 @@ from awa_django.callbacks.waiting import CallbackHub
 from awa_django.conf import AwaSettings
 from awa_django.core.outcome import OutcomeCounts
 from awa_django.core.retry import RetryPolicy
+from awa_django.core.session_tries import SessionTries
 from awa_django.declarations.jobs import Job, registry
+from awa_django.maintenance.leader import NON_LEADER_TRY_INTERVALS
 from awa_django.maintenance.maintainer import Maintainer, MaintenanceConfig
 from awa_django.maintenance.promoter import Promoter, PromoterConfig
 from awa_django.ops.cron_publish import declared_schedule_rows
@@ -47,6 +49,7 @@ from awa_django.storage import connections
 from awa_django.storage.session import SharedSession
 from awa_django.worker.burst import BurstWatcher
 from awa_django.worker.completer import Completer
+from awa_django.worker.control import ConcurrencyControl
 from awa_django.worker.dispatcher import Dispatcher, DispatcherConfig, ExecutingAttempt
 from awa_django.worker.dispatchers import Dispatchers
 from awa_django.worker.handler_threads import HandlerThreads
@@ -54,9 +57,9 @@ from awa_django.worker.heartbeat import Heartbeat
 from awa_django.worker.job_log import JobLog, JobLogConfig
 from awa_django.worker.notifier import LISTEN_CHANNELS, Notifier
 from awa_django.worker.rate_limit import RateLimit
-from awa_django.worker.reporter import InstanceReporter
+from awa_django.worker.reporter import DECLARATIONS_EVERY, InstanceReporter
 from awa_django.worker.service import Service, Services, Shutdown
-from awa_django.worker.wake import WakeLocks
+from awa_django.worker.wake import TAKEN_RETRY_POLLS, WakeLocks
 from awa_django.worker.weighted import QueueShare, WeightedPermits
 
 logger = logging.getLogger(__name__)
@@ -259,6 +262,7 @@ class WorkerProcess:
         self._callbacks: CallbackHub | None = None
         self._completer: Completer | None = None
         self.maintainer: Maintainer | None = None
+        self._control: ConcurrencyControl | None = None
 
     def request_stop(self) -> None:
         """Begin a graceful shutdown (safe to call more than once)."""
@@ -291,6 +295,12 @@ class WorkerProcess:
         self._dispatchers.poke()
         if self._callbacks is not None:
             self._callbacks.wake_all()
+        if self._control is not None:
+            self._control.poke()
+
+    def _on_control(self, queue: str) -> None:
+        if self._control is not None:
+            self._control.poke(queue)
 
     def _on_cancel(self, job_id: int, run_lease: int) -> None:
         if self._callbacks is not None:
@@ -323,6 +333,7 @@ class WorkerProcess:
             on_queue=self._on_notify,
             on_cancel=self._on_cancel,
             on_callback=None if self._callbacks is None else self._callbacks.wake,
+            on_control=self._on_control,
         )
         # The one session connection: LISTEN (a worker with queues), the wake locks and the
         # leader lock (docs/deployment.md, "Scaling").
@@ -336,6 +347,21 @@ class WorkerProcess:
             if config.session
             else None
         )
+        # A worker's periodic session tries (the leader lock, its queues' candidate locks), in
+        # one statement per tick (#37); a burst run never waits, so it tries the leader only.
+        bases = [
+            *(
+                [config.poll_interval_s * TAKEN_RETRY_POLLS]
+                if listening and not config.burst
+                else []
+            ),
+            *(
+                [config.maintenance.leader_interval_s * NON_LEADER_TRY_INTERVALS]
+                if config.maintenance is not None
+                else []
+            ),
+        ]
+        tries = SessionTries(session, base_s=min(bases)) if session is not None and bases else None
         if config.maintenance is not None:
             self.maintainer = Maintainer(
                 pool,
@@ -345,7 +371,17 @@ class WorkerProcess:
                 promoter=promoter,
                 policy=config.retry_policy,
                 now=_utcnow,
+                tries=tries,
             )
+        control = self._control = ConcurrencyControl(
+            pool,
+            self._dispatchers.by_queue,
+            configured=config.queues,
+            threads=None,  # set below for a worker in hard-reserved mode
+            # With a session, changes arrive by notification and this read is a safety net.
+            interval_s=config.runtime_snapshot_interval_s
+            * (DECLARATIONS_EVERY if config.session else 1),
+        )
         reporter = InstanceReporter(
             pool,
             instance_id=self.identity,
@@ -357,12 +393,14 @@ class WorkerProcess:
             state=self._snapshot_state,
             stopping=self.stopping,
             changed=None if self.maintainer is None else self.maintainer.leadership_changed,
+            on_peers=None if tries is None else tries.set_peers,
+            concurrency=control.effective,
         )
         services: list[Service] = [Connections(pool)]
         if not listening:
             # Maintenance only: no jobs, so no threads, completer, job log or heartbeat.
             services.append(reporter)
-            services.extend(s for s in (session, self.maintainer) if s is not None)
+            services.extend(s for s in (session, tries, self.maintainer) if s is not None)
             return services
         threads = HandlerThreads(
             max(1, config.worker_concurrency or sum(config.queues.values())),
@@ -390,7 +428,7 @@ class WorkerProcess:
         )
         # A burst run exits once it finds nothing, so it never waits for a notification; a
         # poll-only one has no session to hold wake locks on.
-        wake = WakeLocks(session) if session is not None and not config.burst else None
+        wake = WakeLocks(session, tries=tries) if session is not None and not config.burst else None
         weighted = (
             WeightedPermits(config.worker_concurrency, config.shares)
             if config.worker_concurrency is not None
@@ -411,10 +449,15 @@ class WorkerProcess:
                     wake=wake,
                 )
             )
-        # Before the completer and the first claim: close_attempts must know the DLQ policies
-        # of our queues, which the reporter publishes when it starts.
-        services += [threads, reporter]
-        services += [s for s in (session, completer, job_log, heartbeat) if s is not None]
+        if weighted is None:
+            # Weighted mode's threads already cover the process-wide limit, which a queue's
+            # live cap can only lower.
+            control.threads = threads
+        # Before the completer and the first claim: the live concurrency operators set (read
+        # when the control starts), and the DLQ policies of our queues, which close_attempts
+        # must know and the reporter publishes when it starts.
+        services += [threads, control, reporter]
+        services += [s for s in (session, tries, completer, job_log, heartbeat) if s is not None]
         services += [s for s in (self.maintainer, wake) if s is not None]
         services.append(self._dispatchers)
         if config.burst:

@@ -26,8 +26,10 @@ from awa_django.ops.cron_publish import publish_schedules
 from awa_django.ops.descriptors import Declarations
 from awa_django.storage.runtime import (
     RuntimeSnapshot,
+    count_peers,
     delete_runtime,
     publish_declarations,
+    touch_snapshot,
     write_snapshot,
 )
 
@@ -69,17 +71,24 @@ class InstanceReporter:
         schedules: list[dict[str, Any]] | None = None,
         stopping: asyncio.Event | None = None,
         changed: asyncio.Event | None = None,
+        on_peers: Callable[[int], None] | None = None,
+        concurrency: Callable[[], dict[str, int]] | None = None,
     ) -> None:
         self._pool = pool
+        # Told, after each snapshot, how many live processes compete for this one's roles.
+        self._on_peers = on_peers
         self._schedules = schedules or []
         self._stopping = stopping or asyncio.Event()
         self._changed = changed
         self._stopped = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # Each queue's concurrency now (an operator may change it live), else ``queues``.
+        self._concurrency = concurrency
         self._declared = declared
         self._interval_s = interval_s
         self._state = state
         self._reports = 0  # snapshots written so far
+        self._written: RuntimeSnapshot | None = None  # the last one written whole
         # The fields that never change; snapshot() fills in the live ones.
         self._base = RuntimeSnapshot(
             instance_id=instance_id,
@@ -98,6 +107,7 @@ class InstanceReporter:
         in_flight, is_leader, healthy, shutting_down = self._state()
         return replace(
             self._base,
+            queues=self._base.queues if self._concurrency is None else self._concurrency(),
             in_flight=in_flight,
             is_leader=is_leader,
             healthy=healthy,
@@ -106,13 +116,35 @@ class InstanceReporter:
 
     async def report_once(self) -> None:
         """Write the snapshot, after the declarations on the first call and every
-        ``DECLARATIONS_EVERY``-th."""
+        ``DECLARATIONS_EVERY``-th. A snapshot equal to the last one written only refreshes its
+        row's ``last_seen_at``, which is what readers judge liveness by (#37)."""
         declarations = self._reports % DECLARATIONS_EVERY == 0
+        snapshot = self.snapshot()
+        # The peers are counted with the declarations, and with the second snapshot, by which
+        # time a fleet that started together has written its rows.
+        count = self._on_peers is not None and (declarations or self._reports == 1)
+        peers = 1
         async with self._pool.connection() as conn:
             if declarations:
                 await publish_declarations(conn, self._declared)
-            await write_snapshot(conn, self.snapshot(), self._declared)
+            if (
+                declarations
+                or snapshot != self._written
+                or not await touch_snapshot(conn, instance_id=snapshot.instance_id)
+            ):
+                await write_snapshot(conn, snapshot, self._declared)
+            if count:
+                # A process refreshes its row every interval: one silent for three is gone.
+                peers = await count_peers(
+                    conn,
+                    instance_id=snapshot.instance_id,
+                    queues=sorted(snapshot.queues),
+                    fresh_s=3 * self._interval_s,
+                )
+        self._written = snapshot
         self._reports += 1
+        if count and self._on_peers is not None:
+            self._on_peers(peers)
 
     async def run(
         self,

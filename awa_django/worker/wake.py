@@ -30,6 +30,7 @@ import time
 from typing import Final
 
 from awa_django.core.events import wait_for_any
+from awa_django.core.session_tries import SessionTries
 from awa_django.storage import wake as storage
 from awa_django.storage.session import SharedSession
 
@@ -65,8 +66,13 @@ class WakeLocks:
 
     name = "wake-locks"
 
-    def __init__(self, session: SharedSession) -> None:
+    def __init__(self, session: SharedSession, *, tries: SessionTries | None = None) -> None:
         self._session = session
+        # The process's session tries: a queue whose candidate lock another process holds is
+        # tried with them, in one statement with the process's other tries (#37).
+        self.tries = tries
+        if tries is not None:
+            tries.on_unwanted = self._unwanted
         # Queues whose candidate lock the session holds -> whether it holds the wake lock too.
         self._held: dict[str, bool] = {}
         # The session generation the locks in _held were taken in.
@@ -117,6 +123,36 @@ class WakeLocks:
         except Exception:
             logger.warning("wake lock session failed", exc_info=True)
             self._held.clear()
+
+    async def wait_taken(
+        self, queue: str, wakeup: asyncio.Event, stopping: asyncio.Event, tries: SessionTries
+    ) -> None:
+        """Sleep while another process is ``queue``'s candidate: until a notification, or until
+        the session tries win the candidate lock (its holder died without giving it back)."""
+        won = asyncio.Event()
+
+        def on_won() -> None:
+            self._adopt(queue)
+            won.set()
+
+        tries.wait_candidate(queue, on_won)
+        try:
+            await wait_for_any(wakeup, stopping, won)
+        finally:
+            tries.stop_waiting(queue)
+
+    def _adopt(self, queue: str) -> None:
+        # The session tries won the queue's candidate lock on the current connection.
+        if self._session.generation != self._generation:
+            self._held.clear()
+            self._generation = self._session.generation
+        self._held[queue] = False
+
+    def _unwanted(self, queue: str) -> None:
+        # Won for a dispatcher that stopped waiting meanwhile: a candidate that does not wait
+        # would leave the others asleep, so the lock goes back (waking the queue).
+        self._adopt(queue)
+        self.release(queue)
 
     def holds(self, queue: str) -> bool:
         """Whether this process waits for ``queue`` (holds its wake lock), as far as it knows."""
@@ -203,6 +239,12 @@ class IdleWait:
                 return
             # Another process is the candidate: it wakes this one with every notification, and
             # when it stops waiting (release_wake notifies).
+            tries = self._locks.tries
+            if tries is not None:
+                # Its death, the one thing that would not wake this one, is what the process's
+                # session tries look for, on their schedule (core.session_tries).
+                await self._locks.wait_taken(self._queue, wakeup, stopping, tries)
+                return
             await wait_for_any(wakeup, stopping, timeout=self._poll_interval_s * TAKEN_RETRY_POLLS)
             if wakeup.is_set() or stopping.is_set():
                 return

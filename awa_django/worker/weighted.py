@@ -38,6 +38,8 @@ class WeightedPermits:
         self.limit = limit
         self._shares = dict(shares)
         self.in_use = dict.fromkeys(shares, 0)
+        # Caps operators set live on a queue (awa.queues.set_concurrency).
+        self._caps: dict[str, int] = {}
         self._with_work: set[str] = set()
         self._changed = asyncio.Event()
 
@@ -49,8 +51,19 @@ class WeightedPermits:
         self._changed.set()
         self._changed = asyncio.Event()
 
+    def set_cap(self, queue: str, cap: int | None) -> None:
+        """Hold ``queue`` to at most ``cap`` permits from now on (None: no cap of its own)."""
+        if cap is None:
+            self._caps.pop(queue, None)
+        else:
+            self._caps[queue] = cap
+        self._notify()
+
     def cap(self, queue: str) -> int:
         """The most permits ``queue`` may hold while the current set of queues has work."""
+        return min(self._weighted_cap(queue), self._caps.get(queue, self.limit))
+
+    def _weighted_cap(self, queue: str) -> int:
         competing = self._with_work | {queue}
         if competing == {queue}:
             return self.limit
@@ -116,6 +129,10 @@ class QueuePermits:
     async def reserve(self, n: int, stopping: asyncio.Event) -> int:
         """Take between 1 and ``n`` permits as the rules allow, or 0 once ``stopping`` is set."""
         return await self._pool.reserve(self._queue, n, stopping)
+
+    def resize(self, cap: int | None) -> None:
+        """Hold this queue to at most ``cap`` permits (None: the shared rules alone)."""
+        self._pool.set_cap(self._queue, cap)
 
     def try_reserve(self, n: int) -> int:
         """Take up to ``n`` permits the rules grant now, without waiting (possibly 0)."""

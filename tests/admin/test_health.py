@@ -97,10 +97,10 @@ def test_page_queries_stay_constant_with_1000_jobs(operator_client, django_asser
     insert_samples("default", 60)
     noop.enqueue_many([{"n": n} for n in range(1000)])
     # Session and user, the statement time limit (set, then put back), then the hour's samples,
-    # the queue control rows, the closures since the newest sample (a BRIN range read) and the
-    # jobs no worker knows (a partial index that holds only them): no count of waiting jobs,
-    # nothing per queue or row.
-    with django_assert_num_queries(8):
+    # the queue control rows, the closures since the newest sample (a BRIN range read), the
+    # jobs no worker knows (a partial index that holds only them) and the runtime rows (each
+    # worker's concurrency): no count of waiting jobs, nothing per queue or row.
+    with django_assert_num_queries(9):
         response = operator_client.get(reverse(PAGE))
     assert row_of(response, "default").available == 10
 
@@ -287,3 +287,65 @@ def test_drain_of_a_queue_known_only_from_samples_asks_for_confirmation(operator
     confirm = operator_client.post(reverse(ACT), {"action": "drain", "queue": "ghost"})
     assert confirm.status_code == 200
     assert b"Yes, drain ghost" in confirm.content
+
+
+def insert_rollups(resolution_s: int, queue: str, kind: str, count: int) -> None:
+    """``count`` buckets of ``resolution_s`` back from now, 30 completions and 2 failures each;
+    queue rows (kind '') with depths."""
+    depth = "NULL" if kind else "5 + b"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.queue_stat_rollups (resolution_s, queue, kind, bucket_at, completed, "
+            f"failed, available, scheduled, retryable, running, dlq) SELECT %s, %s, %s, "
+            "date_bin(make_interval(secs => %s), now(), timestamptz '2000-01-01 00:00:00+00') "
+            f"- b * make_interval(secs => %s), 30, 2, {depth}, {depth}, 0, 1, 0 "
+            "FROM generate_series(1, %s) b",
+            [resolution_s, queue, kind, resolution_s, resolution_s, count],
+        )
+
+
+@pytest.mark.parametrize(
+    ("window", "resolution_s", "words"),
+    [("24h", 60, "last 24 hours"), ("7d", 900, "last 7 days")],
+)
+def test_longer_windows_chart_the_compacted_history(operator_client, window, resolution_s, words):
+    insert_rollups(resolution_s, "default", "", 200)
+    response = operator_client.get(reverse(PAGE), {"window": window})
+    assert response.status_code == 200
+    charts = {row.queue: charts for row, _, charts in response.context["rows"]}
+    throughput, depth = charts["default"]
+    assert f"default: throughput, {words}" in throughput and "<polyline" in throughput
+    assert f"default: depth, {words}" in depth and "available" in depth
+    # Drawn at 5 or 30 minutes a point, the rate is still 30 per bucket's minutes, the newest
+    # step (still filling) included.
+    rate = f"{30 / (resolution_s / 60):g}"
+    assert f"completed: {rate} now, max {rate}" in throughput
+    assert b"No compacted history in the " + words.encode() in response.content  # email
+    # The selector is plain links (no JavaScript): this window is the one in bold.
+    body = response.content.decode()
+    assert f"<strong>{words}</strong>" in body
+    assert '<a href="?window=1h&amp;view=queue">last hour</a>' in body
+    assert f'<a href="?window={window}&amp;view=kind">per kind</a>' in body
+
+
+def test_the_per_kind_view_charts_each_kinds_throughput(operator_client):
+    insert_rollups(60, "default", "", 30)
+    insert_rollups(60, "default", "tests.noop", 30)
+    insert_rollups(60, "default", "tests.record", 10)
+    response = operator_client.get(reverse(PAGE), {"view": "kind"})
+    assert response.status_code == 200
+    charts = {row.queue: charts for row, _, charts in response.context["rows"]}
+    noop_chart, record_chart = charts["default"]
+    assert "default / tests.noop: throughput, last hour" in noop_chart
+    assert "default / tests.record: throughput, last hour" in record_chart
+    assert "completed: 30 now, max 30" in noop_chart
+    assert charts["email"] is None
+
+
+@pytest.mark.parametrize(
+    "query", [{"window": "2h"}, {"window": ""}, {"view": "worker"}, {"window": "7d", "view": "x"}]
+)
+def test_an_unknown_window_or_view_is_a_400(operator_client, query):
+    response = operator_client.get(reverse(PAGE), query)
+    assert response.status_code == 400
+    assert b"window must be one of 1h, 24h, 7d and view one of queue, kind" in response.content

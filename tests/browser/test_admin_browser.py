@@ -1,5 +1,6 @@
 """A real browser in the real admin: headless Chromium (Debian's, through its chromedriver)
-logs into the example project's live server, opens queue health and the DLQ, retries a dead
+logs into the example project's live server, opens queue health (changing a queue's concurrency
+live and the charts' window) and the DLQ, retries a dead
 job that a real worker process then completes, purges another after its confirmation page,
 retries a filtered group of dead letters larger than a page at once, and sees descriptor drift
 once a second worker declares the queue differently; it saves screenshots of every step.
@@ -134,6 +135,22 @@ def test_operator_retries_a_dead_job_from_the_admin(
     assert drain_right <= width, f"Drain… ends at {drain_right}px of {width}"
     browser.set_window_size(1400, 1000)
 
+    # The concurrency changed from the page (a plain form): the running worker subprocess
+    # applies it without a restart, and its runtime snapshot says so.
+    field = browser.find_element(By.CSS_SELECTOR, "#concurrency-email input[name=concurrency]")
+    field.clear()
+    field.send_keys("3")
+    browser.find_element(By.ID, "set-concurrency-email").click()
+    wait_for(browser, "ul.messagelist")
+    assert "at most 3 jobs at once" in browser.find_element(By.CSS_SELECTOR, "ul.messagelist").text
+    assert "3 set live" in browser.find_element(By.ID, "concurrency-email").text
+    wait_until(lambda: [r.queues.get("email") for r in runtimes.list()] == [3], timeout=15)
+    # The chart window is a plain link too.
+    browser.find_element(By.LINK_TEXT, "last 24 hours").click()
+    wait_for(browser, "#chart-window strong")
+    assert browser.find_element(By.CSS_SELECTOR, "#chart-window strong").text == "last 24 hours"
+    browser.save_screenshot(str(screenshots / "02c-queue-health-24h.png"))
+
     browser.get(f"{live_server.url}/admin/awa_django/deadletter/")
     wait_for(browser, "#dlq-results")
     assert "attempts_exhausted" in browser.find_element(By.ID, "dlq-results").text
@@ -244,6 +261,7 @@ def test_operator_retries_a_dead_job_from_the_admin(
         "01-admin-index.png",
         "02-queue-health.png",
         "02b-queue-health-1280.png",
+        "02c-queue-health-24h.png",
         "03-dlq-list.png",
         "04-dlq-detail.png",
         "05-dlq-retried.png",

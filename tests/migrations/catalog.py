@@ -1,7 +1,8 @@
 """What the awa schema consists of, as comparable text: every relation, column (type,
-nullability, default, position), constraint, index, trigger, type, function definition and view
-definition. Two databases with equal catalogs hold the same schema. The lanes' commit sequences
-(``awa.lane_<md5>``, created on a lane's first use) are data, not schema, and are left out."""
+nullability, default, position among the live columns), constraint, index, trigger, type,
+function definition and view definition. Two databases with equal catalogs hold the same
+schema. The lanes' commit sequences (``awa.lane_<md5>``, created on a lane's first use) are data,
+not schema, and are left out."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ rels AS (
 )
 SELECT c.relkind::text || ':' || c.relname FROM rels c
 UNION ALL
-SELECT 'column:' || c.relname || '.' || a.attname || ' ' || a.attnum || ' '
+-- Position among the live columns: a column dropped by a reversed migration and added again
+-- leaves a hole in attnum but the same order.
+SELECT 'column:' || c.relname || '.' || a.attname || ' '
+       || row_number() OVER (PARTITION BY a.attrelid ORDER BY a.attnum) || ' '
        || format_type(a.atttypid, a.atttypmod)
        || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
        || coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), '')

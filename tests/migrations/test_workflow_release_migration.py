@@ -1,4 +1,4 @@
-"""Migration 0020_workflow_release reverses and applies again: back at 0017 the release filters
+"""Migration 0020_workflow_release reverses and applies again: back at 0019 the release filters
 every step of the workflow for each released step, forward again it follows the edges, and the
 schema is a fresh install's either way round."""
 
@@ -25,11 +25,11 @@ def release_source() -> str:
 
 
 @pytest.mark.usefixtures("awa_db")
-def test_0020_reverses_to_0017_and_applies_again():
+def test_0020_reverses_to_0019_and_applies_again():
     installed = catalog()
     assert "JOIN awa.workflow_steps p" in release_source()
 
-    call_command("migrate", "awa_django", "0017_lanes", verbosity=0)
+    call_command("migrate", "awa_django", "0019_console_history", verbosity=0)
     assert "JOIN awa.workflow_steps p" not in release_source()
     old = awa.chord([awa.call(add, x=1), awa.call(add, x=2)], collect).enqueue()
     assert awa.get_workflow(old.workflow_id).counts == {"released": 2, "held": 1}

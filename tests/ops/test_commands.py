@@ -89,6 +89,27 @@ def test_awa_queue_pause_resume_and_drain_with_confirmation(monkeypatch):
     assert awa.get_job(other).state == "cancelled"
 
 
+def test_awa_queue_concurrency_sets_and_resets_the_live_value():
+    assert run("awa_queue", "concurrency", "email", "--to", "3", "--by", "bob") == (
+        "email: concurrency 3 in each worker process\n"
+    )
+    [email] = [q for q in awa.queues.stats() if q.queue == "email"]
+    assert (email.concurrency, email.concurrency_set_by) == (3, "bob")
+    table = run("awa_queues").splitlines()
+    assert table[0].split()[-1] == "live_concurrency"
+    default_row, email_row = (line.split() for line in table[1:3])
+    assert (default_row[0], default_row[-1]) == ("default", "-")
+    assert (email_row[0], email_row[-2:]) == ("email", ["3", "(bob)"])
+    for bad in (["--to", "0"], ["--to", "-2"], ["--to", "10001"], [], ["--to", "2", "--reset"]):
+        with pytest.raises(CommandError):
+            run("awa_queue", "concurrency", "email", *bad)
+    with pytest.raises(CommandError, match="--to does not apply to pause"):
+        run("awa_queue", "pause", "email", "--to", "2")
+    assert [q.concurrency for q in awa.queues.stats() if q.queue == "email"] == [3]
+    assert "configured value" in run("awa_queue", "concurrency", "email", "--reset")
+    assert [q.concurrency for q in awa.queues.stats() if q.queue == "email"] == [None]
+
+
 def test_awa_dlq_list_depth_retry_purge_and_move_failed():
     dead = [awa.enqueue(terminal) for _ in range(3)]
     failed = awa.enqueue(terminal, queue="email")

@@ -3,7 +3,9 @@ worker that waits, and no job waits for the poll interval, here 30 s, to be seen
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import time
 
@@ -107,3 +109,55 @@ def test_a_resume_committed_while_the_listen_connection_was_down_reaches_its_wai
     awa.resume_external(token, {"approved": True})
     wait_for_state(job_id, "completed", timeout=10)
     assert "session connection lost" in worker.output
+
+
+def local_ports_of(pid: int) -> set[int]:
+    """The local TCP ports of process ``pid``'s sockets (its connections to the server)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as lines:
+            next(lines)
+            for line in lines:
+                fields = line.split()
+                if fields[9] in inodes:
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def candidate_port() -> int | None:
+    """The client port of the session that holds the default queue's candidate lock."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT a.client_port FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
+            " WHERE l.locktype = 'advisory' AND l.classid = 1096237399"
+            " AND l.objid = hashtext('default')::oid AND l.granted"
+        )
+        row = cursor.fetchone()
+    return None if row is None else int(row[0])
+
+
+def test_a_candidate_that_dies_is_replaced_by_the_session_tries(worker_process):
+    """#37: the other workers of a queue try its candidate lock only with their session tries
+    (every 4 s at most in a small fleet: two LEADER_ELECTION_INTERVAL_S), never by claiming.
+    Once the candidate is SIGKILLed, a job enqueued into the idle queue still starts within
+    that bound, though the poll interval is 30 s and no commit notifies anyone meanwhile."""
+    workers = [worker_process("--queue", "default=2", env=POLL).wait_ready() for _ in range(2)]
+    wait_until(lambda: candidate_port() is not None, timeout=10)
+    port = candidate_port()
+    (candidate,) = [w for w in workers if port in local_ports_of(w.proc.pid)]
+    (other,) = [w for w in workers if w is not candidate]
+    candidate.proc.send_signal(signal.SIGKILL)
+    candidate.proc.wait()
+    # The candidate's session ends with it: the other worker's next tick takes the lock.
+    wait_until(lambda: candidate_port() not in (None, port), timeout=6)
+    assert candidate_port() in local_ports_of(other.proc.pid)
+    time.sleep(0.3)
+    job_id = awa.enqueue("tests.record", args={"n": 1})
+    wait_until(lambda: awa.get_job(job_id).state == "completed", timeout=10)
+    assert started_after_commit(job_id) < 2.0

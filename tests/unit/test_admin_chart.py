@@ -169,3 +169,22 @@ def test_a_peak_label_at_the_edge_stays_whole_inside_the_chart():
         assert peak.text.startswith("peak 31.7k (")
         assert float(peak.get("x")) - half >= LEFT
         assert float(peak.get("x")) + half <= WIDTH - RIGHT
+
+
+@pytest.mark.parametrize(
+    ("span", "labels", "title"),
+    [
+        (timedelta(hours=24), ["-24h", "-18h", "-12h", "-6h", "now"], "hours ago"),
+        (timedelta(days=7), ["-7d", "-6d", "-5d", "-4d", "-3d", "-2d", "-1d", "now"], "days ago"),
+    ],
+    ids=["24h", "7d"],
+)
+def test_longer_windows_count_back_in_hours_or_days(span, labels, title):
+    peak_at = END - (timedelta(hours=2.5) if span == timedelta(hours=24) else timedelta(days=3.5))
+    series = [Series(name="s", color="blue", points=[(END - span, 1.0), (peak_at, 9.0)])]
+    root = parse(line_chart(series, start=END - span, end=END, title="t", unit="u"))
+    texts = [text.text for text in root.iter(f"{SVG}text")]
+    assert [t for t in texts if t in labels] == labels and title in texts
+    # The peak says how long ago in the same unit, to a tenth under ten.
+    expected = "peak 9 (-2.5h)" if span == timedelta(hours=24) else "peak 9 (-3.5d)"
+    assert expected in texts

@@ -122,3 +122,78 @@ def delete_descriptors() -> None:
             cursor.execute("DELETE FROM awa.queue_descriptors")
     finally:
         connection.close()  # this thread's connection
+
+
+def runtime_row(instance_id: str) -> tuple[datetime, int] | None:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT last_seen_at, in_flight FROM awa.runtime_instances WHERE instance_id = %s",
+                [instance_id],
+            )
+            row = cursor.fetchone()
+            return None if row is None else (row[0], row[1])
+    finally:
+        connection.close()  # this thread's connection
+
+
+def test_an_unchanged_snapshot_only_refreshes_last_seen_at(monkeypatch: pytest.MonkeyPatch) -> None:
+    """#37: the full upsert was an idle fleet's most expensive statement per call; between
+    changes a snapshot sets last_seen_at alone (what liveness is judged by)."""
+    from awa_django.worker import reporter as reporter_module
+
+    whole: list[int] = []
+    original = reporter_module.write_snapshot
+
+    async def counted(*args: object, **kwargs: object) -> None:
+        whole.append(1)
+        await original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reporter_module, "write_snapshot", counted)
+    state = [0]
+    peers: list[int] = []
+
+    async def main() -> None:
+        pool = await open_pool("default", max_size=1)
+        reporter = InstanceReporter(
+            pool,
+            instance_id="touch-test",
+            queues={"default": 1},
+            declared=declared(get_settings(), registry.jobs()),
+            interval_s=10,
+            started_at=datetime.now(UTC),
+            state=lambda: (state[0], False, True, False),
+            on_peers=peers.append,
+        )
+        try:
+            await reporter.report_once()  # the first: whole
+            first = await asyncio.to_thread(runtime_row, "touch-test")
+            await reporter.report_once()  # unchanged: touched
+            touched = await asyncio.to_thread(runtime_row, "touch-test")
+            assert first is not None and touched is not None
+            assert touched[0] > first[0] and len(whole) == 1
+            state[0] = 2  # a job started: whole again
+            await reporter.report_once()
+            assert len(whole) == 2
+            assert (await asyncio.to_thread(runtime_row, "touch-test"))[1] == 2  # type: ignore[index]
+            # The row went (the leader deleted it as stale): written whole again.
+            await asyncio.to_thread(delete_runtime_row, "touch-test")
+            await reporter.report_once()
+            assert len(whole) == 3 and await asyncio.to_thread(runtime_row, "touch-test")
+            # The live processes were counted with the first and second snapshots only (the
+            # session tries scale with them): this one alone.
+            assert peers == [1, 1]
+        finally:
+            await pool.close()
+
+    asyncio.run(main())
+
+
+def delete_runtime_row(instance_id: str) -> None:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "DELETE FROM awa.runtime_instances WHERE instance_id = %s", [instance_id]
+            )
+    finally:
+        connection.close()  # this thread's connection

@@ -52,8 +52,10 @@ def test_services_start_in_order_and_stop_in_reverse(caplog: pytest.LogCaptureFi
     assert started == [
         "connections",
         "handler-threads",
+        "concurrency",
         "reporter",
         "session",
+        "session-tries",
         "completer",
         "job-log",
         "heartbeat",
@@ -83,8 +85,10 @@ def test_a_service_that_fails_to_start_stops_the_ones_started(
     assert started == [
         "connections",
         "handler-threads",
+        "concurrency",
         "reporter",
         "session",
+        "session-tries",
         "completer",
         "job-log",
     ]

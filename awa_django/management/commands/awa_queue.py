@@ -1,4 +1,4 @@
-"""``manage.py awa_queue pause|resume|drain QUEUE``: control one queue."""
+"""``manage.py awa_queue pause|resume|drain|concurrency QUEUE``: control one queue."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any, Final
 
 from django.core.management.base import CommandError
 
+from awa_django.exceptions import InvalidJob
 from awa_django.management.command import QueueCommand
 from awa_django.management.output import name
 from awa_django.management.validation import known_queue, refuse_unused
@@ -14,21 +15,41 @@ from awa_django.ops import queues
 
 DEFAULT_BY: Final = "operator"
 # Each option that only some actions read: how it is typed, and those actions.
-USES: Final = {"yes": ("--yes", ("drain",)), "by": ("--by", ("pause",))}
+USES: Final = {
+    "yes": ("--yes", ("drain",)),
+    "by": ("--by", ("pause", "concurrency")),
+    "to": ("--to", ("concurrency",)),
+    "reset": ("--reset", ("concurrency",)),
+}
 
 
 class Command(QueueCommand):
     help = (
-        "Pause or resume a queue, or drain it (cancel every pending job; asks for confirmation "
-        "unless --yes). The queue may be one AWA['QUEUES'] declares or one the database holds."
+        "Pause or resume a queue, drain it (cancel every pending job; asks for confirmation "
+        "unless --yes), or change its concurrency in every running worker (concurrency --to N, "
+        "or --reset to the configured value). The queue may be one AWA['QUEUES'] declares or "
+        "one the database holds."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("action", choices=("pause", "resume", "drain"))
+        parser.add_argument("action", choices=("pause", "resume", "drain", "concurrency"))
         parser.add_argument("queue", type=name, metavar="QUEUE")
         parser.add_argument("--yes", action="store_true", help="drain: without asking.")
         parser.add_argument(
-            "--by", type=name, help=f"pause: who pauses, stored with it (default {DEFAULT_BY!r})."
+            "--by",
+            type=name,
+            help=f"pause, concurrency: who acts, stored with it (default {DEFAULT_BY!r}).",
+        )
+        parser.add_argument(
+            "--to",
+            type=int,
+            metavar="N",
+            help="concurrency: run at most N jobs of the queue at once in each worker process.",
+        )
+        parser.add_argument(
+            "--reset",
+            action="store_true",
+            help="concurrency: back to each worker's configured value.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -41,8 +62,24 @@ class Command(QueueCommand):
         elif action == "resume":
             queues.resume(queue)
             self.stdout.write(f"resumed {queue}")
+        elif action == "concurrency":
+            self._concurrency(queue, options["to"], reset=options["reset"], by=options["by"])
         else:
             self._drain(queue, confirmed=options["yes"])
+
+    def _concurrency(self, queue: str, to: int | None, *, reset: bool, by: str | None) -> None:
+        if (to is None) == (not reset):
+            raise CommandError("concurrency: give exactly one of --to N and --reset")
+        if reset:
+            queues.reset_concurrency(queue, by=by or DEFAULT_BY)
+            self.stdout.write(f"{queue}: concurrency back to each worker's configured value")
+            return
+        assert to is not None
+        try:
+            queues.set_concurrency(queue, to, by=by or DEFAULT_BY)
+        except InvalidJob as error:
+            raise CommandError(f"--to: {error}; nothing was changed") from None
+        self.stdout.write(f"{queue}: concurrency {to} in each worker process")
 
     def _drain(self, queue: str, *, confirmed: bool) -> None:
         if not confirmed:

@@ -23,14 +23,15 @@ HEADERS = (
     "failed/h",
     "per_min",
     "paused",
+    "live_concurrency",
 )
 
 
 class Command(QueueCommand):
     help = (
         "Show every queue's depth by state, DLQ depth, lag, completed and failed in the last "
-        "hour, throughput and pause state, and the jobs that wait because no worker knows "
-        "their kind."
+        "hour, throughput, pause state and the concurrency an operator set live (awa_queue "
+        "concurrency), and the jobs that wait because no worker knows their kind."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -56,6 +57,7 @@ class Command(QueueCommand):
                 q.failed_last_hour,
                 f"{q.throughput_per_min:.1f}",
                 f"yes ({q.paused_by})" if q.paused else "no",
+                "-" if q.concurrency is None else f"{q.concurrency} ({q.concurrency_set_by})",
             )
             for q in found
         ]

@@ -239,6 +239,34 @@ LANGUAGE sql AS $$
       FROM finished f
 $$;
 
+-- What follows when a workflow's last unfinished step ended (the caller holds its lock): no
+-- held on_failure step: it finishes; one, and a step did not complete: that step is returned,
+-- for the caller to release; one, and nothing failed or the workflow was cancelled: it is
+-- withdrawn as not needed (skipped) and the workflow finishes.
+CREATE OR REPLACE FUNCTION awa.workflow_settle(p_workflow_id bigint, p_failures integer,
+                                               p_cancel_reason text)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_handler bigint;
+BEGIN
+    SELECT s.job_id INTO v_handler FROM awa.workflow_steps s
+     WHERE s.workflow_id = p_workflow_id AND s.on_failure AND s.state = 'held';
+    IF NOT FOUND THEN
+        PERFORM awa.workflow_finish(p_workflow_id);
+        RETURN NULL;
+    ELSIF p_failures > 0 AND p_cancel_reason IS NULL THEN
+        RETURN v_handler;
+    END IF;
+    PERFORM awa.workflow_withdraw(v_handler, CASE
+        WHEN p_cancel_reason IS NOT NULL THEN 'workflow cancelled: ' || p_cancel_reason
+        ELSE 'workflow completed: on_failure step not needed' END);
+    UPDATE awa.workflow_steps s SET state = 'skipped', finished_at = now()
+     WHERE s.job_id = v_handler;
+    PERFORM awa.workflow_finish(p_workflow_id);
+    RETURN NULL;
+END
+$$;
+
 -- Records that steps ended and does what follows, in the caller's transaction. p_ended is a
 -- JSON array of {job_id, outcome, error, result}, outcome as awa.done_entries has it; items
 -- whose job is no step, or whose step already ended, change nothing (every closer may call
@@ -253,6 +281,12 @@ $$;
 -- that brings the workflow's unfinished count to zero finishes it, unless it has an
 -- on_failure step and a step did not complete: that step is then released, and the workflow
 -- finishes when it ends. An on_failure step that is not needed is marked skipped.
+--
+-- The common case, a step that completed and added no steps, of a workflow not cancelled, is
+-- done for the whole batch in a few set statements (one update of the steps, one of each
+-- workflow's counters, one of the dependents' counts), before the loop that handles the rest
+-- one item at a time: a close batch of n steps of one workflow made n updates of that
+-- workflow's row and n of its steps, which made a step's close cost ten times a job's.
 CREATE OR REPLACE FUNCTION awa.workflow_steps_ended(p_ended jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -268,24 +302,81 @@ DECLARE
     v_wf record;
     v_left integer;
     v_release bigint[] := '{}';
-    v_handler record;
+    v_handler bigint;
+    v_fast bigint[];
+    v_settled jsonb;
 BEGIN
     -- Held back while awa.workflow_cancel closes the running steps of a workflow without its
     -- lock; it does their bookkeeping itself.
     IF current_setting('awa.workflow_hold', true) = 'on' THEN
         RETURN;
     END IF;
-    SELECT array_agg(e.job_id), array_agg(e.outcome), array_agg(e.error), array_agg(e.result),
-           array_agg(e.add)
-      INTO v_jobs, v_outcomes, v_errors, v_results, v_adds
-      FROM jsonb_to_recordset(p_ended) AS e(job_id bigint, outcome text, error jsonb,
-                                             result jsonb, add jsonb);
+    SELECT array_agg(e.job_id) INTO v_jobs
+      FROM jsonb_to_recordset(p_ended) AS e(job_id bigint);
     IF v_jobs IS NULL THEN
         RETURN;
     END IF;
     PERFORM awa.workflow_lock(w.workflow_id)
        FROM (SELECT DISTINCT s.workflow_id FROM awa.workflow_steps s
               WHERE s.job_id = ANY (v_jobs) ORDER BY 1) w;
+    -- The common case, for the whole batch at once (see above).
+    WITH ended AS (
+        SELECT e.job_id, e.error, e.result
+          FROM jsonb_to_recordset(p_ended) AS e(job_id bigint, outcome text, error jsonb,
+                                                 result jsonb, add jsonb)
+         WHERE e.outcome = 'completed' AND jsonb_typeof(e.add) IS DISTINCT FROM 'array'
+    ), done AS (
+        UPDATE awa.workflow_steps s
+           SET state = 'completed', result = e.result, error = e.error, finished_at = now()
+          FROM ended e
+         WHERE s.job_id = e.job_id AND s.state IN ('held', 'released', 'dead_lettered')
+           AND NOT s.on_failure
+           AND NOT EXISTS (SELECT 1 FROM awa.workflows w
+                            WHERE w.workflow_id = s.workflow_id
+                              AND w.cancel_reason IS NOT NULL)
+        RETURNING s.workflow_id, s.name, s.job_id
+    ), counted AS (
+        UPDATE awa.workflows w SET unfinished = w.unfinished - c.steps
+          FROM (SELECT d.workflow_id, count(*)::integer AS steps FROM done d
+                 GROUP BY d.workflow_id) c
+         WHERE w.workflow_id = c.workflow_id
+        RETURNING w.workflow_id, w.unfinished, w.failures, w.cancel_reason
+    ), dependents AS (
+        UPDATE awa.workflow_steps t SET remaining_deps = t.remaining_deps - n.deps
+          FROM (SELECT e.workflow_id, e.to_step, count(*)::integer AS deps
+                  FROM done d
+                  JOIN awa.workflow_edges e
+                    ON e.workflow_id = d.workflow_id AND e.from_step = d.name
+                 GROUP BY e.workflow_id, e.to_step) n
+         WHERE t.workflow_id = n.workflow_id AND t.name = n.to_step AND t.state = 'held'
+        RETURNING t.job_id, t.remaining_deps
+    )
+    SELECT (SELECT coalesce(array_agg(d.job_id), '{}') FROM done d),
+           (SELECT coalesce(array_agg(p.job_id ORDER BY p.job_id), '{}') FROM dependents p
+             WHERE p.remaining_deps = 0),
+           (SELECT coalesce(jsonb_agg(to_jsonb(c) ORDER BY c.workflow_id), '[]') FROM counted c
+             WHERE c.unfinished = 0)
+      INTO v_fast, v_release, v_settled;
+    FOR v_wf IN
+        SELECT * FROM jsonb_to_recordset(v_settled)
+            AS c(workflow_id bigint, unfinished integer, failures integer, cancel_reason text)
+    LOOP
+        v_handler := awa.workflow_settle(v_wf.workflow_id, v_wf.failures, v_wf.cancel_reason);
+        IF v_handler IS NOT NULL THEN
+            v_release := v_release || v_handler;
+        END IF;
+    END LOOP;
+    -- The rest, one item at a time.
+    SELECT array_agg(e.job_id), array_agg(e.outcome), array_agg(e.error), array_agg(e.result),
+           array_agg(e.add)
+      INTO v_jobs, v_outcomes, v_errors, v_results, v_adds
+      FROM jsonb_to_recordset(p_ended) AS e(job_id bigint, outcome text, error jsonb,
+                                             result jsonb, add jsonb)
+     WHERE e.job_id <> ALL (v_fast);
+    IF v_jobs IS NULL THEN
+        PERFORM awa.workflow_release(v_release);
+        RETURN;
+    END IF;
     WHILE v_i <= cardinality(v_jobs) LOOP
         v_state := CASE v_outcomes[v_i]
             WHEN 'completed' THEN 'completed'
@@ -365,20 +456,10 @@ BEGIN
             END IF;
         END LOOP;
         IF v_wf.unfinished = 0 THEN
-            SELECT s.job_id, s.name INTO v_handler FROM awa.workflow_steps s
-             WHERE s.workflow_id = v_step.workflow_id AND s.on_failure AND s.state = 'held';
-            IF NOT FOUND THEN
-                PERFORM awa.workflow_finish(v_step.workflow_id);
-            ELSIF v_wf.failures > 0 AND v_wf.cancel_reason IS NULL THEN
-                v_release := v_release || v_handler.job_id;
-            ELSE
-                PERFORM awa.workflow_withdraw(v_handler.job_id, CASE
-                    WHEN v_wf.cancel_reason IS NOT NULL THEN 'workflow cancelled: '
-                                                             || v_wf.cancel_reason
-                    ELSE 'workflow completed: on_failure step not needed' END);
-                UPDATE awa.workflow_steps s SET state = 'skipped', finished_at = now()
-                 WHERE s.job_id = v_handler.job_id;
-                PERFORM awa.workflow_finish(v_step.workflow_id);
+            v_handler := awa.workflow_settle(v_step.workflow_id, v_wf.failures,
+                                             v_wf.cancel_reason);
+            IF v_handler IS NOT NULL THEN
+                v_release := v_release || v_handler;
             END IF;
         END IF;
         v_i := v_i + 1;

@@ -83,8 +83,29 @@ SELECT EXISTS (SELECT 1 FROM awa.queue_stat_samples s WHERE s.queue = %(queue)s)
                   AND d.finalized_at > now() - make_interval(secs => %(window_s)s::double precision))
 
 -- name: queue_meta_rows
--- Pause state (and DLQ switch) of every queue that has a control row.
-SELECT queue, paused, paused_at, paused_by, dlq_enabled FROM awa.queue_meta ORDER BY queue
+-- Pause state, DLQ switch and live concurrency of every queue that has a control row.
+SELECT queue, paused, paused_at, paused_by, dlq_enabled, concurrency, concurrency_set_at,
+       concurrency_set_by
+  FROM awa.queue_meta ORDER BY queue
+
+-- name: set_queue_concurrency
+-- Sets a queue's live concurrency (NULL: back to each worker's configured value) and tells the
+-- workers serving it at commit.
+WITH changed AS (
+    INSERT INTO awa.queue_meta (queue, concurrency, concurrency_set_at, concurrency_set_by)
+    VALUES (%(queue)s, %(concurrency)s, now(), %(by)s)
+    ON CONFLICT (queue) DO UPDATE
+       SET concurrency = excluded.concurrency,
+           concurrency_set_at = excluded.concurrency_set_at,
+           concurrency_set_by = excluded.concurrency_set_by
+    RETURNING queue
+)
+SELECT pg_notify('awa_control', queue) FROM changed
+
+-- name: queue_concurrency
+-- The live concurrency set for each of the given queues that has one (a worker's read).
+SELECT queue, concurrency FROM awa.queue_meta
+ WHERE queue = ANY(%(queues)s::text[]) AND concurrency IS NOT NULL
 
 -- name: pause_queue
 -- Pauses a queue: workers claim nothing from it and promotion leaves its due jobs deferred.
@@ -121,3 +142,105 @@ SELECT count(*)::integer FROM (
                           AND t.shard = r.shard AND t.lane_seq = r.lane_seq
                           AND t.ready_slot = r.ready_slot)
 ) pending
+
+-- name: roll_up_minutes
+-- Compacts the minutes that ended at least %(settle_s)s ago and are not rolled up yet (at most
+-- %(catch_up_s)s back) into 1-minute buckets: per queue (kind '') the closures counted and the
+-- peak of each depth the leader's samples saw; per queue and kind the closures only. Closures are
+-- read through the BRIN index on done_entries.finalized_at, and each one's kind from its ready
+-- entry by that table's primary key (the ring prunes both together): no write on the job path.
+WITH bounds AS (
+    SELECT greatest(
+               (SELECT max(bucket_at) FROM awa.queue_stat_rollups WHERE resolution_s = 60)
+                   + interval '1 minute',
+               date_bin('1 minute', now() - make_interval(secs => %(catch_up_s)s::double precision),
+                        timestamptz '2000-01-01 00:00:00+00')) AS since,
+           date_bin('1 minute', now() - make_interval(secs => %(settle_s)s::double precision),
+                    timestamptz '2000-01-01 00:00:00+00') AS until
+), closed AS (
+    SELECT d.queue,
+           CASE WHEN grouping(r.kind) = 1 THEN '' ELSE coalesce(r.kind, '(pruned)') END AS kind,
+           date_bin('1 minute', d.finalized_at, timestamptz '2000-01-01 00:00:00+00')
+               AS bucket_at,
+           count(*) FILTER (WHERE d.outcome = 'completed')::integer AS completed,
+           count(*) FILTER (WHERE d.outcome = 'failed')::integer AS failed
+      FROM bounds b
+      JOIN awa.done_entries d ON d.finalized_at >= b.since AND d.finalized_at < b.until
+      LEFT JOIN awa.ready_entries r
+             ON r.queue = d.queue AND r.priority = d.priority AND r.shard = d.shard
+            AND r.lane_seq = d.lane_seq AND r.ready_slot = d.ready_slot
+     WHERE d.outcome IN ('completed', 'failed')
+     GROUP BY GROUPING SETS (
+         (d.queue, date_bin('1 minute', d.finalized_at, timestamptz '2000-01-01 00:00:00+00')),
+         (d.queue, r.kind,
+          date_bin('1 minute', d.finalized_at, timestamptz '2000-01-01 00:00:00+00')))
+), depths AS (
+    SELECT s.queue,
+           date_bin('1 minute', s.sampled_at, timestamptz '2000-01-01 00:00:00+00') AS bucket_at,
+           max(s.available) AS available, max(s.scheduled) AS scheduled,
+           max(s.retryable) AS retryable, max(s.running) AS running, max(s.dlq) AS dlq
+      FROM bounds b
+      JOIN awa.queue_stat_samples s ON s.sampled_at >= b.since AND s.sampled_at < b.until
+     GROUP BY 1, 2
+), queues AS (
+    SELECT coalesce(c.queue, p.queue) AS queue, '' AS kind,
+           coalesce(c.bucket_at, p.bucket_at) AS bucket_at,
+           coalesce(c.completed, 0) AS completed, coalesce(c.failed, 0) AS failed,
+           p.available, p.scheduled, p.retryable, p.running, p.dlq
+      FROM (SELECT * FROM closed WHERE kind = '') c
+      FULL JOIN depths p ON p.queue = c.queue AND p.bucket_at = c.bucket_at
+)
+INSERT INTO awa.queue_stat_rollups (resolution_s, queue, kind, bucket_at, completed, failed,
+                                    available, scheduled, retryable, running, dlq)
+SELECT 60, queue, kind, bucket_at, completed, failed, available, scheduled, retryable, running,
+       dlq
+  FROM queues
+UNION ALL
+SELECT 60, queue, kind, bucket_at, completed, failed, NULL, NULL, NULL, NULL, NULL
+  FROM closed WHERE kind <> ''
+ON CONFLICT DO NOTHING
+
+-- name: roll_up_quarters
+-- Compacts the 1-minute buckets of every quarter hour whose minutes are all rolled up (and that
+-- is not yet, at most %(catch_up_s)s back) into 15-minute buckets: counts summed, depths' peak.
+WITH bounds AS (
+    SELECT greatest(
+               (SELECT max(bucket_at) FROM awa.queue_stat_rollups WHERE resolution_s = 900)
+                   + interval '15 minutes',
+               date_bin('15 minutes',
+                        now() - make_interval(secs => %(catch_up_s)s::double precision),
+                        timestamptz '2000-01-01 00:00:00+00')) AS since,
+           date_bin('15 minutes',
+                    (SELECT max(bucket_at) FROM awa.queue_stat_rollups WHERE resolution_s = 60)
+                        + interval '1 minute',
+                    timestamptz '2000-01-01 00:00:00+00') AS until
+)
+INSERT INTO awa.queue_stat_rollups (resolution_s, queue, kind, bucket_at, completed, failed,
+                                    available, scheduled, retryable, running, dlq)
+SELECT 900, m.queue, m.kind,
+       date_bin('15 minutes', m.bucket_at, timestamptz '2000-01-01 00:00:00+00'),
+       sum(m.completed)::integer, sum(m.failed)::integer, max(m.available), max(m.scheduled),
+       max(m.retryable), max(m.running), max(m.dlq)
+  FROM bounds b
+  JOIN awa.queue_stat_rollups m
+    ON m.resolution_s = 60 AND m.bucket_at >= b.since AND m.bucket_at < b.until
+ GROUP BY 1, 2, 3, 4
+ON CONFLICT DO NOTHING
+
+-- name: trim_rollups
+-- Drops the buckets of each resolution older than its kept window.
+DELETE FROM awa.queue_stat_rollups
+ WHERE (resolution_s = 60
+        AND bucket_at < now() - make_interval(secs => %(keep_minutes_s)s::double precision))
+    OR (resolution_s = 900
+        AND bucket_at < now() - make_interval(secs => %(keep_quarters_s)s::double precision))
+
+-- name: queue_rollups
+-- The buckets of one resolution over the last window, per queue (kind '') or per queue and kind
+-- (the others), oldest first.
+SELECT queue, kind, bucket_at, completed, failed, available, scheduled, retryable, running, dlq
+  FROM awa.queue_stat_rollups
+ WHERE resolution_s = %(resolution_s)s
+   AND bucket_at > now() - make_interval(secs => %(window_s)s::double precision)
+   AND (kind = '') = %(per_queue)s
+ ORDER BY bucket_at, queue, kind

@@ -80,6 +80,26 @@ ON CONFLICT (instance_id) DO UPDATE
        shutting_down = excluded.shutting_down, queue_hashes = excluded.queue_hashes,
        kind_hashes = excluded.kind_hashes
 
+-- name: touch_runtime
+-- Refreshes a snapshot that did not change since it was written (#37): one timestamp, a HOT
+-- update (no index covers last_seen_at). No row (the leader deleted it as stale, after a long
+-- stall): the reporter writes the whole snapshot instead.
+UPDATE awa.runtime_instances SET last_seen_at = now() WHERE instance_id = %(instance_id)s
+
+-- name: count_peers
+-- How many live processes (rows refreshed within %(fresh_s)s seconds) compete with this one for
+-- a role that has one holder, itself included: the fewest among all processes (the leader)
+-- and those that serve each of its queues (the queue's waiting candidate). Its periodic
+-- session tries slow down as that number grows (#37).
+SELECT 1 + coalesce(min(counts.n), 0) AS peers
+  FROM (SELECT count(r.instance_id) FILTER (WHERE q.queue IS NULL OR r.queues ? q.queue) AS n
+          FROM (SELECT NULL::text AS queue
+                UNION ALL SELECT jsonb_object_keys(%(queues)s::jsonb)) AS q
+          LEFT JOIN awa.runtime_instances AS r
+            ON r.instance_id <> %(instance_id)s
+           AND r.last_seen_at > now() - make_interval(secs => %(fresh_s)s::double precision)
+         GROUP BY q.queue) AS counts
+
 -- name: delete_runtime
 -- Removes a stopping process's row.
 DELETE FROM awa.runtime_instances WHERE instance_id = %(instance_id)s

@@ -27,3 +27,14 @@ SELECT CASE WHEN %(armed)s::boolean
             THEN pg_advisory_unlock(1096237385, hashtext(%(queue)s)) END,
        pg_advisory_unlock(1096237399, hashtext(%(queue)s)),
        pg_notify('awa', %(queue)s)
+
+-- name: try_session_locks
+-- One process's periodic tries, in one round trip (awa_django/core/session_tries.py, #37): the
+-- maintenance leader lock (when %(leader_key)s is not null) and the candidate lock of each
+-- queue in %(queues)s, which another session held when this one last tried. Says whether it
+-- won the leader lock, and which queues' candidate locks it won (a won candidate lock is this
+-- session's until release_wake; the queue's dispatcher takes the wake lock with arm_wake).
+SELECT CASE WHEN %(leader_key)s::bigint IS NULL THEN false
+            ELSE pg_try_advisory_lock(%(leader_key)s::bigint) END AS leader,
+       ARRAY(SELECT q FROM unnest(%(queues)s::text[]) AS q
+              WHERE pg_try_advisory_lock(1096237399, hashtext(q))) AS candidates

@@ -1,0 +1,78 @@
+"""Live concurrency inside a worker (#36): permits resized in place, a weighted queue's cap, and a
+poll-only worker (no session, so no notification) that applies the value at start and on its
+periodic read, and reports it in its runtime snapshot."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.test import override_settings
+
+import awa_django as awa
+from awa_django.worker.dispatcher import Permits
+from awa_django.worker.weighted import QueueShare, WeightedPermits
+from tests.conftest import BackgroundWorker, wait_until
+
+
+def test_permits_lowered_below_use_hand_none_out_until_enough_finish():
+    async def main() -> None:
+        permits = Permits(4)
+        assert permits.try_reserve(4) == 4
+        permits.resize(1)
+        assert (permits.total, permits.free) == (1, -3)
+        for _ in range(3):
+            permits.release()
+            assert permits.try_reserve(1) == 0  # still at or over the new limit
+        permits.release()
+        assert permits.try_reserve(5) == 1
+        permits.resize(6)
+        assert permits.try_reserve(10) == 5
+        permits.resize(None)  # the configured 4, with 6 in use
+        assert permits.free == -2
+        # A reserve that waits is woken by a raise, not only by a release.
+        stopping = asyncio.Event()
+        waiting = asyncio.create_task(permits.reserve(3, stopping))
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        permits.resize(9)
+        assert await asyncio.wait_for(waiting, 1) == 3
+
+    asyncio.run(main())
+
+
+def test_a_weighted_queue_is_held_to_its_cap():
+    async def main() -> None:
+        pool = WeightedPermits(10, {"a": QueueShare(0, 1), "b": QueueShare(0, 1)})
+        a = pool.for_queue("a")
+        a.resize(3)
+        assert await a.reserve(10, asyncio.Event()) == 3
+        assert a.try_reserve(10) == 0
+        a.resize(None)  # alone with work: may use the whole limit again
+        assert a.try_reserve(10) == 7
+
+    asyncio.run(main())
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_a_poll_only_worker_applies_the_value_at_start_and_when_it_reads_again():
+    awa.queues.set_concurrency("default", 5, by="alice")
+    settings = {
+        "QUEUES": {"default": {"concurrency": 2}},
+        "WORKER_SESSION": False,
+        "RUNTIME_SNAPSHOT_INTERVAL_S": 0.2,
+    }
+    with override_settings(AWA=settings):
+        worker = BackgroundWorker(maintenance=False).start()
+        try:
+            dispatcher = worker.runtime._dispatchers.by_queue["default"]
+            # Read before the first claim: a restart keeps what the operator set.
+            assert dispatcher.permits.total == 5
+            wait_until(lambda: [r.queues for r in awa.runtimes.list()] == [{"default": 5}])
+            awa.queues.set_concurrency("default", 7)
+            wait_until(lambda: dispatcher.permits.total == 7, timeout=5)
+            wait_until(lambda: [r.queues for r in awa.runtimes.list()] == [{"default": 7}])
+            awa.queues.reset_concurrency("default")
+            wait_until(lambda: dispatcher.permits.total == 2, timeout=5)
+        finally:
+            worker.stop()
