@@ -103,7 +103,13 @@ def test_cancel_racing_the_completions_of_its_steps_always_ends_the_workflow(wor
         if cancelled is not None:
             assert state.state == "cancelled"
             assert set(state.counts) <= {"completed", "cancelled"}
-            assert state.step("callback").state == "cancelled"
+            members = [step.state for step in state.steps if step.name != "callback"]
+            if all(member == "completed" for member in members):
+                # Every member closed before the cancel landed: the callback was released and
+                # may have run to its end (it sees ctx.is_cancelled(), and collect ignores it).
+                assert state.step("callback").state in {"completed", "cancelled"}
+            else:
+                assert state.step("callback").state == "cancelled"
 
 
 def test_a_fan_out_sized_at_run_time_runs_in_workers(worker_process):
