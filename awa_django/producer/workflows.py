@@ -66,6 +66,21 @@ RETRYABLE_STEP_STATES: Final = frozenset({"failed", "dead_lettered"})
 _MAX_STEPS: Final = 100_000
 
 
+def _refuse_other_databases(specs: list[dict[str, Any]]) -> None:
+    """A workflow lives in ``AWA["DATABASE_ALIAS"]`` with its steps, whose closes release their
+    dependents in one transaction: a step on a queue of another database is refused."""
+    conf = get_settings()
+    for spec in specs:
+        alias = conf.queue_database(spec["queue"])
+        if alias != conf.DATABASE_ALIAS:
+            field = f"steps.{spec['name']}.queue"
+            raise InvalidJob(
+                f"{field}: queue {spec['queue']!r} lives in database {alias!r}; a workflow's "
+                f"steps must all use queues of AWA['DATABASE_ALIAS'] ({conf.DATABASE_ALIAS!r})",
+                field=field,
+            )
+
+
 class WorkflowTimeout(AwaError, TimeoutError):
     """``wait_workflow`` gave up before the workflow finished."""
 
@@ -214,7 +229,9 @@ class Workflow:
                         field=f"steps.{step.name}.ignore",
                     )
         check_acyclic(self.steps)
-        return {"name": self.name, "steps": [step_spec(step) for step in steps]}
+        specs = [step_spec(step) for step in steps]
+        _refuse_other_databases(specs)
+        return {"name": self.name, "steps": specs}
 
     def enqueue(self) -> WorkflowRun:
         """Validate, then write the workflow in the current transaction of

@@ -105,6 +105,16 @@ class WorkerConfig:
     # Connections of the pool for claims, completions and maintenance (AWA["WORKER_POOL_SIZE"]).
     pool_size: int = 2
     job_log: JobLogConfig = field(default_factory=JobLogConfig)
+    # With queues in several databases: the queues of this process's database, whose declared
+    # schedules it publishes there (its leader fires them); None: every schedule.
+    schedule_queues: frozenset[str] | None = None
+
+    def schedules(self) -> list[dict[str, Any]]:
+        """The declared schedules this process publishes to its database."""
+        rows = declared_schedule_rows()
+        if self.schedule_queues is None:
+            return rows
+        return [row for row in rows if row["queue"] in self.schedule_queues]
 
     def dispatcher(self, queue: str, *, claimed_by: str) -> DispatcherConfig:
         """The config of ``queue``'s dispatcher in the process ``claimed_by``."""
@@ -174,15 +184,27 @@ def config_from_settings(
     burst_wait_s: float = 0.0,
     shutdown_timeout_s: float | None = None,
     maintenance: bool = True,
+    database: str | None = None,
 ) -> WorkerConfig:
     """The one config of a process, from ``AWA`` settings (the only place the process reads
-    them); ``queues`` defaults to every declared queue (an empty mapping: the maintenance-only
-    process of ``awa_maintenance``)."""
+    them); ``queues`` defaults to every declared queue of ``database`` (an empty mapping: the
+    maintenance-only process of ``awa_maintenance``). ``database`` (default
+    ``AWA["DATABASE_ALIAS"]``) is the alias whose queues it serves and whose leader it may be;
+    ``AWA["WORKER_DATABASE"]`` replaces ``DATABASE_ALIAS`` alone."""
+    database = database or conf.DATABASE_ALIAS
+    on_database = frozenset(
+        name for name in conf.QUEUES if conf.queue_database(name) == database
+    )
     chosen = (
-        dict(queues) if queues is not None else {n: q.concurrency for n, q in conf.QUEUES.items()}
+        dict(queues)
+        if queues is not None
+        else {n: q.concurrency for n, q in conf.QUEUES.items() if n in on_database}
     )
     return WorkerConfig(
-        database_alias=conf.WORKER_DATABASE or conf.DATABASE_ALIAS,
+        database_alias=(
+            conf.WORKER_DATABASE or database if database == conf.DATABASE_ALIAS else database
+        ),
+        schedule_queues=on_database if len(conf.databases) > 1 else None,
         queues=chosen,
         deadlines={name: conf.QUEUES[name].deadline_s for name in chosen},
         claim_batch_size=conf.CLAIM_BATCH_SIZE,
@@ -387,7 +409,7 @@ class WorkerProcess:
             instance_id=self.identity,
             queues=dict(config.queues),
             declared=config.declared,
-            schedules=declared_schedule_rows(),
+            schedules=config.schedules(),
             interval_s=config.runtime_snapshot_interval_s,
             started_at=_utcnow(),
             state=self._snapshot_state,

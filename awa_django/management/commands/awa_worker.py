@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from awa_django.conf import QUEUE_NAME_PATTERN, get_settings
 from awa_django.declarations.discovery import discover_jobs
 from awa_django.declarations.jobs import registry
-from awa_django.management.command import require_migrated
+from awa_django.management.command import database_option, require_migrated
 from awa_django.management.process import (
     add_log_format_argument,
     configure_logging,
@@ -97,11 +97,19 @@ class Command(BaseCommand):
             action="store_false",
             help="Never restart on code changes (default when DEBUG is off).",
         )
+        parser.add_argument(
+            "--database",
+            default=None,
+            metavar="ALIAS",
+            help="Serve the queues of this DATABASES alias (a queue's 'database' option) and "
+            "compete for its maintenance leadership (default AWA['DATABASE_ALIAS']).",
+        )
         add_log_format_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         configure_logging(self.stderr, options["verbosity"], options["log_format"])
         conf = get_settings()
+        database = database_option(options["database"])
         queues: dict[str, int] = {}
         for name, concurrency in options["queues"]:
             if name not in conf.QUEUES:
@@ -109,8 +117,15 @@ class Command(BaseCommand):
                     f"queue {name!r} is not declared in AWA['QUEUES'] "
                     f"(declared: {sorted(conf.QUEUES)})"
                 )
+            if conf.queue_database(name) != database:
+                raise CommandError(
+                    f"queue {name!r} lives in database {conf.queue_database(name)!r}, not "
+                    f"{database!r}; run a worker with --database {conf.queue_database(name)}"
+                )
             queues[name] = concurrency or conf.QUEUES[name].concurrency
-        require_migrated(conf.DATABASE_ALIAS)
+        if not any(conf.queue_database(name) == database for name in conf.QUEUES):
+            raise CommandError(f"no queue of AWA['QUEUES'] lives in database {database!r}")
+        require_migrated(database)
         reload = settings.DEBUG if options["reload"] is None else options["reload"]
         if options["burst"]:
             if options["reload"]:
@@ -126,6 +141,7 @@ class Command(BaseCommand):
             burst_wait_s=options["burst_wait"],
             shutdown_timeout_s=options["shutdown_timeout"],
             maintenance=not options["no_maintenance"],
+            database=database,
         )
         if reload:
             from awa_django.management import reload as reloading
