@@ -192,9 +192,7 @@ def config_from_settings(
     ``AWA["DATABASE_ALIAS"]``) is the alias whose queues it serves and whose leader it may be;
     ``AWA["WORKER_DATABASE"]`` replaces ``DATABASE_ALIAS`` alone."""
     database = database or conf.DATABASE_ALIAS
-    on_database = frozenset(
-        name for name in conf.QUEUES if conf.queue_database(name) == database
-    )
+    on_database = frozenset(name for name in conf.QUEUES if conf.queue_database(name) == database)
     chosen = (
         dict(queues)
         if queues is not None
