@@ -27,12 +27,10 @@ def require_migrated(alias: str) -> None:
         raise CommandError(pending_message(alias, pending))
 
 
-def database_option(alias: str | None) -> str:
-    """``--database``: an alias holding queues (``AWA["DATABASE_ALIAS"]`` when not given)."""
+def database_option(alias: str | None) -> str | None:
+    """``--database``: an alias holding queues, or None when not given."""
     conf = get_settings()
-    if alias is None:
-        return conf.DATABASE_ALIAS
-    if alias not in conf.databases:
+    if alias is not None and alias not in conf.databases:
         raise CommandError(
             f"--database {alias!r} holds no awa queue (databases: {list(conf.databases)})"
         )

@@ -25,7 +25,8 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -108,6 +109,9 @@ class WorkerConfig:
     # With queues in several databases: the queues of this process's database, whose declared
     # schedules it publishes there (its leader fires them); None: every schedule.
     schedule_queues: frozenset[str] | None = None
+    # The DATABASES alias whose queues these are (a queue's "database"), which database_alias
+    # reaches (the same, or AWA["WORKER_DATABASE"] for AWA["DATABASE_ALIAS"]).
+    database: str = "default"
 
     def schedules(self) -> list[dict[str, Any]]:
         """The declared schedules this process publishes to its database."""
@@ -165,14 +169,22 @@ class RunSummary:
         )
 
 
-def log_ready(identity: str, queues: Mapping[str, int], *, maintenance: bool, burst: bool) -> None:
-    """The first line of a worker or ``awa_maintenance`` process."""
+def log_ready(
+    identity: str,
+    queues: Mapping[str, int],
+    *,
+    maintenance: bool,
+    burst: bool,
+    database: str = "default",
+) -> None:
+    """The first line of a worker or ``awa_maintenance`` process (one per database served)."""
     logger.info(
-        "worker ready identity=%s queues=%s maintenance=%s burst=%s",
+        "worker ready identity=%s queues=%s maintenance=%s burst=%s database=%s",
         identity,
         dict(queues),
         maintenance,
         burst,
+        database,
     )
 
 
@@ -203,6 +215,7 @@ def config_from_settings(
             conf.WORKER_DATABASE or database if database == conf.DATABASE_ALIAS else database
         ),
         schedule_queues=on_database if len(conf.databases) > 1 else None,
+        database=database,
         queues=chosen,
         deadlines={name: conf.QUEUES[name].deadline_s for name in chosen},
         claim_batch_size=conf.CLAIM_BATCH_SIZE,
@@ -239,6 +252,33 @@ def config_from_settings(
         pool_size=conf.WORKER_POOL_SIZE if chosen else 1,
         job_log=JobLogConfig.from_settings(conf),
     )
+
+
+def configs_per_database(
+    conf: AwaSettings,
+    *,
+    queues: Mapping[str, int] | None = None,
+    database: str | None = None,
+    **options: Any,
+) -> list[WorkerConfig]:
+    """One config per database this process serves (``WorkerGroup``): ``database`` alone, or
+    every database holding one of ``queues`` (default: every database holding a queue; with an
+    empty mapping, every database, for ``awa_maintenance``). ``options`` as for
+    ``config_from_settings``."""
+    if database is not None:
+        return [config_from_settings(conf, queues=queues, database=database, **options)]
+    if queues is None or not queues:
+        return [
+            config_from_settings(conf, queues=queues, database=alias, **options)
+            for alias in conf.databases
+        ]
+    by_database: dict[str, dict[str, int]] = {}
+    for name, concurrency in queues.items():
+        by_database.setdefault(conf.queue_database(name), {})[name] = concurrency
+    return [
+        config_from_settings(conf, queues=chosen, database=alias, **options)
+        for alias, chosen in by_database.items()
+    ]
 
 
 def worker_identity() -> str:
@@ -503,6 +543,7 @@ class WorkerProcess:
                 self.config.queues,
                 maintenance=self.config.maintenance is not None,
                 burst=self.config.burst,
+                database=self.config.database,
             )
             await self.stopping.wait()
         finally:
@@ -519,3 +560,45 @@ class WorkerProcess:
         )
         summary.log()
         return summary
+
+
+class WorkerGroup:
+    """The process roots of one OS process, one per database it serves (a queue's
+    ``database``): each has its own connections (pool and session, so its own LISTEN), its own
+    claims, completions and heartbeats, and competes for its own database's maintenance
+    leadership. With one database it is that database's ``WorkerProcess`` alone."""
+
+    def __init__(
+        self, configs: Sequence[WorkerConfig], resolve: Callable[[str], Job[Any, Any] | None]
+    ) -> None:
+        self.members = [WorkerProcess(config, resolve) for config in configs]
+
+    def request_stop(self) -> None:
+        for member in self.members:
+            member.request_stop()
+
+    async def run(self) -> RunSummary:
+        if len(self.members) == 1:
+            return await self.members[0].run()
+        tasks = [asyncio.create_task(member.run()) for member in self.members]
+        # In burst mode each database drains on its own; otherwise one member ending (a service
+        # that failed, a crashed dispatcher) stops the others: half a worker is not running.
+        burst = all(member.config.burst for member in self.members)
+        pending: set[asyncio.Task[RunSummary]] = set(tasks)
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                if not burst or any(task.exception() is not None for task in done):
+                    self.request_stop()
+        finally:
+            self.request_stop()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        summaries = [task.result() for task in tasks]
+        return RunSummary(
+            claimed=sum(s.claimed for s in summaries),
+            closed=OutcomeCounts.of(
+                sum((Counter(s.closed.fields()) for s in summaries), Counter[str]())
+            ),
+            stale=sum(s.stale for s in summaries),
+            abandoned=sum(s.abandoned for s in summaries),
+        )

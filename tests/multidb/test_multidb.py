@@ -159,7 +159,7 @@ def test_get_job_searches_every_database(two_databases: None) -> None:
 
 def test_the_worker_refuses_a_queue_of_another_database(two_databases: None) -> None:
     with pytest.raises(CommandError, match="lives in database 'second'"):
-        call_command("awa_worker", "--queue", "video", "--burst")
+        call_command("awa_worker", "--database", "default", "--queue", "video", "--burst")
     with pytest.raises(CommandError, match="holds no awa queue"):
         call_command("awa_worker", "--database", "nope", "--burst")
 
@@ -177,7 +177,7 @@ def test_a_worker_per_database_drains_both_exactly_once_with_a_leader_each(
         "DATABASE_URL_2": second_url(),
         "AWA_OVERRIDES": json.dumps({"QUEUES": QUEUES, "LEADER_ELECTION_INTERVAL_S": 0.2}),
     }
-    on_default = worker_process(env=env).wait_ready()
+    on_default = worker_process("--database", "default", env=env).wait_ready()
     on_second = worker_process("--database", "second", env=env).wait_ready()
     assert "'video'" in on_second.output and "'video'" not in on_default.output
     # Each database elects its own leader: both processes lead, one database each.
@@ -192,3 +192,42 @@ def test_a_worker_per_database_drains_both_exactly_once_with_a_leader_each(
     expected = {str(n) for n in [*range(40), *range(1000, 1040), 2000]}
     assert set(done) == expected and set(done.values()) == {1}, done
     assert count_jobs("default", "video") == 0
+
+
+def test_one_worker_process_serves_the_queues_of_both_databases(
+    two_databases: None, worker_process: Any
+) -> None:
+    env = {
+        "DATABASE_URL_2": second_url(),
+        "AWA_OVERRIDES": json.dumps({"QUEUES": QUEUES, "LEADER_ELECTION_INTERVAL_S": 0.2}),
+    }
+    worker = worker_process(env=env).wait_ready()
+    # It leads the maintenance of each database, with a session (LISTEN, lock) in each.
+    wait_until(lambda: worker.output.count("became maintenance leader") == 2)
+    with transaction.atomic(using="second"):
+        awa.enqueue_many("tests.record", [{"n": 1000 + n} for n in range(40)], queue="video")
+    awa.enqueue_many("tests.record", [{"n": n} for n in range(40)])
+    awa.enqueue("tests.record", args={"n": 2000}, queue="video", run_at=timedelta(seconds=0.5))
+    wait_until(lambda: sum(runs().values()) == 81, timeout=30)
+    done = runs()
+    expected = {str(n) for n in [*range(40), *range(1000, 1040), 2000]}
+    assert set(done) == expected and set(done.values()) == {1}, done
+    with connections["second"].cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'awa_worker_session'"
+        )
+        (sessions,) = cursor.fetchone()
+    assert sessions == 1
+
+
+def test_a_burst_worker_drains_both_databases_and_exits(
+    two_databases: None, worker_process: Any
+) -> None:
+    env = {"DATABASE_URL_2": second_url(), "AWA_OVERRIDES": json.dumps({"QUEUES": QUEUES})}
+    awa.enqueue_many("tests.record", [{"n": n} for n in range(5)])
+    awa.enqueue_many("tests.record", [{"n": 100 + n} for n in range(5)], queue="video")
+    worker = worker_process("--burst", env=env)
+    assert worker.wait(60) == 0, worker.output
+    assert sum(runs().values()) == 10
+    assert worker.output.count("worker ready") == 2
+    assert "database=default" in worker.output and "database=second" in worker.output

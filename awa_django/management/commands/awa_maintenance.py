@@ -17,7 +17,7 @@ from awa_django.management.process import (
     configure_logging,
     run_process,
 )
-from awa_django.worker.process import WorkerProcess, config_from_settings
+from awa_django.worker.process import WorkerGroup, configs_per_database
 
 
 class Command(BaseCommand):
@@ -28,16 +28,19 @@ class Command(BaseCommand):
             "--database",
             default=None,
             metavar="ALIAS",
-            help="Lead the maintenance of this DATABASES alias (default AWA['DATABASE_ALIAS']).",
+            help="Lead the maintenance of this DATABASES alias only (default: every database "
+            "holding a queue, each with its own leader).",
         )
         add_log_format_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         configure_logging(self.stderr, options["verbosity"], options["log_format"])
         conf = get_settings()
-        database = database_option(options["database"])
-        require_migrated(database)
-        # The worker's process root with no queues: its pool, session, reporter and
-        # maintainer only.
-        config = config_from_settings(conf, queues={}, database=database)
-        run_process(lambda: WorkerProcess(config, registry.get), self.stdout, self.stderr)
+        # The worker's process root with no queues, one per database: its pool, session,
+        # reporter and maintainer only.
+        configs = configs_per_database(
+            conf, queues={}, database=database_option(options["database"])
+        )
+        for config in configs:
+            require_migrated(config.database)
+        run_process(lambda: WorkerGroup(configs, registry.get), self.stdout, self.stderr)
