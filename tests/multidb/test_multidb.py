@@ -231,3 +231,27 @@ def test_a_burst_worker_drains_both_databases_and_exits(
     assert sum(runs().values()) == 10
     assert worker.output.count("worker ready") == 2
     assert "database=default" in worker.output and "database=second" in worker.output
+
+
+def test_a_django_task_on_a_queue_of_another_database(two_databases: None) -> None:
+    from awa_django.tasks.compat import TaskResultStatus, task_enqueued
+    from tests.tasks import tasks
+
+    sent: list[str] = []
+
+    def receiver(sender: Any, task_result: Any, **kwargs: Any) -> None:
+        sent.append(task_result.id)
+
+    moved = {**QUEUES, "email": {"database": "second"}}
+    task_enqueued.connect(receiver, weak=False)
+    try:
+        with override_settings(AWA={**settings.AWA, "QUEUES": moved}):
+            with transaction.atomic(using="second"):
+                result = tasks.shout.enqueue("hi")
+                # The signal waits for the commit of the queue's database.
+                assert sent == []
+            assert sent == [result.id]
+            assert count_jobs("second", "email") == 1
+            assert tasks.shout.get_result(result.id).status == TaskResultStatus.READY
+    finally:
+        task_enqueued.disconnect(receiver)
