@@ -66,6 +66,30 @@ def test_an_unknown_alias_is_e090() -> None:
         assert [p.id for p in conf.problems()] == ["awa.E090"]
 
 
+def reread_databases() -> None:
+    # Django's connection handler reads DATABASES once, when first used.
+    connections._settings = None
+    del connections.settings
+
+
+def test_a_database_that_is_not_postgresql_is_e090() -> None:
+    lite = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+    with (
+        pytest.warns(UserWarning, match="DATABASES"),
+        override_settings(DATABASES={**settings.DATABASES, "lite": lite}),
+    ):
+        reread_databases()
+        try:
+            with override_settings(AWA={"QUEUES": {"default": {}, "v": {"database": "lite"}}}):
+                found = conf.problems()
+        finally:
+            connections["lite"].close()
+    reread_databases()
+    assert "lite" not in connections.settings
+    assert [p.id for p in found] == ["awa.E090"]
+    assert "sqlite" in found[0].message and "'v'" in found[0].message
+
+
 def test_migrate_database_installs_the_schema_on_the_second_server() -> None:
     # The test database of "second" was created by migrate --database second; again is a no-op.
     call_command("migrate", database="second", verbosity=0)
