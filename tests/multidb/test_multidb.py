@@ -145,6 +145,14 @@ def test_a_job_declared_on_a_queue_of_another_database_goes_there(two_databases:
     assert awa.get_job(job_id, database="second") is not None
 
 
+def test_an_eager_job_of_another_database_runs_there(two_databases: None) -> None:
+    with transaction.atomic(using="second"):
+        job_id = awa.enqueue("tests.record", args={"n": 7}, queue="video", eager=True)
+    record = awa.get_job(job_id, database="second")
+    assert record is not None and record.state == "completed"
+    assert runs() == Counter({"7": 1})
+
+
 def test_a_workflow_with_a_step_on_another_database_is_refused(two_databases: None) -> None:
     flow = (
         awa.Workflow("split")
