@@ -593,9 +593,16 @@ def get_settings() -> AwaSettings:
     return AwaSettings(**values)
 
 
+@cache
+def queue_databases() -> tuple[str, ...]:
+    """``get_settings().databases``, computed once per settings (it is read at every enqueue)."""
+    return get_settings().databases
+
+
 def clear_cache() -> None:
     """Forget the cached settings (called when ``settings.AWA`` changes)."""
     get_settings.cache_clear()
+    queue_databases.cache_clear()
 
 
 @receiver(setting_changed)

@@ -19,7 +19,7 @@ from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
-from awa_django.conf import get_settings
+from awa_django.conf import get_settings, queue_databases
 from awa_django.core.enqueued import announce_enqueued
 from awa_django.declarations.arguments import BoundArgs
 from awa_django.declarations.enqueue_options import (
@@ -189,12 +189,12 @@ def queue_alias(queue: str) -> str:
     """The alias ``queue``'s jobs are written to, refused (``InvalidJob``) when the caller is in
     a transaction on another database that holds queues and not in one on this alias: the job
     would commit on its own, whatever became of the caller's transaction."""
-    conf = get_settings()
-    alias = conf.queue_database(queue)
+    alias = get_settings().queue_database(queue)
+    databases = queue_databases()
     # Only databases holding queues are looked at: with one database nothing changes, and a
     # transaction on an unrelated database says nothing about where the caller meant the job.
-    if len(conf.databases) > 1 and not connections[alias].in_atomic_block:
-        for other in conf.databases:
+    if len(databases) > 1 and not connections[alias].in_atomic_block:
+        for other in databases:
             if other != alias and connections[other].in_atomic_block:
                 raise InvalidJob(
                     f"queue {queue!r} lives in database {alias!r}, but this enqueue runs in a "
