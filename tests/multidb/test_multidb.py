@@ -287,3 +287,20 @@ def test_a_django_task_on_a_queue_of_another_database(two_databases: None) -> No
             assert tasks.shout.get_result(result.id).status == TaskResultStatus.READY
     finally:
         task_enqueued.disconnect(receiver)
+
+
+def test_awa_maintenance_leads_each_database(two_databases: None, worker_process: Any) -> None:
+    env = {
+        "DATABASE_URL_2": second_url(),
+        "AWA_OVERRIDES": json.dumps({"QUEUES": QUEUES, "LEADER_ELECTION_INTERVAL_S": 0.2}),
+    }
+    maintenance = worker_process(env=env, command="awa_maintenance").wait_ready()
+    wait_until(lambda: maintenance.output.count("became maintenance leader") == 2)
+    # The second database's leader promotes its due jobs; no worker runs them here.
+    job_id = awa.enqueue("tests.record", queue="video", run_at=timedelta(seconds=0.3))
+
+    def promoted() -> bool:
+        record = awa.get_job(job_id, database="second")
+        return record is not None and record.state == "available"
+
+    wait_until(promoted, timeout=15)
