@@ -90,6 +90,17 @@ def test_a_database_that_is_not_postgresql_is_e090() -> None:
     assert "sqlite" in found[0].message and "'v'" in found[0].message
 
 
+def test_a_pooled_queue_database_is_w060(monkeypatch: pytest.MonkeyPatch) -> None:
+    from awa_django.checks import check_worker_session
+
+    monkeypatch.setitem(settings.DATABASES["second"], "DISABLE_SERVER_SIDE_CURSORS", True)
+    with override_settings(AWA={**settings.AWA, "QUEUES": QUEUES}):
+        (warning,) = check_worker_session()
+        assert warning.id == "awa.W060" and "'second'" in warning.msg
+        assert "WORKER_DATABASE" not in (warning.hint or "")
+    assert check_worker_session() == []  # no queue lives there
+
+
 def test_migrate_database_installs_the_schema_on_the_second_server() -> None:
     # The test database of "second" was created by migrate --database second; again is a no-op.
     call_command("migrate", database="second", verbosity=0)
