@@ -118,7 +118,59 @@ def task_job(call: Call) -> tuple[str, Mapping[str, Any], EnqueueOptions]:
     return kind, job_args, options.using(**{k: v for k, v in given.items() if v is not None})
 
 
+@dataclass(frozen=True, slots=True)
+class ResolvedStep:
+    """A step validated: its job's options resolved and its arguments bound, each kept as the
+    JSON text they were encoded to once."""
+
+    step: Step
+    kind: str
+    queue: str
+    priority: int
+    max_attempts: int
+    args_json: str
+    metadata_json: str
+    tags: tuple[str, ...]
+
+    def spec(self) -> dict[str, Any]:
+        """The step's description as ``awa.workflow_graft`` reads it (an added step)."""
+        return {
+            "name": self.step.name,
+            "kind": self.kind,
+            "queue": self.queue,
+            "priority": self.priority,
+            "args": json.loads(self.args_json),
+            "max_attempts": self.max_attempts,
+            "metadata": json.loads(self.metadata_json),
+            "tags": list(self.tags),
+            "after": list(self.step.after),
+            "ignore": list(self.step.ignore),
+            "on_failure": self.step.on_failure,
+        }
+
+    def spec_json(self) -> str:
+        """The same description as JSON text, put together from the texts already encoded:
+        a workflow's enqueue writes it without decoding and encoding each step's arguments
+        and metadata again (#34)."""
+        step = self.step
+        return (
+            f'{{"name":{_text(step.name)},"kind":{_text(self.kind)},'
+            f'"queue":{_text(self.queue)},"priority":{int(self.priority)},'
+            f'"args":{self.args_json},"max_attempts":{int(self.max_attempts)},'
+            f'"metadata":{self.metadata_json},"tags":{_text(list(self.tags))},'
+            f'"after":{_text(list(step.after))},"ignore":{_text(list(step.ignore))},'
+            f'"on_failure":{"true" if step.on_failure else "false"}}}'
+        )
+
+
+_text = json.JSONEncoder(ensure_ascii=True).encode
+
+
 def step_spec(step: Step) -> dict[str, Any]:
+    return resolve_step(step).spec()
+
+
+def resolve_step(step: Step) -> ResolvedStep:
     prefix = f"steps.{step.name}"
     try:
         priorities: dict[str, Any] = {}
@@ -152,19 +204,16 @@ def step_spec(step: Step) -> dict[str, Any]:
         if refusal.field:
             raise InvalidJob(f"{prefix}.{refusal}", field=f"{prefix}.{refusal.field}") from None
         raise InvalidJob(f"{prefix}: {refusal}", field=prefix) from None
-    return {
-        "name": step.name,
-        "kind": resolved.kind,
-        "queue": resolved.queue,
-        "priority": resolved.priority,
-        "args": json.loads(bound.json),
-        "max_attempts": resolved.max_attempts,
-        "metadata": json.loads(resolved.metadata_json),
-        "tags": list(resolved.tags),
-        "after": list(step.after),
-        "ignore": list(step.ignore),
-        "on_failure": step.on_failure,
-    }
+    return ResolvedStep(
+        step=step,
+        kind=resolved.kind,
+        queue=resolved.queue,
+        priority=resolved.priority,
+        max_attempts=resolved.max_attempts,
+        args_json=bound.json,
+        metadata_json=resolved.metadata_json,
+        tags=tuple(resolved.tags),
+    )
 
 
 def added_step_spec(

@@ -21,50 +21,87 @@ $$;
 -- Creates a workflow from its validated description and returns each step's job id. p_spec:
 -- {"name": text, "steps": [{"name", "kind", "queue", "priority", "args", "max_attempts",
 -- "metadata", "tags", "after": [names], "ignore": [names], "on_failure": bool}, ...]}, in the
--- order the steps were added. Every step is written held; the steps without dependencies are
--- released at once, in this transaction, so the whole workflow commits or rolls back with the
--- caller's rows.
+-- order the steps were added. The spec is read once (jsonb_to_recordset) and every table is
+-- written from that one reading in one statement. A step without dependencies (no on_failure
+-- step) is written straight into the ready ring, released, with empty inputs: it reads nothing
+-- of other steps, so the detour through awa.deferred_jobs and awa.workflow_release (a held row
+-- written, updated, deleted) bought nothing. The others are written held. The whole workflow
+-- commits or rolls back with the caller's rows.
 CREATE OR REPLACE FUNCTION awa.workflow_create(p_spec jsonb)
 RETURNS TABLE (workflow_id bigint, step text, job_id bigint) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     v_id bigint := nextval('awa.workflow_id_seq');
-    v_roots bigint[];
+    v_name text := p_spec ->> 'name';
+    v_slot record := awa.producer_slot();
 BEGIN
-    INSERT INTO awa.workflows (workflow_id, name, state, steps, unfinished)
-    SELECT v_id, p_spec ->> 'name', 'running', count(*),
-           count(*) FILTER (WHERE NOT coalesce((s ->> 'on_failure')::boolean, false))
-      FROM jsonb_array_elements(p_spec -> 'steps') s;
-    INSERT INTO awa.workflow_steps (workflow_id, name, job_id, position, after, remaining_deps,
-                                    on_failure, state)
-    SELECT v_id, s.value ->> 'name', nextval('awa.job_id_seq'), s.ordinality,
-           ARRAY(SELECT jsonb_array_elements_text(s.value -> 'after')),
-           jsonb_array_length(s.value -> 'after'),
-           coalesce((s.value ->> 'on_failure')::boolean, false), 'held'
-      FROM jsonb_array_elements(p_spec -> 'steps') WITH ORDINALITY s
-     ORDER BY s.ordinality;
-    INSERT INTO awa.workflow_edges (workflow_id, from_step, to_step, ignore_failure)
-    SELECT v_id, d.dep, s.value ->> 'name', (s.value -> 'ignore') ? d.dep
-      FROM jsonb_array_elements(p_spec -> 'steps') s
-     CROSS JOIN LATERAL jsonb_array_elements_text(s.value -> 'after') d(dep);
-    INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
-                                   run_lease, max_attempts, run_at, created_at, metadata, tags,
-                                   errors)
-    SELECT w.job_id, 'held', s.value ->> 'kind', s.value ->> 'queue',
-           (s.value ->> 'priority')::smallint, s.value -> 'args', 0, 0,
-           (s.value ->> 'max_attempts')::integer, now(), now(),
-           coalesce(s.value -> 'metadata', '{}') || jsonb_build_object('awa:workflow',
-               jsonb_build_object('id', v_id, 'name', p_spec ->> 'name', 'step', w.name,
-                                  'after', s.value -> 'after')),
-           ARRAY(SELECT jsonb_array_elements_text(coalesce(s.value -> 'tags', '[]'))), '[]'
-      FROM jsonb_array_elements(p_spec -> 'steps') s
-      JOIN awa.workflow_steps w ON w.workflow_id = v_id AND w.name = s.value ->> 'name';
-    v_roots := ARRAY(SELECT w.job_id FROM awa.workflow_steps w
-                      WHERE w.workflow_id = v_id AND w.remaining_deps = 0 AND NOT w.on_failure
-                      ORDER BY w.position);
-    PERFORM awa.workflow_release(v_roots);
-    RETURN QUERY SELECT w.workflow_id, w.name, w.job_id FROM awa.workflow_steps w
-                  WHERE w.workflow_id = v_id ORDER BY w.position;
+    RETURN QUERY
+    WITH parsed AS MATERIALIZED (
+        -- Job ids in step order: the steps' ids increase as they were added.
+        SELECT nextval('awa.job_id_seq') AS job_id, o.*,
+               cardinality(o.after) = 0 AND NOT o.on_failure AS root
+          FROM (SELECT x.ordinality::integer AS position, x.name, x.kind, x.queue, x.priority,
+                       x.args, x.max_attempts, coalesce(x.metadata, '{}') AS metadata,
+                       coalesce(x.tags, '{}') AS tags, coalesce(x.after, '{}') AS after,
+                       coalesce(x.ignore, '{}') AS ignore,
+                       coalesce(x.on_failure, false) AS on_failure
+                  FROM ROWS FROM (jsonb_to_recordset(p_spec -> 'steps') AS (
+                       name text, kind text, queue text, priority smallint, args jsonb,
+                       max_attempts integer, metadata jsonb, tags text[], after text[],
+                       ignore text[], on_failure boolean)) WITH ORDINALITY AS x
+                 ORDER BY x.ordinality) o
+    ), jobs AS MATERIALIZED (
+        SELECT p.*, p.metadata || jsonb_build_object('awa:workflow', CASE WHEN p.root
+                   THEN jsonb_build_object('id', v_id, 'name', v_name, 'step', p.name,
+                                           'after', '[]'::jsonb, 'inputs', '{}'::jsonb)
+                   ELSE jsonb_build_object('id', v_id, 'name', v_name, 'step', p.name,
+                                           'after', to_jsonb(p.after)) END) AS full_metadata,
+               CASE WHEN p.root THEN awa.reentry_shard(p.queue, p.metadata) END AS shard
+          FROM parsed p
+    ), flow AS (
+        INSERT INTO awa.workflows (workflow_id, name, state, steps, unfinished)
+        SELECT v_id, v_name, 'running', count(*), count(*) FILTER (WHERE NOT p.on_failure)
+          FROM parsed p
+    ), steps AS (
+        INSERT INTO awa.workflow_steps (workflow_id, name, job_id, position, after,
+                                        remaining_deps, on_failure, state, released_at)
+        SELECT v_id, p.name, p.job_id, p.position, p.after, cardinality(p.after), p.on_failure,
+               CASE WHEN p.root THEN 'released' ELSE 'held' END,
+               CASE WHEN p.root THEN now() END
+          FROM parsed p
+    ), edges AS (
+        INSERT INTO awa.workflow_edges (workflow_id, from_step, to_step, ignore_failure)
+        SELECT v_id, d.dep, p.name, d.dep = ANY (p.ignore)
+          FROM parsed p CROSS JOIN LATERAL unnest(p.after) d(dep)
+    ), held AS (
+        INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
+                                       run_lease, max_attempts, run_at, created_at, metadata,
+                                       tags, errors)
+        SELECT j.job_id, 'held', j.kind, j.queue, j.priority, j.args, 0, 0, j.max_attempts,
+               now(), now(), j.full_metadata, j.tags, '[]'
+          FROM jobs j WHERE NOT j.root
+    ), numbered AS (
+        -- As awa.ready_deferred numbers what it moves: each lane's rows in job id order, the
+        -- first of them announcing the lane.
+        SELECT j.*,
+               row_number() OVER (PARTITION BY j.queue, j.priority, j.shard
+                                  ORDER BY j.job_id) = 1 AS announce,
+               row_number() OVER (ORDER BY j.queue, j.priority, j.shard, j.job_id) AS lane_pos
+          FROM jobs j WHERE j.root
+    ), seqs AS MATERIALIZED (
+        SELECT n.job_id, nextval('awa.lane_seq') AS lane_seq
+          FROM (SELECT n.job_id FROM numbered n ORDER BY n.lane_pos) n
+    ), ready AS (
+        INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot,
+                                       ready_generation, job_id, kind, args, attempt,
+                                       run_lease, max_attempts, run_at, created_at, metadata,
+                                       tags, errors, announce)
+        SELECT n.queue, n.priority, n.shard, q.lane_seq, v_slot.slot, v_slot.generation,
+               n.job_id, n.kind, n.args, 0, 0, n.max_attempts, now(), now(), n.full_metadata,
+               n.tags, '[]', n.announce
+          FROM numbered n JOIN seqs q ON q.job_id = n.job_id
+    )
+    SELECT v_id, p.name, p.job_id FROM parsed p ORDER BY p.position;
 END
 $$;
 
