@@ -54,6 +54,9 @@ BEGIN
         SELECT p.*, p.metadata || jsonb_build_object('awa:workflow', CASE WHEN p.root
                    THEN jsonb_build_object('id', v_id, 'name', v_name, 'step', p.name,
                                            'after', '[]'::jsonb, 'inputs', '{}'::jsonb)
+                   WHEN cardinality(p.after) > awa.workflow_inputs_copied()
+                   THEN jsonb_build_object('id', v_id, 'name', v_name, 'step', p.name,
+                                           'inputs_read', true)
                    ELSE jsonb_build_object('id', v_id, 'name', v_name, 'step', p.name,
                                            'after', to_jsonb(p.after)) END) AS full_metadata,
                CASE WHEN p.root THEN awa.reentry_shard(p.queue, p.metadata) END AS shard
@@ -105,10 +108,20 @@ BEGIN
 END
 $$;
 
+-- How many dependencies a step may have and still get their results copied into its metadata
+-- at release. A step with more (a wide chord's callback) reads them when it runs instead, by
+-- its workflow and name (awa:workflow.inputs_read): the transaction of the last member's
+-- completion then writes one small row for it, not an aggregate of every member's result, and
+-- its claim moves a small row.
+CREATE OR REPLACE FUNCTION awa.workflow_inputs_copied() RETURNS integer
+LANGUAGE sql IMMUTABLE AS 'SELECT 64';
+
 -- Moves held steps into the ready ring (awa.ready_deferred), each with what it reads of the
 -- steps before it written into its metadata under awa:workflow.inputs: per dependency its
--- state, result and error; an on_failure step gets every step that did not complete. Steps no
--- longer held (cancelled meanwhile) are left alone. The caller holds the workflows' locks.
+-- state, result and error; an on_failure step gets every step that did not complete. A step
+-- with more dependencies than awa.workflow_inputs_copied() gets none of it, only the flag
+-- awa:workflow.inputs_read (and no "after" list): it reads both when it runs. Steps no longer
+-- held (cancelled meanwhile) are left alone. The caller holds the workflows' locks.
 CREATE OR REPLACE FUNCTION awa.workflow_release(p_job_ids bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -120,29 +133,37 @@ BEGIN
     WITH released AS (
         UPDATE awa.workflow_steps s SET state = 'released', released_at = now()
          WHERE s.job_id = ANY (p_job_ids) AND s.state = 'held'
-        RETURNING s.workflow_id, s.name, s.job_id, s.on_failure, s.after
+        RETURNING s.workflow_id, s.name, s.job_id, s.on_failure, s.after,
+                  NOT s.on_failure AND cardinality(s.after) > awa.workflow_inputs_copied()
+                      AS read_at_run
     ), inputs AS (
         -- A step's dependencies are found from its edges, so releasing n steps reads their
         -- edges only; filtering every step of the workflow per released step read n x steps
         -- rows (a 10,000-root chord took minutes to start).
-        SELECT r.job_id, r.after, coalesce(CASE WHEN r.on_failure THEN (
+        SELECT r.job_id, r.after, r.read_at_run, CASE WHEN r.read_at_run THEN NULL
+            WHEN r.on_failure THEN coalesce((
             SELECT jsonb_object_agg(p.name, jsonb_build_object(
                        'state', p.state, 'result', p.result, 'error', p.error))
               FROM awa.workflow_steps p
              WHERE p.workflow_id = r.workflow_id
-               AND p.state IN ('failed', 'cancelled', 'dead_lettered'))
-            ELSE (
+               AND p.state IN ('failed', 'cancelled', 'dead_lettered')), '{}')
+            ELSE coalesce((
             SELECT jsonb_object_agg(p.name, jsonb_build_object(
                        'state', p.state, 'result', p.result, 'error', p.error))
               FROM awa.workflow_edges e
               JOIN awa.workflow_steps p
                 ON p.workflow_id = e.workflow_id AND p.name = e.from_step
-             WHERE e.workflow_id = r.workflow_id AND e.to_step = r.name) END, '{}') AS inputs
+             WHERE e.workflow_id = r.workflow_id AND e.to_step = r.name), '{}') END AS inputs
           FROM released r
     ), moved AS (
         UPDATE awa.deferred_jobs d
-           SET metadata = jsonb_set(jsonb_set(d.metadata, '{awa:workflow,inputs}', i.inputs),
-                                    '{awa:workflow,after}', to_jsonb(i.after))
+           SET metadata = CASE WHEN i.read_at_run
+                   -- Its "after" may have grown (awa.workflow_graft) past the limit since
+                   -- it was created: the list goes, the flag comes.
+                   THEN jsonb_set(d.metadata #- '{awa:workflow,after}',
+                                  '{awa:workflow,inputs_read}', 'true')
+                   ELSE jsonb_set(jsonb_set(d.metadata, '{awa:workflow,inputs}', i.inputs),
+                                  '{awa:workflow,after}', to_jsonb(i.after)) END
           FROM inputs i
          WHERE d.job_id = i.job_id AND d.state = 'held'
         RETURNING d.job_id
@@ -152,6 +173,21 @@ BEGIN
         PERFORM awa.ready_deferred(v_ids);
     END IF;
 END
+$$;
+
+-- What a step flagged awa:workflow.inputs_read reads when it runs: its dependencies in order
+-- ("after", grown by awa.workflow_graft as it may be) and each one's state, result and error.
+CREATE OR REPLACE FUNCTION awa.workflow_step_inputs(p_workflow_id bigint, p_step text)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object('after', to_jsonb(s.after), 'inputs', coalesce((
+               SELECT jsonb_object_agg(p.name, jsonb_build_object(
+                          'state', p.state, 'result', p.result, 'error', p.error))
+                 FROM awa.workflow_edges e
+                 JOIN awa.workflow_steps p
+                   ON p.workflow_id = e.workflow_id AND p.name = e.from_step
+                WHERE e.workflow_id = s.workflow_id AND e.to_step = s.name), '{}'))
+      FROM awa.workflow_steps s
+     WHERE s.workflow_id = p_workflow_id AND s.name = p_step
 $$;
 
 -- Withdraws a held step: its deferred row becomes a ready row that is never published, with a

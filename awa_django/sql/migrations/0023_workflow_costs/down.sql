@@ -1,5 +1,6 @@
 -- Reverses 0023: awa.workflow_create as 0013 defined it (every step written held, the roots
--- released through awa.workflow_release).
+-- released through awa.workflow_release) and awa.workflow_release as 0020 defined it (every
+-- released step's inputs copied into its metadata); the functions 0023 added are dropped.
 
 -- Creates a workflow from its validated description and returns each step's job id. p_spec:
 -- {"name": text, "steps": [{"name", "kind", "queue", "priority", "args", "max_attempts",
@@ -50,3 +51,55 @@ BEGIN
                   WHERE w.workflow_id = v_id ORDER BY w.position;
 END
 $$;
+
+-- Moves held steps into the ready ring (awa.ready_deferred), each with what it reads of the
+-- steps before it written into its metadata under awa:workflow.inputs: per dependency its
+-- state, result and error; an on_failure step gets every step that did not complete. Steps no
+-- longer held (cancelled meanwhile) are left alone. The caller holds the workflows' locks.
+CREATE OR REPLACE FUNCTION awa.workflow_release(p_job_ids bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_ids bigint[];
+BEGIN
+    IF cardinality(p_job_ids) = 0 THEN
+        RETURN;
+    END IF;
+    WITH released AS (
+        UPDATE awa.workflow_steps s SET state = 'released', released_at = now()
+         WHERE s.job_id = ANY (p_job_ids) AND s.state = 'held'
+        RETURNING s.workflow_id, s.name, s.job_id, s.on_failure, s.after
+    ), inputs AS (
+        -- A step's dependencies are found from its edges, so releasing n steps reads their
+        -- edges only; filtering every step of the workflow per released step read n x steps
+        -- rows (a 10,000-root chord took minutes to start).
+        SELECT r.job_id, r.after, coalesce(CASE WHEN r.on_failure THEN (
+            SELECT jsonb_object_agg(p.name, jsonb_build_object(
+                       'state', p.state, 'result', p.result, 'error', p.error))
+              FROM awa.workflow_steps p
+             WHERE p.workflow_id = r.workflow_id
+               AND p.state IN ('failed', 'cancelled', 'dead_lettered'))
+            ELSE (
+            SELECT jsonb_object_agg(p.name, jsonb_build_object(
+                       'state', p.state, 'result', p.result, 'error', p.error))
+              FROM awa.workflow_edges e
+              JOIN awa.workflow_steps p
+                ON p.workflow_id = e.workflow_id AND p.name = e.from_step
+             WHERE e.workflow_id = r.workflow_id AND e.to_step = r.name) END, '{}') AS inputs
+          FROM released r
+    ), moved AS (
+        UPDATE awa.deferred_jobs d
+           SET metadata = jsonb_set(jsonb_set(d.metadata, '{awa:workflow,inputs}', i.inputs),
+                                    '{awa:workflow,after}', to_jsonb(i.after))
+          FROM inputs i
+         WHERE d.job_id = i.job_id AND d.state = 'held'
+        RETURNING d.job_id
+    )
+    SELECT array_agg(m.job_id ORDER BY m.job_id) INTO v_ids FROM moved m;
+    IF v_ids IS NOT NULL THEN
+        PERFORM awa.ready_deferred(v_ids);
+    END IF;
+END
+$$;
+
+DROP FUNCTION IF EXISTS awa.workflow_step_inputs(bigint, text);
+DROP FUNCTION IF EXISTS awa.workflow_inputs_copied();
