@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
 from typing import Any, cast
 
 from awa_django.declarations.enqueue_options import EnqueueOptionArgs, EnqueueOptions
@@ -154,16 +155,30 @@ class ResolvedStep:
         and metadata again (#34)."""
         step = self.step
         return (
-            f'{{"name":{_text(step.name)},"kind":{_text(self.kind)},'
-            f'"queue":{_text(self.queue)},"priority":{int(self.priority)},'
+            f'{{"name":{_quoted(step.name)},"kind":{_quoted(self.kind)},'
+            f'"queue":{_quoted(self.queue)},"priority":{int(self.priority)},'
             f'"args":{self.args_json},"max_attempts":{int(self.max_attempts)},'
-            f'"metadata":{self.metadata_json},"tags":{_text(list(self.tags))},'
-            f'"after":{_text(list(step.after))},"ignore":{_text(list(step.ignore))},'
+            f'"metadata":{self.metadata_json},"tags":{_names(self.tags)},'
+            f'"after":{_names(step.after)},"ignore":{_names(step.ignore)},'
             f'"on_failure":{"true" if step.on_failure else "false"}}}'
         )
 
 
-_text = json.JSONEncoder(ensure_ascii=True).encode
+_encode = json.JSONEncoder(ensure_ascii=True).encode
+
+
+@lru_cache(maxsize=4096)
+def _quoted_cached(text: str) -> str:
+    return _encode(text)
+
+
+def _quoted(text: str) -> str:
+    # Kinds, queues and the names steps wait for repeat across a workflow's steps.
+    return _quoted_cached(text) if len(text) <= 200 else _encode(text)
+
+
+def _names(names: Sequence[str]) -> str:
+    return f"[{','.join(_quoted(name) for name in names)}]" if names else "[]"
 
 
 def step_spec(step: Step) -> dict[str, Any]:
@@ -198,7 +213,8 @@ def resolve_step(step: Step) -> ResolvedStep:
             raise InvalidJob("run_at: a step runs when its dependencies allow", field="run_at")
         if options.unique is not None or (job is not None and job.unique is not None):
             raise InvalidJob("unique: steps cannot be unique jobs", field="unique")
-        resolved = options.using(unique=None).resolve(kind, job, **priorities)
+        # Its unique is None (checked above): no copy of the options to clear it.
+        resolved = options.resolve(kind, job, **priorities)
     except InvalidJob as refusal:
         # The refusal's message starts with its field, so the step's name goes in front.
         if refusal.field:
