@@ -3,8 +3,9 @@
 -- each later migration that changes one of them (docs/architecture.md, "SQL layout and schema
 -- changes").
 --
--- A step is an ordinary job. It is created 'held' in awa.deferred_jobs, where no promoter looks,
--- and moved into the ready ring by awa.workflow_release inside the transaction that ends its
+-- A step is an ordinary job. A step with dependencies is created 'held' in awa.deferred_jobs,
+-- where no promoter looks (one without is written into the ready ring at once), and moved into
+-- the ready ring by awa.workflow_release inside the transaction that ends its
 -- last dependency: its remaining_deps counter is decremented under that workflow's transaction
 -- lock, so of two completions committing at the same instant exactly one sees it reach zero.
 -- Nothing polls. A job that is not a step never reaches these functions: awa.close_batch calls
