@@ -135,3 +135,42 @@ def test_a_wide_fan_in_reads_its_inputs_in_a_worker_process(worker_process):
         state = awa.wait_workflow(run.workflow_id, timeout=60)
         assert state.state == "completed", state.counts
         assert state.step("callback").result == list(range(WIDE))
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_the_spec_text_carries_every_option_of_a_root_and_of_a_held_step():
+    # Built as text from pieces (not one json.dumps): names that need escaping, options,
+    # metadata and tags arrive as given, for a step written ready and one written held.
+    first, second = 'fetch "ü"\\', "parse ☃"
+    options = {
+        "queue": "email",
+        "priority": 3,
+        "max_attempts": 7,
+        "metadata": {"k": ["v", 1], "é": None},
+        "tags": ["a", 'b"c'],
+    }
+    run = (
+        awa.Workflow('name "quoted" ☃')
+        .step(first, add, args={"x": 5}, **options)
+        .step(second, add, args={"x": 1}, after=[first], ignore=[first], **options)
+        .enqueue()
+    )
+    state = awa.get_workflow(run.workflow_id)
+    assert state.workflow.name == 'name "quoted" ☃'
+    assert [s.name for s in state.steps] == [first, second]
+    assert state.step(second).after == (first,)
+    for name, wanted_state in ((first, "available"), (second, "held")):
+        job = awa.get_job(run.job_ids[name])
+        assert job.state == wanted_state
+        assert (job.queue, job.priority, job.max_attempts) == ("email", 3, 7)
+        assert job.tags == ["a", 'b"c']
+        assert {k: v for k, v in job.metadata.items() if k != "awa:workflow"} == {
+            "k": ["v", 1],
+            "é": None,
+        }
+        assert job.metadata["awa:workflow"]["step"] == name
+    assert awa.get_job(run.job_ids[first]).args == {"x": 5}
+    run_jobs(queue="email")
+    state = awa.get_workflow(run.workflow_id)
+    assert state.state == "completed"
+    assert state.results == {first: 5, second: 6}
