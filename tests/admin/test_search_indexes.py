@@ -1,0 +1,108 @@
+"""The jobs page's content search answered from the search indexes of migration 0024 (issue
+#36): a match behind more than a page's scan of newer jobs is on page 1, and the statement
+reads the indexes, not every row, once the tables are large enough for the planner to care."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db import connection
+from django.urls import reverse
+
+import awa_django as awa
+from awa_django.sql import queries
+from awa_django.storage import browse
+from tests.admin.test_jobs import listed_ids
+from tests.conftest import run_burst
+
+LIST = "admin:awa_django_job_changelist"
+_SQL = queries("browse")
+# More newer jobs than a page of the old bounded scan read (SEARCH_SCAN, 10,000).
+NEWER = 10_500
+
+
+def newer_jobs(count: int = NEWER) -> None:
+    """``count`` plain jobs, each with arguments of its own and no tag or error."""
+    awa.enqueue_many("tests.noop", [{"n": n} for n in range(count)], queue="default")
+
+
+def test_old_matches_are_on_page_one(operator_client):
+    assert browse.SEARCH_SCAN < NEWER
+    failed = awa.enqueue(
+        "tests.always_fails", args={"message": "card 4242 declined"}, max_attempts=1
+    )
+    run_burst()
+    tagged = awa.enqueue("tests.typed", args={"user_id": 99, "email": "n@x"}, tags=["needle"])
+    newer_jobs()
+    url = reverse(LIST)
+    for search, expected in (
+        ({"args": '{"user_id": 99}'}, [tagged]),
+        ({"tag": "needle"}, [tagged]),
+        ({"error": "CARD 4242"}, [failed]),
+        ({"error": "card 4242", "state": "failed"}, [failed]),
+        ({"args": '{"message": "card 4242 declined"}', "error": "declined"}, [failed]),
+    ):
+        response = operator_client.get(url, search)
+        assert listed_ids(response) == expected, search
+        page = response.context["page"]
+        assert not page.scan_stopped and page.next_before is None, search
+        assert b"search older jobs" not in response.content
+    # Only the jobs that match are checked, not the newer ones.
+    assert operator_client.get(url, {"tag": "needle"}).context["page"].scanned == 1
+    assert listed_ids(operator_client.get(url, {"args": '{"user_id": 98}'})) == []
+
+
+def test_a_match_within_a_queue_filter(operator_client):
+    wanted = awa.enqueue("tests.typed", args={"user_id": 7, "email": "a@x"})
+    newer_jobs(50)
+    awa.enqueue("tests.typed", args={"user_id": 7, "email": "b@x"}, queue="email")
+    url = reverse(LIST)
+    response = operator_client.get(url, {"args": '{"user_id": 7}', "queue": "def"})
+    assert listed_ids(response) == [wanted]
+
+
+def nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+    return [node, *(child for sub in node.get("Plans", []) for child in nodes(sub))]
+
+
+def explain(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The plan nodes of the search statement, planned as the admin plans it (JIT off)."""
+    every = {"args": None, "tag": None, "error": None, "queue": None, "kind": None}
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL jit = off")
+        cursor.execute(
+            f"EXPLAIN (FORMAT JSON) {_SQL['search_job_ids']}",
+            {**every, "before": 2**63 - 1, "size": browse.SEARCH_BATCH, **params},
+        )
+        (document,) = cursor.fetchone()
+    plan = json.loads(document) if isinstance(document, str) else document
+    return nodes(plan[0]["Plan"])
+
+
+def test_the_search_statement_reads_the_indexes(awa_db):
+    awa.enqueue("tests.always_fails", args={"message": "card 4242"}, max_attempts=1)
+    run_burst()
+    awa.enqueue("tests.typed", args={"user_id": 99, "email": "n@x"}, tags=["needle"])
+    newer_jobs(20_000)
+    with connection.cursor() as cursor:
+        for table in ("ready_entries", "done_entries", "deferred_jobs", "dlq_entries"):
+            cursor.execute(f"ANALYZE awa.{table}")
+        # The partition holding the 20,000 jobs (the others are empty: any plan reads nothing).
+        cursor.execute(
+            "SELECT tableoid::regclass::text FROM awa.ready_entries"
+            " GROUP BY 1 ORDER BY count(*) DESC LIMIT 1"
+        )
+        (big,) = cursor.fetchone()
+    big = big.removeprefix("awa.")
+    for params, index in (
+        ({"args": '{"user_id": 99}'}, f"{big}_args_idx"),
+        ({"tag": "needle"}, f"{big}_tags_idx"),
+        ({"error": "%card 4242%"}, f"{big}_error_text_idx"),
+        ({"args": '{"user_id": 99}', "tag": "needle"}, f"{big}_"),
+    ):
+        plan = explain(params)
+        scans = [node for node in plan if node.get("Relation Name") == big]
+        assert scans and all(node["Node Type"] == "Bitmap Heap Scan" for node in scans), params
+        used = [node["Index Name"] for node in plan if node["Node Type"] == "Bitmap Index Scan"]
+        assert any(name.startswith(index) for name in used), (params, used)
