@@ -33,6 +33,7 @@ from awa_django.exceptions import InvalidJob
 from awa_django.limits import MAX_ID
 from awa_django.models import DeadLetter
 from awa_django.ops import dlq
+from awa_django.storage.browse import suggestions
 from awa_django.storage.dlq import DlqFilter, count_matching, ring_held_ids
 
 PAGE_SIZE: Final = 50
@@ -59,7 +60,11 @@ def error_type_field() -> forms.CharField:
         required=False,
         max_length=300,
         label="Error type",
-        help_text="any case, the start of the name or of a dotted part",
+        help_text=(
+            "any case, the start of the name or of a dotted part:"
+            " LookupError finds builtins.LookupError"
+        ),
+        widget=forms.TextInput(attrs={"list": "awa-error-types"}),
     )
 
 
@@ -67,7 +72,8 @@ def kind_field() -> forms.CharField:
     return forms.CharField(
         required=False,
         max_length=200,
-        help_text="any case, the start of the name or of a dotted part",
+        help_text="any case, the start of the name or of a dotted part: charge finds shop.Charge",
+        widget=forms.TextInput(attrs={"list": "awa-kinds"}),
     )
 
 
@@ -238,6 +244,8 @@ class DeadLetterAdmin(OperatorAdmin):
             for f in ("queue", "kind", "reason", "age", "error_type", "fingerprint")
         )
         job_id = form.cleaned_data.get("job_id") if form.is_valid() else None
+        with awa_cursor() as cursor:
+            offered = suggestions(cursor)
         return self.render(
             request,
             "dlq_list.html",
@@ -258,6 +266,8 @@ class DeadLetterAdmin(OperatorAdmin):
                 "act_matching_url": reverse(self.url_name("act_matching")),
                 "groups_url": reverse(self.url_name("groups")),
                 "is_filtered": is_filtered,
+                "suggestions": offered,
+                "suggested_queues": [],
             },
         )
 

@@ -45,6 +45,7 @@ from awa_django.storage.browse import (
     job_attempts,
     job_progress,
     list_jobs,
+    suggestions,
 )
 from awa_django.storage.dlq import purged_at
 from awa_django.storage.jobs import get_jobs
@@ -76,10 +77,16 @@ NEWER_KEPT: Final = 50
 class JobSearchForm(forms.Form):
     job_id = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID, label="Job id")
     kind = forms.CharField(
-        required=False, max_length=200, help_text="the start of the name, any case"
+        required=False,
+        max_length=200,
+        help_text="the start of the name, any case",
+        widget=forms.TextInput(attrs={"list": "awa-kinds"}),
     )
     queue = forms.CharField(
-        required=False, max_length=200, help_text="the start of the name, any case"
+        required=False,
+        max_length=200,
+        help_text="the start of the name, any case",
+        widget=forms.TextInput(attrs={"list": "awa-queues"}),
     )
     state = forms.ChoiceField(
         required=False, choices=[("", "any state"), *((s, s) for s in JOB_STATES)]
@@ -92,7 +99,11 @@ class JobSearchForm(forms.Form):
     )
     tag = forms.CharField(required=False, max_length=200)
     error = forms.CharField(
-        required=False, max_length=200, label="Error text", help_text="in a message or type"
+        required=False,
+        max_length=200,
+        label="Error text",
+        help_text="in a message or type, any case",
+        widget=forms.TextInput(attrs={"list": "awa-error-types"}),
     )
     before = forms.IntegerField(
         required=False, min_value=1, max_value=MAX_ID, widget=forms.HiddenInput
@@ -269,6 +280,8 @@ class JobAdmin(OperatorAdmin):
             next_query, newer_query = page_links(
                 request.GET, data["before"], form.newer_cursors(), page
             )
+        with awa_cursor() as cursor:
+            offered = suggestions(cursor)
         return self.render(
             request,
             "job_list.html",
@@ -281,6 +294,8 @@ class JobAdmin(OperatorAdmin):
                 "next_query": next_query,
                 "newer_query": newer_query,
                 "search_scan": SEARCH_SCAN,
+                "suggestions": offered,
+                "suggested_queues": sorted(set(offered.queues) | set(get_settings().QUEUES)),
                 "cancellable_states": CANCELLABLE,
                 "runnable_now_states": RUNNABLE_NOW,
                 "retryable_states": RETRYABLE,

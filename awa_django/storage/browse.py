@@ -469,6 +469,33 @@ def _planned_as_walk(cursor: CursorWrapper) -> Iterator[None]:
     cursor.execute(_SQL["restore_joins"], {"hash": hash_join, "merge": merge_join})
 
 
+# Suggestions offered beside the search fields: names from every table (cheap, one index probe
+# per pair), error types from the newest SUGGESTION_SCAN failures of each place that keeps them.
+SUGGESTION_SCAN: Final = 2_000
+SUGGESTION_LIMIT: Final = 200
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Suggestions:
+    """The kinds, queues and error types that exist, in name order, for a search form."""
+
+    kinds: list[str]
+    queues: list[str]
+    error_types: list[str]
+
+
+def suggestions(cursor: CursorWrapper) -> Suggestions:
+    """What a search form offers to complete its kind, queue and error type fields."""
+    cursor.execute(_SQL["name_pairs"], {"kind": None, "queue": None})
+    pairs = cursor.fetchall()
+    cursor.execute(_SQL["error_types"], {"scan": SUGGESTION_SCAN, "limit": SUGGESTION_LIMIT})
+    return Suggestions(
+        kinds=sorted({kind for _, kind in pairs})[:SUGGESTION_LIMIT],
+        queues=sorted({queue for queue, _ in pairs})[:SUGGESTION_LIMIT],
+        error_types=[error_type for (error_type,) in cursor.fetchall()],
+    )
+
+
 def running_attempts(cursor: CursorWrapper, *, limit: int) -> list[RunningAttempt]:
     """Up to ``limit`` open attempts, newest claim first."""
     cursor.execute(_SQL["running_attempts"], {"limit": limit})

@@ -5,6 +5,7 @@ reads the indexes, not every row, once the tables are large enough for the plann
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from django.db import connection
@@ -106,3 +107,24 @@ def test_the_search_statement_reads_the_indexes(awa_db):
         assert scans and all(node["Node Type"] == "Bitmap Heap Scan" for node in scans), params
         used = [node["Index Name"] for node in plan if node["Node Type"] == "Bitmap Index Scan"]
         assert any(name.startswith(index) for name in used), (params, used)
+
+
+def datalist(content: str, name: str) -> list[str]:
+    start = content.index(f'<datalist id="{name}">')
+    body = content[start : content.index("</datalist>", start)]
+    return re.findall(r'<option value="([^"]*)">', body)
+
+
+def test_the_forms_offer_the_kinds_queues_and_error_types_that_exist(operator_client):
+    awa.enqueue("tests.always_fails", args={"message": "no"}, max_attempts=1)
+    run_burst()
+    awa.enqueue("tests.typed", args={"user_id": 1, "email": "a@x"}, queue="email")
+    jobs = operator_client.get(reverse(LIST)).content.decode()
+    assert datalist(jobs, "awa-kinds") == ["tests.always_fails", "tests.typed"]
+    assert {"default", "email"} <= set(datalist(jobs, "awa-queues"))
+    (error_type,) = datalist(jobs, "awa-error-types")
+    assert error_type.endswith("RuntimeError")
+    assert 'list="awa-kinds"' in jobs and 'list="awa-error-types"' in jobs
+    dlq = operator_client.get(reverse("admin:awa_django_deadletter_changelist")).content.decode()
+    assert datalist(dlq, "awa-error-types") == [error_type]
+    assert "LookupError finds builtins.LookupError" in dlq

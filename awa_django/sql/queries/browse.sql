@@ -505,3 +505,22 @@ SELECT job_id FROM (
       ORDER BY a.job_id DESC LIMIT %(size)s)
 ) ids
  ORDER BY job_id DESC LIMIT %(size)s
+
+-- name: error_types
+-- Error types that exist, for an operator's suggestions: the last error's type of the newest
+-- %(scan)s entries of the DLQ, of the newest %(scan)s failed or cancelled closures (the partial
+-- index of migration 0021) and of the newest %(scan)s records kept past their slot, distinct,
+-- in name order, at most %(limit)s. Each arm is a bounded walk of an index, at any history size.
+SELECT DISTINCT error_type FROM (
+    (SELECT q.errors -> -1 ->> 'type' AS error_type FROM awa.dlq_entries q
+      ORDER BY q.dlq_at DESC, q.job_id DESC LIMIT %(scan)s)
+    UNION ALL
+    (SELECT d.error ->> 'type' FROM awa.done_entries d
+      WHERE d.outcome IN ('failed', 'cancelled')
+      ORDER BY d.job_id DESC LIMIT %(scan)s)
+    UNION ALL
+    (SELECT h.errors -> -1 ->> 'type' FROM awa.terminal_history h
+      ORDER BY h.job_id DESC LIMIT %(scan)s)
+) types
+ WHERE error_type IS NOT NULL AND error_type <> ''
+ ORDER BY error_type LIMIT %(limit)s
