@@ -4,6 +4,7 @@ now or retry the ticked rows, or everything a state search matches after confirm
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Final
 
@@ -95,7 +96,7 @@ class JobSearchForm(forms.Form):
         required=False,
         max_length=2000,
         label="Arguments contain",
-        help_text='a JSON object, such as {"user_id": 7}',
+        help_text='a JSON object, such as {"user_id": 7}, or a path: user.id:7',
     )
     tag = forms.CharField(required=False, max_length=200)
     error = forms.CharField(
@@ -120,10 +121,16 @@ class JobSearchForm(forms.Form):
         text = self.cleaned_data["args"]
         if not text:
             return None
-        try:
-            value = json.loads(text, parse_constant=refuse_constant)
-        except (ValueError, RecursionError):
-            raise ValidationError('not JSON: write an object such as {"user_id": 7}') from None
+        path = ARGS_PATH.fullmatch(text)
+        if path is not None and not text.lstrip().startswith(("{", "[")):
+            value = path_object(path["path"], path["value"])
+        else:
+            try:
+                value = json.loads(text, parse_constant=refuse_constant)
+            except (ValueError, RecursionError):
+                raise ValidationError(
+                    'not JSON: write an object such as {"user_id": 7}, or a path such as user_id:7'
+                ) from None
         if not isinstance(value, dict):
             raise ValidationError('must be a JSON object, such as {"user_id": 7}')
         try:
@@ -156,6 +163,30 @@ class JobSearchForm(forms.Form):
 
 def refuse_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
+
+
+# An argument searched by its path, as error messages name arguments ("args.user.id"):
+# ``user.id:7`` (or ``args.user.id:7``) finds the jobs whose arguments contain
+# {"user": {"id": 7}}. A key holding "." or ":" needs the JSON form.
+ARGS_PATH: Final = re.compile(
+    r"\s*(?:args\.)?(?P<path>[^.:\s{}\[\]]+(?:\.[^.:\s{}\[\]]+)*)\s*:(?P<value>.*)", re.DOTALL
+)
+
+
+def path_object(path: str, text: str) -> dict[str, object]:
+    """The object holding ``text``'s value at ``path``: the value as JSON when it reads as JSON
+    (``7``, ``true``, ``"7"``, ``[1]``), else as the text itself (``Paris``)."""
+    raw = text.strip()
+    value: object
+    try:
+        value = json.loads(raw, parse_constant=refuse_constant)
+    except (ValueError, RecursionError):
+        value = raw
+    *outer, innermost = path.split(".")
+    found: dict[str, object] = {innermost: value}
+    for key in reversed(outer):
+        found = {key: found}
+    return found
 
 
 def page_links(

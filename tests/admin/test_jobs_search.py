@@ -131,3 +131,20 @@ def test_an_undeclared_queue_seen_only_in_the_database_is_searchable(operator_cl
     assert listed_ids(operator_client.get(url, {"state": "scheduled", "queue": "ghost"})) == [
         job_id
     ]
+
+
+def test_search_by_argument_path(operator_client):
+    paris = awa.enqueue("tests.typed", args={"user_id": 7, "email": "a@x", "tags": ["pro"]})
+    awa.enqueue("tests.typed", args={"user_id": 8, "email": "7", "tags": ["eu"]})
+    url = reverse(LIST)
+    for typed in ("user_id:7", "args.user_id: 7", " user_id : 7 ", "email:a@x", 'email:"a@x"'):
+        assert listed_ids(operator_client.get(url, {"args": typed})) == [paris], typed
+    # A value that reads as JSON is that JSON: 7 is a number, "7" the text.
+    assert listed_ids(operator_client.get(url, {"args": "email:7"})) == []
+    assert len(listed_ids(operator_client.get(url, {"args": 'email:"7"'}))) == 1
+    assert listed_ids(operator_client.get(url, {"args": 'tags:["pro"]'})) == [paris]
+    nested = awa.enqueue("tests.echo", args={"user": {"id": 3, "city": "Paris"}})
+    assert listed_ids(operator_client.get(url, {"args": "args.user.id:3"})) == [nested]
+    assert listed_ids(operator_client.get(url, {"args": "user.city:Paris"})) == [nested]
+    bad = operator_client.get(url, {"args": "no path here"})
+    assert "or a path such as user_id:7" in " ".join(bad.context["form"].errors["args"])
