@@ -229,10 +229,14 @@ SELECT job_id FROM (
 -- matched, and the rows of one arm need not hold every searched field. Together the arms cover
 -- every place awa.jobs reads a job's arguments, tags and errors from: a ready row (its earlier
 -- errors), a closure's error, a cancel's reason, the backlog, the kept history and the DLQ.
--- Given a pair (`queue` and `kind` not NULL), only that pair's rows.
+-- Given a pair (`queue` and `kind` not NULL), only that pair's rows. Given a state, only the arms
+-- that can hold a job's newest fact in it: a scheduled, retryable or held job is its backlog
+-- row, a dead letter its DLQ row, whatever older facts the ring holds of it.
 SELECT job_id FROM (
     (SELECT DISTINCT r.job_id FROM awa.ready_entries r
       WHERE r.job_id < %(before)s
+        AND (%(state)s::text IS NULL
+             OR %(state)s::text NOT IN ('scheduled', 'retryable', 'held', 'dlq'))
         AND (%(queue)s::text IS NULL OR (r.queue = %(queue)s::text AND r.kind = %(kind)s::text))
         AND (%(args)s::jsonb IS NULL OR (r.args <> '{}'::jsonb AND r.args @> %(args)s::jsonb))
         AND (%(tag)s::text IS NULL OR (r.tags <> '{}' AND r.tags @> ARRAY[%(tag)s::text]))
@@ -242,6 +246,7 @@ SELECT job_id FROM (
     UNION
     (SELECT f.job_id FROM awa.deferred_jobs f
       WHERE f.job_id < %(before)s
+        AND (%(state)s::text IS NULL OR f.state = %(state)s::text)
         AND (%(queue)s::text IS NULL OR (f.queue = %(queue)s::text AND f.kind = %(kind)s::text))
         AND (%(args)s::jsonb IS NULL OR (f.args <> '{}'::jsonb AND f.args @> %(args)s::jsonb))
         AND (%(tag)s::text IS NULL OR (f.tags <> '{}' AND f.tags @> ARRAY[%(tag)s::text]))
@@ -251,6 +256,7 @@ SELECT job_id FROM (
     UNION
     (SELECT h.job_id FROM awa.terminal_history h
       WHERE h.job_id < %(before)s
+        AND (%(state)s::text IS NULL OR h.state = %(state)s::text)
         AND (%(queue)s::text IS NULL OR (h.queue = %(queue)s::text AND h.kind = %(kind)s::text))
         AND (%(args)s::jsonb IS NULL OR (h.args <> '{}'::jsonb AND h.args @> %(args)s::jsonb))
         AND (%(tag)s::text IS NULL OR (h.tags <> '{}' AND h.tags @> ARRAY[%(tag)s::text]))
@@ -260,6 +266,7 @@ SELECT job_id FROM (
     UNION
     (SELECT q.job_id FROM awa.dlq_entries q
       WHERE q.job_id < %(before)s
+        AND (%(state)s::text IS NULL OR %(state)s::text = 'dlq')
         AND (%(queue)s::text IS NULL OR (q.queue = %(queue)s::text AND q.kind = %(kind)s::text))
         AND (%(args)s::jsonb IS NULL OR (q.args <> '{}'::jsonb AND q.args @> %(args)s::jsonb))
         AND (%(tag)s::text IS NULL OR (q.tags <> '{}' AND q.tags @> ARRAY[%(tag)s::text]))
@@ -271,6 +278,8 @@ SELECT job_id FROM (
     -- error search alone, the job's record checks the rest.
     (SELECT d.job_id FROM awa.done_entries d
       WHERE %(error)s::text IS NOT NULL AND d.job_id < %(before)s
+        AND (%(state)s::text IS NULL
+             OR %(state)s::text NOT IN ('scheduled', 'retryable', 'held', 'dlq'))
         AND d.error IS NOT NULL AND awa.error_text(d.error) ILIKE %(error)s::text
         AND (%(queue)s::text IS NULL
              OR EXISTS (SELECT 1 FROM awa.ready_entries r
@@ -282,6 +291,7 @@ SELECT job_id FROM (
     UNION
     (SELECT t.job_id FROM awa.ready_tombstones t
       WHERE %(error)s::text IS NOT NULL AND t.job_id < %(before)s
+        AND (%(state)s::text IS NULL OR %(state)s::text = 'cancelled')
         AND t.reason ILIKE %(error)s::text
         AND (%(queue)s::text IS NULL
              OR EXISTS (SELECT 1 FROM awa.ready_entries r
