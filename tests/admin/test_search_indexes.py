@@ -145,7 +145,9 @@ def test_a_state_held_outside_the_ring_reads_only_its_table(operator_client, mon
             " RETURNING job_id"
         )
         (dead,) = cursor.fetchone()
-    later = awa.enqueue("tests.typed", args={"user_id": 5, "email": "s@x"}, run_at=timedelta(hours=1))
+    later = awa.enqueue(
+        "tests.typed", args={"user_id": 5, "email": "s@x"}, run_at=timedelta(hours=1)
+    )
     for _ in range(25):
         awa.enqueue("tests.typed", args={"user_id": 5, "email": "a@x"})
     url = reverse(LIST)
