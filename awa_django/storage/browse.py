@@ -470,8 +470,9 @@ def _planned_as_walk(cursor: CursorWrapper) -> Iterator[None]:
 
 
 # Suggestions offered beside the search fields: names from every table (cheap, one index probe
-# per pair), error types from the newest SUGGESTION_SCAN failures of each place that keeps them.
-SUGGESTION_SCAN: Final = 2_000
+# per pair), error types from the newest SUGGESTION_SCAN failures of each place that keeps them
+# (few: each read detoasts an error list, tracebacks included, and every page load asks).
+SUGGESTION_SCAN: Final = 500
 SUGGESTION_LIMIT: Final = 200
 
 
