@@ -37,6 +37,10 @@ from awa_django.storage.browse import suggestions
 from awa_django.storage.dlq import DlqFilter, count_matching, ring_held_ids
 
 PAGE_SIZE: Final = 50
+# The count above the list stops here ("More than 10,000"), as the Jobs page's state counts
+# do, so a page load costs a bounded read whatever the DLQ holds; a bulk action's confirmation
+# counts exactly.
+LIST_COUNT_CAP: Final = 10_000
 # Groups the error page lists, largest first.
 GROUP_LIMIT: Final = 100
 AGES: Final = {
@@ -173,8 +177,12 @@ def describe(where: DlqFilter, age: str) -> str:
 
 
 def matched_text(matched: int, *, filtered: bool) -> str:
-    """The size of the whole match above the list: ``1,204 entries match.``"""
-    entries = f"{matched:,} entr{pluralize(matched, 'y,ies')}"
+    """The size of the whole match above the list: ``1,204 entries match.``, or, counted past
+    LIST_COUNT_CAP, ``More than 10,000 entries match.``"""
+    if matched > LIST_COUNT_CAP:
+        entries = f"More than {LIST_COUNT_CAP:,} entries"
+    else:
+        entries = f"{matched:,} entr{pluralize(matched, 'y,ies')}"
     if filtered:
         return f"{entries} match{pluralize(matched, 'es,')} this filter."
     return f"{entries} in the dead-letter queue."
@@ -230,9 +238,10 @@ class DeadLetterAdmin(OperatorAdmin):
                     before=before,
                 )
                 # The whole match, not the page: an operator sees at once whether a filter
-                # caught 3 entries or 30,000 (one count over the DLQ table, never the ring).
+                # caught 3 entries or more than 10,000 (one capped count over the DLQ table,
+                # never the ring).
                 with awa_cursor() as cursor:
-                    matched = count_matching(cursor, where)
+                    matched = count_matching(cursor, where, cap=LIST_COUNT_CAP + 1)
                 if len(entries) > PAGE_SIZE:
                     entries = entries[:PAGE_SIZE]
                     last = entries[-1]
