@@ -24,12 +24,13 @@ from awa_django.declarations.exact_json import check_text
 from awa_django.declarations.step_context import ADDED_STEP_SEPARATOR
 from awa_django.declarations.workflow_steps import (
     Call,
+    ResolvedStep,
     Step,
     StepJob,
     call,
     check_acyclic,
     make_step,
-    step_spec,
+    resolve_step,
 )
 from awa_django.exceptions import AwaError, InvalidJob
 from awa_django.ops.actions import announce_finished, retry
@@ -66,16 +67,16 @@ RETRYABLE_STEP_STATES: Final = frozenset({"failed", "dead_lettered"})
 _MAX_STEPS: Final = 100_000
 
 
-def _refuse_other_databases(specs: list[dict[str, Any]]) -> None:
+def _refuse_other_databases(steps: list[ResolvedStep]) -> None:
     """A workflow lives in ``AWA["DATABASE_ALIAS"]`` with its steps, whose closes release their
     dependents in one transaction: a step on a queue of another database is refused."""
     conf = get_settings()
-    for spec in specs:
-        alias = conf.queue_database(spec["queue"])
+    for step in steps:
+        alias = conf.queue_database(step.queue)
         if alias != conf.DATABASE_ALIAS:
-            field = f"steps.{spec['name']}.queue"
+            field = f"steps.{step.step.name}.queue"
             raise InvalidJob(
-                f"{field}: queue {spec['queue']!r} lives in database {alias!r}; a workflow's "
+                f"{field}: queue {step.queue!r} lives in database {alias!r}; a workflow's "
                 f"steps must all use queues of AWA['DATABASE_ALIAS'] ({conf.DATABASE_ALIAS!r})",
                 field=field,
             )
@@ -181,6 +182,10 @@ class Workflow:
         """The workflow as ``awa.workflow_create`` reads it, every step validated: names,
         dependencies (unknown, cyclic), arguments and options. Raises ``InvalidJob`` naming
         the step; nothing is written."""
+        return {"name": self.name, "steps": [step.spec() for step in self._resolved()]}
+
+    def _resolved(self) -> list[ResolvedStep]:
+        """Every step validated and resolved, in the order they were added."""
         check_text(self.name, field="name")
         steps = self._all_steps()
         if not steps:
@@ -229,20 +234,25 @@ class Workflow:
                         field=f"steps.{step.name}.ignore",
                     )
         check_acyclic(self.steps)
-        specs = [step_spec(step) for step in steps]
-        _refuse_other_databases(specs)
-        return {"name": self.name, "steps": specs}
+        resolved = [resolve_step(step) for step in steps]
+        _refuse_other_databases(resolved)
+        return resolved
 
     def enqueue(self) -> WorkflowRun:
         """Validate, then write the workflow in the current transaction of
         ``AWA["DATABASE_ALIAS"]``: it commits or rolls back with the caller's rows. The steps
         without dependencies are runnable once it commits."""
-        spec = self.spec()
-        spec_json = json.dumps(spec)
+        resolved = self._resolved()
+        # JSON text put together from each step's texts (arguments and metadata are encoded
+        # once, when they are validated), not a dict encoded again here.
+        spec_json = (
+            f'{{"name":{json.dumps(self.name)},"steps":['
+            f"{','.join(step.spec_json() for step in resolved)}]}}"
+        )
         alias = get_settings().DATABASE_ALIAS
         # Every step's lanes, not only the first steps': a later step is released in the
         # transaction that completes its last dependency, which need not create lanes either.
-        for queue, priority in sorted({(s["queue"], s["priority"]) for s in spec["steps"]}):
+        for queue, priority in sorted({(step.queue, step.priority) for step in resolved}):
             ensure_lanes(alias, queue, priority)
         with reported_unmigrated(alias), connections[alias].cursor() as cursor:
             workflow_id, job_ids = storage.create_workflow(cursor, spec_json)
@@ -254,7 +264,7 @@ class Workflow:
     def enqueue_on_commit(self, *, using: str | None = None) -> PendingWorkflow:
         """Validate now and enqueue once the current transaction of ``using`` (Django's
         default alias when None) commits; the ``PendingWorkflow`` learns the run then."""
-        self.spec()
+        self._resolved()
         pending = PendingWorkflow()
 
         def at_commit() -> None:
