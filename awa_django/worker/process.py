@@ -211,8 +211,9 @@ def config_from_settings(
         else {n: q.concurrency for n, q in conf.QUEUES.items() if n in on_database}
     )
     return WorkerConfig(
+        # WORKER_DATABASE stands for DATABASE_ALIAS alone; another database is reached directly.
         database_alias=(
-            conf.WORKER_DATABASE or database if database == conf.DATABASE_ALIAS else database
+            (conf.WORKER_DATABASE or database) if database == conf.DATABASE_ALIAS else database
         ),
         schedule_queues=on_database if len(conf.databases) > 1 else None,
         database=database,
