@@ -20,6 +20,7 @@ from django.test import override_settings
 import awa_django as awa
 from awa_django import conf
 from awa_django.management.command import require_migrated
+from awa_django.ops import health
 from awa_django.storage.control import reset_all
 from tests.conftest import wait_until
 
@@ -247,6 +248,10 @@ def test_one_worker_process_serves_the_queues_of_both_databases(
     worker = worker_process(env=env).wait_ready()
     # It leads the maintenance of each database, with a session (LISTEN, lock) in each.
     wait_until(lambda: worker.output.count("became maintenance leader") == 2)
+    # awa_health checks each database: its leader, and a live worker for each of its queues.
+    wait_until(lambda: health.check().healthy)
+    names = {c.name for c in health.check().checks}
+    assert {"leader (default)", "leader (second)", "queues (second)"} <= names
     with transaction.atomic(using="second"):
         awa.enqueue_many("tests.record", [{"n": 1000 + n} for n in range(40)], queue="video")
     awa.enqueue_many("tests.record", [{"n": n} for n in range(40)])
