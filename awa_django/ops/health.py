@@ -15,7 +15,7 @@ fleet has no leader in its rows for a few seconds; a probe must not fail for tha
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -94,23 +94,36 @@ def _leader(live: list[runtimes.RuntimeInstance], now: datetime) -> Check:
     return Check("leader", True, f"leader {leader.instance_id} (pid {leader.pid})")
 
 
-def _queues(live: list[runtimes.RuntimeInstance]) -> Check:
+def _queues(live: list[runtimes.RuntimeInstance], declared: set[str]) -> Check:
     served = {queue for r in live if not r.shutting_down for queue in r.queues}
-    stale = sorted(set(get_settings().QUEUES) - served)
+    stale = sorted(declared - served)
     if stale:
         return Check("queues", False, f"no live worker serves: {', '.join(stale)}")
     return Check("queues", True, f"every declared queue is served ({len(served)} served)")
 
 
 def check() -> HealthReport:
-    """Run every check; later checks are skipped (failed) when the database is down."""
-    alias = get_settings().DATABASE_ALIAS
+    """Run every check; later checks are skipped (failed) when the database is down. With
+    queues in several databases (a queue's ``database``), every check runs on each, named
+    with its alias: each has its own leader and the workers serving its queues."""
+    conf = get_settings()
+    if len(conf.databases) == 1:
+        return HealthReport(_checks(conf.DATABASE_ALIAS, set(conf.QUEUES)))
+    found: list[Check] = []
+    for alias in conf.databases:
+        declared = {name for name in conf.QUEUES if conf.queue_database(name) == alias}
+        found += [replace(c, name=f"{c.name} ({alias})") for c in _checks(alias, declared)]
+    return HealthReport(tuple(found))
+
+
+def _checks(alias: str, declared: set[str]) -> tuple[Check, ...]:
+    """The checks of one database, whose queues are ``declared``."""
     database = _database(alias)
     if not database.ok:
         skipped = [Check(n, False, "skipped: database unreachable") for n in ("migrations",)]
-        return HealthReport((database, *skipped))
+        return (database, *skipped)
     migrations = _migrations(alias)
     if not migrations.ok:
-        return HealthReport((database, migrations))
-    live = [r for r in runtimes.list() if r.live]
-    return HealthReport((database, migrations, _leader(live, timezone.now()), _queues(live)))
+        return (database, migrations)
+    live = [r for r in runtimes.list(database=alias) if r.live]
+    return (database, migrations, _leader(live, timezone.now()), _queues(live, declared))

@@ -36,10 +36,11 @@ class RuntimeInstance:
     live: bool
 
 
-def list() -> builtins.list[RuntimeInstance]:
-    """Every runtime row, newest start first."""
+def list(*, database: str | None = None) -> builtins.list[RuntimeInstance]:
+    """Every runtime row of ``database`` (default ``AWA["DATABASE_ALIAS"]``; each database
+    holding queues has the runtimes of the processes serving it), newest start first."""
     conf = get_settings()
-    with connections[conf.DATABASE_ALIAS].cursor() as cursor:
+    with connections[database or conf.DATABASE_ALIAS].cursor() as cursor:
         rows = list_runtimes(cursor, stale_after_s=conf.RUNTIME_STALE_AFTER_S)
     return [RuntimeInstance(**row) for row in rows]
 

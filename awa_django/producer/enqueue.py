@@ -1,7 +1,8 @@
 """Enqueueing jobs on Django's connection, inside the caller's transaction.
 
-``enqueue`` is a plain insert on the connection of ``AWA["DATABASE_ALIAS"]``: inside
-``transaction.atomic()`` the job commits or rolls back with the caller's rows, and the NOTIFY
+``enqueue`` is a plain insert on the connection of the queue's database (its ``database``
+option, else ``AWA["DATABASE_ALIAS"]``): inside ``transaction.atomic()`` on that alias the job
+commits or rolls back with the caller's rows, and the NOTIFY
 that wakes workers is delivered only at commit. Everything is validated before the first write,
 so a bad argument raises ``InvalidJob`` and nothing is written. On a database where awa_django's
 migrations are not applied, it raises ``NotMigrated``, which says so and names the command.
@@ -18,7 +19,7 @@ from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
-from awa_django.conf import get_settings
+from awa_django.conf import get_settings, queue_databases
 from awa_django.core.enqueued import announce_enqueued
 from awa_django.declarations.arguments import BoundArgs
 from awa_django.declarations.enqueue_options import (
@@ -184,9 +185,30 @@ def _ensure_lanes(alias: str, queue: str, priority: int, run_at: datetime | None
         lanes.ensure_lanes(alias, queue, priority)
 
 
+def queue_alias(queue: str) -> str:
+    """The alias ``queue``'s jobs are written to, refused (``InvalidJob``) when the caller is in
+    a transaction on another database that holds queues and not in one on this alias: the job
+    would commit on its own, whatever became of the caller's transaction."""
+    alias = get_settings().queue_database(queue)
+    databases = queue_databases()
+    # Only databases holding queues are looked at: with one database nothing changes, and a
+    # transaction on an unrelated database says nothing about where the caller meant the job.
+    if len(databases) > 1 and not connections[alias].in_atomic_block:
+        for other in databases:
+            if other != alias and connections[other].in_atomic_block:
+                raise InvalidJob(
+                    f"queue {queue!r} lives in database {alias!r}, but this enqueue runs in a "
+                    f"transaction on {other!r}, which the job could not commit or roll back "
+                    f"with; enqueue inside transaction.atomic(using={alias!r}), or use "
+                    "enqueue_on_commit",
+                    field="queue",
+                )
+    return alias
+
+
 def _enqueue_one(bound: BoundArgs, options: ResolvedOptions) -> int:
     """Insert one validated job in the current transaction and announce it."""
-    alias = get_settings().DATABASE_ALIAS
+    alias = queue_alias(options.queue)
     _ensure_lanes(alias, options.queue, options.priority, options.run_at)
     new_job = NewJob(
         kind=options.kind,
@@ -238,7 +260,8 @@ def enqueue_on_commit(
     **changes: Unpack[EnqueueOptionArgs],
 ) -> PendingJob:
     """Validate now and enqueue after the current transaction commits (opt-in deferral); the
-    ``PendingJob`` returned learns the job's id at the commit.
+    ``PendingJob`` returned learns the job's id at the commit. The job goes to its queue's
+    database whichever alias ``using`` waits for.
 
     Takes the options of ``enqueue``. ``on_conflict`` defaults to ``"return"`` here: a unique
     job's duplicate is dropped quietly, as there is no caller left to raise to; with
@@ -290,7 +313,7 @@ def enqueue_many(
     arg_dicts = list(args_list)
     if not arg_dicts:
         return []
-    alias = get_settings().DATABASE_ALIAS
+    alias = queue_alias(resolved.queue)
     _ensure_lanes(alias, resolved.queue, resolved.priority, resolved.run_at)
     now = timezone.now()
     batch: _UniqueBatch | None = None

@@ -67,6 +67,21 @@ RETRYABLE_STEP_STATES: Final = frozenset({"failed", "dead_lettered"})
 _MAX_STEPS: Final = 100_000
 
 
+def _refuse_other_databases(steps: list[ResolvedStep]) -> None:
+    """A workflow lives in ``AWA["DATABASE_ALIAS"]`` with its steps, whose closes release their
+    dependents in one transaction: a step on a queue of another database is refused."""
+    conf = get_settings()
+    for step in steps:
+        alias = conf.queue_database(step.queue)
+        if alias != conf.DATABASE_ALIAS:
+            field = f"steps.{step.step.name}.queue"
+            raise InvalidJob(
+                f"{field}: queue {step.queue!r} lives in database {alias!r}; a workflow's "
+                f"steps must all use queues of AWA['DATABASE_ALIAS'] ({conf.DATABASE_ALIAS!r})",
+                field=field,
+            )
+
+
 class WorkflowTimeout(AwaError, TimeoutError):
     """``wait_workflow`` gave up before the workflow finished."""
 
@@ -219,7 +234,9 @@ class Workflow:
                         field=f"steps.{step.name}.ignore",
                     )
         check_acyclic(self.steps)
-        return [resolve_step(step) for step in steps]
+        resolved = [resolve_step(step) for step in steps]
+        _refuse_other_databases(resolved)
+        return resolved
 
     def enqueue(self) -> WorkflowRun:
         """Validate, then write the workflow in the current transaction of
