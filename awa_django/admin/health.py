@@ -334,7 +334,7 @@ def rollup_charts(
     return dict(charts)
 
 
-def served_concurrency(instances: Iterable[runtimes.RuntimeInstance]) -> dict[str, str]:
+def served_concurrency(instances: Iterable[runtimes.RuntimeRecord]) -> dict[str, str]:
     """Per queue, the concurrency its live workers report running it at now (they apply a live
     change within moments), in words: "4 in 2 workers", "4, 8 in 3 workers"."""
     found: dict[str, list[int]] = defaultdict(list)

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from awa_django.conf import get_settings
 from awa_django.declarations.enqueue_options import EnqueueOptions, RunAt
-from awa_django.declarations.jobs import Job
+from awa_django.declarations.jobs import DeclaredJob
 from awa_django.declarations.resolve import bind_args, resolve_job
 from awa_django.declarations.unique import Unique, unique_key
 from awa_django.exceptions import InvalidJob
@@ -57,7 +57,7 @@ def cancel(job_id: int, *, reason: str = "cancelled by operator") -> bool:
             transaction.on_commit(
                 partial(
                     job_cancelled.send_robust,
-                    sender=Job,
+                    sender=DeclaredJob,
                     job_id=job_id,
                     run_lease=record.run_lease,
                     kind=record.kind,
@@ -79,7 +79,7 @@ def announce_finished(cursor: CursorWrapper, alias: str) -> None:
         transaction.on_commit(
             partial(
                 workflow_finished.send_robust,
-                sender=Job,
+                sender=DeclaredJob,
                 workflow_id=workflow.workflow_id,
                 name=workflow.name,
                 state=workflow.state,
@@ -89,7 +89,7 @@ def announce_finished(cursor: CursorWrapper, alias: str) -> None:
 
 
 def cancel_unique(
-    kind_or_job: str | Job[Any, Any],
+    kind_or_job: str | DeclaredJob[Any, Any],
     *,
     args: Mapping[str, Any] | None = None,
     queue: str | None = None,

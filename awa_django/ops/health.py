@@ -66,7 +66,7 @@ def _migrations(alias: str) -> Check:
     return Check("migrations", True, "all migrations applied")
 
 
-def _leader(live: list[runtimes.RuntimeInstance], now: datetime) -> Check:
+def _leader(live: list[runtimes.RuntimeRecord], now: datetime) -> Check:
     leaders = [r for r in live if r.is_leader]
     if not leaders:
         conf = get_settings()
@@ -94,7 +94,7 @@ def _leader(live: list[runtimes.RuntimeInstance], now: datetime) -> Check:
     return Check("leader", True, f"leader {leader.instance_id} (pid {leader.pid})")
 
 
-def _queues(live: list[runtimes.RuntimeInstance]) -> Check:
+def _queues(live: list[runtimes.RuntimeRecord]) -> Check:
     served = {queue for r in live if not r.shutting_down for queue in r.queues}
     stale = sorted(set(get_settings().QUEUES) - served)
     if stale:

@@ -30,7 +30,7 @@ from awa_django.declarations.enqueue_options import (
 )
 from awa_django.declarations.exact_json import moved
 from awa_django.declarations.jobs import (
-    Job,
+    DeclaredJob,
     JobContext,
     registry,
 )
@@ -52,7 +52,7 @@ R = TypeVar("R")
 
 
 def _bind_each(
-    kind: str, job: Job[Any, Any] | None, arg_dicts: Iterable[Mapping[str, Any] | None]
+    kind: str, job: DeclaredJob[Any, Any] | None, arg_dicts: Iterable[Mapping[str, Any] | None]
 ) -> Iterator[BoundArgs]:
     """``bind_args`` of each dict of a batch; a refusal names its position (``args_list[3].x``)."""
     for position, args in enumerate(arg_dicts):
@@ -134,7 +134,7 @@ class _UniqueBatch:
 
 
 def enqueue(
-    kind_or_job: str | Job[Any, Any],
+    kind_or_job: str | DeclaredJob[Any, Any],
     *,
     args: Mapping[str, Any] | None = None,
     options: EnqueueOptions = NO_OPTIONS,
@@ -159,7 +159,10 @@ def enqueue(
 
 
 def enqueue_at_lane_priority(
-    kind_or_job: str | Job[Any, Any], *, args: Mapping[str, Any] | None, options: EnqueueOptions
+    kind_or_job: str | DeclaredJob[Any, Any],
+    *,
+    args: Mapping[str, Any] | None,
+    options: EnqueueOptions,
 ) -> int:
     """``enqueue`` at any stored lane priority, ``STORED_PRIORITY_MIN..MAX``, not only the
     native 1..4: how the django.tasks backend stores Django's -100..100
@@ -230,7 +233,7 @@ def _maybe_eager(alias: str, options: ResolvedOptions, job_ids: list[int]) -> No
 
 
 def enqueue_on_commit(
-    kind_or_job: str | Job[Any, Any],
+    kind_or_job: str | DeclaredJob[Any, Any],
     *,
     args: Mapping[str, Any] | None = None,
     options: EnqueueOptions = NO_OPTIONS,
@@ -265,7 +268,7 @@ def enqueue_on_commit(
 
 
 def enqueue_many(
-    kind_or_job: str | Job[Any, Any],
+    kind_or_job: str | DeclaredJob[Any, Any],
     args_list: Iterable[Mapping[str, Any]],
     *,
     options: EnqueueOptions = NO_OPTIONS,
@@ -340,16 +343,20 @@ class _Enqueuer:
     """This module's functions, as each job ``@awa.job`` declares calls them from its
     ``enqueue``, ``enqueue_on_commit`` and ``enqueue_many`` (``declarations.jobs.Enqueuer``)."""
 
-    def enqueue(self, kind_or_job: Job[Any, Any], *, args: Mapping[str, Any]) -> int:
+    def enqueue(self, kind_or_job: DeclaredJob[Any, Any], *, args: Mapping[str, Any]) -> int:
         return enqueue(kind_or_job, args=args)
 
     def enqueue_on_commit(
-        self, kind_or_job: Job[Any, Any], *, args: Mapping[str, Any]
+        self, kind_or_job: DeclaredJob[Any, Any], *, args: Mapping[str, Any]
     ) -> PendingJob:
         return enqueue_on_commit(kind_or_job, args=args)
 
     def enqueue_many(
-        self, kind_or_job: Job[Any, Any], args_list: Iterable[Mapping[str, Any]], *, run_at: RunAt
+        self,
+        kind_or_job: DeclaredJob[Any, Any],
+        args_list: Iterable[Mapping[str, Any]],
+        *,
+        run_at: RunAt,
     ) -> list[int]:
         return enqueue_many(kind_or_job, args_list, run_at=run_at)
 
@@ -358,7 +365,7 @@ _ENQUEUER: Final = _Enqueuer()
 
 
 @overload
-def job(func: Callable[Concatenate[JobContext, P], R], /) -> Job[P, R]: ...
+def job(func: Callable[Concatenate[JobContext, P], R], /) -> DeclaredJob[P, R]: ...
 
 
 @overload
@@ -374,7 +381,7 @@ def job(
     description: str = "",
     owner: str = "",
     docs_url: str = "",
-) -> Callable[[Callable[Concatenate[JobContext, P], R]], Job[P, R]]: ...
+) -> Callable[[Callable[Concatenate[JobContext, P], R]], DeclaredJob[P, R]]: ...
 
 
 def job(
@@ -389,7 +396,7 @@ def job(
     description: str = "",
     owner: str = "",
     docs_url: str = "",
-) -> Job[P, R] | Callable[[Callable[Concatenate[JobContext, P], R]], Job[P, R]]:
+) -> DeclaredJob[P, R] | Callable[[Callable[Concatenate[JobContext, P], R]], DeclaredJob[P, R]]:
     """Register a sync or async function as a job handler (bare ``@job`` or ``@job(...)``).
 
     Options left unset fall back to ``AWA`` defaults at enqueue time; an enqueue call can still
@@ -398,8 +405,8 @@ def job(
     describe the kind to operators (see ``awa_django.ops.descriptors``).
     """
 
-    def decorate(fn: Callable[Concatenate[JobContext, P], R]) -> Job[P, R]:
-        registered = Job(
+    def decorate(fn: Callable[Concatenate[JobContext, P], R]) -> DeclaredJob[P, R]:
+        registered = DeclaredJob(
             fn,
             kind=kind,
             queue=queue,

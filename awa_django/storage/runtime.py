@@ -54,7 +54,7 @@ class DeclaredKind(Protocol):
     def fields(self) -> dict[str, Any]: ...
 
 
-class Declarations(Protocol):
+class DeclaredByProcess(Protocol):
     @property
     def queues(self) -> Sequence[DeclaredQueue]: ...
     @property
@@ -77,7 +77,7 @@ class RuntimeSnapshot:
     shutting_down: bool
 
 
-async def publish_declarations(conn: AsyncConnection[Any], declared: Declarations) -> None:
+async def publish_declarations(conn: AsyncConnection[Any], declared: DeclaredByProcess) -> None:
     """Publish DLQ policies, upsert queue and kind descriptors and record the values behind
     their hashes, in one transaction."""
     queues = declared.queues
@@ -133,7 +133,7 @@ def sync_queue_policies(dlq_enabled: Mapping[str, bool]) -> Statement[None]:
 
 
 async def write_snapshot(
-    conn: AsyncConnection[Any], snapshot: RuntimeSnapshot, declared: Declarations
+    conn: AsyncConnection[Any], snapshot: RuntimeSnapshot, declared: DeclaredByProcess
 ) -> None:
     await conn.execute(
         _SQL["upsert_runtime"],

@@ -39,7 +39,7 @@ from awa_django.conf import AwaSettings
 from awa_django.core.outcome import OutcomeCounts
 from awa_django.core.retry import RetryPolicy
 from awa_django.core.session_tries import SessionTries
-from awa_django.declarations.jobs import Job, registry
+from awa_django.declarations.jobs import DeclaredJob, registry
 from awa_django.maintenance.leader import NON_LEADER_TRY_INTERVALS
 from awa_django.maintenance.maintainer import Maintainer, MaintenanceConfig
 from awa_django.maintenance.promoter import Promoter, PromoterConfig
@@ -250,7 +250,7 @@ class WorkerProcess:
     """The root of one process (a worker, or ``awa_maintenance`` with no queues)."""
 
     def __init__(
-        self, config: WorkerConfig, resolve: Callable[[str], Job[Any, Any] | None]
+        self, config: WorkerConfig, resolve: Callable[[str], DeclaredJob[Any, Any] | None]
     ) -> None:
         self.config = config
         self._resolve = resolve

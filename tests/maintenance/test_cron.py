@@ -29,7 +29,7 @@ from awa_django.declarations.cron import (
     declared_schedules,
     schedule_problems,
 )
-from awa_django.declarations.jobs import Job, registry
+from awa_django.declarations.jobs import DeclaredJob, registry
 from awa_django.exceptions import ConfigError
 from awa_django.maintenance.cron_evaluator import CronConfig, CronEvaluator
 from awa_django.ops.cron_publish import declared_schedule_rows
@@ -449,7 +449,7 @@ def test_fired_and_triggered_jobs_are_announced_like_any_enqueue():
     assert received_signals == [
         {
             "signal": job_enqueued,
-            "sender": Job,
+            "sender": DeclaredJob,
             "job_ids": fired,
             "kind": "tests.record",
             "queue": "default",

@@ -226,7 +226,7 @@ def test_two_workers_with_different_descriptions_show_drift(worker_process):
     first = worker_process("--queue", "default", env=env("first")).wait_ready()
     second = worker_process("--queue", "default", env=env("second")).wait_ready()
 
-    def default_queue() -> awa.descriptors.QueueDescriptor:
+    def default_queue() -> awa.descriptors.QueueDescriptorRecord:
         return next(q for q in awa.descriptors.queues() if q.queue == "default")
 
     wait_until(lambda: default_queue().drift)

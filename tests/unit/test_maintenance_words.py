@@ -10,7 +10,7 @@ import re
 import pytest
 
 from awa_django.logs import JsonFormatter
-from awa_django.maintenance.cron_evaluator import CronFire, CronResult
+from awa_django.maintenance.cron_evaluator import CronResult, FiredSchedule
 from awa_django.maintenance.instance_cleanup import InstanceCleanupResult
 from awa_django.maintenance.ledgers import LedgerResult
 from awa_django.maintenance.promoter import PromoterResult
@@ -62,8 +62,8 @@ TICK = "2026-12-02T03:00:00+00:00"
                 fired=1,
                 lost=1,
                 fires=(
-                    CronFire(name="nightly", ticks=(TICK,), job_ids=(42,)),
-                    CronFire(name="hourly", ticks=(TICK,), job_ids=()),
+                    FiredSchedule(name="nightly", ticks=(TICK,), job_ids=(42,)),
+                    FiredSchedule(name="hourly", ticks=(TICK,), job_ids=()),
                 ),
             ),
             f"fired 1 schedule: nightly for {TICK} (job 42); "
@@ -74,7 +74,7 @@ TICK = "2026-12-02T03:00:00+00:00"
                 enqueued=7,
                 fired=1,
                 lost=0,
-                fires=(CronFire(name="catch", ticks=(TICK,) * 7, job_ids=tuple(range(1, 8))),),
+                fires=(FiredSchedule(name="catch", ticks=(TICK,) * 7, job_ids=tuple(range(1, 8))),),
             ),
             "fired 1 schedule: catch for 7 ticks (jobs 1, 2, 3, 4, 5 and 2 more)",
         ),
