@@ -28,7 +28,8 @@ from awa_django.job_record import JobRecord
 from awa_django.storage import eager as eager_storage
 from awa_django.storage.browse import JobFilter, list_jobs
 from awa_django.storage.control import reset_all
-from awa_django.storage.jobs import get_jobs
+from awa_django.storage.jobs import jobs_by_id
+from awa_django.storage.statement import run
 from awa_django.worker.in_process import InProcessRunner, RanJob
 from awa_django.worker.process import RunSummary, WorkerProcess, config_from_settings
 
@@ -63,7 +64,7 @@ def reset_queue() -> None:
     test runner's rollback does not undo. Never call it against a database you care about.
     """
     with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
-        reset_all(cursor)
+        run(cursor, reset_all())
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +134,7 @@ def work_one(job_id: int) -> RanJob:
     ensure_jobs_discovered()
     runner = InProcessRunner()
     with connections[runner.alias].cursor() as cursor:
-        found = get_jobs(cursor, [job_id])
+        found = run(cursor, jobs_by_id([job_id]))
     record = found[0] if found else None
     if record is None or record.state not in WAITING_STATES:
         raise AssertionError(

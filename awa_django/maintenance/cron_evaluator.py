@@ -26,7 +26,8 @@ from awa_django.declarations.cron_expression import CronExpression
 from awa_django.declarations.jobs import DeclaredJob
 from awa_django.exceptions import InvalidSchedule
 from awa_django.maintenance.service import counted
-from awa_django.storage.cron import DueSchedule, due_cron_jobs, fire_cron
+from awa_django.storage.cron import DUE_CRON_JOBS, DueSchedule, fire_cron
+from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
 
 logger = logging.getLogger(__name__)
@@ -117,7 +118,7 @@ class CronEvaluator:
 
     async def read_due(self) -> list[DueSchedule]:
         async with self._pool.connection() as conn:
-            return await due_cron_jobs(conn)
+            return await run_async(conn, DUE_CRON_JOBS)
 
     async def fire(self, schedule: DueSchedule) -> FiredSchedule | None:
         """Fire what ``schedule`` (as read) owes; None when nothing was due."""
@@ -135,12 +136,14 @@ class CronEvaluator:
         if not ticks:
             return None
         async with self._pool.connection() as conn:
-            fired = await fire_cron(
+            fired = await run_async(
                 conn,
-                name=schedule.name,
-                expected_last=schedule.last_fire_at,
-                expected_resumed=schedule.resumed_at,
-                ticks=ticks,
+                fire_cron(
+                    name=schedule.name,
+                    expected_last=schedule.last_fire_at,
+                    expected_resumed=schedule.resumed_at,
+                    ticks=ticks,
+                ),
             )
         owed = tuple(tick.isoformat() for tick in ticks)
         if fired is None:

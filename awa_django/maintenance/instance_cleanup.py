@@ -15,6 +15,7 @@ from psycopg_pool import AsyncConnectionPool
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.service import counted
 from awa_django.storage.runtime import delete_stale_runtimes, delete_undeclared_versions
+from awa_django.storage.statement import run_async
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +54,10 @@ class InstanceCleaner:
 
     async def run_once(self) -> InstanceCleanupResult:
         async with self._pool.connection() as conn:
-            deleted = await delete_stale_runtimes(conn, stale_after_s=self._stale_after_s)
-            versions = await delete_undeclared_versions(conn, stale_after_s=self._stale_after_s)
+            deleted = await run_async(
+                conn, delete_stale_runtimes(stale_after_s=self._stale_after_s)
+            )
+            versions = await run_async(
+                conn, delete_undeclared_versions(stale_after_s=self._stale_after_s)
+            )
         return InstanceCleanupResult(deleted, versions)

@@ -22,8 +22,9 @@ from awa_django.ops.dlq import retry_options
 from awa_django.signals import job_cancelled, workflow_finished
 from awa_django.storage import dlq as dlq_storage
 from awa_django.storage.backlog import run_now as run_deferred_now
-from awa_django.storage.jobs import get_jobs
+from awa_django.storage.jobs import jobs_by_id
 from awa_django.storage.queue import cancel_job
+from awa_django.storage.statement import run
 from awa_django.storage.unique import unique_holder
 from awa_django.storage.workflows import workflows_finished
 from awa_django.telemetry import get_telemetry
@@ -50,7 +51,7 @@ def cancel(job_id: int, *, reason: str = "cancelled by operator") -> bool:
         telemetry = get_telemetry()
         if job_cancelled.has_listeners() or telemetry.enabled:
             # Read only when someone listens; both run once the caller's transaction commits.
-            (record,) = get_jobs(cursor, [job_id])
+            (record,) = run(cursor, jobs_by_id([job_id]))
             telemetry_cb = partial(telemetry.cancelled, kind=record.kind, queue=record.queue)
             transaction.on_commit(telemetry_cb, using=alias)
             # send_robust, as for job_enqueued: the cancel is committed by then.
@@ -115,7 +116,7 @@ def cancel_unique(
     )
     alias = get_settings().DATABASE_ALIAS
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        holder = unique_holder(cursor, key=key.digest)
+        holder = run(cursor, unique_holder(key=key.digest))
         if holder is None or not cancel(holder, reason=reason):
             return None
         return holder
@@ -129,7 +130,7 @@ def run_now(job_id: int) -> bool:
         return False
     alias = get_settings().DATABASE_ALIAS
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        return bool(run_deferred_now(cursor, [job_id]))
+        return bool(run(cursor, run_deferred_now([job_id])))
 
 
 def retry(

@@ -28,6 +28,7 @@ from django.db import connections
 from awa_django.conf import AwaSettings, get_settings
 from awa_django.declarations.jobs import DeclaredJob
 from awa_django.storage.runtime import declared_versions, list_descriptors
+from awa_django.storage.statement import run
 
 
 def _content_hash(fields: dict[str, Any]) -> str:
@@ -176,7 +177,7 @@ def queues() -> list[QueueDescriptorRecord]:
     """Every queue descriptor any worker published, by name."""
     conf = get_settings()
     with connections[conf.DATABASE_ALIAS].cursor() as cursor:
-        rows = list_descriptors(cursor, of="queue", stale_after_s=conf.RUNTIME_STALE_AFTER_S)
+        rows = run(cursor, list_descriptors(of="queue", stale_after_s=conf.RUNTIME_STALE_AFTER_S))
     return [QueueDescriptorRecord(**row) for row in rows]
 
 
@@ -184,7 +185,7 @@ def kinds() -> list[KindDescriptorRecord]:
     """Every job-kind descriptor any worker published, by kind."""
     conf = get_settings()
     with connections[conf.DATABASE_ALIAS].cursor() as cursor:
-        rows = list_descriptors(cursor, of="kind", stale_after_s=conf.RUNTIME_STALE_AFTER_S)
+        rows = run(cursor, list_descriptors(of="kind", stale_after_s=conf.RUNTIME_STALE_AFTER_S))
     return [KindDescriptorRecord(**row) for row in rows]
 
 
@@ -225,7 +226,9 @@ def _versions(
     missing = [h for h in by_hash if h not in values]
     if missing:
         with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
-            recorded = declared_versions(cursor, described=described, name=name, hashes=missing)
+            recorded = run(
+                cursor, declared_versions(described=described, name=name, hashes=missing)
+            )
         for known_hash, fields in recorded.items():
             values[known_hash] = (fields, RECORDED)
     known_fields = [values[h][0] for h in by_hash if h in values]

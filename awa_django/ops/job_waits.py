@@ -86,13 +86,13 @@ async def await_job(job_id: int | PendingJob, *, timeout: float) -> JobRecord:
     conn = await connect(conf.WORKER_DATABASE or conf.DATABASE_ALIAS)
     try:
         await conn.execute(f"LISTEN {JOB_DONE_CHANNEL}")
-        await register_waiter(conn, job_id)
+        await run_async(conn, register_waiter(job_id))
         try:
             return await _until_ended(conn, job_id, deadline, timeout)
         finally:
             # A broken connection ended the session: the next waiter deletes its row.
             with contextlib.suppress(psycopg.Error):
-                await unregister_waiter(conn, job_id)
+                await run_async(conn, unregister_waiter(job_id))
     finally:
         await conn.close()
 

@@ -11,7 +11,8 @@ from awa_django.job_record import JobRecord
 from awa_django.limits import is_job_id
 from awa_django.storage.browse import JobFilter
 from awa_django.storage.browse import list_jobs as browse_jobs
-from awa_django.storage.jobs import get_jobs as _fetch_jobs
+from awa_django.storage.jobs import jobs_by_id
+from awa_django.storage.statement import run
 
 
 def get_jobs(job_ids: Sequence[int]) -> list[JobRecord]:
@@ -21,7 +22,7 @@ def get_jobs(job_ids: Sequence[int]) -> list[JobRecord]:
     if not ids:
         return []
     with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
-        return _fetch_jobs(cursor, ids)
+        return run(cursor, jobs_by_id(ids))
 
 
 def get_job(job_id: int) -> JobRecord | None:

@@ -13,6 +13,7 @@ from django.db import connections
 
 from awa_django.conf import get_settings
 from awa_django.storage.runtime import list_runtimes
+from awa_django.storage.statement import run
 
 __all__ = ["RuntimeRecord", "leader", "list"]
 
@@ -40,7 +41,7 @@ def list() -> builtins.list[RuntimeRecord]:
     """Every runtime row, newest start first."""
     conf = get_settings()
     with connections[conf.DATABASE_ALIAS].cursor() as cursor:
-        rows = list_runtimes(cursor, stale_after_s=conf.RUNTIME_STALE_AFTER_S)
+        rows = run(cursor, list_runtimes(stale_after_s=conf.RUNTIME_STALE_AFTER_S))
     return [RuntimeRecord(**row) for row in rows]
 
 

@@ -45,6 +45,7 @@ from awa_django.storage import queue as queue_storage
 from awa_django.storage.copy_text import CopyBatch
 from awa_django.storage.migration_state import reported_unmigrated
 from awa_django.storage.queue import NewJob
+from awa_django.storage.statement import run
 from awa_django.storage.unique import lock_unique_keys, record_unique_claims
 
 P = ParamSpec("P")
@@ -99,7 +100,7 @@ class _UniqueBatch:
                 raise InvalidJob(
                     f"{field} has the same unique key as args_list[{earlier}]", field=field
                 )
-        held = lock_unique_keys(cursor, sorted(first))
+        held = run(cursor, lock_unique_keys(sorted(first)))
         if on_conflict == "raise":
             for key in keys:
                 holder = held.get(key.digest)
@@ -117,14 +118,16 @@ class _UniqueBatch:
     def record(self, cursor: CursorWrapper, job_ids: Sequence[int]) -> None:
         """Make the jobs enqueued for the ``fresh`` positions the holders of their keys."""
         if job_ids:
-            record_unique_claims(
+            run(
                 cursor,
-                keys=[self.keys[p].digest for p in self.fresh],
-                job_ids=job_ids,
-                kind=self.options.kind,
-                queue=self.options.queue,
-                states=self.unique.states,
-                expires_at=self.keys[0].expires_at,
+                record_unique_claims(
+                    keys=[self.keys[p].digest for p in self.fresh],
+                    job_ids=job_ids,
+                    kind=self.options.kind,
+                    queue=self.options.queue,
+                    states=self.unique.states,
+                    expires_at=self.keys[0].expires_at,
+                ),
             )
 
     def result(self, job_ids: Sequence[int]) -> list[int]:

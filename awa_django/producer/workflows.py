@@ -2,8 +2,9 @@
 transaction, each step an ordinary job released by the transaction that ends its last
 dependency (docs/workflows.md).
 
-``WorkflowBuilder`` (``awa.Workflow``) is a frozen builder: every ``step`` returns a new one, so a partly built workflow
-can be shared and extended. ``chain``, ``group`` and ``chord`` build the usual shapes.
+``WorkflowBuilder`` (``awa.Workflow``) is a frozen builder: every ``step`` returns a new one, so
+a partly built workflow can be shared and extended. ``chain``, ``group`` and ``chord`` build the
+usual shapes.
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ from awa_django.exceptions import AwaError, InvalidJob
 from awa_django.ops.actions import announce_finished, retry
 from awa_django.producer.eager import run_after_commit
 from awa_django.storage import workflows as storage
-from awa_django.storage.jobs import get_jobs
+from awa_django.storage.jobs import jobs_by_id
 from awa_django.storage.lanes import ensure_lanes
 from awa_django.storage.migration_state import reported_unmigrated
+from awa_django.storage.statement import run
 from awa_django.storage.workflows import StepRow, WaitingOn, WorkflowRow
 
 __all__ = [
@@ -311,7 +313,10 @@ def _run_eagerly(workflow_id: int) -> None:
     while True:
         with connections[alias].cursor() as cursor:
             steps = storage.workflow_steps(cursor, workflow_id)
-            jobs = {record.job_id: record for record in get_jobs(cursor, [s.job_id for s in steps])}
+            jobs = {
+                record.job_id: record
+                for record in run(cursor, jobs_by_id([s.job_id for s in steps]))
+            }
         runnable = [
             jobs[s.job_id]
             for s in steps

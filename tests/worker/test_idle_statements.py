@@ -145,9 +145,9 @@ def test_an_unchanged_snapshot_only_refreshes_last_seen_at(monkeypatch: pytest.M
     whole: list[int] = []
     original = reporter_module.write_snapshot
 
-    async def counted(*args: object, **kwargs: object) -> None:
+    def counted(*args: object, **kwargs: object) -> object:
         whole.append(1)
-        await original(*args, **kwargs)  # type: ignore[arg-type]
+        return original(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(reporter_module, "write_snapshot", counted)
     state = [0]

@@ -22,7 +22,7 @@ def test_the_context_holds_the_claim_its_receipt_records(run: Callable[[], objec
     job_id = claim_seen.enqueue()
     run()
     with connection.cursor() as cursor:
-        (claim,) = get_claims(cursor, [job_id])[job_id]
+        (claim,) = run(cursor, get_claims([job_id]))[job_id]
     assert awa.get_job(job_id).result == {
         "by": claim.claimed_by,
         "at": claim.claimed_at.isoformat(),

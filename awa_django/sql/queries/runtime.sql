@@ -85,6 +85,7 @@ ON CONFLICT (instance_id) DO UPDATE
 -- update (no index covers last_seen_at). No row (the leader deleted it as stale, after a long
 -- stall): the reporter writes the whole snapshot instead.
 UPDATE awa.runtime_instances SET last_seen_at = now() WHERE instance_id = %(instance_id)s
+RETURNING 1
 
 -- name: count_peers
 -- How many live processes (rows refreshed within %(fresh_s)s seconds) compete with this one for
@@ -108,6 +109,7 @@ DELETE FROM awa.runtime_instances WHERE instance_id = %(instance_id)s
 -- Leader cleanup: rows of processes silent for longer than the staleness window.
 DELETE FROM awa.runtime_instances
  WHERE last_seen_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
+RETURNING 1
 
 -- name: delete_undeclared_versions
 -- Leader cleanup: recorded versions that no runtime row declares and that are not the stored
@@ -125,6 +127,7 @@ DELETE FROM awa.declared_versions v
    AND NOT EXISTS (
        SELECT 1 FROM awa.kind_descriptors d
         WHERE v.described = 'kind' AND d.kind = v.name AND d.descriptor_hash = v.descriptor_hash)
+RETURNING 1
 
 -- name: declared_versions
 -- The recorded values behind the given hashes of one queue's or kind's descriptor.
