@@ -25,6 +25,8 @@ from django.utils import timezone
 
 from awa_django.conf import get_settings
 from awa_django.ops import runtimes
+from awa_django.storage.control import PING
+from awa_django.storage.statement import run
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,7 @@ class HealthReport:
 def _database(alias: str) -> Check:
     try:
         with connections[alias].cursor() as cursor:
-            cursor.execute("SELECT 1")
+            run(cursor, PING)
     except DatabaseError as exc:
         return Check("database", False, f"database {alias!r} unreachable: {exc}".strip())
     return Check("database", True, f"database {alias!r} answers")

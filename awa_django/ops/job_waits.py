@@ -28,7 +28,11 @@ from awa_django.ops.records import get_job
 from awa_django.storage.connections import connect
 from awa_django.storage.jobs import jobs_by_id
 from awa_django.storage.statement import run_async
-from awa_django.storage.waiters import JOB_DONE_CHANNEL, register_waiter, unregister_waiter
+from awa_django.storage.waiters import (
+    LISTEN_JOB_DONE,
+    register_waiter,
+    unregister_waiter,
+)
 
 # Seconds between reads of the state while no notification came: the bound on how late a
 # waiter learns of a completion that raced its registration.
@@ -85,7 +89,7 @@ async def await_job(job_id: int | PendingJob, *, timeout: float) -> JobRecord:
     conf = get_settings()
     conn = await connect(conf.WORKER_DATABASE or conf.DATABASE_ALIAS)
     try:
-        await conn.execute(f"LISTEN {JOB_DONE_CHANNEL}")
+        await run_async(conn, LISTEN_JOB_DONE)
         await run_async(conn, register_waiter(job_id))
         try:
             return await _until_ended(conn, job_id, deadline, timeout)

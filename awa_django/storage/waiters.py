@@ -13,6 +13,10 @@ _SQL = queries("waiters")
 JOB_DONE_CHANNEL: Final = "awa_job_done"
 
 
+# Run before ``register_waiter``, on the same session.
+LISTEN_JOB_DONE: Final[Statement[None]] = Statement(sql=_SQL["listen_job_done"], read=nothing)
+
+
 def register_waiter(job_id: int) -> Statement[None]:
     """Record the running session as waiting on ``job_id`` (and forget ended sessions)."""
     return Statement(sql=_SQL["register_waiter"], params={"job_id": job_id}, read=nothing)
