@@ -11,7 +11,15 @@ from datetime import datetime
 from typing import Any, Final, Protocol
 
 from awa_django.sql import queries
-from awa_django.storage.statement import Atomic, Statement, all_rows, any_row, nothing, rows_of
+from awa_django.storage.statement import (
+    Atomic,
+    Statement,
+    all_rows,
+    any_row,
+    columns,
+    nothing,
+    rows_of,
+)
 
 _SQL = queries("runtime")
 
@@ -83,24 +91,26 @@ def publish_declarations(declared: DeclaredByProcess) -> Atomic[None] | None:
     writes: list[Statement[None]] = []
     if queues:
         writes.append(sync_queue_policies({q.queue: q.dlq for q in queues}))
-        params = {
-            "queues": [q.queue for q in queues],
-            "display_names": [q.display_name for q in queues],
-            "descriptions": [q.description for q in queues],
-            "owners": [q.owner for q in queues],
-            "dlq_enabled": [q.dlq for q in queues],
-            "hashes": [q.hash for q in queues],
-        }
+        params = columns(
+            queues,
+            queues="queue",
+            display_names="display_name",
+            descriptions="description",
+            owners="owner",
+            dlq_enabled="dlq",
+            hashes="hash",
+        )
         writes.append(Statement(sql=_SQL["upsert_queue_descriptors"], params=params, read=nothing))
     if kinds:
-        params = {
-            "kinds": [k.kind for k in kinds],
-            "queues": [k.queue for k in kinds],
-            "descriptions": [k.description for k in kinds],
-            "owners": [k.owner for k in kinds],
-            "docs_urls": [k.docs_url for k in kinds],
-            "hashes": [k.hash for k in kinds],
-        }
+        params = columns(
+            kinds,
+            kinds="kind",
+            queues="queue",
+            descriptions="description",
+            owners="owner",
+            docs_urls="docs_url",
+            hashes="hash",
+        )
         writes.append(Statement(sql=_SQL["upsert_kind_descriptors"], params=params, read=nothing))
     versions = [("queue", q.queue, q.hash, q.fields) for q in queues]
     versions += [("kind", k.kind, k.hash, k.fields) for k in kinds]

@@ -19,6 +19,7 @@ from awa_django.storage.statement import (
     Atomic,
     Statement,
     all_rows,
+    columns,
     first_bool,
     nothing,
     rows_of,
@@ -49,16 +50,10 @@ def record_samples(
     depths: Sequence[QueueDepth], *, interval_s: float, keep_s: float
 ) -> Atomic[None]:
     """Append one sample per queue in ``depths`` and drop samples older than ``keep_s``."""
+    depth_fields = ("available", "scheduled", "retryable", "running", "waiting_external", "dlq")
     params = {
         "interval_s": interval_s,
-        "queues": [d.queue for d in depths],
-        "available": [d.available for d in depths],
-        "scheduled": [d.scheduled for d in depths],
-        "retryable": [d.retryable for d in depths],
-        "running": [d.running for d in depths],
-        "waiting_external": [d.waiting_external for d in depths],
-        "dlq": [d.dlq for d in depths],
-        "lag_s": [d.lag_s for d in depths],
+        **columns(depths, queues="queue", lag_s="lag_s", **{f: f for f in depth_fields}),
     }
     return Atomic(
         (Statement(sql=_SQL["record_queue_samples"], params=params, read=nothing),),

@@ -98,6 +98,12 @@ def first_column(rows: list[Any]) -> list[Any]:
     return [row[0] for row in rows]
 
 
+def columns(items: Sequence[Any], **fields: str) -> dict[str, list[Any]]:
+    """Array parameters of a statement that unnests rows: under each key, the attribute
+    ``fields[key]`` of every item, in order."""
+    return {key: [getattr(item, name) for item in items] for key, name in fields.items()}
+
+
 @dataclass(frozen=True, slots=True)
 class Atomic(Generic[T_co]):
     """Statements that commit together: run in order in one transaction (a savepoint inside
