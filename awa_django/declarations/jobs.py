@@ -35,9 +35,15 @@ from awa_django.declarations.enqueue_options import EnqueueOptionArgs, EnqueueOp
 from awa_django.declarations.exact_json import storable_text, to_json_text
 from awa_django.declarations.pending_job import PendingJob
 from awa_django.declarations.priorities import TASK_KIND_PREFIX
-from awa_django.declarations.step_context import StepContext, StepSpec
+from awa_django.declarations.step_context import (
+    StepContext,
+    StepInputs,
+    StepInputsReader,
+    StepSpec,
+)
 from awa_django.declarations.unique import Unique
 from awa_django.exceptions import InvalidJob
+from awa_django.job_record import WORKFLOW_KEY
 
 P = ParamSpec("P")
 DEFAULT_CALLBACK_TIMEOUT: Final = timedelta(hours=1)
@@ -152,6 +158,10 @@ class JobContext:
     # What validates a step this attempt adds (``declarations.workflow_steps.added_step_spec``),
     # set by whatever runs the attempt; None in a context built by hand.
     add_step: StepSpec | None = field(default=None, repr=False)
+    # Reads a wide fan-in step's inputs (workflow id, step name) from the database, set by
+    # whatever runs the attempt; what it read is kept in ``workflow_inputs`` for the attempt.
+    read_workflow_inputs: StepInputsReader | None = field(default=None, repr=False)
+    workflow_inputs: list[StepInputs] = field(default_factory=list, repr=False)
 
     def is_cancelled(self) -> bool:
         """True once the worker asks this attempt to stop: shutdown, cancel or rescue."""
@@ -210,7 +220,32 @@ class JobContext:
     def workflow(self) -> StepContext | None:
         """This job's workflow step: its dependencies' results and errors
         (docs/workflows.md); None for a job that is not a step."""
-        return StepContext.of(self.metadata, self.workflow_added, self.add_step)
+        return StepContext.of(
+            self.metadata, self.workflow_added, self.add_step, self._stored_workflow_inputs
+        )
+
+    def reads_workflow_inputs(self) -> bool:
+        """Whether ``ctx.workflow`` of this step queries its inputs (a wide fan-in): an async
+        handler's runner reads them first, off the event loop (``preload_workflow_inputs``)."""
+        entry = self.metadata.get(WORKFLOW_KEY)
+        return isinstance(entry, Mapping) and bool(entry.get("inputs_read"))
+
+    def preload_workflow_inputs(self) -> None:
+        if self.reads_workflow_inputs():
+            self._stored_workflow_inputs()
+
+    def _stored_workflow_inputs(self) -> StepInputs:
+        if not self.workflow_inputs:
+            if self.read_workflow_inputs is None:
+                raise RuntimeError(
+                    "ctx.workflow of a step with many dependencies reads them from the "
+                    "database: the step must run in a worker or run_jobs"
+                )
+            entry = self.metadata[WORKFLOW_KEY]
+            self.workflow_inputs.append(
+                self.read_workflow_inputs(int(entry["id"]), str(entry["step"]))
+            )
+        return self.workflow_inputs[0]
 
     @property
     def progress(self) -> dict[str, Any] | None:

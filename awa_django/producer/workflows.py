@@ -25,12 +25,13 @@ from awa_django.declarations.exact_json import check_text
 from awa_django.declarations.step_context import ADDED_STEP_SEPARATOR
 from awa_django.declarations.workflow_steps import (
     Call,
+    ResolvedStep,
     Step,
     StepJob,
     call,
     check_acyclic,
     make_step,
-    step_spec,
+    resolve_step,
 )
 from awa_django.exceptions import AwaError, InvalidJob
 from awa_django.ops.actions import announce_finished, retry
@@ -168,6 +169,10 @@ class WorkflowBuilder:
         """The workflow as ``awa.workflow_create`` reads it, every step validated: names,
         dependencies (unknown, cyclic), arguments and options. Raises ``InvalidJob`` naming
         the step; nothing is written."""
+        return {"name": self.name, "steps": [step.spec() for step in self._resolved()]}
+
+    def _resolved(self) -> list[ResolvedStep]:
+        """Every step validated and resolved, in the order they were added."""
         check_text(self.name, field="name")
         steps = self._all_steps()
         if not steps:
@@ -216,18 +221,23 @@ class WorkflowBuilder:
                         field=f"steps.{step.name}.ignore",
                     )
         check_acyclic(self.steps)
-        return {"name": self.name, "steps": [step_spec(step) for step in steps]}
+        return [resolve_step(step) for step in steps]
 
     def enqueue(self) -> WorkflowRun:
         """Validate, then write the workflow in the current transaction of
         ``AWA["DATABASE_ALIAS"]``: it commits or rolls back with the caller's rows. The steps
         without dependencies are runnable once it commits."""
-        spec = self.spec()
-        spec_json = json.dumps(spec)
+        resolved = self._resolved()
+        # JSON text put together from each step's texts (arguments and metadata are encoded
+        # once, when they are validated), not a dict encoded again here.
+        spec_json = (
+            f'{{"name":{json.dumps(self.name)},"steps":['
+            f"{','.join(step.spec_json() for step in resolved)}]}}"
+        )
         alias = get_settings().DATABASE_ALIAS
         # Every step's lanes, not only the first steps': a later step is released in the
         # transaction that completes its last dependency, which need not create lanes either.
-        for queue, priority in sorted({(s["queue"], s["priority"]) for s in spec["steps"]}):
+        for queue, priority in sorted({(step.queue, step.priority) for step in resolved}):
             ensure_lanes(alias, queue, priority)
         with reported_unmigrated(alias), connections[alias].cursor() as cursor:
             workflow_id, job_ids = storage.create_workflow(cursor, spec_json)
@@ -239,7 +249,7 @@ class WorkflowBuilder:
     def enqueue_on_commit(self, *, using: str | None = None) -> PendingWorkflow:
         """Validate now and enqueue once the current transaction of ``using`` (Django's
         default alias when None) commits; the ``PendingWorkflow`` learns the run then."""
-        self.spec()
+        self._resolved()
         pending = PendingWorkflow()
 
         def at_commit() -> None:
