@@ -57,7 +57,7 @@ from awa_django.worker.heartbeat import Heartbeat
 from awa_django.worker.job_log import JobLog, JobLogConfig
 from awa_django.worker.notifier import LISTEN_CHANNELS, Notifier
 from awa_django.worker.rate_limit import RateLimit
-from awa_django.worker.reporter import DECLARATIONS_EVERY, InstanceReporter
+from awa_django.worker.reporter import DECLARATIONS_EVERY, RuntimeReporter
 from awa_django.worker.service import Service, Services, Shutdown
 from awa_django.worker.wake import TAKEN_RETRY_POLLS, WakeLocks
 from awa_django.worker.weighted import QueueShare, WeightedPermits
@@ -382,7 +382,7 @@ class WorkerProcess:
             interval_s=config.runtime_snapshot_interval_s
             * (DECLARATIONS_EVERY if config.session else 1),
         )
-        reporter = InstanceReporter(
+        reporter = RuntimeReporter(
             pool,
             instance_id=self.identity,
             queues=dict(config.queues),

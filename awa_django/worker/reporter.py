@@ -51,7 +51,7 @@ def package_version() -> str:
         return "unknown"
 
 
-class InstanceReporter:
+class RuntimeReporter:
     """Writes one process's declarations and snapshot; ``state()`` supplies the live fields
     (in-flight count, leader flag, health, shutting down). As a service: ``start`` writes the
     declared cron ``schedules`` and the first snapshot, then reports until ``stop``, which

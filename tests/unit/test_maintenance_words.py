@@ -11,13 +11,13 @@ import pytest
 
 from awa_django.logs import JsonFormatter
 from awa_django.maintenance.cron_evaluator import CronResult, FiredSchedule
-from awa_django.maintenance.instance_cleanup import InstanceCleanupResult
 from awa_django.maintenance.ledgers import LedgerResult
 from awa_django.maintenance.promoter import PromoterResult
 from awa_django.maintenance.queue_stats import QueueStatsResult
 from awa_django.maintenance.rescuer import RescuerResult
 from awa_django.maintenance.retention import RetentionResult
 from awa_django.maintenance.rings import RingResult
+from awa_django.maintenance.runtime_cleanup import RuntimeCleanupResult
 from awa_django.maintenance.service import run_task
 from awa_django.maintenance.unique_sweeper import UniqueSweepResult
 
@@ -49,7 +49,7 @@ TICK = "2026-12-02T03:00:00+00:00"
             "deleted 1 expired DLQ entry and 12 expired failed or cancelled jobs",
         ),
         (
-            InstanceCleanupResult(2, 1),
+            RuntimeCleanupResult(2, 1),
             "deleted 2 silent runtimes and 1 descriptor version nothing declares any more",
         ),
         (UniqueSweepResult(4), "dropped 4 unique claims that can no longer conflict"),

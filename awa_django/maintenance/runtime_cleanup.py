@@ -1,9 +1,9 @@
-"""Instance cleanup (leader task): runtime instance rows silent for longer than
-``RUNTIME_STALE_AFTER_S`` belong to processes that died without withdrawing them; one small
+"""Runtime cleanup (leader task): runtime rows (``awa.runtime_instances``) silent for longer
+than ``RUNTIME_STALE_AFTER_S`` belong to processes that died without withdrawing them; one small
 statement deletes them, and a second the recorded descriptor versions (``awa.declared_versions``)
 that no runtime row and no stored descriptor declares any more. The pass logs as
-``maintenance runtimes``, the operators' name for these rows (``awa.runtimes``, the admin's Runtimes
-page)."""
+``maintenance runtimes``, the operators' name for these rows (``awa.runtimes``, the admin's
+Runtimes page)."""
 
 from __future__ import annotations
 
@@ -19,17 +19,17 @@ from awa_django.storage.statement import run_async
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class InstanceCleanupConfig:
+class RuntimeCleanupConfig:
     interval_s: float
     stale_after_s: float
 
     @classmethod
-    def from_settings(cls, conf: AwaSettings) -> InstanceCleanupConfig:
+    def from_settings(cls, conf: AwaSettings) -> RuntimeCleanupConfig:
         return cls(interval_s=conf.CLEANUP_INTERVAL_S, stale_after_s=conf.RUNTIME_STALE_AFTER_S)
 
 
 @dataclass(frozen=True, slots=True)
-class InstanceCleanupResult:
+class RuntimeCleanupResult:
     deleted: int
     versions_deleted: int = 0
 
@@ -44,15 +44,15 @@ class InstanceCleanupResult:
         )
 
 
-class InstanceCleaner:
+class RuntimeCleaner:
     name = "runtimes"
 
-    def __init__(self, pool: AsyncConnectionPool[Any], config: InstanceCleanupConfig) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], config: RuntimeCleanupConfig) -> None:
         self._pool = pool
         self.interval_s = config.interval_s
         self._stale_after_s = config.stale_after_s
 
-    async def run_once(self) -> InstanceCleanupResult:
+    async def run_once(self) -> RuntimeCleanupResult:
         async with self._pool.connection() as conn:
             deleted = await run_async(
                 conn, delete_stale_runtimes(stale_after_s=self._stale_after_s)
@@ -60,4 +60,4 @@ class InstanceCleaner:
             versions = await run_async(
                 conn, delete_undeclared_versions(stale_after_s=self._stale_after_s)
             )
-        return InstanceCleanupResult(deleted, versions)
+        return RuntimeCleanupResult(deleted, versions)
