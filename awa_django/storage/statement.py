@@ -93,11 +93,6 @@ def any_row(rows: list[Any]) -> bool:
     return bool(rows)
 
 
-def first_column(rows: list[Any]) -> list[Any]:
-    """``read`` for a statement whose answer is its rows' first values."""
-    return [row[0] for row in rows]
-
-
 def columns(items: Sequence[Any], **fields: str) -> dict[str, list[Any]]:
     """Array parameters of a statement that unnests rows: under each key, the attribute
     ``fields[key]`` of every item, in order."""
