@@ -91,26 +91,10 @@ def publish_declarations(declared: DeclaredByProcess) -> Atomic[None] | None:
     writes: list[Statement[None]] = []
     if queues:
         writes.append(sync_queue_policies({q.queue: q.dlq for q in queues}))
-        params = columns(
-            queues,
-            queues="queue",
-            display_names="display_name",
-            descriptions="description",
-            owners="owner",
-            dlq_enabled="dlq",
-            hashes="hash",
-        )
+        params = columns(queues, "queue", "display_name", "description", "owner", "dlq", "hash")
         writes.append(Statement(sql=_SQL["upsert_queue_descriptors"], params=params, read=nothing))
     if kinds:
-        params = columns(
-            kinds,
-            kinds="kind",
-            queues="queue",
-            descriptions="description",
-            owners="owner",
-            docs_urls="docs_url",
-            hashes="hash",
-        )
+        params = columns(kinds, "kind", "queue", "description", "owner", "docs_url", "hash")
         writes.append(Statement(sql=_SQL["upsert_kind_descriptors"], params=params, read=nothing))
     versions = [("queue", q.queue, q.hash, q.fields) for q in queues]
     versions += [("kind", k.kind, k.hash, k.fields) for k in kinds]

@@ -50,11 +50,8 @@ def record_samples(
     depths: Sequence[QueueDepth], *, interval_s: float, keep_s: float
 ) -> Atomic[None]:
     """Append one sample per queue in ``depths`` and drop samples older than ``keep_s``."""
-    depth_fields = ("available", "scheduled", "retryable", "running", "waiting_external", "dlq")
-    params = {
-        "interval_s": interval_s,
-        **columns(depths, queues="queue", lag_s="lag_s", **{f: f for f in depth_fields}),
-    }
+    fields = ("queue", "available", "scheduled", "retryable", "running", "waiting_external")
+    params = {"interval_s": interval_s, **columns(depths, *fields, "dlq", "lag_s")}
     return Atomic(
         (Statement(sql=_SQL["record_queue_samples"], params=params, read=nothing),),
         Statement(sql=_SQL["trim_queue_samples"], params={"keep_s": keep_s}, read=nothing),

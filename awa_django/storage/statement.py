@@ -93,10 +93,10 @@ def any_row(rows: list[Any]) -> bool:
     return bool(rows)
 
 
-def columns(items: Sequence[Any], **fields: str) -> dict[str, list[Any]]:
-    """Array parameters of a statement that unnests rows: under each key, the attribute
-    ``fields[key]`` of every item, in order."""
-    return {key: [getattr(item, name) for item in items] for key, name in fields.items()}
+def columns(items: Sequence[Any], *names: str) -> dict[str, list[Any]]:
+    """Array parameters of a statement that unnests rows: under each name, that attribute of
+    every item, in order."""
+    return {name: [getattr(item, name) for item in items] for name in names}
 
 
 @dataclass(frozen=True, slots=True)

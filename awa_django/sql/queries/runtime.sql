@@ -24,8 +24,8 @@ ON CONFLICT (queue) DO UPDATE SET dlq_enabled = excluded.dlq_enabled
 INSERT INTO awa.queue_descriptors AS q (queue, display_name, description, owner, dlq_enabled,
                                         descriptor_hash)
 SELECT d.*
-  FROM unnest(%(queues)s::text[], %(display_names)s::text[], %(descriptions)s::text[],
-              %(owners)s::text[], %(dlq_enabled)s::boolean[], %(hashes)s::text[])
+  FROM unnest(%(queue)s::text[], %(display_name)s::text[], %(description)s::text[],
+              %(owner)s::text[], %(dlq)s::boolean[], %(hash)s::text[])
        AS d (queue, display_name, description, owner, dlq_enabled, descriptor_hash)
  WHERE NOT EXISTS (SELECT FROM awa.queue_descriptors a
                     WHERE a.queue = d.queue AND a.descriptor_hash = d.descriptor_hash)
@@ -43,8 +43,8 @@ ON CONFLICT (queue) DO UPDATE
 INSERT INTO awa.kind_descriptors AS k (kind, queue, description, owner, docs_url,
                                        descriptor_hash)
 SELECT d.*
-  FROM unnest(%(kinds)s::text[], %(queues)s::text[], %(descriptions)s::text[],
-              %(owners)s::text[], %(docs_urls)s::text[], %(hashes)s::text[])
+  FROM unnest(%(kind)s::text[], %(queue)s::text[], %(description)s::text[],
+              %(owner)s::text[], %(docs_url)s::text[], %(hash)s::text[])
        AS d (kind, queue, description, owner, docs_url, descriptor_hash)
  WHERE NOT EXISTS (SELECT FROM awa.kind_descriptors a
                     WHERE a.kind = d.kind AND a.descriptor_hash = d.descriptor_hash)

@@ -17,7 +17,7 @@ WITH since AS (
      WHERE d.finalized_at > since.at AND d.finalized_at <= now()
      GROUP BY d.queue
 ), batch AS (
-    SELECT * FROM unnest(%(queues)s::text[], %(available)s::integer[], %(scheduled)s::integer[],
+    SELECT * FROM unnest(%(queue)s::text[], %(available)s::integer[], %(scheduled)s::integer[],
                          %(retryable)s::integer[], %(running)s::integer[],
                          %(waiting_external)s::integer[], %(dlq)s::integer[],
                          %(lag_s)s::double precision[])
