@@ -25,13 +25,5 @@ def announce_enqueued(alias: str, job_ids: list[int], *, kind: str, queue: str) 
     if job_enqueued.has_listeners():
         # send_robust: the jobs are committed by now, so a receiver that raises is logged
         # (by Django) instead of failing the caller's commit or starving the other receivers.
-        transaction.on_commit(
-            partial(
-                job_enqueued.send_robust,
-                sender=DeclaredJob,
-                job_ids=job_ids,
-                kind=kind,
-                queue=queue,
-            ),
-            using=alias,
-        )
+        send = partial(job_enqueued.send_robust, sender=DeclaredJob)
+        transaction.on_commit(partial(send, job_ids=job_ids, kind=kind, queue=queue), using=alias)
