@@ -25,6 +25,8 @@ from django.utils import timezone
 
 from awa_django.conf import get_settings
 from awa_django.ops import runtimes
+from awa_django.storage.control import PING
+from awa_django.storage.statement import run
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,7 @@ class HealthReport:
 def _database(alias: str) -> Check:
     try:
         with connections[alias].cursor() as cursor:
-            cursor.execute("SELECT 1")
+            run(cursor, PING)
     except DatabaseError as exc:
         return Check("database", False, f"database {alias!r} unreachable: {exc}".strip())
     return Check("database", True, f"database {alias!r} answers")
@@ -66,7 +68,7 @@ def _migrations(alias: str) -> Check:
     return Check("migrations", True, "all migrations applied")
 
 
-def _leader(live: list[runtimes.RuntimeInstance], now: datetime) -> Check:
+def _leader(live: list[runtimes.RuntimeRecord], now: datetime) -> Check:
     leaders = [r for r in live if r.is_leader]
     if not leaders:
         conf = get_settings()
@@ -94,7 +96,7 @@ def _leader(live: list[runtimes.RuntimeInstance], now: datetime) -> Check:
     return Check("leader", True, f"leader {leader.instance_id} (pid {leader.pid})")
 
 
-def _queues(live: list[runtimes.RuntimeInstance], declared: set[str]) -> Check:
+def _queues(live: list[runtimes.RuntimeRecord], declared: set[str]) -> Check:
     served = {queue for r in live if not r.shutting_down for queue in r.queues}
     stale = sorted(declared - served)
     if stale:

@@ -28,7 +28,11 @@ from awa_django.ops.records import get_job
 from awa_django.storage.connections import connect
 from awa_django.storage.jobs import jobs_by_id
 from awa_django.storage.statement import run_async
-from awa_django.storage.waiters import JOB_DONE_CHANNEL, register_waiter, unregister_waiter
+from awa_django.storage.waiters import (
+    LISTEN_JOB_DONE,
+    register_waiter,
+    unregister_waiter,
+)
 
 # Seconds between reads of the state while no notification came: the bound on how late a
 # waiter learns of a completion that raced its registration.
@@ -92,14 +96,14 @@ async def await_job(
     alias = database or conf.DATABASE_ALIAS
     conn = await connect((conf.WORKER_DATABASE or alias) if alias == conf.DATABASE_ALIAS else alias)
     try:
-        await conn.execute(f"LISTEN {JOB_DONE_CHANNEL}")
-        await register_waiter(conn, job_id)
+        await run_async(conn, LISTEN_JOB_DONE)
+        await run_async(conn, register_waiter(job_id))
         try:
             return await _until_ended(conn, job_id, deadline, timeout)
         finally:
             # A broken connection ended the session: the next waiter deletes its row.
             with contextlib.suppress(psycopg.Error):
-                await unregister_waiter(conn, job_id)
+                await run_async(conn, unregister_waiter(job_id))
     finally:
         await conn.close()
 

@@ -11,7 +11,8 @@ from awa_django.job_record import JobRecord
 from awa_django.limits import is_job_id
 from awa_django.storage.browse import JobFilter
 from awa_django.storage.browse import list_jobs as browse_jobs
-from awa_django.storage.jobs import get_jobs as _fetch_jobs
+from awa_django.storage.jobs import jobs_by_id
+from awa_django.storage.statement import run
 
 
 def get_jobs(job_ids: Sequence[int], *, database: str | None = None) -> list[JobRecord]:
@@ -33,7 +34,7 @@ def get_jobs(job_ids: Sequence[int], *, database: str | None = None) -> list[Job
     found: dict[int, tuple[str, JobRecord]] = {}
     for alias in aliases:
         with connections[alias].cursor() as cursor:
-            records = _fetch_jobs(cursor, ids)
+            records = run(cursor, jobs_by_id(ids))
         for record in records:
             if record.job_id in found:
                 raise ValueError(

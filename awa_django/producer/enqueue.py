@@ -31,7 +31,7 @@ from awa_django.declarations.enqueue_options import (
 )
 from awa_django.declarations.exact_json import moved
 from awa_django.declarations.jobs import (
-    Job,
+    DeclaredJob,
     JobContext,
     registry,
 )
@@ -46,6 +46,7 @@ from awa_django.storage import queue as queue_storage
 from awa_django.storage.copy_text import CopyBatch
 from awa_django.storage.migration_state import reported_unmigrated
 from awa_django.storage.queue import NewJob
+from awa_django.storage.statement import run
 from awa_django.storage.unique import lock_unique_keys, record_unique_claims
 
 P = ParamSpec("P")
@@ -53,7 +54,7 @@ R = TypeVar("R")
 
 
 def _bind_each(
-    kind: str, job: Job[Any, Any] | None, arg_dicts: Iterable[Mapping[str, Any] | None]
+    kind: str, job: DeclaredJob[Any, Any] | None, arg_dicts: Iterable[Mapping[str, Any] | None]
 ) -> Iterator[BoundArgs]:
     """``bind_args`` of each dict of a batch; a refusal names its position (``args_list[3].x``)."""
     for position, args in enumerate(arg_dicts):
@@ -100,7 +101,7 @@ class _UniqueBatch:
                 raise InvalidJob(
                     f"{field} has the same unique key as args_list[{earlier}]", field=field
                 )
-        held = lock_unique_keys(cursor, sorted(first))
+        held = run(cursor, lock_unique_keys(sorted(first)))
         if on_conflict == "raise":
             for key in keys:
                 holder = held.get(key.digest)
@@ -118,14 +119,16 @@ class _UniqueBatch:
     def record(self, cursor: CursorWrapper, job_ids: Sequence[int]) -> None:
         """Make the jobs enqueued for the ``fresh`` positions the holders of their keys."""
         if job_ids:
-            record_unique_claims(
+            run(
                 cursor,
-                keys=[self.keys[p].digest for p in self.fresh],
-                job_ids=job_ids,
-                kind=self.options.kind,
-                queue=self.options.queue,
-                states=self.unique.states,
-                expires_at=self.keys[0].expires_at,
+                record_unique_claims(
+                    keys=[self.keys[p].digest for p in self.fresh],
+                    job_ids=job_ids,
+                    kind=self.options.kind,
+                    queue=self.options.queue,
+                    states=self.unique.states,
+                    expires_at=self.keys[0].expires_at,
+                ),
             )
 
     def result(self, job_ids: Sequence[int]) -> list[int]:
@@ -135,7 +138,7 @@ class _UniqueBatch:
 
 
 def enqueue(
-    kind_or_job: str | Job[Any, Any],
+    kind_or_job: str | DeclaredJob[Any, Any],
     *,
     args: Mapping[str, Any] | None = None,
     options: EnqueueOptions = NO_OPTIONS,
@@ -160,7 +163,10 @@ def enqueue(
 
 
 def enqueue_at_lane_priority(
-    kind_or_job: str | Job[Any, Any], *, args: Mapping[str, Any] | None, options: EnqueueOptions
+    kind_or_job: str | DeclaredJob[Any, Any],
+    *,
+    args: Mapping[str, Any] | None,
+    options: EnqueueOptions,
 ) -> int:
     """``enqueue`` at any stored lane priority, ``STORED_PRIORITY_MIN..MAX``, not only the
     native 1..4: how the django.tasks backend stores Django's -100..100
@@ -252,7 +258,7 @@ def _maybe_eager(alias: str, options: ResolvedOptions, job_ids: list[int]) -> No
 
 
 def enqueue_on_commit(
-    kind_or_job: str | Job[Any, Any],
+    kind_or_job: str | DeclaredJob[Any, Any],
     *,
     args: Mapping[str, Any] | None = None,
     options: EnqueueOptions = NO_OPTIONS,
@@ -288,7 +294,7 @@ def enqueue_on_commit(
 
 
 def enqueue_many(
-    kind_or_job: str | Job[Any, Any],
+    kind_or_job: str | DeclaredJob[Any, Any],
     args_list: Iterable[Mapping[str, Any]],
     *,
     options: EnqueueOptions = NO_OPTIONS,
@@ -363,16 +369,20 @@ class _Enqueuer:
     """This module's functions, as each job ``@awa.job`` declares calls them from its
     ``enqueue``, ``enqueue_on_commit`` and ``enqueue_many`` (``declarations.jobs.Enqueuer``)."""
 
-    def enqueue(self, kind_or_job: Job[Any, Any], *, args: Mapping[str, Any]) -> int:
+    def enqueue(self, kind_or_job: DeclaredJob[Any, Any], *, args: Mapping[str, Any]) -> int:
         return enqueue(kind_or_job, args=args)
 
     def enqueue_on_commit(
-        self, kind_or_job: Job[Any, Any], *, args: Mapping[str, Any]
+        self, kind_or_job: DeclaredJob[Any, Any], *, args: Mapping[str, Any]
     ) -> PendingJob:
         return enqueue_on_commit(kind_or_job, args=args)
 
     def enqueue_many(
-        self, kind_or_job: Job[Any, Any], args_list: Iterable[Mapping[str, Any]], *, run_at: RunAt
+        self,
+        kind_or_job: DeclaredJob[Any, Any],
+        args_list: Iterable[Mapping[str, Any]],
+        *,
+        run_at: RunAt,
     ) -> list[int]:
         return enqueue_many(kind_or_job, args_list, run_at=run_at)
 
@@ -381,7 +391,7 @@ _ENQUEUER: Final = _Enqueuer()
 
 
 @overload
-def job(func: Callable[Concatenate[JobContext, P], R], /) -> Job[P, R]: ...
+def job(func: Callable[Concatenate[JobContext, P], R], /) -> DeclaredJob[P, R]: ...
 
 
 @overload
@@ -397,7 +407,7 @@ def job(
     description: str = "",
     owner: str = "",
     docs_url: str = "",
-) -> Callable[[Callable[Concatenate[JobContext, P], R]], Job[P, R]]: ...
+) -> Callable[[Callable[Concatenate[JobContext, P], R]], DeclaredJob[P, R]]: ...
 
 
 def job(
@@ -412,7 +422,7 @@ def job(
     description: str = "",
     owner: str = "",
     docs_url: str = "",
-) -> Job[P, R] | Callable[[Callable[Concatenate[JobContext, P], R]], Job[P, R]]:
+) -> DeclaredJob[P, R] | Callable[[Callable[Concatenate[JobContext, P], R]], DeclaredJob[P, R]]:
     """Register a sync or async function as a job handler (bare ``@job`` or ``@job(...)``).
 
     Options left unset fall back to ``AWA`` defaults at enqueue time; an enqueue call can still
@@ -421,8 +431,8 @@ def job(
     describe the kind to operators (see ``awa_django.ops.descriptors``).
     """
 
-    def decorate(fn: Callable[Concatenate[JobContext, P], R]) -> Job[P, R]:
-        registered = Job(
+    def decorate(fn: Callable[Concatenate[JobContext, P], R]) -> DeclaredJob[P, R]:
+        registered = DeclaredJob(
             fn,
             kind=kind,
             queue=queue,

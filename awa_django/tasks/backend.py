@@ -29,7 +29,8 @@ from awa_django.exceptions import InvalidJob
 from awa_django.job_record import JobRecord
 from awa_django.limits import is_job_id
 from awa_django.producer.enqueue import enqueue_at_lane_priority
-from awa_django.storage.jobs import Claim, get_claims, get_jobs
+from awa_django.storage.jobs import Claim, get_claims, jobs_by_id
+from awa_django.storage.statement import run
 from awa_django.tasks.awa_task import AwaTask
 from awa_django.tasks.compat import (
     BaseTaskBackend,
@@ -279,9 +280,10 @@ class AwaBackend(BaseTaskBackend):
         found: list[tuple[str, JobRecord, list[Claim]]] = []
         for alias in self.databases():
             with connections[alias].cursor() as cursor:
-                records = get_jobs(cursor, [job_id])
+                records = run(cursor, jobs_by_id([job_id]))
                 if records and records[0].kind.startswith(TASK_KIND_PREFIX):
-                    found.append((alias, records[0], get_claims(cursor, [job_id]).get(job_id, [])))
+                    claims = run(cursor, get_claims([job_id])).get(job_id, [])
+                    found.append((alias, records[0], claims))
         if not found:
             raise TaskResultDoesNotExist(result_id)
         if len(found) > 1:

@@ -25,7 +25,7 @@ from awa_django.core.closed_attempts import report_closed
 from awa_django.core.completion import result_to_completion
 from awa_django.core.outcome import Outcome
 from awa_django.core.retry import RetryPolicy
-from awa_django.declarations.jobs import Job, registry
+from awa_django.declarations.jobs import DeclaredJob, registry
 from awa_django.storage import eager as eager_storage
 from awa_django.storage.backlog import promote_due
 from awa_django.storage.eager import NextReady
@@ -60,7 +60,7 @@ class InProcessRunner:
 
     def __init__(
         self,
-        resolve: Callable[[str], Job[Any, Any] | None] = registry.get,
+        resolve: Callable[[str], DeclaredJob[Any, Any] | None] = registry.get,
         *,
         database: str | None = None,
     ) -> None:

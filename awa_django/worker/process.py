@@ -40,7 +40,7 @@ from awa_django.conf import AwaSettings
 from awa_django.core.outcome import OutcomeCounts
 from awa_django.core.retry import RetryPolicy
 from awa_django.core.session_tries import SessionTries
-from awa_django.declarations.jobs import Job, registry
+from awa_django.declarations.jobs import DeclaredJob, registry
 from awa_django.maintenance.leader import NON_LEADER_TRY_INTERVALS
 from awa_django.maintenance.maintainer import Maintainer, MaintenanceConfig
 from awa_django.maintenance.promoter import Promoter, PromoterConfig
@@ -58,7 +58,7 @@ from awa_django.worker.heartbeat import Heartbeat
 from awa_django.worker.job_log import JobLog, JobLogConfig
 from awa_django.worker.notifier import LISTEN_CHANNELS, Notifier
 from awa_django.worker.rate_limit import RateLimit
-from awa_django.worker.reporter import DECLARATIONS_EVERY, InstanceReporter
+from awa_django.worker.reporter import DECLARATIONS_EVERY, RuntimeReporter
 from awa_django.worker.service import Service, Services, Shutdown
 from awa_django.worker.wake import TAKEN_RETRY_POLLS, WakeLocks
 from awa_django.worker.weighted import QueueShare, WeightedPermits
@@ -311,7 +311,7 @@ class WorkerProcess:
     """The root of one process (a worker, or ``awa_maintenance`` with no queues)."""
 
     def __init__(
-        self, config: WorkerConfig, resolve: Callable[[str], Job[Any, Any] | None]
+        self, config: WorkerConfig, resolve: Callable[[str], DeclaredJob[Any, Any] | None]
     ) -> None:
         self.config = config
         self._resolve = resolve
@@ -443,7 +443,7 @@ class WorkerProcess:
             interval_s=config.runtime_snapshot_interval_s
             * (DECLARATIONS_EVERY if config.session else 1),
         )
-        reporter = InstanceReporter(
+        reporter = RuntimeReporter(
             pool,
             instance_id=self.identity,
             queues=dict(config.queues),
@@ -570,7 +570,9 @@ class WorkerGroup:
     leadership. With one database it is that database's ``WorkerProcess`` alone."""
 
     def __init__(
-        self, configs: Sequence[WorkerConfig], resolve: Callable[[str], Job[Any, Any] | None]
+        self,
+        configs: Sequence[WorkerConfig],
+        resolve: Callable[[str], DeclaredJob[Any, Any] | None],
     ) -> None:
         self.members = [WorkerProcess(config, resolve) for config in configs]
 
