@@ -22,6 +22,7 @@ from awa_django import conf
 from awa_django.management.command import require_migrated
 from awa_django.ops import health
 from awa_django.storage.control import reset_all
+from awa_django.storage.statement import run
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "second"])
@@ -39,7 +40,7 @@ def second_url() -> str:
 
 def reset_second() -> None:
     with connections["second"].cursor() as cursor:
-        reset_all(cursor)
+        run(cursor, reset_all())
 
 
 @pytest.fixture
