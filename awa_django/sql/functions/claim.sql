@@ -220,6 +220,10 @@ DECLARE
     v_look record;
     v_lanes integer[];
     v_walk boolean;
+    -- An aged claim's walk of the lanes below priority 1 (see below), and whether v_order is
+    -- open.
+    v_urgent boolean;
+    v_ordered boolean;
     v_sorted boolean;
     v_i integer;
     v_drained integer[] := '{}';
@@ -289,13 +293,38 @@ BEGIN
         -- are usually visited, and passing them all through awa.claim_order cost more than
         -- the rest of the claim.
         v_walk := v_marked AND (p_aging_s <= 0 OR cardinality(v_lanes) <= 1);
-        IF v_walk THEN
-            v_i := 0;
-        ELSE
+        -- An aged claim of a marked queue walks its lanes below priority 1 the same way: their
+        -- rows never age (awa.effective_priority), and every lane of priority 1 or more has an
+        -- effective priority of at least 1, so they come first in the aged order whatever the
+        -- heads' ages, and no later lane's bound can cut them short. Only when the claim gets
+        -- past them are the rest (v_lanes is in priority order) put through awa.claim_order,
+        -- which reads the head of each: with django.tasks priorities over up to 201 lanes, an
+        -- aged claim read every head, most of them of lanes it never reached.
+        v_urgent := v_marked AND NOT v_walk;
+        v_ordered := false;
+        v_i := 0;
+        IF NOT v_walk AND NOT v_urgent THEN
             OPEN v_order FOR SELECT * FROM awa.claim_order(p_queue, p_aging_s, v_lanes);
+            v_ordered := true;
         END IF;
         LOOP
-            IF v_walk THEN
+            IF v_urgent THEN
+                v_i := v_i + 1;
+                EXIT WHEN v_i > cardinality(v_lanes);
+                IF v_lanes[v_i] >> 16 >= 1 THEN
+                    v_urgent := false;
+                    OPEN v_order FOR SELECT * FROM awa.claim_order(p_queue, p_aging_s,
+                                                                   v_lanes[v_i:]);
+                    v_ordered := true;
+                ELSE
+                    v_priority := v_lanes[v_i] >> 16;
+                    v_shard := v_lanes[v_i] & 65535;
+                    v_bound := 32767;
+                END IF;
+            END IF;
+            IF v_urgent THEN
+                NULL;  -- the lane is set above
+            ELSIF v_walk THEN
                 v_i := v_i + 1;
                 EXIT WHEN v_i > cardinality(v_lanes);
                 v_priority := v_lanes[v_i] >> 16;
@@ -608,7 +637,7 @@ BEGIN
             v_round_claimed := v_round_claimed + v_claimed;
             EXIT WHEN v_remaining <= 0;
         END LOOP;
-        IF NOT v_walk THEN
+        IF v_ordered THEN
             CLOSE v_order;
         END IF;
         EXIT WHEN v_round_claimed = 0;

@@ -1,0 +1,22 @@
+"""An aged claim of a marked queue (one with many lanes, as django.tasks priorities make) walks
+its lanes below priority 1 in the static order and reads lane heads only for the lanes of
+priority 1 or more it gets to: rows below priority 1 never age and always come first, so reading
+their heads changed nothing but the cost (#32).
+
+Only awa.claim_ready changes. The reverse restores it as 0014 left it
+(``sql/migrations/0022_aged_claims/down.sql``).
+"""
+
+from django.db import migrations
+
+from awa_django import sql
+
+
+class Migration(migrations.Migration):
+    dependencies = [("awa_django", "0021_unsuccessful_closures")]
+    operations = [
+        migrations.RunSQL(
+            sql=sql.functions("claim"),
+            reverse_sql=sql.migration("0022_aged_claims", "down"),
+        ),
+    ]
