@@ -33,9 +33,14 @@ from awa_django.exceptions import InvalidJob
 from awa_django.limits import MAX_ID
 from awa_django.models import DeadLetter
 from awa_django.ops import dlq
+from awa_django.storage.browse import suggestions
 from awa_django.storage.dlq import DlqFilter, count_matching, ring_held_ids
 
 PAGE_SIZE: Final = 50
+# The count above the list stops here ("More than 10,000"), as the Jobs page's state counts
+# do, so a page load costs a bounded read whatever the DLQ holds; a bulk action's confirmation
+# counts exactly.
+LIST_COUNT_CAP: Final = 10_000
 # Groups the error page lists, largest first.
 GROUP_LIMIT: Final = 100
 AGES: Final = {
@@ -59,7 +64,11 @@ def error_type_field() -> forms.CharField:
         required=False,
         max_length=300,
         label="Error type",
-        help_text="any case, the start of the name or of a dotted part",
+        help_text=(
+            "any case, the start of the name or of a dotted part:"
+            " LookupError finds builtins.LookupError"
+        ),
+        widget=forms.TextInput(attrs={"list": "awa-error-types"}),
     )
 
 
@@ -67,7 +76,8 @@ def kind_field() -> forms.CharField:
     return forms.CharField(
         required=False,
         max_length=200,
-        help_text="any case, the start of the name or of a dotted part",
+        help_text="any case, the start of the name or of a dotted part: charge finds shop.Charge",
+        widget=forms.TextInput(attrs={"list": "awa-kinds"}),
     )
 
 
@@ -97,7 +107,7 @@ class DlqFilterForm(forms.Form):
     )
 
 
-class SelectionForm(forms.Form):
+class DlqSelectionForm(forms.Form):
     """The rows an action applies to, and the target queue of a retry-to-queue."""
 
     action = forms.ChoiceField(choices=[("retry", "retry"), ("purge", "purge")])
@@ -108,7 +118,7 @@ class SelectionForm(forms.Form):
     return_query = forms.CharField(required=False, max_length=2000)
 
 
-class MatchingActionForm(forms.Form):
+class DlqMatchingActionForm(forms.Form):
     """An action on every entry a list filter covers (the filter's own fields, repeated)."""
 
     action = forms.ChoiceField(choices=[("retry", "retry"), ("purge", "purge")])
@@ -167,8 +177,12 @@ def describe(where: DlqFilter, age: str) -> str:
 
 
 def matched_text(matched: int, *, filtered: bool) -> str:
-    """The size of the whole match above the list: ``1,204 entries match.``"""
-    entries = f"{matched:,} entr{pluralize(matched, 'y,ies')}"
+    """The size of the whole match above the list: ``1,204 entries match.``, or, counted past
+    LIST_COUNT_CAP, ``More than 10,000 entries match.``"""
+    if matched > LIST_COUNT_CAP:
+        entries = f"More than {LIST_COUNT_CAP:,} entries"
+    else:
+        entries = f"{matched:,} entr{pluralize(matched, 'y,ies')}"
     if filtered:
         return f"{entries} match{pluralize(matched, 'es,')} this filter."
     return f"{entries} in the dead-letter queue."
@@ -224,9 +238,10 @@ class DeadLetterAdmin(OperatorAdmin):
                     before=before,
                 )
                 # The whole match, not the page: an operator sees at once whether a filter
-                # caught 3 entries or 30,000 (one count over the DLQ table, never the ring).
+                # caught 3 entries or more than 10,000 (one capped count over the DLQ table,
+                # never the ring).
                 with awa_cursor() as cursor:
-                    matched = count_matching(cursor, where)
+                    matched = count_matching(cursor, where, cap=LIST_COUNT_CAP + 1)
                 if len(entries) > PAGE_SIZE:
                     entries = entries[:PAGE_SIZE]
                     last = entries[-1]
@@ -238,6 +253,8 @@ class DeadLetterAdmin(OperatorAdmin):
             for f in ("queue", "kind", "reason", "age", "error_type", "fingerprint")
         )
         job_id = form.cleaned_data.get("job_id") if form.is_valid() else None
+        with awa_cursor() as cursor:
+            offered = suggestions(cursor)
         return self.render(
             request,
             "dlq_list.html",
@@ -258,6 +275,8 @@ class DeadLetterAdmin(OperatorAdmin):
                 "act_matching_url": reverse(self.url_name("act_matching")),
                 "groups_url": reverse(self.url_name("groups")),
                 "is_filtered": is_filtered,
+                "suggestions": offered,
+                "suggested_queues": [],
             },
         )
 
@@ -329,7 +348,7 @@ class DeadLetterAdmin(OperatorAdmin):
 
     def act(self, request: HttpRequest) -> HttpResponse:
         self.require_action(request)
-        form = SelectionForm(request.POST)
+        form = DlqSelectionForm(request.POST)
         back = self.list_url(request.POST.get("return_query", ""))
         if not form.is_valid():
             report_form_errors(request, form)
@@ -352,7 +371,7 @@ class DeadLetterAdmin(OperatorAdmin):
         ``dlq.BULK_BATCH_SIZE`` and take only entries still there, so a re-run (after a timeout,
         or by a second operator) finishes the rest and never acts twice on one entry."""
         self.require_action(request)
-        form = MatchingActionForm(request.POST)
+        form = DlqMatchingActionForm(request.POST)
         if not form.is_valid():
             report_form_errors(request, form)
             return redirect(self.url_name("changelist"))

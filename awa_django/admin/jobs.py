@@ -4,6 +4,7 @@ now or retry the ticked rows, or everything a state search matches after confirm
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Final
 
@@ -45,9 +46,11 @@ from awa_django.storage.browse import (
     job_attempts,
     job_progress,
     list_jobs,
+    suggestions,
 )
 from awa_django.storage.dlq import purged_at
-from awa_django.storage.jobs import get_jobs
+from awa_django.storage.jobs import jobs_by_id
+from awa_django.storage.statement import run
 from awa_django.storage.workflows import WaitingOn, waiting_on
 
 PAGE_SIZE: Final = 50
@@ -76,10 +79,16 @@ NEWER_KEPT: Final = 50
 class JobSearchForm(forms.Form):
     job_id = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID, label="Job id")
     kind = forms.CharField(
-        required=False, max_length=200, help_text="the start of the name, any case"
+        required=False,
+        max_length=200,
+        help_text="the start of the name, any case",
+        widget=forms.TextInput(attrs={"list": "awa-kinds"}),
     )
     queue = forms.CharField(
-        required=False, max_length=200, help_text="the start of the name, any case"
+        required=False,
+        max_length=200,
+        help_text="the start of the name, any case",
+        widget=forms.TextInput(attrs={"list": "awa-queues"}),
     )
     state = forms.ChoiceField(
         required=False, choices=[("", "any state"), *((s, s) for s in JOB_STATES)]
@@ -88,11 +97,15 @@ class JobSearchForm(forms.Form):
         required=False,
         max_length=2000,
         label="Arguments contain",
-        help_text='a JSON object, such as {"user_id": 7}',
+        help_text='a JSON object, such as {"user_id": 7}, or a path: user.id:7',
     )
     tag = forms.CharField(required=False, max_length=200)
     error = forms.CharField(
-        required=False, max_length=200, label="Error text", help_text="in a message or type"
+        required=False,
+        max_length=200,
+        label="Error text",
+        help_text="in a message or type, any case",
+        widget=forms.TextInput(attrs={"list": "awa-error-types"}),
     )
     before = forms.IntegerField(
         required=False, min_value=1, max_value=MAX_ID, widget=forms.HiddenInput
@@ -109,10 +122,16 @@ class JobSearchForm(forms.Form):
         text = self.cleaned_data["args"]
         if not text:
             return None
-        try:
-            value = json.loads(text, parse_constant=refuse_constant)
-        except (ValueError, RecursionError):
-            raise ValidationError('not JSON: write an object such as {"user_id": 7}') from None
+        path = ARGS_PATH.fullmatch(text)
+        if path is not None and not text.lstrip().startswith(("{", "[")):
+            value = path_object(path["path"], path["value"])
+        else:
+            try:
+                value = json.loads(text, parse_constant=refuse_constant)
+            except (ValueError, RecursionError):
+                raise ValidationError(
+                    'not JSON: write an object such as {"user_id": 7}, or a path such as user_id:7'
+                ) from None
         if not isinstance(value, dict):
             raise ValidationError('must be a JSON object, such as {"user_id": 7}')
         try:
@@ -145,6 +164,30 @@ class JobSearchForm(forms.Form):
 
 def refuse_constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
+
+
+# An argument searched by its path, as error messages name arguments ("args.user.id"):
+# ``user.id:7`` (or ``args.user.id:7``) finds the jobs whose arguments contain
+# {"user": {"id": 7}}. A key holding "." or ":" needs the JSON form.
+ARGS_PATH: Final = re.compile(
+    r"\s*(?:args\.)?(?P<path>[^.:\s{}\[\]]+(?:\.[^.:\s{}\[\]]+)*)\s*:(?P<value>.*)", re.DOTALL
+)
+
+
+def path_object(path: str, text: str) -> dict[str, object]:
+    """The object holding ``text``'s value at ``path``: the value as JSON when it reads as JSON
+    (``7``, ``true``, ``"7"``, ``[1]``), else as the text itself (``Paris``)."""
+    raw = text.strip()
+    value: object
+    try:
+        value = json.loads(raw, parse_constant=refuse_constant)
+    except (ValueError, RecursionError):
+        value = raw
+    *outer, innermost = path.split(".")
+    found: dict[str, object] = {innermost: value}
+    for key in reversed(outer):
+        found = {key: found}
+    return found
 
 
 def page_links(
@@ -250,7 +293,7 @@ class JobAdmin(OperatorAdmin):
             data = form.cleaned_data
             with awa_cursor() as cursor:
                 if data["job_id"] is not None:
-                    jobs = get_jobs(cursor, [data["job_id"]])
+                    jobs = run(cursor, jobs_by_id([data["job_id"]]))
                 else:
                     where = JobFilter(
                         kind=data["kind"] or None,
@@ -269,6 +312,8 @@ class JobAdmin(OperatorAdmin):
             next_query, newer_query = page_links(
                 request.GET, data["before"], form.newer_cursors(), page
             )
+        with awa_cursor() as cursor:
+            offered = suggestions(cursor)
         return self.render(
             request,
             "job_list.html",
@@ -281,6 +326,8 @@ class JobAdmin(OperatorAdmin):
                 "next_query": next_query,
                 "newer_query": newer_query,
                 "search_scan": SEARCH_SCAN,
+                "suggestions": offered,
+                "suggested_queues": sorted(set(offered.queues) | set(get_settings().QUEUES)),
                 "cancellable_states": CANCELLABLE,
                 "runnable_now_states": RUNNABLE_NOW,
                 "retryable_states": RETRYABLE,
@@ -299,7 +346,7 @@ class JobAdmin(OperatorAdmin):
     def detail(self, request: HttpRequest, job_id: int) -> HttpResponse:
         self.require_view(request)
         with awa_cursor() as cursor:
-            found = get_jobs(cursor, [job_id])
+            found = run(cursor, jobs_by_id([job_id]))
             attempts = job_attempts(cursor, job_id) if found else []
             progress = job_progress(cursor, job_id) if found else None
         if not found:
@@ -490,7 +537,7 @@ class JobAdmin(OperatorAdmin):
                     committed.add(retry(job_id))
             elif ids:
                 with transaction.atomic(using=alias), awa_cursor() as cursor:
-                    ran = len(run_deferred_now(cursor, ids))
+                    ran = len(run(cursor, run_deferred_now(ids)))
                 committed.add(ran)
             if page.next_before is None:
                 return committed.count

@@ -2,7 +2,9 @@
 
 Read from the step's own metadata, where the transaction that released the step wrote the
 state, result and error of each step it reads (``awa.workflow_release``): a handler reaches
-its inputs without a query of its own.
+its inputs without a query of its own. A step with many dependencies (a wide chord's callback,
+flagged ``inputs_read``) reads them with one query when it runs instead, so that the release
+does not aggregate every member's result into its row.
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ ADDED_STEP_SEPARATOR: Final = "/"
 StepSpec = Callable[
     [str, object, Mapping[str, Any] | None, Sequence[str], Mapping[str, Any]], dict[str, Any]
 ]
+
+# A flagged step's dependencies in order and their {state, result, error}, read from the
+# database by whatever runs the attempt (once per attempt).
+StepInputs = tuple[tuple[str, ...], Mapping[str, Mapping[str, Any]]]
+StoredInputs = Callable[[], StepInputs]
+# What reads them, given the workflow id and the step's name (set by the runner).
+StepInputsReader = Callable[[int, str], StepInputs]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,17 +58,27 @@ class StepContext:
         metadata: Mapping[str, Any],
         added: list[dict[str, Any]] | None = None,
         add_spec: StepSpec | None = None,
+        stored_inputs: StoredInputs | None = None,
     ) -> StepContext | None:
         """The step context in a job's metadata, or None for a job that is not a step."""
         entry = metadata.get(WORKFLOW_KEY)
         if not isinstance(entry, Mapping):
             return None
+        if entry.get("inputs_read"):
+            if stored_inputs is None:
+                raise RuntimeError(
+                    "ctx.workflow of a step with many dependencies reads them from the "
+                    "database: the step must run in a worker or run_jobs"
+                )
+            after, inputs = stored_inputs()
+        else:
+            after, inputs = tuple(entry.get("after") or ()), entry.get("inputs") or {}
         return cls(
             workflow_id=int(entry["id"]),
             workflow_name=str(entry.get("name", "")),
             step=str(entry["step"]),
-            after=tuple(entry.get("after") or ()),
-            inputs=dict(entry.get("inputs") or {}),
+            after=after,
+            inputs=dict(inputs),
             added=[] if added is None else added,
             add_spec=add_spec,
         )

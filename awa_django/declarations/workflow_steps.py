@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
 from typing import Any, cast
 
 from awa_django.declarations.enqueue_options import EnqueueOptionArgs, EnqueueOptions
 from awa_django.declarations.exact_json import check_text, moved
-from awa_django.declarations.jobs import Job
+from awa_django.declarations.jobs import DeclaredJob
 from awa_django.declarations.priorities import STORED_PRIORITY_MAX, STORED_PRIORITY_MIN
 from awa_django.declarations.resolve import bind_args, resolve_job
 from awa_django.declarations.step_context import ADDED_STEP_SEPARATOR
@@ -21,7 +22,7 @@ from awa_django.exceptions import InvalidJob
 
 # What a step runs: an ``@awa.job``, a kind, or a ``django.tasks`` Task of awa's backend (not
 # named in the annotation: django.tasks may be missing, and its backport is a separate package).
-StepJob = str | Job[Any, Any] | object
+StepJob = str | DeclaredJob[Any, Any] | object
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +119,73 @@ def task_job(call: Call) -> tuple[str, Mapping[str, Any], EnqueueOptions]:
     return kind, job_args, options.using(**{k: v for k, v in given.items() if v is not None})
 
 
+@dataclass(frozen=True, slots=True)
+class ResolvedStep:
+    """A step validated: its job's options resolved and its arguments bound, each kept as the
+    JSON text they were encoded to once."""
+
+    step: Step
+    kind: str
+    queue: str
+    priority: int
+    max_attempts: int
+    args_json: str
+    metadata_json: str
+    tags: tuple[str, ...]
+
+    def spec(self) -> dict[str, Any]:
+        """The step's description as ``awa.workflow_graft`` reads it (an added step)."""
+        return {
+            "name": self.step.name,
+            "kind": self.kind,
+            "queue": self.queue,
+            "priority": self.priority,
+            "args": json.loads(self.args_json),
+            "max_attempts": self.max_attempts,
+            "metadata": json.loads(self.metadata_json),
+            "tags": list(self.tags),
+            "after": list(self.step.after),
+            "ignore": list(self.step.ignore),
+            "on_failure": self.step.on_failure,
+        }
+
+    def spec_json(self) -> str:
+        """The same description as JSON text, put together from the texts already encoded:
+        a workflow's enqueue writes it without decoding and encoding each step's arguments
+        and metadata again (#34)."""
+        step = self.step
+        return (
+            f'{{"name":{_quoted(step.name)},"kind":{_quoted(self.kind)},'
+            f'"queue":{_quoted(self.queue)},"priority":{int(self.priority)},'
+            f'"args":{self.args_json},"max_attempts":{int(self.max_attempts)},'
+            f'"metadata":{self.metadata_json},"tags":{_names(self.tags)},'
+            f'"after":{_names(step.after)},"ignore":{_names(step.ignore)},'
+            f'"on_failure":{"true" if step.on_failure else "false"}}}'
+        )
+
+
+_encode = json.JSONEncoder(ensure_ascii=True).encode
+
+
+@lru_cache(maxsize=4096)
+def _quoted_cached(text: str) -> str:
+    return _encode(text)
+
+
+def _quoted(text: str) -> str:
+    # Kinds, queues and the names steps wait for repeat across a workflow's steps.
+    return _quoted_cached(text) if len(text) <= 200 else _encode(text)
+
+
+def _names(names: Sequence[str]) -> str:
+    return f"[{','.join(_quoted(name) for name in names)}]" if names else "[]"
+
+
 def step_spec(step: Step) -> dict[str, Any]:
+    return resolve_step(step).spec()
+
+
+def resolve_step(step: Step) -> ResolvedStep:
     prefix = f"steps.{step.name}"
     try:
         priorities: dict[str, Any] = {}
@@ -132,7 +199,7 @@ def step_spec(step: Step) -> dict[str, Any]:
                 raise moved(refusal, "args.kwargs", "args") from None
             # Django's -100..100 priorities are stored past awa's native 1..4.
             priorities["priority_range"] = (STORED_PRIORITY_MIN, STORED_PRIORITY_MAX)
-        elif isinstance(step.call.job, str | Job):
+        elif isinstance(step.call.job, str | DeclaredJob):
             kind, job = resolve_job(step.call.job)
             bound = bind_args(kind, job, step.call.args)
             options = step.call.options
@@ -146,25 +213,23 @@ def step_spec(step: Step) -> dict[str, Any]:
             raise InvalidJob("run_at: a step runs when its dependencies allow", field="run_at")
         if options.unique is not None or (job is not None and job.unique is not None):
             raise InvalidJob("unique: steps cannot be unique jobs", field="unique")
-        resolved = options.using(unique=None).resolve(kind, job, **priorities)
+        # Its unique is None (checked above): no copy of the options to clear it.
+        resolved = options.resolve(kind, job, **priorities)
     except InvalidJob as refusal:
         # The refusal's message starts with its field, so the step's name goes in front.
         if refusal.field:
             raise InvalidJob(f"{prefix}.{refusal}", field=f"{prefix}.{refusal.field}") from None
         raise InvalidJob(f"{prefix}: {refusal}", field=prefix) from None
-    return {
-        "name": step.name,
-        "kind": resolved.kind,
-        "queue": resolved.queue,
-        "priority": resolved.priority,
-        "args": json.loads(bound.json),
-        "max_attempts": resolved.max_attempts,
-        "metadata": json.loads(resolved.metadata_json),
-        "tags": list(resolved.tags),
-        "after": list(step.after),
-        "ignore": list(step.ignore),
-        "on_failure": step.on_failure,
-    }
+    return ResolvedStep(
+        step=step,
+        kind=resolved.kind,
+        queue=resolved.queue,
+        priority=resolved.priority,
+        max_attempts=resolved.max_attempts,
+        args_json=bound.json,
+        metadata_json=resolved.metadata_json,
+        tags=tuple(resolved.tags),
+    )
 
 
 def added_step_spec(

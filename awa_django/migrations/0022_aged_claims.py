@@ -15,7 +15,9 @@ from awa_django import sql
 
 
 class Migration(migrations.Migration):
-    dependencies = [("awa_django", "0021_unsuccessful_closures")]
+    # Numbered 0022 when 0023 and 0024 were being written in parallel; it follows main's newest
+    # migration (0024_search_indexes) so that the graph has one leaf.
+    dependencies = [("awa_django", "0024_search_indexes")]
     operations = [
         migrations.RunSQL(
             sql=sql.functions("claim"),

@@ -66,9 +66,11 @@ _IDS_BY_STATE: Final[dict[str, tuple[str, str, dict[str, bool | str]]]] = {
 }
 # A state count stops here, so asking costs a bounded scan even on a huge history.
 COUNT_CAP: Final = 10_000
-# A search by arguments, tag or error text has no index to read: it reads candidate ids newest
-# first (of the state, kind and queue searched, from their tables) in batches, checks each
-# batch's records, and stops after SEARCH_SCAN candidates per page, saying where it stopped.
+# A search by arguments, tag or error text reads, newest first and in batches, the ids of the
+# jobs some row of which matches, from the search indexes (migration 0024; search_job_ids),
+# then checks each batch's current records (the state, and every field searched). A page stops
+# after SEARCH_SCAN such candidates, saying where: a candidate fails its check only when an
+# older fact of the job matched or the state searched is another, so a page reads far fewer.
 SEARCH_BATCH: Final = 2_000
 SEARCH_SCAN: Final = 10_000
 _NO_CURSOR: Final = 2**63 - 1
@@ -90,9 +92,9 @@ class JobFilter:
     queue: str | None = None
     state: str | None = None
     exact: bool = False
-    # Content searches, read from each candidate's record (no index): arguments containing
-    # this JSON object, as JSON text (jsonb ``@>``), a tag, and text inside an error's message,
-    # type or reason (any case).
+    # Content searches, found through the search indexes and checked on each candidate's
+    # record: arguments containing this JSON object, as JSON text (jsonb ``@>``), a tag, and
+    # text inside an error's message, type or reason (any case).
     args: str | None = None
     tag: str | None = None
     error: str | None = None
@@ -124,7 +126,8 @@ class JobFilter:
     def content_params(self) -> dict[str, str | None]:
         return {
             "state": self.state,
-            "args": self.args,
+            # Every job's arguments contain {}: no search (and none the partial index answers).
+            "args": None if self.args == "{}" else self.args,
             "tag": self.tag,
             "error": f"%{_escape_like(self.error)}%" if self.error is not None else None,
         }
@@ -142,8 +145,9 @@ class JobPage:
 
     jobs: list[JobRecord]
     next_before: int | None
-    # For a content search: how many candidates this page read, and whether it stopped at
-    # SEARCH_SCAN with candidates left (next_before then continues the scan, not the results).
+    # For a content search: how many candidates (jobs the search indexes found) this page
+    # checked, and whether it stopped at SEARCH_SCAN with candidates left (next_before then
+    # continues the scan, not the results).
     scanned: int | None = None
     scan_stopped: bool = False
     # For a page of one state asked to count: its matching jobs, at most COUNT_CAP + 1.
@@ -383,16 +387,25 @@ def _list_in_state(
 def _candidate_ids(
     cursor: CursorWrapper, where: JobFilter, walk: _Walk, before: int, size: int
 ) -> list[int]:
-    if where.state is not None:
-        return _state_ids(cursor, where.state, walk, before, size)
-    return _window_ids(cursor, walk, before, size)
+    """The newest ``size`` ids below ``before`` of the jobs a row of which matches the content
+    search, from the search indexes; under a kind or queue filter, pair by pair."""
+    params = {**where.content_params(), "before": before, "size": size}
+    if walk.names is None:
+        return _ids(cursor, "search_job_ids", {**params, "queue": None, "kind": None})
+    return _newest(
+        [
+            _ids(cursor, "search_job_ids", {**params, "queue": queue, "kind": kind})
+            for queue, kind in walk.names
+        ],
+        size,
+    )
 
 
 def _search(
     cursor: CursorWrapper, *, where: JobFilter, walk: _Walk, before: int | None, limit: int
 ) -> JobPage:
-    # Candidates come newest first from the tables of the state, kind and queue searched; each
-    # batch's records are checked against the content search in one query.
+    # Candidates come newest first from the search indexes (of the kind and queue searched);
+    # each batch's records are checked against the state and content search in one query.
     matches: list[JobRecord] = []
     below = before if before is not None else _NO_CURSOR
     scanned = 0
@@ -454,6 +467,34 @@ def _planned_as_walk(cursor: CursorWrapper) -> Iterator[None]:
     # Not after an error: the transaction may be aborted (a statement timeout), where another
     # statement would hide the error; ours then rolls back, the caller's must.
     cursor.execute(_SQL["restore_joins"], {"hash": hash_join, "merge": merge_join})
+
+
+# Suggestions offered beside the search fields: names from every table (cheap, one index probe
+# per pair), error types from the newest SUGGESTION_SCAN failures of each place that keeps them
+# (few: each read detoasts an error list, tracebacks included, and every page load asks).
+SUGGESTION_SCAN: Final = 500
+SUGGESTION_LIMIT: Final = 200
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Suggestions:
+    """The kinds, queues and error types that exist, in name order, for a search form."""
+
+    kinds: list[str]
+    queues: list[str]
+    error_types: list[str]
+
+
+def suggestions(cursor: CursorWrapper) -> Suggestions:
+    """What a search form offers to complete its kind, queue and error type fields."""
+    cursor.execute(_SQL["name_pairs"], {"kind": None, "queue": None})
+    pairs = cursor.fetchall()
+    cursor.execute(_SQL["error_types"], {"scan": SUGGESTION_SCAN, "limit": SUGGESTION_LIMIT})
+    return Suggestions(
+        kinds=sorted({kind for _, kind in pairs})[:SUGGESTION_LIMIT],
+        queues=sorted({queue for queue, _ in pairs})[:SUGGESTION_LIMIT],
+        error_types=[error_type for (error_type,) in cursor.fetchall()],
+    )
 
 
 def running_attempts(cursor: CursorWrapper, *, limit: int) -> list[RunningAttempt]:

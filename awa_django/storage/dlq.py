@@ -152,9 +152,9 @@ def matching_ids(cursor: CursorWrapper, where: DlqFilter, *, limit: int) -> list
     return [int(job_id) for (job_id,) in cursor.fetchall()]
 
 
-def count_matching(cursor: CursorWrapper, where: DlqFilter) -> int:
-    """How many entries ``where`` covers now."""
-    cursor.execute(_SQL["count_matching_dlq"], where.params())
+def count_matching(cursor: CursorWrapper, where: DlqFilter, *, cap: int | None = None) -> int:
+    """How many entries ``where`` covers now, counting at most ``cap`` (None: all)."""
+    cursor.execute(_SQL["count_matching_dlq"], {**where.params(), "cap": cap})
     return int(cursor.fetchone()[0])
 
 

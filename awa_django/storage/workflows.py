@@ -156,3 +156,16 @@ async def prune_workflows(
     )
     row = await cursor.fetchone()
     return int(row[0]) if row else 0
+
+
+def step_inputs(
+    cursor: CursorWrapper, workflow_id: int, step: str
+) -> tuple[tuple[str, ...], dict[str, dict[str, Any]]]:
+    """A step's dependencies in order and each one's state, result and error: what a step
+    whose release left them out of its metadata (a wide fan-in) reads when it runs."""
+    cursor.execute(_SQL["step_inputs"], {"workflow_id": workflow_id, "step": step})
+    row = cursor.fetchone()
+    if row is None or row[0] is None:
+        return (), {}
+    read = json.loads(row[0])
+    return tuple(read["after"]), dict(read["inputs"])

@@ -31,7 +31,7 @@ from django.utils.module_loading import import_string
 
 from awa_django.core.completion import error_entry
 from awa_django.core.handler_result import StoredReturn
-from awa_django.declarations.jobs import Job, JobContext
+from awa_django.declarations.jobs import DeclaredJob, JobContext
 from awa_django.declarations.priorities import TASK_KIND_PREFIX
 from awa_django.exceptions import Cancel, Snooze, TerminalError
 from awa_django.storage.jobs import Claim
@@ -61,7 +61,7 @@ _LOGGING_RECEIVERS_LOGGER: Final = (
 )
 
 
-def resolve(kind: str) -> Job[Any, Any] | None:
+def resolve(kind: str) -> DeclaredJob[Any, Any] | None:
     """The handler of a stored ``@task``, or None when its module path does not name one."""
     module_path = kind.removeprefix(TASK_KIND_PREFIX)
     try:
@@ -78,7 +78,7 @@ def resolve(kind: str) -> Job[Any, Any] | None:
     if not isinstance(task, Task):
         logger.error("%s is not a django.tasks Task", module_path)
         return None
-    return Job(_handler(task), kind=kind, queue=None, priority=None, max_attempts=None)
+    return DeclaredJob(_handler(task), kind=kind, queue=None, priority=None, max_attempts=None)
 
 
 # The backend of each alias a handler ran under. Django looks a backend up per thread (and

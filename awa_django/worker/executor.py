@@ -12,16 +12,18 @@ import contextvars
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.db import close_old_connections, connections
 
+from awa_django.conf import get_settings
 from awa_django.core.claimed_job import ClaimedJob
 from awa_django.core.handler_result import HandlerResult, StoredReturn, kept_return
 from awa_django.core.unknown_kinds import unknown_kind
 from awa_django.declarations.exact_json import exact_text
-from awa_django.declarations.jobs import AttemptProgress, Job, JobContext
+from awa_django.declarations.jobs import AttemptProgress, DeclaredJob, JobContext
 from awa_django.declarations.workflow_steps import added_step_spec
 from awa_django.exceptions import DeadlineExceeded, JobOutcome
+from awa_django.storage import workflows as workflow_storage
 from awa_django.worker.deadline import AttemptDeadline
 from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.interrupt import InterruptibleCall
@@ -52,7 +54,17 @@ def context_for(
         state=AttemptProgress(job.progress, job.checkpoint),
         callbacks=callbacks,
         add_step=added_step_spec,
+        read_workflow_inputs=_read_step_inputs,
     )
+
+
+def _read_step_inputs(
+    workflow_id: int, step: str
+) -> tuple[tuple[str, ...], dict[str, dict[str, Any]]]:
+    # On the thread running the handler (a sync one's, or the ORM thread for an async one:
+    # ``execute`` reads them there first), with that thread's connection.
+    with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
+        return workflow_storage.step_inputs(cursor, workflow_id, step)
 
 
 def _run_sync(
@@ -114,7 +126,7 @@ def stops_the_attempt(exc: BaseException) -> bool:
 
 async def execute(
     job: ClaimedJob,
-    handler: Job[Any, Any] | None,
+    handler: DeclaredJob[Any, Any] | None,
     ctx: JobContext,
     threads: HandlerThreads,
     deadline: AttemptDeadline | None = None,
@@ -125,6 +137,9 @@ async def execute(
         return _unknown_kind(job)
     try:
         if handler.is_async:
+            if ctx.reads_workflow_inputs():
+                # A wide fan-in's inputs are a query: off the event loop, before it runs.
+                await sync_to_async(ctx.preload_workflow_inputs)()
             value = await _run_async(handler.func, ctx, job.args, deadline)
             if value is not None:
                 value = kept_return(value, ctx)
@@ -173,7 +188,7 @@ async def _run_async(
 
 
 def execute_in_calling_thread(
-    job: ClaimedJob, handler: Job[Any, Any] | None, ctx: JobContext
+    job: ClaimedJob, handler: DeclaredJob[Any, Any] | None, ctx: JobContext
 ) -> HandlerResult:
     """``execute`` in the calling thread, on its Django connection (in-process runs: tests and
     eager mode). Async handlers run through ``async_to_sync``, whose ``sync_to_async`` ORM calls
@@ -181,6 +196,9 @@ def execute_in_calling_thread(
     if handler is None:
         return _unknown_kind(job)
     try:
+        # A wide fan-in's inputs are read here, on this thread's connection, not from the
+        # event loop async_to_sync runs an async handler on.
+        ctx.preload_workflow_inputs()
         if handler.is_async:
             value = async_to_sync(handler.func)(ctx, **job.args)
         else:

@@ -32,6 +32,7 @@ from awa_django.storage.runtime import (
     touch_snapshot,
     write_snapshot,
 )
+from awa_django.storage.statement import run_async, run_atomic_async
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def package_version() -> str:
         return "unknown"
 
 
-class InstanceReporter:
+class RuntimeReporter:
     """Writes one process's declarations and snapshot; ``state()`` supplies the live fields
     (in-flight count, leader flag, health, shutting down). As a service: ``start`` writes the
     declared cron ``schedules`` and the first snapshot, then reports until ``stop``, which
@@ -125,21 +126,24 @@ class InstanceReporter:
         count = self._on_peers is not None and (declarations or self._reports == 1)
         peers = 1
         async with self._pool.connection() as conn:
-            if declarations:
-                await publish_declarations(conn, self._declared)
+            publish = publish_declarations(self._declared) if declarations else None
+            if publish is not None:
+                await run_atomic_async(conn, publish)
             if (
                 declarations
                 or snapshot != self._written
-                or not await touch_snapshot(conn, instance_id=snapshot.instance_id)
+                or not await run_async(conn, touch_snapshot(instance_id=snapshot.instance_id))
             ):
-                await write_snapshot(conn, snapshot, self._declared)
+                await run_async(conn, write_snapshot(snapshot, self._declared))
             if count:
                 # A process refreshes its row every interval: one silent for three is gone.
-                peers = await count_peers(
+                peers = await run_async(
                     conn,
-                    instance_id=snapshot.instance_id,
-                    queues=sorted(snapshot.queues),
-                    fresh_s=3 * self._interval_s,
+                    count_peers(
+                        instance_id=snapshot.instance_id,
+                        queues=sorted(snapshot.queues),
+                        fresh_s=3 * self._interval_s,
+                    ),
                 )
         self._written = snapshot
         self._reports += 1
@@ -193,6 +197,6 @@ class InstanceReporter:
         """Delete this process's row (clean shutdown)."""
         try:
             async with self._pool.connection() as conn:
-                await delete_runtime(conn, instance_id=self._base.instance_id)
+                await run_async(conn, delete_runtime(instance_id=self._base.instance_id))
         except Exception:
             logger.exception("could not delete the runtime row; the leader will")

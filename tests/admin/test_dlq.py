@@ -105,9 +105,10 @@ def test_pages_follow_the_cursor_without_overlap(operator_client):
 
 def test_list_query_count_at_1000_entries(operator_client, django_assert_num_queries):
     insert_entries(1000)
-    # Session and user, the statement time limit (set, then put back), one page query and one
-    # count of the whole match: no query per row.
-    with django_assert_num_queries(6):
+    # Session and user, the statement time limit (set, then put back), one page query, one
+    # count of the whole match and the two of the form's suggestions (names, error types): no
+    # query per row.
+    with django_assert_num_queries(8):
         response = operator_client.get(reverse(LIST))
     assert len(response.context["entries"]) == 50
 

@@ -10,6 +10,7 @@ from django.db import connection
 from django.urls import reverse
 
 import awa_django as awa
+from awa_django.admin import dlq as dlq_admin
 from tests.admin.test_dlq import listed_ids, messages_of
 
 LIST = "admin:awa_django_deadletter_changelist"
@@ -149,3 +150,20 @@ def test_all_matching_lands_back_on_the_filtered_list(operator_client):
         {"action": "retry", "kind": "charge", "age": "", "counted": 2, "confirmed": "on"},
     )
     assert done["Location"] == reverse(LIST) + "?kind=charge"
+
+
+def test_the_list_count_stops_at_its_cap_and_says_so(operator_client, monkeypatch):
+    monkeypatch.setattr(dlq_admin, "LIST_COUNT_CAP", 5)
+    entries(7, kind="tests.bulk", error_type="builtins.LookupError")
+    entries(5, kind="tests.bulk", error_type="builtins.KeyError")
+    url = reverse(LIST)
+    assert (
+        "More than 5 entries in the dead-letter queue." in operator_client.get(url).content.decode()
+    )
+    capped = operator_client.get(url, {"error_type": "lookup"}).content.decode()
+    assert "More than 5 entries match this filter." in capped
+    exact = operator_client.get(url, {"error_type": "key"}).content.decode()
+    assert "5 entries match this filter." in exact and "More than" not in exact
+    # The confirmation of an action on everything matching counts exactly.
+    confirm = operator_client.post(reverse(MATCHING), {"action": "purge", "error_type": "lookup"})
+    assert confirm.context["count"] == 7

@@ -111,15 +111,15 @@ def test_list_query_count_is_constant_at_1000_jobs(operator_client, django_asser
     noop.enqueue_many([{"n": n} for n in range(1000)])
     url = reverse(LIST)
     # Session and user, the statement time limit (set, then put back), then the listing's
-    # transaction (BEGIN, its planner setting, COMMIT), the id window and its hydration: no
-    # count, no query per row.
-    with django_assert_num_queries(9):
+    # transaction (BEGIN, its planner setting, COMMIT), the id window and its hydration, and
+    # the two of the form's suggestions (names, error types): no count, no query per row.
+    with django_assert_num_queries(11):
         response = operator_client.get(url)
     assert len(response.context["jobs"]) == 50
     # With a state and a kind: the (queue, kind) pairs the kind matches, the state's ids, their
     # hydration and the state's count, planned as a walk (its planner settings, set and put
-    # back).
-    with django_assert_num_queries(13):
+    # back), and the suggestions.
+    with django_assert_num_queries(15):
         response = operator_client.get(url, {"state": "available", "kind": "tests.noop"})
     assert len(response.context["jobs"]) == 50
 

@@ -17,7 +17,7 @@ from awa_django.ops.descriptors import declared
 from awa_django.storage import connections
 from awa_django.storage.connections import open_pool
 from awa_django.storage.session import SharedSession
-from awa_django.worker.reporter import DECLARATIONS_EVERY, InstanceReporter
+from awa_django.worker.reporter import DECLARATIONS_EVERY, RuntimeReporter
 from awa_django.worker.wake import IdleWait, WakeLocks, WakeState
 
 pytestmark = pytest.mark.usefixtures("awa_db")
@@ -90,7 +90,7 @@ def stored_descriptors() -> int:
 def test_snapshots_publish_the_declarations_once_in_a_while() -> None:
     async def main() -> list[int]:
         pool = await open_pool("default", max_size=1)
-        reporter = InstanceReporter(
+        reporter = RuntimeReporter(
             pool,
             instance_id="reporter-test",
             queues={"default": 1},
@@ -145,9 +145,9 @@ def test_an_unchanged_snapshot_only_refreshes_last_seen_at(monkeypatch: pytest.M
     whole: list[int] = []
     original = reporter_module.write_snapshot
 
-    async def counted(*args: object, **kwargs: object) -> None:
+    def counted(*args: object, **kwargs: object) -> object:
         whole.append(1)
-        await original(*args, **kwargs)  # type: ignore[arg-type]
+        return original(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(reporter_module, "write_snapshot", counted)
     state = [0]
@@ -155,7 +155,7 @@ def test_an_unchanged_snapshot_only_refreshes_last_seen_at(monkeypatch: pytest.M
 
     async def main() -> None:
         pool = await open_pool("default", max_size=1)
-        reporter = InstanceReporter(
+        reporter = RuntimeReporter(
             pool,
             instance_id="touch-test",
             queues={"default": 1},

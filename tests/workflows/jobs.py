@@ -103,3 +103,11 @@ def split(ctx: JobContext, parts: int) -> int:
     if parts < 0:
         raise awa.TerminalError("no parts")
     return 0
+
+
+@awa.job(kind="wf.acollect")
+async def acollect(ctx: JobContext) -> list[Any]:
+    """An async fan-in: its dependencies' results in order (a wide one's are read before it
+    runs, off the event loop)."""
+    assert ctx.workflow is not None
+    return ctx.workflow.result_list

@@ -3,8 +3,9 @@
 -- each later migration that changes one of them (docs/architecture.md, "SQL layout and schema
 -- changes").
 --
--- A step is an ordinary job. It is created 'held' in awa.deferred_jobs, where no promoter looks,
--- and moved into the ready ring by awa.workflow_release inside the transaction that ends its
+-- A step is an ordinary job. A step with dependencies is created 'held' in awa.deferred_jobs,
+-- where no promoter looks (one without is written into the ready ring at once), and moved into
+-- the ready ring by awa.workflow_release inside the transaction that ends its
 -- last dependency: its remaining_deps counter is decremented under that workflow's transaction
 -- lock, so of two completions committing at the same instant exactly one sees it reach zero.
 -- Nothing polls. A job that is not a step never reaches these functions: awa.close_batch calls
@@ -21,57 +22,107 @@ $$;
 -- Creates a workflow from its validated description and returns each step's job id. p_spec:
 -- {"name": text, "steps": [{"name", "kind", "queue", "priority", "args", "max_attempts",
 -- "metadata", "tags", "after": [names], "ignore": [names], "on_failure": bool}, ...]}, in the
--- order the steps were added. Every step is written held; the steps without dependencies are
--- released at once, in this transaction, so the whole workflow commits or rolls back with the
--- caller's rows.
+-- order the steps were added. The spec is read once (jsonb_to_recordset) and every table is
+-- written from that one reading in one statement. A step without dependencies (no on_failure
+-- step) is written straight into the ready ring, released, with empty inputs: it reads nothing
+-- of other steps, so the detour through awa.deferred_jobs and awa.workflow_release (a held row
+-- written, updated, deleted) bought nothing. The others are written held. The whole workflow
+-- commits or rolls back with the caller's rows.
 CREATE OR REPLACE FUNCTION awa.workflow_create(p_spec jsonb)
 RETURNS TABLE (workflow_id bigint, step text, job_id bigint) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
     v_id bigint := nextval('awa.workflow_id_seq');
-    v_roots bigint[];
+    v_name text := p_spec ->> 'name';
+    v_slot record := awa.producer_slot();
 BEGIN
-    INSERT INTO awa.workflows (workflow_id, name, state, steps, unfinished)
-    SELECT v_id, p_spec ->> 'name', 'running', count(*),
-           count(*) FILTER (WHERE NOT coalesce((s ->> 'on_failure')::boolean, false))
-      FROM jsonb_array_elements(p_spec -> 'steps') s;
-    INSERT INTO awa.workflow_steps (workflow_id, name, job_id, position, after, remaining_deps,
-                                    on_failure, state)
-    SELECT v_id, s.value ->> 'name', nextval('awa.job_id_seq'), s.ordinality,
-           ARRAY(SELECT jsonb_array_elements_text(s.value -> 'after')),
-           jsonb_array_length(s.value -> 'after'),
-           coalesce((s.value ->> 'on_failure')::boolean, false), 'held'
-      FROM jsonb_array_elements(p_spec -> 'steps') WITH ORDINALITY s
-     ORDER BY s.ordinality;
-    INSERT INTO awa.workflow_edges (workflow_id, from_step, to_step, ignore_failure)
-    SELECT v_id, d.dep, s.value ->> 'name', (s.value -> 'ignore') ? d.dep
-      FROM jsonb_array_elements(p_spec -> 'steps') s
-     CROSS JOIN LATERAL jsonb_array_elements_text(s.value -> 'after') d(dep);
-    INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
-                                   run_lease, max_attempts, run_at, created_at, metadata, tags,
-                                   errors)
-    SELECT w.job_id, 'held', s.value ->> 'kind', s.value ->> 'queue',
-           (s.value ->> 'priority')::smallint, s.value -> 'args', 0, 0,
-           (s.value ->> 'max_attempts')::integer, now(), now(),
-           coalesce(s.value -> 'metadata', '{}') || jsonb_build_object('awa:workflow',
-               jsonb_build_object('id', v_id, 'name', p_spec ->> 'name', 'step', w.name,
-                                  'after', s.value -> 'after')),
-           ARRAY(SELECT jsonb_array_elements_text(coalesce(s.value -> 'tags', '[]'))), '[]'
-      FROM jsonb_array_elements(p_spec -> 'steps') s
-      JOIN awa.workflow_steps w ON w.workflow_id = v_id AND w.name = s.value ->> 'name';
-    v_roots := ARRAY(SELECT w.job_id FROM awa.workflow_steps w
-                      WHERE w.workflow_id = v_id AND w.remaining_deps = 0 AND NOT w.on_failure
-                      ORDER BY w.position);
-    PERFORM awa.workflow_release(v_roots);
-    RETURN QUERY SELECT w.workflow_id, w.name, w.job_id FROM awa.workflow_steps w
-                  WHERE w.workflow_id = v_id ORDER BY w.position;
+    RETURN QUERY
+    WITH parsed AS MATERIALIZED (
+        -- Job ids in step order: the steps' ids increase as they were added.
+        SELECT nextval('awa.job_id_seq') AS job_id, o.*,
+               cardinality(o.after) = 0 AND NOT o.on_failure AS root
+          FROM (SELECT x.ordinality::integer AS position, x.name, x.kind, x.queue, x.priority,
+                       x.args, x.max_attempts, coalesce(x.metadata, '{}') AS metadata,
+                       coalesce(x.tags, '{}') AS tags, coalesce(x.after, '{}') AS after,
+                       coalesce(x.ignore, '{}') AS ignore,
+                       coalesce(x.on_failure, false) AS on_failure
+                  FROM ROWS FROM (jsonb_to_recordset(p_spec -> 'steps') AS (
+                       name text, kind text, queue text, priority smallint, args jsonb,
+                       max_attempts integer, metadata jsonb, tags text[], after text[],
+                       ignore text[], on_failure boolean)) WITH ORDINALITY AS x
+                 ORDER BY x.ordinality) o
+    ), jobs AS MATERIALIZED (
+        SELECT p.*, p.metadata || jsonb_build_object('awa:workflow', CASE WHEN p.root
+                   THEN jsonb_build_object('id', v_id, 'name', v_name, 'step', p.name,
+                                           'after', '[]'::jsonb, 'inputs', '{}'::jsonb)
+                   WHEN cardinality(p.after) > awa.workflow_inputs_copied()
+                   THEN jsonb_build_object('id', v_id, 'name', v_name, 'step', p.name,
+                                           'inputs_read', true)
+                   ELSE jsonb_build_object('id', v_id, 'name', v_name, 'step', p.name,
+                                           'after', to_jsonb(p.after)) END) AS full_metadata,
+               CASE WHEN p.root THEN awa.reentry_shard(p.queue, p.metadata) END AS shard
+          FROM parsed p
+    ), flow AS (
+        INSERT INTO awa.workflows (workflow_id, name, state, steps, unfinished)
+        SELECT v_id, v_name, 'running', count(*), count(*) FILTER (WHERE NOT p.on_failure)
+          FROM parsed p
+    ), steps AS (
+        INSERT INTO awa.workflow_steps (workflow_id, name, job_id, position, after,
+                                        remaining_deps, on_failure, state, released_at)
+        SELECT v_id, p.name, p.job_id, p.position, p.after, cardinality(p.after), p.on_failure,
+               CASE WHEN p.root THEN 'released' ELSE 'held' END,
+               CASE WHEN p.root THEN now() END
+          FROM parsed p
+    ), edges AS (
+        INSERT INTO awa.workflow_edges (workflow_id, from_step, to_step, ignore_failure)
+        SELECT v_id, d.dep, p.name, d.dep = ANY (p.ignore)
+          FROM parsed p CROSS JOIN LATERAL unnest(p.after) d(dep)
+    ), held AS (
+        INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
+                                       run_lease, max_attempts, run_at, created_at, metadata,
+                                       tags, errors)
+        SELECT j.job_id, 'held', j.kind, j.queue, j.priority, j.args, 0, 0, j.max_attempts,
+               now(), now(), j.full_metadata, j.tags, '[]'
+          FROM jobs j WHERE NOT j.root
+    ), numbered AS (
+        -- As awa.ready_deferred numbers what it moves: each lane's rows in job id order, the
+        -- first of them announcing the lane.
+        SELECT j.*,
+               row_number() OVER (PARTITION BY j.queue, j.priority, j.shard
+                                  ORDER BY j.job_id) = 1 AS announce,
+               row_number() OVER (ORDER BY j.queue, j.priority, j.shard, j.job_id) AS lane_pos
+          FROM jobs j WHERE j.root
+    ), seqs AS MATERIALIZED (
+        SELECT n.job_id, nextval('awa.lane_seq') AS lane_seq
+          FROM (SELECT n.job_id FROM numbered n ORDER BY n.lane_pos) n
+    ), ready AS (
+        INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot,
+                                       ready_generation, job_id, kind, args, attempt,
+                                       run_lease, max_attempts, run_at, created_at, metadata,
+                                       tags, errors, announce)
+        SELECT n.queue, n.priority, n.shard, q.lane_seq, v_slot.slot, v_slot.generation,
+               n.job_id, n.kind, n.args, 0, 0, n.max_attempts, now(), now(), n.full_metadata,
+               n.tags, '[]', n.announce
+          FROM numbered n JOIN seqs q ON q.job_id = n.job_id
+    )
+    SELECT v_id, p.name, p.job_id FROM parsed p ORDER BY p.position;
 END
 $$;
 
+-- How many dependencies a step may have and still get their results copied into its metadata
+-- at release. A step with more (a wide chord's callback) reads them when it runs instead, by
+-- its workflow and name (awa:workflow.inputs_read): the transaction of the last member's
+-- completion then writes one small row for it, not an aggregate of every member's result, and
+-- its claim moves a small row.
+CREATE OR REPLACE FUNCTION awa.workflow_inputs_copied() RETURNS integer
+LANGUAGE sql IMMUTABLE AS 'SELECT 64';
+
 -- Moves held steps into the ready ring (awa.ready_deferred), each with what it reads of the
 -- steps before it written into its metadata under awa:workflow.inputs: per dependency its
--- state, result and error; an on_failure step gets every step that did not complete. Steps no
--- longer held (cancelled meanwhile) are left alone. The caller holds the workflows' locks.
+-- state, result and error; an on_failure step gets every step that did not complete. A step
+-- with more dependencies than awa.workflow_inputs_copied() gets none of it, only the flag
+-- awa:workflow.inputs_read (and no "after" list): it reads both when it runs. Steps no longer
+-- held (cancelled meanwhile) are left alone. The caller holds the workflows' locks.
 CREATE OR REPLACE FUNCTION awa.workflow_release(p_job_ids bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -83,29 +134,37 @@ BEGIN
     WITH released AS (
         UPDATE awa.workflow_steps s SET state = 'released', released_at = now()
          WHERE s.job_id = ANY (p_job_ids) AND s.state = 'held'
-        RETURNING s.workflow_id, s.name, s.job_id, s.on_failure, s.after
+        RETURNING s.workflow_id, s.name, s.job_id, s.on_failure, s.after,
+                  NOT s.on_failure AND cardinality(s.after) > awa.workflow_inputs_copied()
+                      AS read_at_run
     ), inputs AS (
         -- A step's dependencies are found from its edges, so releasing n steps reads their
         -- edges only; filtering every step of the workflow per released step read n x steps
         -- rows (a 10,000-root chord took minutes to start).
-        SELECT r.job_id, r.after, coalesce(CASE WHEN r.on_failure THEN (
+        SELECT r.job_id, r.after, r.read_at_run, CASE WHEN r.read_at_run THEN NULL
+            WHEN r.on_failure THEN coalesce((
             SELECT jsonb_object_agg(p.name, jsonb_build_object(
                        'state', p.state, 'result', p.result, 'error', p.error))
               FROM awa.workflow_steps p
              WHERE p.workflow_id = r.workflow_id
-               AND p.state IN ('failed', 'cancelled', 'dead_lettered'))
-            ELSE (
+               AND p.state IN ('failed', 'cancelled', 'dead_lettered')), '{}')
+            ELSE coalesce((
             SELECT jsonb_object_agg(p.name, jsonb_build_object(
                        'state', p.state, 'result', p.result, 'error', p.error))
               FROM awa.workflow_edges e
               JOIN awa.workflow_steps p
                 ON p.workflow_id = e.workflow_id AND p.name = e.from_step
-             WHERE e.workflow_id = r.workflow_id AND e.to_step = r.name) END, '{}') AS inputs
+             WHERE e.workflow_id = r.workflow_id AND e.to_step = r.name), '{}') END AS inputs
           FROM released r
     ), moved AS (
         UPDATE awa.deferred_jobs d
-           SET metadata = jsonb_set(jsonb_set(d.metadata, '{awa:workflow,inputs}', i.inputs),
-                                    '{awa:workflow,after}', to_jsonb(i.after))
+           SET metadata = CASE WHEN i.read_at_run
+                   -- Its "after" may have grown (awa.workflow_graft) past the limit since
+                   -- it was created: the list goes, the flag comes.
+                   THEN jsonb_set(d.metadata #- '{awa:workflow,after}',
+                                  '{awa:workflow,inputs_read}', 'true')
+                   ELSE jsonb_set(jsonb_set(d.metadata, '{awa:workflow,inputs}', i.inputs),
+                                  '{awa:workflow,after}', to_jsonb(i.after)) END
           FROM inputs i
          WHERE d.job_id = i.job_id AND d.state = 'held'
         RETURNING d.job_id
@@ -115,6 +174,21 @@ BEGIN
         PERFORM awa.ready_deferred(v_ids);
     END IF;
 END
+$$;
+
+-- What a step flagged awa:workflow.inputs_read reads when it runs: its dependencies in order
+-- ("after", grown by awa.workflow_graft as it may be) and each one's state, result and error.
+CREATE OR REPLACE FUNCTION awa.workflow_step_inputs(p_workflow_id bigint, p_step text)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object('after', to_jsonb(s.after), 'inputs', coalesce((
+               SELECT jsonb_object_agg(p.name, jsonb_build_object(
+                          'state', p.state, 'result', p.result, 'error', p.error))
+                 FROM awa.workflow_edges e
+                 JOIN awa.workflow_steps p
+                   ON p.workflow_id = e.workflow_id AND p.name = e.from_step
+                WHERE e.workflow_id = s.workflow_id AND e.to_step = s.name), '{}'))
+      FROM awa.workflow_steps s
+     WHERE s.workflow_id = p_workflow_id AND s.name = p_step
 $$;
 
 -- Withdraws a held step: its deferred row becomes a ready row that is never published, with a

@@ -217,6 +217,92 @@ SELECT job_id FROM (
 ) ids
  ORDER BY job_id DESC LIMIT %(size)s
 
+-- name: search_job_ids
+-- The newest distinct ids below a keyset cursor of the jobs some row of which matches a content
+-- search, read from the search indexes of migration 0024 (GIN jsonb_path_ops on arguments, GIN
+-- on tags, pg_trgm on awa.error_text), so a match is found at any depth of the history. A NULL
+-- parameter searches nothing; a non-NULL one folds its OR away (the parameters are bound as
+-- literals), leaving the partial index's own predicate (args <> '{}', tags <> '{}', errors <>
+-- '[]', error IS NOT NULL) beside the search, so the planner may use the index; it may instead
+-- walk the job_id index and filter, when most rows match. The ids are candidates: a job's
+-- current record (matching_jobs) decides, since an older fact of the job may be the one that
+-- matched, and the rows of one arm need not hold every searched field. Together the arms cover
+-- every place awa.jobs reads a job's arguments, tags and errors from: a ready row (its earlier
+-- errors), a closure's error, a cancel's reason, the backlog, the kept history and the DLQ.
+-- Given a pair (`queue` and `kind` not NULL), only that pair's rows. Given a state, only the arms
+-- that can hold a job's newest fact in it: a scheduled, retryable or held job is its backlog
+-- row, a dead letter its DLQ row, whatever older facts the ring holds of it.
+SELECT job_id FROM (
+    (SELECT DISTINCT r.job_id FROM awa.ready_entries r
+      WHERE r.job_id < %(before)s
+        AND (%(state)s::text IS NULL
+             OR %(state)s::text NOT IN ('scheduled', 'retryable', 'held', 'dlq'))
+        AND (%(queue)s::text IS NULL OR (r.queue = %(queue)s::text AND r.kind = %(kind)s::text))
+        AND (%(args)s::jsonb IS NULL OR (r.args <> '{}'::jsonb AND r.args @> %(args)s::jsonb))
+        AND (%(tag)s::text IS NULL OR (r.tags <> '{}' AND r.tags @> ARRAY[%(tag)s::text]))
+        AND (%(error)s::text IS NULL
+             OR (r.errors <> '[]'::jsonb AND awa.error_text(r.errors) ILIKE %(error)s::text))
+      ORDER BY r.job_id DESC LIMIT %(size)s)
+    UNION
+    (SELECT f.job_id FROM awa.deferred_jobs f
+      WHERE f.job_id < %(before)s
+        AND (%(state)s::text IS NULL OR f.state = %(state)s::text)
+        AND (%(queue)s::text IS NULL OR (f.queue = %(queue)s::text AND f.kind = %(kind)s::text))
+        AND (%(args)s::jsonb IS NULL OR (f.args <> '{}'::jsonb AND f.args @> %(args)s::jsonb))
+        AND (%(tag)s::text IS NULL OR (f.tags <> '{}' AND f.tags @> ARRAY[%(tag)s::text]))
+        AND (%(error)s::text IS NULL
+             OR (f.errors <> '[]'::jsonb AND awa.error_text(f.errors) ILIKE %(error)s::text))
+      ORDER BY f.job_id DESC LIMIT %(size)s)
+    UNION
+    (SELECT h.job_id FROM awa.terminal_history h
+      WHERE h.job_id < %(before)s
+        AND (%(state)s::text IS NULL OR h.state = %(state)s::text)
+        AND (%(queue)s::text IS NULL OR (h.queue = %(queue)s::text AND h.kind = %(kind)s::text))
+        AND (%(args)s::jsonb IS NULL OR (h.args <> '{}'::jsonb AND h.args @> %(args)s::jsonb))
+        AND (%(tag)s::text IS NULL OR (h.tags <> '{}' AND h.tags @> ARRAY[%(tag)s::text]))
+        AND (%(error)s::text IS NULL
+             OR (h.errors <> '[]'::jsonb AND awa.error_text(h.errors) ILIKE %(error)s::text))
+      ORDER BY h.job_id DESC LIMIT %(size)s)
+    UNION
+    (SELECT q.job_id FROM awa.dlq_entries q
+      WHERE q.job_id < %(before)s
+        AND (%(state)s::text IS NULL OR %(state)s::text = 'dlq')
+        AND (%(queue)s::text IS NULL OR (q.queue = %(queue)s::text AND q.kind = %(kind)s::text))
+        AND (%(args)s::jsonb IS NULL OR (q.args <> '{}'::jsonb AND q.args @> %(args)s::jsonb))
+        AND (%(tag)s::text IS NULL OR (q.tags <> '{}' AND q.tags @> ARRAY[%(tag)s::text]))
+        AND (%(error)s::text IS NULL
+             OR (q.errors <> '[]'::jsonb AND awa.error_text(q.errors) ILIKE %(error)s::text))
+      ORDER BY q.job_id DESC LIMIT %(size)s)
+    UNION
+    -- A closure's error and a cancel's reason hold no arguments or tags: these arms answer an
+    -- error search alone, the job's record checks the rest.
+    (SELECT d.job_id FROM awa.done_entries d
+      WHERE %(error)s::text IS NOT NULL AND d.job_id < %(before)s
+        AND (%(state)s::text IS NULL
+             OR %(state)s::text NOT IN ('scheduled', 'retryable', 'held', 'dlq'))
+        AND d.error IS NOT NULL AND awa.error_text(d.error) ILIKE %(error)s::text
+        AND (%(queue)s::text IS NULL
+             OR EXISTS (SELECT 1 FROM awa.ready_entries r
+                         WHERE r.queue = d.queue AND r.priority = d.priority
+                           AND r.shard = d.shard AND r.lane_seq = d.lane_seq
+                           AND r.ready_slot = d.ready_slot
+                           AND r.queue = %(queue)s::text AND r.kind = %(kind)s::text))
+      ORDER BY d.job_id DESC LIMIT %(size)s)
+    UNION
+    (SELECT t.job_id FROM awa.ready_tombstones t
+      WHERE %(error)s::text IS NOT NULL AND t.job_id < %(before)s
+        AND (%(state)s::text IS NULL OR %(state)s::text = 'cancelled')
+        AND t.reason ILIKE %(error)s::text
+        AND (%(queue)s::text IS NULL
+             OR EXISTS (SELECT 1 FROM awa.ready_entries r
+                         WHERE r.queue = t.queue AND r.priority = t.priority
+                           AND r.shard = t.shard AND r.lane_seq = t.lane_seq
+                           AND r.ready_slot = t.ready_slot
+                           AND r.queue = %(queue)s::text AND r.kind = %(kind)s::text))
+      ORDER BY t.job_id DESC LIMIT %(size)s)
+) ids
+ ORDER BY job_id DESC LIMIT %(size)s
+
 -- name: matching_jobs
 -- The current records of these candidate ids that match a content search, ordered by id: the
 -- state (NULL: any), arguments containing %(args)s (jsonb @>), the tag %(tag)s, and an error
@@ -429,3 +515,22 @@ SELECT job_id FROM (
       ORDER BY a.job_id DESC LIMIT %(size)s)
 ) ids
  ORDER BY job_id DESC LIMIT %(size)s
+
+-- name: error_types
+-- Error types that exist, for an operator's suggestions: the last error's type of the newest
+-- %(scan)s entries of the DLQ, of the newest %(scan)s failed or cancelled closures (the partial
+-- index of migration 0021) and of the newest %(scan)s records kept past their slot, distinct,
+-- in name order, at most %(limit)s. Each arm is a bounded walk of an index, at any history size.
+SELECT DISTINCT error_type FROM (
+    (SELECT q.errors -> -1 ->> 'type' AS error_type FROM awa.dlq_entries q
+      ORDER BY q.dlq_at DESC, q.job_id DESC LIMIT %(scan)s)
+    UNION ALL
+    (SELECT d.error ->> 'type' FROM awa.done_entries d
+      WHERE d.outcome IN ('failed', 'cancelled')
+      ORDER BY d.job_id DESC LIMIT %(scan)s)
+    UNION ALL
+    (SELECT h.errors -> -1 ->> 'type' FROM awa.terminal_history h
+      ORDER BY h.job_id DESC LIMIT %(scan)s)
+) types
+ WHERE error_type IS NOT NULL AND error_type <> ''
+ ORDER BY error_type LIMIT %(limit)s

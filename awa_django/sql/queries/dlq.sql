@@ -90,8 +90,12 @@ SELECT d.job_id
    FOR UPDATE SKIP LOCKED
 
 -- name: count_matching_dlq
--- How many entries match the filters, for the count a bulk action confirms first.
-SELECT count(*)::integer
+-- How many entries match the filters, for the count a bulk action confirms first (%(cap)s
+-- NULL: all of them), or, above the list, at most %(cap)s: a filter reading each entry's last
+-- error (a type prefix) detoasts its error list, so an exact count of a common filter over a
+-- big DLQ would cost a read of every entry on every page load.
+SELECT count(*)::integer FROM (
+SELECT 1
   FROM awa.dlq_entries d
  WHERE (%(queue)s::text IS NULL OR d.queue = %(queue)s::text)
    AND (%(kind)s::text IS NULL OR d.kind = %(kind)s::text)
@@ -109,6 +113,8 @@ SELECT count(*)::integer
                   '.' || %(error_type_prefix)s::text) > 0)
    AND (%(fingerprint)s::text IS NULL
         OR awa.error_fingerprint(d.errors -> -1 ->> 'message') = %(fingerprint)s::text)
+ LIMIT %(cap)s::bigint
+) matching
 
 -- name: retry_dlq
 -- Puts entries back as fresh attempts (ready, or scheduled at run_at); returns the ids moved.

@@ -24,8 +24,8 @@ ON CONFLICT (queue) DO UPDATE SET dlq_enabled = excluded.dlq_enabled
 INSERT INTO awa.queue_descriptors AS q (queue, display_name, description, owner, dlq_enabled,
                                         descriptor_hash)
 SELECT d.*
-  FROM unnest(%(queues)s::text[], %(display_names)s::text[], %(descriptions)s::text[],
-              %(owners)s::text[], %(dlq_enabled)s::boolean[], %(hashes)s::text[])
+  FROM unnest(%(queue)s::text[], %(display_name)s::text[], %(description)s::text[],
+              %(owner)s::text[], %(dlq)s::boolean[], %(hash)s::text[])
        AS d (queue, display_name, description, owner, dlq_enabled, descriptor_hash)
  WHERE NOT EXISTS (SELECT FROM awa.queue_descriptors a
                     WHERE a.queue = d.queue AND a.descriptor_hash = d.descriptor_hash)
@@ -43,8 +43,8 @@ ON CONFLICT (queue) DO UPDATE
 INSERT INTO awa.kind_descriptors AS k (kind, queue, description, owner, docs_url,
                                        descriptor_hash)
 SELECT d.*
-  FROM unnest(%(kinds)s::text[], %(queues)s::text[], %(descriptions)s::text[],
-              %(owners)s::text[], %(docs_urls)s::text[], %(hashes)s::text[])
+  FROM unnest(%(kind)s::text[], %(queue)s::text[], %(description)s::text[],
+              %(owner)s::text[], %(docs_url)s::text[], %(hash)s::text[])
        AS d (kind, queue, description, owner, docs_url, descriptor_hash)
  WHERE NOT EXISTS (SELECT FROM awa.kind_descriptors a
                     WHERE a.kind = d.kind AND a.descriptor_hash = d.descriptor_hash)
@@ -85,6 +85,7 @@ ON CONFLICT (instance_id) DO UPDATE
 -- update (no index covers last_seen_at). No row (the leader deleted it as stale, after a long
 -- stall): the reporter writes the whole snapshot instead.
 UPDATE awa.runtime_instances SET last_seen_at = now() WHERE instance_id = %(instance_id)s
+RETURNING 1
 
 -- name: count_peers
 -- How many live processes (rows refreshed within %(fresh_s)s seconds) compete with this one for
@@ -108,6 +109,7 @@ DELETE FROM awa.runtime_instances WHERE instance_id = %(instance_id)s
 -- Leader cleanup: rows of processes silent for longer than the staleness window.
 DELETE FROM awa.runtime_instances
  WHERE last_seen_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
+RETURNING 1
 
 -- name: delete_undeclared_versions
 -- Leader cleanup: recorded versions that no runtime row declares and that are not the stored
@@ -125,6 +127,7 @@ DELETE FROM awa.declared_versions v
    AND NOT EXISTS (
        SELECT 1 FROM awa.kind_descriptors d
         WHERE v.described = 'kind' AND d.kind = v.name AND d.descriptor_hash = v.descriptor_hash)
+RETURNING 1
 
 -- name: declared_versions
 -- The recorded values behind the given hashes of one queue's or kind's descriptor.

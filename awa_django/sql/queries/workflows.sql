@@ -51,3 +51,7 @@ SELECT t.job_id, (array_agg(p.name ORDER BY p.position))[1:%(shown)s], count(*)
                           WHERE e.workflow_id = t.workflow_id AND e.from_step = p.name
                             AND e.to_step = t.name) END
  GROUP BY t.job_id
+
+-- name: step_inputs
+-- A wide fan-in's dependencies and their results, read when it runs (awa:workflow.inputs_read).
+SELECT awa.workflow_step_inputs(%(workflow_id)s::bigint, %(step)s::text)::text
