@@ -1,7 +1,7 @@
-"""Migration 0022_aged_claims (#32) reverses and applies again: back at 0024 (its predecessor) awa.claim_ready is
-the one 0014 left (an aged claim of a marked queue reads the head of every lane that may hold
-work) and still claims; forward again the schema is a fresh install's and an aged claim walks
-the lanes below priority 1 first."""
+"""Migration 0022_aged_claims (#32) reverses and applies again: back at 0024, its predecessor,
+awa.claim_ready is the one 0014 left (an aged claim of a marked queue reads the head of every
+lane that may hold work) and still claims; forward again the schema is a fresh install's and an
+aged claim walks the lanes below priority 1 first."""
 
 from __future__ import annotations
 
