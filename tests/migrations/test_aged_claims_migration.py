@@ -1,4 +1,4 @@
-"""Migration 0022_aged_claims (#32) reverses and applies again: back at 0024, its predecessor,
+"""Migration 0025_aged_claims (#32) reverses and applies again: back at 0024, its predecessor,
 awa.claim_ready is the one 0014 left (an aged claim of a marked queue reads the head of every
 lane that may hold work) and still claims; forward again the schema is a fresh install's and an
 aged claim walks the lanes below priority 1 first."""
@@ -35,7 +35,7 @@ def aged_claim() -> list[str]:
 
 
 @pytest.mark.usefixtures("awa_db")
-def test_0022_reverses_to_0024_and_applies_again():
+def test_0025_reverses_to_0024_and_applies_again():
     installed = catalog()
     assert "v_urgent" in claim_ready_source()
     # More than 4 lanes: a marked queue, whose aged claims the migration changes.
@@ -44,7 +44,7 @@ def test_0022_reverses_to_0024_and_applies_again():
 
     call_command("migrate", "awa_django", "0024_search_indexes", verbosity=0)
     assert "v_urgent" not in claim_ready_source()
-    down = sql.migration("0022_aged_claims", "down")
+    down = sql.migration("0025_aged_claims", "down")
     assert down.count("CREATE OR REPLACE FUNCTION") == 1
     assert aged_claim() == ["django.tasks:tests.tasks.tasks.ranked"]
 

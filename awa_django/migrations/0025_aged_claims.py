@@ -6,7 +6,7 @@ lane drained from its own newest receipt (no row of its commit after it, no comm
 hole), reading the lane's head only when that does not settle it (#32).
 
 Only awa.claim_ready changes. The reverse restores it as 0014 left it
-(``sql/migrations/0022_aged_claims/down.sql``).
+(``sql/migrations/0025_aged_claims/down.sql``).
 """
 
 from django.db import migrations
@@ -15,12 +15,12 @@ from awa_django import sql
 
 
 class Migration(migrations.Migration):
-    # Numbered 0022 when 0023 and 0024 were being written in parallel; it follows main's newest
+    # Numbered 0025 when 0023 and 0024 were being written in parallel; it follows main's newest
     # migration (0024_search_indexes) so that the graph has one leaf.
     dependencies = [("awa_django", "0024_search_indexes")]
     operations = [
         migrations.RunSQL(
             sql=sql.functions("claim"),
-            reverse_sql=sql.migration("0022_aged_claims", "down"),
+            reverse_sql=sql.migration("0025_aged_claims", "down"),
         ),
     ]

@@ -1,4 +1,4 @@
--- Reverse of migration 0022_aged_claims: awa.claim_ready as migration 0014 left it (an aged
+-- Reverse of migration 0025_aged_claims: awa.claim_ready as migration 0014 left it (an aged
 -- claim of a marked queue puts every lane that may hold work through awa.claim_order, reading
 -- the head of each). The other definitions of functions/claim.sql are unchanged.
 CREATE OR REPLACE FUNCTION awa.claim_ready(p_queue text, p_limit integer, p_claimed_by text,
