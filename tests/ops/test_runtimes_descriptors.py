@@ -145,8 +145,12 @@ def test_workers_publish_queue_and_kind_descriptors_and_dlq_policy():
         "email": True,
     }
 
+    # Written an hour ago, and no live runtime declares them any more.
     with connection.cursor() as cursor:
-        cursor.execute("UPDATE awa.queue_descriptors SET refreshed_at = now() - interval '1 hour'")
+        cursor.execute(
+            "UPDATE awa.queue_descriptors "
+            "SET changed_at = now() - interval '1 hour', refreshed_at = now() - interval '1 hour'"
+        )
     assert all(q.stale for q in awa.descriptors.queues())
 
 
@@ -207,15 +211,77 @@ def test_snapshots_keep_descriptors_fresh_without_rewriting_unchanged_rows():
         assert descriptor_row_versions() == written
         with connection.cursor() as cursor:
             cursor.execute(
-                "UPDATE awa.queue_descriptors SET refreshed_at = now() - interval '1 hour'"
+                "UPDATE awa.queue_descriptors SET changed_at = now() - interval '1 hour', "
+                "refreshed_at = now() - interval '1 hour'"
             )
         # The live worker's snapshots vouch for what it declares.
         queues = {q.queue: q for q in awa.descriptors.queues()}
         assert not queues["default"].stale
         assert queues["default"].refreshed_at >= seen
+        last_seen = awa.runtimes.list()[0].last_seen_at
     finally:
         worker.stop()
-    assert all(q.stale for q in awa.descriptors.queues())
+    # Stale at once, the code that declared them having stopped; refreshed when it last ran.
+    queues = {q.queue: q for q in awa.descriptors.queues()}
+    assert all(q.stale for q in queues.values())
+    assert queues["default"].refreshed_at >= last_seen
+
+
+def test_a_stale_descriptor_was_refreshed_when_its_last_runtime_was_seen():
+    """Not when it was written: the snapshots of the runtimes that declared it refreshed it
+    until they were gone, by a clean exit or the leader's cleanup of a silent runtime (#36)."""
+    runtime_row = (
+        "INSERT INTO awa.runtime_instances (instance_id, hostname, pid, version, started_at, "
+        "last_seen_at, queues, in_flight, is_leader, healthy, shutting_down, queue_hashes, "
+        "kind_hashes) VALUES (%s, 'h', 1, 'v', now() - interval '3 hours', "
+        "now() - %s::interval, '{}', 0, false, true, false, %s, %s)"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.queue_descriptors (queue, display_name, description, owner, "
+            "dlq_enabled, descriptor_hash, changed_at, refreshed_at) VALUES "
+            "('default', 'D', '', '', false, 'h1', now() - interval '3 hours', "
+            "now() - interval '3 hours'), "
+            "('email', 'E', '', '', false, 'h2', now() - interval '3 hours', "
+            "now() - interval '3 hours')"
+        )
+        cursor.execute(
+            "INSERT INTO awa.kind_descriptors (kind, queue, description, owner, docs_url, "
+            "descriptor_hash, changed_at, refreshed_at) VALUES ('k', 'default', '', '', '', "
+            "'h3', now() - interval '3 hours', now() - interval '3 hours')"
+        )
+        # Two silent runtimes (crashed), the newer last seen 10 minutes ago.
+        cursor.execute(runtime_row, ["older", "20 minutes", '{"default": "h1"}', '{"k": "h3"}'])
+        cursor.execute(runtime_row, ["newer", "10 minutes", '{"default": "h1"}', "{}"])
+        cursor.execute(
+            "SELECT (SELECT last_seen_at FROM awa.runtime_instances WHERE instance_id = 'older'), "
+            "(SELECT last_seen_at FROM awa.runtime_instances WHERE instance_id = 'newer'), "
+            "(SELECT refreshed_at FROM awa.queue_descriptors WHERE queue = 'email')"
+        )
+        older_seen, newer_seen, written = cursor.fetchone()
+
+    def refreshed() -> dict[str, object]:
+        queues = {f"queue {d.queue}": d for d in awa.descriptors.queues()}
+        kinds = {f"kind {d.kind}": d for d in awa.descriptors.kinds()}
+        assert all(d.stale for d in [*queues.values(), *kinds.values()])
+        return {name: d.refreshed_at for name, d in {**queues, **kinds}.items()}
+
+    # Read while their rows are still there...
+    expected = {"queue default": newer_seen, "queue email": written, "kind k": older_seen}
+    assert refreshed() == expected
+
+    async def cleanup() -> int:
+        pool = await open_pool("default", max_size=1)
+        try:
+            cleaner = InstanceCleaner(pool, InstanceCleanupConfig(interval_s=60, stale_after_s=5.0))
+            return (await cleaner.run_once()).deleted
+        finally:
+            await pool.close()
+
+    # ... and after the leader deleted them.
+    assert asyncio.run(cleanup()) == 2
+    assert awa.runtimes.list() == []
+    assert refreshed() == expected
 
 
 def test_two_workers_with_different_descriptions_show_drift(worker_process):

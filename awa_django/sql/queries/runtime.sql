@@ -101,11 +101,45 @@ SELECT 1 + coalesce(min(counts.n), 0) AS peers
          GROUP BY q.queue) AS counts
 
 -- name: delete_runtime
--- Removes a stopping process's row.
+-- Removes a stopping process's row. Its last snapshot is the latest refresh of what it declared:
+-- the descriptors keep it (refreshed_at), so a stale one says when its code last ran rather
+-- than when it was written (#36). One write per process and descriptor, in key order like the
+-- upserts.
+WITH queues AS (
+    UPDATE awa.queue_descriptors d SET refreshed_at = s.last_seen_at
+      FROM (SELECT q.name, max(r.last_seen_at) AS last_seen_at
+              FROM awa.runtime_instances r, jsonb_object_keys(r.queue_hashes) AS q (name)
+             WHERE r.instance_id = %(instance_id)s
+             GROUP BY q.name ORDER BY q.name) AS s
+     WHERE d.queue = s.name AND d.refreshed_at < s.last_seen_at
+), kinds AS (
+    UPDATE awa.kind_descriptors d SET refreshed_at = s.last_seen_at
+      FROM (SELECT k.name, max(r.last_seen_at) AS last_seen_at
+              FROM awa.runtime_instances r, jsonb_object_keys(r.kind_hashes) AS k (name)
+             WHERE r.instance_id = %(instance_id)s
+             GROUP BY k.name ORDER BY k.name) AS s
+     WHERE d.kind = s.name AND d.refreshed_at < s.last_seen_at
+)
 DELETE FROM awa.runtime_instances WHERE instance_id = %(instance_id)s
 
 -- name: delete_stale_runtimes
--- Leader cleanup: rows of processes silent for longer than the staleness window.
+-- Leader cleanup: rows of processes silent for longer than the staleness window, their last
+-- snapshots kept in the descriptors they declared (as delete_runtime does).
+WITH queues AS (
+    UPDATE awa.queue_descriptors d SET refreshed_at = s.last_seen_at
+      FROM (SELECT q.name, max(r.last_seen_at) AS last_seen_at
+              FROM awa.runtime_instances r, jsonb_object_keys(r.queue_hashes) AS q (name)
+             WHERE r.last_seen_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
+             GROUP BY q.name ORDER BY q.name) AS s
+     WHERE d.queue = s.name AND d.refreshed_at < s.last_seen_at
+), kinds AS (
+    UPDATE awa.kind_descriptors d SET refreshed_at = s.last_seen_at
+      FROM (SELECT k.name, max(r.last_seen_at) AS last_seen_at
+              FROM awa.runtime_instances r, jsonb_object_keys(r.kind_hashes) AS k (name)
+             WHERE r.last_seen_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
+             GROUP BY k.name ORDER BY k.name) AS s
+     WHERE d.kind = s.name AND d.refreshed_at < s.last_seen_at
+)
 DELETE FROM awa.runtime_instances
  WHERE last_seen_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
 
@@ -142,45 +176,54 @@ SELECT instance_id, hostname, pid, version, started_at, last_seen_at, queues, in
  ORDER BY started_at DESC, instance_id
 
 -- name: list_queue_descriptors
--- Queue descriptors with their derived state: refreshed_at (the last write, or the latest
--- snapshot of a live runtime declaring it), stale (neither within the window), drift (live
+-- Queue descriptors with their derived state: refreshed_at (the latest snapshot of any runtime
+-- that declared it, kept in the row when that runtime's row is deleted, or its last write),
+-- stale (no live runtime declares it and it was not written within the window), drift (live
 -- runtimes declare it with different hashes), and each live runtime's hash.
-WITH live AS (
-    SELECT instance_id, last_seen_at, queue_hashes FROM awa.runtime_instances
-     WHERE last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
+WITH runtimes AS (
+    SELECT instance_id, last_seen_at, queue_hashes,
+           last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
+               AS live
+      FROM awa.runtime_instances
 )
 SELECT d.queue, d.display_name, d.description, d.owner, d.dlq_enabled, d.descriptor_hash,
        d.changed_at, greatest(d.refreshed_at, h.last_seen_at) AS refreshed_at,
-       greatest(d.refreshed_at, h.last_seen_at)
+       greatest(d.changed_at, h.live_seen_at)
            < now() - make_interval(secs => %(stale_after_s)s::double precision) AS stale,
        coalesce(h.hashes, '{}'::jsonb) AS runtime_hashes,
        coalesce(h.distinct_hashes, 0) > 1 AS drift
   FROM awa.queue_descriptors d
   LEFT JOIN LATERAL (
-      SELECT jsonb_object_agg(l.instance_id, l.queue_hashes ->> d.queue) AS hashes,
-             count(DISTINCT l.queue_hashes ->> d.queue) AS distinct_hashes,
-             max(l.last_seen_at) AS last_seen_at
-        FROM live l WHERE l.queue_hashes ? d.queue
+      SELECT jsonb_object_agg(r.instance_id, r.queue_hashes ->> d.queue)
+                 FILTER (WHERE r.live) AS hashes,
+             count(DISTINCT r.queue_hashes ->> d.queue) FILTER (WHERE r.live) AS distinct_hashes,
+             max(r.last_seen_at) FILTER (WHERE r.live) AS live_seen_at,
+             max(r.last_seen_at) AS last_seen_at
+        FROM runtimes r WHERE r.queue_hashes ? d.queue
   ) h ON true
  ORDER BY d.queue
 
 -- name: list_kind_descriptors
 -- Job-kind descriptors with stale and drift, as for queues.
-WITH live AS (
-    SELECT instance_id, last_seen_at, kind_hashes FROM awa.runtime_instances
-     WHERE last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
+WITH runtimes AS (
+    SELECT instance_id, last_seen_at, kind_hashes,
+           last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
+               AS live
+      FROM awa.runtime_instances
 )
 SELECT d.kind, d.queue, d.description, d.owner, d.docs_url, d.descriptor_hash, d.changed_at,
        greatest(d.refreshed_at, h.last_seen_at) AS refreshed_at,
-       greatest(d.refreshed_at, h.last_seen_at)
+       greatest(d.changed_at, h.live_seen_at)
            < now() - make_interval(secs => %(stale_after_s)s::double precision) AS stale,
        coalesce(h.hashes, '{}'::jsonb) AS runtime_hashes,
        coalesce(h.distinct_hashes, 0) > 1 AS drift
   FROM awa.kind_descriptors d
   LEFT JOIN LATERAL (
-      SELECT jsonb_object_agg(l.instance_id, l.kind_hashes ->> d.kind) AS hashes,
-             count(DISTINCT l.kind_hashes ->> d.kind) AS distinct_hashes,
-             max(l.last_seen_at) AS last_seen_at
-        FROM live l WHERE l.kind_hashes ? d.kind
+      SELECT jsonb_object_agg(r.instance_id, r.kind_hashes ->> d.kind)
+                 FILTER (WHERE r.live) AS hashes,
+             count(DISTINCT r.kind_hashes ->> d.kind) FILTER (WHERE r.live) AS distinct_hashes,
+             max(r.last_seen_at) FILTER (WHERE r.live) AS live_seen_at,
+             max(r.last_seen_at) AS last_seen_at
+        FROM runtimes r WHERE r.kind_hashes ? d.kind
   ) h ON true
  ORDER BY d.kind
