@@ -111,7 +111,9 @@ def test_a_stale_descriptor_shows_when_its_last_runtime_was_seen(operator_client
         finally:
             await pool.close()
 
-    expected = f"<td>{when(written)}</td><td>{when(last_seen)}</td>"
+    expected = (
+        f'<td class="awa-nowrap">{when(written)}</td><td class="awa-nowrap">{when(last_seen)}</td>'
+    )
     assert "stale" in row() and row().endswith(expected)
     assert asyncio.run(leader_cleanup()) == 1
     assert "stale" in row() and row().endswith(expected)
