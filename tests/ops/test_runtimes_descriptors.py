@@ -13,7 +13,9 @@ from django.test import override_settings
 
 import awa_django as awa
 from awa_django.maintenance.instance_cleanup import InstanceCleaner, InstanceCleanupConfig
+from awa_django.ops import descriptors as awa_descriptors
 from awa_django.storage.connections import open_pool
+from awa_django.storage.runtime import delete_runtime, publish_declarations
 from awa_django.worker.reporter import package_version
 from tests.conftest import BackgroundWorker, run_burst, wait_until
 from tests.jobs import sleepy
@@ -308,3 +310,55 @@ def test_two_workers_with_different_descriptions_show_drift(worker_process):
     wait_until(lambda: not default_queue().drift)
     first.proc.terminate()
     assert first.wait() == 0
+
+
+def test_a_stopping_worker_and_a_publishing_one_take_descriptor_rows_in_one_order():
+    """A withdrawn runtime's last snapshot is carried into every descriptor it declared while
+    another worker upserts changed descriptors, which takes the rows in key order: the carry
+    locks them in that order too, so neither waits on the other in a cycle (deadlock)."""
+    names = [f"q{n:03d}" for n in range(300)]
+    rounds = 8
+
+    def prepare(round_: int) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM awa.queue_descriptors")
+            # Stored in reverse key order, so a scan in storage order is not key order.
+            cursor.execute(
+                "INSERT INTO awa.queue_descriptors (queue, display_name, description, owner, "
+                "dlq_enabled, descriptor_hash, changed_at, refreshed_at) "
+                "SELECT n, '', '', '', false, 'old', now() - interval '1 hour', "
+                "now() - interval '1 hour' FROM unnest(%s::text[]) AS n ORDER BY n DESC",
+                [names],
+            )
+            cursor.execute(
+                "INSERT INTO awa.runtime_instances (instance_id, hostname, pid, version, "
+                "started_at, last_seen_at, queues, in_flight, is_leader, healthy, "
+                "shutting_down, queue_hashes, kind_hashes) VALUES (%s, 'h', 1, 'v', now(), "
+                "now(), '{}', 0, false, true, false, %s, '{}')",
+                [f"stopping-{round_}", json.dumps(dict.fromkeys(names, "old"))],
+            )
+
+    async def race(round_: int) -> None:
+        declared = awa_descriptors.Declarations(
+            queues=tuple(
+                awa_descriptors.QueueDeclaration(
+                    queue=name, display_name="", description=f"round {round_}", owner="", dlq=False
+                )
+                for name in names
+            )
+        )
+        pool = await open_pool("default", max_size=2)
+        try:
+            async with pool.connection() as stopping, pool.connection() as publishing:
+                await asyncio.gather(
+                    delete_runtime(stopping, instance_id=f"stopping-{round_}"),
+                    publish_declarations(publishing, declared),
+                )
+        finally:
+            await pool.close()
+
+    for round_ in range(rounds):
+        prepare(round_)
+        asyncio.run(race(round_))  # a deadlock would raise here
+        assert awa.runtimes.list() == []
+        assert {d.description for d in awa.descriptors.queues()} == {f"round {round_}"}

@@ -103,42 +103,70 @@ SELECT 1 + coalesce(min(counts.n), 0) AS peers
 -- name: delete_runtime
 -- Removes a stopping process's row. Its last snapshot is the latest refresh of what it declared:
 -- the descriptors keep it (refreshed_at), so a stale one says when its code last ran rather
--- than when it was written (#36). One write per process and descriptor, in key order like the
--- upserts.
-WITH queues AS (
+-- than when it was written (#36). One write per process and descriptor; the rows are locked in
+-- key order first, as the upserts take them, so two stopping workers cannot deadlock.
+WITH queue_seen AS (
+    SELECT h.name, max(r.last_seen_at) AS last_seen_at
+      FROM awa.runtime_instances r, jsonb_object_keys(r.queue_hashes) AS h (name)
+     WHERE r.instance_id = %(instance_id)s
+     GROUP BY h.name
+), queue_locked AS (
+    SELECT d.queue FROM awa.queue_descriptors d JOIN queue_seen s ON s.name = d.queue
+     WHERE d.refreshed_at < s.last_seen_at
+     ORDER BY d.queue FOR UPDATE OF d
+), queue_carried AS (
     UPDATE awa.queue_descriptors d SET refreshed_at = s.last_seen_at
-      FROM (SELECT q.name, max(r.last_seen_at) AS last_seen_at
-              FROM awa.runtime_instances r, jsonb_object_keys(r.queue_hashes) AS q (name)
-             WHERE r.instance_id = %(instance_id)s
-             GROUP BY q.name ORDER BY q.name) AS s
+      FROM queue_seen s
      WHERE d.queue = s.name AND d.refreshed_at < s.last_seen_at
-), kinds AS (
+       AND d.queue IN (SELECT l.queue FROM queue_locked l)
+), kind_seen AS (
+    SELECT h.name, max(r.last_seen_at) AS last_seen_at
+      FROM awa.runtime_instances r, jsonb_object_keys(r.kind_hashes) AS h (name)
+     WHERE r.instance_id = %(instance_id)s
+     GROUP BY h.name
+), kind_locked AS (
+    SELECT d.kind FROM awa.kind_descriptors d JOIN kind_seen s ON s.name = d.kind
+     WHERE d.refreshed_at < s.last_seen_at
+     ORDER BY d.kind FOR UPDATE OF d
+), kind_carried AS (
     UPDATE awa.kind_descriptors d SET refreshed_at = s.last_seen_at
-      FROM (SELECT k.name, max(r.last_seen_at) AS last_seen_at
-              FROM awa.runtime_instances r, jsonb_object_keys(r.kind_hashes) AS k (name)
-             WHERE r.instance_id = %(instance_id)s
-             GROUP BY k.name ORDER BY k.name) AS s
+      FROM kind_seen s
      WHERE d.kind = s.name AND d.refreshed_at < s.last_seen_at
+       AND d.kind IN (SELECT l.kind FROM kind_locked l)
 )
 DELETE FROM awa.runtime_instances WHERE instance_id = %(instance_id)s
 
 -- name: delete_stale_runtimes
 -- Leader cleanup: rows of processes silent for longer than the staleness window, their last
 -- snapshots kept in the descriptors they declared (as delete_runtime does).
-WITH queues AS (
+WITH queue_seen AS (
+    SELECT h.name, max(r.last_seen_at) AS last_seen_at
+      FROM awa.runtime_instances r, jsonb_object_keys(r.queue_hashes) AS h (name)
+     WHERE r.last_seen_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
+     GROUP BY h.name
+), queue_locked AS (
+    SELECT d.queue FROM awa.queue_descriptors d JOIN queue_seen s ON s.name = d.queue
+     WHERE d.refreshed_at < s.last_seen_at
+     ORDER BY d.queue FOR UPDATE OF d
+), queue_carried AS (
     UPDATE awa.queue_descriptors d SET refreshed_at = s.last_seen_at
-      FROM (SELECT q.name, max(r.last_seen_at) AS last_seen_at
-              FROM awa.runtime_instances r, jsonb_object_keys(r.queue_hashes) AS q (name)
-             WHERE r.last_seen_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
-             GROUP BY q.name ORDER BY q.name) AS s
+      FROM queue_seen s
      WHERE d.queue = s.name AND d.refreshed_at < s.last_seen_at
-), kinds AS (
+       AND d.queue IN (SELECT l.queue FROM queue_locked l)
+), kind_seen AS (
+    SELECT h.name, max(r.last_seen_at) AS last_seen_at
+      FROM awa.runtime_instances r, jsonb_object_keys(r.kind_hashes) AS h (name)
+     WHERE r.last_seen_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
+     GROUP BY h.name
+), kind_locked AS (
+    SELECT d.kind FROM awa.kind_descriptors d JOIN kind_seen s ON s.name = d.kind
+     WHERE d.refreshed_at < s.last_seen_at
+     ORDER BY d.kind FOR UPDATE OF d
+), kind_carried AS (
     UPDATE awa.kind_descriptors d SET refreshed_at = s.last_seen_at
-      FROM (SELECT k.name, max(r.last_seen_at) AS last_seen_at
-              FROM awa.runtime_instances r, jsonb_object_keys(r.kind_hashes) AS k (name)
-             WHERE r.last_seen_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
-             GROUP BY k.name ORDER BY k.name) AS s
+      FROM kind_seen s
      WHERE d.kind = s.name AND d.refreshed_at < s.last_seen_at
+       AND d.kind IN (SELECT l.kind FROM kind_locked l)
 )
 DELETE FROM awa.runtime_instances
  WHERE last_seen_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
