@@ -157,15 +157,16 @@ def count_peers(*, instance_id: str, queues: list[str], fresh_s: float) -> State
     return Statement(sql=_SQL["count_peers"], params=params, read=_peers)
 
 
-def delete_runtime(*, instance_id: str) -> Statement[None]:
-    params = {"instance_id": instance_id}
-    return Statement(sql=_SQL["delete_runtime"], params=params, read=nothing)
+def delete_runtime(*, instance_id: str) -> Statement[int]:
+    """Delete a stopping process's row; answers how many went (0 or 1)."""
+    params = {"instance_id": instance_id, "stale_after_s": None}
+    return Statement(sql=_SQL["delete_runtimes"], params=params, read=len)
 
 
 def delete_stale_runtimes(*, stale_after_s: float) -> Statement[int]:
     """Delete the rows of processes silent past ``stale_after_s``; answers how many went."""
-    params = {"stale_after_s": stale_after_s}
-    return Statement(sql=_SQL["delete_stale_runtimes"], params=params, read=len)
+    params = {"instance_id": None, "stale_after_s": stale_after_s}
+    return Statement(sql=_SQL["delete_runtimes"], params=params, read=len)
 
 
 def delete_undeclared_versions(*, stale_after_s: float) -> Statement[int]:

@@ -95,14 +95,53 @@ SELECT 1 + coalesce(min(counts.n), 0) AS peers
            AND r.last_seen_at > now() - make_interval(secs => %(fresh_s)s::double precision)
          GROUP BY q.queue) AS counts
 
--- name: delete_runtime
--- Removes a stopping process's row.
-DELETE FROM awa.runtime_instances WHERE instance_id = %(instance_id)s
-
--- name: delete_stale_runtimes
--- Leader cleanup: rows of processes silent for longer than the staleness window.
-DELETE FROM awa.runtime_instances
- WHERE last_seen_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
+-- name: delete_runtimes
+-- Removes runtime rows: a stopping process's own (%(instance_id)s), or, for the leader's
+-- cleanup (%(instance_id)s null), the rows of processes silent for longer than the staleness
+-- window. A deleted row's last snapshot is the latest refresh of what it declared: the
+-- descriptors keep it (refreshed_at), so a stale one says when its code last ran rather than
+-- when it was written (#36). One write per descriptor; the rows are locked in key order first,
+-- as the upserts take them, so two deleting processes cannot deadlock.
+WITH gone AS (
+    SELECT r.instance_id, r.last_seen_at, r.queue_hashes, r.kind_hashes
+      FROM awa.runtime_instances r
+     WHERE CASE WHEN %(instance_id)s::text IS NULL
+                THEN r.last_seen_at
+                     < now() - make_interval(secs => %(stale_after_s)s::double precision)
+                ELSE r.instance_id = %(instance_id)s::text END
+), queue_seen AS (
+    SELECT h.name, max(g.last_seen_at) AS last_seen_at
+      FROM gone g, jsonb_object_keys(g.queue_hashes) AS h (name)
+     GROUP BY h.name
+), queue_locked AS (
+    SELECT d.queue FROM awa.queue_descriptors d JOIN queue_seen s ON s.name = d.queue
+     WHERE d.refreshed_at < s.last_seen_at
+     ORDER BY d.queue FOR UPDATE OF d
+), queue_carried AS (
+    UPDATE awa.queue_descriptors d SET refreshed_at = s.last_seen_at
+      FROM queue_seen s
+     WHERE d.queue = s.name AND d.refreshed_at < s.last_seen_at
+       AND d.queue IN (SELECT l.queue FROM queue_locked l)
+), kind_seen AS (
+    SELECT h.name, max(g.last_seen_at) AS last_seen_at
+      FROM gone g, jsonb_object_keys(g.kind_hashes) AS h (name)
+     GROUP BY h.name
+), kind_locked AS (
+    SELECT d.kind FROM awa.kind_descriptors d JOIN kind_seen s ON s.name = d.kind
+     WHERE d.refreshed_at < s.last_seen_at
+     ORDER BY d.kind FOR UPDATE OF d
+), kind_carried AS (
+    UPDATE awa.kind_descriptors d SET refreshed_at = s.last_seen_at
+      FROM kind_seen s
+     WHERE d.kind = s.name AND d.refreshed_at < s.last_seen_at
+       AND d.kind IN (SELECT l.kind FROM kind_locked l)
+)
+-- Staleness tested again on the row deleted: a process that refreshed its row since this
+-- statement's snapshot keeps it.
+DELETE FROM awa.runtime_instances r USING gone g
+ WHERE r.instance_id = g.instance_id
+   AND (%(instance_id)s::text IS NOT NULL
+        OR r.last_seen_at < now() - make_interval(secs => %(stale_after_s)s::double precision))
 RETURNING 1
 
 -- name: delete_undeclared_versions
@@ -139,45 +178,54 @@ SELECT instance_id, hostname, pid, version, started_at, last_seen_at, queues, in
  ORDER BY started_at DESC, instance_id
 
 -- name: list_queue_descriptors
--- Queue descriptors with their derived state: refreshed_at (the last write, or the latest
--- snapshot of a live runtime declaring it), stale (neither within the window), drift (live
+-- Queue descriptors with their derived state: refreshed_at (the latest snapshot of any runtime
+-- that declared it, kept in the row when that runtime's row is deleted, or its last write),
+-- stale (no live runtime declares it and it was not written within the window), drift (live
 -- runtimes declare it with different hashes), and each live runtime's hash.
-WITH live AS (
-    SELECT instance_id, last_seen_at, queue_hashes FROM awa.runtime_instances
-     WHERE last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
+WITH runtimes AS (
+    SELECT instance_id, last_seen_at, queue_hashes,
+           last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
+               AS live
+      FROM awa.runtime_instances
 )
 SELECT d.queue, d.display_name, d.description, d.owner, d.dlq_enabled, d.descriptor_hash,
        d.changed_at, greatest(d.refreshed_at, h.last_seen_at) AS refreshed_at,
-       greatest(d.refreshed_at, h.last_seen_at)
+       greatest(d.changed_at, h.live_seen_at)
            < now() - make_interval(secs => %(stale_after_s)s::double precision) AS stale,
        coalesce(h.hashes, '{}'::jsonb) AS runtime_hashes,
        coalesce(h.distinct_hashes, 0) > 1 AS drift
   FROM awa.queue_descriptors d
   LEFT JOIN LATERAL (
-      SELECT jsonb_object_agg(l.instance_id, l.queue_hashes ->> d.queue) AS hashes,
-             count(DISTINCT l.queue_hashes ->> d.queue) AS distinct_hashes,
-             max(l.last_seen_at) AS last_seen_at
-        FROM live l WHERE l.queue_hashes ? d.queue
+      SELECT jsonb_object_agg(r.instance_id, r.queue_hashes ->> d.queue)
+                 FILTER (WHERE r.live) AS hashes,
+             count(DISTINCT r.queue_hashes ->> d.queue) FILTER (WHERE r.live) AS distinct_hashes,
+             max(r.last_seen_at) FILTER (WHERE r.live) AS live_seen_at,
+             max(r.last_seen_at) AS last_seen_at
+        FROM runtimes r WHERE r.queue_hashes ? d.queue
   ) h ON true
  ORDER BY d.queue
 
 -- name: list_kind_descriptors
 -- Job-kind descriptors with stale and drift, as for queues.
-WITH live AS (
-    SELECT instance_id, last_seen_at, kind_hashes FROM awa.runtime_instances
-     WHERE last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
+WITH runtimes AS (
+    SELECT instance_id, last_seen_at, kind_hashes,
+           last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
+               AS live
+      FROM awa.runtime_instances
 )
 SELECT d.kind, d.queue, d.description, d.owner, d.docs_url, d.descriptor_hash, d.changed_at,
        greatest(d.refreshed_at, h.last_seen_at) AS refreshed_at,
-       greatest(d.refreshed_at, h.last_seen_at)
+       greatest(d.changed_at, h.live_seen_at)
            < now() - make_interval(secs => %(stale_after_s)s::double precision) AS stale,
        coalesce(h.hashes, '{}'::jsonb) AS runtime_hashes,
        coalesce(h.distinct_hashes, 0) > 1 AS drift
   FROM awa.kind_descriptors d
   LEFT JOIN LATERAL (
-      SELECT jsonb_object_agg(l.instance_id, l.kind_hashes ->> d.kind) AS hashes,
-             count(DISTINCT l.kind_hashes ->> d.kind) AS distinct_hashes,
-             max(l.last_seen_at) AS last_seen_at
-        FROM live l WHERE l.kind_hashes ? d.kind
+      SELECT jsonb_object_agg(r.instance_id, r.kind_hashes ->> d.kind)
+                 FILTER (WHERE r.live) AS hashes,
+             count(DISTINCT r.kind_hashes ->> d.kind) FILTER (WHERE r.live) AS distinct_hashes,
+             max(r.last_seen_at) FILTER (WHERE r.live) AS live_seen_at,
+             max(r.last_seen_at) AS last_seen_at
+        FROM runtimes r WHERE r.kind_hashes ? d.kind
   ) h ON true
  ORDER BY d.kind
