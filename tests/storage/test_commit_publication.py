@@ -589,7 +589,6 @@ def test_a_commit_notifies_only_while_a_worker_waits_for_the_queue():
         waiter.close()
 
 
-
 def test_a_commit_publishes_each_lane_in_one_statement():
     """The commit-time trigger's work for a lane (lane lock, position, lane_commits row, wake
     lock test, the record in awa.published) is one top-level statement (migration 0026; it was
