@@ -25,15 +25,21 @@ def statements_at_commit(body: Callable[[], Any]) -> list[str]:
             plan = json.loads(message.split("plan:", 1)[1])
             reported.append(" ".join(plan["Query Text"].split()))
 
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute("LOAD 'auto_explain'")
-            cursor.execute("SET LOCAL auto_explain.log_min_duration = 0")
-            cursor.execute("SET LOCAL auto_explain.log_format = 'json'")
-            cursor.execute("SET LOCAL auto_explain.log_level = 'notice'")
-            cursor.execute("SET LOCAL client_min_messages = 'notice'")
-        body()
-        raw = connection.connection
-        raw.add_notice_handler(on_notice)
-    raw.remove_notice_handler(on_notice)
+    raw: Any = None
+    try:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                # Superuser only, as the test cluster's user is; settings for this transaction.
+                cursor.execute("LOAD 'auto_explain'")
+                cursor.execute("SET LOCAL auto_explain.log_min_duration = 0")
+                cursor.execute("SET LOCAL auto_explain.log_format = 'json'")
+                cursor.execute("SET LOCAL auto_explain.log_level = 'notice'")
+                cursor.execute("SET LOCAL client_min_messages = 'notice'")
+            body()
+            # From here on, what is reported is the commit's.
+            raw = connection.connection
+            raw.add_notice_handler(on_notice)
+    finally:
+        if raw is not None:
+            raw.remove_notice_handler(on_notice)
     return reported
