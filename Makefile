@@ -58,8 +58,9 @@ $(STAMP): pyproject.toml
 	printf 'spec=%s version=%s\n' '$(DJANGO_SPEC)' '$(VERSION)' > $@
 
 # Before the virtualenv, so a machine that lacks a tool hears it at once.
+# Two servers: the tests of queues in another database need a second one (DATABASE_URL_2).
 test: test-tools $(STAMP)
-	$(WITH_POSTGRES) $(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
+	$(VENV_PYTHON) scripts/with_postgres.py --second -- $(VENV_PYTHON) -m pytest $(PYTEST_ARGS)
 
 .PHONY: test-tools
 test-tools:

@@ -18,7 +18,10 @@ from awa_django.callbacks.external import (
 )
 from awa_django.callbacks.signing import sign_callback
 from awa_django.declarations.enqueue_options import EnqueueOptions
-from awa_django.declarations.jobs import Job, JobContext
+
+# ``awa.Job``: the public name of a declared job (``awa_django.models.Job`` is the table's model).
+from awa_django.declarations.jobs import DeclaredJob as Job
+from awa_django.declarations.jobs import JobContext
 from awa_django.declarations.pending_job import PendingJob
 from awa_django.declarations.unique import Unique
 from awa_django.exceptions import (
@@ -59,7 +62,9 @@ from awa_django.producer.enqueue import enqueue, enqueue_many, enqueue_on_commit
 
 # Durable workflows (docs/workflows.md).
 from awa_django.producer.workflows import (
-    Workflow,
+    WorkflowBuilder as Workflow,  # the public name; ``awa_django.models.Workflow`` is the table's
+)
+from awa_django.producer.workflows import (
     WorkflowRun,
     WorkflowState,
     WorkflowTimeout,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from django.apps import AppConfig
 
 if TYPE_CHECKING:
-    from awa_django.declarations.jobs import Job
+    from awa_django.declarations.jobs import DeclaredJob
 
 
 class AwaConfig(AppConfig):
@@ -32,7 +32,7 @@ class AwaConfig(AppConfig):
         pre_migrate.connect(refuse_schema_drop, sender=self, dispatch_uid="awa_schema_guard")
 
 
-def _resolve_django_task(kind: str) -> Job[Any, Any] | None:
+def _resolve_django_task(kind: str) -> DeclaredJob[Any, Any] | None:
     # Imported on the first such kind, so that the optional django.tasks stays optional: where
     # it is missing, the kind is unknown here.
     try:

@@ -121,6 +121,10 @@ class QueueSettings:
     display_name: Annotated[str, text("awa.E021")] = ""
     description: Annotated[str, text("awa.E021")] = ""
     owner: Annotated[str, text("awa.E021")] = ""
+    # The DATABASES alias this queue's jobs live in; "" : AWA["DATABASE_ALIAS"]. Every database
+    # holding a queue has the whole schema (migrate --database) and its own maintenance leader;
+    # checked by _queue_database_problems (docs/deployment.md, "Scaling").
+    database: Annotated[str, text("awa.E090")] = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -295,6 +299,18 @@ class AwaSettings:
         ),
     ] = 10_000
 
+    def queue_database(self, queue: str) -> str:
+        """The alias holding ``queue``'s jobs (an undeclared queue: ``DATABASE_ALIAS``)."""
+        declared = self.QUEUES.get(queue)
+        return (declared.database if declared else "") or self.DATABASE_ALIAS
+
+    @property
+    def databases(self) -> tuple[str, ...]:
+        """Every alias holding a queue, ``DATABASE_ALIAS`` first."""
+        found = dict.fromkeys([self.DATABASE_ALIAS])
+        found.update(dict.fromkeys(self.queue_database(name) for name in self.QUEUES))
+        return tuple(found)
+
     @property
     def dlq_queues(self) -> frozenset[str]:
         """The queues whose terminal failures go to the dead-letter queue."""
@@ -321,12 +337,17 @@ def _database_problems(raw: Mapping[str, Any]) -> list[Problem]:
                 f"AWA['DATABASE_ALIAS'] is {alias!r}, which is not a key of settings.DATABASES.",
             )
         ]
+    return _postgresql_problems(alias, "awa.E004")
+
+
+def _postgresql_problems(alias: str, check_id: str) -> list[Problem]:
+    """Whether the database behind ``alias`` is PostgreSQL on psycopg 3."""
     # The vendor (not the ENGINE string) so PostGIS and other PostgreSQL-based backends pass.
     if connections[alias].vendor != "postgresql":
         engine = settings.DATABASES[alias].get("ENGINE", "")
         return [
             Problem(
-                "awa.E004",
+                check_id,
                 f"Database {alias!r} uses {engine!r}; awa_django needs PostgreSQL "
                 "('django.db.backends.postgresql' or a backend built on it) with psycopg 3.",
             )
@@ -336,7 +357,7 @@ def _database_problems(raw: Mapping[str, Any]) -> list[Problem]:
     if not is_psycopg3:
         return [
             Problem(
-                "awa.E004",
+                check_id,
                 f"Database {alias!r} runs on psycopg2; awa_django needs psycopg 3 "
                 "(pip install 'psycopg[binary]').",
             )
@@ -375,6 +396,32 @@ def _queue_problems(raw: Mapping[str, Any]) -> list[Problem]:
                 )
             )
         found += field_problems(QueueSettings, options, f"AWA['QUEUES'][{name!r}]")
+    return found
+
+
+def _queue_database_problems(raw: Mapping[str, Any]) -> list[Problem]:
+    """Each queue's ``database``: a PostgreSQL alias of settings.DATABASES (its type: E090)."""
+    raw_queues = raw.get("QUEUES", {"default": {}})
+    if not isinstance(raw_queues, Mapping):
+        return []
+    found: list[Problem] = []
+    for name, options in raw_queues.items():
+        alias = options.get("database", "") if isinstance(options, Mapping) else ""
+        if not isinstance(alias, str) or not alias:
+            continue
+        if alias not in settings.DATABASES:
+            found.append(
+                Problem(
+                    "awa.E090",
+                    f"AWA['QUEUES'][{name!r}]['database'] is {alias!r}, which is not a key of "
+                    f"settings.DATABASES (aliases: {sorted(settings.DATABASES)}).",
+                )
+            )
+            continue
+        found += [
+            Problem(p.id, f"AWA['QUEUES'][{name!r}]['database']: {p.message}")
+            for p in _postgresql_problems(alias, "awa.E090")
+        ]
     return found
 
 
@@ -462,6 +509,7 @@ def _weighted_problems(raw: Mapping[str, Any]) -> list[Problem]:
 _RELATIONS: Final[tuple[Callable[[Mapping[str, Any]], list[Problem]], ...]] = (
     _database_problems,
     _queue_problems,
+    _queue_database_problems,
     _default_queue_problems,
     _heartbeat_problems,
     _runtime_problems,
@@ -545,9 +593,16 @@ def get_settings() -> AwaSettings:
     return AwaSettings(**values)
 
 
+@cache
+def queue_databases() -> tuple[str, ...]:
+    """``get_settings().databases``, computed once per settings (it is read at every enqueue)."""
+    return get_settings().databases
+
+
 def clear_cache() -> None:
     """Forget the cached settings (called when ``settings.AWA`` changes)."""
     get_settings.cache_clear()
+    queue_databases.cache_clear()
 
 
 @receiver(setting_changed)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from awa_django.declarations.jobs import Job
+    from awa_django.declarations.jobs import DeclaredJob
     from awa_django.job_record import JobRecord
     from awa_django.testing import BackgroundWorker, JobsRun, RanJob
 
@@ -30,7 +30,7 @@ class AwaJobs:
     def run(
         self,
         queue: str | None = None,
-        kinds: Iterable[str | Job[Any, Any]] | None = None,
+        kinds: Iterable[str | DeclaredJob[Any, Any]] | None = None,
         max_jobs: int | None = None,
     ) -> JobsRun:
         from awa_django.testing import run_jobs
@@ -44,7 +44,7 @@ class AwaJobs:
 
     def enqueued(
         self,
-        fn_or_kind: str | Job[Any, Any] | None = None,
+        fn_or_kind: str | DeclaredJob[Any, Any] | None = None,
         *,
         args: Mapping[str, Any] | None = None,
         queue: str | None = None,
@@ -55,7 +55,7 @@ class AwaJobs:
 
     def assert_enqueued(
         self,
-        fn_or_kind: str | Job[Any, Any],
+        fn_or_kind: str | DeclaredJob[Any, Any],
         *,
         args: Mapping[str, Any] | None = None,
         queue: str | None = None,
@@ -67,7 +67,7 @@ class AwaJobs:
 
     def assert_not_enqueued(
         self,
-        fn_or_kind: str | Job[Any, Any] | None = None,
+        fn_or_kind: str | DeclaredJob[Any, Any] | None = None,
         *,
         args: Mapping[str, Any] | None = None,
         queue: str | None = None,

@@ -23,12 +23,13 @@ from django.utils import timezone
 from awa_django.conf import get_settings
 from awa_django.core.outcome import Outcome
 from awa_django.declarations.discovery import ensure_jobs_discovered
-from awa_django.declarations.jobs import Job, JobContext, registry
+from awa_django.declarations.jobs import DeclaredJob, JobContext, registry
 from awa_django.job_record import JobRecord
 from awa_django.storage import eager as eager_storage
 from awa_django.storage.browse import JobFilter, list_jobs
 from awa_django.storage.control import reset_all
-from awa_django.storage.jobs import get_jobs
+from awa_django.storage.jobs import jobs_by_id
+from awa_django.storage.statement import run
 from awa_django.worker.in_process import InProcessRunner, RanJob
 from awa_django.worker.process import RunSummary, WorkerProcess, config_from_settings
 
@@ -63,7 +64,7 @@ def reset_queue() -> None:
     test runner's rollback does not undo. Never call it against a database you care about.
     """
     with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
-        reset_all(cursor)
+        run(cursor, reset_all())
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,13 +100,13 @@ class JobsRun:
         return len(self.jobs)
 
 
-def _kind(fn_or_kind: str | Job[Any, Any]) -> str:
-    return fn_or_kind.kind if isinstance(fn_or_kind, Job) else fn_or_kind
+def _kind(fn_or_kind: str | DeclaredJob[Any, Any]) -> str:
+    return fn_or_kind.kind if isinstance(fn_or_kind, DeclaredJob) else fn_or_kind
 
 
 def run_jobs(
     queue: str | None = None,
-    kinds: Iterable[str | Job[Any, Any]] | None = None,
+    kinds: Iterable[str | DeclaredJob[Any, Any]] | None = None,
     max_jobs: int | None = None,
 ) -> JobsRun:
     """Run every due job in this thread, the way a worker would, until none is left.
@@ -133,7 +134,7 @@ def work_one(job_id: int) -> RanJob:
     ensure_jobs_discovered()
     runner = InProcessRunner()
     with connections[runner.alias].cursor() as cursor:
-        found = get_jobs(cursor, [job_id])
+        found = run(cursor, jobs_by_id([job_id]))
     record = found[0] if found else None
     if record is None or record.state not in WAITING_STATES:
         raise AssertionError(
@@ -159,7 +160,7 @@ def work_one(job_id: int) -> RanJob:
     return ran
 
 
-def perform(fn: Job[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+def perform(fn: DeclaredJob[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
     """Call a job's handler directly with a real ``JobContext`` for a first attempt, after
     validating the arguments as ``enqueue`` would; nothing is stored, exceptions propagate."""
     if args:
@@ -191,7 +192,7 @@ def _matches(record: JobRecord, args: Mapping[str, Any] | None) -> bool:
 
 
 def enqueued_jobs(
-    fn_or_kind: str | Job[Any, Any] | None = None,
+    fn_or_kind: str | DeclaredJob[Any, Any] | None = None,
     *,
     args: Mapping[str, Any] | None = None,
     queue: str | None = None,
@@ -222,7 +223,7 @@ def _describe(records: Sequence[JobRecord]) -> str:
 
 
 def assert_enqueued(
-    fn_or_kind: str | Job[Any, Any],
+    fn_or_kind: str | DeclaredJob[Any, Any],
     *,
     args: Mapping[str, Any] | None = None,
     queue: str | None = None,
@@ -243,7 +244,7 @@ def assert_enqueued(
 
 
 def assert_not_enqueued(
-    fn_or_kind: str | Job[Any, Any] | None = None,
+    fn_or_kind: str | DeclaredJob[Any, Any] | None = None,
     *,
     args: Mapping[str, Any] | None = None,
     queue: str | None = None,

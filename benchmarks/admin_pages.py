@@ -547,6 +547,7 @@ def cron_schedules(job: Any) -> None:
     from awa_django.declarations.cron import Declaration, declarations, declared_schedules
     from awa_django.storage.connections import connect
     from awa_django.storage.cron import sync_cron_jobs
+    from awa_django.storage.statement import run_async
 
     for name, timetable in zip(CRON, ("* * * * *", "0 * * * *", "0 3 * * *"), strict=True):
         declarations.add(
@@ -556,7 +557,7 @@ def cron_schedules(job: Any) -> None:
 
     async def sync() -> None:
         async with await connect("default") as conn:
-            await sync_cron_jobs(conn, rows)
+            await run_async(conn, sync_cron_jobs(rows))
 
     asyncio.run(sync())
     for name in CRON:

@@ -63,6 +63,10 @@ TEMPLATES = [
 ]
 
 DATABASES = {"default": env.db("DATABASE_URL", default="postgres://awa@127.0.0.1:5432/awa")}
+# A second server, when given (`make test` starts one): the tests of queues in another database
+# declare such queues with AWA["QUEUES"][name]["database"] = "second" (docs/deployment.md).
+if env.str("DATABASE_URL_2", default=""):
+    DATABASES["second"] = env.db("DATABASE_URL_2")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 TIME_ZONE = "UTC"

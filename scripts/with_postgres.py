@@ -3,7 +3,7 @@
 
 Usage::
 
-    python3 scripts/with_postgres.py -- CMD [ARGS...]
+    python3 scripts/with_postgres.py [--second] -- CMD [ARGS...]
 
 If ``DATABASE_URL`` is already set, CMD runs unchanged against that database.
 Otherwise a private cluster is created in a fresh temporary directory from the
@@ -13,6 +13,10 @@ then runs with ``DATABASE_URL=postgres://postgres@127.0.0.1:PORT/awa`` in its
 environment. Whatever happens to CMD (success, failure, SIGINT or SIGTERM),
 the cluster is stopped and the temporary directory removed afterwards, and the
 script exits with CMD's exit code.
+
+``--second`` starts a second, independent cluster the same way and exports its URL as
+``DATABASE_URL_2`` (unless ``DATABASE_URL_2`` is already set): the tests of queues living in
+another database (a queue's ``database`` option) need two servers.
 
 ``WITH_POSTGRES_OPTIONS`` adds server options after the defaults (later ``-c`` settings win),
 e.g. ``-c fsync=on -c synchronous_commit=on -c full_page_writes=on`` for a durable server in a
@@ -307,13 +311,22 @@ def _in_terminal_foreground() -> bool:
 
 
 def main(argv: list[str]) -> int:
+    second = bool(argv) and argv[0] == "--second"
+    if second:
+        argv = argv[1:]
     if len(argv) < 2 or argv[0] != "--":
-        print(f"usage: {Path(sys.argv[0]).name} -- CMD [ARGS...]", file=sys.stderr)
+        print(f"usage: {Path(sys.argv[0]).name} [--second] -- CMD [ARGS...]", file=sys.stderr)
         return 2
     cmd = argv[1:]
+    # Which URLs to provide: someone may already name either server.
+    wanted = [
+        name
+        for name, needed in (("DATABASE_URL", True), ("DATABASE_URL_2", second))
+        if needed and not os.environ.get(name)
+    ]
 
-    if os.environ.get("DATABASE_URL"):
-        # Someone already provides a database: just become CMD.
+    if not wanted:
+        # Someone already provides the databases: just become CMD.
         try:
             os.execvp(cmd[0], cmd)
         except OSError as exc:
@@ -327,20 +340,27 @@ def main(argv: list[str]) -> int:
     for signum in FORWARDED_SIGNALS:
         signal.signal(signum, lambda signum, _frame: pending.append(signum))
     become_subreaper()
-    cluster: Cluster | None = None
+    clusters: list[Cluster] = []
+    env = dict(os.environ)
     try:
-        cluster = Cluster()
-        cluster.start()
+        for name in wanted:
+            cluster = Cluster()
+            clusters.append(cluster)
+            cluster.start()
+            env[name] = cluster.url
+            log(
+                f"PostgreSQL running at {cluster.url} as {name} "
+                f"(binaries {cluster.bindir}, data {cluster.data})"
+            )
         if pending:
             log(f"got signal {pending[0]} during setup; not running CMD")
             return 128 + pending[0]
-        log(f"PostgreSQL running at {cluster.url} (binaries {cluster.bindir}, data {cluster.data})")
-        return run_child(cmd, {**os.environ, "DATABASE_URL": cluster.url})
+        return run_child(cmd, env)
     finally:
         # Ignore further signals so that clean-up itself is not interrupted.
         for signum in FORWARDED_SIGNALS:
             signal.signal(signum, signal.SIG_IGN)
-        if cluster is not None:
+        for cluster in clusters:
             cluster.stop()
 
 

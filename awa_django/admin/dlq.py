@@ -107,7 +107,7 @@ class DlqFilterForm(forms.Form):
     )
 
 
-class SelectionForm(forms.Form):
+class DlqSelectionForm(forms.Form):
     """The rows an action applies to, and the target queue of a retry-to-queue."""
 
     action = forms.ChoiceField(choices=[("retry", "retry"), ("purge", "purge")])
@@ -118,7 +118,7 @@ class SelectionForm(forms.Form):
     return_query = forms.CharField(required=False, max_length=2000)
 
 
-class MatchingActionForm(forms.Form):
+class DlqMatchingActionForm(forms.Form):
     """An action on every entry a list filter covers (the filter's own fields, repeated)."""
 
     action = forms.ChoiceField(choices=[("retry", "retry"), ("purge", "purge")])
@@ -348,7 +348,7 @@ class DeadLetterAdmin(OperatorAdmin):
 
     def act(self, request: HttpRequest) -> HttpResponse:
         self.require_action(request)
-        form = SelectionForm(request.POST)
+        form = DlqSelectionForm(request.POST)
         back = self.list_url(request.POST.get("return_query", ""))
         if not form.is_valid():
             report_form_errors(request, form)
@@ -371,7 +371,7 @@ class DeadLetterAdmin(OperatorAdmin):
         ``dlq.BULK_BATCH_SIZE`` and take only entries still there, so a re-run (after a timeout,
         or by a second operator) finishes the rest and never acts twice on one entry."""
         self.require_action(request)
-        form = MatchingActionForm(request.POST)
+        form = DlqMatchingActionForm(request.POST)
         if not form.is_valid():
             report_form_errors(request, form)
             return redirect(self.url_name("changelist"))

@@ -35,8 +35,10 @@ from awa_django.limits import MAX_LIVE_CONCURRENCY, concurrency_problem
 from awa_django.models import Queue
 from awa_django.ops import queues, runtimes
 from awa_django.ops.known import queue_known, unknown_queue_message
-from awa_django.storage.backlog import kinds_nobody_runs
-from awa_django.storage.health import drain_candidates, meta_rows, unsampled_closures
+from awa_django.storage.backlog import KINDS_NOBODY_RUNS
+from awa_django.storage.control import drain_candidates
+from awa_django.storage.samples import meta_rows, unsampled_closures
+from awa_django.storage.statement import run
 
 CHART_WINDOW: Final = timedelta(hours=1)
 
@@ -334,7 +336,7 @@ def rollup_charts(
     return dict(charts)
 
 
-def served_concurrency(instances: Iterable[runtimes.RuntimeInstance]) -> dict[str, str]:
+def served_concurrency(instances: Iterable[runtimes.RuntimeRecord]) -> dict[str, str]:
     """Per queue, the concurrency its live workers report running it at now (they apply a live
     change within moments), in words: "4 in 2 workers", "4, 8 in 3 workers"."""
     found: dict[str, list[int]] = defaultdict(list)
@@ -394,9 +396,9 @@ class QueueAdmin(CronViews, ShardViews):
             rows = queues.stats()
         else:
             with awa_cursor() as cursor:
-                meta = meta_rows(cursor)
-                unsampled = unsampled_closures(cursor, window_s=queues.HOUR_S)
-                unknown = kinds_nobody_runs(cursor)
+                meta = run(cursor, meta_rows())
+                unsampled = run(cursor, unsampled_closures(window_s=queues.HOUR_S))
+                unknown = run(cursor, KINDS_NOBODY_RUNS)
             rows, sampled_at = snapshot_stats(samples, meta, unsampled, unknown)
         if window.resolution_s is None and view == "queue":
             charts = queue_charts(samples)
@@ -447,7 +449,7 @@ class QueueAdmin(CronViews, ShardViews):
                 messages.success(request, f"Queue {queue} resumed.")
             elif not form.cleaned_data["confirmed"]:
                 with awa_cursor() as cursor:
-                    pending = drain_candidates(cursor, queue=queue)
+                    pending = run(cursor, drain_candidates(queue=queue))
                 return self.render(
                     request,
                     "queue_drain_confirm.html",

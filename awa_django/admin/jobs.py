@@ -49,7 +49,8 @@ from awa_django.storage.browse import (
     suggestions,
 )
 from awa_django.storage.dlq import purged_at
-from awa_django.storage.jobs import get_jobs
+from awa_django.storage.jobs import jobs_by_id
+from awa_django.storage.statement import run
 from awa_django.storage.workflows import WaitingOn, waiting_on
 
 PAGE_SIZE: Final = 50
@@ -292,7 +293,7 @@ class JobAdmin(OperatorAdmin):
             data = form.cleaned_data
             with awa_cursor() as cursor:
                 if data["job_id"] is not None:
-                    jobs = get_jobs(cursor, [data["job_id"]])
+                    jobs = run(cursor, jobs_by_id([data["job_id"]]))
                 else:
                     where = JobFilter(
                         kind=data["kind"] or None,
@@ -345,7 +346,7 @@ class JobAdmin(OperatorAdmin):
     def detail(self, request: HttpRequest, job_id: int) -> HttpResponse:
         self.require_view(request)
         with awa_cursor() as cursor:
-            found = get_jobs(cursor, [job_id])
+            found = run(cursor, jobs_by_id([job_id]))
             attempts = job_attempts(cursor, job_id) if found else []
             progress = job_progress(cursor, job_id) if found else None
         if not found:
@@ -536,7 +537,7 @@ class JobAdmin(OperatorAdmin):
                     committed.add(retry(job_id))
             elif ids:
                 with transaction.atomic(using=alias), awa_cursor() as cursor:
-                    ran = len(run_deferred_now(cursor, ids))
+                    ran = len(run(cursor, run_deferred_now(ids)))
                 committed.add(ran)
             if page.next_before is None:
                 return committed.count

@@ -104,7 +104,7 @@ def _in_transaction(token: str, act: Callable[[CursorWrapper, CallbackRef, Claim
     alias = get_settings().DATABASE_ALIAS
     try:
         with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-            locked = lock_callback(cursor, ref, rows=claimed_job_rows)
+            locked = run(cursor, lock_callback(ref, rows=claimed_job_rows))
             if locked.job is None:
                 raise status_error(locked.status, ref)
             return act(cursor, ref, locked.job)
@@ -168,7 +168,7 @@ def heartbeat_callback(token: str, timeout: timedelta | float) -> datetime:
     timeout_s = seconds(timeout, name="timeout", allow_zero=False)
 
     def extend(cursor: CursorWrapper, ref: CallbackRef, job: ClaimedJob) -> datetime:
-        return extend_callback(cursor, ref, timeout_s=timeout_s)
+        return run(cursor, extend_callback(ref, timeout_s=timeout_s))
 
     return _in_transaction(token, extend)
 
@@ -179,7 +179,7 @@ def resume_external(token: str, payload: Any = None) -> None:
     text = _payload_json(payload)
 
     def resume(cursor: CursorWrapper, ref: CallbackRef, job: ClaimedJob) -> None:
-        if not resume_callback(cursor, ref, text):
+        if not run(cursor, resume_callback(ref, text)):
             raise StaleCallback(
                 f"{describe(ref)} is parked (its handler returned WaitForCallback): nothing waits "
                 "for a payload; resolve it with complete, fail or retry"

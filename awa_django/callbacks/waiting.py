@@ -34,6 +34,7 @@ from awa_django.storage.callbacks import (
     register_callback,
     take_callback_payload,
 )
+from awa_django.storage.statement import run_async
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ class CallbackHub:
             return HandlerResult(InvalidCallback(f"WaitForCallback: {exc}"))
         try:
             async with self.pool.connection() as conn:
-                status = await park_callback(conn, ref)
+                status = await run_async(conn, park_callback(ref))
         except Exception:
             # Still registered, so the callback timeout rescues it if the outside never answers.
             logger.exception("parking failed job_id=%s", job.job_id, extra=job_extra(job))
@@ -139,8 +140,8 @@ class AttemptCallbacks:
         timeout_s = seconds(timeout, name="timeout", allow_zero=False)
         ref = new_callback(self._job_id, self._run_lease)
         async with self._hub.pool.connection() as conn:
-            timeout_at = await register_callback(
-                conn, ref, timeout_s=timeout_s, claimed_by=self._hub.claimed_by
+            timeout_at = await run_async(
+                conn, register_callback(ref, timeout_s=timeout_s, claimed_by=self._hub.claimed_by)
             )
         if timeout_at is None:
             raise StaleCallback(f"cannot register a callback: {describe(ref)} is already closed")
@@ -156,7 +157,7 @@ class AttemptCallbacks:
                 # Cleared before the poll: a NOTIFY landing during it wakes the next sleep.
                 wakeup.clear()
                 async with self._hub.pool.connection() as conn:
-                    status, payload = await take_callback_payload(conn, ref)
+                    status, payload = await run_async(conn, take_callback_payload(ref))
                 if status == "resumed":
                     if self._deadline is not None:
                         self._deadline.restart()

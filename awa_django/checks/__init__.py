@@ -98,24 +98,35 @@ def check_worker_session(
     if conf.problems():
         return []
     awa = conf.get_settings()
-    alias = awa.WORKER_DATABASE or awa.DATABASE_ALIAS
     if not awa.WORKER_SESSION:
         return []  # poll-only workers hold no session: a transaction pooler suits them
-    if alias not in settings.DATABASES or not settings.DATABASES[alias].get(
-        "DISABLE_SERVER_SIDE_CURSORS"
-    ):
-        return []
+    # Where workers connect: WORKER_DATABASE stands for DATABASE_ALIAS; the other databases
+    # holding queues (a queue's "database") are reached through their own alias.
+    targets = [awa.WORKER_DATABASE or awa.DATABASE_ALIAS]
+    targets += [alias for alias in awa.databases if alias != awa.DATABASE_ALIAS]
     return [
-        Warning(
-            f"awa workers connect through database {alias!r}, which sets "
-            "DISABLE_SERVER_SIDE_CURSORS, so it goes through a transaction pooler; LISTEN and "
-            "the maintenance leader's session lock do not work there.",
-            id="awa.W060",
-            hint="Set AWA['WORKER_DATABASE'] to an alias or DSN with a direct (or session-"
-            "pooled) connection, or AWA['WORKER_SESSION'] = False for poll-only workers; see "
-            "docs/deployment.md.",
-        )
+        _pooled_worker_database(alias)
+        for alias in targets
+        if alias in settings.DATABASES
+        and settings.DATABASES[alias].get("DISABLE_SERVER_SIDE_CURSORS")
     ]
+
+
+def _pooled_worker_database(alias: str) -> CheckMessage:
+    awa = conf.get_settings()
+    fix = (
+        "Set AWA['WORKER_DATABASE'] to an alias or DSN with a direct (or session-pooled) connection"
+        if alias == (awa.WORKER_DATABASE or awa.DATABASE_ALIAS)
+        else f"Point {alias!r} (which holds queues) at a direct or session-pooled connection"
+    )
+    return Warning(
+        f"awa workers connect through database {alias!r}, which sets "
+        "DISABLE_SERVER_SIDE_CURSORS, so it goes through a transaction pooler; LISTEN and "
+        "the maintenance leader's session lock do not work there.",
+        id="awa.W060",
+        hint=f"{fix}, or AWA['WORKER_SESSION'] = False for poll-only workers; see "
+        "docs/deployment.md.",
+    )
 
 
 def _names_awa_backend(alias_options: object) -> bool:

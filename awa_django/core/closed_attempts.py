@@ -12,7 +12,7 @@ from django.dispatch import Signal
 from awa_django import signals
 from awa_django.core.completion import Completion
 from awa_django.core.outcome import Outcome
-from awa_django.declarations.jobs import Job
+from awa_django.declarations.jobs import DeclaredJob
 from awa_django.storage.execution import Closed
 from awa_django.storage.workflows import FinishedWorkflow
 from awa_django.telemetry import get_telemetry
@@ -60,7 +60,7 @@ async def report_closed(
         if reason is not None and signals.job_rescued.has_listeners():
             await signals.send_robust(
                 signals.job_rescued,
-                sender=Job,
+                sender=DeclaredJob,
                 **_signal_kwargs(completion, closed) | {"reason": reason},
                 outcome=completion.outcome.value,
             )
@@ -68,7 +68,9 @@ async def report_closed(
         # ``receivers`` first: nearly every attempt completes, and with no receiver connected
         # this one attribute read is all the signal costs it.
         if signal is not None and signal.receivers and signal.has_listeners():
-            await signals.send_robust(signal, sender=Job, **_signal_kwargs(completion, closed))
+            await signals.send_robust(
+                signal, sender=DeclaredJob, **_signal_kwargs(completion, closed)
+            )
     await report_finished(closed.finished)
 
 
@@ -82,7 +84,7 @@ async def report_finished(finished: list[FinishedWorkflow]) -> None:
         for workflow in finished:
             await signals.send_robust(
                 signals.workflow_finished,
-                sender=Job,
+                sender=DeclaredJob,
                 workflow_id=workflow.workflow_id,
                 name=workflow.name,
                 state=workflow.state,

@@ -7,7 +7,7 @@ from functools import partial
 
 from django.db import transaction
 
-from awa_django.declarations.jobs import Job
+from awa_django.declarations.jobs import DeclaredJob
 from awa_django.signals import job_enqueued
 from awa_django.telemetry import get_telemetry
 
@@ -25,7 +25,5 @@ def announce_enqueued(alias: str, job_ids: list[int], *, kind: str, queue: str) 
     if job_enqueued.has_listeners():
         # send_robust: the jobs are committed by now, so a receiver that raises is logged
         # (by Django) instead of failing the caller's commit or starving the other receivers.
-        transaction.on_commit(
-            partial(job_enqueued.send_robust, sender=Job, job_ids=job_ids, kind=kind, queue=queue),
-            using=alias,
-        )
+        send = partial(job_enqueued.send_robust, sender=DeclaredJob)
+        transaction.on_commit(partial(send, job_ids=job_ids, kind=kind, queue=queue), using=alias)

@@ -37,6 +37,7 @@ from awa_django.core.events import wait_for_any
 from awa_django.storage import control
 from awa_django.storage import wake as storage
 from awa_django.storage.session import SharedSession
+from awa_django.storage.statement import run_async
 
 logger = logging.getLogger(__name__)
 
@@ -136,8 +137,11 @@ class SessionTries:
         try:
             async with self._session.use() as conn:
                 generation = self._session.generation
-                won_leader, won = await storage.try_session_locks(
-                    conn, leader_key=None if leader is None else leader[0], queues=queues
+                won_leader, won = await run_async(
+                    conn,
+                    storage.try_session_locks(
+                        leader_key=None if leader is None else leader[0], queues=queues
+                    ),
                 )
         except Exception as error:
             logger.warning("session lock tries failed", exc_info=True)
@@ -150,7 +154,7 @@ class SessionTries:
             # Nobody waits for the result any more (stopping): give the lock back.
             with contextlib.suppress(Exception):
                 async with self._session.use() as conn:
-                    await control.release_leader_lock(conn, key=leader[0])
+                    await run_async(conn, control.release_leader_lock(key=leader[0]))
         for queue in won:
             callback = self._candidates.pop(queue, None)
             if callback is None:

@@ -17,7 +17,7 @@ from awa_django.conf import get_settings
 from awa_django.declarations.cron_expression import CronExpression
 from awa_django.declarations.discovery import ensure_jobs_discovered
 from awa_django.declarations.enqueue_options import EnqueueOptions
-from awa_django.declarations.jobs import Job
+from awa_django.declarations.jobs import DeclaredJob
 from awa_django.declarations.resolve import bind_args, resolve_job
 from awa_django.exceptions import InvalidJob, InvalidSchedule
 
@@ -84,7 +84,7 @@ class Declaration:
     origin: str
     name: str | None
     schedule: object
-    job: Job[Any, Any] | str
+    job: DeclaredJob[Any, Any] | str
     args: Mapping[str, Any] | None = None
     timezone: object = "UTC"
     queue: str | None = None

@@ -51,7 +51,7 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 
-class AttemptCallbacks(Protocol):
+class HandlerCallbacks(Protocol):
     """The worker's external callbacks of one attempt, as a handler's context uses them
     (``callbacks.waiting.AttemptCallbacks`` implements it; callbacks sit above this module)."""
 
@@ -67,14 +67,18 @@ class Enqueuer(Protocol):
     producer (``awa_django.producer.enqueue``, above this module) gives them to each job its
     ``@awa.job`` declares."""
 
-    def enqueue(self, kind_or_job: Job[Any, Any], *, args: Mapping[str, Any]) -> int: ...
+    def enqueue(self, kind_or_job: DeclaredJob[Any, Any], *, args: Mapping[str, Any]) -> int: ...
 
     def enqueue_on_commit(
-        self, kind_or_job: Job[Any, Any], *, args: Mapping[str, Any]
+        self, kind_or_job: DeclaredJob[Any, Any], *, args: Mapping[str, Any]
     ) -> PendingJob: ...
 
     def enqueue_many(
-        self, kind_or_job: Job[Any, Any], args_list: Iterable[Mapping[str, Any]], *, run_at: RunAt
+        self,
+        kind_or_job: DeclaredJob[Any, Any],
+        args_list: Iterable[Mapping[str, Any]],
+        *,
+        run_at: RunAt,
     ) -> list[int]: ...
 
 
@@ -148,7 +152,7 @@ class JobContext:
     cancel_flag: CancelFlag = field(default_factory=CancelFlag, repr=False)
     state: AttemptProgress = field(default_factory=lambda: AttemptProgress(None, None), repr=False)
     # Set by the worker running the attempt; None outside a worker (callbacks need one).
-    callbacks: AttemptCallbacks | None = field(default=None, repr=False)
+    callbacks: HandlerCallbacks | None = field(default=None, repr=False)
     # Workflow steps this attempt added (``ctx.workflow.add``), written with its completion.
     workflow_added: list[dict[str, Any]] = field(default_factory=list, repr=False)
     # What validates a step this attempt adds (``declarations.workflow_steps.added_step_spec``),
@@ -178,7 +182,7 @@ class JobContext:
             saved = dict(checkpoint)
         self.state.update({"percent": percent, "message": storable_text(str(message))}, saved)
 
-    def _callbacks(self) -> AttemptCallbacks:
+    def _callbacks(self) -> HandlerCallbacks:
         if self.callbacks is None:
             raise RuntimeError("callbacks need the attempt to run in an awa worker")
         return self.callbacks
@@ -264,7 +268,7 @@ def _check_option(name: str, value: int | None, low: int, high: int) -> None:
         )
 
 
-class Job(Generic[P, R]):
+class DeclaredJob(Generic[P, R]):
     """A registered job handler. Calling it runs the function; ``enqueue`` schedules it."""
 
     def __init__(
@@ -326,7 +330,7 @@ class Job(Generic[P, R]):
     def unique(self) -> Unique | None:
         return self.defaults.unique
 
-    def using(self, **options: Unpack[EnqueueOptionArgs]) -> Job[P, R]:
+    def using(self, **options: Unpack[EnqueueOptionArgs]) -> DeclaredJob[P, R]:
         """A copy of this job whose enqueues use these options by default (as django.tasks'
         ``Task.using``): ``send_welcome.using(queue="bulk", priority=4).enqueue(user_id=1)``.
         The copy runs the same handler under the same kind; this job is left unchanged."""
@@ -388,30 +392,32 @@ class JobRegistry:
     """
 
     def __init__(self) -> None:
-        self._jobs: list[Job[Any, Any]] = []
+        self._jobs: list[DeclaredJob[Any, Any]] = []
         # Built on first lookup: kinds resolve app labels, which needs the app registry.
-        self._by_kind: dict[str, Job[Any, Any]] | None = None
-        self._resolvers: dict[str, Callable[[str], Job[Any, Any] | None]] = {}
-        self._resolved: dict[str, Job[Any, Any] | None] = {}
+        self._by_kind: dict[str, DeclaredJob[Any, Any]] | None = None
+        self._resolvers: dict[str, Callable[[str], DeclaredJob[Any, Any] | None]] = {}
+        self._resolved: dict[str, DeclaredJob[Any, Any] | None] = {}
 
-    def add_resolver(self, prefix: str, resolver: Callable[[str], Job[Any, Any] | None]) -> None:
+    def add_resolver(
+        self, prefix: str, resolver: Callable[[str], DeclaredJob[Any, Any] | None]
+    ) -> None:
         """Resolve kinds starting with ``prefix`` through ``resolver`` (``(kind) -> Job |
         None``, None when the kind names no handler here)."""
         self._resolvers[prefix] = resolver
 
-    def add(self, job: Job[Any, Any]) -> None:
+    def add(self, job: DeclaredJob[Any, Any]) -> None:
         self._jobs.append(job)
         self._by_kind = None
 
-    def jobs(self) -> list[Job[Any, Any]]:
+    def jobs(self) -> list[DeclaredJob[Any, Any]]:
         """Every registered handler (resolver-built ones excluded), in registration order."""
         return list(self._jobs)
 
-    def unregister(self, job: Job[Any, Any]) -> None:
+    def unregister(self, job: DeclaredJob[Any, Any]) -> None:
         self._jobs.remove(job)
         self._by_kind = None
 
-    def get(self, kind: str) -> Job[Any, Any] | None:
+    def get(self, kind: str) -> DeclaredJob[Any, Any] | None:
         if self._by_kind is None:
             # Later registrations win, so a reloaded module replaces its older handler.
             self._by_kind = {job.kind: job for job in self._jobs}

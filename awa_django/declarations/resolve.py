@@ -10,7 +10,7 @@ from awa_django.conf import get_settings
 from awa_django.declarations.arguments import BoundArgs
 from awa_django.declarations.discovery import ensure_jobs_discovered
 from awa_django.declarations.exact_json import check_text, to_json_text
-from awa_django.declarations.jobs import Job, registry, unknown_kind_hint
+from awa_django.declarations.jobs import DeclaredJob, registry, unknown_kind_hint
 from awa_django.exceptions import InvalidJob
 
 
@@ -23,12 +23,14 @@ def is_external(kind: str, patterns: Sequence[str]) -> bool:
     )
 
 
-def resolve_job(kind_or_job: str | Job[Any, Any]) -> tuple[str, Job[Any, Any] | None]:
+def resolve_job(
+    kind_or_job: str | DeclaredJob[Any, Any],
+) -> tuple[str, DeclaredJob[Any, Any] | None]:
     """The kind and handler of a job or kind string. A kind without a handler in this process
     is refused (``InvalidJob`` with the nearest registered kind, and where handlers are found),
     unless ``AWA["EXTERNAL_KINDS"]`` lists it: its handler is then None (only the JSON contract
     of its arguments is checked), and another service's workers run it."""
-    if isinstance(kind_or_job, Job):
+    if isinstance(kind_or_job, DeclaredJob):
         return kind_or_job.kind, kind_or_job
     if isinstance(kind_or_job, str) and kind_or_job:
         check_text(kind_or_job, field="kind")
@@ -54,7 +56,9 @@ def resolve_job(kind_or_job: str | Job[Any, Any]) -> tuple[str, Job[Any, Any] | 
     )
 
 
-def bind_args(kind: str, job: Job[Any, Any] | None, args: Mapping[str, Any] | None) -> BoundArgs:
+def bind_args(
+    kind: str, job: DeclaredJob[Any, Any] | None, args: Mapping[str, Any] | None
+) -> BoundArgs:
     """``args`` validated as the arguments of ``job`` (JSON only when there is no handler)."""
     if args is None:
         args = {}

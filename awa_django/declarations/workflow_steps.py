@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from awa_django.declarations.enqueue_options import EnqueueOptionArgs, EnqueueOptions
 from awa_django.declarations.exact_json import check_text, moved
-from awa_django.declarations.jobs import Job
+from awa_django.declarations.jobs import DeclaredJob
 from awa_django.declarations.priorities import STORED_PRIORITY_MAX, STORED_PRIORITY_MIN
 from awa_django.declarations.resolve import bind_args, resolve_job
 from awa_django.declarations.step_context import ADDED_STEP_SEPARATOR
@@ -22,7 +22,7 @@ from awa_django.exceptions import InvalidJob
 
 # What a step runs: an ``@awa.job``, a kind, or a ``django.tasks`` Task of awa's backend (not
 # named in the annotation: django.tasks may be missing, and its backport is a separate package).
-StepJob = str | Job[Any, Any] | object
+StepJob = str | DeclaredJob[Any, Any] | object
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +199,7 @@ def resolve_step(step: Step) -> ResolvedStep:
                 raise moved(refusal, "args.kwargs", "args") from None
             # Django's -100..100 priorities are stored past awa's native 1..4.
             priorities["priority_range"] = (STORED_PRIORITY_MIN, STORED_PRIORITY_MAX)
-        elif isinstance(step.call.job, str | Job):
+        elif isinstance(step.call.job, str | DeclaredJob):
             kind, job = resolve_job(step.call.job)
             bound = bind_args(kind, job, step.call.args)
             options = step.call.options

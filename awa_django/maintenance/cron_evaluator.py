@@ -23,10 +23,11 @@ from psycopg_pool import AsyncConnectionPool
 from awa_django import signals
 from awa_django.conf import AwaSettings
 from awa_django.declarations.cron_expression import CronExpression
-from awa_django.declarations.jobs import Job
+from awa_django.declarations.jobs import DeclaredJob
 from awa_django.exceptions import InvalidSchedule
 from awa_django.maintenance.service import counted
-from awa_django.storage.cron import DueSchedule, due_cron_jobs, fire_cron
+from awa_django.storage.cron import DUE_CRON_JOBS, DueSchedule, fire_cron
+from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
 
 logger = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ class CronConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CronFire:
+class FiredSchedule:
     """One schedule's fire: the ticks it owed (ISO 8601) and the jobs enqueued for them, none
     when another writer moved the schedule first."""
 
@@ -71,7 +72,7 @@ class CronResult:
     enqueued: int
     fired: int
     lost: int
-    fires: tuple[CronFire, ...] = ()
+    fires: tuple[FiredSchedule, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -117,9 +118,9 @@ class CronEvaluator:
 
     async def read_due(self) -> list[DueSchedule]:
         async with self._pool.connection() as conn:
-            return await due_cron_jobs(conn)
+            return await run_async(conn, DUE_CRON_JOBS)
 
-    async def fire(self, schedule: DueSchedule) -> CronFire | None:
+    async def fire(self, schedule: DueSchedule) -> FiredSchedule | None:
         """Fire what ``schedule`` (as read) owes; None when nothing was due."""
         try:
             ticks = due_ticks(schedule, max_catch_up=self._max_catch_up)
@@ -135,30 +136,32 @@ class CronEvaluator:
         if not ticks:
             return None
         async with self._pool.connection() as conn:
-            fired = await fire_cron(
+            fired = await run_async(
                 conn,
-                name=schedule.name,
-                expected_last=schedule.last_fire_at,
-                expected_resumed=schedule.resumed_at,
-                ticks=ticks,
+                fire_cron(
+                    name=schedule.name,
+                    expected_last=schedule.last_fire_at,
+                    expected_resumed=schedule.resumed_at,
+                    ticks=ticks,
+                ),
             )
         owed = tuple(tick.isoformat() for tick in ticks)
         if fired is None:
-            return CronFire(name=schedule.name, ticks=owed, job_ids=())
+            return FiredSchedule(name=schedule.name, ticks=owed, job_ids=())
         # The fire is committed (autocommit), so the jobs are announced as any enqueue's are.
         get_telemetry().enqueued(kind=fired.kind, queue=fired.queue, count=len(fired.job_ids))
         if signals.job_enqueued.has_listeners():
             await signals.send_robust(
                 signals.job_enqueued,
-                sender=Job,
+                sender=DeclaredJob,
                 job_ids=fired.job_ids,
                 kind=fired.kind,
                 queue=fired.queue,
             )
-        return CronFire(name=schedule.name, ticks=owed, job_ids=tuple(fired.job_ids))
+        return FiredSchedule(name=schedule.name, ticks=owed, job_ids=tuple(fired.job_ids))
 
     async def run_once(self) -> CronResult:
-        fires: list[CronFire] = []
+        fires: list[FiredSchedule] = []
         for schedule in await self.read_due():
             fire = await self.fire(schedule)
             if fire is not None:

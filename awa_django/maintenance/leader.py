@@ -31,6 +31,7 @@ from psycopg_pool import AsyncConnectionPool
 from awa_django.core.session_tries import SessionTries
 from awa_django.storage import control
 from awa_django.storage.session import SharedSession
+from awa_django.storage.statement import run_async, run_atomic_async
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ class LeaderElector:
                 await asyncio.wait_for(self._renew(), timeout=max(5.0, 3 * self._retry_interval_s))
                 return
             async with self._session.use() as conn:
-                if await control.try_leader_lock(conn, key=LEADER_LOCK_KEY):
+                if await run_async(conn, control.try_leader_lock(key=LEADER_LOCK_KEY)):
                     self._won_in = self._session.generation
                     self.is_leader = True
                     self.changed.set()
@@ -130,7 +131,7 @@ class LeaderElector:
             if self._session.generation != self._won_in:
                 self._on_reset()
                 return
-            await control.ping(conn)
+            await run_async(conn, control.PING)
 
     def _step_down(self) -> None:
         if self.is_leader:
@@ -146,7 +147,7 @@ class LeaderElector:
         with contextlib.suppress(Exception):
             async with self._session.use() as conn:
                 if self._session.generation == self._won_in:
-                    await control.release_leader_lock(conn, key=LEADER_LOCK_KEY)
+                    await run_async(conn, control.release_leader_lock(key=LEADER_LOCK_KEY))
         logger.info("released maintenance leadership")
 
 
@@ -194,8 +195,11 @@ class LeaseElector:
         try:
             async with self._pool.connection() as conn:
                 held = await asyncio.wait_for(
-                    control.take_leader_lease(
-                        conn, key=LEADER_LOCK_KEY, instance_id=self._instance_id, ttl_s=self._ttl_s
+                    run_atomic_async(
+                        conn,
+                        control.take_leader_lease(
+                            key=LEADER_LOCK_KEY, instance_id=self._instance_id, ttl_s=self._ttl_s
+                        ),
                     ),
                     timeout=self._ttl_s,
                 )
@@ -222,5 +226,5 @@ class LeaseElector:
         self.changed.set()
         with contextlib.suppress(Exception):
             async with self._pool.connection() as conn:
-                await control.release_leader_lease(conn, instance_id=self._instance_id)
+                await run_async(conn, control.release_leader_lease(instance_id=self._instance_id))
         logger.info("released maintenance leadership")

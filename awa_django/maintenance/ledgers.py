@@ -17,6 +17,7 @@ from awa_django.maintenance.batches import until_short
 from awa_django.maintenance.service import counted
 from awa_django.storage.lanes import delete_superseded_lane_marks
 from awa_django.storage.rate_limits import delete_superseded_rate_entries
+from awa_django.storage.statement import run_async
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,10 +51,14 @@ class LedgerCleaner:
         self._batch_size = config.batch_size
 
     async def run_once(self) -> LedgerResult:
-        deleted = 0
-        for delete in (delete_superseded_rate_entries, delete_superseded_lane_marks):
-            deleted += await until_short(self._pool, _batch(delete), batch_size=self._batch_size)
+        deleted = await until_short(self._pool, _rate_batch, batch_size=self._batch_size)
+        lanes = _batch(delete_superseded_lane_marks)
+        deleted += await until_short(self._pool, lanes, batch_size=self._batch_size)
         return LedgerResult(deleted)
+
+
+def _rate_batch(conn: AsyncConnection[Any], limit: int) -> Awaitable[int]:
+    return run_async(conn, delete_superseded_rate_entries(limit=limit))
 
 
 def _batch(

@@ -16,7 +16,6 @@ from awa_django.conf import AwaSettings
 from awa_django.core.retry import RetryPolicy
 from awa_django.core.session_tries import SessionTries
 from awa_django.maintenance.cron_evaluator import CronConfig, CronEvaluator
-from awa_django.maintenance.instance_cleanup import InstanceCleaner, InstanceCleanupConfig
 from awa_django.maintenance.leader import LeaderElector, LeaseElector
 from awa_django.maintenance.ledgers import LedgerCleaner, LedgerConfig
 from awa_django.maintenance.promoter import Promoter
@@ -24,6 +23,7 @@ from awa_django.maintenance.queue_stats import QueueSampler, QueueStatsConfig
 from awa_django.maintenance.rescuer import RescueConfig, Rescuer
 from awa_django.maintenance.retention import RetentionCleaner, RetentionConfig
 from awa_django.maintenance.rings import RingConfig, RingMaintainer
+from awa_django.maintenance.runtime_cleanup import RuntimeCleaner, RuntimeCleanupConfig
 from awa_django.maintenance.service import MaintenanceTask, run_task
 from awa_django.maintenance.unique_sweeper import UniqueClaimSweeper, UniqueSweepConfig
 from awa_django.storage.session import SharedSession
@@ -38,7 +38,7 @@ class MaintenanceConfig:
     rescue: RescueConfig
     rings: RingConfig
     retention: RetentionConfig
-    instances: InstanceCleanupConfig
+    instances: RuntimeCleanupConfig
     queue_stats: QueueStatsConfig
     cron: CronConfig
     unique_claims: UniqueSweepConfig
@@ -51,7 +51,7 @@ class MaintenanceConfig:
             rescue=RescueConfig.from_settings(conf),
             rings=RingConfig.from_settings(conf),
             retention=RetentionConfig.from_settings(conf),
-            instances=InstanceCleanupConfig.from_settings(conf),
+            instances=RuntimeCleanupConfig.from_settings(conf),
             queue_stats=QueueStatsConfig.from_settings(conf),
             cron=CronConfig.from_settings(conf),
             unique_claims=UniqueSweepConfig.from_settings(conf),
@@ -74,7 +74,7 @@ def maintenance_services(
         Rescuer(pool, config.rescue, policy=policy, now=now),
         RingMaintainer(pool, config.rings),
         RetentionCleaner(pool, config.retention),
-        InstanceCleaner(pool, config.instances),
+        RuntimeCleaner(pool, config.instances),
         QueueSampler(pool, config.queue_stats),
         CronEvaluator(pool, config.cron),
         UniqueClaimSweeper(pool, config.unique_claims),

@@ -7,7 +7,7 @@ gauges ``awa.queue.depth`` and ``awa.queue.lag`` report them when an OpenTelemet
 Only the leader measures, so a fleet measures each queue once instead of once per worker.
 
 History beyond the samples' two hours: the first pass of each minute also compacts
-(``storage.health.compact_samples``): the minutes that ended ``COMPACT_SETTLE_S`` ago into
+(``storage.samples.compact_samples``): the minutes that ended ``COMPACT_SETTLE_S`` ago into
 1-minute buckets per queue and per kind (kept ``MINUTES_KEEP_S``), the finished quarter hours
 into 15-minute buckets (kept ``QUARTERS_KEEP_S``), for the 24-hour and 7-day charts.
 """
@@ -22,9 +22,9 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.service import counted
-from awa_django.storage.health import compact_samples, record_samples
 from awa_django.storage.queue import QueueDepth, queue_depths
-from awa_django.storage.statement import run_async
+from awa_django.storage.samples import compact_samples, record_samples
+from awa_django.storage.statement import run_async, run_atomic_async
 from awa_django.telemetry import get_telemetry
 
 # Samples are kept this long: the health page charts the last hour.
@@ -75,16 +75,20 @@ class QueueSampler:
     async def run_once(self) -> QueueStatsResult:
         async with self._pool.connection() as conn:
             depths = tuple(await run_async(conn, queue_depths()))
-            await record_samples(conn, depths, interval_s=self.interval_s, keep_s=SAMPLE_KEEP_S)
+            await run_atomic_async(
+                conn, record_samples(depths, interval_s=self.interval_s, keep_s=SAMPLE_KEEP_S)
+            )
             minute = int((time.time() - COMPACT_SETTLE_S) // 60)
             if minute != self._compacted_minute:
-                await compact_samples(
+                await run_atomic_async(
                     conn,
-                    settle_s=COMPACT_SETTLE_S,
-                    minutes_catch_up_s=SAMPLE_KEEP_S,
-                    quarters_catch_up_s=MINUTES_KEEP_S,
-                    keep_minutes_s=MINUTES_KEEP_S,
-                    keep_quarters_s=QUARTERS_KEEP_S,
+                    compact_samples(
+                        settle_s=COMPACT_SETTLE_S,
+                        minutes_catch_up_s=SAMPLE_KEEP_S,
+                        quarters_catch_up_s=MINUTES_KEEP_S,
+                        keep_minutes_s=MINUTES_KEEP_S,
+                        keep_quarters_s=QUARTERS_KEEP_S,
+                    ),
                 )
                 self._compacted_minute = minute
         telemetry = get_telemetry()

@@ -154,7 +154,7 @@ class Rescuer:
         waiting = [(i.job.job_id, i.job.run_lease) for i in found if i.reason == "callback_timeout"]
         if not waiting:
             return found
-        locked = await lock_timed_out_callbacks(conn, waiting)
+        locked = await run_async(conn, lock_timed_out_callbacks(waiting))
         return [
             i
             for i in found

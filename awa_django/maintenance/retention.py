@@ -15,6 +15,7 @@ from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import until_short
 from awa_django.maintenance.service import counted
 from awa_django.storage.control import delete_expired_dlq, delete_expired_terminal_history
+from awa_django.storage.statement import run_async
 from awa_django.storage.workflows import prune_workflows
 
 
@@ -68,15 +69,18 @@ class RetentionCleaner:
     async def run_once(self) -> RetentionResult:
         dlq_deleted = await until_short(
             self._pool,
-            lambda conn, limit: delete_expired_dlq(
-                conn, retention_s=self._config.dlq_retention_s, limit=limit
+            lambda conn, limit: run_async(
+                conn, delete_expired_dlq(retention_s=self._config.dlq_retention_s, limit=limit)
             ),
             batch_size=self._config.batch_size,
         )
         history_deleted = await until_short(
             self._pool,
-            lambda conn, limit: delete_expired_terminal_history(
-                conn, retention_s=self._config.failed_retention_s, limit=limit
+            lambda conn, limit: run_async(
+                conn,
+                delete_expired_terminal_history(
+                    retention_s=self._config.failed_retention_s, limit=limit
+                ),
             ),
             batch_size=self._config.batch_size,
         )

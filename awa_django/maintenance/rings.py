@@ -16,6 +16,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.storage import control
+from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
 
 # An idle system's ring passes back off: a pass that finds the current slot of both rings empty
@@ -126,17 +127,21 @@ class RingMaintainer:
 
     async def _queue_ring(self, conn: AsyncConnection[Any]) -> tuple[str, str]:
         """Rotate, then prune, the queue ring: (rotation outcome, prune outcome)."""
-        rotation = await control.rotate_queue_ring(conn, keep=ROTATIONS_KEPT)
-        prune = await control.prune_queue_ring(
+        rotation = await run_async(conn, control.rotate_queue_ring(keep=ROTATIONS_KEPT))
+        prune = await run_async(
             conn,
-            completed_retention_s=self._config.completed_retention_s,
-            failed_retention_s=self._config.failed_retention_s,
-            lock_timeout_ms=self._config.lock_timeout_ms,
+            control.prune_queue_ring(
+                completed_retention_s=self._config.completed_retention_s,
+                failed_retention_s=self._config.failed_retention_s,
+                lock_timeout_ms=self._config.lock_timeout_ms,
+            ),
         )
         return rotation, prune
 
     async def _lease_ring(self, conn: AsyncConnection[Any]) -> tuple[str, str]:
         """Rotate, then prune, the lease ring: (rotation outcome, prune outcome)."""
-        rotation = await control.rotate_lease_ring(conn, keep=ROTATIONS_KEPT)
-        prune = await control.prune_lease_ring(conn, lock_timeout_ms=self._config.lock_timeout_ms)
+        rotation = await run_async(conn, control.rotate_lease_ring(keep=ROTATIONS_KEPT))
+        prune = await run_async(
+            conn, control.prune_lease_ring(lock_timeout_ms=self._config.lock_timeout_ms)
+        )
         return rotation, prune

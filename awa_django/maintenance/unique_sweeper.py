@@ -18,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import in_batches
 from awa_django.maintenance.service import counted
+from awa_django.storage.statement import run_async
 from awa_django.storage.unique import sweep_unique_claims
 
 # Keys checked per statement: each takes one advisory lock until the statement commits.
@@ -62,6 +63,8 @@ class UniqueClaimSweeper:
         return UniqueSweepResult(deleted)
 
     async def _sweep_batch(self, conn: AsyncConnection[Any]) -> tuple[int, bool]:
-        deleted, self._after = await sweep_unique_claims(conn, limit=SWEEP_BATCH, after=self._after)
+        deleted, self._after = await run_async(
+            conn, sweep_unique_claims(limit=SWEEP_BATCH, after=self._after)
+        )
         # The scan reached the end: the next pass starts from the first key again.
         return deleted, self._after is not None

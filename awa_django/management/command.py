@@ -27,6 +27,16 @@ def require_migrated(alias: str) -> None:
         raise CommandError(pending_message(alias, pending))
 
 
+def database_option(alias: str | None) -> str | None:
+    """``--database``: an alias holding queues, or None when not given."""
+    conf = get_settings()
+    if alias is not None and alias not in conf.databases:
+        raise CommandError(
+            f"--database {alias!r} holds no awa queue (databases: {list(conf.databases)})"
+        )
+    return alias
+
+
 class QueueCommand(BaseCommand):
     """A command that needs awa_django's schema on ``AWA["DATABASE_ALIAS"]``."""
 

@@ -16,7 +16,7 @@ from django.db import connections as db_connections
 
 from awa_django.logs import TRACE, JsonFormatter
 from awa_django.worker import shutdown
-from awa_django.worker.process import RunSummary, WorkerProcess
+from awa_django.worker.process import RunSummary, WorkerGroup, WorkerProcess
 
 VERBOSITY_LEVELS: Final = {0: logging.WARNING, 1: logging.INFO, 2: logging.DEBUG, 3: TRACE}
 LOG_FORMATS: Final = ("text", "json")
@@ -51,7 +51,9 @@ def configure_logging(stream: TextIOBase, verbosity: int, log_format: str = "tex
             attached.setFormatter(JsonFormatter())
 
 
-def run_process(make: Callable[[], WorkerProcess], *streams: TextIOBase) -> RunSummary:
+def run_process(
+    make: Callable[[], WorkerProcess | WorkerGroup], *streams: TextIOBase
+) -> RunSummary:
     """Run the process ``make`` builds (inside the event loop) until it stops; the first
     SIGTERM/SIGINT drains, the second exits."""
 

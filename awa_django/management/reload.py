@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from types import FrameType
 from typing import Any, Final
 
@@ -28,7 +29,7 @@ from django.utils import autoreload
 
 from awa_django.declarations.discovery import discover_jobs
 from awa_django.declarations.jobs import registry
-from awa_django.worker.process import WorkerConfig, WorkerProcess
+from awa_django.worker.process import WorkerConfig, WorkerGroup
 from awa_django.worker.shutdown import FORCED_EXIT_STATUS
 
 logger = logging.getLogger(__name__)
@@ -41,10 +42,10 @@ PARENT_CHECK_S: Final = 0.5
 WATCH_START_TIMEOUT_S: Final = 60.0
 
 
-def run(config: WorkerConfig) -> None:
+def run(configs: Sequence[WorkerConfig]) -> None:
     """Run the worker under the reloader: as the supervisor, or as its child."""
     if os.environ.get(autoreload.DJANGO_AUTORELOAD_ENV) == "true":
-        ReloadingWorker(config).run()
+        ReloadingWorker(configs).run()
     else:
         sys.exit(supervise())
 
@@ -76,11 +77,11 @@ def supervise() -> int:
 class ReloadingWorker:
     """The child: Django's reloader on the main thread, the worker process on another."""
 
-    def __init__(self, config: WorkerConfig) -> None:
-        self._config = config
+    def __init__(self, configs: Sequence[WorkerConfig]) -> None:
+        self._configs = configs
         self._reloader = autoreload.get_reloader()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._worker: WorkerProcess | None = None
+        self._worker: WorkerGroup | None = None
         self._thread: threading.Thread | None = None
         self._abandoned = 0
         self._signals = 0
@@ -115,7 +116,7 @@ class ReloadingWorker:
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._worker = WorkerProcess(self._config, registry.get)
+        self._worker = WorkerGroup(self._configs, registry.get)
         if self._stop_requested:
             self._worker.request_stop()
         summary = await self._worker.run()
@@ -146,7 +147,7 @@ class ReloadingWorker:
         logger.info("%s changed: draining in-flight jobs, then reloading", file_path)
         self._stop_worker()
         if self._thread is not None:
-            self._thread.join(self._config.shutdown_timeout_s + 30)
+            self._thread.join(max(c.shutdown_timeout_s for c in self._configs) + 30)
         if self._abandoned:
             # Abandoned handlers still hold pool threads the interpreter would wait for; their
             # attempts are left for rescue, as at any shutdown.

@@ -39,8 +39,10 @@ def known_kind(name: str | None, *, option: str) -> None:
 
 
 def existing_jobs(job_ids: Sequence[int]) -> None:
-    """Every id names a job ``awa.get_jobs`` finds (any state, the DLQ included)."""
-    missing = sorted(set(job_ids) - {record.job_id for record in get_jobs(job_ids)})
+    """Every id names a job ``awa.get_jobs`` finds (any state, the DLQ included) in
+    ``AWA["DATABASE_ALIAS"]``, the one database the commands act on."""
+    found = get_jobs(job_ids, database=get_settings().DATABASE_ALIAS)
+    missing = sorted(set(job_ids) - {record.job_id for record in found})
     if missing:
         raise CommandError(
             f"JOB_ID: no such job: {', '.join(map(str, missing))} (never committed, or its "

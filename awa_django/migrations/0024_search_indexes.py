@@ -12,7 +12,7 @@ from awa_django import sql
 
 
 class Migration(migrations.Migration):
-    dependencies = [("awa_django", "0021_unsuccessful_closures")]
+    dependencies = [("awa_django", "0023_workflow_costs")]
     operations = [
         migrations.RunSQL(
             sql=sql.migration("0024_search_indexes", "up"),

@@ -13,11 +13,7 @@ from awa_django import sql
 
 
 class Migration(migrations.Migration):
-    # 0023 and 0024 were made side by side; this one follows both until the lead orders them.
-    dependencies = [
-        ("awa_django", "0023_workflow_costs"),
-        ("awa_django", "0024_search_indexes"),
-    ]
+    dependencies = [("awa_django", "0025_aged_claims")]
     operations = [
         migrations.RunSQL(
             sql=sql.functions("enqueue"),

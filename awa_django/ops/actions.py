@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from awa_django.conf import get_settings
 from awa_django.declarations.enqueue_options import EnqueueOptions, RunAt
-from awa_django.declarations.jobs import Job
+from awa_django.declarations.jobs import DeclaredJob
 from awa_django.declarations.resolve import bind_args, resolve_job
 from awa_django.declarations.unique import Unique, unique_key
 from awa_django.exceptions import InvalidJob
@@ -22,8 +22,9 @@ from awa_django.ops.dlq import retry_options
 from awa_django.signals import job_cancelled, workflow_finished
 from awa_django.storage import dlq as dlq_storage
 from awa_django.storage.backlog import run_now as run_deferred_now
-from awa_django.storage.jobs import get_jobs
+from awa_django.storage.jobs import jobs_by_id
 from awa_django.storage.queue import cancel_job
+from awa_django.storage.statement import run
 from awa_django.storage.unique import unique_holder
 from awa_django.storage.workflows import workflows_finished
 from awa_django.telemetry import get_telemetry
@@ -50,14 +51,14 @@ def cancel(job_id: int, *, reason: str = "cancelled by operator") -> bool:
         telemetry = get_telemetry()
         if job_cancelled.has_listeners() or telemetry.enabled:
             # Read only when someone listens; both run once the caller's transaction commits.
-            (record,) = get_jobs(cursor, [job_id])
+            (record,) = run(cursor, jobs_by_id([job_id]))
             telemetry_cb = partial(telemetry.cancelled, kind=record.kind, queue=record.queue)
             transaction.on_commit(telemetry_cb, using=alias)
             # send_robust, as for job_enqueued: the cancel is committed by then.
             transaction.on_commit(
                 partial(
                     job_cancelled.send_robust,
-                    sender=Job,
+                    sender=DeclaredJob,
                     job_id=job_id,
                     run_lease=record.run_lease,
                     kind=record.kind,
@@ -79,7 +80,7 @@ def announce_finished(cursor: CursorWrapper, alias: str) -> None:
         transaction.on_commit(
             partial(
                 workflow_finished.send_robust,
-                sender=Job,
+                sender=DeclaredJob,
                 workflow_id=workflow.workflow_id,
                 name=workflow.name,
                 state=workflow.state,
@@ -89,7 +90,7 @@ def announce_finished(cursor: CursorWrapper, alias: str) -> None:
 
 
 def cancel_unique(
-    kind_or_job: str | Job[Any, Any],
+    kind_or_job: str | DeclaredJob[Any, Any],
     *,
     args: Mapping[str, Any] | None = None,
     queue: str | None = None,
@@ -115,7 +116,7 @@ def cancel_unique(
     )
     alias = get_settings().DATABASE_ALIAS
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        holder = unique_holder(cursor, key=key.digest)
+        holder = run(cursor, unique_holder(key=key.digest))
         if holder is None or not cancel(holder, reason=reason):
             return None
         return holder
@@ -129,7 +130,7 @@ def run_now(job_id: int) -> bool:
         return False
     alias = get_settings().DATABASE_ALIAS
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        return bool(run_deferred_now(cursor, [job_id]))
+        return bool(run(cursor, run_deferred_now([job_id])))
 
 
 def retry(

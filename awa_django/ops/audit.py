@@ -15,7 +15,8 @@ from typing import Any
 from django.db import connections, transaction
 
 from awa_django.conf import get_settings
-from awa_django.storage.audit import Finding, audit
+from awa_django.storage import statement
+from awa_django.storage.audit import READ_ONLY_SNAPSHOT, Finding, audit
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +53,7 @@ def run(using: str | None = None) -> AuditReport:
     if connection.in_atomic_block:
         # Inside a transaction (a test's) the isolation level is already set: read in it.
         with connection.cursor() as cursor:
-            return AuditReport(tuple(audit(cursor)))
+            return AuditReport(tuple(statement.run(cursor, check) for check in audit()))
     with transaction.atomic(using=using), connection.cursor() as cursor:
-        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        return AuditReport(tuple(audit(cursor)))
+        statement.run(cursor, READ_ONLY_SNAPSHOT)
+        return AuditReport(tuple(statement.run(cursor, check) for check in audit()))

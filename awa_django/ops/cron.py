@@ -14,15 +14,16 @@ from django.db.backends.utils import CursorWrapper
 from awa_django.conf import get_settings
 from awa_django.core.enqueued import announce_enqueued
 from awa_django.storage.cron import (
+    LIST_CRON_JOBS,
     CronFire,
     CronJobRecord,
-    list_cron_jobs,
     pause_cron_job,
     recent_cron_fires,
     remove_cron_job,
     resume_cron_job,
     trigger_cron_job,
 )
+from awa_django.storage.statement import run
 
 # How many fires of each schedule awa.fire_cron keeps (sql/functions/cron.sql).
 FIRES_KEPT = 50
@@ -35,7 +36,7 @@ def _cursor() -> CursorWrapper:
 def list_schedules() -> list[CronJobRecord]:
     """Every stored schedule, by name."""
     with _cursor() as cursor:
-        return list_cron_jobs(cursor)
+        return run(cursor, LIST_CRON_JOBS)
 
 
 def recent_fires(per_schedule: int = 10) -> dict[str, list[CronFire]]:
@@ -47,7 +48,7 @@ def recent_fires(per_schedule: int = 10) -> dict[str, list[CronFire]]:
         raise ValueError(f"per_schedule must be 1..{FIRES_KEPT}, got {per_schedule}")
     fires: defaultdict[str, list[CronFire]] = defaultdict(list)
     with _cursor() as cursor:
-        for fire in recent_cron_fires(cursor, per_schedule=per_schedule):
+        for fire in run(cursor, recent_cron_fires(per_schedule=per_schedule)):
             fires[fire.name].append(fire)
     return dict(fires)
 
@@ -59,14 +60,14 @@ def pause(name: str, *, by: str = "operator") -> bool:
     committed before the pause, or finds the schedule paused and enqueues nothing.
     """
     with _cursor() as cursor:
-        return pause_cron_job(cursor, name=name, paused_by=by)
+        return run(cursor, pause_cron_job(name=name, paused_by=by))
 
 
 def resume(name: str) -> bool:
     """Let a paused schedule fire again, from its next tick on: ticks that fell inside the pause
     are skipped, whatever its missed-fire policy. False when it was not paused."""
     with _cursor() as cursor:
-        return resume_cron_job(cursor, name=name)
+        return run(cursor, resume_cron_job(name=name))
 
 
 def trigger(name: str) -> int | None:
@@ -74,7 +75,7 @@ def trigger(name: str) -> int | None:
     no schedule has that name. The timetable is unaffected."""
     alias = get_settings().DATABASE_ALIAS
     with transaction.atomic(using=alias), _cursor() as cursor:
-        triggered = trigger_cron_job(cursor, name=name)
+        triggered = run(cursor, trigger_cron_job(name=name))
         if triggered is None:
             return None
         announce_enqueued(alias, triggered.job_ids, kind=triggered.kind, queue=triggered.queue)
@@ -85,4 +86,4 @@ def remove(name: str) -> bool:
     """Delete a stored schedule; False when there was none. A deployment that still declares it
     re-creates it when its next worker starts: remove the declaration first."""
     with _cursor() as cursor:
-        return remove_cron_job(cursor, name=name)
+        return run(cursor, remove_cron_job(name=name))

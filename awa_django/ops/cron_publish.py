@@ -10,6 +10,7 @@ from psycopg_pool import AsyncConnectionPool
 from awa_django.declarations.cron import declared_schedules
 from awa_django.exceptions import ConfigError, InvalidSchedule
 from awa_django.storage.cron import sync_cron_jobs
+from awa_django.storage.statement import run_async
 
 
 def declared_schedule_rows() -> list[dict[str, Any]]:
@@ -25,4 +26,4 @@ async def publish_schedules(pool: AsyncConnectionPool[Any], rows: list[dict[str,
     if rows:
         # Each deployment adds or updates the schedules it declares and deletes none.
         async with pool.connection() as conn:
-            await sync_cron_jobs(conn, rows)
+            await run_async(conn, sync_cron_jobs(rows))

@@ -26,8 +26,9 @@ from typing import Any, Final
 from django.db import connections
 
 from awa_django.conf import AwaSettings, get_settings
-from awa_django.declarations.jobs import Job
+from awa_django.declarations.jobs import DeclaredJob
 from awa_django.storage.runtime import declared_versions, list_descriptors
+from awa_django.storage.statement import run
 
 
 def _content_hash(fields: dict[str, Any]) -> str:
@@ -87,7 +88,7 @@ class Declarations:
     kinds: tuple[KindDeclaration, ...] = ()
 
 
-def declared(conf: AwaSettings, jobs: Iterable[Job[Any, Any]]) -> Declarations:
+def declared(conf: AwaSettings, jobs: Iterable[DeclaredJob[Any, Any]]) -> Declarations:
     """The declarations of ``conf``'s queues and of ``jobs`` (later registrations of a kind
     win, as in the registry), each sorted by name: every worker writes its rows in one order."""
     kinds = {
@@ -116,7 +117,7 @@ def declared(conf: AwaSettings, jobs: Iterable[Job[Any, Any]]) -> Declarations:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class QueueDescriptor:
+class QueueDescriptorRecord:
     """A queue's descriptor as stored, with its derived ``stale`` and ``drift``."""
 
     queue: str
@@ -145,7 +146,7 @@ class QueueDescriptor:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class KindDescriptor:
+class KindDescriptorRecord:
     """A job kind's descriptor as stored, with its derived ``stale`` and ``drift``."""
 
     kind: str
@@ -172,20 +173,20 @@ class KindDescriptor:
         )
 
 
-def queues() -> list[QueueDescriptor]:
+def queues() -> list[QueueDescriptorRecord]:
     """Every queue descriptor any worker published, by name."""
     conf = get_settings()
     with connections[conf.DATABASE_ALIAS].cursor() as cursor:
-        rows = list_descriptors(cursor, of="queue", stale_after_s=conf.RUNTIME_STALE_AFTER_S)
-    return [QueueDescriptor(**row) for row in rows]
+        rows = run(cursor, list_descriptors(of="queue", stale_after_s=conf.RUNTIME_STALE_AFTER_S))
+    return [QueueDescriptorRecord(**row) for row in rows]
 
 
-def kinds() -> list[KindDescriptor]:
+def kinds() -> list[KindDescriptorRecord]:
     """Every job-kind descriptor any worker published, by kind."""
     conf = get_settings()
     with connections[conf.DATABASE_ALIAS].cursor() as cursor:
-        rows = list_descriptors(cursor, of="kind", stale_after_s=conf.RUNTIME_STALE_AFTER_S)
-    return [KindDescriptor(**row) for row in rows]
+        rows = run(cursor, list_descriptors(of="kind", stale_after_s=conf.RUNTIME_STALE_AFTER_S))
+    return [KindDescriptorRecord(**row) for row in rows]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -225,7 +226,9 @@ def _versions(
     missing = [h for h in by_hash if h not in values]
     if missing:
         with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
-            recorded = declared_versions(cursor, described=described, name=name, hashes=missing)
+            recorded = run(
+                cursor, declared_versions(described=described, name=name, hashes=missing)
+            )
         for known_hash, fields in recorded.items():
             values[known_hash] = (fields, RECORDED)
     known_fields = [values[h][0] for h in by_hash if h in values]
@@ -244,14 +247,18 @@ def _versions(
     ]
 
 
-def queue_drift_versions(descriptor: QueueDescriptor, local: Declarations) -> list[DeclaredVersion]:
+def queue_drift_versions(
+    descriptor: QueueDescriptorRecord, local: Declarations
+) -> list[DeclaredVersion]:
     """What each live runtime declares for a drifting queue (see ``DeclaredVersion``)."""
     known = [(descriptor.descriptor_hash, descriptor.declaration.fields, STORED)]
     known += [(q.hash, q.fields, THIS_PROCESS) for q in local.queues if q.queue == descriptor.queue]
     return _versions("queue", descriptor.queue, descriptor.runtime_hashes, known)
 
 
-def kind_drift_versions(descriptor: KindDescriptor, local: Declarations) -> list[DeclaredVersion]:
+def kind_drift_versions(
+    descriptor: KindDescriptorRecord, local: Declarations
+) -> list[DeclaredVersion]:
     """What each live runtime declares for a drifting job kind (see ``DeclaredVersion``)."""
     known = [(descriptor.descriptor_hash, descriptor.declaration.fields, STORED)]
     known += [(k.hash, k.fields, THIS_PROCESS) for k in local.kinds if k.kind == descriptor.kind]

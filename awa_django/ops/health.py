@@ -15,7 +15,7 @@ fleet has no leader in its rows for a few seconds; a probe must not fail for tha
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +25,8 @@ from django.utils import timezone
 
 from awa_django.conf import get_settings
 from awa_django.ops import runtimes
+from awa_django.storage.control import PING
+from awa_django.storage.statement import run
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,7 @@ class HealthReport:
 def _database(alias: str) -> Check:
     try:
         with connections[alias].cursor() as cursor:
-            cursor.execute("SELECT 1")
+            run(cursor, PING)
     except DatabaseError as exc:
         return Check("database", False, f"database {alias!r} unreachable: {exc}".strip())
     return Check("database", True, f"database {alias!r} answers")
@@ -66,7 +68,7 @@ def _migrations(alias: str) -> Check:
     return Check("migrations", True, "all migrations applied")
 
 
-def _leader(live: list[runtimes.RuntimeInstance], now: datetime) -> Check:
+def _leader(live: list[runtimes.RuntimeRecord], now: datetime) -> Check:
     leaders = [r for r in live if r.is_leader]
     if not leaders:
         conf = get_settings()
@@ -94,23 +96,36 @@ def _leader(live: list[runtimes.RuntimeInstance], now: datetime) -> Check:
     return Check("leader", True, f"leader {leader.instance_id} (pid {leader.pid})")
 
 
-def _queues(live: list[runtimes.RuntimeInstance]) -> Check:
+def _queues(live: list[runtimes.RuntimeRecord], declared: set[str]) -> Check:
     served = {queue for r in live if not r.shutting_down for queue in r.queues}
-    stale = sorted(set(get_settings().QUEUES) - served)
+    stale = sorted(declared - served)
     if stale:
         return Check("queues", False, f"no live worker serves: {', '.join(stale)}")
     return Check("queues", True, f"every declared queue is served ({len(served)} served)")
 
 
 def check() -> HealthReport:
-    """Run every check; later checks are skipped (failed) when the database is down."""
-    alias = get_settings().DATABASE_ALIAS
+    """Run every check; later checks are skipped (failed) when the database is down. With
+    queues in several databases (a queue's ``database``), every check runs on each, named
+    with its alias: each has its own leader and the workers serving its queues."""
+    conf = get_settings()
+    if len(conf.databases) == 1:
+        return HealthReport(_checks(conf.DATABASE_ALIAS, set(conf.QUEUES)))
+    found: list[Check] = []
+    for alias in conf.databases:
+        declared = {name for name in conf.QUEUES if conf.queue_database(name) == alias}
+        found += [replace(c, name=f"{c.name} ({alias})") for c in _checks(alias, declared)]
+    return HealthReport(tuple(found))
+
+
+def _checks(alias: str, declared: set[str]) -> tuple[Check, ...]:
+    """The checks of one database, whose queues are ``declared``."""
     database = _database(alias)
     if not database.ok:
         skipped = [Check(n, False, "skipped: database unreachable") for n in ("migrations",)]
-        return HealthReport((database, *skipped))
+        return (database, *skipped)
     migrations = _migrations(alias)
     if not migrations.ok:
-        return HealthReport((database, migrations))
-    live = [r for r in runtimes.list() if r.live]
-    return HealthReport((database, migrations, _leader(live, timezone.now()), _queues(live)))
+        return (database, migrations)
+    live = [r for r in runtimes.list(database=alias) if r.live]
+    return (database, migrations, _leader(live, timezone.now()), _queues(live, declared))

@@ -28,7 +28,11 @@ from awa_django.ops.records import get_job
 from awa_django.storage.connections import connect
 from awa_django.storage.jobs import jobs_by_id
 from awa_django.storage.statement import run_async
-from awa_django.storage.waiters import JOB_DONE_CHANNEL, register_waiter, unregister_waiter
+from awa_django.storage.waiters import (
+    LISTEN_JOB_DONE,
+    register_waiter,
+    unregister_waiter,
+)
 
 # Seconds between reads of the state while no notification came: the bound on how late a
 # waiter learns of a completion that raced its registration.
@@ -38,20 +42,21 @@ FALLBACK_POLL_S: Final = 1.0
 FAILED_STATES: Final = frozenset({"failed", "cancelled", "dlq"})
 
 
-def wait(job_id: int | PendingJob, *, timeout: float) -> JobRecord:
+def wait(job_id: int | PendingJob, *, timeout: float, database: str | None = None) -> JobRecord:
     """Block until job ``job_id`` (an id, or the ``PendingJob`` of ``enqueue_on_commit``) ends,
     for at most ``timeout`` seconds, and return its record if it completed. Raises ``JobFailed``
     if it failed, was cancelled or was dead-lettered, ``WaitTimeout`` if it had not ended in
     time, ``JobNotFound`` if no committed job has this id (one enqueued in the transaction still
     open on Django's connection included, and a ``PendingJob`` whose transaction has not
     committed: neither can end before that commits), ``ValueError`` for a bad timeout. Not for
-    async code: use ``await_job``."""
+    async code: use ``await_job``. ``database``: the alias of the job's queue (a queue's
+    ``database``; job ids count per database), ``AWA["DATABASE_ALIAS"]`` when None."""
     job_id = _committed_id(job_id)
     try:
-        return asyncio.run(await_job(job_id, timeout=timeout))
+        return asyncio.run(await_job(job_id, timeout=timeout, database=database))
     except JobNotFound:
-        alias = get_settings().DATABASE_ALIAS
-        if connections[alias].in_atomic_block and get_job(job_id) is not None:
+        alias = database or get_settings().DATABASE_ALIAS
+        if connections[alias].in_atomic_block and get_job(job_id, database=alias) is not None:
             raise JobNotFound(
                 f"job {job_id} is not committed: it was enqueued in the transaction still open "
                 "here, and no worker can run it before that commits; wait for it after the "
@@ -73,7 +78,9 @@ def _committed_id(job: int | PendingJob) -> int:
     return job.job_id
 
 
-async def await_job(job_id: int | PendingJob, *, timeout: float) -> JobRecord:
+async def await_job(
+    job_id: int | PendingJob, *, timeout: float, database: str | None = None
+) -> JobRecord:
     """``wait`` for async code: the same outcomes, without blocking the event loop."""
     job_id = _committed_id(job_id)
     problem = delay_problem(timeout)
@@ -83,16 +90,20 @@ async def await_job(job_id: int | PendingJob, *, timeout: float) -> JobRecord:
         raise JobNotFound(f"{job_id!r} is not a job id", job_id=job_id)
     deadline = time.monotonic() + timeout
     conf = get_settings()
-    conn = await connect(conf.WORKER_DATABASE or conf.DATABASE_ALIAS)
+    if database is not None and database not in conf.databases:
+        raise ValueError(f"database {database!r} holds no awa queue")
+    # AWA["WORKER_DATABASE"] stands for DATABASE_ALIAS alone (a session it needs for LISTEN).
+    alias = database or conf.DATABASE_ALIAS
+    conn = await connect((conf.WORKER_DATABASE or alias) if alias == conf.DATABASE_ALIAS else alias)
     try:
-        await conn.execute(f"LISTEN {JOB_DONE_CHANNEL}")
-        await register_waiter(conn, job_id)
+        await run_async(conn, LISTEN_JOB_DONE)
+        await run_async(conn, register_waiter(job_id))
         try:
             return await _until_ended(conn, job_id, deadline, timeout)
         finally:
             # A broken connection ended the session: the next waiter deletes its row.
             with contextlib.suppress(psycopg.Error):
-                await unregister_waiter(conn, job_id)
+                await run_async(conn, unregister_waiter(job_id))
     finally:
         await conn.close()
 

@@ -21,7 +21,8 @@ from awa_django.declarations.discovery import ensure_jobs_discovered
 from awa_django.declarations.jobs import registry
 from awa_django.ops.descriptors import kinds
 from awa_django.ops.records import list_jobs
-from awa_django.storage.health import meta_rows, queue_seen
+from awa_django.storage.samples import meta_rows, queue_seen
+from awa_django.storage.statement import run
 
 # The queue health page lists the queues with attempts closed over the last hour.
 SEEN_WINDOW_S: Final = 3600.0
@@ -32,11 +33,11 @@ def queue_known(name: str) -> bool:
     if name in conf.QUEUES:
         return True
     with connections[conf.DATABASE_ALIAS].cursor() as cursor:
-        if name in meta_rows(cursor):
+        if name in run(cursor, meta_rows()):
             return True
         if list_jobs(queue=name, limit=1):
             return True
-        return queue_seen(cursor, queue=name, window_s=SEEN_WINDOW_S)
+        return run(cursor, queue_seen(queue=name, window_s=SEEN_WINDOW_S))
 
 
 def kind_known(name: str) -> bool:

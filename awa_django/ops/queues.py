@@ -21,10 +21,10 @@ from awa_django.conf import get_settings
 from awa_django.exceptions import ConfirmationRequired, InvalidJob
 from awa_django.limits import concurrency_problem
 from awa_django.ops.known import queue_known, unknown_queue_message
-from awa_django.storage import health as storage
-from awa_django.storage.backlog import kinds_nobody_runs
-from awa_django.storage.health import QueueRollup, QueueSample
+from awa_django.storage import control, samples
+from awa_django.storage.backlog import KINDS_NOBODY_RUNS
 from awa_django.storage.queue import QueueDepth, queue_depths
+from awa_django.storage.samples import QueueRollup, QueueSample
 from awa_django.storage.statement import run
 
 __all__ = [
@@ -106,11 +106,11 @@ def stats() -> list[QueueStats]:
     with connections[conf.DATABASE_ALIAS].cursor() as cursor:
         depths = {d.queue: d for d in run(cursor, queue_depths())}
         totals = with_unsampled(
-            storage.sample_totals(cursor, window_s=HOUR_S),
-            storage.unsampled_closures(cursor, window_s=HOUR_S),
+            run(cursor, samples.sample_totals(window_s=HOUR_S)),
+            run(cursor, samples.unsampled_closures(window_s=HOUR_S)),
         )
-        meta = storage.meta_rows(cursor)
-        unknown = kinds_nobody_runs(cursor)
+        meta = run(cursor, samples.meta_rows())
+        unknown = run(cursor, KINDS_NOBODY_RUNS)
     names = sorted(set(conf.QUEUES) | set(depths) | set(meta) | set(totals))
     found = []
     for name in names:
@@ -150,7 +150,7 @@ def history(queue: str | None = None, *, window_s: float = HOUR_S) -> list[Queue
     """The leader's samples of the last ``window_s`` (one queue, or all), oldest first: the
     series behind a depth and throughput chart."""
     with connections[_alias()].cursor() as cursor:
-        return storage.samples(cursor, queue=queue, window_s=window_s)
+        return run(cursor, samples.samples(queue=queue, window_s=window_s))
 
 
 # The compacted history's resolutions (seconds): 1-minute buckets kept 25 hours, 15-minute ones
@@ -168,8 +168,9 @@ def rollups(
     if resolution_s not in (MINUTE, QUARTER_HOUR):
         raise ValueError(f"resolution_s must be {MINUTE} or {QUARTER_HOUR}, got {resolution_s!r}")
     with connections[_alias()].cursor() as cursor:
-        return storage.rollups(
-            cursor, resolution_s=resolution_s, window_s=window_s, per_queue=not per_kind
+        return run(
+            cursor,
+            samples.rollups(resolution_s=resolution_s, window_s=window_s, per_queue=not per_kind),
         )
 
 
@@ -186,14 +187,14 @@ def pause(queue: str, *, by: str = "operator") -> None:
     backlog until it is resumed. Enqueueing still works; running jobs finish."""
     alias = _alias()
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        storage.pause(cursor, queue=_known(queue), by=by)
+        run(cursor, control.pause(queue=_known(queue), by=by))
 
 
 def resume(queue: str) -> None:
     """Resume ``queue`` and wake its workers (no-op when it is not paused)."""
     alias = _alias()
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        storage.resume(cursor, queue=_known(queue))
+        run(cursor, control.resume(queue=_known(queue)))
 
 
 def drain(queue: str, *, confirm: bool = False, reason: str = "drained by operator") -> int:
@@ -208,7 +209,7 @@ def drain(queue: str, *, confirm: bool = False, reason: str = "drained by operat
         )
     alias = _alias()
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        return storage.drain(cursor, queue=queue, reason=reason)
+        return run(cursor, control.drain(queue=queue, reason=reason))
 
 
 def set_concurrency(queue: str, concurrency: int, *, by: str = "operator") -> None:
@@ -231,4 +232,4 @@ def reset_concurrency(queue: str, *, by: str = "operator") -> None:
 def _set(queue: str, concurrency: int | None, *, by: str) -> None:
     alias = _alias()
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        storage.set_concurrency(cursor, queue=_known(queue), concurrency=concurrency, by=by)
+        run(cursor, control.set_concurrency(queue=_known(queue), concurrency=concurrency, by=by))

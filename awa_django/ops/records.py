@@ -11,22 +11,44 @@ from awa_django.job_record import JobRecord
 from awa_django.limits import is_job_id
 from awa_django.storage.browse import JobFilter
 from awa_django.storage.browse import list_jobs as browse_jobs
-from awa_django.storage.jobs import get_jobs as _fetch_jobs
+from awa_django.storage.jobs import jobs_by_id
+from awa_django.storage.statement import run
 
 
-def get_jobs(job_ids: Sequence[int]) -> list[JobRecord]:
+def get_jobs(job_ids: Sequence[int], *, database: str | None = None) -> list[JobRecord]:
     """Records of ``job_ids`` that exist, ordered by id. States: available, scheduled, running,
-    retryable, completed, failed, cancelled, dlq. History is kept until its ring slot is pruned."""
+    retryable, completed, failed, cancelled, dlq. History is kept until its ring slot is pruned.
+
+    Job ids count per database: with queues in several databases (a queue's ``database``),
+    ``database`` names the alias to read; None reads every database holding queues, and an id
+    found in more than one raises ``ValueError`` asking for ``database``."""
     ids = [job_id for job_id in job_ids if is_job_id(job_id)]
     if not ids:
         return []
-    with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
-        return _fetch_jobs(cursor, ids)
+    conf = get_settings()
+    aliases = conf.databases if database is None else (database,)
+    if database is not None and database not in conf.databases:
+        raise ValueError(
+            f"database {database!r} holds no awa queue (databases: {list(conf.databases)})"
+        )
+    found: dict[int, tuple[str, JobRecord]] = {}
+    for alias in aliases:
+        with connections[alias].cursor() as cursor:
+            records = run(cursor, jobs_by_id(ids))
+        for record in records:
+            if record.job_id in found:
+                raise ValueError(
+                    f"job {record.job_id} exists in databases {found[record.job_id][0]!r} and "
+                    f"{alias!r}; pass database= to say which"
+                )
+            found[record.job_id] = (alias, record)
+    return [found[job_id][1] for job_id in sorted(found)]
 
 
-def get_job(job_id: int) -> JobRecord | None:
-    """The record of one job, or None if it never committed (or was pruned)."""
-    found = get_jobs([job_id])
+def get_job(job_id: int, *, database: str | None = None) -> JobRecord | None:
+    """The record of one job, or None if it never committed (or was pruned); ``database`` as
+    for ``get_jobs``."""
+    found = get_jobs([job_id], database=database)
     return found[0] if found else None
 
 

@@ -13,12 +13,13 @@ from django.db import connections
 
 from awa_django.conf import get_settings
 from awa_django.storage.runtime import list_runtimes
+from awa_django.storage.statement import run
 
-__all__ = ["RuntimeInstance", "leader", "list"]
+__all__ = ["RuntimeRecord", "leader", "list"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RuntimeInstance:
+class RuntimeRecord:
     """One process's latest snapshot."""
 
     instance_id: str
@@ -36,15 +37,16 @@ class RuntimeInstance:
     live: bool
 
 
-def list() -> builtins.list[RuntimeInstance]:
-    """Every runtime row, newest start first."""
+def list(*, database: str | None = None) -> builtins.list[RuntimeRecord]:
+    """Every runtime row of ``database`` (default ``AWA["DATABASE_ALIAS"]``; each database
+    holding queues has the runtimes of the processes serving it), newest start first."""
     conf = get_settings()
-    with connections[conf.DATABASE_ALIAS].cursor() as cursor:
-        rows = list_runtimes(cursor, stale_after_s=conf.RUNTIME_STALE_AFTER_S)
-    return [RuntimeInstance(**row) for row in rows]
+    with connections[database or conf.DATABASE_ALIAS].cursor() as cursor:
+        rows = run(cursor, list_runtimes(stale_after_s=conf.RUNTIME_STALE_AFTER_S))
+    return [RuntimeRecord(**row) for row in rows]
 
 
-def leader() -> RuntimeInstance | None:
+def leader() -> RuntimeRecord | None:
     """The live runtime that reports holding maintenance leadership, if any."""
     leaders = [r for r in list() if r.live and r.is_leader]
     return max(leaders, key=lambda r: r.last_seen_at) if leaders else None

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from awa_django.declarations.cron import Declaration, MissedFirePolicy, Schedule, declarations
-from awa_django.declarations.jobs import Job
+from awa_django.declarations.jobs import DeclaredJob
 from awa_django.ops.cron import list_schedules as list
 from awa_django.ops.cron import pause, recent_fires, remove, resume, trigger
 from awa_django.producer.enqueue import job
@@ -44,7 +44,7 @@ def periodic(
     tags: Sequence[str] | None = None,
     metadata: Mapping[str, Any] | None = None,
     missed: MissedFirePolicy = "coalesce",
-) -> Callable[[Any], Job[Any, Any]]:
+) -> Callable[[Any], DeclaredJob[Any, Any]]:
     """Run a job on a cron schedule: ``@awa.periodic("*/5 * * * *")`` above ``@awa.job`` (or
     above a plain function, which it registers as a job with default options).
 
@@ -55,8 +55,8 @@ def periodic(
     ``AWA["CRON_MAX_CATCH_UP"]``).
     """
 
-    def decorate(target: Job[Any, Any] | Callable[..., Any]) -> Job[Any, Any]:
-        registered = target if isinstance(target, Job) else job(target)
+    def decorate(target: DeclaredJob[Any, Any] | Callable[..., Any]) -> DeclaredJob[Any, Any]:
+        registered = target if isinstance(target, DeclaredJob) else job(target)
         declarations.add(
             Declaration(
                 origin=f"@awa.periodic on {registered.__module__}.{registered.__qualname__}",

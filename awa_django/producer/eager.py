@@ -43,7 +43,8 @@ def _run(queue: str, job_ids: tuple[int, ...]) -> None:
     from awa_django.worker.in_process import InProcessRunner
 
     ensure_jobs_discovered()
-    ran: Sequence[EagerAttempt] = InProcessRunner().run_eagerly(queue, job_ids)
+    runner = InProcessRunner(database=get_settings().queue_database(queue))
+    ran: Sequence[EagerAttempt] = runner.run_eagerly(queue, job_ids)
     if not get_settings().EAGER_RAISE:
         return
     for attempt in ran:

@@ -1,7 +1,8 @@
 """Enqueueing jobs on Django's connection, inside the caller's transaction.
 
-``enqueue`` is a plain insert on the connection of ``AWA["DATABASE_ALIAS"]``: inside
-``transaction.atomic()`` the job commits or rolls back with the caller's rows, and the NOTIFY
+``enqueue`` is a plain insert on the connection of the queue's database (its ``database``
+option, else ``AWA["DATABASE_ALIAS"]``): inside ``transaction.atomic()`` on that alias the job
+commits or rolls back with the caller's rows, and the NOTIFY
 that wakes workers is delivered only at commit. Everything is validated before the first write,
 so a bad argument raises ``InvalidJob`` and nothing is written. On a database where awa_django's
 migrations are not applied, it raises ``NotMigrated``, which says so and names the command.
@@ -18,7 +19,7 @@ from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
-from awa_django.conf import get_settings
+from awa_django.conf import get_settings, queue_databases
 from awa_django.core.enqueued import announce_enqueued
 from awa_django.declarations.arguments import BoundArgs
 from awa_django.declarations.enqueue_options import (
@@ -30,7 +31,7 @@ from awa_django.declarations.enqueue_options import (
 )
 from awa_django.declarations.exact_json import moved
 from awa_django.declarations.jobs import (
-    Job,
+    DeclaredJob,
     JobContext,
     registry,
 )
@@ -45,6 +46,7 @@ from awa_django.storage import queue as queue_storage
 from awa_django.storage.copy_text import CopyBatch
 from awa_django.storage.migration_state import reported_unmigrated
 from awa_django.storage.queue import NewJob
+from awa_django.storage.statement import run
 from awa_django.storage.unique import lock_unique_keys, record_unique_claims
 
 P = ParamSpec("P")
@@ -52,7 +54,7 @@ R = TypeVar("R")
 
 
 def _bind_each(
-    kind: str, job: Job[Any, Any] | None, arg_dicts: Iterable[Mapping[str, Any] | None]
+    kind: str, job: DeclaredJob[Any, Any] | None, arg_dicts: Iterable[Mapping[str, Any] | None]
 ) -> Iterator[BoundArgs]:
     """``bind_args`` of each dict of a batch; a refusal names its position (``args_list[3].x``)."""
     for position, args in enumerate(arg_dicts):
@@ -99,7 +101,7 @@ class _UniqueBatch:
                 raise InvalidJob(
                     f"{field} has the same unique key as args_list[{earlier}]", field=field
                 )
-        held = lock_unique_keys(cursor, sorted(first))
+        held = run(cursor, lock_unique_keys(sorted(first)))
         if on_conflict == "raise":
             for key in keys:
                 holder = held.get(key.digest)
@@ -117,14 +119,16 @@ class _UniqueBatch:
     def record(self, cursor: CursorWrapper, job_ids: Sequence[int]) -> None:
         """Make the jobs enqueued for the ``fresh`` positions the holders of their keys."""
         if job_ids:
-            record_unique_claims(
+            run(
                 cursor,
-                keys=[self.keys[p].digest for p in self.fresh],
-                job_ids=job_ids,
-                kind=self.options.kind,
-                queue=self.options.queue,
-                states=self.unique.states,
-                expires_at=self.keys[0].expires_at,
+                record_unique_claims(
+                    keys=[self.keys[p].digest for p in self.fresh],
+                    job_ids=job_ids,
+                    kind=self.options.kind,
+                    queue=self.options.queue,
+                    states=self.unique.states,
+                    expires_at=self.keys[0].expires_at,
+                ),
             )
 
     def result(self, job_ids: Sequence[int]) -> list[int]:
@@ -134,7 +138,7 @@ class _UniqueBatch:
 
 
 def enqueue(
-    kind_or_job: str | Job[Any, Any],
+    kind_or_job: str | DeclaredJob[Any, Any],
     *,
     args: Mapping[str, Any] | None = None,
     options: EnqueueOptions = NO_OPTIONS,
@@ -159,7 +163,10 @@ def enqueue(
 
 
 def enqueue_at_lane_priority(
-    kind_or_job: str | Job[Any, Any], *, args: Mapping[str, Any] | None, options: EnqueueOptions
+    kind_or_job: str | DeclaredJob[Any, Any],
+    *,
+    args: Mapping[str, Any] | None,
+    options: EnqueueOptions,
 ) -> int:
     """``enqueue`` at any stored lane priority, ``STORED_PRIORITY_MIN..MAX``, not only the
     native 1..4: how the django.tasks backend stores Django's -100..100
@@ -184,9 +191,30 @@ def _ensure_lanes(alias: str, queue: str, priority: int, run_at: datetime | None
         lanes.ensure_lanes(alias, queue, priority)
 
 
+def queue_alias(queue: str) -> str:
+    """The alias ``queue``'s jobs are written to, refused (``InvalidJob``) when the caller is in
+    a transaction on another database that holds queues and not in one on this alias: the job
+    would commit on its own, whatever became of the caller's transaction."""
+    alias = get_settings().queue_database(queue)
+    databases = queue_databases()
+    # Only databases holding queues are looked at: with one database nothing changes, and a
+    # transaction on an unrelated database says nothing about where the caller meant the job.
+    if len(databases) > 1 and not connections[alias].in_atomic_block:
+        for other in databases:
+            if other != alias and connections[other].in_atomic_block:
+                raise InvalidJob(
+                    f"queue {queue!r} lives in database {alias!r}, but this enqueue runs in a "
+                    f"transaction on {other!r}, which the job could not commit or roll back "
+                    f"with; enqueue inside transaction.atomic(using={alias!r}), or use "
+                    "enqueue_on_commit",
+                    field="queue",
+                )
+    return alias
+
+
 def _enqueue_one(bound: BoundArgs, options: ResolvedOptions) -> int:
     """Insert one validated job in the current transaction and announce it."""
-    alias = get_settings().DATABASE_ALIAS
+    alias = queue_alias(options.queue)
     _ensure_lanes(alias, options.queue, options.priority, options.run_at)
     new_job = NewJob(
         kind=options.kind,
@@ -230,7 +258,7 @@ def _maybe_eager(alias: str, options: ResolvedOptions, job_ids: list[int]) -> No
 
 
 def enqueue_on_commit(
-    kind_or_job: str | Job[Any, Any],
+    kind_or_job: str | DeclaredJob[Any, Any],
     *,
     args: Mapping[str, Any] | None = None,
     options: EnqueueOptions = NO_OPTIONS,
@@ -238,7 +266,8 @@ def enqueue_on_commit(
     **changes: Unpack[EnqueueOptionArgs],
 ) -> PendingJob:
     """Validate now and enqueue after the current transaction commits (opt-in deferral); the
-    ``PendingJob`` returned learns the job's id at the commit.
+    ``PendingJob`` returned learns the job's id at the commit. The job goes to its queue's
+    database whichever alias ``using`` waits for.
 
     Takes the options of ``enqueue``. ``on_conflict`` defaults to ``"return"`` here: a unique
     job's duplicate is dropped quietly, as there is no caller left to raise to; with
@@ -265,7 +294,7 @@ def enqueue_on_commit(
 
 
 def enqueue_many(
-    kind_or_job: str | Job[Any, Any],
+    kind_or_job: str | DeclaredJob[Any, Any],
     args_list: Iterable[Mapping[str, Any]],
     *,
     options: EnqueueOptions = NO_OPTIONS,
@@ -290,7 +319,7 @@ def enqueue_many(
     arg_dicts = list(args_list)
     if not arg_dicts:
         return []
-    alias = get_settings().DATABASE_ALIAS
+    alias = queue_alias(resolved.queue)
     _ensure_lanes(alias, resolved.queue, resolved.priority, resolved.run_at)
     now = timezone.now()
     batch: _UniqueBatch | None = None
@@ -340,16 +369,20 @@ class _Enqueuer:
     """This module's functions, as each job ``@awa.job`` declares calls them from its
     ``enqueue``, ``enqueue_on_commit`` and ``enqueue_many`` (``declarations.jobs.Enqueuer``)."""
 
-    def enqueue(self, kind_or_job: Job[Any, Any], *, args: Mapping[str, Any]) -> int:
+    def enqueue(self, kind_or_job: DeclaredJob[Any, Any], *, args: Mapping[str, Any]) -> int:
         return enqueue(kind_or_job, args=args)
 
     def enqueue_on_commit(
-        self, kind_or_job: Job[Any, Any], *, args: Mapping[str, Any]
+        self, kind_or_job: DeclaredJob[Any, Any], *, args: Mapping[str, Any]
     ) -> PendingJob:
         return enqueue_on_commit(kind_or_job, args=args)
 
     def enqueue_many(
-        self, kind_or_job: Job[Any, Any], args_list: Iterable[Mapping[str, Any]], *, run_at: RunAt
+        self,
+        kind_or_job: DeclaredJob[Any, Any],
+        args_list: Iterable[Mapping[str, Any]],
+        *,
+        run_at: RunAt,
     ) -> list[int]:
         return enqueue_many(kind_or_job, args_list, run_at=run_at)
 
@@ -358,7 +391,7 @@ _ENQUEUER: Final = _Enqueuer()
 
 
 @overload
-def job(func: Callable[Concatenate[JobContext, P], R], /) -> Job[P, R]: ...
+def job(func: Callable[Concatenate[JobContext, P], R], /) -> DeclaredJob[P, R]: ...
 
 
 @overload
@@ -374,7 +407,7 @@ def job(
     description: str = "",
     owner: str = "",
     docs_url: str = "",
-) -> Callable[[Callable[Concatenate[JobContext, P], R]], Job[P, R]]: ...
+) -> Callable[[Callable[Concatenate[JobContext, P], R]], DeclaredJob[P, R]]: ...
 
 
 def job(
@@ -389,7 +422,7 @@ def job(
     description: str = "",
     owner: str = "",
     docs_url: str = "",
-) -> Job[P, R] | Callable[[Callable[Concatenate[JobContext, P], R]], Job[P, R]]:
+) -> DeclaredJob[P, R] | Callable[[Callable[Concatenate[JobContext, P], R]], DeclaredJob[P, R]]:
     """Register a sync or async function as a job handler (bare ``@job`` or ``@job(...)``).
 
     Options left unset fall back to ``AWA`` defaults at enqueue time; an enqueue call can still
@@ -398,8 +431,8 @@ def job(
     describe the kind to operators (see ``awa_django.ops.descriptors``).
     """
 
-    def decorate(fn: Callable[Concatenate[JobContext, P], R]) -> Job[P, R]:
-        registered = Job(
+    def decorate(fn: Callable[Concatenate[JobContext, P], R]) -> DeclaredJob[P, R]:
+        registered = DeclaredJob(
             fn,
             kind=kind,
             queue=queue,

@@ -2,8 +2,9 @@
 transaction, each step an ordinary job released by the transaction that ends its last
 dependency (docs/workflows.md).
 
-``Workflow`` is a frozen builder: every ``step`` returns a new one, so a partly built workflow
-can be shared and extended. ``chain``, ``group`` and ``chord`` build the usual shapes.
+``WorkflowBuilder`` (``awa.Workflow``) is a frozen builder: every ``step`` returns a new one, so
+a partly built workflow can be shared and extended. ``chain``, ``group`` and ``chord`` build the
+usual shapes.
 """
 
 from __future__ import annotations
@@ -36,15 +37,16 @@ from awa_django.exceptions import AwaError, InvalidJob
 from awa_django.ops.actions import announce_finished, retry
 from awa_django.producer.eager import run_after_commit
 from awa_django.storage import workflows as storage
-from awa_django.storage.jobs import get_jobs
+from awa_django.storage.jobs import jobs_by_id
 from awa_django.storage.lanes import ensure_lanes
 from awa_django.storage.migration_state import reported_unmigrated
+from awa_django.storage.statement import run
 from awa_django.storage.workflows import StepRow, WaitingOn, WorkflowRow
 
 __all__ = [
     "Call",
     "Step",
-    "Workflow",
+    "WorkflowBuilder",
     "WorkflowRun",
     "WorkflowState",
     "WorkflowTimeout",
@@ -65,6 +67,21 @@ TERMINAL_STATES: Final = frozenset({"completed", "failed", "cancelled"})
 # The step states a retry takes back (docs/workflows.md, "Retrying a failed step").
 RETRYABLE_STEP_STATES: Final = frozenset({"failed", "dead_lettered"})
 _MAX_STEPS: Final = 100_000
+
+
+def _refuse_other_databases(steps: list[ResolvedStep]) -> None:
+    """A workflow lives in ``AWA["DATABASE_ALIAS"]`` with its steps, whose closes release their
+    dependents in one transaction: a step on a queue of another database is refused."""
+    conf = get_settings()
+    for step in steps:
+        alias = conf.queue_database(step.queue)
+        if alias != conf.DATABASE_ALIAS:
+            field = f"steps.{step.step.name}.queue"
+            raise InvalidJob(
+                f"{field}: queue {step.queue!r} lives in database {alias!r}; a workflow's "
+                f"steps must all use queues of AWA['DATABASE_ALIAS'] ({conf.DATABASE_ALIAS!r})",
+                field=field,
+            )
 
 
 class WorkflowTimeout(AwaError, TimeoutError):
@@ -115,7 +132,7 @@ class WorkflowState:
 
 
 @dataclass(frozen=True, slots=True)
-class Workflow:
+class WorkflowBuilder:
     """A graph of named steps, built one ``step`` at a time and enqueued in one call.
 
     ``Workflow("import").step("fetch", fetch, url=u).step("parse", parse, after=["fetch"])``
@@ -136,7 +153,7 @@ class Workflow:
         ignore: Sequence[str] = (),
         options: EnqueueOptions | None = None,
         **changes: Unpack[EnqueueOptionArgs],
-    ) -> Workflow:
+    ) -> WorkflowBuilder:
         """This workflow with one more step: ``job`` (an ``@awa.job``, a kind, or a ``Call``)
         called with ``args``, run once every step in ``after`` completed. Enqueue options
         (queue, priority, max_attempts, metadata, tags) apply to this step."""
@@ -153,7 +170,7 @@ class Workflow:
         args: Mapping[str, Any] | None = None,
         options: EnqueueOptions | None = None,
         **changes: Unpack[EnqueueOptionArgs],
-    ) -> Workflow:
+    ) -> WorkflowBuilder:
         """This workflow with a step that runs once, after every other step ended, when any
         of them failed or was cancelled; it reads their errors from ``ctx.workflow.errors``.
         Not run when the workflow is cancelled."""
@@ -219,7 +236,9 @@ class Workflow:
                         field=f"steps.{step.name}.ignore",
                     )
         check_acyclic(self.steps)
-        return [resolve_step(step) for step in steps]
+        resolved = [resolve_step(step) for step in steps]
+        _refuse_other_databases(resolved)
+        return resolved
 
     def enqueue(self) -> WorkflowRun:
         """Validate, then write the workflow in the current transaction of
@@ -264,11 +283,11 @@ class PendingWorkflow:
     run: WorkflowRun | None = None
 
 
-def chain(*calls: StepJob | Call, name: str = "chain") -> Workflow:
+def chain(*calls: StepJob | Call, name: str = "chain") -> WorkflowBuilder:
     """Steps ``"1"``, ``"2"``, ... run one after the other; each reads the one before's result
     as ``ctx.workflow.previous``. A failure cancels the rest."""
     # Built at once: adding steps one by one copies the tuple each time, quadratic in length.
-    return Workflow(
+    return WorkflowBuilder(
         name,
         steps=tuple(
             make_step(
@@ -279,9 +298,9 @@ def chain(*calls: StepJob | Call, name: str = "chain") -> Workflow:
     )
 
 
-def group(*calls: StepJob | Call, name: str = "group") -> Workflow:
+def group(*calls: StepJob | Call, name: str = "group") -> WorkflowBuilder:
     """Steps ``"1"``, ``"2"``, ... that run independently of one another."""
-    return Workflow(
+    return WorkflowBuilder(
         name,
         steps=tuple(
             make_step(str(position), made, None, (), (), None, {})
@@ -291,22 +310,22 @@ def group(*calls: StepJob | Call, name: str = "group") -> Workflow:
 
 
 def chord(
-    header: Workflow | Sequence[StepJob | Call],
+    header: WorkflowBuilder | Sequence[StepJob | Call],
     callback: StepJob | Call,
     *,
     name: str = "chord",
     step_name: str = "callback",
-) -> Workflow:
+) -> WorkflowBuilder:
     """A group and a callback step that runs once every member completed, reading their
     results in order as ``ctx.workflow.result_list``. By default a member's failure cancels
     the callback (use ``Workflow.step(..., ignore=...)`` to run it anyway)."""
-    members = header if isinstance(header, Workflow) else group(*header, name=name)
+    members = header if isinstance(header, WorkflowBuilder) else group(*header, name=name)
     return replace(members, name=name).step(
         step_name, callback, after=[step.name for step in members.steps]
     )
 
 
-def _runs_eagerly(workflow: Workflow) -> bool:
+def _runs_eagerly(workflow: WorkflowBuilder) -> bool:
     eager = [step.call.options.eager for step in workflow.steps]
     if any(value is False for value in eager):
         return False
@@ -321,7 +340,10 @@ def _run_eagerly(workflow_id: int) -> None:
     while True:
         with connections[alias].cursor() as cursor:
             steps = storage.workflow_steps(cursor, workflow_id)
-            jobs = {record.job_id: record for record in get_jobs(cursor, [s.job_id for s in steps])}
+            jobs = {
+                record.job_id: record
+                for record in run(cursor, jobs_by_id([s.job_id for s in steps]))
+            }
         runnable = [
             jobs[s.job_id]
             for s in steps

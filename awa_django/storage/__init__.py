@@ -1,7 +1,27 @@
 """Every SQL statement of the queue, grouped by plane; the only code that writes awa tables.
 
-A statement both sides run is a ``statement.Statement`` value, executed on a Django cursor by
-``statement.run`` or on a worker's psycopg connection by ``statement.run_async``. Functions only
-one side calls take its connection: enqueue-side and operator ones a Django cursor (inside the
-caller's transaction), worker- and leader-side ones the worker's own psycopg connections.
+A storage function builds a ``statement.Statement`` value (its SQL block, its parameters, how
+its rows become the answer) and touches no connection; the caller runs it on the connection it
+holds: ``statement.run`` on a Django cursor (enqueue, operator reads and actions, external
+callback resolutions, eager mode: the caller's transaction), ``statement.run_async`` on one of
+the worker's psycopg connections (the worker and the maintenance leader). Statements that must
+commit together are an ``Atomic`` (``run_atomic`` / ``run_atomic_async``); a multi-statement
+read is a tuple of statements the caller runs in order.
+
+The planes and their modules:
+
+- queue (enqueue, lanes, the ready ring): ``queue``, ``lanes``, ``copy_text``, ``eager``
+- backlog (scheduled and retryable jobs, promotion): ``backlog``
+- execution (claims, closes, heartbeats, waits): ``execution``, ``rate_limits``,
+  ``callbacks``, ``wake``, ``waiters``, ``workflows``
+- control (leadership, rings, retention, queue controls, runtimes and descriptors, cron,
+  unique claims): ``control``, ``runtime``, ``cron``, ``unique``
+- reads (records, samples, the audit, listings, the DLQ): ``jobs``, ``samples``, ``audit``,
+  ``browse``, ``dlq``
+- the executor and connections: ``statement``, ``connections``, ``session``,
+  ``migration_state``
+
+Not statements yet: a COPY streams rows through its connection, so ``backlog.copy_deferred``
+and ``copy_text.copy_rows`` take the cursor; ``queue``, ``execution``, ``lanes``,
+``workflows``, ``browse``, ``dlq`` and ``eager`` still have functions that take a connection.
 """

@@ -5,11 +5,11 @@ the first 100 of their ids."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
-
-from django.db.backends.utils import CursorWrapper
+from functools import partial
+from typing import Any, Final
 
 from awa_django.sql import queries
+from awa_django.storage.statement import Statement, nothing
 
 _SQL = queries("audit")
 
@@ -100,13 +100,19 @@ class Finding:
         return self.broken == 0
 
 
-def audit(cursor: CursorWrapper) -> list[Finding]:
-    """Check every invariant with ``cursor``, in the caller's (read-only) transaction."""
-    findings = []
-    for name, block, description, unit in INVARIANTS:
-        cursor.execute(_SQL[block])
-        row = cursor.fetchone()
-        assert row is not None  # an aggregate always answers
-        ids = tuple(int(i) for i in row[1])
-        findings.append(Finding(name, description, int(row[0]), ids, unit))
-    return findings
+# Every invariant read from one snapshot, writing nothing (the first statement of a transaction).
+READ_ONLY_SNAPSHOT: Final[Statement[None]] = Statement(sql=_SQL["read_only_snapshot"], read=nothing)
+
+
+def _finding(name: str, description: str, unit: str, rows: list[Any]) -> Finding:
+    ((broken, ids),) = rows  # an aggregate always answers one row
+    return Finding(name, description, int(broken), tuple(int(i) for i in ids), unit)
+
+
+def audit() -> tuple[Statement[Finding], ...]:
+    """One statement per invariant, in report order; the caller runs them in its (read-only)
+    transaction."""
+    return tuple(
+        Statement(sql=_SQL[block], read=partial(_finding, name, description, unit))
+        for name, block, description, unit in INVARIANTS
+    )

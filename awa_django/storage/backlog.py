@@ -1,4 +1,5 @@
-"""Backlog plane: the deferred table of scheduled and retryable jobs, and its promotion."""
+"""Backlog plane: the deferred table of scheduled and retryable jobs, and its promotion. Every
+function builds a ``Statement`` except the COPY of a batch (``copy_deferred``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db.backends.utils import CursorWrapper
-from psycopg import AsyncConnection
 
 from awa_django.sql import queries
 from awa_django.storage import copy_text
@@ -17,7 +17,9 @@ _SQL = queries("backlog")
 
 
 def copy_deferred(cursor: CursorWrapper, batch: CopyBatch, args_json: Iterable[str]) -> list[int]:
-    """Add a batch of scheduled jobs with COPY; returns their ids in order."""
+    """Add a batch of scheduled jobs with COPY; returns their ids in order. It takes the cursor:
+    a COPY streams its rows through the connection (``copy_text.copy_rows``), which a statement
+    value, executed once with its parameters, cannot."""
     cursor.execute(_SQL["reserve_job_ids"], {"count": batch.count})
     (job_ids,) = cursor.fetchone()
     # Columns in copy_deferred's order; only the id and the arguments vary by row.
@@ -42,26 +44,34 @@ def promote_due(*, limit: int) -> tuple[Statement[int], Statement[int]]:
     )
 
 
-async def seconds_until_next_due(
-    conn: AsyncConnection[Any], *, queues: Sequence[str]
-) -> float | None:
+def _seconds(rows: list[Any]) -> float | None:
+    return None if not rows or rows[0][0] is None else float(rows[0][0])
+
+
+def seconds_until_next_due(*, queues: Sequence[str]) -> Statement[float | None]:
     """Seconds until the earliest deferred job of ``queues`` is due, or None when there is none."""
-    cursor = await conn.execute(_SQL["seconds_until_next_due"], {"queues": list(queues)})
-    row = await cursor.fetchone()
-    return None if row is None or row[0] is None else float(row[0])
+    params = {"queues": list(queues)}
+    return Statement(sql=_SQL["seconds_until_next_due"], params=params, read=_seconds)
 
 
-def run_now(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[int]:
-    """Make these scheduled or retryable jobs ready now, whatever their run_at; returns the ids
+def _ids(rows: list[Any]) -> list[int]:
+    return [int(job_id) for (job_id,) in rows]
+
+
+def run_now(job_ids: Sequence[int]) -> Statement[list[int]]:
+    """Make these scheduled or retryable jobs ready now, whatever their run_at; answers the ids
     moved (a job in another state, or held by a concurrent promotion or cancel, is not)."""
-    cursor.execute(_SQL["run_now"], {"job_ids": list(job_ids)})
-    return [int(job_id) for (job_id,) in cursor.fetchall()]
+    return Statement(sql=_SQL["run_now"], params={"job_ids": list(job_ids)}, read=_ids)
 
 
-def kinds_nobody_runs(cursor: CursorWrapper) -> dict[str, dict[str, int]]:
-    """Per queue, per kind: how many jobs wait for a worker that knows their kind."""
-    cursor.execute(_SQL["kinds_nobody_runs"])
+def _by_queue_and_kind(rows: list[Any]) -> dict[str, dict[str, int]]:
     found: dict[str, dict[str, int]] = {}
-    for queue, kind, jobs in cursor.fetchall():
+    for queue, kind, jobs in rows:
         found.setdefault(queue, {})[kind] = int(jobs)
     return found
+
+
+KINDS_NOBODY_RUNS: Statement[dict[str, dict[str, int]]] = Statement(
+    sql=_SQL["kinds_nobody_runs"], read=_by_queue_and_kind
+)
+"""Per queue, per kind: how many jobs wait for a worker that knows their kind."""

@@ -2,10 +2,10 @@
 
 A callback lives on its attempt's lease (``callback_id``, ``callback_timeout_at``); every call
 here names the attempt by ``(job_id, run_lease)`` and the callback by its id, so a token of an
-older attempt, or one its handler replaced, can never touch the current one. The worker's side
-runs on its autocommit pool; external resolutions run on a Django cursor, inside the caller's
-transaction, and close attempts through the worker's close statement on that cursor
-(``storage.execution.close_attempts``, run by ``storage.statement.run``).
+older attempt, or one its handler replaced, can never touch the current one. Every function
+builds a ``Statement``: the worker runs its side on its autocommit pool; external resolutions
+run theirs on a Django cursor, inside the caller's transaction, and close attempts through the
+worker's close statement on that cursor (``storage.execution.close_attempts``).
 """
 
 from __future__ import annotations
@@ -14,14 +14,20 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any, Generic
-
-from django.db.backends.utils import CursorWrapper
-from psycopg import AsyncConnection
 
 from awa_django.sql import queries
 from awa_django.storage.queue import CLAIMED_JOB_JSON
-from awa_django.storage.statement import J, RowsOf, Statement, all_rows, rows_of, run
+from awa_django.storage.statement import (
+    J,
+    RowsOf,
+    Statement,
+    any_row,
+    first_text,
+    first_value,
+    rows_of,
+)
 
 _SQL = queries("callbacks")
 
@@ -48,72 +54,72 @@ class LockedCallback(Generic[J]):
     job: J | None
 
 
-async def register_callback(
-    conn: AsyncConnection[Any], ref: CallbackRef, *, timeout_s: float, claimed_by: str
-) -> datetime | None:
-    """Register ``ref`` on its open attempt; returns its timeout, None if the attempt closed."""
-    cursor = await conn.execute(
-        _SQL["register_callback"],
-        {**ref.params(), "timeout_s": timeout_s, "claimed_by": claimed_by},
-    )
-    row = await cursor.fetchone()
-    return None if row is None else row[0]
+def register_callback(
+    ref: CallbackRef, *, timeout_s: float, claimed_by: str
+) -> Statement[datetime | None]:
+    """Register ``ref`` on its open attempt; answers its timeout, None if the attempt closed."""
+    params = {**ref.params(), "timeout_s": timeout_s, "claimed_by": claimed_by}
+    return Statement(sql=_SQL["register_callback"], params=params, read=first_value)
 
 
-async def park_callback(conn: AsyncConnection[Any], ref: CallbackRef) -> str:
-    """Mark ``ref`` parked; returns its status (``waiting`` when it is now parked)."""
-    cursor = await conn.execute(_SQL["park_callback"], ref.params())
-    row = await cursor.fetchone()
-    assert row is not None  # the function always answers
-    return str(row[0])
+def park_callback(ref: CallbackRef) -> Statement[str]:
+    """Mark ``ref`` parked; answers its status (``waiting`` when it is now parked)."""
+    return Statement(sql=_SQL["park_callback"], params=ref.params(), read=first_text)
 
 
-async def take_callback_payload(conn: AsyncConnection[Any], ref: CallbackRef) -> tuple[str, Any]:
+def _status_and_payload(rows: list[Any]) -> tuple[str, Any]:
+    ((status, payload),) = rows  # the function always answers one row
+    return str(status), payload
+
+
+def take_callback_payload(ref: CallbackRef) -> Statement[tuple[str, Any]]:
     """A resumed payload, taken once: ``("resumed", payload)``; else ``(status, None)``."""
-    cursor = await conn.execute(_SQL["take_callback_payload"], ref.params())
-    row = await cursor.fetchone()
-    assert row is not None  # the function always answers
-    return str(row[0]), row[1]
-
-
-def lock_callback(cursor: CursorWrapper, ref: CallbackRef, *, rows: RowsOf[J]) -> LockedCallback[J]:
-    """Lock ``ref``'s lease until the transaction ends and say where the callback stands;
-    ``rows`` makes the attempt from its columns (``core.claimed_job.claimed_job_rows``)."""
-    locked = Statement(
-        sql=_SQL["lock_callback"],
-        params=ref.params(),
-        read=all_rows,
-        rows=rows_of(dict),
-        json=CLAIMED_JOB_JSON,
+    return Statement(
+        sql=_SQL["take_callback_payload"], params=ref.params(), read=_status_and_payload
     )
-    (values,) = run(cursor, locked)  # the function always answers one row
+
+
+def _locked(rows: RowsOf[J], found: list[dict[str, Any]]) -> LockedCallback[J]:
+    (values,) = found  # the function always answers one row
     status = values.pop("status")
     job = rows(tuple(values))(tuple(values.values())) if status == "waiting" else None
     return LockedCallback(status=status, job=job)
 
 
-def resume_callback(cursor: CursorWrapper, ref: CallbackRef, payload_json: str) -> bool:
+def lock_callback(ref: CallbackRef, *, rows: RowsOf[J]) -> Statement[LockedCallback[J]]:
+    """Lock ``ref``'s lease until the transaction ends and say where the callback stands;
+    ``rows`` makes the attempt from its columns (``core.claimed_job.claimed_job_rows``)."""
+    return Statement(
+        sql=_SQL["lock_callback"],
+        params=ref.params(),
+        read=partial(_locked, rows),
+        rows=rows_of(dict),
+        json=CLAIMED_JOB_JSON,
+    )
+
+
+def resume_callback(ref: CallbackRef, payload_json: str) -> Statement[bool]:
     """Store a payload (JSON text) for a sequential wait and wake its worker at commit; False
     when the callback is parked (no handler is waiting for a payload)."""
-    cursor.execute(_SQL["resume_callback"], {**ref.params(), "payload": payload_json})
-    return cursor.fetchone() is not None
+    params = {**ref.params(), "payload": payload_json}
+    return Statement(sql=_SQL["resume_callback"], params=params, read=any_row)
 
 
-def extend_callback(cursor: CursorWrapper, ref: CallbackRef, *, timeout_s: float) -> datetime:
-    """Move ``ref``'s timeout to now + ``timeout_s`` (the callback must be locked and waiting)."""
-    cursor.execute(_SQL["extend_callback"], {**ref.params(), "timeout_s": timeout_s})
-    row = cursor.fetchone()
-    assert row is not None  # locked and waiting: the row is there
-    return row[0]  # type: ignore[no-any-return]
+def extend_callback(ref: CallbackRef, *, timeout_s: float) -> Statement[datetime]:
+    """Move ``ref``'s timeout to now + ``timeout_s`` (the callback must be locked and waiting:
+    the row is there)."""
+    params = {**ref.params(), "timeout_s": timeout_s}
+    return Statement(sql=_SQL["extend_callback"], params=params, read=first_value)
 
 
-async def lock_timed_out_callbacks(
-    conn: AsyncConnection[Any], attempts: Sequence[tuple[int, int]]
-) -> set[tuple[int, int]]:
+def _attempts(rows: list[Any]) -> set[tuple[int, int]]:
+    return {(int(job_id), int(lease)) for job_id, lease in rows}
+
+
+def lock_timed_out_callbacks(
+    attempts: Sequence[tuple[int, int]],
+) -> Statement[set[tuple[int, int]]]:
     """Lock the leases of these expired callbacks (in the caller's transaction), skipping any an
-    external resolution holds; returns the attempts locked."""
-    cursor = await conn.execute(
-        _SQL["lock_timed_out_callbacks"],
-        {"job_id": [job for job, _ in attempts], "run_lease": [lease for _, lease in attempts]},
-    )
-    return {(int(job_id), int(lease)) for job_id, lease in await cursor.fetchall()}
+    external resolution holds; answers the attempts locked."""
+    params = {"job_id": [job for job, _ in attempts], "run_lease": [lease for _, lease in attempts]}
+    return Statement(sql=_SQL["lock_timed_out_callbacks"], params=params, read=_attempts)

@@ -1,20 +1,18 @@
-"""Control plane, cron: syncing declared schedules, the leader's fire, operator actions."""
+"""Control plane, cron: syncing declared schedules, the leader's fire, operator actions. Every
+function builds a ``Statement``; callers run it on their connection."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.backends.utils import CursorWrapper
-from psycopg import AsyncConnection
-from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from awa_django.declarations.exact_json import exact_text
 from awa_django.sql import queries
+from awa_django.storage.statement import Statement, all_rows, any_row, rows_of
 
 _SQL = queries("cron")
 
@@ -56,18 +54,15 @@ class CronJobRecord:
     updated_at: datetime
 
 
-async def sync_cron_jobs(conn: AsyncConnection[Any], rows: Sequence[dict[str, Any]]) -> int:
-    """Upsert declared schedules (never deletes one); returns how many rows were written."""
-    cursor = await conn.execute(
-        _SQL["sync_cron_jobs"], {"schedules": Jsonb(list(rows), dumps=exact_text)}
-    )
-    return cursor.rowcount
+def sync_cron_jobs(rows: Sequence[dict[str, Any]]) -> Statement[int]:
+    """Upsert declared schedules (never deletes one); answers how many rows were written."""
+    params = {"schedules": Jsonb(list(rows), dumps=exact_text)}
+    return Statement(sql=_SQL["sync_cron_jobs"], params=params, read=len)
 
 
-async def due_cron_jobs(conn: AsyncConnection[Any]) -> list[DueSchedule]:
-    async with conn.cursor(row_factory=class_row(DueSchedule)) as cursor:
-        await cursor.execute(_SQL["due_cron_jobs"])
-        return await cursor.fetchall()
+DUE_CRON_JOBS: Statement[list[DueSchedule]] = Statement(
+    sql=_SQL["due_cron_jobs"], read=all_rows, rows=rows_of(DueSchedule)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,57 +82,43 @@ class ScheduledJobs:
         return cls([int(row[0]) for row in rows], kind, queue)
 
 
-async def fire_cron(
-    conn: AsyncConnection[Any],
+def fire_cron(
     *,
     name: str,
     expected_last: datetime | None,
     expected_resumed: datetime | None,
     ticks: Sequence[datetime],
-) -> ScheduledJobs | None:
+) -> Statement[ScheduledJobs | None]:
     """Enqueue ``ticks`` of a schedule if it still stands as read; None when another fire, a
     pause or a resume got there first."""
-    cursor = await conn.execute(
-        _SQL["fire_cron"],
-        {
-            "name": name,
-            "expected_last": expected_last,
-            "expected_resumed": expected_resumed,
-            "ticks": list(ticks),
-        },
-    )
-    return ScheduledJobs.of_rows(await cursor.fetchall())
+    params = {
+        "name": name,
+        "expected_last": expected_last,
+        "expected_resumed": expected_resumed,
+        "ticks": list(ticks),
+    }
+    return Statement(sql=_SQL["fire_cron"], params=params, read=ScheduledJobs.of_rows)
 
 
-def list_cron_jobs(cursor: CursorWrapper) -> list[CronJobRecord]:
-    cursor.execute(_SQL["list_cron_jobs"])
-    names = [col.name for col in cursor.description]
-    records = []
-    for row in cursor.fetchall():
-        values = dict(zip(names, row, strict=True))
-        # Django's connection hands jsonb back as text.
-        for column in ("args", "metadata"):
-            if isinstance(values[column], str):
-                values[column] = json.loads(values[column])
-        records.append(CronJobRecord(**values))
-    return records
+LIST_CRON_JOBS: Statement[list[CronJobRecord]] = Statement(
+    sql=_SQL["list_cron_jobs"],
+    read=all_rows,
+    rows=rows_of(CronJobRecord),
+    json=("args", "metadata"),
+)
 
 
-def _returns_row(cursor: CursorWrapper, block: str, params: dict[str, Any]) -> bool:
-    cursor.execute(_SQL[block], params)
-    return cursor.fetchone() is not None
+def pause_cron_job(*, name: str, paused_by: str) -> Statement[bool]:
+    params = {"name": name, "paused_by": paused_by}
+    return Statement(sql=_SQL["pause_cron_job"], params=params, read=any_row)
 
 
-def pause_cron_job(cursor: CursorWrapper, *, name: str, paused_by: str) -> bool:
-    return _returns_row(cursor, "pause_cron_job", {"name": name, "paused_by": paused_by})
+def resume_cron_job(*, name: str) -> Statement[bool]:
+    return Statement(sql=_SQL["resume_cron_job"], params={"name": name}, read=any_row)
 
 
-def resume_cron_job(cursor: CursorWrapper, *, name: str) -> bool:
-    return _returns_row(cursor, "resume_cron_job", {"name": name})
-
-
-def remove_cron_job(cursor: CursorWrapper, *, name: str) -> bool:
-    return _returns_row(cursor, "remove_cron_job", {"name": name})
+def remove_cron_job(*, name: str) -> Statement[bool]:
+    return Statement(sql=_SQL["remove_cron_job"], params={"name": name}, read=any_row)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,15 +134,19 @@ class CronFire:
     finalized_at: datetime | None
 
 
-def recent_cron_fires(cursor: CursorWrapper, *, per_schedule: int) -> list[CronFire]:
+def _fires(rows: list[Any]) -> list[CronFire]:
+    return [CronFire(**dict(zip(_FIRE_COLUMNS, row, strict=True))) for row in rows]
+
+
+def recent_cron_fires(*, per_schedule: int) -> Statement[list[CronFire]]:
     """The newest ``per_schedule`` fires of every schedule, by name, newest first."""
-    cursor.execute(_SQL["recent_cron_fires"], {"per_schedule": per_schedule})
-    return [CronFire(**dict(zip(_FIRE_COLUMNS, row, strict=True))) for row in cursor.fetchall()]
+    params = {"per_schedule": per_schedule}
+    return Statement(sql=_SQL["recent_cron_fires"], params=params, read=_fires)
 
 
 _FIRE_COLUMNS = ("name", "job_id", "tick", "fired_at", "state", "finalized_at")
 
 
-def trigger_cron_job(cursor: CursorWrapper, *, name: str) -> ScheduledJobs | None:
-    cursor.execute(_SQL["trigger_cron_job"], {"name": name})
-    return ScheduledJobs.of_rows(cursor.fetchall())
+def trigger_cron_job(*, name: str) -> Statement[ScheduledJobs | None]:
+    params = {"name": name}
+    return Statement(sql=_SQL["trigger_cron_job"], params=params, read=ScheduledJobs.of_rows)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
@@ -43,14 +44,18 @@ def jobs_by_id(job_ids: Sequence[int]) -> Statement[list[JobRecord]]:
 
 
 def get_jobs(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[JobRecord]:
-    """``jobs_by_id`` in the cursor's transaction."""
+    """``jobs_by_id`` run on ``cursor``. Kept only for ``storage/browse.py``, which reads its
+    listings' records through it; every other caller runs ``jobs_by_id`` itself."""
     return run(cursor, jobs_by_id(job_ids))
 
 
-def get_claims(cursor: CursorWrapper, job_ids: Sequence[int]) -> dict[int, list[Claim]]:
-    """The claims of ``job_ids``, oldest first, by job id (jobs never claimed are left out)."""
-    cursor.execute(_SQL["get_claims"], {"job_ids": list(job_ids)})
+def _claims(rows: list[Any]) -> dict[int, list[Claim]]:
     claims: dict[int, list[Claim]] = {}
-    for job_id, claimed_by, claimed_at in cursor.fetchall():
+    for job_id, claimed_by, claimed_at in rows:
         claims.setdefault(job_id, []).append(Claim(claimed_by=claimed_by, claimed_at=claimed_at))
     return claims
+
+
+def get_claims(job_ids: Sequence[int]) -> Statement[dict[int, list[Claim]]]:
+    """The claims of ``job_ids``, oldest first, by job id (jobs never claimed are left out)."""
+    return Statement(sql=_SQL["get_claims"], params={"job_ids": list(job_ids)}, read=_claims)

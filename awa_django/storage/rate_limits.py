@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Generic
 
-from psycopg import AsyncConnection
-
 from awa_django.sql import queries
 from awa_django.storage.queue import CLAIMED_JOB_JSON, ClaimRequest
 from awa_django.storage.statement import J, RowsOf, Statement
@@ -91,7 +89,7 @@ def claim_ready_limited(
     )
 
 
-async def delete_superseded_rate_entries(conn: AsyncConnection[Any], *, limit: int) -> int:
-    """Delete one bounded batch of ledger rows nobody reads any more; returns how many went."""
-    cursor = await conn.execute(_SQL["delete_superseded_rate_entries"], {"limit": limit})
-    return cursor.rowcount
+def delete_superseded_rate_entries(*, limit: int) -> Statement[int]:
+    """Delete one bounded batch of ledger rows nobody reads any more; answers how many went."""
+    params = {"limit": limit}
+    return Statement(sql=_SQL["delete_superseded_rate_entries"], params=params, read=len)

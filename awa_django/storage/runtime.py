@@ -1,5 +1,6 @@
-"""Descriptors and runtime instances: the writes workers make about themselves (async, on the
-worker's pool) and the reads operators make (sync, on Django's connection)."""
+"""Runtimes and descriptors (control plane): the writes workers make about themselves (run on the
+worker's pool) and the reads operators make (run on Django's connection). Every function builds
+a ``Statement``."""
 
 from __future__ import annotations
 
@@ -9,11 +10,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Protocol
 
-from django.db.backends.utils import CursorWrapper
-from psycopg import AsyncConnection
-
 from awa_django.sql import queries
-from awa_django.storage.statement import Statement, all_rows, nothing, rows_of, run, run_async
+from awa_django.storage.statement import (
+    Statement,
+    all_rows,
+    any_row,
+    columns,
+    nothing,
+    rows_of,
+)
 
 _SQL = queries("runtime")
 
@@ -54,7 +59,7 @@ class DeclaredKind(Protocol):
     def fields(self) -> dict[str, Any]: ...
 
 
-class Declarations(Protocol):
+class DeclaredByProcess(Protocol):
     @property
     def queues(self) -> Sequence[DeclaredQueue]: ...
     @property
@@ -77,137 +82,111 @@ class RuntimeSnapshot:
     shutting_down: bool
 
 
-async def publish_declarations(conn: AsyncConnection[Any], declared: Declarations) -> None:
-    """Publish DLQ policies, upsert queue and kind descriptors and record the values behind
-    their hashes, in one transaction."""
+def publish_declarations(declared: DeclaredByProcess) -> Statement[None]:
+    """Publish each declared queue's DLQ policy, upsert queue and kind descriptors and record
+    the values behind their hashes, in one statement."""
     queues = declared.queues
-    kinds = declared.kinds
-    async with conn.transaction():
-        if queues:
-            await run_async(conn, sync_queue_policies({q.queue: q.dlq for q in queues}))
-            await conn.execute(
-                _SQL["upsert_queue_descriptors"],
-                {
-                    "queues": [q.queue for q in queues],
-                    "display_names": [q.display_name for q in queues],
-                    "descriptions": [q.description for q in queues],
-                    "owners": [q.owner for q in queues],
-                    "dlq_enabled": [q.dlq for q in queues],
-                    "hashes": [q.hash for q in queues],
-                },
-            )
-        if kinds:
-            await conn.execute(
-                _SQL["upsert_kind_descriptors"],
-                {
-                    "kinds": [k.kind for k in kinds],
-                    "queues": [k.queue for k in kinds],
-                    "descriptions": [k.description for k in kinds],
-                    "owners": [k.owner for k in kinds],
-                    "docs_urls": [k.docs_url for k in kinds],
-                    "hashes": [k.hash for k in kinds],
-                },
-            )
-        versions = [("queue", q.queue, q.hash, q.fields) for q in queues]
-        versions += [("kind", k.kind, k.hash, k.fields) for k in kinds]
-        if versions:
-            described, names, hashes, fields = zip(*versions, strict=True)
-            await conn.execute(
-                _SQL["record_declared_versions"],
-                {
-                    "described": list(described),
-                    "names": list(names),
-                    "hashes": list(hashes),
-                    "fields": [json.dumps(f) for f in fields],
-                },
-            )
+    return _declarations(queues, declared.kinds, {q.queue: q.dlq for q in queues})
 
 
 def sync_queue_policies(dlq_enabled: Mapping[str, bool]) -> Statement[None]:
     """Publish each queue's DLQ policy where the close statement reads it."""
-    return Statement(
-        sql=_SQL["sync_queue_policies"],
-        params={"queues": list(dlq_enabled), "dlq_enabled": list(dlq_enabled.values())},
-        read=nothing,
-    )
+    return _declarations((), (), dlq_enabled)
 
 
-async def write_snapshot(
-    conn: AsyncConnection[Any], snapshot: RuntimeSnapshot, declared: Declarations
-) -> None:
-    await conn.execute(
-        _SQL["upsert_runtime"],
-        {
-            "instance_id": snapshot.instance_id,
-            "hostname": snapshot.hostname,
-            "pid": snapshot.pid,
-            "version": snapshot.version,
-            "started_at": snapshot.started_at,
-            "queues": json.dumps(snapshot.queues),
-            "in_flight": snapshot.in_flight,
-            "is_leader": snapshot.is_leader,
-            "healthy": snapshot.healthy,
-            "shutting_down": snapshot.shutting_down,
-            "queue_hashes": json.dumps({q.queue: q.hash for q in declared.queues}),
-            "kind_hashes": json.dumps({k.kind: k.hash for k in declared.kinds}),
-        },
-    )
+def _declarations(
+    queues: Sequence[DeclaredQueue], kinds: Sequence[DeclaredKind], policies: Mapping[str, bool]
+) -> Statement[None]:
+    versions = [("queue", q.queue, q.hash, q.fields) for q in queues]
+    versions += [("kind", k.kind, k.hash, k.fields) for k in kinds]
+    params: dict[str, list[Any]] = {
+        "policy_queue": list(policies),
+        "policy_dlq": list(policies.values()),
+        **columns(queues, "queue", "display_name", "description", "owner", "dlq", "hash"),
+        "kind": [k.kind for k in kinds],
+        "kind_queue": [k.queue for k in kinds],
+        "kind_description": [k.description for k in kinds],
+        "kind_owner": [k.owner for k in kinds],
+        "docs_url": [k.docs_url for k in kinds],
+        "kind_hash": [k.hash for k in kinds],
+        "described": [v[0] for v in versions],
+        "names": [v[1] for v in versions],
+        "hashes": [v[2] for v in versions],
+        "fields": [json.dumps(v[3]) for v in versions],
+    }
+    return Statement(sql=_SQL["publish_declarations"], params=params, read=nothing)
 
 
-async def touch_snapshot(conn: AsyncConnection[Any], *, instance_id: str) -> bool:
+def write_snapshot(snapshot: RuntimeSnapshot, declared: DeclaredByProcess) -> Statement[None]:
+    params = {
+        "instance_id": snapshot.instance_id,
+        "hostname": snapshot.hostname,
+        "pid": snapshot.pid,
+        "version": snapshot.version,
+        "started_at": snapshot.started_at,
+        "queues": json.dumps(snapshot.queues),
+        "in_flight": snapshot.in_flight,
+        "is_leader": snapshot.is_leader,
+        "healthy": snapshot.healthy,
+        "shutting_down": snapshot.shutting_down,
+        "queue_hashes": json.dumps({q.queue: q.hash for q in declared.queues}),
+        "kind_hashes": json.dumps({k.kind: k.hash for k in declared.kinds}),
+    }
+    return Statement(sql=_SQL["upsert_runtime"], params=params, read=nothing)
+
+
+def touch_snapshot(*, instance_id: str) -> Statement[bool]:
     """Refresh the row's ``last_seen_at`` alone; False when there is no row to refresh."""
-    cursor = await conn.execute(_SQL["touch_runtime"], {"instance_id": instance_id})
-    return cursor.rowcount > 0
+    params = {"instance_id": instance_id}
+    return Statement(sql=_SQL["touch_runtime"], params=params, read=any_row)
 
 
-async def count_peers(
-    conn: AsyncConnection[Any], *, instance_id: str, queues: list[str], fresh_s: float
-) -> int:
+def _peers(rows: list[Any]) -> int:
+    return max(1, int(rows[0][0])) if rows else 1
+
+
+def count_peers(*, instance_id: str, queues: list[str], fresh_s: float) -> Statement[int]:
     """How many live processes (refreshed within ``fresh_s``) compete with ``instance_id`` for
     the leader lock or for the candidate lock of one of ``queues``, itself included (the
     fewest over those roles)."""
-    cursor = await conn.execute(
-        _SQL["count_peers"],
-        {
-            "instance_id": instance_id,
-            "queues": json.dumps(dict.fromkeys(queues, 1)),
-            "fresh_s": fresh_s,
-        },
-    )
-    row = await cursor.fetchone()
-    return max(1, int(row[0])) if row is not None else 1
+    params = {
+        "instance_id": instance_id,
+        "queues": json.dumps(dict.fromkeys(queues, 1)),
+        "fresh_s": fresh_s,
+    }
+    return Statement(sql=_SQL["count_peers"], params=params, read=_peers)
 
 
-async def delete_runtime(conn: AsyncConnection[Any], *, instance_id: str) -> None:
-    await conn.execute(_SQL["delete_runtime"], {"instance_id": instance_id})
+def delete_runtime(*, instance_id: str) -> Statement[None]:
+    params = {"instance_id": instance_id}
+    return Statement(sql=_SQL["delete_runtime"], params=params, read=nothing)
 
 
-async def delete_stale_runtimes(conn: AsyncConnection[Any], *, stale_after_s: float) -> int:
-    cursor = await conn.execute(_SQL["delete_stale_runtimes"], {"stale_after_s": stale_after_s})
-    return cursor.rowcount
-
-
-async def delete_undeclared_versions(conn: AsyncConnection[Any], *, stale_after_s: float) -> int:
-    """Delete recorded versions that no runtime row and no stored descriptor declares."""
+def delete_stale_runtimes(*, stale_after_s: float) -> Statement[int]:
+    """Delete the rows of processes silent past ``stale_after_s``; answers how many went."""
     params = {"stale_after_s": stale_after_s}
-    cursor = await conn.execute(_SQL["delete_undeclared_versions"], params)
-    return cursor.rowcount
+    return Statement(sql=_SQL["delete_stale_runtimes"], params=params, read=len)
+
+
+def delete_undeclared_versions(*, stale_after_s: float) -> Statement[int]:
+    """Delete recorded versions that no runtime row and no stored descriptor declares; answers
+    how many went."""
+    params = {"stale_after_s": stale_after_s}
+    return Statement(sql=_SQL["delete_undeclared_versions"], params=params, read=len)
 
 
 _RUNTIME_JSON: Final = ("queues",)
 _DESCRIPTOR_JSON: Final = ("runtime_hashes",)
 
 
-def list_runtimes(cursor: CursorWrapper, *, stale_after_s: float) -> list[dict[str, Any]]:
-    return run(cursor, _dicts("list_runtimes", stale_after_s, _RUNTIME_JSON))
+def list_runtimes(*, stale_after_s: float) -> Statement[list[dict[str, Any]]]:
+    return _dicts("list_runtimes", stale_after_s, _RUNTIME_JSON)
 
 
-def list_descriptors(
-    cursor: CursorWrapper, *, of: str, stale_after_s: float
-) -> Sequence[dict[str, Any]]:
+def list_descriptors(*, of: str, stale_after_s: float) -> Statement[list[dict[str, Any]]]:
     """Queue (``of="queue"``) or kind (``of="kind"``) descriptors with stale and drift."""
     block = {"queue": "list_queue_descriptors", "kind": "list_kind_descriptors"}[of]
-    return run(cursor, _dicts(block, stale_after_s, _DESCRIPTOR_JSON))
+    return _dicts(block, stale_after_s, _DESCRIPTOR_JSON)
 
 
 def _dicts(block: str, stale_after_s: float, json: tuple[str, ...]) -> Statement[list[Any]]:
@@ -216,18 +195,15 @@ def _dicts(block: str, stale_after_s: float, json: tuple[str, ...]) -> Statement
 
 
 def declared_versions(
-    cursor: CursorWrapper, *, described: str, name: str, hashes: Sequence[str]
-) -> dict[str, dict[str, Any]]:
+    *, described: str, name: str, hashes: Sequence[str]
+) -> Statement[dict[str, dict[str, Any]]]:
     """The recorded fields behind those of ``hashes`` that a worker declared for the queue
     (``described="queue"``) or job kind (``"kind"``) ``name``, by hash."""
-    return run(
-        cursor,
-        Statement(
-            sql=_SQL["declared_versions"],
-            params={"described": described, "name": name, "hashes": list(hashes)},
-            read=_by_hash,
-            json=("fields",),
-        ),
+    return Statement(
+        sql=_SQL["declared_versions"],
+        params={"described": described, "name": name, "hashes": list(hashes)},
+        read=_by_hash,
+        json=("fields",),
     )
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final, Generic, LiteralString, TypeVar
 
+from django.db import transaction
 from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
 from psycopg.pq import ExecStatus
@@ -72,6 +73,41 @@ def first_int(rows: list[Any]) -> int:
     return int(rows[0][0]) if rows else 0
 
 
+def first_value(rows: list[Any]) -> Any:
+    """``read`` for a statement answering one value (None when it returns no row)."""
+    return rows[0][0] if rows else None
+
+
+def first_bool(rows: list[Any]) -> bool:
+    """``read`` for a statement answering one boolean (False when it returns no row)."""
+    return bool(rows[0][0]) if rows else False
+
+
+def first_text(rows: list[Any]) -> str:
+    """``read`` for a statement answering one text value (a function's verdict)."""
+    return str(rows[0][0])
+
+
+def any_row(rows: list[Any]) -> bool:
+    """``read`` for a statement whose answer is whether it returned a row."""
+    return bool(rows)
+
+
+def columns(items: Sequence[Any], *names: str) -> dict[str, list[Any]]:
+    """Array parameters of a statement that unnests rows: under each name, that attribute of
+    every item, in order."""
+    return {name: [getattr(item, name) for item in items] for name in names}
+
+
+@dataclass(frozen=True, slots=True)
+class Atomic(Generic[T_co]):
+    """Statements that commit together: run in order in one transaction (a savepoint inside
+    the caller's), the answer is the last one's."""
+
+    first: tuple[Statement[Any], ...]
+    last: Statement[T_co]
+
+
 # Cached: one ``rows`` per class, so that ``run_async`` keeps one psycopg factory for it.
 @cache
 def rows_of(make: Callable[..., R]) -> RowsOf[R]:
@@ -104,6 +140,22 @@ async def run_async(conn: AsyncConnection[Any], statement: Statement[T]) -> T:
         result = cursor.pgresult
         rows = await cursor.fetchall() if result and result.status == TUPLES_OK else []
     return statement.read(rows)
+
+
+def run_atomic(cursor: CursorWrapper, atomic: Atomic[T]) -> T:
+    """Execute ``atomic``'s statements on a Django cursor, in one transaction."""
+    with transaction.atomic(using=cursor.db.alias):
+        for statement in atomic.first:
+            run(cursor, statement)
+        return run(cursor, atomic.last)
+
+
+async def run_atomic_async(conn: AsyncConnection[Any], atomic: Atomic[T]) -> T:
+    """Execute ``atomic``'s statements on a psycopg connection, in one transaction."""
+    async with conn.transaction():
+        for statement in atomic.first:
+            await run_async(conn, statement)
+        return await run_async(conn, atomic.last)
 
 
 def column_names(cursor: BaseCursor[Any, Any]) -> tuple[str, ...] | None:

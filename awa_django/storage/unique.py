@@ -10,22 +10,22 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db.backends.utils import CursorWrapper
-from psycopg import AsyncConnection
-
 from awa_django.sql import queries
+from awa_django.storage.statement import Statement, nothing
 
 _SQL = queries("unique")
 
 
-def lock_unique_keys(cursor: CursorWrapper, keys: Sequence[bytes]) -> dict[bytes, int]:
-    """Lock ``keys`` for the cursor's transaction; returns the held ones and their holder."""
-    cursor.execute(_SQL["lock_unique_keys"], {"keys": list(keys)})
-    return {bytes(key): int(job_id) for key, job_id in cursor.fetchall()}
+def _holders(rows: list[Any]) -> dict[bytes, int]:
+    return {bytes(key): int(job_id) for key, job_id in rows}
+
+
+def lock_unique_keys(keys: Sequence[bytes]) -> Statement[dict[bytes, int]]:
+    """Lock ``keys`` for the running transaction; answers the held ones and their holder."""
+    return Statement(sql=_SQL["lock_unique_keys"], params={"keys": list(keys)}, read=_holders)
 
 
 def record_unique_claims(
-    cursor: CursorWrapper,
     *,
     keys: Sequence[bytes],
     job_ids: Sequence[int],
@@ -33,33 +33,34 @@ def record_unique_claims(
     queue: str,
     states: Sequence[str],
     expires_at: datetime | None,
-) -> None:
+) -> Statement[None]:
     """Make ``job_ids`` the holders of ``keys`` (locked in this transaction)."""
-    cursor.execute(
-        _SQL["record_unique_claims"],
-        {
-            "keys": list(keys),
-            "job_ids": list(job_ids),
-            "kind": kind,
-            "queue": queue,
-            "states": list(states),
-            "expires_at": expires_at,
-        },
-    )
+    params = {
+        "keys": list(keys),
+        "job_ids": list(job_ids),
+        "kind": kind,
+        "queue": queue,
+        "states": list(states),
+        "expires_at": expires_at,
+    }
+    return Statement(sql=_SQL["record_unique_claims"], params=params, read=nothing)
 
 
-def unique_holder(cursor: CursorWrapper, *, key: bytes) -> int | None:
-    cursor.execute(_SQL["unique_holder"], {"key": key})
-    row = cursor.fetchone()
-    return None if row is None else int(row[0])
+def _holder(rows: list[Any]) -> int | None:
+    return int(rows[0][0]) if rows else None
 
 
-async def sweep_unique_claims(
-    conn: AsyncConnection[Any], *, limit: int, after: bytes | None
-) -> tuple[int, bytes | None]:
-    """Delete one batch of dead claims (leader); returns how many went and where to resume
+def unique_holder(*, key: bytes) -> Statement[int | None]:
+    return Statement(sql=_SQL["unique_holder"], params={"key": key}, read=_holder)
+
+
+def _swept(rows: list[Any]) -> tuple[int, bytes | None]:
+    ((deleted, after),) = rows  # the function always returns one row
+    return int(deleted), None if after is None else bytes(after)
+
+
+def sweep_unique_claims(*, limit: int, after: bytes | None) -> Statement[tuple[int, bytes | None]]:
+    """Delete one batch of dead claims (leader); answers how many went and where to resume
     (None: the scan reached the end)."""
-    cursor = await conn.execute(_SQL["sweep_unique_claims"], {"limit": limit, "after": after})
-    row = await cursor.fetchone()
-    assert row is not None  # the function always returns one row
-    return int(row[0]), None if row[1] is None else bytes(row[1])
+    params = {"limit": limit, "after": after}
+    return Statement(sql=_SQL["sweep_unique_claims"], params=params, read=_swept)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
-
-from psycopg import AsyncConnection
+from typing import Final
 
 from awa_django.sql import queries
+from awa_django.storage.statement import Statement, nothing
 
 _SQL = queries("waiters")
 
@@ -14,10 +13,14 @@ _SQL = queries("waiters")
 JOB_DONE_CHANNEL: Final = "awa_job_done"
 
 
-async def register_waiter(conn: AsyncConnection[Any], job_id: int) -> None:
-    """Record ``conn``'s session as waiting on ``job_id`` (and forget ended sessions)."""
-    await conn.execute(_SQL["register_waiter"], {"job_id": job_id})
+# Run before ``register_waiter``, on the same session.
+LISTEN_JOB_DONE: Final[Statement[None]] = Statement(sql=_SQL["listen_job_done"], read=nothing)
 
 
-async def unregister_waiter(conn: AsyncConnection[Any], job_id: int) -> None:
-    await conn.execute(_SQL["unregister_waiter"], {"job_id": job_id})
+def register_waiter(job_id: int) -> Statement[None]:
+    """Record the running session as waiting on ``job_id`` (and forget ended sessions)."""
+    return Statement(sql=_SQL["register_waiter"], params={"job_id": job_id}, read=nothing)
+
+
+def unregister_waiter(job_id: int) -> Statement[None]:
+    return Statement(sql=_SQL["unregister_waiter"], params={"job_id": job_id}, read=nothing)

@@ -4,37 +4,36 @@ from __future__ import annotations
 
 from typing import Any
 
-from psycopg import AsyncConnection
-
 from awa_django.sql import queries
+from awa_django.storage.statement import Statement, first_text, nothing
 
 _SQL = queries("wake")
 
 
-async def arm_wake(conn: AsyncConnection[Any], *, queue: str, candidate: bool) -> str:
-    """Try to become ``queue``'s waiting worker on this session: ``'armed'``, ``'busy'`` or
-    ``'taken'``. ``candidate`` says this session holds the candidate lock already."""
-    cursor = await conn.execute(_SQL["arm_wake"], {"queue": queue, "candidate": candidate})
-    row = await cursor.fetchone()
-    assert row is not None  # one row, always
-    return str(row[0])
+def arm_wake(*, queue: str, candidate: bool) -> Statement[str]:
+    """Try to become ``queue``'s waiting worker on the running session: ``'armed'``, ``'busy'``
+    or ``'taken'``. ``candidate`` says this session holds the candidate lock already."""
+    params = {"queue": queue, "candidate": candidate}
+    return Statement(sql=_SQL["arm_wake"], params=params, read=first_text)
 
 
-async def release_wake(conn: AsyncConnection[Any], *, queue: str, armed: bool) -> None:
+def release_wake(*, queue: str, armed: bool) -> Statement[None]:
     """Give back ``queue``'s candidate lock, and its wake lock when ``armed``, and wake the
     queue's other workers so that one of them takes over waiting."""
-    await conn.execute(_SQL["release_wake"], {"queue": queue, "armed": armed})
+    params = {"queue": queue, "armed": armed}
+    return Statement(sql=_SQL["release_wake"], params=params, read=nothing)
 
 
-async def try_session_locks(
-    conn: AsyncConnection[Any], *, leader_key: int | None, queues: list[str]
-) -> tuple[bool, list[str]]:
+def _locks_won(rows: list[Any]) -> tuple[bool, list[str]]:
+    ((leader, queues),) = rows  # one row, always
+    return bool(leader), list(queues)
+
+
+def try_session_locks(
+    *, leader_key: int | None, queues: list[str]
+) -> Statement[tuple[bool, list[str]]]:
     """Try the leader lock ``leader_key`` (unless None) and the candidate lock of each of
-    ``queues`` on this session, in one statement: (leader lock won, the queues whose candidate
-    lock was won)."""
-    cursor = await conn.execute(
-        _SQL["try_session_locks"], {"leader_key": leader_key, "queues": queues}
-    )
-    row = await cursor.fetchone()
-    assert row is not None  # one row, always
-    return bool(row[0]), list(row[1])
+    ``queues`` on the running session, in one statement: (leader lock won, the queues whose
+    candidate lock was won)."""
+    params = {"leader_key": leader_key, "queues": queues}
+    return Statement(sql=_SQL["try_session_locks"], params=params, read=_locks_won)

@@ -29,7 +29,8 @@ from awa_django.exceptions import InvalidJob
 from awa_django.job_record import JobRecord
 from awa_django.limits import is_job_id
 from awa_django.producer.enqueue import enqueue_at_lane_priority
-from awa_django.storage.jobs import Claim, get_claims, get_jobs
+from awa_django.storage.jobs import Claim, get_claims, jobs_by_id
+from awa_django.storage.statement import run
 from awa_django.tasks.awa_task import AwaTask
 from awa_django.tasks.compat import (
     BaseTaskBackend,
@@ -259,7 +260,9 @@ class AwaBackend(BaseTaskBackend):
             errors=[],
             worker_ids=[],
         )
-        alias = get_settings().DATABASE_ALIAS
+        # The queue's database: the job commits with a transaction there (producer.enqueue).
+        conf = get_settings()
+        alias = conf.queue_database(options.queue or conf.DEFAULT_QUEUE)
         if not connections[alias].in_atomic_block:
             return result, False
         transaction.on_commit(
@@ -274,12 +277,29 @@ class AwaBackend(BaseTaskBackend):
         job_id = int(result_id) if digits else 0
         if not is_job_id(job_id):
             raise TaskResultDoesNotExist(result_id)
-        with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
-            records = get_jobs(cursor, [job_id])
-            if not records or not records[0].kind.startswith(TASK_KIND_PREFIX):
-                raise TaskResultDoesNotExist(result_id)
-            claims = get_claims(cursor, [job_id]).get(job_id, [])
-        return self.result_from_record(records[0], claims)
+        found: list[tuple[str, JobRecord, list[Claim]]] = []
+        for alias in self.databases():
+            with connections[alias].cursor() as cursor:
+                records = run(cursor, jobs_by_id([job_id]))
+                if records and records[0].kind.startswith(TASK_KIND_PREFIX):
+                    claims = run(cursor, get_claims([job_id])).get(job_id, [])
+                    found.append((alias, records[0], claims))
+        if not found:
+            raise TaskResultDoesNotExist(result_id)
+        if len(found) > 1:
+            # Job ids count per database (a queue's "database"): this id names a task in each.
+            raise ValueError(
+                f"result {result_id} names a task in databases {[f[0] for f in found]}; "
+                "read it with awa.get_job(id, database=...)"
+            )
+        return self.result_from_record(found[0][1], found[0][2])
+
+    def databases(self) -> list[str]:
+        """The databases of this backend's queues (a queue's ``database``), where its results
+        are."""
+        conf = get_settings()
+        aliases = dict.fromkeys(conf.queue_database(self.awa_queue(q)) for q in sorted(self.queues))
+        return list(aliases) or [conf.DATABASE_ALIAS]
 
     def result_from_record(
         self, record: JobRecord, claims: Sequence[Claim]

@@ -13,6 +13,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.maintenance.promoter import Promoter
 from awa_django.storage.backlog import seconds_until_next_due
+from awa_django.storage.statement import run_async
 from awa_django.worker.completer import Completer
 from awa_django.worker.dispatchers import Dispatchers
 
@@ -53,7 +54,7 @@ class BurstWatcher:
                 dispatchers.poke()
                 continue
             async with self.pool.connection() as conn:
-                due_in = await seconds_until_next_due(conn, queues=queues)
+                due_in = await run_async(conn, seconds_until_next_due(queues=queues))
             if due_in is not None and due_in <= self.wait_s:
                 await asyncio.sleep(max(due_in, 0.0) + 0.01)
                 continue

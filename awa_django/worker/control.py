@@ -21,7 +21,8 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.core.events import wait_for_any
-from awa_django.storage.health import concurrency_overrides
+from awa_django.storage.control import concurrency_overrides
+from awa_django.storage.statement import run_async
 from awa_django.worker.dispatcher import Dispatcher
 from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.service import Loop
@@ -65,7 +66,7 @@ class ConcurrencyControl(Loop):
 
     async def refresh(self) -> None:
         async with self._pool.connection() as conn:
-            found = await concurrency_overrides(conn, queues=list(self._dispatchers))
+            found = await run_async(conn, concurrency_overrides(queues=list(self._dispatchers)))
         if found == self._set:
             return
         if self.threads is not None:

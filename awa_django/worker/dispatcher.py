@@ -38,7 +38,7 @@ from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
 from awa_django.core.completion import result_to_completion
 from awa_django.core.events import wait_for_any
 from awa_django.core.retry import RetryPolicy
-from awa_django.declarations.jobs import Job, JobContext
+from awa_django.declarations.jobs import DeclaredJob, JobContext
 from awa_django.exceptions import Cancel, RetryAfter, Snooze, WaitForCallback
 from awa_django.storage.queue import ClaimRequest, claim_ready, claim_ready_in_turn
 from awa_django.storage.rate_limits import FleetBudget, claim_ready_limited
@@ -169,7 +169,7 @@ class Dispatcher:
         completer: Completer,
         threads: HandlerThreads,
         job_log: JobLog,
-        resolve: Callable[[str], Job[Any, Any] | None],
+        resolve: Callable[[str], DeclaredJob[Any, Any] | None],
         now: Callable[[], datetime],
         permits: QueuePermits | None = None,
         callbacks: CallbackHub | None = None,

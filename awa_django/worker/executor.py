@@ -20,7 +20,7 @@ from awa_django.core.claimed_job import ClaimedJob
 from awa_django.core.handler_result import HandlerResult, StoredReturn, kept_return
 from awa_django.core.unknown_kinds import unknown_kind
 from awa_django.declarations.exact_json import exact_text
-from awa_django.declarations.jobs import AttemptProgress, Job, JobContext
+from awa_django.declarations.jobs import AttemptProgress, DeclaredJob, JobContext
 from awa_django.declarations.workflow_steps import added_step_spec
 from awa_django.exceptions import DeadlineExceeded, JobOutcome
 from awa_django.storage import workflows as workflow_storage
@@ -126,7 +126,7 @@ def stops_the_attempt(exc: BaseException) -> bool:
 
 async def execute(
     job: ClaimedJob,
-    handler: Job[Any, Any] | None,
+    handler: DeclaredJob[Any, Any] | None,
     ctx: JobContext,
     threads: HandlerThreads,
     deadline: AttemptDeadline | None = None,
@@ -188,7 +188,7 @@ async def _run_async(
 
 
 def execute_in_calling_thread(
-    job: ClaimedJob, handler: Job[Any, Any] | None, ctx: JobContext
+    job: ClaimedJob, handler: DeclaredJob[Any, Any] | None, ctx: JobContext
 ) -> HandlerResult:
     """``execute`` in the calling thread, on its Django connection (in-process runs: tests and
     eager mode). Async handlers run through ``async_to_sync``, whose ``sync_to_async`` ORM calls

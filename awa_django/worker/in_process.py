@@ -25,7 +25,7 @@ from awa_django.core.closed_attempts import report_closed
 from awa_django.core.completion import result_to_completion
 from awa_django.core.outcome import Outcome
 from awa_django.core.retry import RetryPolicy
-from awa_django.declarations.jobs import Job, registry
+from awa_django.declarations.jobs import DeclaredJob, registry
 from awa_django.storage import eager as eager_storage
 from awa_django.storage.backlog import promote_due
 from awa_django.storage.eager import NextReady
@@ -58,9 +58,15 @@ class RanJob:
 class InProcessRunner:
     """Claims and runs jobs on this thread's Django connection."""
 
-    def __init__(self, resolve: Callable[[str], Job[Any, Any] | None] = registry.get) -> None:
+    def __init__(
+        self,
+        resolve: Callable[[str], DeclaredJob[Any, Any] | None] = registry.get,
+        *,
+        database: str | None = None,
+    ) -> None:
         conf = get_settings()
-        self.alias = conf.DATABASE_ALIAS
+        # The alias of the queues it runs (a queue's "database"); AWA["DATABASE_ALIAS"] when None.
+        self.alias = database or conf.DATABASE_ALIAS
         self._queues = conf.QUEUES
         self._policy = RetryPolicy.from_settings(conf)
         self._resolve = resolve

@@ -25,7 +25,8 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -39,7 +40,7 @@ from awa_django.conf import AwaSettings
 from awa_django.core.outcome import OutcomeCounts
 from awa_django.core.retry import RetryPolicy
 from awa_django.core.session_tries import SessionTries
-from awa_django.declarations.jobs import Job, registry
+from awa_django.declarations.jobs import DeclaredJob, registry
 from awa_django.maintenance.leader import NON_LEADER_TRY_INTERVALS
 from awa_django.maintenance.maintainer import Maintainer, MaintenanceConfig
 from awa_django.maintenance.promoter import Promoter, PromoterConfig
@@ -57,7 +58,7 @@ from awa_django.worker.heartbeat import Heartbeat
 from awa_django.worker.job_log import JobLog, JobLogConfig
 from awa_django.worker.notifier import LISTEN_CHANNELS, Notifier
 from awa_django.worker.rate_limit import RateLimit
-from awa_django.worker.reporter import DECLARATIONS_EVERY, InstanceReporter
+from awa_django.worker.reporter import DECLARATIONS_EVERY, RuntimeReporter
 from awa_django.worker.service import Service, Services, Shutdown
 from awa_django.worker.wake import TAKEN_RETRY_POLLS, WakeLocks
 from awa_django.worker.weighted import QueueShare, WeightedPermits
@@ -105,6 +106,19 @@ class WorkerConfig:
     # Connections of the pool for claims, completions and maintenance (AWA["WORKER_POOL_SIZE"]).
     pool_size: int = 2
     job_log: JobLogConfig = field(default_factory=JobLogConfig)
+    # With queues in several databases: the queues of this process's database, whose declared
+    # schedules it publishes there (its leader fires them); None: every schedule.
+    schedule_queues: frozenset[str] | None = None
+    # The DATABASES alias whose queues these are (a queue's "database"), which database_alias
+    # reaches (the same, or AWA["WORKER_DATABASE"] for AWA["DATABASE_ALIAS"]).
+    database: str = "default"
+
+    def schedules(self) -> list[dict[str, Any]]:
+        """The declared schedules this process publishes to its database."""
+        rows = declared_schedule_rows()
+        if self.schedule_queues is None:
+            return rows
+        return [row for row in rows if row["queue"] in self.schedule_queues]
 
     def dispatcher(self, queue: str, *, claimed_by: str) -> DispatcherConfig:
         """The config of ``queue``'s dispatcher in the process ``claimed_by``."""
@@ -155,14 +169,22 @@ class RunSummary:
         )
 
 
-def log_ready(identity: str, queues: Mapping[str, int], *, maintenance: bool, burst: bool) -> None:
-    """The first line of a worker or ``awa_maintenance`` process."""
+def log_ready(
+    identity: str,
+    queues: Mapping[str, int],
+    *,
+    maintenance: bool,
+    burst: bool,
+    database: str = "default",
+) -> None:
+    """The first line of a worker or ``awa_maintenance`` process (one per database served)."""
     logger.info(
-        "worker ready identity=%s queues=%s maintenance=%s burst=%s",
+        "worker ready identity=%s queues=%s maintenance=%s burst=%s database=%s",
         identity,
         dict(queues),
         maintenance,
         burst,
+        database,
     )
 
 
@@ -174,15 +196,27 @@ def config_from_settings(
     burst_wait_s: float = 0.0,
     shutdown_timeout_s: float | None = None,
     maintenance: bool = True,
+    database: str | None = None,
 ) -> WorkerConfig:
     """The one config of a process, from ``AWA`` settings (the only place the process reads
-    them); ``queues`` defaults to every declared queue (an empty mapping: the maintenance-only
-    process of ``awa_maintenance``)."""
+    them); ``queues`` defaults to every declared queue of ``database`` (an empty mapping: the
+    maintenance-only process of ``awa_maintenance``). ``database`` (default
+    ``AWA["DATABASE_ALIAS"]``) is the alias whose queues it serves and whose leader it may be;
+    ``AWA["WORKER_DATABASE"]`` replaces ``DATABASE_ALIAS`` alone."""
+    database = database or conf.DATABASE_ALIAS
+    on_database = frozenset(name for name in conf.QUEUES if conf.queue_database(name) == database)
     chosen = (
-        dict(queues) if queues is not None else {n: q.concurrency for n, q in conf.QUEUES.items()}
+        dict(queues)
+        if queues is not None
+        else {n: q.concurrency for n, q in conf.QUEUES.items() if n in on_database}
     )
     return WorkerConfig(
-        database_alias=conf.WORKER_DATABASE or conf.DATABASE_ALIAS,
+        # WORKER_DATABASE stands for DATABASE_ALIAS alone; another database is reached directly.
+        database_alias=(
+            (conf.WORKER_DATABASE or database) if database == conf.DATABASE_ALIAS else database
+        ),
+        schedule_queues=on_database if len(conf.databases) > 1 else None,
+        database=database,
         queues=chosen,
         deadlines={name: conf.QUEUES[name].deadline_s for name in chosen},
         claim_batch_size=conf.CLAIM_BATCH_SIZE,
@@ -221,6 +255,33 @@ def config_from_settings(
     )
 
 
+def configs_per_database(
+    conf: AwaSettings,
+    *,
+    queues: Mapping[str, int] | None = None,
+    database: str | None = None,
+    **options: Any,
+) -> list[WorkerConfig]:
+    """One config per database this process serves (``WorkerGroup``): ``database`` alone, or
+    every database holding one of ``queues`` (default: every database holding a queue; with an
+    empty mapping, every database, for ``awa_maintenance``). ``options`` as for
+    ``config_from_settings``."""
+    if database is not None:
+        return [config_from_settings(conf, queues=queues, database=database, **options)]
+    if queues is None or not queues:
+        return [
+            config_from_settings(conf, queues=queues, database=alias, **options)
+            for alias in conf.databases
+        ]
+    by_database: dict[str, dict[str, int]] = {}
+    for name, concurrency in queues.items():
+        by_database.setdefault(conf.queue_database(name), {})[name] = concurrency
+    return [
+        config_from_settings(conf, queues=chosen, database=alias, **options)
+        for alias, chosen in by_database.items()
+    ]
+
+
 def worker_identity() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -250,7 +311,7 @@ class WorkerProcess:
     """The root of one process (a worker, or ``awa_maintenance`` with no queues)."""
 
     def __init__(
-        self, config: WorkerConfig, resolve: Callable[[str], Job[Any, Any] | None]
+        self, config: WorkerConfig, resolve: Callable[[str], DeclaredJob[Any, Any] | None]
     ) -> None:
         self.config = config
         self._resolve = resolve
@@ -382,12 +443,12 @@ class WorkerProcess:
             interval_s=config.runtime_snapshot_interval_s
             * (DECLARATIONS_EVERY if config.session else 1),
         )
-        reporter = InstanceReporter(
+        reporter = RuntimeReporter(
             pool,
             instance_id=self.identity,
             queues=dict(config.queues),
             declared=config.declared,
-            schedules=declared_schedule_rows(),
+            schedules=config.schedules(),
             interval_s=config.runtime_snapshot_interval_s,
             started_at=_utcnow(),
             state=self._snapshot_state,
@@ -483,6 +544,7 @@ class WorkerProcess:
                 self.config.queues,
                 maintenance=self.config.maintenance is not None,
                 burst=self.config.burst,
+                database=self.config.database,
             )
             await self.stopping.wait()
         finally:
@@ -499,3 +561,47 @@ class WorkerProcess:
         )
         summary.log()
         return summary
+
+
+class WorkerGroup:
+    """The process roots of one OS process, one per database it serves (a queue's
+    ``database``): each has its own connections (pool and session, so its own LISTEN), its own
+    claims, completions and heartbeats, and competes for its own database's maintenance
+    leadership. With one database it is that database's ``WorkerProcess`` alone."""
+
+    def __init__(
+        self,
+        configs: Sequence[WorkerConfig],
+        resolve: Callable[[str], DeclaredJob[Any, Any] | None],
+    ) -> None:
+        self.members = [WorkerProcess(config, resolve) for config in configs]
+
+    def request_stop(self) -> None:
+        for member in self.members:
+            member.request_stop()
+
+    async def run(self) -> RunSummary:
+        if len(self.members) == 1:
+            return await self.members[0].run()
+        tasks = [asyncio.create_task(member.run()) for member in self.members]
+        # In burst mode each database drains on its own; otherwise one member ending (a service
+        # that failed, a crashed dispatcher) stops the others: half a worker is not running.
+        burst = all(member.config.burst for member in self.members)
+        pending: set[asyncio.Task[RunSummary]] = set(tasks)
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                if not burst or any(task.exception() is not None for task in done):
+                    self.request_stop()
+        finally:
+            self.request_stop()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        summaries = [task.result() for task in tasks]
+        return RunSummary(
+            claimed=sum(s.claimed for s in summaries),
+            closed=OutcomeCounts.of(
+                sum((Counter(s.closed.fields()) for s in summaries), Counter[str]())
+            ),
+            stale=sum(s.stale for s in summaries),
+            abandoned=sum(s.abandoned for s in summaries),
+        )

@@ -32,14 +32,16 @@ from awa_django.storage.runtime import (
     touch_snapshot,
     write_snapshot,
 )
+from awa_django.storage.statement import run_async
 
 logger = logging.getLogger(__name__)
 
 # The snapshots that publish the declarations again: one in this many (the first always). They
-# do not change while a process runs, and publishing them (four statements in a transaction,
-# writing nothing when the rows agree) was most of what an idle worker's snapshot cost the
-# server (#37). Republishing still brings the stored descriptors and DLQ policies back to a
-# live worker's within this many intervals after a worker of another version wrote its own.
+# do not change while a process runs, and publishing them (four statements in a transaction
+# until they became one, writing nothing when the rows agree) was most of what an idle worker's
+# snapshot cost the server (#37). Republishing still brings the stored descriptors and DLQ
+# policies back to a live worker's within this many intervals after a worker of another version
+# wrote its own.
 DECLARATIONS_EVERY = 6
 
 
@@ -50,7 +52,7 @@ def package_version() -> str:
         return "unknown"
 
 
-class InstanceReporter:
+class RuntimeReporter:
     """Writes one process's declarations and snapshot; ``state()`` supplies the live fields
     (in-flight count, leader flag, health, shutting down). As a service: ``start`` writes the
     declared cron ``schedules`` and the first snapshot, then reports until ``stop``, which
@@ -126,20 +128,22 @@ class InstanceReporter:
         peers = 1
         async with self._pool.connection() as conn:
             if declarations:
-                await publish_declarations(conn, self._declared)
+                await run_async(conn, publish_declarations(self._declared))
             if (
                 declarations
                 or snapshot != self._written
-                or not await touch_snapshot(conn, instance_id=snapshot.instance_id)
+                or not await run_async(conn, touch_snapshot(instance_id=snapshot.instance_id))
             ):
-                await write_snapshot(conn, snapshot, self._declared)
+                await run_async(conn, write_snapshot(snapshot, self._declared))
             if count:
                 # A process refreshes its row every interval: one silent for three is gone.
-                peers = await count_peers(
+                peers = await run_async(
                     conn,
-                    instance_id=snapshot.instance_id,
-                    queues=sorted(snapshot.queues),
-                    fresh_s=3 * self._interval_s,
+                    count_peers(
+                        instance_id=snapshot.instance_id,
+                        queues=sorted(snapshot.queues),
+                        fresh_s=3 * self._interval_s,
+                    ),
                 )
         self._written = snapshot
         self._reports += 1
@@ -193,6 +197,6 @@ class InstanceReporter:
         """Delete this process's row (clean shutdown)."""
         try:
             async with self._pool.connection() as conn:
-                await delete_runtime(conn, instance_id=self._base.instance_id)
+                await run_async(conn, delete_runtime(instance_id=self._base.instance_id))
         except Exception:
             logger.exception("could not delete the runtime row; the leader will")

@@ -33,6 +33,7 @@ from awa_django.core.events import wait_for_any
 from awa_django.core.session_tries import SessionTries
 from awa_django.storage import wake as storage
 from awa_django.storage.session import SharedSession
+from awa_django.storage.statement import run_async
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +94,9 @@ class WakeLocks:
                     self._held.clear()
                     self._generation = generation
                 state = WakeState(
-                    await storage.arm_wake(conn, queue=queue, candidate=queue in self._held)
+                    await run_async(
+                        conn, storage.arm_wake(queue=queue, candidate=queue in self._held)
+                    )
                 )
                 if state is WakeState.TAKEN:
                     self._held.pop(queue, None)
@@ -119,7 +122,7 @@ class WakeLocks:
                 armed = self._held.pop(queue, None)
                 if armed is None or self._session.generation != self._generation:
                     return
-                await storage.release_wake(conn, queue=queue, armed=armed)
+                await run_async(conn, storage.release_wake(queue=queue, armed=armed))
         except Exception:
             logger.warning("wake lock session failed", exc_info=True)
             self._held.clear()
@@ -183,7 +186,7 @@ class WakeLocks:
                     # that woke while the locks were still held would find the queue taken and
                     # sleep until its next poll.
                     for queue, armed in sorted(self._held.items()):
-                        await storage.release_wake(conn, queue=queue, armed=armed)
+                        await run_async(conn, storage.release_wake(queue=queue, armed=armed))
         self._held.clear()
 
 

@@ -13,7 +13,7 @@ from django.urls import reverse
 import awa_django as awa
 from awa_django.admin.health import served_concurrency
 from awa_django.limits import MAX_LIVE_CONCURRENCY
-from awa_django.ops.runtimes import RuntimeInstance
+from awa_django.ops.runtimes import RuntimeRecord
 
 PAGE = "admin:awa_django_queue_changelist"
 SET = "admin:awa_django_queue_concurrency"
@@ -135,7 +135,7 @@ def test_the_ops_api_refuses_bad_values_naming_the_field(awa_db):
 def test_the_column_says_what_the_live_workers_run_the_queue_at():
     def instance(queues: dict[str, int], *, live: bool = True, stopping: bool = False):
         now = datetime.now(UTC)
-        return RuntimeInstance(
+        return RuntimeRecord(
             instance_id="i",
             hostname="h",
             pid=1,

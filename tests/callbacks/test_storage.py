@@ -40,7 +40,9 @@ def claim_and_register(*, deadline_s: float, timeout_s: float = 3600.0) -> str:
                 ),
             )
             ref = new_callback(job.job_id, job.run_lease)
-            assert await register_callback(conn, ref, timeout_s=timeout_s, claimed_by="test")
+            assert await run_async(
+                conn, register_callback(ref, timeout_s=timeout_s, claimed_by="test")
+            )
             return format_token(ref)
 
     return asyncio.run(main())

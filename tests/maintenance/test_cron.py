@@ -29,13 +29,14 @@ from awa_django.declarations.cron import (
     declared_schedules,
     schedule_problems,
 )
-from awa_django.declarations.jobs import Job, registry
+from awa_django.declarations.jobs import DeclaredJob, registry
 from awa_django.exceptions import ConfigError
 from awa_django.maintenance.cron_evaluator import CronConfig, CronEvaluator
 from awa_django.ops.cron_publish import declared_schedule_rows
 from awa_django.signals import job_enqueued
 from awa_django.storage.connections import connect, open_pool
 from awa_django.storage.cron import sync_cron_jobs
+from awa_django.storage.statement import run_async
 from awa_django.worker.process import WorkerProcess, config_from_settings
 from tests.conftest import BackgroundWorker, wait_until
 from tests.jobs import echo, exact_repr, record
@@ -59,7 +60,7 @@ def declared(**options: Any) -> Iterator[Declaration]:
 def sync(*schedules: awa.cron.Schedule) -> None:
     async def main() -> None:
         async with await connect("default") as conn:
-            await sync_cron_jobs(conn, [s.as_row() for s in schedules])
+            await run_async(conn, sync_cron_jobs([s.as_row() for s in schedules]))
 
     asyncio.run(main())
 
@@ -449,7 +450,7 @@ def test_fired_and_triggered_jobs_are_announced_like_any_enqueue():
     assert received_signals == [
         {
             "signal": job_enqueued,
-            "sender": Job,
+            "sender": DeclaredJob,
             "job_ids": fired,
             "kind": "tests.record",
             "queue": "default",

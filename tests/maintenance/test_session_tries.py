@@ -18,6 +18,7 @@ from awa_django.storage import wake as wake_storage
 from awa_django.storage.connections import connect
 from awa_django.storage.runtime import count_peers
 from awa_django.storage.session import SharedSession
+from awa_django.storage.statement import run_async
 from awa_django.worker import wake
 from awa_django.worker.wake import IdleWait, WakeLocks, WakeState
 from tests.maintenance.test_leader import terminate_backend, wait_for
@@ -46,9 +47,10 @@ def test_one_statement_a_tick_tries_the_leader_and_every_taken_queue_and_a_dead_
     def counting(module: Any, name: str) -> None:
         original = getattr(module, name)
 
-        async def counted(*args: Any, **kwargs: Any) -> Any:
+        # A statement is built once for each time it runs.
+        def counted(*args: Any, **kwargs: Any) -> Any:
             calls[name] += 1
-            return await original(*args, **kwargs)
+            return original(*args, **kwargs)
 
         monkeypatch.setattr(module, name, counted)
 
@@ -61,9 +63,12 @@ def test_one_statement_a_tick_tries_the_leader_and_every_taken_queue_and_a_dead_
         # The holder: the leader and both queues' candidate, on a session of its own.
         holder = SharedSession(lambda: connect("default"))
         async with holder.use() as conn:
-            assert await control.try_leader_lock(conn, key=LEADER_LOCK_KEY)
+            assert await run_async(conn, control.try_leader_lock(key=LEADER_LOCK_KEY))
             for queue in QUEUES:
-                assert await wake_storage.arm_wake(conn, queue=queue, candidate=False) == "armed"
+                assert (
+                    await run_async(conn, wake_storage.arm_wake(queue=queue, candidate=False))
+                    == "armed"
+                )
         calls.update(dict.fromkeys(calls, 0))
 
         # The other process: an elector and two queues' dispatchers that find the queues taken.
@@ -116,10 +121,10 @@ def test_a_candidate_lock_won_for_a_dispatcher_that_stopped_waiting_goes_back(
         locks = WakeLocks(session, tries=tries)
         original = session_tries.storage.try_session_locks
 
-        async def racing(conn: Any, *, leader_key: int | None, queues: list[str]) -> Any:
+        def racing(*, leader_key: int | None, queues: list[str]) -> Any:
             # The dispatcher is woken (and stops waiting) while the tick is in flight.
             tries.stop_waiting("alpha")
-            return await original(conn, leader_key=leader_key, queues=queues)
+            return original(leader_key=leader_key, queues=queues)
 
         monkeypatch.setattr(session_tries.storage, "try_session_locks", racing)
         won: list[str] = []
@@ -130,7 +135,10 @@ def test_a_candidate_lock_won_for_a_dispatcher_that_stopped_waiting_goes_back(
         # The lock went back: another session becomes the candidate at once.
         other = SharedSession(lambda: connect("default"))
         async with other.use() as conn:
-            assert await wake_storage.arm_wake(conn, queue="alpha", candidate=False) == "armed"
+            assert (
+                await run_async(conn, wake_storage.arm_wake(queue="alpha", candidate=False))
+                == "armed"
+            )
         await other.close()
         await locks.close()
         await session.stop()
@@ -160,7 +168,9 @@ def test_the_snapshot_counts_the_live_processes_that_compete_for_each_role() -> 
     async def snapshot(queues: dict[str, int]) -> int:
         conn = await connect("default")
         try:
-            return await count_peers(conn, instance_id="me", queues=list(queues), fresh_s=30)
+            return await run_async(
+                conn, count_peers(instance_id="me", queues=list(queues), fresh_s=30)
+            )
         finally:
             await conn.close()
 

@@ -1,4 +1,4 @@
-"""Migration 0024_search_indexes (#36) reverses and applies again, and without the right to
+"""Migration 0024_search_indexes (#36) reverses to 0023 and applies again, and without the right to
 create pg_trgm it stops with a message saying what to ask for."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def test_0024_reverses_and_applies_again():
     assert all(has_index(installed, name) for name in SEARCH_INDEXES)
     assert any(entry.startswith("function:awa.error_text(jsonb)") for entry in installed)
 
-    call_command("migrate", "awa_django", "0021_unsuccessful_closures", verbosity=0)
+    call_command("migrate", "awa_django", "0023_workflow_costs", verbosity=0)
     reversed_ = catalog()
     assert not any(has_index(reversed_, name) for name in SEARCH_INDEXES)
     assert not any(entry.startswith("function:awa.error_text(") for entry in reversed_)
@@ -48,7 +48,7 @@ def test_0024_reverses_and_applies_again():
 
 @pytest.mark.usefixtures("awa_db")
 def test_without_pg_trgm_and_the_right_to_create_it_the_error_says_what_to_ask():
-    call_command("migrate", "awa_django", "0021_unsuccessful_closures", verbosity=0)
+    call_command("migrate", "awa_django", "0023_workflow_costs", verbosity=0)
     try:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute("DROP EXTENSION pg_trgm")

@@ -18,7 +18,7 @@ from awa_django import signals
 from awa_django.core.completion import Completion
 from awa_django.core.outcome import Outcome
 from awa_django.core.retry import RetryPolicy
-from awa_django.declarations.jobs import Job
+from awa_django.declarations.jobs import DeclaredJob
 from awa_django.maintenance.rescuer import RescueConfig, Rescuer
 from awa_django.storage.connections import open_pool
 from awa_django.worker.completer import Completer
@@ -61,7 +61,7 @@ def received() -> Iterator[list[tuple[str, dict[str, Any]]]]:
     for name, signal in SIGNALS.items():
 
         def receiver(sender: Any, signal: Signal, _name: str = name, **kwargs: Any) -> None:
-            assert sender is Job
+            assert sender is DeclaredJob
             events.append((_name, kwargs))
 
         signal.connect(receiver, weak=False)

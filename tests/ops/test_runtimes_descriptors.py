@@ -12,7 +12,7 @@ from django.db import connection
 from django.test import override_settings
 
 import awa_django as awa
-from awa_django.maintenance.instance_cleanup import InstanceCleaner, InstanceCleanupConfig
+from awa_django.maintenance.runtime_cleanup import RuntimeCleaner, RuntimeCleanupConfig
 from awa_django.storage.connections import open_pool
 from awa_django.worker.reporter import package_version
 from tests.conftest import BackgroundWorker, run_burst, wait_until
@@ -73,7 +73,7 @@ def test_the_leader_deletes_runtime_rows_gone_silent():
     async def cleanup() -> int:
         pool = await open_pool("default", max_size=1)
         try:
-            cleaner = InstanceCleaner(pool, InstanceCleanupConfig(interval_s=60, stale_after_s=5.0))
+            cleaner = RuntimeCleaner(pool, RuntimeCleanupConfig(interval_s=60, stale_after_s=5.0))
             return (await cleaner.run_once()).deleted
         finally:
             await pool.close()
@@ -113,7 +113,7 @@ def test_the_leader_deletes_recorded_versions_that_nothing_declares_any_more():
     async def cleanup() -> tuple[int, int]:
         pool = await open_pool("default", max_size=1)
         try:
-            cleaner = InstanceCleaner(pool, InstanceCleanupConfig(interval_s=60, stale_after_s=5.0))
+            cleaner = RuntimeCleaner(pool, RuntimeCleanupConfig(interval_s=60, stale_after_s=5.0))
             result = await cleaner.run_once()
             return result.deleted, result.versions_deleted
         finally:
@@ -226,7 +226,7 @@ def test_two_workers_with_different_descriptions_show_drift(worker_process):
     first = worker_process("--queue", "default", env=env("first")).wait_ready()
     second = worker_process("--queue", "default", env=env("second")).wait_ready()
 
-    def default_queue() -> awa.descriptors.QueueDescriptor:
+    def default_queue() -> awa.descriptors.QueueDescriptorRecord:
         return next(q for q in awa.descriptors.queues() if q.queue == "default")
 
     wait_until(lambda: default_queue().drift)

@@ -16,12 +16,17 @@ from awa_django.declarations.jobs import registry
 from awa_django.ops.descriptors import declared
 from awa_django.storage.connections import connection_kwargs
 from awa_django.storage.runtime import publish_declarations
+from awa_django.storage.statement import run_async
 
 pytestmark = pytest.mark.usefixtures("awa_db")
 
 
 async def connect() -> AsyncConnection[Any]:
     return await AsyncConnection.connect(**connection_kwargs("default"), autocommit=True)
+
+
+async def publish(conn, declarations):
+    await run_async(conn, publish_declarations(declarations))
 
 
 def test_unchanged_declarations_are_republished_while_another_worker_holds_its_transaction():
@@ -31,12 +36,12 @@ def test_unchanged_declarations_are_republished_while_another_worker_holds_its_t
     async def scenario() -> None:
         holder, other = await connect(), await connect()
         try:
-            await publish_declarations(holder, declarations)  # the rows exist
+            await publish(holder, declarations)  # the rows exist
             async with holder.transaction():
                 # A worker republishing, its transaction not yet committed.
-                await publish_declarations(holder, declarations)
+                await publish(holder, declarations)
                 await other.execute("SET lock_timeout = '500ms'")
-                await publish_declarations(other, declarations)
+                await publish(other, declarations)
         finally:
             await holder.close()
             await other.close()
@@ -51,7 +56,7 @@ def test_a_declaration_that_changed_is_still_written():
     async def scenario() -> tuple[str, str, bool]:
         conn = await connect()
         try:
-            await publish_declarations(conn, declarations)
+            await publish(conn, declarations)
             await conn.execute(
                 "UPDATE awa.queue_descriptors SET descriptor_hash = 'old' WHERE queue = %s",
                 [queue.queue],
@@ -64,7 +69,7 @@ def test_a_declaration_that_changed_is_still_written():
                 "UPDATE awa.queue_meta SET dlq_enabled = NOT %s WHERE queue = %s",
                 [queue.dlq, queue.queue],
             )
-            await publish_declarations(conn, declarations)
+            await publish(conn, declarations)
             cursor = await conn.execute(
                 "SELECT (SELECT descriptor_hash FROM awa.queue_descriptors WHERE queue = %s),"
                 " (SELECT descriptor_hash FROM awa.kind_descriptors WHERE kind = %s),"

@@ -172,9 +172,9 @@ def test_promotion_respects_run_at_and_keeps_identity():
     (job,) = claim()
     assert (job.job_id, job.args, job.attempt, job.run_lease) == (due, {"a": 1}, 1, 1)
     assert awa.get_job(later).state == "scheduled"
-    wait = run(seconds_until_next_due, queues=["default"])
+    wait = run(run_async, seconds_until_next_due(queues=["default"]))
     assert 3500 < wait <= 3600
-    assert run(seconds_until_next_due, queues=["email"]) is None
+    assert run(run_async, seconds_until_next_due(queues=["email"])) is None
 
 
 def test_promotion_skips_paused_queues():
@@ -242,10 +242,10 @@ def test_promotion_and_claims_pass_a_producer_whose_transaction_is_still_open():
 
 def test_next_due_ignores_paused_queues():
     awa.enqueue("k.d", args={}, queue="email", run_at=timedelta(seconds=5))
-    assert run(seconds_until_next_due, queues=["email"]) is not None
+    assert run(run_async, seconds_until_next_due(queues=["email"])) is not None
     with connection.cursor() as cursor:
         cursor.execute("INSERT INTO awa.queue_meta (queue, paused) VALUES ('email', true)")
-    assert run(seconds_until_next_due, queues=["email"]) is None
+    assert run(run_async, seconds_until_next_due(queues=["email"])) is None
 
 
 def test_a_claim_that_finds_nothing_takes_no_transaction_id():

@@ -7,8 +7,9 @@ import asyncio
 import dataclasses
 from typing import Any, TypeVar
 
+import psycopg
 import pytest
-from django.db import connection
+from django.db import DataError, connection
 
 import awa_django as awa
 from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
@@ -17,7 +18,17 @@ from awa_django.core.outcome import Outcome
 from awa_django.storage.connections import connect
 from awa_django.storage.execution import close_attempts
 from awa_django.storage.queue import ClaimRequest, claim_ready, queue_depths
-from awa_django.storage.statement import Statement, all_rows, nothing, run, run_async
+from awa_django.storage.statement import (
+    Atomic,
+    Statement,
+    all_rows,
+    first_int,
+    nothing,
+    run,
+    run_async,
+    run_atomic,
+    run_atomic_async,
+)
 
 pytestmark = pytest.mark.usefixtures("awa_db", "storage_kinds")
 
@@ -111,3 +122,35 @@ def test_a_claim_and_its_close_answer_alike_on_both_connections() -> None:
     closed_psycopg = on_psycopg(close_attempts([Completion.of(by_psycopg, Outcome.COMPLETED)]))
     assert closed_django == {(by_django.job_id, by_django.run_lease): None}
     assert closed_psycopg == {(by_psycopg.job_id, by_psycopg.run_lease): None}
+
+
+PROBE_CREATE = Statement(sql="CREATE TEMP TABLE atomic_probe (n integer)", read=nothing)
+PROBE_DROP = Statement(sql="DROP TABLE atomic_probe", read=nothing)
+PROBE_ADD = Statement(sql="INSERT INTO atomic_probe VALUES (1)", read=nothing)
+PROBE_COUNT = Statement(sql="SELECT count(*) FROM atomic_probe", read=first_int)
+FAILS = Statement(sql="SELECT 1 / 0", read=first_int)
+
+
+def test_an_atomic_answers_with_its_last_statement_and_commits_all_or_none_on_django() -> None:
+    with connection.cursor() as cursor:
+        run(cursor, PROBE_CREATE)
+        try:
+            assert run_atomic(cursor, Atomic((PROBE_ADD, PROBE_ADD), PROBE_COUNT)) == 2
+            with pytest.raises(DataError):
+                run_atomic(cursor, Atomic((PROBE_ADD,), FAILS))
+            # The failed one's insert went with it; the caller's transaction goes on.
+            assert run(cursor, PROBE_COUNT) == 2
+        finally:
+            run(cursor, PROBE_DROP)
+
+
+def test_an_atomic_answers_with_its_last_statement_and_commits_all_or_none_on_psycopg() -> None:
+    async def main() -> tuple[int, int]:
+        async with await connect("default") as conn:
+            await run_async(conn, PROBE_CREATE)
+            answer = await run_atomic_async(conn, Atomic((PROBE_ADD, PROBE_ADD), PROBE_COUNT))
+            with pytest.raises(psycopg.errors.DivisionByZero):
+                await run_atomic_async(conn, Atomic((PROBE_ADD,), FAILS))
+            return answer, await run_async(conn, PROBE_COUNT)
+
+    assert asyncio.run(main()) == (2, 2)

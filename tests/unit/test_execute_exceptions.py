@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from awa_django.core.claimed_job import ClaimedJob
-from awa_django.declarations.jobs import Job, JobContext
+from awa_django.declarations.jobs import DeclaredJob, JobContext
 from awa_django.worker.executor import context_for, execute
 from awa_django.worker.handler_threads import HandlerThreads
 
@@ -43,7 +43,9 @@ def claimed() -> ClaimedJob:
 def run(func: Any) -> BaseException | None:
     async def main() -> BaseException | None:
         job = claimed()
-        handler: Job[Any, Any] = Job(func, kind="k", queue=None, priority=None, max_attempts=None)
+        handler: DeclaredJob[Any, Any] = DeclaredJob(
+            func, kind="k", queue=None, priority=None, max_attempts=None
+        )
         threads = HandlerThreads(1)
         try:
             return (await execute(job, handler, context_for(job), threads)).outcome
@@ -109,7 +111,9 @@ def test_the_worker_cancelling_a_job_still_cancels_it() -> None:
 
     async def main() -> None:
         job = claimed()
-        handler: Job[Any, Any] = Job(sleeps, kind="k", queue=None, priority=None, max_attempts=None)
+        handler: DeclaredJob[Any, Any] = DeclaredJob(
+            sleeps, kind="k", queue=None, priority=None, max_attempts=None
+        )
         task = asyncio.create_task(execute(job, handler, context_for(job), HandlerThreads(1)))
         await started.wait()
         task.cancel()

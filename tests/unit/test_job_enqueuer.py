@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import awa_django as awa
-from awa_django.declarations.jobs import Job, registry
+from awa_django.declarations.jobs import DeclaredJob, registry
 
 
 def handler(ctx: awa.JobContext, n: int = 0) -> None:
@@ -14,7 +14,7 @@ def handler(ctx: awa.JobContext, n: int = 0) -> None:
 
 
 def test_a_job_built_only_to_run_refuses_to_enqueue_and_names_the_way():
-    job: Job[..., None] = Job(
+    job: DeclaredJob[..., None] = DeclaredJob(
         handler, kind="tests.run_only", queue=None, priority=None, max_attempts=None
     )
     for enqueue in (job.enqueue, job.enqueue_on_commit):

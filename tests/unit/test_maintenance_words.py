@@ -10,14 +10,14 @@ import re
 import pytest
 
 from awa_django.logs import JsonFormatter
-from awa_django.maintenance.cron_evaluator import CronFire, CronResult
-from awa_django.maintenance.instance_cleanup import InstanceCleanupResult
+from awa_django.maintenance.cron_evaluator import CronResult, FiredSchedule
 from awa_django.maintenance.ledgers import LedgerResult
 from awa_django.maintenance.promoter import PromoterResult
 from awa_django.maintenance.queue_stats import QueueStatsResult
 from awa_django.maintenance.rescuer import RescuerResult
 from awa_django.maintenance.retention import RetentionResult
 from awa_django.maintenance.rings import RingResult
+from awa_django.maintenance.runtime_cleanup import RuntimeCleanupResult
 from awa_django.maintenance.service import run_task
 from awa_django.maintenance.unique_sweeper import UniqueSweepResult
 
@@ -49,7 +49,7 @@ TICK = "2026-12-02T03:00:00+00:00"
             "deleted 1 expired DLQ entry and 12 expired failed or cancelled jobs",
         ),
         (
-            InstanceCleanupResult(2, 1),
+            RuntimeCleanupResult(2, 1),
             "deleted 2 silent runtimes and 1 descriptor version nothing declares any more",
         ),
         (UniqueSweepResult(4), "dropped 4 unique claims that can no longer conflict"),
@@ -62,8 +62,8 @@ TICK = "2026-12-02T03:00:00+00:00"
                 fired=1,
                 lost=1,
                 fires=(
-                    CronFire(name="nightly", ticks=(TICK,), job_ids=(42,)),
-                    CronFire(name="hourly", ticks=(TICK,), job_ids=()),
+                    FiredSchedule(name="nightly", ticks=(TICK,), job_ids=(42,)),
+                    FiredSchedule(name="hourly", ticks=(TICK,), job_ids=()),
                 ),
             ),
             f"fired 1 schedule: nightly for {TICK} (job 42); "
@@ -74,7 +74,7 @@ TICK = "2026-12-02T03:00:00+00:00"
                 enqueued=7,
                 fired=1,
                 lost=0,
-                fires=(CronFire(name="catch", ticks=(TICK,) * 7, job_ids=tuple(range(1, 8))),),
+                fires=(FiredSchedule(name="catch", ticks=(TICK,) * 7, job_ids=tuple(range(1, 8))),),
             ),
             "fired 1 schedule: catch for 7 ticks (jobs 1, 2, 3, 4, 5 and 2 more)",
         ),

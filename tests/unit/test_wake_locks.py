@@ -33,16 +33,24 @@ def test_locks_taken_on_a_lost_connection_are_not_believed_held(
             opened.append(Connection())
             return opened[-1]
 
-        async def arm_wake(conn: Any, *, queue: str, candidate: bool) -> str:
-            return "armed"
+        def arm_wake(*, queue: str, candidate: bool) -> str:
+            return "arm"
 
         released: list[Any] = []
 
-        async def release_wake(conn: Any, *, queue: str, armed: bool) -> None:
+        def release_wake(*, queue: str, armed: bool) -> str:
+            return "release"
+
+        # The statements' stand-ins, "run" on the stand-in connections.
+        async def run_async(conn: Any, statement: str) -> str | None:
+            if statement == "arm":
+                return "armed"
             released.append(conn)
+            return None
 
         monkeypatch.setattr(wake.storage, "arm_wake", arm_wake)
         monkeypatch.setattr(wake.storage, "release_wake", release_wake)
+        monkeypatch.setattr(wake, "run_async", run_async)
         session = SharedSession(connect, listen=("awa",))
         locks = WakeLocks(session)
         # Not listening yet: a notification would reach no one.

@@ -13,7 +13,7 @@ from django.db import connection
 import awa_django as awa
 from awa_django.core.claimed_job import ClaimedJob
 from awa_django.core.retry import RetryPolicy
-from awa_django.declarations.jobs import Job, JobContext
+from awa_django.declarations.jobs import DeclaredJob, JobContext
 from awa_django.storage.connections import open_pool
 from awa_django.worker.completer import Completer
 from awa_django.worker.dispatcher import Dispatcher, DispatcherConfig
@@ -68,7 +68,7 @@ async def run_dispatcher(*, until: int, stop_at: tuple[int, int] | None = None) 
             await asyncio.sleep(0)
         stopping.set()
 
-    job: Job[Any, Any] = Job(
+    job: DeclaredJob[Any, Any] = DeclaredJob(
         handler, kind=record.kind, queue=None, priority=None, max_attempts=None
     )
     dispatcher = RecordingDispatcher(

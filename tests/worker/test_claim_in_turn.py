@@ -16,7 +16,7 @@ import pytest
 import awa_django as awa
 from awa_django.core.claimed_job import ClaimedJob
 from awa_django.core.retry import RetryPolicy
-from awa_django.declarations.jobs import Job, JobContext
+from awa_django.declarations.jobs import DeclaredJob, JobContext
 from awa_django.storage.connections import connection_kwargs, open_pool
 from awa_django.worker import dispatcher as dispatcher_module
 from awa_django.worker.completer import Completer
@@ -55,7 +55,7 @@ async def claims_while_held(
     async def handler(ctx: JobContext, n: int = 0) -> None:
         return None
 
-    job: Job[Any, Any] = Job(
+    job: DeclaredJob[Any, Any] = DeclaredJob(
         handler, kind=record.kind, queue=None, priority=None, max_attempts=None
     )
     pool = await open_pool("default", max_size=2)

@@ -9,6 +9,7 @@ import pytest
 from django.db import connection
 
 import awa_django as awa
+from awa_django.storage import statement
 from awa_django.storage.jobs import get_claims
 from awa_django.testing import run_jobs
 from tests.conftest import run_burst
@@ -22,7 +23,7 @@ def test_the_context_holds_the_claim_its_receipt_records(run: Callable[[], objec
     job_id = claim_seen.enqueue()
     run()
     with connection.cursor() as cursor:
-        (claim,) = get_claims(cursor, [job_id])[job_id]
+        (claim,) = statement.run(cursor, get_claims([job_id]))[job_id]
     assert awa.get_job(job_id).result == {
         "by": claim.claimed_by,
         "at": claim.claimed_at.isoformat(),

@@ -7,6 +7,7 @@ from typing import Any, Final
 
 from django.core.management.base import CommandError
 
+from awa_django.conf import get_settings
 from awa_django.core.unknown_kinds import waits_for_kind
 from awa_django.declarations.priorities import shown_priority
 from awa_django.management.command import QueueCommand
@@ -70,7 +71,7 @@ class Command(QueueCommand):
             raise CommandError(f"{action} needs at least one JOB_ID")
         existing_jobs(ids)
         if action == "dump":
-            self.stdout.write(to_json(get_jobs(ids)))
+            self.stdout.write(to_json(get_jobs(ids, database=get_settings().DATABASE_ALIAS)))
         elif action == "retry":
             declared_queue(options["to_queue"], option="--to-queue")
             for job in ids:

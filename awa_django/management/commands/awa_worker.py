@@ -11,13 +11,13 @@ from django.core.management.base import BaseCommand, CommandError
 from awa_django.conf import QUEUE_NAME_PATTERN, get_settings
 from awa_django.declarations.discovery import discover_jobs
 from awa_django.declarations.jobs import registry
-from awa_django.management.command import require_migrated
+from awa_django.management.command import database_option, require_migrated
 from awa_django.management.process import (
     add_log_format_argument,
     configure_logging,
     run_process,
 )
-from awa_django.worker.process import WorkerProcess, config_from_settings
+from awa_django.worker.process import WorkerGroup, configs_per_database
 
 
 def queue_option(value: str) -> tuple[str, int | None]:
@@ -97,11 +97,20 @@ class Command(BaseCommand):
             action="store_false",
             help="Never restart on code changes (default when DEBUG is off).",
         )
+        parser.add_argument(
+            "--database",
+            default=None,
+            metavar="ALIAS",
+            help="Serve only the queues of this DATABASES alias (a queue's 'database' option) and "
+            "compete for its maintenance leadership alone (default: every database holding "
+            "a served queue, each with its own connections and leader).",
+        )
         add_log_format_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         configure_logging(self.stderr, options["verbosity"], options["log_format"])
         conf = get_settings()
+        database = database_option(options["database"])
         queues: dict[str, int] = {}
         for name, concurrency in options["queues"]:
             if name not in conf.QUEUES:
@@ -109,8 +118,16 @@ class Command(BaseCommand):
                     f"queue {name!r} is not declared in AWA['QUEUES'] "
                     f"(declared: {sorted(conf.QUEUES)})"
                 )
+            if database is not None and conf.queue_database(name) != database:
+                raise CommandError(
+                    f"queue {name!r} lives in database {conf.queue_database(name)!r}, not "
+                    f"{database!r}; run a worker with --database {conf.queue_database(name)}"
+                )
             queues[name] = concurrency or conf.QUEUES[name].concurrency
-        require_migrated(conf.DATABASE_ALIAS)
+        if database is not None and not any(
+            conf.queue_database(name) == database for name in conf.QUEUES
+        ):
+            raise CommandError(f"no queue of AWA['QUEUES'] lives in database {database!r}")
         reload = settings.DEBUG if options["reload"] is None else options["reload"]
         if options["burst"]:
             if options["reload"]:
@@ -119,17 +136,20 @@ class Command(BaseCommand):
         if not reload:
             # Before the config: it carries the kind descriptors of every registered handler.
             discover_jobs()
-        config = config_from_settings(
+        configs = configs_per_database(
             conf,
             queues=queues or None,
+            database=database,
             burst=options["burst"],
             burst_wait_s=options["burst_wait"],
             shutdown_timeout_s=options["shutdown_timeout"],
             maintenance=not options["no_maintenance"],
         )
+        for config in configs:
+            require_migrated(config.database)
         if reload:
             from awa_django.management import reload as reloading
 
-            reloading.run(config)
+            reloading.run(configs)
             return
-        run_process(lambda: WorkerProcess(config, registry.get), self.stdout, self.stderr)
+        run_process(lambda: WorkerGroup(configs, registry.get), self.stdout, self.stderr)

@@ -251,3 +251,8 @@ WITH counted AS (
 )
 SELECT count(*), coalesce((array_agg(workflow_id ORDER BY workflow_id))[1:100], '{}')
   FROM broken
+
+-- name: read_only_snapshot
+-- Run first in the audit's own transaction: every invariant is read from one snapshot, and the
+-- audit writes nothing.
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY

@@ -1,4 +1,5 @@
--- Control plane: leadership, ring rotation and prune, retention.
+-- Control plane: leadership, ring rotation and prune, retention, and the operators' queue
+-- controls (pause, resume, live concurrency, drain).
 
 -- name: try_leader_lock
 -- Tries the session-scoped maintenance leader lock (held until released or the session ends).
@@ -36,17 +37,22 @@ WITH expired AS (
     SELECT job_id FROM awa.dlq_entries
      WHERE dlq_at < now() - make_interval(secs => %(retention_s)s::double precision)
      ORDER BY dlq_at LIMIT %(limit)s::integer
+), deleted AS (
+    DELETE FROM awa.dlq_entries d USING expired e WHERE d.job_id = e.job_id RETURNING 1
 )
-DELETE FROM awa.dlq_entries d USING expired e WHERE d.job_id = e.job_id
+SELECT count(*)::integer FROM deleted
 
 -- name: delete_expired_terminal_history
--- Deletes one bounded batch of failed/cancelled history older than the retention.
+-- Deletes one bounded batch of failed/cancelled history older than the retention; returns how
+-- many.
 WITH expired AS (
     SELECT job_id FROM awa.terminal_history
      WHERE finalized_at < now() - make_interval(secs => %(retention_s)s::double precision)
      ORDER BY finalized_at LIMIT %(limit)s::integer
+), deleted AS (
+    DELETE FROM awa.terminal_history h USING expired e WHERE h.job_id = e.job_id RETURNING 1
 )
-DELETE FROM awa.terminal_history h USING expired e WHERE h.job_id = e.job_id
+SELECT count(*)::integer FROM deleted
 
 -- name: reset_all
 -- Empties every awa table except static ring configuration, drops the lanes' commit sequences
@@ -117,3 +123,58 @@ RETURNING instance_id
 -- name: release_leader_lease
 -- Gives the lease back on shutdown so another process can take over at once.
 UPDATE awa.runtime_instances SET is_leader = false WHERE instance_id = %(instance_id)s
+
+-- name: set_queue_concurrency
+-- Sets a queue's live concurrency (NULL: back to each worker's configured value) and tells the
+-- workers serving it at commit.
+WITH changed AS (
+    INSERT INTO awa.queue_meta (queue, concurrency, concurrency_set_at, concurrency_set_by)
+    VALUES (%(queue)s, %(concurrency)s, now(), %(by)s)
+    ON CONFLICT (queue) DO UPDATE
+       SET concurrency = excluded.concurrency,
+           concurrency_set_at = excluded.concurrency_set_at,
+           concurrency_set_by = excluded.concurrency_set_by
+    RETURNING queue
+)
+SELECT pg_notify('awa_control', queue) FROM changed
+
+-- name: queue_concurrency
+-- The live concurrency set for each of the given queues that has one (a worker's read).
+SELECT queue, concurrency FROM awa.queue_meta
+ WHERE queue = ANY(%(queues)s::text[]) AND concurrency IS NOT NULL
+
+-- name: pause_queue
+-- Pauses a queue: workers claim nothing from it and promotion leaves its due jobs deferred.
+INSERT INTO awa.queue_meta (queue, paused, paused_at, paused_by)
+VALUES (%(queue)s, true, now(), %(by)s)
+ON CONFLICT (queue) DO UPDATE SET paused = true, paused_at = now(), paused_by = excluded.paused_by
+
+-- name: resume_queue
+-- Resumes a queue and wakes its workers.
+WITH resumed AS (
+    UPDATE awa.queue_meta SET paused = false, paused_at = NULL, paused_by = NULL
+     WHERE queue = %(queue)s AND paused
+    RETURNING queue
+)
+SELECT pg_notify('awa', queue) FROM resumed
+
+-- name: drain_queue
+-- Cancels every pending job of a queue; returns how many (see awa.drain_queue).
+SELECT awa.drain_queue(%(queue)s, %(reason)s) AS cancelled
+
+-- name: drain_candidates
+-- How many jobs a drain of the queue would cancel now: the jobs awa.drain_queue walks (every
+-- deferred job of the queue, and each ready row no receipt or tombstone closed), counted once.
+SELECT count(*)::integer FROM (
+    SELECT d.job_id FROM awa.deferred_jobs d WHERE d.queue = %(queue)s
+    UNION
+    SELECT r.job_id FROM awa.ready_entries r
+     WHERE r.queue = %(queue)s
+       AND NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
+                        WHERE c.job_id = r.job_id AND c.run_lease = r.run_lease + 1
+                          AND c.ready_slot = r.ready_slot)
+       AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t
+                        WHERE t.queue = r.queue AND t.priority = r.priority
+                          AND t.shard = r.shard AND t.lane_seq = r.lane_seq
+                          AND t.ready_slot = r.ready_slot)
+) pending

@@ -23,6 +23,7 @@ ON CONFLICT (name) DO UPDATE
        (excluded.cron_expr, excluded.timezone, excluded.kind, excluded.queue, excluded.args,
         excluded.priority, excluded.max_attempts, excluded.tags, excluded.metadata,
         excluded.missed_fire_policy)
+RETURNING 1
 
 -- name: due_cron_jobs
 -- Unpaused schedules with what the leader needs to compute their due ticks, and the database

@@ -16,10 +16,11 @@ SELECT (c.job).queue, (c.job).priority, (c.job).shard, (c.job).lane_seq, (c.job)
 
 -- name: delete_superseded_rate_entries
 -- Deletes one bounded batch of ledger rows that are no longer their queue's newest (only the
--- newest is ever read); returns how many.
+-- newest is ever read); one row per row deleted.
 WITH superseded AS (
     SELECT l.queue, l.entry FROM awa.rate_ledger l
      WHERE EXISTS (SELECT 1 FROM awa.rate_ledger n WHERE n.queue = l.queue AND n.entry > l.entry)
      ORDER BY l.entry LIMIT %(limit)s::integer
 )
 DELETE FROM awa.rate_ledger l USING superseded s WHERE l.queue = s.queue AND l.entry = s.entry
+RETURNING 1

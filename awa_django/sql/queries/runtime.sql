@@ -1,64 +1,58 @@
 -- Descriptors and runtime instances: what workers declare and report about themselves.
 
--- name: sync_queue_policies
--- Publishes each queue's DLQ policy where close_attempts reads it. Rows that already agree are
--- left out before the upsert: ON CONFLICT DO UPDATE locks the row it conflicts with even when
--- its WHERE then writes nothing, and every worker republishes the same rows, so a fleet queued
--- up behind each other's locks until each transaction committed (#37). Rows go in key order,
--- so two workers changing overlapping rows wait in one order and cannot deadlock.
-INSERT INTO awa.queue_meta AS m (queue, dlq_enabled)
-SELECT p.queue, p.dlq_enabled
-  FROM unnest(%(queues)s::text[], %(dlq_enabled)s::boolean[]) AS p (queue, dlq_enabled)
- WHERE NOT EXISTS (SELECT FROM awa.queue_meta a
-                    WHERE a.queue = p.queue AND a.dlq_enabled IS NOT DISTINCT FROM p.dlq_enabled)
- ORDER BY p.queue
-ON CONFLICT (queue) DO UPDATE SET dlq_enabled = excluded.dlq_enabled
- WHERE m.dlq_enabled IS DISTINCT FROM excluded.dlq_enabled
-
--- name: upsert_queue_descriptors
--- Upserts queue descriptors, writing only what changed: every worker runs this with each
--- snapshot, and rewriting unchanged rows would leave dead tuples behind at every snapshot.
--- Unchanged rows are left out before the upsert, which would lock them (see
--- sync_queue_policies). Freshness comes from the snapshots of the runtimes that declare a
--- descriptor (see the lists).
-INSERT INTO awa.queue_descriptors AS q (queue, display_name, description, owner, dlq_enabled,
-                                        descriptor_hash)
-SELECT d.*
-  FROM unnest(%(queues)s::text[], %(display_names)s::text[], %(descriptions)s::text[],
-              %(owners)s::text[], %(dlq_enabled)s::boolean[], %(hashes)s::text[])
-       AS d (queue, display_name, description, owner, dlq_enabled, descriptor_hash)
- WHERE NOT EXISTS (SELECT FROM awa.queue_descriptors a
-                    WHERE a.queue = d.queue AND a.descriptor_hash = d.descriptor_hash)
- ORDER BY d.queue
-ON CONFLICT (queue) DO UPDATE
-   SET display_name = excluded.display_name, description = excluded.description,
-       owner = excluded.owner, dlq_enabled = excluded.dlq_enabled,
-       descriptor_hash = excluded.descriptor_hash,
-       changed_at = now(), refreshed_at = now()
- WHERE q.descriptor_hash IS DISTINCT FROM excluded.descriptor_hash
-
--- name: upsert_kind_descriptors
--- Upserts job-kind descriptors, writing only what changed and locking no unchanged row (as for
--- queues).
-INSERT INTO awa.kind_descriptors AS k (kind, queue, description, owner, docs_url,
-                                       descriptor_hash)
-SELECT d.*
-  FROM unnest(%(kinds)s::text[], %(queues)s::text[], %(descriptions)s::text[],
-              %(owners)s::text[], %(docs_urls)s::text[], %(hashes)s::text[])
-       AS d (kind, queue, description, owner, docs_url, descriptor_hash)
- WHERE NOT EXISTS (SELECT FROM awa.kind_descriptors a
-                    WHERE a.kind = d.kind AND a.descriptor_hash = d.descriptor_hash)
- ORDER BY d.kind
-ON CONFLICT (kind) DO UPDATE
-   SET queue = excluded.queue, description = excluded.description, owner = excluded.owner,
-       docs_url = excluded.docs_url, descriptor_hash = excluded.descriptor_hash,
-       changed_at = now(), refreshed_at = now()
- WHERE k.descriptor_hash IS DISTINCT FROM excluded.descriptor_hash
-
--- name: record_declared_versions
--- Records the values behind each declared hash, once: a version already recorded is left as it
--- is, so the snapshots that repeat it write nothing. Rows go in key order, so two workers
--- recording overlapping versions at once wait for each other in one order and cannot deadlock.
+-- name: publish_declarations
+-- Publishes a process's declarations in one statement (#37): each queue's DLQ policy where
+-- close_attempts reads it, the queue and kind descriptors, and the values behind each declared
+-- hash. Every worker of a fleet republishes the same rows, so each part writes only what
+-- changed, and leaves unchanged rows out before its upsert: ON CONFLICT DO UPDATE locks the row
+-- it conflicts with even when its WHERE then writes nothing, and a fleet queued up behind each
+-- other's locks. One statement, not four in a transaction: an idle fleet's republishing was
+-- six statements a time (BEGIN and COMMIT included). Rows go in key order within each part and
+-- the parts run in one order, so two workers changing overlapping rows wait in one order and
+-- cannot deadlock. Freshness comes from the snapshots of the runtimes that declare a descriptor
+-- (see the lists). A version already recorded is left as it is.
+WITH policies AS (
+    INSERT INTO awa.queue_meta AS m (queue, dlq_enabled)
+    SELECT p.queue, p.dlq_enabled
+      FROM unnest(%(policy_queue)s::text[], %(policy_dlq)s::boolean[]) AS p (queue, dlq_enabled)
+     WHERE NOT EXISTS (SELECT FROM awa.queue_meta a
+                        WHERE a.queue = p.queue
+                          AND a.dlq_enabled IS NOT DISTINCT FROM p.dlq_enabled)
+     ORDER BY p.queue
+    ON CONFLICT (queue) DO UPDATE SET dlq_enabled = excluded.dlq_enabled
+     WHERE m.dlq_enabled IS DISTINCT FROM excluded.dlq_enabled
+), queues AS (
+    INSERT INTO awa.queue_descriptors AS q (queue, display_name, description, owner,
+                                            dlq_enabled, descriptor_hash)
+    SELECT d.*
+      FROM unnest(%(queue)s::text[], %(display_name)s::text[], %(description)s::text[],
+                  %(owner)s::text[], %(dlq)s::boolean[], %(hash)s::text[])
+           AS d (queue, display_name, description, owner, dlq_enabled, descriptor_hash)
+     WHERE NOT EXISTS (SELECT FROM awa.queue_descriptors a
+                        WHERE a.queue = d.queue AND a.descriptor_hash = d.descriptor_hash)
+     ORDER BY d.queue
+    ON CONFLICT (queue) DO UPDATE
+       SET display_name = excluded.display_name, description = excluded.description,
+           owner = excluded.owner, dlq_enabled = excluded.dlq_enabled,
+           descriptor_hash = excluded.descriptor_hash,
+           changed_at = now(), refreshed_at = now()
+     WHERE q.descriptor_hash IS DISTINCT FROM excluded.descriptor_hash
+), kinds AS (
+    INSERT INTO awa.kind_descriptors AS k (kind, queue, description, owner, docs_url,
+                                           descriptor_hash)
+    SELECT d.*
+      FROM unnest(%(kind)s::text[], %(kind_queue)s::text[], %(kind_description)s::text[],
+                  %(kind_owner)s::text[], %(docs_url)s::text[], %(kind_hash)s::text[])
+           AS d (kind, queue, description, owner, docs_url, descriptor_hash)
+     WHERE NOT EXISTS (SELECT FROM awa.kind_descriptors a
+                        WHERE a.kind = d.kind AND a.descriptor_hash = d.descriptor_hash)
+     ORDER BY d.kind
+    ON CONFLICT (kind) DO UPDATE
+       SET queue = excluded.queue, description = excluded.description, owner = excluded.owner,
+           docs_url = excluded.docs_url, descriptor_hash = excluded.descriptor_hash,
+           changed_at = now(), refreshed_at = now()
+     WHERE k.descriptor_hash IS DISTINCT FROM excluded.descriptor_hash
+)
 INSERT INTO awa.declared_versions (described, name, descriptor_hash, fields)
 SELECT v.described, v.name, v.descriptor_hash, v.fields
   FROM unnest(%(described)s::text[], %(names)s::text[], %(hashes)s::text[],
@@ -85,6 +79,7 @@ ON CONFLICT (instance_id) DO UPDATE
 -- update (no index covers last_seen_at). No row (the leader deleted it as stale, after a long
 -- stall): the reporter writes the whole snapshot instead.
 UPDATE awa.runtime_instances SET last_seen_at = now() WHERE instance_id = %(instance_id)s
+RETURNING 1
 
 -- name: count_peers
 -- How many live processes (rows refreshed within %(fresh_s)s seconds) compete with this one for
@@ -108,6 +103,7 @@ DELETE FROM awa.runtime_instances WHERE instance_id = %(instance_id)s
 -- Leader cleanup: rows of processes silent for longer than the staleness window.
 DELETE FROM awa.runtime_instances
  WHERE last_seen_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
+RETURNING 1
 
 -- name: delete_undeclared_versions
 -- Leader cleanup: recorded versions that no runtime row declares and that are not the stored
@@ -125,6 +121,7 @@ DELETE FROM awa.declared_versions v
    AND NOT EXISTS (
        SELECT 1 FROM awa.kind_descriptors d
         WHERE v.described = 'kind' AND d.kind = v.name AND d.descriptor_hash = v.descriptor_hash)
+RETURNING 1
 
 -- name: declared_versions
 -- The recorded values behind the given hashes of one queue's or kind's descriptor.

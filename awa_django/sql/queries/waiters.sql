@@ -20,3 +20,8 @@ ON CONFLICT DO NOTHING
 -- name: unregister_waiter
 -- This session no longer waits on the job.
 DELETE FROM awa.job_waiters WHERE job_id = %(job_id)s::bigint AND pid = pg_backend_pid()
+
+-- name: listen_job_done
+-- Subscribes this session to the channel the closers notify (JOB_DONE_CHANNEL), before it
+-- registers as a waiter: no notification of its job can then pass unheard.
+LISTEN awa_job_done

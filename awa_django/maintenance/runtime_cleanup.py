@@ -1,9 +1,9 @@
-"""Instance cleanup (leader task): runtime instance rows silent for longer than
-``RUNTIME_STALE_AFTER_S`` belong to processes that died without withdrawing them; one small
+"""Runtime cleanup (leader task): runtime rows (``awa.runtime_instances``) silent for longer
+than ``RUNTIME_STALE_AFTER_S`` belong to processes that died without withdrawing them; one small
 statement deletes them, and a second the recorded descriptor versions (``awa.declared_versions``)
 that no runtime row and no stored descriptor declares any more. The pass logs as
-``maintenance runtimes``, the operators' name for these rows (``awa.runtimes``, the admin's Runtimes
-page)."""
+``maintenance runtimes``, the operators' name for these rows (``awa.runtimes``, the admin's
+Runtimes page)."""
 
 from __future__ import annotations
 
@@ -15,20 +15,21 @@ from psycopg_pool import AsyncConnectionPool
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.service import counted
 from awa_django.storage.runtime import delete_stale_runtimes, delete_undeclared_versions
+from awa_django.storage.statement import run_async
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class InstanceCleanupConfig:
+class RuntimeCleanupConfig:
     interval_s: float
     stale_after_s: float
 
     @classmethod
-    def from_settings(cls, conf: AwaSettings) -> InstanceCleanupConfig:
+    def from_settings(cls, conf: AwaSettings) -> RuntimeCleanupConfig:
         return cls(interval_s=conf.CLEANUP_INTERVAL_S, stale_after_s=conf.RUNTIME_STALE_AFTER_S)
 
 
 @dataclass(frozen=True, slots=True)
-class InstanceCleanupResult:
+class RuntimeCleanupResult:
     deleted: int
     versions_deleted: int = 0
 
@@ -43,16 +44,20 @@ class InstanceCleanupResult:
         )
 
 
-class InstanceCleaner:
+class RuntimeCleaner:
     name = "runtimes"
 
-    def __init__(self, pool: AsyncConnectionPool[Any], config: InstanceCleanupConfig) -> None:
+    def __init__(self, pool: AsyncConnectionPool[Any], config: RuntimeCleanupConfig) -> None:
         self._pool = pool
         self.interval_s = config.interval_s
         self._stale_after_s = config.stale_after_s
 
-    async def run_once(self) -> InstanceCleanupResult:
+    async def run_once(self) -> RuntimeCleanupResult:
         async with self._pool.connection() as conn:
-            deleted = await delete_stale_runtimes(conn, stale_after_s=self._stale_after_s)
-            versions = await delete_undeclared_versions(conn, stale_after_s=self._stale_after_s)
-        return InstanceCleanupResult(deleted, versions)
+            deleted = await run_async(
+                conn, delete_stale_runtimes(stale_after_s=self._stale_after_s)
+            )
+            versions = await run_async(
+                conn, delete_undeclared_versions(stale_after_s=self._stale_after_s)
+            )
+        return RuntimeCleanupResult(deleted, versions)

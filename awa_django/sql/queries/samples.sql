@@ -1,4 +1,5 @@
--- Queue health: the leader's samples, pause/resume/drain, and the reads behind awa.queues.
+-- Queue samples: the leader's per-queue samples and their rollups, and the reads behind
+-- awa.queues and the admin's queue health page.
 
 -- name: record_queue_samples
 -- Appends one sample per measured queue: its depths, and the completions and failures closed
@@ -16,7 +17,7 @@ WITH since AS (
      WHERE d.finalized_at > since.at AND d.finalized_at <= now()
      GROUP BY d.queue
 ), batch AS (
-    SELECT * FROM unnest(%(queues)s::text[], %(available)s::integer[], %(scheduled)s::integer[],
+    SELECT * FROM unnest(%(queue)s::text[], %(available)s::integer[], %(scheduled)s::integer[],
                          %(retryable)s::integer[], %(running)s::integer[],
                          %(waiting_external)s::integer[], %(dlq)s::integer[],
                          %(lag_s)s::double precision[])
@@ -87,61 +88,6 @@ SELECT EXISTS (SELECT 1 FROM awa.queue_stat_samples s WHERE s.queue = %(queue)s)
 SELECT queue, paused, paused_at, paused_by, dlq_enabled, concurrency, concurrency_set_at,
        concurrency_set_by
   FROM awa.queue_meta ORDER BY queue
-
--- name: set_queue_concurrency
--- Sets a queue's live concurrency (NULL: back to each worker's configured value) and tells the
--- workers serving it at commit.
-WITH changed AS (
-    INSERT INTO awa.queue_meta (queue, concurrency, concurrency_set_at, concurrency_set_by)
-    VALUES (%(queue)s, %(concurrency)s, now(), %(by)s)
-    ON CONFLICT (queue) DO UPDATE
-       SET concurrency = excluded.concurrency,
-           concurrency_set_at = excluded.concurrency_set_at,
-           concurrency_set_by = excluded.concurrency_set_by
-    RETURNING queue
-)
-SELECT pg_notify('awa_control', queue) FROM changed
-
--- name: queue_concurrency
--- The live concurrency set for each of the given queues that has one (a worker's read).
-SELECT queue, concurrency FROM awa.queue_meta
- WHERE queue = ANY(%(queues)s::text[]) AND concurrency IS NOT NULL
-
--- name: pause_queue
--- Pauses a queue: workers claim nothing from it and promotion leaves its due jobs deferred.
-INSERT INTO awa.queue_meta (queue, paused, paused_at, paused_by)
-VALUES (%(queue)s, true, now(), %(by)s)
-ON CONFLICT (queue) DO UPDATE SET paused = true, paused_at = now(), paused_by = excluded.paused_by
-
--- name: resume_queue
--- Resumes a queue and wakes its workers.
-WITH resumed AS (
-    UPDATE awa.queue_meta SET paused = false, paused_at = NULL, paused_by = NULL
-     WHERE queue = %(queue)s AND paused
-    RETURNING queue
-)
-SELECT pg_notify('awa', queue) FROM resumed
-
--- name: drain_queue
--- Cancels every pending job of a queue; returns how many (see awa.drain_queue).
-SELECT awa.drain_queue(%(queue)s, %(reason)s) AS cancelled
-
--- name: drain_candidates
--- How many jobs a drain of the queue would cancel now: the jobs awa.drain_queue walks (every
--- deferred job of the queue, and each ready row no receipt or tombstone closed), counted once.
-SELECT count(*)::integer FROM (
-    SELECT d.job_id FROM awa.deferred_jobs d WHERE d.queue = %(queue)s
-    UNION
-    SELECT r.job_id FROM awa.ready_entries r
-     WHERE r.queue = %(queue)s
-       AND NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
-                        WHERE c.job_id = r.job_id AND c.run_lease = r.run_lease + 1
-                          AND c.ready_slot = r.ready_slot)
-       AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t
-                        WHERE t.queue = r.queue AND t.priority = r.priority
-                          AND t.shard = r.shard AND t.lane_seq = r.lane_seq
-                          AND t.ready_slot = r.ready_slot)
-) pending
 
 -- name: roll_up_minutes
 -- Compacts the minutes that ended at least %(settle_s)s ago and are not rolled up yet (at most
