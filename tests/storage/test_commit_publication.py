@@ -27,6 +27,7 @@ from awa_django.storage.connections import connect, connection_kwargs
 from awa_django.storage.execution import close_params
 from awa_django.storage.queue import ClaimRequest, claim_ready
 from awa_django.storage.statement import run_async
+from tests.commit_statements import statements_at_commit
 from tests.jobs import noop
 
 pytestmark = pytest.mark.usefixtures("awa_db")
@@ -586,3 +587,29 @@ def test_a_commit_notifies_only_while_a_worker_waits_for_the_queue():
     finally:
         listener.close()
         waiter.close()
+
+
+def test_a_commit_publishes_each_lane_in_one_statement():
+    """The commit-time trigger's work for a lane (lane lock, position, lane_commits row, wake
+    lock test, the record in awa.published) is one top-level statement (migration 0026; it was
+    three), and a later row of a lane already published none; a NOTIFY, while a worker waits,
+    is the one more."""
+    used_lane()
+    used_lane("email")
+    ids: list[int] = []
+    one = statements_at_commit(lambda: ids.append(put(1)))
+    assert len(one) == 1, one
+    assert one[0].startswith("INSERT INTO awa.lane_commits"), one
+    three = statements_at_commit(lambda: ids.extend(put(n) for n in range(3)))
+    assert len(three) == 1, three
+    two_lanes = statements_at_commit(lambda: ids.extend([put(1), put(2, "email"), put(3)]))
+    assert len(two_lanes) == 2, two_lanes
+    waiter = psycopg.connect(**connection_kwargs("default"), autocommit=True)
+    try:
+        waiter.execute("SELECT pg_advisory_lock(1096237385, hashtext('default'))")
+        notified = statements_at_commit(lambda: ids.append(put(4)))
+    finally:
+        waiter.close()
+    assert len(notified) == 2 and "pg_notify" in notified[1], notified
+    assert claimed_ids() == [ids[0], *ids[1:4], ids[4], ids[6], ids[7]]
+    assert claimed_ids("email") == [ids[5]]

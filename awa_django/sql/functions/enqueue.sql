@@ -28,6 +28,14 @@
 -- waiting holds the lock shared until it has committed, so a worker that is about to wait
 -- cannot miss it: it gets the lock only after the commit and claims once more before it waits.
 --
+-- One statement does the publishing (migration 0026, #32): the lane lock, the position, the
+-- lane_commits row, the wake lock's test and the record in awa.published. Each statement a
+-- trigger runs at commit is a top-level statement of its own (executor start-up, locks of the
+-- tables it names, its snapshot), paid by every enqueueing transaction; the NOTIFY, only while
+-- a worker waits, is the one more. The lock is taken in a subquery that is not flattened (OFFSET
+-- 0), so its row, and with it the lock, comes before the outer row draws the position; RETURNING
+-- runs after the row is written, so the wake lock is tried after the draw, as before.
+--
 -- An error here aborts the commit: it is raised again naming the job and queue, with the
 -- original SQLSTATE, so the caller's atomic() block fails with a clear message and its rows
 -- roll back with the jobs.
@@ -35,10 +43,15 @@ CREATE OR REPLACE FUNCTION awa.publish_ready() RETURNS trigger LANGUAGE plpgsql 
 DECLARE
     -- The lane's commit sequence, and its key in awa.published.
     v_lane constant text := awa.lane_sequence_name(NEW.queue, NEW.priority, NEW.shard);
+    -- Its producer lock's key, worked out here rather than in the INSERT: a plan of the INSERT
+    -- for this row's values would run the function to fold it, one more statement.
+    v_lock_key constant integer := awa.lane_lock_key(NEW.queue, NEW.priority, NEW.shard);
     v_published constant text := coalesce(current_setting('awa.published', true), '');
     v_at constant integer := position(';' || v_lane || '=' IN v_published);
     v_entry text;
     v_last_seq bigint;
+    v_unwatched boolean;  -- no worker waits for the queue: no NOTIFY
+    v_recorded text;
 BEGIN
     IF v_at > 0 THEN
         v_entry := split_part(substr(v_published, v_at + 1), ';', 1);
@@ -49,16 +62,23 @@ BEGIN
     -- Every row this transaction wrote took its lane_seq from this session before now.
     v_last_seq := currval('awa.lane_seq');
     BEGIN
-        -- The lock before the position: a drawn position is always covered by it.
-        PERFORM pg_advisory_xact_lock_shared(
-            1096237388, awa.lane_lock_key(NEW.queue, NEW.priority, NEW.shard));
         INSERT INTO awa.lane_commits (queue, priority, shard, commit_seq, ready_slot, batch,
                                       first_seq, last_seq)
-        VALUES (NEW.queue, NEW.priority, NEW.shard,
-                nextval(coalesce(to_regclass('awa.' || v_lane),
-                                 awa.create_lane(NEW.queue, NEW.priority, NEW.shard))),
-                NEW.ready_slot, NEW.batch, NEW.lane_seq, v_last_seq);
-        IF NOT pg_try_advisory_xact_lock_shared(1096237385, hashtext(NEW.queue)) THEN
+        SELECT NEW.queue, NEW.priority, NEW.shard,
+               nextval(coalesce(to_regclass('awa.' || v_lane),
+                                awa.create_lane(NEW.queue, NEW.priority, NEW.shard))),
+               NEW.ready_slot, NEW.batch, NEW.lane_seq, v_last_seq
+          -- The lock before the position: a drawn position is always covered by it.
+          FROM (SELECT pg_advisory_xact_lock_shared(1096237388, v_lock_key) OFFSET 0) AS lane_lock
+        RETURNING pg_try_advisory_xact_lock_shared(1096237385, hashtext(NEW.queue)),
+                  set_config('awa.published',
+                             CASE WHEN v_at > 0
+                                  THEN replace(v_published, ';' || v_entry,
+                                               ';' || v_lane || '=' || v_last_seq)
+                                  ELSE v_published || ';' || v_lane || '=' || v_last_seq END,
+                             true)
+             INTO v_unwatched, v_recorded;
+        IF NOT v_unwatched THEN
             PERFORM pg_notify('awa', NEW.queue);
         END IF;
     EXCEPTION WHEN OTHERS THEN
@@ -66,12 +86,6 @@ BEGIN
                         NEW.queue, SQLERRM
               USING ERRCODE = SQLSTATE;
     END;
-    PERFORM set_config('awa.published',
-                       CASE WHEN v_at > 0
-                            THEN replace(v_published, ';' || v_entry,
-                                         ';' || v_lane || '=' || v_last_seq)
-                            ELSE v_published || ';' || v_lane || '=' || v_last_seq END,
-                       true);
     RETURN NULL;
 END
 $$;
