@@ -262,14 +262,14 @@ def advance_clock(by: float | timedelta) -> int:
     changes: nothing in awa's code reads a fake clock."""
     seconds = by.total_seconds() if isinstance(by, timedelta) else float(by)
     with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
-        return eager_storage.shift_deferred(cursor, seconds=seconds)
+        return run(cursor, eager_storage.shift_deferred(seconds=seconds))
 
 
 def make_due(job_ids: Sequence[int] | None = None) -> int:
     """Make these scheduled or retrying jobs (every one when None) due now; returns how many
     moved."""
     with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
-        return eager_storage.make_due(cursor, job_ids=job_ids)
+        return run(cursor, eager_storage.make_due(job_ids=job_ids))
 
 
 class BackgroundWorker:

@@ -156,7 +156,9 @@ def test_a_heartbeat_saves_a_checkpoint_with_its_floats():
                 ),
             )
             live = LiveAttempt.of(job, progress={"percent": 1, "message": ""}, checkpoint=saved)
-            assert await heartbeat_attempts(conn, [live], claimed_by="w") == {(job_id, 1)}
+            assert await run_async(conn, heartbeat_attempts([live], claimed_by="w")) == {
+                (job_id, 1)
+            }
 
     saved = {"big": 1e16}
     asyncio.run(beat())

@@ -308,7 +308,8 @@ class JobAdmin(OperatorAdmin):
                     )
                     jobs = page.jobs
                     state_count = page.count
-                waiting = waiting_on(cursor, [job.job_id for job in jobs if job.state == "held"])
+                held = [job.job_id for job in jobs if job.state == "held"]
+                waiting = run(cursor, waiting_on(held)) if held else {}
             next_query, newer_query = page_links(
                 request.GET, data["before"], form.newer_cursors(), page
             )

@@ -5,7 +5,7 @@ interval appends."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,8 +52,7 @@ class LedgerCleaner:
 
     async def run_once(self) -> LedgerResult:
         deleted = await until_short(self._pool, _rate_batch, batch_size=self._batch_size)
-        lanes = _batch(delete_superseded_lane_marks)
-        deleted += await until_short(self._pool, lanes, batch_size=self._batch_size)
+        deleted += await until_short(self._pool, _lane_batch, batch_size=self._batch_size)
         return LedgerResult(deleted)
 
 
@@ -61,12 +60,5 @@ def _rate_batch(conn: AsyncConnection[Any], limit: int) -> Awaitable[int]:
     return run_async(conn, delete_superseded_rate_entries(limit=limit))
 
 
-def _batch(
-    delete: Callable[..., Awaitable[int]],
-) -> Callable[[AsyncConnection[Any], int], Awaitable[int]]:
-    """``delete`` in the shape ``until_short`` runs: one bounded batch on a connection."""
-
-    def batch(conn: AsyncConnection[Any], limit: int) -> Awaitable[int]:
-        return delete(conn, limit=limit)
-
-    return batch
+def _lane_batch(conn: AsyncConnection[Any], limit: int) -> Awaitable[int]:
+    return run_async(conn, delete_superseded_lane_marks(limit=limit))

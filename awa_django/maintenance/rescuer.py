@@ -119,19 +119,21 @@ class Rescuer:
 
     async def run_once(self) -> RescuerResult:
         async with self._pool.connection() as conn:
-            scan = await find_rescuable(
-                conn,
+            cutoffs, finds = find_rescuable(
                 rows=claimed_job_rows,
                 staleness_s=self._config.staleness_s,
                 limit=self._config.batch_size,
                 since=self._cursor,
             )
-            found = scan.found
+            # One transaction, so the next cursor's bounds are the cutoffs this scan used.
+            async with conn.transaction():
+                next_cursor = await run_async(conn, cutoffs)
+                found = await run_async(conn, finds)
             # A full batch may have left due attempts unseen: the next pass starts where this
             # one did. Otherwise it may start at this pass's cutoffs once these are closed.
             advance = len(found) < self._config.batch_size
             if not found:
-                self._cursor = scan.next_cursor
+                self._cursor = next_cursor
                 return RescuerResult(0, 0)
             async with conn.transaction():
                 found = await self._lock_callback_waits(conn, found)
@@ -140,7 +142,7 @@ class Rescuer:
                 if closed:
                     await run_async(conn, notify_cancel(sorted(closed)))
         if advance:
-            self._cursor = scan.next_cursor
+            self._cursor = next_cursor
         await self._report(found, completions, closed)
         return RescuerResult(len(found), len(closed))
 

@@ -86,11 +86,13 @@ class RetentionCleaner:
         )
         workflows_deleted = await until_short(
             self._pool,
-            lambda conn, limit: prune_workflows(
+            lambda conn, limit: run_async(
                 conn,
-                completed_s=self._config.completed_retention_s,
-                failed_s=self._config.failed_retention_s,
-                limit=limit,
+                prune_workflows(
+                    completed_s=self._config.completed_retention_s,
+                    failed_s=self._config.failed_retention_s,
+                    limit=limit,
+                ),
             ),
             batch_size=self._config.batch_size,
         )

@@ -26,7 +26,7 @@ from awa_django.storage.jobs import jobs_by_id
 from awa_django.storage.queue import cancel_job
 from awa_django.storage.statement import run
 from awa_django.storage.unique import unique_holder
-from awa_django.storage.workflows import workflows_finished
+from awa_django.storage.workflows import WORKFLOWS_FINISHED
 from awa_django.telemetry import get_telemetry
 
 CANCELLED: Final = frozenset({"cancelled_running", "cancelled_queued", "cancelled_scheduled"})
@@ -76,7 +76,7 @@ def announce_finished(cursor: CursorWrapper, alias: str) -> None:
     finished so far; one statement, run only when the signal has receivers."""
     if not (workflow_finished.receivers and workflow_finished.has_listeners()):
         return
-    for workflow in workflows_finished(cursor):
+    for workflow in run(cursor, WORKFLOWS_FINISHED):
         transaction.on_commit(
             partial(
                 workflow_finished.send_robust,

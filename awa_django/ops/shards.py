@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Final
 
-from django.db import connections, transaction
+from django.db import connections
 
 from awa_django.conf import get_settings
 from awa_django.exceptions import InvalidJob
 from awa_django.ops.known import queue_known, unknown_queue_message
 from awa_django.storage import lanes
+from awa_django.storage.statement import run, run_atomic
 
 MAX_ENQUEUE_SHARDS: Final = 64
 
@@ -42,32 +43,32 @@ def set_enqueue_shards(queue: str, shards: int) -> None:
             f"shards must be an integer 1..{MAX_ENQUEUE_SHARDS}, got {shards!r}", field="shards"
         )
     alias = get_settings().DATABASE_ALIAS
-    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        lanes.set_enqueue_shards(cursor, queue=queue, shards=shards)
+    with connections[alias].cursor() as cursor:
+        run_atomic(cursor, lanes.set_enqueue_shards(queue=queue, shards=shards))
 
 
 def get_enqueue_shards(queue: str) -> int:
     """How many enqueue shards ``queue`` has."""
     _check_queue(queue)
     with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
-        return lanes.enqueue_shards(cursor, queue=queue)
+        return run(cursor, lanes.enqueue_shards(queue=queue))
 
 
 def lane_backlog(queue: str) -> list[lanes.LaneBacklog]:
     """Jobs waiting in each (priority, shard) lane of ``queue`` that has any."""
     _check_queue(queue)
     with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
-        return lanes.lane_backlog(cursor, queue=queue)
+        return run(cursor, lanes.lane_backlog(queue=queue))
 
 
 def enqueue_shard_counts() -> dict[str, int]:
     """The enqueue shard count of every queue that has set one; any other queue has 1."""
     with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
-        return lanes.enqueue_shard_counts(cursor)
+        return run(cursor, lanes.ENQUEUE_SHARD_COUNTS)
 
 
 def all_lane_backlogs() -> list[lanes.LaneBacklog]:
     """Jobs waiting in each lane of every queue, by queue, priority and shard. It counts every
     waiting job, so it takes about as long as live queue depths."""
     with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
-        return lanes.lane_backlog(cursor, queue=None)
+        return run(cursor, lanes.lane_backlog(queue=None))

@@ -257,11 +257,11 @@ class WorkflowBuilder:
         for queue, priority in sorted({(step.queue, step.priority) for step in resolved}):
             ensure_lanes(alias, queue, priority)
         with reported_unmigrated(alias), connections[alias].cursor() as cursor:
-            workflow_id, job_ids = storage.create_workflow(cursor, spec_json)
-        run = WorkflowRun(workflow_id, job_ids)
+            workflow_id, job_ids = run(cursor, storage.create_workflow(spec_json))
+        started = WorkflowRun(workflow_id, job_ids)
         if _runs_eagerly(self):
             transaction.on_commit(partial(_run_eagerly, workflow_id), using=alias)
-        return run
+        return started
 
     def enqueue_on_commit(self, *, using: str | None = None) -> PendingWorkflow:
         """Validate now and enqueue once the current transaction of ``using`` (Django's
@@ -339,7 +339,7 @@ def _run_eagerly(workflow_id: int) -> None:
     done: set[int] = set()
     while True:
         with connections[alias].cursor() as cursor:
-            steps = storage.workflow_steps(cursor, workflow_id)
+            steps = run(cursor, storage.workflow_steps(workflow_id))
             jobs = {
                 record.job_id: record
                 for record in run(cursor, jobs_by_id([s.job_id for s in steps]))
@@ -365,10 +365,10 @@ def get_workflow(workflow_id: int) -> WorkflowState | None:
     created, or reclaimed by retention after it finished)."""
     alias = get_settings().DATABASE_ALIAS
     with connections[alias].cursor() as cursor:
-        row = storage.get_workflow(cursor, workflow_id)
+        row = run(cursor, storage.get_workflow(workflow_id))
         if row is None:
             return None
-        return WorkflowState(row, tuple(storage.workflow_steps(cursor, workflow_id)))
+        return WorkflowState(row, tuple(run(cursor, storage.workflow_steps(workflow_id))))
 
 
 def list_workflows(
@@ -380,7 +380,7 @@ def list_workflows(
         raise ValueError(f"unknown workflow state {state!r}")
     alias = get_settings().DATABASE_ALIAS
     with connections[alias].cursor() as cursor:
-        return storage.list_workflows(cursor, state=state, name=name, limit=limit)
+        return run(cursor, storage.list_workflows(state=state, name=name, limit=limit))
 
 
 def cancel_workflow(workflow_id: int, *, reason: str = "workflow cancelled") -> int | None:
@@ -390,7 +390,7 @@ def cancel_workflow(workflow_id: int, *, reason: str = "workflow cancelled") -> 
     check_text(reason, field="reason")
     alias = get_settings().DATABASE_ALIAS
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        cancelled = storage.cancel_workflow(cursor, workflow_id, reason)
+        cancelled = run(cursor, storage.cancel_workflow(workflow_id, reason))
         if cancelled is not None:
             announce_finished(cursor, alias)
         return cancelled
@@ -434,9 +434,11 @@ def retry_workflow_step(workflow_id: int, step: str) -> bool:
 def waiting_on(job_ids: list[int]) -> dict[int, WaitingOn]:
     """For each held workflow step among ``job_ids``, the steps it still waits for (its
     ``str`` reads "waiting on fetch, parse"); other jobs are left out."""
+    if not job_ids:
+        return {}
     alias = get_settings().DATABASE_ALIAS
     with connections[alias].cursor() as cursor:
-        return storage.waiting_on(cursor, job_ids)
+        return run(cursor, storage.waiting_on(job_ids))
 
 
 def wait_workflow(workflow_id: int, *, timeout: float) -> WorkflowState:

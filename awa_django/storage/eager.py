@@ -1,4 +1,4 @@
-"""The statements only in-process runs (eager mode and ``awa_django.testing``) need, on the
+"""The statements only in-process runs (eager mode and ``awa_django.testing``) need, run on the
 caller's Django connection: publishing what its open transaction enqueued, the job a claim would
 take next, and the test clock's moves of deferred jobs.
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from django.db.backends.utils import CursorWrapper
+from typing import Any
 
 from awa_django.sql import queries
+from awa_django.storage.statement import Statement, first_int, nothing
 
 _SQL = queries("eager")
 
@@ -25,29 +25,28 @@ class NextReady:
     kind: str
 
 
-def publish_pending(cursor: CursorWrapper) -> None:
-    """Publish the ready rows the cursor's open transaction wrote, as its commit would, so that
-    a claim inside the same (test) transaction sees them. Outside a transaction every write
-    has committed already."""
-    if cursor.db.in_atomic_block:
-        cursor.execute(_SQL["publish_pending"])
+# Publish the ready rows the running transaction wrote, as its commit would, so that a claim
+# inside the same (test) transaction sees them. The caller runs it only inside a transaction:
+# outside one, every write has committed already.
+PUBLISH_PENDING: Statement[None] = Statement(sql=_SQL["publish_pending"], read=nothing)
 
 
-def next_ready(cursor: CursorWrapper, *, queue: str) -> NextReady | None:
-    """The job the next claim of ``queue`` would take, or None when nothing is ready."""
-    publish_pending(cursor)
-    cursor.execute(_SQL["next_ready"], {"queue": queue})
-    row = cursor.fetchone()
-    return None if row is None else NextReady(int(row[0]), str(row[1]))
+def _next_ready(rows: list[Any]) -> NextReady | None:
+    return NextReady(int(rows[0][0]), str(rows[0][1])) if rows else None
 
 
-def shift_deferred(cursor: CursorWrapper, *, seconds: float) -> int:
-    """Move every deferred job's run_at ``seconds`` earlier; returns how many moved."""
-    cursor.execute(_SQL["shift_deferred"], {"seconds": seconds})
-    return int(cursor.fetchone()[0])
+def next_ready(*, queue: str) -> Statement[NextReady | None]:
+    """The job the next claim of ``queue`` would take, or None when nothing is ready (of what
+    is published: the caller runs ``PUBLISH_PENDING`` first)."""
+    return Statement(sql=_SQL["next_ready"], params={"queue": queue}, read=_next_ready)
 
 
-def make_due(cursor: CursorWrapper, *, job_ids: Sequence[int] | None) -> int:
-    """Make ``job_ids`` (every deferred job when None) due now; returns how many moved."""
-    cursor.execute(_SQL["make_due"], {"job_ids": None if job_ids is None else list(job_ids)})
-    return int(cursor.fetchone()[0])
+def shift_deferred(*, seconds: float) -> Statement[int]:
+    """Move every deferred job's run_at ``seconds`` earlier; answers how many moved."""
+    return Statement(sql=_SQL["shift_deferred"], params={"seconds": seconds}, read=first_int)
+
+
+def make_due(*, job_ids: Sequence[int] | None) -> Statement[int]:
+    """Make ``job_ids`` (every deferred job when None) due now; answers how many moved."""
+    params = {"job_ids": None if job_ids is None else list(job_ids)}
+    return Statement(sql=_SQL["make_due"], params=params, read=first_int)

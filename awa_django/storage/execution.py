@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any, Final, Generic, Protocol
 
-from psycopg import AsyncConnection
 from psycopg.types.json import Jsonb
 
 from awa_django.declarations.exact_json import exact_text
 from awa_django.sql import queries
-from awa_django.storage.statement import J, RowsOf, Statement, nothing
+from awa_django.storage.queue import CLAIMED_JOB_JSON
+from awa_django.storage.statement import J, RowsOf, Statement, all_rows, nothing
 from awa_django.storage.workflows import FinishedWorkflow, finished_workflows
 
 _SQL = queries("execution")
-
-# What the caller's row maker makes of an attempt found by the rescue scan (core's ClaimedJob).
-
 
 _ADDRESS_FIELDS: Final = (
     "ready_slot",
@@ -233,21 +231,25 @@ def _close_item(c: CloseItem) -> str:
     )
 
 
-async def heartbeat_attempts(
-    conn: AsyncConnection[Any], attempts: Sequence[LiveAttempt], *, claimed_by: str
-) -> set[tuple[int, int]]:
-    """Heartbeat ``attempts`` and save their progress in one statement; returns the
+def _open_attempts(rows: list[tuple[Any, ...]]) -> set[tuple[int, int]]:
+    return {(int(job_id), int(lease)) for job_id, lease in rows}
+
+
+def heartbeat_attempts(
+    attempts: Sequence[LiveAttempt], *, claimed_by: str
+) -> Statement[set[tuple[int, int]]]:
+    """Heartbeat ``attempts`` and save their progress in one statement; answers the
     (job_id, run_lease) pairs still open. The rest were closed by rescue or cancel."""
-    cursor = await conn.execute(
-        _SQL["heartbeat_attempts"],
-        {
+    return Statement(
+        sql=_SQL["heartbeat_attempts"],
+        params={
             **address_arrays(attempts),
             "progress": [_json_or_none(a.progress) for a in attempts],
             "checkpoint": [_json_or_none(a.checkpoint) for a in attempts],
             "claimed_by": claimed_by,
         },
+        read=_open_attempts,
     )
-    return {(int(job_id), int(lease)) for job_id, lease in await cursor.fetchall()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,41 +260,52 @@ class RescueCursor:
     claimed_after: datetime
 
 
-@dataclass(frozen=True, slots=True)
-class RescueScan(Generic[J]):
-    """One pass's finds, and the cursor the next pass may start from once these are closed."""
-
-    found: list[Rescuable[J]]
-    next_cursor: RescueCursor
+def _rescue_cursor(rows: list[tuple[Any, ...]]) -> RescueCursor:
+    ((claimed_before,),) = rows  # a SELECT without FROM returns its one row
+    return RescueCursor(claimed_before)
 
 
-async def find_rescuable(
-    conn: AsyncConnection[Any],
+# Cached: one row maker per attempt row maker, so the statement's psycopg row factory (cached by
+# its row maker) is built once and not per pass.
+@cache
+def _rescuable_rows(job_rows: RowsOf[J]) -> RowsOf[Rescuable[J]]:
+    def rows(names: tuple[str, ...]) -> Callable[[Sequence[Any]], Rescuable[J]]:
+        # The first column is the reason, the others the attempt's.
+        make = job_rows(names[1:])
+        return lambda values: Rescuable(reason=values[0], job=make(values[1:]))
+
+    return rows
+
+
+def find_rescuable(
     *,
     rows: RowsOf[J],
     staleness_s: float,
     limit: int,
     since: RescueCursor | None = None,
-) -> RescueScan[J]:
+) -> tuple[Statement[RescueCursor], Statement[list[Rescuable[J]]]]:
     """Open attempts silent for longer than ``staleness_s`` or past their callback timeout;
     ``since`` None looks at every retained receipt. ``rows`` makes each
-    attempt from the columns of a claimed job (``core.claimed_job.claimed_job_rows``)."""
+    attempt from the columns of a claimed job (``core.claimed_job.claimed_job_rows``).
+
+    Two statements the caller runs in order in one transaction, so that the first's answer,
+    the cursor the next pass may start from, holds the very cutoffs the second's scan used
+    (now() is the transaction's start)."""
     params = {
         "staleness_s": staleness_s,
         "limit": limit,
         "claimed_after": None if since is None else since.claimed_after,
     }
-    # One transaction, so the cursor's bounds are the very cutoffs the scan used (now() is
-    # the transaction's start).
-    async with conn.transaction():
-        cursor = await conn.execute(_SQL["rescue_cutoffs"], params)
-        cutoffs = await cursor.fetchone()
-        assert cutoffs is not None  # a SELECT without FROM returns its one row
-        cursor = await conn.execute(_SQL["find_rescuable"], params)
-        # The first column is the reason, the others the attempt's.
-        make = rows(tuple(column.name for column in cursor.description or ())[1:])
-        found = [Rescuable(reason=row[0], job=make(row[1:])) for row in await cursor.fetchall()]
-    return RescueScan(found, RescueCursor(*cutoffs))
+    return (
+        Statement(sql=_SQL["rescue_cutoffs"], params=params, read=_rescue_cursor),
+        Statement(
+            sql=_SQL["find_rescuable"],
+            params=params,
+            read=all_rows,
+            rows=_rescuable_rows(rows),
+            json=CLAIMED_JOB_JSON,
+        ),
+    )
 
 
 def notify_cancel(attempts: Sequence[tuple[int, int]]) -> Statement[None]:

@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import psycopg
-from django.db.backends.utils import CursorWrapper
-from psycopg import AsyncConnection
 
 from awa_django.sql import queries
 from awa_django.storage.connections import connection_kwargs
+from awa_django.storage.statement import Atomic, Statement, all_rows, first_int, nothing, rows_of
 
 _SQL = queries("lanes")
 
@@ -50,12 +49,27 @@ class LaneBacklog:
     waiting: int
 
 
-def set_enqueue_shards(cursor: CursorWrapper, *, queue: str, shards: int) -> None:
+def set_enqueue_shards(*, queue: str, shards: int) -> Atomic[None]:
     """Set the shard count and create the new shards' lanes at every priority the queue has
-    used, in the cursor's transaction (keep it short: a producer's first job of a lane waits
-    for it)."""
-    cursor.execute(_SQL["set_enqueue_shards"], {"queue": queue, "shards": shards})
-    cursor.execute(_SQL["create_shard_lanes"], {"queue": queue})
+    used, committed together (keep the transaction short: a producer's first job of a lane
+    waits for it)."""
+    return Atomic(
+        (
+            Statement(
+                sql=_SQL["set_enqueue_shards"],
+                params={"queue": queue, "shards": shards},
+                read=nothing,
+            ),
+        ),
+        Statement(sql=_SQL["create_shard_lanes"], params={"queue": queue}, read=nothing),
+    )
+
+
+def create_lanes(*, queue: str, priority: int) -> Statement[None]:
+    """Create the lanes of ``queue`` and ``priority`` on every shard the queue has (those that
+    exist are left as they are)."""
+    params = {"queue": queue, "priority": priority}
+    return Statement(sql=_SQL["ensure_lanes"], params=params, read=nothing)
 
 
 def ensure_lanes(alias: str, queue: str, priority: int) -> None:
@@ -76,7 +90,9 @@ def ensure_lanes(alias: str, queue: str, priority: int) -> None:
         with psycopg.connect(
             **connection_kwargs(alias, application_name="awa_lanes"), autocommit=True
         ) as conn:
-            conn.execute(_SQL["ensure_lanes"], {"queue": queue, "priority": priority})
+            # A plain psycopg connection, neither executor's: the statement's parameters as is.
+            lanes = create_lanes(queue=queue, priority=priority)
+            conn.execute(lanes.sql, lanes.params)
     except psycopg.Error as error:
         _retry_at[alias] = now + RETRY_AFTER_S
         logger.warning(
@@ -97,25 +113,28 @@ def forget_lanes() -> None:
     _retry_at.clear()
 
 
-def enqueue_shards(cursor: CursorWrapper, *, queue: str) -> int:
-    cursor.execute(_SQL["enqueue_shards"], {"queue": queue})
-    row = cursor.fetchone()
-    assert row is not None  # coalesce always answers
-    return int(row[0])
+def enqueue_shards(*, queue: str) -> Statement[int]:
+    """How many enqueue shards ``queue`` has (coalesce always answers)."""
+    return Statement(sql=_SQL["enqueue_shards"], params={"queue": queue}, read=first_int)
 
 
-def lane_backlog(cursor: CursorWrapper, *, queue: str | None) -> list[LaneBacklog]:
+def lane_backlog(*, queue: str | None) -> Statement[list[LaneBacklog]]:
     """The waiting jobs of each lane of ``queue`` (of every queue when None) that has any."""
-    cursor.execute(_SQL["lane_backlog"], {"queue": queue})
-    return [LaneBacklog(*row) for row in cursor.fetchall()]
+    return Statement(
+        sql=_SQL["lane_backlog"], params={"queue": queue}, read=all_rows, rows=rows_of(LaneBacklog)
+    )
 
 
-def enqueue_shard_counts(cursor: CursorWrapper) -> dict[str, int]:
-    cursor.execute(_SQL["enqueue_shard_counts"])
-    return {queue: shards for queue, shards in cursor.fetchall()}
+def _shard_counts(rows: list[Any]) -> dict[str, int]:
+    return {queue: int(shards) for queue, shards in rows}
 
 
-async def delete_superseded_lane_marks(conn: AsyncConnection[Any], *, limit: int) -> int:
-    """Delete one bounded batch of lane marks nobody reads any more; returns how many went."""
-    cursor = await conn.execute(_SQL["delete_superseded_lane_marks"], {"limit": limit})
-    return cursor.rowcount
+ENQUEUE_SHARD_COUNTS: Statement[dict[str, int]] = Statement(
+    sql=_SQL["enqueue_shard_counts"], read=_shard_counts
+)
+
+
+def delete_superseded_lane_marks(*, limit: int) -> Statement[int]:
+    """Delete one bounded batch of lane marks nobody reads any more; answers how many went."""
+    params = {"limit": limit}
+    return Statement(sql=_SQL["delete_superseded_lane_marks"], params=params, read=len)

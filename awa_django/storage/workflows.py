@@ -9,10 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from django.db.backends.utils import CursorWrapper
-from psycopg import AsyncConnection
-
 from awa_django.sql import queries
+from awa_django.storage.statement import Statement, first_int
 
 _SQL = queries("workflows")
 
@@ -64,11 +62,14 @@ def finished_workflows(text: str | None) -> list[FinishedWorkflow]:
     ]
 
 
-def workflows_finished(cursor: CursorWrapper) -> list[FinishedWorkflow]:
-    """The workflows the current transaction finished so far."""
-    cursor.execute(_SQL["workflows_finished"])
-    row = cursor.fetchone()
-    return finished_workflows(None if row is None else row[0])
+def _finished(rows: list[Any]) -> list[FinishedWorkflow]:
+    return finished_workflows(rows[0][0] if rows else None)
+
+
+# The workflows the running transaction finished so far.
+WORKFLOWS_FINISHED: Statement[list[FinishedWorkflow]] = Statement(
+    sql=_SQL["workflows_finished"], read=_finished
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,41 +88,52 @@ class WaitingOn:
 WAITING_SHOWN: Final = 5
 
 
-def waiting_on(cursor: CursorWrapper, job_ids: list[int]) -> dict[int, WaitingOn]:
-    """The steps each held step among ``job_ids`` still waits for; other jobs are left out."""
-    if not job_ids:
-        return {}
-    cursor.execute(_SQL["waiting_on"], {"job_ids": job_ids, "shown": WAITING_SHOWN})
-    return {int(job_id): WaitingOn(tuple(names), int(count)) for job_id, names, count in cursor}
+def _waiting(rows: list[Any]) -> dict[int, WaitingOn]:
+    return {int(job_id): WaitingOn(tuple(names), int(count)) for job_id, names, count in rows}
 
 
-def create_workflow(cursor: CursorWrapper, spec_json: str) -> tuple[int, dict[str, int]]:
-    """Write a workflow (its JSON description, validated by the caller) in the current
-    transaction; returns its id and each step's job id."""
-    cursor.execute(_SQL["create_workflow"], {"spec": spec_json})
-    rows = cursor.fetchall()
+def waiting_on(job_ids: list[int]) -> Statement[dict[int, WaitingOn]]:
+    """The steps each held step among ``job_ids`` still waits for; other jobs are left out.
+    Callers skip it for no ids (it would answer an empty mapping)."""
+    params = {"job_ids": job_ids, "shown": WAITING_SHOWN}
+    return Statement(sql=_SQL["waiting_on"], params=params, read=_waiting)
+
+
+def _created(rows: list[Any]) -> tuple[int, dict[str, int]]:
     return int(rows[0][0]), {str(step): int(job_id) for _, step, job_id in rows}
 
 
-def cancel_workflow(cursor: CursorWrapper, workflow_id: int, reason: str) -> int | None:
-    cursor.execute(_SQL["cancel_workflow"], {"workflow_id": workflow_id, "reason": reason})
-    row = cursor.fetchone()
-    return None if row is None or row[0] is None else int(row[0])
+def create_workflow(spec_json: str) -> Statement[tuple[int, dict[str, int]]]:
+    """Write a workflow (its JSON description, validated by the caller), in the running
+    transaction; answers its id and each step's job id."""
+    return Statement(sql=_SQL["create_workflow"], params={"spec": spec_json}, read=_created)
 
 
-def _json(value: Any) -> Any:
-    # Django's connection hands jsonb back as text.
-    return json.loads(value) if isinstance(value, str) else value
+def _cancelled(rows: list[Any]) -> int | None:
+    return None if not rows or rows[0][0] is None else int(rows[0][0])
 
 
-def get_workflow(cursor: CursorWrapper, workflow_id: int) -> WorkflowRow | None:
-    cursor.execute(_SQL["get_workflow"], {"workflow_id": workflow_id})
-    row = cursor.fetchone()
-    return None if row is None else WorkflowRow(*row)
+def cancel_workflow(workflow_id: int, reason: str) -> Statement[int | None]:
+    """Cancel a running workflow's unfinished steps; answers how many, None when it was not
+    running."""
+    params = {"workflow_id": workflow_id, "reason": reason}
+    return Statement(sql=_SQL["cancel_workflow"], params=params, read=_cancelled)
 
 
-def workflow_steps(cursor: CursorWrapper, workflow_id: int) -> list[StepRow]:
-    cursor.execute(_SQL["workflow_steps"], {"workflow_id": workflow_id})
+def _workflow_rows(rows: list[Any]) -> list[WorkflowRow]:
+    return [WorkflowRow(*row) for row in rows]
+
+
+def _workflow_row(rows: list[Any]) -> WorkflowRow | None:
+    return WorkflowRow(*rows[0]) if rows else None
+
+
+def get_workflow(workflow_id: int) -> Statement[WorkflowRow | None]:
+    params = {"workflow_id": workflow_id}
+    return Statement(sql=_SQL["get_workflow"], params=params, read=_workflow_row)
+
+
+def _steps(rows: list[Any]) -> list[StepRow]:
     return [
         StepRow(
             name=name,
@@ -129,43 +141,49 @@ def workflow_steps(cursor: CursorWrapper, workflow_id: int) -> list[StepRow]:
             after=tuple(after),
             on_failure=bool(on_failure),
             state=state,
-            result=_json(result),
-            error=_json(error),
+            result=result,
+            error=error,
             released_at=released_at,
             finished_at=finished_at,
         )
-        for name, job_id, after, on_failure, state, result, error, released_at, finished_at in (
-            cursor.fetchall()
-        )
+        for name, job_id, after, on_failure, state, result, error, released_at, finished_at in rows
     ]
 
 
-def list_workflows(
-    cursor: CursorWrapper, *, state: str | None, name: str | None, limit: int
-) -> list[WorkflowRow]:
-    cursor.execute(_SQL["list_workflows"], {"state": state, "name": name, "limit": limit})
-    return [WorkflowRow(*row) for row in cursor.fetchall()]
-
-
-async def prune_workflows(
-    conn: AsyncConnection[Any], *, completed_s: float, failed_s: float, limit: int
-) -> int:
-    """Delete one bounded batch of finished workflows past their retention; how many went."""
-    cursor = await conn.execute(
-        _SQL["prune_workflows"], {"completed_s": completed_s, "failed_s": failed_s, "limit": limit}
+def workflow_steps(workflow_id: int) -> Statement[list[StepRow]]:
+    return Statement(
+        sql=_SQL["workflow_steps"],
+        params={"workflow_id": workflow_id},
+        read=_steps,
+        json=("result", "error"),
     )
-    row = await cursor.fetchone()
-    return int(row[0]) if row else 0
+
+
+def list_workflows(
+    *, state: str | None, name: str | None, limit: int
+) -> Statement[list[WorkflowRow]]:
+    params = {"state": state, "name": name, "limit": limit}
+    return Statement(sql=_SQL["list_workflows"], params=params, read=_workflow_rows)
+
+
+def prune_workflows(*, completed_s: float, failed_s: float, limit: int) -> Statement[int]:
+    """Delete one bounded batch of finished workflows past their retention; answers how many
+    went."""
+    params = {"completed_s": completed_s, "failed_s": failed_s, "limit": limit}
+    return Statement(sql=_SQL["prune_workflows"], params=params, read=first_int)
+
+
+def _inputs(rows: list[Any]) -> tuple[tuple[str, ...], dict[str, dict[str, Any]]]:
+    if not rows or rows[0][0] is None:
+        return (), {}
+    read = json.loads(rows[0][0])
+    return tuple(read["after"]), dict(read["inputs"])
 
 
 def step_inputs(
-    cursor: CursorWrapper, workflow_id: int, step: str
-) -> tuple[tuple[str, ...], dict[str, dict[str, Any]]]:
+    workflow_id: int, step: str
+) -> Statement[tuple[tuple[str, ...], dict[str, dict[str, Any]]]]:
     """A step's dependencies in order and each one's state, result and error: what a step
     whose release left them out of its metadata (a wide fan-in) reads when it runs."""
-    cursor.execute(_SQL["step_inputs"], {"workflow_id": workflow_id, "step": step})
-    row = cursor.fetchone()
-    if row is None or row[0] is None:
-        return (), {}
-    read = json.loads(row[0])
-    return tuple(read["after"]), dict(read["inputs"])
+    params = {"workflow_id": workflow_id, "step": step}
+    return Statement(sql=_SQL["step_inputs"], params=params, read=_inputs)

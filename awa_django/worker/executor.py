@@ -24,6 +24,7 @@ from awa_django.declarations.jobs import AttemptProgress, DeclaredJob, JobContex
 from awa_django.declarations.workflow_steps import added_step_spec
 from awa_django.exceptions import DeadlineExceeded, JobOutcome
 from awa_django.storage import workflows as workflow_storage
+from awa_django.storage.statement import run
 from awa_django.worker.deadline import AttemptDeadline
 from awa_django.worker.handler_threads import HandlerThreads
 from awa_django.worker.interrupt import InterruptibleCall
@@ -64,7 +65,7 @@ def _read_step_inputs(
     # On the thread running the handler (a sync one's, or the ORM thread for an async one:
     # ``execute`` reads them there first), with that thread's connection.
     with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
-        return workflow_storage.step_inputs(cursor, workflow_id, step)
+        return run(cursor, workflow_storage.step_inputs(workflow_id, step))
 
 
 def _run_sync(

@@ -28,6 +28,7 @@ from awa_django.core.retry import RetryPolicy
 from awa_django.exceptions import UnstorableAttempt
 from awa_django.logs import job_extra
 from awa_django.storage.execution import LiveAttempt, heartbeat_attempts
+from awa_django.storage.statement import run_async
 from awa_django.worker.completer import Completer
 from awa_django.worker.dispatcher import ExecutingAttempt
 from awa_django.worker.isolation import refusal_reason, write_apart
@@ -137,8 +138,9 @@ class Heartbeat(Loop):
 
     async def _send(self, beats: list[Beat]) -> set[tuple[int, int]]:
         async with self._pool.connection() as conn:
-            return await heartbeat_attempts(
-                conn, [live for _, live in beats], claimed_by=self._claimed_by
+            return await run_async(
+                conn,
+                heartbeat_attempts([live for _, live in beats], claimed_by=self._claimed_by),
             )
 
     def _end(self, attempt: ExecutingAttempt, exc: Exception) -> None:

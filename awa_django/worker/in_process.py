@@ -18,6 +18,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.db import DatabaseError, connections, transaction
+from django.db.backends.utils import CursorWrapper
 
 from awa_django.conf import get_settings
 from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
@@ -36,6 +37,13 @@ from awa_django.storage.statement import run
 from awa_django.worker.executor import context_for, execute_in_calling_thread
 from awa_django.worker.job_log import JobLog, JobLogConfig
 from awa_django.worker.process import worker_identity
+
+
+def _publish_pending(cursor: CursorWrapper) -> None:
+    """Publish what the cursor's open transaction enqueued, so that a claim inside it (a test's
+    transaction) sees those jobs; outside a transaction every write has committed already."""
+    if cursor.db.in_atomic_block:
+        run(cursor, eager_storage.PUBLISH_PENDING)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,11 +102,12 @@ class InProcessRunner:
     def make_due(self, job_ids: Sequence[int] | None = None) -> int:
         """Make deferred jobs (all of them when None) due now; returns how many moved."""
         with connections[self.alias].cursor() as cursor:
-            return eager_storage.make_due(cursor, job_ids=job_ids)
+            return run(cursor, eager_storage.make_due(job_ids=job_ids))
 
     def next_ready(self, queue: str) -> NextReady | None:
         with connections[self.alias].cursor() as cursor:
-            return eager_storage.next_ready(cursor, queue=queue)
+            _publish_pending(cursor)
+            return run(cursor, eager_storage.next_ready(queue=queue))
 
     def claim(self, queue: str, limit: int) -> list[ClaimedJob]:
         """Claim as a worker of ``queue`` would: its deadline, priority aging and sequential
@@ -113,7 +122,7 @@ class InProcessRunner:
         )
         with connections[self.alias].cursor() as cursor:
             # What the cursor's transaction enqueued is claimable only once published.
-            eager_storage.publish_pending(cursor)
+            _publish_pending(cursor)
             return run(cursor, claim_ready(request, rows=claimed_job_rows, limit=limit))
 
     def work(self, job: ClaimedJob) -> RanJob:

@@ -51,10 +51,8 @@ def claim_and_register(*, deadline_s: float, timeout_s: float = 3600.0) -> str:
 def rescuable_reasons(staleness_s: float = 3600.0) -> list[str]:
     async def main() -> list[str]:
         async with await connect("default") as conn:
-            scan = await find_rescuable(
-                conn, rows=claimed_job_rows, staleness_s=staleness_s, limit=9
-            )
-            return [r.reason for r in scan.found]
+            _, finds = find_rescuable(rows=claimed_job_rows, staleness_s=staleness_s, limit=9)
+            return [r.reason for r in await run_async(conn, finds)]
 
     return asyncio.run(main())
 

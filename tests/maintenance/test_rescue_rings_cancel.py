@@ -147,7 +147,10 @@ def test_heartbeats_keep_a_long_attempt_alive_whatever_its_deadline():
     (alive,) = claim()
     pause(0.05)  # the overdue attempt's deadline is now in the past
     beats = [LiveAttempt.of(overdue), LiveAttempt.of(alive, checkpoint={"at": 1})]
-    assert run(heartbeat_attempts, beats, claimed_by="w") == {(overdue_id, 1), (alive_id, 1)}
+    assert run(run_async, heartbeat_attempts(beats, claimed_by="w")) == {
+        (overdue_id, 1),
+        (alive_id, 1),
+    }
     age_claims()  # both claims look an hour old
     assert scalar("SELECT count(*) FROM awa.leases WHERE job_id = %s", [alive_id]) == 1
     # Both heartbeats are fresh although the claims are old, and one is past its deadline: its
@@ -160,7 +163,7 @@ def test_heartbeats_keep_a_long_attempt_alive_whatever_its_deadline():
     assert "heartbeat stale" in awa.get_job(overdue_id).errors[-1]["message"]
     assert awa.get_job(alive_id).state == "running"
     # A heartbeat for an attempt closed elsewhere comes back as no longer open.
-    assert run(heartbeat_attempts, [LiveAttempt.of(overdue)], claimed_by="w") == set()
+    assert run(run_async, heartbeat_attempts([LiveAttempt.of(overdue)], claimed_by="w")) == set()
     # Closing the attempt deletes its lease.
     complete(alive)
     assert scalar("SELECT count(*) FROM awa.leases WHERE job_id = %s", [alive_id]) == 0
@@ -243,7 +246,9 @@ def test_a_windowed_pass_still_finds_leased_attempts():
     leader = LeaderRescuer(staleness_s=60)
     leased_id = awa.enqueue("k.leased", args={})
     (leased,) = claim()
-    assert run(heartbeat_attempts, [LiveAttempt.of(leased)], claimed_by="w") == {(leased_id, 1)}
+    assert run(run_async, heartbeat_attempts([LiveAttempt.of(leased)], claimed_by="w")) == {
+        (leased_id, 1)
+    }
     assert leader.run_once().found == 0
     # The leased attempt was claimed long before the cursor and its heartbeats stopped: only
     # its lease says it is due.

@@ -46,10 +46,11 @@ SELECT queue, enqueue_shards::integer FROM awa.queue_meta ORDER BY queue
 
 -- name: delete_superseded_lane_marks
 -- Deletes one bounded batch of lane marks that are no longer their queue's newest (only the
--- newest is ever read); returns how many.
+-- newest is ever read); one row per row deleted.
 WITH superseded AS (
     SELECT k.queue, k.mark FROM awa.lane_marks k
      WHERE EXISTS (SELECT 1 FROM awa.lane_marks n WHERE n.queue = k.queue AND n.mark > k.mark)
      ORDER BY k.mark LIMIT %(limit)s::integer
 )
 DELETE FROM awa.lane_marks k USING superseded s WHERE k.queue = s.queue AND k.mark = s.mark
+RETURNING 1
