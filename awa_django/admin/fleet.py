@@ -9,7 +9,7 @@ from typing import Final
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 
-from awa_django.admin.base import ReadOnlyOperatorAdmin, View, awa_cursor
+from awa_django.admin.base import ReadOnlyOperatorAdmin, View, awa_cursor, selected_database
 from awa_django.conf import get_settings
 from awa_django.declarations.discovery import ensure_jobs_discovered
 from awa_django.declarations.jobs import registry
@@ -79,7 +79,7 @@ class RuntimeInstanceAdmin(ReadOnlyOperatorAdmin):
         self.require_view(request)
         with awa_cursor() as cursor:
             running = running_attempts(cursor, limit=RUNNING_SHOWN + 1)
-        instances = runtimes.list()
+        instances = runtimes.list(database=selected_database())
         by_id = {r.instance_id: r for r in instances}
         groups: dict[str, list[RunningAttempt]] = defaultdict(list)
         for attempt in running[:RUNNING_SHOWN]:  # newest claim first within each worker
@@ -90,7 +90,7 @@ class RuntimeInstanceAdmin(ReadOnlyOperatorAdmin):
             "Runtimes",
             {
                 "runtimes": instances,
-                "leader": runtimes.leader(),
+                "leader": runtimes.leader(database=selected_database()),
                 # (worker id, its runtime if it has reported in, its attempts), by worker id.
                 "running": [
                     (worker, by_id.get(worker), groups[worker]) for worker in sorted(groups)

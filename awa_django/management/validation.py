@@ -13,10 +13,10 @@ from awa_django.ops.known import kind_known, queue_known, unknown_queue_message
 from awa_django.ops.records import get_jobs
 
 
-def known_queue(name: str | None, *, option: str) -> None:
-    """A queue to read or act on: declared, or present in the database
+def known_queue(name: str | None, *, option: str, database: str | None = None) -> None:
+    """A queue to read or act on: declared, or present in ``database`` (default: its own)
     (``awa_django.ops.known``)."""
-    if name is not None and not queue_known(name):
+    if name is not None and not queue_known(name, database=database):
         raise CommandError(f"{option}: {unknown_queue_message(name)}")
 
 
@@ -38,15 +38,15 @@ def known_kind(name: str | None, *, option: str) -> None:
         )
 
 
-def existing_jobs(job_ids: Sequence[int]) -> None:
+def existing_jobs(job_ids: Sequence[int], *, database: str) -> None:
     """Every id names a job ``awa.get_jobs`` finds (any state, the DLQ included) in
-    ``AWA["DATABASE_ALIAS"]``, the one database the commands act on."""
-    found = get_jobs(job_ids, database=get_settings().DATABASE_ALIAS)
+    ``database``, the one the command acts on (job ids count per database)."""
+    found = get_jobs(job_ids, database=database)
     missing = sorted(set(job_ids) - {record.job_id for record in found})
     if missing:
         raise CommandError(
-            f"JOB_ID: no such job: {', '.join(map(str, missing))} (never committed, or its "
-            "history was pruned); nothing was done"
+            f"JOB_ID: no such job in database {database!r}: {', '.join(map(str, missing))} "
+            "(never committed, or its history was pruned); nothing was done"
         )
 
 
