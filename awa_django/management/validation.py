@@ -43,10 +43,12 @@ def existing_jobs(job_ids: Sequence[int], *, database: str) -> None:
     ``database``, the one the command acts on (job ids count per database)."""
     found = get_jobs(job_ids, database=database)
     missing = sorted(set(job_ids) - {record.job_id for record in found})
+    several = len(get_settings().databases) > 1
+    where = f" in database {database!r}" if several else ""
     if missing:
         raise CommandError(
-            f"JOB_ID: no such job in database {database!r}: {', '.join(map(str, missing))} "
-            "(never committed, or its history was pruned); nothing was done"
+            f"JOB_ID: no such job: {', '.join(map(str, missing))}{where} (never committed, or "
+            "its history was pruned); nothing was done"
         )
 
 

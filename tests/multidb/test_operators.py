@@ -142,7 +142,7 @@ def test_commands_take_database_and_default_to_the_queues(two_databases: None) -
     assert not paused_in("second", "video")
     assert f"{job_id} " in out("awa_jobs", "list", "--queue", "video")
     assert f"{job_id} " in out("awa_jobs", "list", "--database", "second")
-    with pytest.raises(CommandError, match="no such job in database 'default'"):
+    with pytest.raises(CommandError, match=f"no such job: {job_id} in database 'default'"):
         call_command("awa_jobs", "cancel", str(job_id))
     assert out("awa_jobs", "cancel", str(job_id), "--database", "second") == (
         f"{job_id}: cancelled\n"
@@ -154,7 +154,7 @@ def test_commands_take_database_and_default_to_the_queues(two_databases: None) -
         ("awa_queue", "pause", "video"),
         ("awa_dlq", "depth"),
     ):
-        with pytest.raises(CommandError, match="^--database: database 'nope' holds no awa queue"):
+        with pytest.raises(CommandError, match=r"^--database: database 'nope' holds no awa queue"):
             call_command(*command, "--database", "nope")
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from awa_django.conf import get_settings
 from awa_django.management.command import QueueCommand, add_database_argument, chosen_database
 from awa_django.management.output import table, to_json
 from awa_django.ops import queues
 
 HEADERS = (
     "queue",
-    "database",
     "available",
     "scheduled",
     "retryable",
@@ -47,10 +47,9 @@ class Command(QueueCommand):
         if options["json"]:
             self.stdout.write(to_json(found))
             return
-        rows = [
+        rows: list[tuple[object, ...]] = [
             (
                 q.queue,
-                q.database,
                 q.available,
                 q.scheduled,
                 q.retryable,
@@ -67,7 +66,13 @@ class Command(QueueCommand):
             )
             for q in found
         ]
-        self.stdout.write(table(HEADERS, rows))
+        if len(get_settings().databases) > 1:
+            # Queues in several databases: say where each lives.
+            headers: tuple[str, ...] = (HEADERS[0], "database", *HEADERS[1:])
+            rows = [(row[0], q.database, *row[1:]) for row, q in zip(rows, found, strict=True)]
+        else:
+            headers = HEADERS
+        self.stdout.write(table(headers, rows))
         for q in found:
             for kind, count in q.unknown_kinds.items():
                 self.stdout.write(
