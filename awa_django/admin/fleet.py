@@ -25,7 +25,7 @@ def this_process_declares() -> descriptors.Declarations:
     """What this process's own settings and jobs declare, to put values behind the hashes
     that drifting runtimes report."""
     ensure_jobs_discovered()
-    return descriptors.declared(get_settings(), registry.jobs())
+    return descriptors.declared(get_settings(), registry.jobs(), database=selected_database())
 
 
 @admin.register(QueueDescriptor)
@@ -35,6 +35,7 @@ class QueueDescriptorAdmin(ReadOnlyOperatorAdmin):
 
     def changelist(self, request: HttpRequest) -> HttpResponse:
         self.require_view(request)
+        alias = selected_database()
         local = this_process_declares()
         return self.render(
             request,
@@ -42,8 +43,13 @@ class QueueDescriptorAdmin(ReadOnlyOperatorAdmin):
             "Queue descriptors",
             {
                 "rows": [
-                    (d, descriptors.queue_drift_versions(d, local) if d.drift else [])
-                    for d in descriptors.queues()
+                    (
+                        d,
+                        descriptors.queue_drift_versions(d, local, database=alias)
+                        if d.drift
+                        else [],
+                    )
+                    for d in descriptors.queues(database=alias)
                 ]
             },
         )
@@ -56,6 +62,7 @@ class KindDescriptorAdmin(ReadOnlyOperatorAdmin):
 
     def changelist(self, request: HttpRequest) -> HttpResponse:
         self.require_view(request)
+        alias = selected_database()
         local = this_process_declares()
         return self.render(
             request,
@@ -63,8 +70,13 @@ class KindDescriptorAdmin(ReadOnlyOperatorAdmin):
             "Job kind descriptors",
             {
                 "rows": [
-                    (d, descriptors.kind_drift_versions(d, local) if d.drift else [])
-                    for d in descriptors.kinds()
+                    (
+                        d,
+                        descriptors.kind_drift_versions(d, local, database=alias)
+                        if d.drift
+                        else [],
+                    )
+                    for d in descriptors.kinds(database=alias)
                 ]
             },
         )

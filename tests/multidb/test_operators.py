@@ -212,3 +212,25 @@ def test_admin_actions_act_on_the_database_selected(operator: Client) -> None:
     assert state_in("second", dead) == "available"
     operator.post(f"{ADMIN}/queue/act/?database=second", {"action": "pause", "queue": "video"})
     assert paused_in("second", "video")
+
+
+def queue_meta_names(alias: str) -> set[str]:
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT queue FROM awa.queue_meta")
+        return {name for (name,) in cursor.fetchall()}
+
+
+def test_each_database_gets_only_its_own_queues_declarations(two_databases: None) -> None:
+    from awa_django.conf import get_settings
+    from awa_django.worker.process import config_from_settings
+
+    conf = get_settings()
+    on_second = config_from_settings(conf, database="second").declared
+    assert [q.queue for q in on_second.queues] == ["video"]
+    on_default = config_from_settings(conf, database="default").declared
+    assert "video" not in {q.queue for q in on_default.queues}
+    assert on_second.kinds == on_default.kinds  # any queue may carry any kind
+    # The DLQ switches an in-process runner publishes: its database's queues only.
+    InProcessRunner(database="second").publish_policies()
+    assert queue_meta_names("second") == {"video"}
+    assert awa.descriptors.queues(database="second") == []  # no worker published there yet
