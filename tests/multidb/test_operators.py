@@ -234,3 +234,10 @@ def test_each_database_gets_only_its_own_queues_declarations(two_databases: None
     InProcessRunner(database="second").publish_policies()
     assert queue_meta_names("second") == {"video"}
     assert awa.descriptors.queues(database="second") == []  # no worker published there yet
+
+
+def test_awa_audit_checks_the_database_named(two_databases: None) -> None:
+    dead_letter_on_second()
+    assert out("awa_audit", "--database", "second").endswith("all invariants hold\n")
+    with pytest.raises(CommandError, match="holds no awa queue"):
+        call_command("awa_audit", "--database", "nope")
