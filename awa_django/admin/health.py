@@ -435,7 +435,7 @@ class QueueAdmin(CronViews, ShardViews):
                 "live": live,
                 "act_url": awa_reverse(self.url_name("act")),
                 "cron_url": reverse(self.url_name("cron")),
-                "shards_url": reverse(self.url_name("shards")),
+                "shards_url": awa_reverse(self.url_name("shards")),
                 "window": window,
                 "view": view,
                 "window_links": chart_links(window.key, view, live=live),

@@ -241,3 +241,15 @@ def test_awa_audit_checks_the_database_named(two_databases: None) -> None:
     assert out("awa_audit", "--database", "second").endswith("all invariants hold\n")
     with pytest.raises(CommandError, match="holds no awa queue"):
         call_command("awa_audit", "--database", "nope")
+
+
+def test_the_shard_page_shows_the_database_selected(operator: Client) -> None:
+    from awa_django.ops import shards
+
+    shards.set_enqueue_shards("video", 4)  # the queue's database
+    assert shards.get_enqueue_shards("video") == 4
+    assert shards.enqueue_shard_counts(database="second") == {"video": 4}
+    assert "video" not in shards.enqueue_shard_counts()
+    page = operator.get(f"{ADMIN}/queue/shards/?database=second&live=1").content.decode()
+    assert "video" in page
+    assert "video" not in operator.get(f"{ADMIN}/queue/shards/").content.decode()
