@@ -17,7 +17,6 @@ from django.contrib import admin, messages
 from django.db import connections
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.template.defaultfilters import pluralize
-from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
@@ -434,7 +433,7 @@ class QueueAdmin(CronViews, ShardViews):
                 "stale": stale,
                 "live": live,
                 "act_url": awa_reverse(self.url_name("act")),
-                "cron_url": reverse(self.url_name("cron")),
+                "cron_url": awa_reverse(self.url_name("cron")),
                 "shards_url": awa_reverse(self.url_name("shards")),
                 "window": window,
                 "view": view,

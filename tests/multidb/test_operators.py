@@ -253,3 +253,35 @@ def test_the_shard_page_shows_the_database_selected(operator: Client) -> None:
     page = operator.get(f"{ADMIN}/queue/shards/?database=second&live=1").content.decode()
     assert "video" in page
     assert "video" not in operator.get(f"{ADMIN}/queue/shards/").content.decode()
+
+
+def store_on_second(name: str) -> None:
+    """A schedule of the video queue, stored where its leader would: in database second."""
+    from awa_django.declarations.cron import declared_schedules
+    from awa_django.storage.cron import sync_cron_jobs
+    from awa_django.storage.statement import run
+    from tests.maintenance.test_cron import declared
+
+    with declared(name=name, queue="video"):
+        (schedule,) = [s for s in declared_schedules() if s.name == name]
+    with connections["second"].cursor() as cursor:
+        run(cursor, sync_cron_jobs([schedule.as_row()]))
+
+
+def test_cron_schedules_of_another_database(operator: Client) -> None:
+    store_on_second("tests.video_cron")
+    assert awa.cron.list() == []
+    assert [s.name for s in awa.cron.list(database="second")] == ["tests.video_cron"]
+    assert "tests.video_cron" in out("awa_cron", "list", "--database", "second")
+    with pytest.raises(CommandError, match="no cron schedule named"):
+        call_command("awa_cron", "pause", "tests.video_cron")
+    assert out("awa_cron", "pause", "tests.video_cron", "--database", "second").startswith("paused")
+    assert awa.cron.list(database="second")[0].paused_at is not None
+    page = operator.get(f"{ADMIN}/queue/cron/?database=second").content.decode()
+    assert "tests.video_cron" in page
+    operator.post(
+        f"{ADMIN}/queue/cron/act/?database=second",
+        {"action": "trigger", "name": "tests.video_cron"},
+    )
+    (fired,) = records.list_jobs(queue="video")
+    assert fired.kind == "tests.record"
