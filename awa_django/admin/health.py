@@ -85,7 +85,7 @@ class QueueActionForm(forms.Form):
 
     def clean_queue(self) -> str:
         queue: str = self.cleaned_data["queue"]
-        if not queue_known(queue):
+        if not queue_known(queue, database=page_database()):
             raise forms.ValidationError(unknown_queue_message(queue))
         return queue
 
@@ -101,7 +101,7 @@ class ConcurrencyForm(forms.Form):
 
     def clean_queue(self) -> str:
         queue: str = self.cleaned_data["queue"]
-        if not queue_known(queue):
+        if not queue_known(queue, database=page_database()):
             raise forms.ValidationError(unknown_queue_message(queue))
         return queue
 

@@ -30,8 +30,8 @@ def declared_queue(name: str | None, *, option: str) -> None:
         )
 
 
-def known_kind(name: str | None, *, option: str) -> None:
-    if name is not None and not kind_known(name):
+def known_kind(name: str | None, *, option: str, database: str | None = None) -> None:
+    if name is not None and not kind_known(name, database=database):
         raise CommandError(
             f"{option}: unknown job kind {name!r}: no handler registers it and the database "
             "holds no job of it"

@@ -42,13 +42,15 @@ def queue_known(name: str, *, database: str | None = None) -> bool:
         return run(cursor, queue_seen(queue=name, window_s=SEEN_WINDOW_S))
 
 
-def kind_known(name: str) -> bool:
+def kind_known(name: str, *, database: str | None = None) -> bool:
+    """Whether ``name`` is registered here, or published or held by ``database`` (default
+    ``AWA["DATABASE_ALIAS"]``)."""
     ensure_jobs_discovered()
     if any(job.kind == name for job in registry.jobs()):
         return True
-    if any(descriptor.kind == name for descriptor in kinds()):
+    if any(descriptor.kind == name for descriptor in kinds(database=database)):
         return True
-    return bool(list_jobs(kind=name, limit=1))
+    return bool(list_jobs(kind=name, limit=1, database=database))
 
 
 def unknown_queue_message(name: str) -> str:

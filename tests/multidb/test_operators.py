@@ -285,3 +285,21 @@ def test_cron_schedules_of_another_database(operator: Client) -> None:
     )
     (fired,) = records.list_jobs(queue="video")
     assert fired.kind == "tests.record"
+
+
+def test_a_queue_only_another_database_holds_is_known_there(operator: Client) -> None:
+    # A queue no setting declares, holding a control row in second only (another service's).
+    with connections["second"].cursor() as cursor:
+        cursor.execute("INSERT INTO awa.queue_meta (queue) VALUES ('adhoc')")
+    with pytest.raises(awa.InvalidJob, match="unknown queue 'adhoc'"):
+        queues.pause("adhoc")
+    queues.pause("adhoc", database="second")
+    assert paused_in("second", "adhoc")
+    with pytest.raises(CommandError, match="unknown queue 'adhoc'"):
+        call_command("awa_queue", "resume", "adhoc")
+    out("awa_queue", "resume", "adhoc", "--database", "second")
+    assert not paused_in("second", "adhoc")
+    operator.post(f"{ADMIN}/queue/act/?database=second", {"action": "pause", "queue": "adhoc"})
+    assert paused_in("second", "adhoc")
+    entry = LogEntry.objects.get(object_id="adhoc")
+    assert entry.change_message == "Paused. (database second)"

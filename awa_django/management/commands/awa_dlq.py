@@ -99,7 +99,7 @@ class Command(QueueCommand):
         # neither adds up every database holding queues).
         options["db"] = chosen_database(options, queue=options["queue"])
         known_queue(options["queue"], option="--queue", database=options["db"])
-        known_kind(options["kind"], option="--kind")
+        known_kind(options["kind"], option="--kind", database=options["db"])
         declared_queue(options["to_queue"], option="--to-queue")
         if action in BULK:
             self._check_selection(action, options)

@@ -89,7 +89,7 @@ class Command(QueueCommand):
     def _list(self, options: dict[str, Any]) -> None:
         db = chosen_database(options, queue=options["queue"])
         known_queue(options["queue"], option="--queue", database=db)
-        known_kind(options["kind"], option="--kind")
+        known_kind(options["kind"], option="--kind", database=db)
         records = list_jobs(
             queue=options["queue"],
             kind=options["kind"],
