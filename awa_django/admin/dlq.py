@@ -13,7 +13,6 @@ from django.contrib.admin.models import CHANGE, DELETION
 from django.core.exceptions import PermissionDenied
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
-from django.shortcuts import redirect
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -324,7 +323,7 @@ class DeadLetterAdmin(OperatorAdmin):
         entry = dlq.get(job_id, database=selected_database())
         if entry is None:
             messages.warning(request, f"Job {job_id} is not in the dead-letter queue.")
-            return redirect(self.url_name("changelist"))
+            return HttpResponseRedirect(awa_reverse(self.url_name("changelist")))
         return self.render(
             request,
             "dlq_detail.html",
@@ -383,7 +382,7 @@ class DeadLetterAdmin(OperatorAdmin):
         form = DlqMatchingActionForm(request.POST)
         if not form.is_valid():
             report_form_errors(request, form)
-            return redirect(self.url_name("changelist"))
+            return HttpResponseRedirect(awa_reverse(self.url_name("changelist")))
         data = form.cleaned_data
         if data["action"] == "retry":
             self.require_change(request)
@@ -392,7 +391,7 @@ class DeadLetterAdmin(OperatorAdmin):
         where = form.filter()
         if where == DlqFilter():
             messages.error(request, "Choose a queue, kind, reason or age first.")
-            return redirect(self.url_name("changelist"))
+            return HttpResponseRedirect(awa_reverse(self.url_name("changelist")))
         words = describe(where, data["age"])
         if not data["confirmed"]:
             with awa_cursor() as cursor:

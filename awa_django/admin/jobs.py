@@ -14,7 +14,6 @@ from django.contrib.admin.models import CHANGE
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
-from django.shortcuts import redirect
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -354,7 +353,7 @@ class JobAdmin(OperatorAdmin):
             progress = job_progress(cursor, job_id) if found else None
         if not found:
             messages.warning(request, self.missing_message(job_id))
-            return redirect(self.url_name("changelist"))
+            return HttpResponseRedirect(awa_reverse(self.url_name("changelist")))
         job = found[0]
         return self.render(
             request,

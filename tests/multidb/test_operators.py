@@ -303,3 +303,14 @@ def test_a_queue_only_another_database_holds_is_known_there(operator: Client) ->
     assert paused_in("second", "adhoc")
     entry = LogEntry.objects.get(object_id="adhoc")
     assert entry.change_message == "Paused. (database second)"
+
+
+def test_a_wait_on_an_unknown_alias_is_refused(two_databases: None) -> None:
+    job_id = awa.enqueue("tests.record", args={"n": 1}, queue="video")
+    with pytest.raises(awa.UnknownDatabase):
+        awa.wait(job_id, timeout=1, database="nope")
+
+
+def test_a_missing_job_sends_back_to_the_list_of_its_database(operator: Client) -> None:
+    response = operator.get(f"{ADMIN}/job/999999/?database=second")
+    assert response.status_code == 302 and response["Location"].endswith("/job/?database=second")
