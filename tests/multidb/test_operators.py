@@ -314,3 +314,14 @@ def test_a_wait_on_an_unknown_alias_is_refused(two_databases: None) -> None:
 def test_a_missing_job_sends_back_to_the_list_of_its_database(operator: Client) -> None:
     response = operator.get(f"{ADMIN}/job/999999/?database=second")
     assert response.status_code == 302 and response["Location"].endswith("/job/?database=second")
+
+
+def test_dlq_pages_keep_the_database_in_their_links(operator: Client) -> None:
+    dead = dead_letter_on_second()
+    listing = operator.get(f"{ADMIN}/deadletter/?database=second").content.decode()
+    assert f"/deadletter/{dead}/?database=second" in listing
+    detail = operator.get(f"{ADMIN}/deadletter/{dead}/?database=second").content.decode()
+    assert f"/job/{dead}/?database=second" in detail
+    assert "/deadletter/?database=second" in detail
+    # Without ?database= the page shows DATABASE_ALIAS, where this entry is not.
+    assert f"/deadletter/{dead}/" not in operator.get(f"{ADMIN}/deadletter/").content.decode()
