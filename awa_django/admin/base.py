@@ -155,7 +155,8 @@ def database_context(request: HttpRequest) -> dict[str, Any]:
         "awa_database_keep": [
             (key, value)
             for key, values in request.GET.lists()
-            if key not in ("database", "before", "after")
+            # Another database starts at its first page.
+            if key not in ("database", "before", "newer", "before_at", "before_id")
             for value in values
         ],
     }
@@ -206,8 +207,8 @@ class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """A ModelAdmin whose pages are the views ``operator_urls`` returns. Nothing is added
     through the admin: jobs enter through enqueue, queues through use."""
 
-    # Whether the page reads ``?database=`` (queues in several databases); workflows and cron
-    # live in AWA['DATABASE_ALIAS'] alone.
+    # Whether the page reads ``?database=`` (queues in several databases); workflows live in
+    # AWA['DATABASE_ALIAS'] alone.
     per_database = True
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -241,6 +242,8 @@ class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 chosen = chosen_database(request) if self.per_database else None
             except UnknownDatabase as error:
                 return HttpResponseBadRequest(str(error))
+            # The page reads the database selected, and DATABASE_ALIAS for what lives only there
+            # (workflows, the held steps of a list): both are bounded.
             aliases = dict.fromkeys([conf.DATABASE_ALIAS, chosen or conf.DATABASE_ALIAS])
             try:
                 with ExitStack() as stack:

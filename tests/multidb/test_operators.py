@@ -325,3 +325,36 @@ def test_dlq_pages_keep_the_database_in_their_links(operator: Client) -> None:
     assert "/deadletter/?database=second" in detail
     # Without ?database= the page shows DATABASE_ALIAS, where this entry is not.
     assert f"/deadletter/{dead}/" not in operator.get(f"{ADMIN}/deadletter/").content.decode()
+
+
+def test_a_page_of_another_database_is_bounded_by_the_statement_timeout(
+    operator: Client,
+) -> None:
+    import threading
+
+    import psycopg
+
+    from tests.multidb.test_multidb import second_url
+
+    def second_timeout() -> str:
+        with connections["second"].cursor() as cursor:
+            cursor.execute("SHOW statement_timeout")
+            return str(cursor.fetchone()[0])
+
+    own = second_timeout()
+    # Another session holds second's claims table: the page's statement there waits on it.
+    holder = psycopg.connect(second_url())
+    holder.execute("LOCK TABLE awa.claim_receipts IN ACCESS EXCLUSIVE MODE")
+    guard = threading.Timer(10, holder.rollback)  # the test ends even if nothing cancels it
+    guard.start()
+    try:
+        timeout = {**settings.AWA, "QUEUES": QUEUES, "ADMIN_STATEMENT_TIMEOUT_MS": 300}
+        with override_settings(AWA=timeout):
+            response = operator.get(f"{ADMIN}/job/?database=second&state=running")
+        assert holder.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        assert response.status_code == 503
+    finally:
+        guard.cancel()
+        holder.rollback()
+        holder.close()
+    assert second_timeout() == own  # put back
