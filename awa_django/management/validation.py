@@ -20,13 +20,20 @@ def known_queue(name: str | None, *, option: str, database: str | None = None) -
         raise CommandError(f"{option}: {unknown_queue_message(name)}")
 
 
-def declared_queue(name: str | None, *, option: str) -> None:
-    """A queue to put jobs on: only a declared one, which workers of these settings serve."""
-    declared = sorted(get_settings().QUEUES)
+def declared_queue(name: str | None, *, option: str, database: str | None = None) -> None:
+    """A queue to put jobs on: only a declared one, which workers of these settings serve,
+    living in ``database`` when given (a job stays in its database)."""
+    conf = get_settings()
+    declared = sorted(conf.QUEUES)
     if name is not None and name not in declared:
         raise CommandError(
             f"{option}: queue {name!r} is not declared in AWA['QUEUES'] (declared: {declared}); "
             "jobs can only be put on a declared queue"
+        )
+    if name is not None and database is not None and conf.queue_database(name) != database:
+        raise CommandError(
+            f"{option}: queue {name!r} lives in database {conf.queue_database(name)!r}, the "
+            f"jobs in {database!r}: a retry keeps a job in its database"
         )
 
 

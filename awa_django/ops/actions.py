@@ -154,8 +154,8 @@ def retry(
     It goes back as a fresh attempt (see ``awa.dlq.retry``, whose options it takes): same id,
     error history kept, attempt count reset, a larger run_lease than any before.
     """
-    when, to_queue, to_priority = retry_options(run_at, queue, priority)
     alias = get_settings().operator_database(database)
+    when, to_queue, to_priority = retry_options(run_at, queue, priority, alias=alias)
     if not is_job_id(job_id):
         return False
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:

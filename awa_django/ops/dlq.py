@@ -207,15 +207,26 @@ def depths(*, database: str | None = None) -> dict[str, int]:
 
 
 def retry_options(
-    run_at: RunAt, queue: str | None, priority: int | None
+    run_at: RunAt, queue: str | None, priority: int | None, *, alias: str
 ) -> tuple[datetime | None, str | None, int | None]:
-    """Validated (run_at, queue, priority) of a retry; None keeps the job's own."""
+    """Validated (run_at, queue, priority) of a retry in database ``alias``; None keeps the
+    job's own. A job stays in its database: a queue of another one would strand it where no
+    worker of that queue looks."""
     chosen_priority = (
         None
         if priority is None
         else check_int(priority, name="priority", low=PRIORITY_MIN, high=PRIORITY_MAX)
     )
-    return resolve_run_at(run_at), _queue(queue, field="queue"), chosen_priority
+    chosen_queue = _queue(queue, field="queue")
+    if chosen_queue is not None:
+        holder = get_settings().queue_database(chosen_queue)
+        if holder != alias:
+            raise InvalidJob(
+                f"queue {chosen_queue!r} lives in database {holder!r}, the job in {alias!r}: "
+                "a retry keeps a job in its database",
+                field="queue",
+            )
+    return resolve_run_at(run_at), chosen_queue, chosen_priority
 
 
 def retry(
@@ -232,9 +243,9 @@ def retry(
     run_lease is larger than the failed one's. ``run_at`` (datetime or timedelta) defers it;
     ``queue`` / ``priority`` move it to another lane (of the same database).
     """
-    when, to_queue, to_priority = retry_options(run_at, queue, priority)
-    alias, cursor = _cursor(database)
-    with transaction.atomic(using=alias), cursor:
+    alias = get_settings().operator_database(database)
+    when, to_queue, to_priority = retry_options(run_at, queue, priority, alias=alias)
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         moved = storage.retry_entries(
             cursor, [job_id], run_at=when, queue=to_queue, priority=to_priority
         )
@@ -289,11 +300,11 @@ def retry_bulk(
         kind_prefix=kind_prefix,
         error_type_prefix=error_type_prefix,
     )
-    when, chosen_queue, chosen_priority = retry_options(run_at, to_queue, priority)
+    alias = get_settings().operator_database(database, queue=queue)
+    when, chosen_queue, chosen_priority = retry_options(run_at, to_queue, priority, alias=alias)
     put_back = partial(
         storage.retry_entries, run_at=when, queue=chosen_queue, priority=chosen_priority
     )
-    alias = get_settings().operator_database(database, queue=queue)
     return _each_matching(alias, where, put_back, progress)
 
 

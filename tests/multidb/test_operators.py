@@ -358,3 +358,21 @@ def test_a_page_of_another_database_is_bounded_by_the_statement_timeout(
         holder.rollback()
         holder.close()
     assert second_timeout() == own  # put back
+
+
+def test_a_retry_keeps_a_job_in_its_database(two_databases: None) -> None:
+    dead = dead_letter_on_second()
+    with pytest.raises(awa.InvalidJob, match="lives in database 'default'") as refused:
+        awa.dlq.retry(dead, queue="default", database="second")
+    assert refused.value.field == "queue"
+    with pytest.raises(awa.InvalidJob):
+        awa.dlq.retry_bulk(queue="video", to_queue="default")
+    with pytest.raises(awa.InvalidJob):
+        actions.retry(dead, queue="email", database="second")
+    with pytest.raises(CommandError, match=r"^--to-queue: queue 'default' lives in database"):
+        call_command("awa_dlq", "retry", str(dead), "--to-queue", "default", "--database", "second")
+    with pytest.raises(CommandError, match=r"^--to-queue"):
+        call_command(
+            "awa_jobs", "retry", str(dead), "--to-queue", "default", "--database", "second"
+        )
+    assert state_in("second", dead) == "dlq"  # nothing moved

@@ -100,7 +100,7 @@ class Command(QueueCommand):
         options["db"] = chosen_database(options, queue=options["queue"])
         known_queue(options["queue"], option="--queue", database=options["db"])
         known_kind(options["kind"], option="--kind", database=options["db"])
-        declared_queue(options["to_queue"], option="--to-queue")
+        declared_queue(options["to_queue"], option="--to-queue", database=options["db"])
         if action in BULK:
             self._check_selection(action, options)
         getattr(self, "_" + action.replace("-", "_"))(options)

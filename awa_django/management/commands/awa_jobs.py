@@ -76,7 +76,7 @@ class Command(QueueCommand):
         if action == "dump":
             self.stdout.write(to_json(get_jobs(ids, database=db)))
         elif action == "retry":
-            declared_queue(options["to_queue"], option="--to-queue")
+            declared_queue(options["to_queue"], option="--to-queue", database=db)
             for job in ids:
                 ok = retry(job, queue=options["to_queue"], database=db)
                 verdict = "retried" if ok else "not retryable (not failed, cancelled or dlq)"
