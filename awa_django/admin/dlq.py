@@ -412,8 +412,17 @@ class DeadLetterAdmin(OperatorAdmin):
         to_queue = (data["to_queue"] or None) if data["action"] == "retry" else None
         target = f" to queue {to_queue}" if to_queue else ""
         flag = CHANGE if data["action"] == "retry" else DELETION
+        kept = {
+            f: data[f] or None
+            for f in ("queue", "kind", "reason", "age", "error_type", "fingerprint")
+        }
+        back = self.list_url(query_with(QueryDict(), **kept, database=page_database()))
         try:
             done = self.act_on_matching(data["action"], where, to_queue, committed)
+        except InvalidJob as error:
+            # Refused before any batch (a target queue of another database): nothing done.
+            messages.error(request, f"Nothing was retried: {error}")
+            return HttpResponseRedirect(back)
         except DatabaseError as error:
             verb = "Retried" if data["action"] == "retry" else "Purged"
             self.log_cut_short(
@@ -432,13 +441,7 @@ class DeadLetterAdmin(OperatorAdmin):
         # The bulk functions return a count, not ids: the entry names the filter.
         self.log_filter_action(request, f"dead-letter jobs matching {words}", summary, flag=flag)
         messages.success(request, summary)
-        kept = {
-            f: data[f] or None
-            for f in ("queue", "kind", "reason", "age", "error_type", "fingerprint")
-        }
-        return HttpResponseRedirect(
-            self.list_url(query_with(QueryDict(), **kept, database=page_database()))
-        )
+        return HttpResponseRedirect(back)
 
     def act_on_matching(
         self, action: str, where: DlqFilter, to_queue: str | None, committed: Committed

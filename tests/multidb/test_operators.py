@@ -376,3 +376,16 @@ def test_a_retry_keeps_a_job_in_its_database(two_databases: None) -> None:
             "awa_jobs", "retry", str(dead), "--to-queue", "default", "--database", "second"
         )
     assert state_in("second", dead) == "dlq"  # nothing moved
+
+
+def test_the_admin_refuses_a_bulk_retry_to_another_databases_queue(operator: Client) -> None:
+    dead = dead_letter_on_second()
+    response = operator.post(
+        f"{ADMIN}/deadletter/act-matching/?database=second",
+        {"action": "retry", "queue": "video", "to_queue": "default", "confirmed": "on"},
+        follow=True,
+    )
+    assert response.status_code == 200
+    shown = [str(m) for m in response.context["messages"]]
+    assert any("lives in database 'default'" in m for m in shown), shown
+    assert state_in("second", dead) == "dlq"
