@@ -18,7 +18,7 @@ from awa_django import sql
 
 
 class Migration(migrations.Migration):
-    # 0022 is another change's; the lead orders the two at merge.
+    # Follows 0021: the number 0022 went unused (that change landed as 0025_aged_claims).
     dependencies = [("awa_django", "0021_unsuccessful_closures")]
     operations = [
         migrations.RunSQL(

@@ -1,6 +1,6 @@
 """Runtimes and descriptors (control plane): the writes workers make about themselves (run on the
 worker's pool) and the reads operators make (run on Django's connection). Every function builds
-a ``Statement`` (or an ``Atomic`` of statements that commit together)."""
+a ``Statement``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from typing import Any, Final, Protocol
 
 from awa_django.sql import queries
 from awa_django.storage.statement import (
-    Atomic,
     Statement,
     all_rows,
     any_row,
@@ -83,41 +82,39 @@ class RuntimeSnapshot:
     shutting_down: bool
 
 
-def publish_declarations(declared: DeclaredByProcess) -> Atomic[None] | None:
-    """Publish DLQ policies, upsert queue and kind descriptors and record the values behind
-    their hashes, in one transaction (None: nothing is declared)."""
+def publish_declarations(declared: DeclaredByProcess) -> Statement[None]:
+    """Publish each declared queue's DLQ policy, upsert queue and kind descriptors and record
+    the values behind their hashes, in one statement."""
     queues = declared.queues
-    kinds = declared.kinds
-    writes: list[Statement[None]] = []
-    if queues:
-        writes.append(sync_queue_policies({q.queue: q.dlq for q in queues}))
-        params = columns(queues, "queue", "display_name", "description", "owner", "dlq", "hash")
-        writes.append(Statement(sql=_SQL["upsert_queue_descriptors"], params=params, read=nothing))
-    if kinds:
-        params = columns(kinds, "kind", "queue", "description", "owner", "docs_url", "hash")
-        writes.append(Statement(sql=_SQL["upsert_kind_descriptors"], params=params, read=nothing))
-    versions = [("queue", q.queue, q.hash, q.fields) for q in queues]
-    versions += [("kind", k.kind, k.hash, k.fields) for k in kinds]
-    if not versions:
-        return None
-    described, names, hashes, fields = zip(*versions, strict=True)
-    params = {
-        "described": list(described),
-        "names": list(names),
-        "hashes": list(hashes),
-        "fields": [json.dumps(f) for f in fields],
-    }
-    record = Statement(sql=_SQL["record_declared_versions"], params=params, read=nothing)
-    return Atomic(tuple(writes), record)
+    return _declarations(queues, declared.kinds, {q.queue: q.dlq for q in queues})
 
 
 def sync_queue_policies(dlq_enabled: Mapping[str, bool]) -> Statement[None]:
     """Publish each queue's DLQ policy where the close statement reads it."""
-    return Statement(
-        sql=_SQL["sync_queue_policies"],
-        params={"queues": list(dlq_enabled), "dlq_enabled": list(dlq_enabled.values())},
-        read=nothing,
-    )
+    return _declarations((), (), dlq_enabled)
+
+
+def _declarations(
+    queues: Sequence[DeclaredQueue], kinds: Sequence[DeclaredKind], policies: Mapping[str, bool]
+) -> Statement[None]:
+    versions = [("queue", q.queue, q.hash, q.fields) for q in queues]
+    versions += [("kind", k.kind, k.hash, k.fields) for k in kinds]
+    params: dict[str, list[Any]] = {
+        "policy_queue": list(policies),
+        "policy_dlq": list(policies.values()),
+        **columns(queues, "queue", "display_name", "description", "owner", "dlq", "hash"),
+        "kind": [k.kind for k in kinds],
+        "kind_queue": [k.queue for k in kinds],
+        "kind_description": [k.description for k in kinds],
+        "kind_owner": [k.owner for k in kinds],
+        "docs_url": [k.docs_url for k in kinds],
+        "kind_hash": [k.hash for k in kinds],
+        "described": [v[0] for v in versions],
+        "names": [v[1] for v in versions],
+        "hashes": [v[2] for v in versions],
+        "fields": [json.dumps(v[3]) for v in versions],
+    }
+    return Statement(sql=_SQL["publish_declarations"], params=params, read=nothing)
 
 
 def write_snapshot(snapshot: RuntimeSnapshot, declared: DeclaredByProcess) -> Statement[None]:
@@ -160,15 +157,16 @@ def count_peers(*, instance_id: str, queues: list[str], fresh_s: float) -> State
     return Statement(sql=_SQL["count_peers"], params=params, read=_peers)
 
 
-def delete_runtime(*, instance_id: str) -> Statement[None]:
-    params = {"instance_id": instance_id}
-    return Statement(sql=_SQL["delete_runtime"], params=params, read=nothing)
+def delete_runtime(*, instance_id: str) -> Statement[int]:
+    """Delete a stopping process's row; answers how many went (0 or 1)."""
+    params = {"instance_id": instance_id, "stale_after_s": None}
+    return Statement(sql=_SQL["delete_runtimes"], params=params, read=len)
 
 
 def delete_stale_runtimes(*, stale_after_s: float) -> Statement[int]:
     """Delete the rows of processes silent past ``stale_after_s``; answers how many went."""
-    params = {"stale_after_s": stale_after_s}
-    return Statement(sql=_SQL["delete_stale_runtimes"], params=params, read=len)
+    params = {"instance_id": None, "stale_after_s": stale_after_s}
+    return Statement(sql=_SQL["delete_runtimes"], params=params, read=len)
 
 
 def delete_undeclared_versions(*, stale_after_s: float) -> Statement[int]:

@@ -5,7 +5,9 @@ runnable awa handler.
 handler it builds makes the task's ``TaskResult`` (so ``worker_ids`` already holds this claim and
 ``TaskContext.attempt`` counts from 1), sends ``task_started``, calls the function (async tasks
 on the worker's loop), sends ``task_finished`` and returns the value as a ``StoredReturn`` so the
-worker keeps it with the completed job.
+worker keeps it with the completed job. A result no one would read is not made: when the task
+takes no context and a signal's only receivers are the framework's logging ones, whose logger
+drops the line, that signal is not sent (``_unheard``).
 
 The result of a job's first claim is made from the attempt's context alone, which holds all it
 needs; only a job claimed before (a retry, a snooze, a retry from the DLQ) is read back for its
@@ -17,6 +19,7 @@ closes a handler thread's connection after each job (docs/benchmarks.md, "django
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 from inspect import iscoroutinefunction
 from typing import Any, Final
@@ -50,6 +53,12 @@ logger = logging.getLogger(__name__)
 # The framework's own receivers of the task signals (Django's, or the backport's): each writes a
 # log line and nothing else.
 _LOGGING_RECEIVERS: Final = frozenset({log_task_started, log_task_finished})
+# The logger they write to (the signals module's own), or None if it has none by that name: then
+# they are always called.
+_signals_logger = vars(sys.modules[log_task_started.__module__]).get("logger")
+_LOGGING_RECEIVERS_LOGGER: Final = (
+    _signals_logger if isinstance(_signals_logger, logging.Logger) else None
+)
 
 
 def resolve(kind: str) -> DeclaredJob[Any, Any] | None:
@@ -128,10 +137,6 @@ def _first_claim_result(
     )
 
 
-def _call_args(task: Task[Any, Any], result: TaskResult[Any, Any], args: list[Any]) -> list[Any]:
-    return [TaskContext(task_result=result), *args] if task.takes_context else list(args)
-
-
 # Per signal and sender: the entries of ``signal.receivers`` last looked at (held, so none of
 # them can be freed and its identity reused), and the receivers to call directly when they were
 # only the framework's logging ones (None: the signal's own send).
@@ -161,6 +166,27 @@ def _logging_only(signal: Signal, sender: type[AwaBackend]) -> tuple[Any, ...] |
     )
     _direct_receivers[(signal, sender)] = (entries, direct)
     return direct
+
+
+def _unheard(signal: Signal, sender: type[AwaBackend], level: int) -> bool:
+    """Whether sending ``signal`` would do nothing: its only receivers are the framework's logging
+    ones (or none), and their logger drops a line of ``level`` (a success or a retry is logged at
+    INFO, a failure at ERROR). A worker rarely logs the framework's INFO lines, and making the
+    ``TaskResult`` pair for signals no one hears was most of what a no-op task cost beyond a
+    native job (docs/benchmarks.md, "django.tasks drain"); a receiver that is connected, or a
+    logger that would write the line, gets the signal as before."""
+    direct = _logging_only(signal, sender)
+    if direct is None:
+        return False
+    return not direct or (
+        _LOGGING_RECEIVERS_LOGGER is not None and not _LOGGING_RECEIVERS_LOGGER.isEnabledFor(level)
+    )
+
+
+def _finished_level(ctx: JobContext, error: BaseException | None) -> int:
+    """The level ``task_finished``'s logging receiver writes the attempt's line at: ERROR for a
+    task that ends FAILED, INFO otherwise (see ``_finished``)."""
+    return logging.ERROR if error is not None and _final(error, ctx) else logging.INFO
 
 
 def _send(signal: Signal, sender: type[AwaBackend], result: TaskResult[Any, Any]) -> None:
@@ -206,9 +232,7 @@ def _finished(
         return _changed(
             result, status=TaskResultStatus.SUCCESSFUL, finished_at=now, _return_value=value
         )
-    final = isinstance(error, TerminalError | Cancel) or (
-        not isinstance(error, Snooze) and ctx.attempt >= ctx.max_attempts
-    )
+    final = _final(error, ctx)
     errors = list(result.errors)
     if not isinstance(error, Snooze):
         errors.append(task_error(error_entry(error, attempt=ctx.attempt, at=now)))
@@ -220,42 +244,106 @@ def _finished(
     )
 
 
+def _call(
+    task: Task[Any, Any],
+    result: TaskResult[Any, Any] | None,
+    args: list[Any],
+    kwargs: dict[str, Any],
+) -> Any:
+    """Call the task's function (an async one returns its coroutine)."""
+    if task.takes_context:
+        assert result is not None  # made for every task that takes its context
+        return task.func(TaskContext(task_result=result), *args, **kwargs)
+    return task.func(*args, **kwargs)
+
+
+def _final(error: BaseException, ctx: JobContext) -> bool:
+    """Whether the attempt's ``error`` ends the task FAILED (else the worker retries it)."""
+    return isinstance(error, TerminalError | Cancel) or (
+        not isinstance(error, Snooze) and ctx.attempt >= ctx.max_attempts
+    )
+
+
 def _handler(task: Task[Any, Any]) -> Callable[..., Any]:
+    # The running attempt's TaskResult is made only when something reads it: the function (a
+    # task that takes its context) or a signal someone hears (``_unheard``); otherwise a task
+    # costs the worker little more than a native job. A failure's line is usually logged, so
+    # its result is made then, from the same context (or the same read back).
+    takes_context = task.takes_context
+
     if iscoroutinefunction(task.func):
+
+        async def running_async(backend: AwaBackend, ctx: JobContext) -> TaskResult[Any, Any]:
+            return _first_claim_result(backend, task, ctx) or await backend.aget_result(
+                str(ctx.job_id)
+            )
+
+        async def finish_async(
+            backend: AwaBackend,
+            ctx: JobContext,
+            result: TaskResult[Any, Any] | None,
+            error: BaseException | None,
+            value: Any = None,
+        ) -> None:
+            sender = type(backend)
+            if _unheard(task_finished, sender, _finished_level(ctx, error)):
+                return
+            if result is None:
+                result = await running_async(backend, ctx)
+            await _asend(task_finished, sender, _finished(result, ctx, error, value))
 
         async def run_async(ctx: JobContext, args: list[Any], kwargs: dict[str, Any]) -> Any:
             backend = _backend(task)
             sender = type(backend)
-            result = _first_claim_result(backend, task, ctx) or await backend.aget_result(
-                str(ctx.job_id)
-            )
-            await _asend(task_started, sender, result)
+            result: TaskResult[Any, Any] | None = None
+            if takes_context or not _unheard(task_started, sender, logging.INFO):
+                result = await running_async(backend, ctx)
+                await _asend(task_started, sender, result)
             try:
-                value = await task.func(*_call_args(task, result, args), **kwargs)
+                value = await _call(task, result, args, kwargs)
                 stored = _stored(value)
             except BaseException as exc:
                 # KeyboardInterrupt and SystemExit fail the attempt like any error (the
                 # worker's executor records them); only the worker's own cancel ends it silently.
                 if not stops_the_attempt(exc):
-                    await _asend(task_finished, sender, _finished(result, ctx, exc))
+                    await finish_async(backend, ctx, result, exc)
                 raise
-            await _asend(task_finished, sender, _finished(result, ctx, None, value))
+            await finish_async(backend, ctx, result, None, value)
             return stored
 
         return run_async
 
+    def running(backend: AwaBackend, ctx: JobContext) -> TaskResult[Any, Any]:
+        return _first_claim_result(backend, task, ctx) or backend.get_result(str(ctx.job_id))
+
+    def finish(
+        backend: AwaBackend,
+        ctx: JobContext,
+        result: TaskResult[Any, Any] | None,
+        error: BaseException | None,
+        value: Any = None,
+    ) -> None:
+        sender = type(backend)
+        if _unheard(task_finished, sender, _finished_level(ctx, error)):
+            return
+        if result is None:
+            result = running(backend, ctx)
+        _send(task_finished, sender, _finished(result, ctx, error, value))
+
     def run(ctx: JobContext, args: list[Any], kwargs: dict[str, Any]) -> Any:
         backend = _backend(task)
         sender = type(backend)
-        result = _first_claim_result(backend, task, ctx) or backend.get_result(str(ctx.job_id))
-        _send(task_started, sender, result)
+        result: TaskResult[Any, Any] | None = None
+        if takes_context or not _unheard(task_started, sender, logging.INFO):
+            result = running(backend, ctx)
+            _send(task_started, sender, result)
         try:
-            value = task.func(*_call_args(task, result, args), **kwargs)
+            value = _call(task, result, args, kwargs)
             stored = _stored(value)
         except BaseException as exc:
-            _send(task_finished, sender, _finished(result, ctx, exc))
+            finish(backend, ctx, result, exc)
             raise
-        _send(task_finished, sender, _finished(result, ctx, None, value))
+        finish(backend, ctx, result, None, value)
         return stored
 
     return run

@@ -32,15 +32,16 @@ from awa_django.storage.runtime import (
     touch_snapshot,
     write_snapshot,
 )
-from awa_django.storage.statement import run_async, run_atomic_async
+from awa_django.storage.statement import run_async
 
 logger = logging.getLogger(__name__)
 
 # The snapshots that publish the declarations again: one in this many (the first always). They
-# do not change while a process runs, and publishing them (four statements in a transaction,
-# writing nothing when the rows agree) was most of what an idle worker's snapshot cost the
-# server (#37). Republishing still brings the stored descriptors and DLQ policies back to a
-# live worker's within this many intervals after a worker of another version wrote its own.
+# do not change while a process runs, and publishing them (four statements in a transaction
+# until they became one, writing nothing when the rows agree) was most of what an idle worker's
+# snapshot cost the server (#37). Republishing still brings the stored descriptors and DLQ
+# policies back to a live worker's within this many intervals after a worker of another version
+# wrote its own.
 DECLARATIONS_EVERY = 6
 
 
@@ -126,9 +127,8 @@ class RuntimeReporter:
         count = self._on_peers is not None and (declarations or self._reports == 1)
         peers = 1
         async with self._pool.connection() as conn:
-            publish = publish_declarations(self._declared) if declarations else None
-            if publish is not None:
-                await run_atomic_async(conn, publish)
+            if declarations:
+                await run_async(conn, publish_declarations(self._declared))
             if (
                 declarations
                 or snapshot != self._written

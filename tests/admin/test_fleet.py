@@ -3,6 +3,7 @@ real worker processes declaring what they serve."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from datetime import timedelta
@@ -14,8 +15,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 import awa_django as awa
+from awa_django.maintenance.runtime_cleanup import RuntimeCleaner, RuntimeCleanupConfig
 from awa_django.ops import descriptors, runtimes
-from awa_django.templatetags.awa_admin import elapsed
+from awa_django.storage.connections import open_pool
+from awa_django.templatetags.awa_admin import elapsed, when
 from tests.conftest import BackgroundWorker, wait_until
 
 QUEUE_DESCRIPTORS = "admin:awa_django_queuedescriptor_changelist"
@@ -53,6 +56,13 @@ def test_two_workers_declaring_a_queue_differently_show_drift(operator_client, w
     body = page.content.decode()
     default_row = body.split('id="queue-default"')[1].split("</tr>")[0]
     assert "drift" in default_row and "payments" in default_row
+    # Each version is a line of a row of its own under the descriptor's, as wide as the table,
+    # not a list wrapped inside the narrow status cell (which made the row four lines tall).
+    assert "awa-drift" not in default_row
+    versions = versions_row(body, "queue-default")
+    assert '<td colspan="8"><ul class="awa-drift">' in versions
+    assert versions.count("<li>") == 2 and "charges cards" in versions
+    assert 'id="queue-email-versions"' not in body
     email_row = body.split('id="queue-email"')[1].split("</tr>")[0]
     assert "current" in email_row
 
@@ -66,6 +76,47 @@ def test_two_workers_declaring_a_queue_differently_show_drift(operator_client, w
     kinds = operator_client.get(reverse(KIND_DESCRIPTORS))
     # A kind from AWA["JOB_MODULES"] (tests.jobs) is declared like an app's jobs module's.
     assert "tests.always_fails" in {d.kind for d, _ in kinds.context["rows"]}
+
+
+def test_a_stale_descriptor_shows_when_its_last_runtime_was_seen(operator_client):
+    """Its "Refreshed" is the last snapshot of a runtime that declared it, kept once the leader
+    deleted that silent runtime's row, not the start of the worker that wrote it (#36)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.queue_descriptors (queue, display_name, description, owner, "
+            "dlq_enabled, descriptor_hash, changed_at, refreshed_at) VALUES ('reports', "
+            "'Reports', '', '', false, 'h1', now() - interval '3 hours', "
+            "now() - interval '3 hours')"
+        )
+        cursor.execute(
+            "INSERT INTO awa.runtime_instances (instance_id, hostname, pid, version, started_at, "
+            "last_seen_at, queues, in_flight, is_leader, healthy, shutting_down, queue_hashes, "
+            "kind_hashes) VALUES ('crashed', 'h', 1, 'v', now() - interval '3 hours', "
+            "now() - interval '10 minutes', '{}', 0, false, true, false, "
+            "'{\"reports\": \"h1\"}', '{}') RETURNING last_seen_at"
+        )
+        (last_seen,) = cursor.fetchone()
+        cursor.execute("SELECT changed_at FROM awa.queue_descriptors WHERE queue = 'reports'")
+        (written,) = cursor.fetchone()
+
+    def row() -> str:
+        body = operator_client.get(reverse(QUEUE_DESCRIPTORS)).content.decode()
+        return body.split('id="queue-reports"')[1].split("</tr>")[0]
+
+    async def leader_cleanup() -> int:
+        pool = await open_pool("default", max_size=1)
+        try:
+            cleaner = RuntimeCleaner(pool, RuntimeCleanupConfig(interval_s=60, stale_after_s=60))
+            return (await cleaner.run_once()).deleted
+        finally:
+            await pool.close()
+
+    expected = (
+        f'<td class="awa-nowrap">{when(written)}</td><td class="awa-nowrap">{when(last_seen)}</td>'
+    )
+    assert "stale" in row() and row().endswith(expected)
+    assert asyncio.run(leader_cleanup()) == 1
+    assert "stale" in row() and row().endswith(expected)
 
 
 def test_pages_without_runtimes_say_so(operator_client):
@@ -143,6 +194,11 @@ def test_elapsed_counts_seconds_then_minutes_then_hours():
     ]
 
 
+def versions_row(body: str, row_id: str) -> str:
+    """The row under a drifting descriptor's row that lists its versions."""
+    return body.split(f'id="{row_id}-versions"')[1].split("</tr>")[0]
+
+
 def stored_description() -> str | None:
     """The default queue's description as its stored descriptor (the last publisher's) says."""
     return next((d.description for d in descriptors.queues() if d.queue == "default"), None)
@@ -183,7 +239,7 @@ def test_drift_shows_the_differing_values_and_who_declares_them(operator_client,
     # Only what differs is shown: both declare the same owner.
     assert sorted(v.fields["description"] for v in versions) == ["charges cards", "refunds cards"]
     assert all(list(v.fields) == ["description"] for v in versions)
-    row = page.content.decode().split('id="queue-default"')[1].split("</tr>")[0]
+    row = versions_row(page.content.decode(), "queue-default")
     assert "&ldquo;charges cards&rdquo;" in row and "&ldquo;refunds cards&rdquo;" in row
     assert first_id in row and second_id in row
 
@@ -195,7 +251,7 @@ def test_drift_shows_the_differing_values_and_who_declares_them(operator_client,
         ((first_id,), "recorded by its workers", "charges cards"),
         ((second_id,), "stored descriptor", "refunds cards"),
     }
-    row = page.content.decode().split('id="queue-default"')[1].split("</tr>")[0]
+    row = versions_row(page.content.decode(), "queue-default")
     assert "&ldquo;charges cards&rdquo;" in row and "&ldquo;refunds cards&rdquo;" in row
 
 
@@ -217,6 +273,6 @@ def test_a_version_nobody_recorded_shows_its_hash(operator_client, worker_proces
     assert by_instance[("old-release",)].source is None
     [known] = [v for v in versions if v.fields is not None]
     assert known.fields["description"] == "charges cards"
-    row = page.content.decode().split('id="queue-default"')[1].split("</tr>")[0]
+    row = versions_row(page.content.decode(), "queue-default")
     assert "values not known (hash <code>0123456789ab…</code>)" in row
     assert "workers of awa_django 0.1.0" in row

@@ -145,6 +145,21 @@ def test_drain_asks_for_confirmation_then_cancels_pending_jobs(operator_client):
     assert {job.state for job in awa.get_jobs(ids)} == {"cancelled"}
 
 
+def test_each_rows_first_cell_holds_the_queue_its_status_and_its_actions(operator_client):
+    """The cell that stays in view while a narrow screen scrolls the row sideways (the browser
+    test measures it at 1,024 pixels)."""
+    awa.queues.pause("email")
+    body = operator_client.get(reverse(PAGE)).content.decode()
+    header = body.split('id="queue-health"')[1].split("</tr>")[0]
+    assert re.findall(r"<th[^>]*>([^<]*)</th>", header)[:2] == ["Queue", "Concurrency"]
+    assert '<th class="awa-sticky">Queue</th>' in header
+    for queue, status, action in (("default", "active", "pause"), ("email", "paused", "resume")):
+        row = body.split(f'id="queue-{queue}"')[1].split("</tr>")[0]
+        first = row.split('<td class="awa-sticky">')[1].split("</td>")[0]
+        assert f'href="#chart-{queue}">{queue}</a>' in first and f">{status}</span>" in first
+        assert f'id="{action}-{queue}"' in first and f'id="drain-{queue}"' in first
+
+
 def test_unknown_queue_or_action_is_refused_with_a_message(operator_client):
     response = operator_client.post(
         reverse(ACT), {"action": "explode", "queue": "nope"}, follow=True

@@ -13,7 +13,10 @@ from django.test import override_settings
 
 import awa_django as awa
 from awa_django.maintenance.runtime_cleanup import RuntimeCleaner, RuntimeCleanupConfig
+from awa_django.ops import descriptors as awa_descriptors
 from awa_django.storage.connections import open_pool
+from awa_django.storage.runtime import delete_runtime, publish_declarations
+from awa_django.storage.statement import run_async
 from awa_django.worker.reporter import package_version
 from tests.conftest import BackgroundWorker, run_burst, wait_until
 from tests.jobs import sleepy
@@ -145,8 +148,12 @@ def test_workers_publish_queue_and_kind_descriptors_and_dlq_policy():
         "email": True,
     }
 
+    # Written an hour ago, and no live runtime declares them any more.
     with connection.cursor() as cursor:
-        cursor.execute("UPDATE awa.queue_descriptors SET refreshed_at = now() - interval '1 hour'")
+        cursor.execute(
+            "UPDATE awa.queue_descriptors "
+            "SET changed_at = now() - interval '1 hour', refreshed_at = now() - interval '1 hour'"
+        )
     assert all(q.stale for q in awa.descriptors.queues())
 
 
@@ -207,15 +214,77 @@ def test_snapshots_keep_descriptors_fresh_without_rewriting_unchanged_rows():
         assert descriptor_row_versions() == written
         with connection.cursor() as cursor:
             cursor.execute(
-                "UPDATE awa.queue_descriptors SET refreshed_at = now() - interval '1 hour'"
+                "UPDATE awa.queue_descriptors SET changed_at = now() - interval '1 hour', "
+                "refreshed_at = now() - interval '1 hour'"
             )
         # The live worker's snapshots vouch for what it declares.
         queues = {q.queue: q for q in awa.descriptors.queues()}
         assert not queues["default"].stale
         assert queues["default"].refreshed_at >= seen
+        last_seen = awa.runtimes.list()[0].last_seen_at
     finally:
         worker.stop()
-    assert all(q.stale for q in awa.descriptors.queues())
+    # Stale at once, the code that declared them having stopped; refreshed when it last ran.
+    queues = {q.queue: q for q in awa.descriptors.queues()}
+    assert all(q.stale for q in queues.values())
+    assert queues["default"].refreshed_at >= last_seen
+
+
+def test_a_stale_descriptor_was_refreshed_when_its_last_runtime_was_seen():
+    """Not when it was written: the snapshots of the runtimes that declared it refreshed it
+    until they were gone, by a clean exit or the leader's cleanup of a silent runtime (#36)."""
+    runtime_row = (
+        "INSERT INTO awa.runtime_instances (instance_id, hostname, pid, version, started_at, "
+        "last_seen_at, queues, in_flight, is_leader, healthy, shutting_down, queue_hashes, "
+        "kind_hashes) VALUES (%s, 'h', 1, 'v', now() - interval '3 hours', "
+        "now() - %s::interval, '{}', 0, false, true, false, %s, %s)"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.queue_descriptors (queue, display_name, description, owner, "
+            "dlq_enabled, descriptor_hash, changed_at, refreshed_at) VALUES "
+            "('default', 'D', '', '', false, 'h1', now() - interval '3 hours', "
+            "now() - interval '3 hours'), "
+            "('email', 'E', '', '', false, 'h2', now() - interval '3 hours', "
+            "now() - interval '3 hours')"
+        )
+        cursor.execute(
+            "INSERT INTO awa.kind_descriptors (kind, queue, description, owner, docs_url, "
+            "descriptor_hash, changed_at, refreshed_at) VALUES ('k', 'default', '', '', '', "
+            "'h3', now() - interval '3 hours', now() - interval '3 hours')"
+        )
+        # Two silent runtimes (crashed), the newer last seen 10 minutes ago.
+        cursor.execute(runtime_row, ["older", "20 minutes", '{"default": "h1"}', '{"k": "h3"}'])
+        cursor.execute(runtime_row, ["newer", "10 minutes", '{"default": "h1"}', "{}"])
+        cursor.execute(
+            "SELECT (SELECT last_seen_at FROM awa.runtime_instances WHERE instance_id = 'older'), "
+            "(SELECT last_seen_at FROM awa.runtime_instances WHERE instance_id = 'newer'), "
+            "(SELECT refreshed_at FROM awa.queue_descriptors WHERE queue = 'email')"
+        )
+        older_seen, newer_seen, written = cursor.fetchone()
+
+    def refreshed() -> dict[str, object]:
+        queues = {f"queue {d.queue}": d for d in awa.descriptors.queues()}
+        kinds = {f"kind {d.kind}": d for d in awa.descriptors.kinds()}
+        assert all(d.stale for d in [*queues.values(), *kinds.values()])
+        return {name: d.refreshed_at for name, d in {**queues, **kinds}.items()}
+
+    # Read while their rows are still there...
+    expected = {"queue default": newer_seen, "queue email": written, "kind k": older_seen}
+    assert refreshed() == expected
+
+    async def cleanup() -> int:
+        pool = await open_pool("default", max_size=1)
+        try:
+            cleaner = RuntimeCleaner(pool, RuntimeCleanupConfig(interval_s=60, stale_after_s=5.0))
+            return (await cleaner.run_once()).deleted
+        finally:
+            await pool.close()
+
+    # ... and after the leader deleted them.
+    assert asyncio.run(cleanup()) == 2
+    assert awa.runtimes.list() == []
+    assert refreshed() == expected
 
 
 def test_two_workers_with_different_descriptions_show_drift(worker_process):
@@ -242,3 +311,55 @@ def test_two_workers_with_different_descriptions_show_drift(worker_process):
     wait_until(lambda: not default_queue().drift)
     first.proc.terminate()
     assert first.wait() == 0
+
+
+def test_a_stopping_worker_and_a_publishing_one_take_descriptor_rows_in_one_order():
+    """A withdrawn runtime's last snapshot is carried into every descriptor it declared while
+    another worker upserts changed descriptors, which takes the rows in key order: the carry
+    locks them in that order too, so neither waits on the other in a cycle (deadlock)."""
+    names = [f"q{n:03d}" for n in range(300)]
+    rounds = 8
+
+    def prepare(round_: int) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM awa.queue_descriptors")
+            # Stored in reverse key order, so a scan in storage order is not key order.
+            cursor.execute(
+                "INSERT INTO awa.queue_descriptors (queue, display_name, description, owner, "
+                "dlq_enabled, descriptor_hash, changed_at, refreshed_at) "
+                "SELECT n, '', '', '', false, 'old', now() - interval '1 hour', "
+                "now() - interval '1 hour' FROM unnest(%s::text[]) AS n ORDER BY n DESC",
+                [names],
+            )
+            cursor.execute(
+                "INSERT INTO awa.runtime_instances (instance_id, hostname, pid, version, "
+                "started_at, last_seen_at, queues, in_flight, is_leader, healthy, "
+                "shutting_down, queue_hashes, kind_hashes) VALUES (%s, 'h', 1, 'v', now(), "
+                "now(), '{}', 0, false, true, false, %s, '{}')",
+                [f"stopping-{round_}", json.dumps(dict.fromkeys(names, "old"))],
+            )
+
+    async def race(round_: int) -> None:
+        declared = awa_descriptors.Declarations(
+            queues=tuple(
+                awa_descriptors.QueueDeclaration(
+                    queue=name, display_name="", description=f"round {round_}", owner="", dlq=False
+                )
+                for name in names
+            )
+        )
+        pool = await open_pool("default", max_size=2)
+        try:
+            async with pool.connection() as stopping, pool.connection() as publishing:
+                await asyncio.gather(
+                    run_async(stopping, delete_runtime(instance_id=f"stopping-{round_}")),
+                    run_async(publishing, publish_declarations(declared)),
+                )
+        finally:
+            await pool.close()
+
+    for round_ in range(rounds):
+        prepare(round_)
+        asyncio.run(race(round_))  # a deadlock would raise here
+        assert awa.runtimes.list() == []
+        assert {d.description for d in awa.descriptors.queues()} == {f"round {round_}"}

@@ -16,7 +16,7 @@ from awa_django.declarations.jobs import registry
 from awa_django.ops.descriptors import declared
 from awa_django.storage.connections import connection_kwargs
 from awa_django.storage.runtime import publish_declarations
-from awa_django.storage.statement import run_atomic_async
+from awa_django.storage.statement import run_async
 
 pytestmark = pytest.mark.usefixtures("awa_db")
 
@@ -26,9 +26,7 @@ async def connect() -> AsyncConnection[Any]:
 
 
 async def publish(conn, declarations):
-    statements = publish_declarations(declarations)
-    assert statements is not None
-    await run_atomic_async(conn, statements)
+    await run_async(conn, publish_declarations(declarations))
 
 
 def test_unchanged_declarations_are_republished_while_another_worker_holds_its_transaction():

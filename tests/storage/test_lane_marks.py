@@ -224,3 +224,26 @@ def test_the_leader_keeps_only_each_queues_newest_mark():
         cursor.execute("SELECT count(*) FROM awa.lane_marks")
         assert cursor.fetchone() == (1,)
     assert newest_mark() == newest
+
+
+HOLES_READ = """
+SELECT coalesce(sum(seq_scan + coalesce(idx_scan, 0)), 0) FROM pg_stat_xact_user_tables
+ WHERE schemaname = 'awa' AND relname = 'lane_holes'
+"""
+
+
+def test_a_claim_that_takes_a_lanes_last_rows_knows_it_drained_without_its_head():
+    fill_many()
+    lanes = (-4, -3, 6)
+    taken = sorted((enqueue_at(priority, n), priority) for priority in lanes for n in range(2))
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(HOLES_READ)
+        before = cursor.fetchone()[0]
+        assert sorted(claim(100)) == taken
+        cursor.execute(HOLES_READ)
+        # Each lane visited reads whether it has holes once (the visit's first statement); that
+        # the claim took its last rows is known from the claim's own receipt, with no read of
+        # the lane's head (awa.lane_head reads the holes again).
+        assert cursor.fetchone()[0] - before == len(lanes)
+    # And the next mark leaves every one of them out.
+    assert newest_mark() == []

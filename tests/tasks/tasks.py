@@ -135,3 +135,25 @@ def returns_nothing() -> None:
 @task
 async def returns_nothing_async() -> None:
     pass
+
+
+# Keys whose first run failed (fails_once, fails_once_async): a second run of the same key
+# succeeds. In-process runs share the module.
+_failed_keys: set[str] = set()
+
+
+def _fail_first_run(key: str) -> str:
+    if key not in _failed_keys:
+        _failed_keys.add(key)
+        raise ConnectionError("first attempt fails")
+    return key
+
+
+@task(max_attempts=2)
+def fails_once(key: str) -> str:
+    return _fail_first_run(key)
+
+
+@task(max_attempts=2)
+async def fails_once_async(key: str) -> str:
+    return _fail_first_run(key)

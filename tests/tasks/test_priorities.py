@@ -12,7 +12,7 @@ from io import StringIO
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.test import override_settings
 from django.urls import reverse
 
@@ -202,3 +202,54 @@ def test_operators_see_a_tasks_django_priority_with_its_lane(client):
     call_command("awa_jobs", "list", "--json", stdout=out)
     by_id = {record["job_id"]: record for record in json.loads(out.getvalue())}
     assert by_id[task_id]["priority"] == -48 and by_id[job_id]["priority"] == 3
+
+
+def test_an_aged_claim_over_many_lanes_keeps_the_aged_order():
+    # More than 4 lanes: the queue's claims go by lane marks, and an aged claim walks the lanes
+    # below priority 1 before it compares the heads of the rest.
+    old_low = awa.enqueue("tests.record", args={"n": 4}, priority=4)
+    time.sleep(1.6)  # 3 steps of 0.5 s: native 4 -> 1
+    by_priority = {p: int(enqueue_ranked(p, f"django {p}")) for p in (100, 50, 2, 1, 0, -1, -2)}
+    by_priority[-100] = int(enqueue_ranked(-100, "django -100"))
+    order = claimed_in_order(aging_s=0.5, count=9)
+    assert order == [
+        by_priority[100],  # lanes below 1 first, in priority order
+        by_priority[50],
+        by_priority[2],  # lane 0
+        old_low,  # aged to 1, and waiting longer than Django 1's (lane 1) head
+        by_priority[1],
+        by_priority[0],  # lane 2
+        by_priority[-1],
+        by_priority[-2],  # lane 4, behind the aged job
+        by_priority[-100],
+    ]
+
+
+def ready_rows_probed(claim_sql: str) -> int:
+    """Index scans of the ready ring's partitions made by one statement (in its own transaction:
+    pg_stat_xact_user_tables counts the current one's)."""
+    probed = (
+        "SELECT coalesce(sum(idx_scan), 0) FROM pg_stat_xact_user_tables"
+        " WHERE schemaname = 'awa' AND relname LIKE 'ready\\_entries\\_%'"
+    )
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(probed)
+        before = cursor.fetchone()[0]
+        cursor.execute(claim_sql)
+        assert len(cursor.fetchall()) == 1
+        cursor.execute(probed)
+        return int(cursor.fetchone()[0] - before)
+
+
+def test_an_aged_claim_reads_no_head_of_lanes_it_does_not_reach():
+    for priority in range(-100, 101):
+        for _ in range(2):
+            enqueue_ranked(priority, f"django {priority}")
+    # A first claim marks the queue's lanes (all 201 may hold work).
+    assert len(claim(limit=1, aging_s=0)) == 1
+    aged = "SELECT * FROM awa.claim_ready('default', 1, 'test', 0, 60, false)"
+    static = "SELECT * FROM awa.claim_ready('default', 1, 'test', 0, 0, false)"
+    # The aged claim is served by the most urgent lane, as a static one: it read the head of
+    # every lane (over 201 index scans of the ring), now only what the static claim reads.
+    assert ready_rows_probed(aged) <= ready_rows_probed(static) + 2
+    assert ready_rows_probed(aged) < 20

@@ -14,6 +14,8 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from awa_django.tasks import AwaBackend
+from awa_django.tasks import backend as backend_module
+from awa_django.tasks import runner as runner_module
 from awa_django.tasks.compat import (
     BaseTaskBackend,
     TaskResultStatus,
@@ -203,3 +205,83 @@ def test_a_change_of_tasks_settings_reaches_the_worker_side():
         ran = run_jobs()
     assert ran.failed == 1
     assert "not an AwaBackend" in str(tasks.returns_nothing.get_result(later.id).errors)
+
+
+@pytest.fixture
+def task_log_at_warning(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    # As a worker usually runs: the framework's logger drops INFO lines.
+    for name in ("django.tasks", "django_tasks"):
+        caplog.set_level(logging.WARNING, logger=name)
+    yield caplog
+
+
+def _framework_lines(caplog: pytest.LogCaptureFixture, result_id: str) -> list[str]:
+    return [
+        r.getMessage().rsplit("state=", 1)[1]
+        for r in caplog.records
+        if r.name in ("django.tasks", "django_tasks") and f"id={result_id} " in r.getMessage()
+    ]
+
+
+@pytest.mark.parametrize("task", [tasks.returns_nothing, tasks.returns_nothing_async])
+def test_a_task_no_one_hears_makes_no_task_result(task, task_log_at_warning, monkeypatch):
+    made: list[str] = []
+    assembled = runner_module.assembled_result
+
+    def counting(values, base=None):
+        made.append(str(values.get("id", getattr(base, "id", ""))))
+        return assembled(values, base)
+
+    monkeypatch.setattr(runner_module, "assembled_result", counting)
+    monkeypatch.setattr(backend_module, "assembled_result", counting)
+    quiet = task.enqueue()
+    assert run_jobs().completed == 1
+    # Only the framework's logging receivers, and their logger drops INFO: nothing to make.
+    assert made == []
+    assert _framework_lines(task_log_at_warning, quiet.id) == []
+    # A logger that writes INFO lines gets both, as before.
+    for name in ("django.tasks", "django_tasks"):
+        task_log_at_warning.set_level(logging.INFO, logger=name)
+    heard = task.enqueue()
+    assert run_jobs().completed == 1
+    assert _framework_lines(task_log_at_warning, heard.id) == ["RUNNING", "SUCCESSFUL"]
+    assert made and set(made) == {heard.id}
+
+
+@pytest.mark.parametrize("task", [tasks.fails_once, tasks.fails_once_async])
+def test_a_retry_no_one_hears_reads_nothing_back(task, task_log_at_warning):
+    quiet = task.enqueue(f"quiet-{task.name}")
+    run_jobs()
+    make_due()
+    with CaptureQueriesContext(connection) as queries:
+        assert run_jobs().completed == 1
+    assert _read_backs(queries) == []
+    fetched = task.get_result(quiet.id)
+    assert fetched.status == TaskResultStatus.SUCCESSFUL and len(fetched.worker_ids) == 2
+    # A receiver that listens is told the retry's claims, read back as before.
+    seen: list[list[str]] = []
+
+    def receiver(sender, task_result, **kwargs):
+        seen.append(list(task_result.worker_ids))
+
+    heard = task.enqueue(f"heard-{task.name}")
+    run_jobs()
+    make_due()
+    task_started.connect(receiver, weak=False)
+    try:
+        with CaptureQueriesContext(connection) as queries:
+            assert run_jobs().completed == 1
+    finally:
+        task_started.disconnect(receiver)
+    assert len(_read_backs(queries)) == 2
+    assert seen == [task.get_result(heard.id).worker_ids]
+
+
+@pytest.mark.parametrize("task", [tasks.always_fails, tasks.fails_once_async])
+def test_a_failure_is_logged_when_info_lines_are_not(task, task_log_at_warning):
+    # The framework logs a task that ends FAILED at ERROR: still written.
+    failed = task.using(max_attempts=1).enqueue(
+        *([] if task is tasks.always_fails else ["fails-at-once"])
+    )
+    assert run_jobs().failed == 1
+    assert _framework_lines(task_log_at_warning, failed.id) == ["FAILED"]

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from django.db import connection
+from psycopg import AsyncConnection, AsyncCursor
 
 from awa_django.conf import get_settings
 from awa_django.declarations.jobs import registry
@@ -114,6 +116,56 @@ def test_snapshots_publish_the_declarations_once_in_a_while() -> None:
     assert seen[0] > 0
     assert seen[1:DECLARATIONS_EVERY] == [0] * (DECLARATIONS_EVERY - 1)
     assert seen[DECLARATIONS_EVERY] == seen[0]
+
+
+def test_a_snapshot_that_publishes_sends_two_statements_and_no_transaction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The declarations go in one statement, the snapshot in another: an idle fleet republishes
+    them every DECLARATIONS_EVERY snapshots, and four statements in a transaction (six round
+    trips with BEGIN and COMMIT) were the largest share of its statements (#37)."""
+    sent: list[str] = []
+    transactions = 0
+    execute, transaction = AsyncCursor.execute, AsyncConnection.transaction
+
+    async def counted_execute(self: AsyncCursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(str(query))
+        return await execute(self, query, *args, **kw)
+
+    def counted_transaction(self: AsyncConnection[Any], *args: Any, **kw: Any) -> Any:
+        nonlocal transactions
+        transactions += 1
+        return transaction(self, *args, **kw)
+
+    async def main() -> None:
+        pool = await open_pool("default", max_size=1)
+        reporter = RuntimeReporter(
+            pool,
+            instance_id="reporter-count",
+            queues={"default": 1},
+            declared=declared(get_settings(), registry.jobs()),
+            interval_s=10,
+            started_at=datetime.now(UTC),
+            state=lambda: (0, False, True, False),
+        )
+        try:
+            async with pool.connection():
+                pass  # opened before counting
+            monkeypatch.setattr(AsyncCursor, "execute", counted_execute)
+            monkeypatch.setattr(AsyncConnection, "transaction", counted_transaction)
+            await reporter.report_once()
+        finally:
+            monkeypatch.undo()
+            await pool.close()
+
+    asyncio.run(main())
+    assert len(sent) == 2, sent
+    assert transactions == 0
+    # And what it published is all there: the versions behind the hashes too.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM awa.declared_versions")
+        (versions,) = cursor.fetchone()
+    assert versions > 0
 
 
 def delete_descriptors() -> None:

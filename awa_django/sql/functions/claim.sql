@@ -220,6 +220,12 @@ DECLARE
     v_look record;
     v_lanes integer[];
     v_walk boolean;
+    -- An aged claim's walk of the lanes below priority 1 (see below), and whether v_order is
+    -- open.
+    v_urgent boolean;
+    v_ordered boolean;
+    -- Whether a claim that took fewer rows than it could left its lane with nothing (cheaply).
+    v_emptied boolean;
     v_sorted boolean;
     v_i integer;
     v_drained integer[] := '{}';
@@ -289,13 +295,38 @@ BEGIN
         -- are usually visited, and passing them all through awa.claim_order cost more than
         -- the rest of the claim.
         v_walk := v_marked AND (p_aging_s <= 0 OR cardinality(v_lanes) <= 1);
-        IF v_walk THEN
-            v_i := 0;
-        ELSE
+        -- An aged claim of a marked queue walks its lanes below priority 1 the same way: their
+        -- rows never age (awa.effective_priority), and every lane of priority 1 or more has an
+        -- effective priority of at least 1, so they come first in the aged order whatever the
+        -- heads' ages, and no later lane's bound can cut them short. Only when the claim gets
+        -- past them are the rest (v_lanes is in priority order) put through awa.claim_order,
+        -- which reads the head of each: with django.tasks priorities over up to 201 lanes, an
+        -- aged claim read every head, most of them of lanes it never reached.
+        v_urgent := v_marked AND NOT v_walk;
+        v_ordered := false;
+        v_i := 0;
+        IF NOT v_walk AND NOT v_urgent THEN
             OPEN v_order FOR SELECT * FROM awa.claim_order(p_queue, p_aging_s, v_lanes);
+            v_ordered := true;
         END IF;
         LOOP
-            IF v_walk THEN
+            IF v_urgent THEN
+                v_i := v_i + 1;
+                EXIT WHEN v_i > cardinality(v_lanes);
+                IF v_lanes[v_i] >> 16 >= 1 THEN
+                    v_urgent := false;
+                    OPEN v_order FOR SELECT * FROM awa.claim_order(p_queue, p_aging_s,
+                                                                   v_lanes[v_i:]);
+                    v_ordered := true;
+                ELSE
+                    v_priority := v_lanes[v_i] >> 16;
+                    v_shard := v_lanes[v_i] & 65535;
+                    v_bound := 32767;
+                END IF;
+            END IF;
+            IF v_urgent THEN
+                NULL;  -- the lane is set above
+            ELSIF v_walk THEN
                 v_i := v_i + 1;
                 EXIT WHEN v_i > cardinality(v_lanes);
                 v_priority := v_lanes[v_i] >> 16;
@@ -597,8 +628,38 @@ BEGIN
             -- Fewer rows than the lane could give (a sequential lane gives one): if it has no
             -- head now (this claim took its last rows, or every row left in it was cancelled),
             -- the next mark leaves it out, so the next claim does not visit it to find out.
+            -- The usual case, a claim that took the lane's last rows, is answered from its newest
+            -- receipt: no row of its commit after it, no commit after it and no hole recorded
+            -- (none before the claim, none passed by it; only the holder of the lane's claim
+            -- lock records one), so nothing is left. Only otherwise is the head looked for, which
+            -- reads far more (receipts of every row after the cursor, cancelled rows, holes).
             IF v_marked AND v_claimed < (CASE WHEN p_sequential THEN 1 ELSE v_remaining END) THEN
-                IF NOT EXISTS (SELECT 1 FROM awa.lane_head(p_queue, v_priority, v_shard)) THEN
+                v_emptied := false;
+                IF v_claimed > 0 AND NOT v_at.has_holes AND v_pass_to = 0 THEN
+                    SELECT NOT EXISTS (
+                               SELECT 1 FROM awa.ready_entries r
+                                WHERE r.queue = p_queue AND r.priority = v_priority
+                                  AND r.shard = v_shard AND r.ready_slot = m.ready_slot
+                                  AND r.lane_seq > c.lane_seq AND r.lane_seq <= m.last_seq
+                                  AND r.batch = m.batch)
+                           AND NOT EXISTS (
+                               SELECT 1 FROM awa.lane_commits n
+                                WHERE n.queue = p_queue AND n.priority = v_priority
+                                  AND n.shard = v_shard AND n.commit_seq > c.commit_seq)
+                      INTO v_emptied
+                      FROM (SELECT c.commit_seq, c.lane_seq, c.ready_slot
+                              FROM awa.claim_receipts c
+                             WHERE c.queue = p_queue AND c.priority = v_priority
+                               AND c.shard = v_shard
+                             ORDER BY c.commit_seq DESC, c.lane_seq DESC LIMIT 1) c
+                      JOIN awa.lane_commits m
+                        ON m.queue = p_queue AND m.priority = v_priority AND m.shard = v_shard
+                       AND m.commit_seq = c.commit_seq AND m.ready_slot = c.ready_slot;
+                END IF;
+                -- Two IFs, not one OR: an expression's plan is set up whole (see above).
+                IF coalesce(v_emptied, false) THEN
+                    v_drained := v_drained || (v_priority * 65536 + v_shard);
+                ELSIF NOT EXISTS (SELECT 1 FROM awa.lane_head(p_queue, v_priority, v_shard)) THEN
                     v_drained := v_drained || (v_priority * 65536 + v_shard);
                 END IF;
             END IF;
@@ -608,7 +669,7 @@ BEGIN
             v_round_claimed := v_round_claimed + v_claimed;
             EXIT WHEN v_remaining <= 0;
         END LOOP;
-        IF NOT v_walk THEN
+        IF v_ordered THEN
             CLOSE v_order;
         END IF;
         EXIT WHEN v_round_claimed = 0;

@@ -1,64 +1,58 @@
 -- Descriptors and runtime instances: what workers declare and report about themselves.
 
--- name: sync_queue_policies
--- Publishes each queue's DLQ policy where close_attempts reads it. Rows that already agree are
--- left out before the upsert: ON CONFLICT DO UPDATE locks the row it conflicts with even when
--- its WHERE then writes nothing, and every worker republishes the same rows, so a fleet queued
--- up behind each other's locks until each transaction committed (#37). Rows go in key order,
--- so two workers changing overlapping rows wait in one order and cannot deadlock.
-INSERT INTO awa.queue_meta AS m (queue, dlq_enabled)
-SELECT p.queue, p.dlq_enabled
-  FROM unnest(%(queues)s::text[], %(dlq_enabled)s::boolean[]) AS p (queue, dlq_enabled)
- WHERE NOT EXISTS (SELECT FROM awa.queue_meta a
-                    WHERE a.queue = p.queue AND a.dlq_enabled IS NOT DISTINCT FROM p.dlq_enabled)
- ORDER BY p.queue
-ON CONFLICT (queue) DO UPDATE SET dlq_enabled = excluded.dlq_enabled
- WHERE m.dlq_enabled IS DISTINCT FROM excluded.dlq_enabled
-
--- name: upsert_queue_descriptors
--- Upserts queue descriptors, writing only what changed: every worker runs this with each
--- snapshot, and rewriting unchanged rows would leave dead tuples behind at every snapshot.
--- Unchanged rows are left out before the upsert, which would lock them (see
--- sync_queue_policies). Freshness comes from the snapshots of the runtimes that declare a
--- descriptor (see the lists).
-INSERT INTO awa.queue_descriptors AS q (queue, display_name, description, owner, dlq_enabled,
-                                        descriptor_hash)
-SELECT d.*
-  FROM unnest(%(queue)s::text[], %(display_name)s::text[], %(description)s::text[],
-              %(owner)s::text[], %(dlq)s::boolean[], %(hash)s::text[])
-       AS d (queue, display_name, description, owner, dlq_enabled, descriptor_hash)
- WHERE NOT EXISTS (SELECT FROM awa.queue_descriptors a
-                    WHERE a.queue = d.queue AND a.descriptor_hash = d.descriptor_hash)
- ORDER BY d.queue
-ON CONFLICT (queue) DO UPDATE
-   SET display_name = excluded.display_name, description = excluded.description,
-       owner = excluded.owner, dlq_enabled = excluded.dlq_enabled,
-       descriptor_hash = excluded.descriptor_hash,
-       changed_at = now(), refreshed_at = now()
- WHERE q.descriptor_hash IS DISTINCT FROM excluded.descriptor_hash
-
--- name: upsert_kind_descriptors
--- Upserts job-kind descriptors, writing only what changed and locking no unchanged row (as for
--- queues).
-INSERT INTO awa.kind_descriptors AS k (kind, queue, description, owner, docs_url,
-                                       descriptor_hash)
-SELECT d.*
-  FROM unnest(%(kind)s::text[], %(queue)s::text[], %(description)s::text[],
-              %(owner)s::text[], %(docs_url)s::text[], %(hash)s::text[])
-       AS d (kind, queue, description, owner, docs_url, descriptor_hash)
- WHERE NOT EXISTS (SELECT FROM awa.kind_descriptors a
-                    WHERE a.kind = d.kind AND a.descriptor_hash = d.descriptor_hash)
- ORDER BY d.kind
-ON CONFLICT (kind) DO UPDATE
-   SET queue = excluded.queue, description = excluded.description, owner = excluded.owner,
-       docs_url = excluded.docs_url, descriptor_hash = excluded.descriptor_hash,
-       changed_at = now(), refreshed_at = now()
- WHERE k.descriptor_hash IS DISTINCT FROM excluded.descriptor_hash
-
--- name: record_declared_versions
--- Records the values behind each declared hash, once: a version already recorded is left as it
--- is, so the snapshots that repeat it write nothing. Rows go in key order, so two workers
--- recording overlapping versions at once wait for each other in one order and cannot deadlock.
+-- name: publish_declarations
+-- Publishes a process's declarations in one statement (#37): each queue's DLQ policy where
+-- close_attempts reads it, the queue and kind descriptors, and the values behind each declared
+-- hash. Every worker of a fleet republishes the same rows, so each part writes only what
+-- changed, and leaves unchanged rows out before its upsert: ON CONFLICT DO UPDATE locks the row
+-- it conflicts with even when its WHERE then writes nothing, and a fleet queued up behind each
+-- other's locks. One statement, not four in a transaction: an idle fleet's republishing was
+-- six statements a time (BEGIN and COMMIT included). Rows go in key order within each part and
+-- the parts run in one order, so two workers changing overlapping rows wait in one order and
+-- cannot deadlock. Freshness comes from the snapshots of the runtimes that declare a descriptor
+-- (see the lists). A version already recorded is left as it is.
+WITH policies AS (
+    INSERT INTO awa.queue_meta AS m (queue, dlq_enabled)
+    SELECT p.queue, p.dlq_enabled
+      FROM unnest(%(policy_queue)s::text[], %(policy_dlq)s::boolean[]) AS p (queue, dlq_enabled)
+     WHERE NOT EXISTS (SELECT FROM awa.queue_meta a
+                        WHERE a.queue = p.queue
+                          AND a.dlq_enabled IS NOT DISTINCT FROM p.dlq_enabled)
+     ORDER BY p.queue
+    ON CONFLICT (queue) DO UPDATE SET dlq_enabled = excluded.dlq_enabled
+     WHERE m.dlq_enabled IS DISTINCT FROM excluded.dlq_enabled
+), queues AS (
+    INSERT INTO awa.queue_descriptors AS q (queue, display_name, description, owner,
+                                            dlq_enabled, descriptor_hash)
+    SELECT d.*
+      FROM unnest(%(queue)s::text[], %(display_name)s::text[], %(description)s::text[],
+                  %(owner)s::text[], %(dlq)s::boolean[], %(hash)s::text[])
+           AS d (queue, display_name, description, owner, dlq_enabled, descriptor_hash)
+     WHERE NOT EXISTS (SELECT FROM awa.queue_descriptors a
+                        WHERE a.queue = d.queue AND a.descriptor_hash = d.descriptor_hash)
+     ORDER BY d.queue
+    ON CONFLICT (queue) DO UPDATE
+       SET display_name = excluded.display_name, description = excluded.description,
+           owner = excluded.owner, dlq_enabled = excluded.dlq_enabled,
+           descriptor_hash = excluded.descriptor_hash,
+           changed_at = now(), refreshed_at = now()
+     WHERE q.descriptor_hash IS DISTINCT FROM excluded.descriptor_hash
+), kinds AS (
+    INSERT INTO awa.kind_descriptors AS k (kind, queue, description, owner, docs_url,
+                                           descriptor_hash)
+    SELECT d.*
+      FROM unnest(%(kind)s::text[], %(kind_queue)s::text[], %(kind_description)s::text[],
+                  %(kind_owner)s::text[], %(docs_url)s::text[], %(kind_hash)s::text[])
+           AS d (kind, queue, description, owner, docs_url, descriptor_hash)
+     WHERE NOT EXISTS (SELECT FROM awa.kind_descriptors a
+                        WHERE a.kind = d.kind AND a.descriptor_hash = d.descriptor_hash)
+     ORDER BY d.kind
+    ON CONFLICT (kind) DO UPDATE
+       SET queue = excluded.queue, description = excluded.description, owner = excluded.owner,
+           docs_url = excluded.docs_url, descriptor_hash = excluded.descriptor_hash,
+           changed_at = now(), refreshed_at = now()
+     WHERE k.descriptor_hash IS DISTINCT FROM excluded.descriptor_hash
+)
 INSERT INTO awa.declared_versions (described, name, descriptor_hash, fields)
 SELECT v.described, v.name, v.descriptor_hash, v.fields
   FROM unnest(%(described)s::text[], %(names)s::text[], %(hashes)s::text[],
@@ -101,14 +95,53 @@ SELECT 1 + coalesce(min(counts.n), 0) AS peers
            AND r.last_seen_at > now() - make_interval(secs => %(fresh_s)s::double precision)
          GROUP BY q.queue) AS counts
 
--- name: delete_runtime
--- Removes a stopping process's row.
-DELETE FROM awa.runtime_instances WHERE instance_id = %(instance_id)s
-
--- name: delete_stale_runtimes
--- Leader cleanup: rows of processes silent for longer than the staleness window.
-DELETE FROM awa.runtime_instances
- WHERE last_seen_at < now() - make_interval(secs => %(stale_after_s)s::double precision)
+-- name: delete_runtimes
+-- Removes runtime rows: a stopping process's own (%(instance_id)s), or, for the leader's
+-- cleanup (%(instance_id)s null), the rows of processes silent for longer than the staleness
+-- window. A deleted row's last snapshot is the latest refresh of what it declared: the
+-- descriptors keep it (refreshed_at), so a stale one says when its code last ran rather than
+-- when it was written (#36). One write per descriptor; the rows are locked in key order first,
+-- as the upserts take them, so two deleting processes cannot deadlock.
+WITH gone AS (
+    SELECT r.instance_id, r.last_seen_at, r.queue_hashes, r.kind_hashes
+      FROM awa.runtime_instances r
+     WHERE CASE WHEN %(instance_id)s::text IS NULL
+                THEN r.last_seen_at
+                     < now() - make_interval(secs => %(stale_after_s)s::double precision)
+                ELSE r.instance_id = %(instance_id)s::text END
+), queue_seen AS (
+    SELECT h.name, max(g.last_seen_at) AS last_seen_at
+      FROM gone g, jsonb_object_keys(g.queue_hashes) AS h (name)
+     GROUP BY h.name
+), queue_locked AS (
+    SELECT d.queue FROM awa.queue_descriptors d JOIN queue_seen s ON s.name = d.queue
+     WHERE d.refreshed_at < s.last_seen_at
+     ORDER BY d.queue FOR UPDATE OF d
+), queue_carried AS (
+    UPDATE awa.queue_descriptors d SET refreshed_at = s.last_seen_at
+      FROM queue_seen s
+     WHERE d.queue = s.name AND d.refreshed_at < s.last_seen_at
+       AND d.queue IN (SELECT l.queue FROM queue_locked l)
+), kind_seen AS (
+    SELECT h.name, max(g.last_seen_at) AS last_seen_at
+      FROM gone g, jsonb_object_keys(g.kind_hashes) AS h (name)
+     GROUP BY h.name
+), kind_locked AS (
+    SELECT d.kind FROM awa.kind_descriptors d JOIN kind_seen s ON s.name = d.kind
+     WHERE d.refreshed_at < s.last_seen_at
+     ORDER BY d.kind FOR UPDATE OF d
+), kind_carried AS (
+    UPDATE awa.kind_descriptors d SET refreshed_at = s.last_seen_at
+      FROM kind_seen s
+     WHERE d.kind = s.name AND d.refreshed_at < s.last_seen_at
+       AND d.kind IN (SELECT l.kind FROM kind_locked l)
+)
+-- Staleness tested again on the row deleted: a process that refreshed its row since this
+-- statement's snapshot keeps it.
+DELETE FROM awa.runtime_instances r USING gone g
+ WHERE r.instance_id = g.instance_id
+   AND (%(instance_id)s::text IS NOT NULL
+        OR r.last_seen_at < now() - make_interval(secs => %(stale_after_s)s::double precision))
 RETURNING 1
 
 -- name: delete_undeclared_versions
@@ -145,45 +178,54 @@ SELECT instance_id, hostname, pid, version, started_at, last_seen_at, queues, in
  ORDER BY started_at DESC, instance_id
 
 -- name: list_queue_descriptors
--- Queue descriptors with their derived state: refreshed_at (the last write, or the latest
--- snapshot of a live runtime declaring it), stale (neither within the window), drift (live
+-- Queue descriptors with their derived state: refreshed_at (the latest snapshot of any runtime
+-- that declared it, kept in the row when that runtime's row is deleted, or its last write),
+-- stale (no live runtime declares it and it was not written within the window), drift (live
 -- runtimes declare it with different hashes), and each live runtime's hash.
-WITH live AS (
-    SELECT instance_id, last_seen_at, queue_hashes FROM awa.runtime_instances
-     WHERE last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
+WITH runtimes AS (
+    SELECT instance_id, last_seen_at, queue_hashes,
+           last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
+               AS live
+      FROM awa.runtime_instances
 )
 SELECT d.queue, d.display_name, d.description, d.owner, d.dlq_enabled, d.descriptor_hash,
        d.changed_at, greatest(d.refreshed_at, h.last_seen_at) AS refreshed_at,
-       greatest(d.refreshed_at, h.last_seen_at)
+       greatest(d.changed_at, h.live_seen_at)
            < now() - make_interval(secs => %(stale_after_s)s::double precision) AS stale,
        coalesce(h.hashes, '{}'::jsonb) AS runtime_hashes,
        coalesce(h.distinct_hashes, 0) > 1 AS drift
   FROM awa.queue_descriptors d
   LEFT JOIN LATERAL (
-      SELECT jsonb_object_agg(l.instance_id, l.queue_hashes ->> d.queue) AS hashes,
-             count(DISTINCT l.queue_hashes ->> d.queue) AS distinct_hashes,
-             max(l.last_seen_at) AS last_seen_at
-        FROM live l WHERE l.queue_hashes ? d.queue
+      SELECT jsonb_object_agg(r.instance_id, r.queue_hashes ->> d.queue)
+                 FILTER (WHERE r.live) AS hashes,
+             count(DISTINCT r.queue_hashes ->> d.queue) FILTER (WHERE r.live) AS distinct_hashes,
+             max(r.last_seen_at) FILTER (WHERE r.live) AS live_seen_at,
+             max(r.last_seen_at) AS last_seen_at
+        FROM runtimes r WHERE r.queue_hashes ? d.queue
   ) h ON true
  ORDER BY d.queue
 
 -- name: list_kind_descriptors
 -- Job-kind descriptors with stale and drift, as for queues.
-WITH live AS (
-    SELECT instance_id, last_seen_at, kind_hashes FROM awa.runtime_instances
-     WHERE last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
+WITH runtimes AS (
+    SELECT instance_id, last_seen_at, kind_hashes,
+           last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
+               AS live
+      FROM awa.runtime_instances
 )
 SELECT d.kind, d.queue, d.description, d.owner, d.docs_url, d.descriptor_hash, d.changed_at,
        greatest(d.refreshed_at, h.last_seen_at) AS refreshed_at,
-       greatest(d.refreshed_at, h.last_seen_at)
+       greatest(d.changed_at, h.live_seen_at)
            < now() - make_interval(secs => %(stale_after_s)s::double precision) AS stale,
        coalesce(h.hashes, '{}'::jsonb) AS runtime_hashes,
        coalesce(h.distinct_hashes, 0) > 1 AS drift
   FROM awa.kind_descriptors d
   LEFT JOIN LATERAL (
-      SELECT jsonb_object_agg(l.instance_id, l.kind_hashes ->> d.kind) AS hashes,
-             count(DISTINCT l.kind_hashes ->> d.kind) AS distinct_hashes,
-             max(l.last_seen_at) AS last_seen_at
-        FROM live l WHERE l.kind_hashes ? d.kind
+      SELECT jsonb_object_agg(r.instance_id, r.kind_hashes ->> d.kind)
+                 FILTER (WHERE r.live) AS hashes,
+             count(DISTINCT r.kind_hashes ->> d.kind) FILTER (WHERE r.live) AS distinct_hashes,
+             max(r.last_seen_at) FILTER (WHERE r.live) AS live_seen_at,
+             max(r.last_seen_at) AS last_seen_at
+        FROM runtimes r WHERE r.kind_hashes ? d.kind
   ) h ON true
  ORDER BY d.kind
