@@ -38,7 +38,7 @@ from awa_django.conf_rules import (
     one_of,
     text,
 )
-from awa_django.exceptions import ConfigError
+from awa_django.exceptions import ConfigError, UnknownDatabase
 
 PRIORITY_MIN: Final = 1
 PRIORITY_MAX: Final = 4
@@ -310,6 +310,23 @@ class AwaSettings:
         found = dict.fromkeys([self.DATABASE_ALIAS])
         found.update(dict.fromkeys(self.queue_database(name) for name in self.QUEUES))
         return tuple(found)
+
+    def operator_database(self, database: str | None = None, *, queue: str | None = None) -> str:
+        """The alias an operator call acts on: ``database`` when given (it must hold queues:
+        ``UnknownDatabase`` otherwise), else ``queue``'s database when the call names one,
+        else ``DATABASE_ALIAS``. One rule for ops/, the commands and the admin."""
+        if database is not None:
+            if database not in self.databases:
+                raise UnknownDatabase(database, self.databases)
+            return database
+        return self.queue_database(queue) if queue is not None else self.DATABASE_ALIAS
+
+    def operator_databases(self, database: str | None = None) -> tuple[str, ...]:
+        """The aliases a listing covers: ``database`` alone when given (checked as by
+        ``operator_database``), else every database holding queues."""
+        if database is not None:
+            return (self.operator_database(database),)
+        return self.databases
 
     @property
     def dlq_queues(self) -> frozenset[str]:

@@ -44,6 +44,15 @@ class NotMigrated(AwaError, ProgrammingError):
     the statement itself raised, which is its ``__cause__``."""
 
 
+class UnknownDatabase(AwaError, ValueError):
+    """An operator call, command or admin page named a database alias that holds no awa queue
+    (``AWA["DATABASE_ALIAS"]`` or a queue's ``database``); the message lists those that do."""
+
+    def __init__(self, database: str, databases: tuple[str, ...]) -> None:
+        super().__init__(f"database {database!r} holds no awa queue (databases: {list(databases)})")
+        self.database = database
+
+
 class UnknownJobKind(AwaError, LookupError):
     """No handler is registered in this process for a job kind.
 

@@ -8,9 +8,12 @@ instead of the changelist's counts and offsets.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from functools import wraps
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib import admin, messages
@@ -20,11 +23,12 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import connections, transaction
 from django.db.backends.utils import CursorWrapper
 from django.forms import Form
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, QueryDict
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, register_converter
+from django.urls import URLPattern, path, register_converter, reverse
 
 from awa_django.conf import get_settings
+from awa_django.exceptions import UnknownDatabase
 from awa_django.limits import MAX_ID
 from awa_django.storage.browse import bounded_statements, is_statement_timeout
 
@@ -52,9 +56,54 @@ class JobIdConverter:
 register_converter(JobIdConverter, "awa_job_id")
 
 
+# The database the page being answered shows and acts on (its ``?database=``), set by
+# OperatorAdmin.bounded for the length of the view; None outside a view: DATABASE_ALIAS.
+_DATABASE: ContextVar[str | None] = ContextVar("awa_admin_database", default=None)
+
+
+def selected_database() -> str:
+    """The alias the current admin page shows and acts on: its ``?database=`` (queues in
+    several databases), else ``AWA['DATABASE_ALIAS']``."""
+    return _DATABASE.get() or get_settings().DATABASE_ALIAS
+
+
+def page_database() -> str | None:
+    """The ``?database=`` the page was asked for, or None: for the calls whose default is
+    the queue's own database."""
+    return _DATABASE.get()
+
+
+def chosen_database(request: HttpRequest) -> str | None:
+    """The ``?database=`` a request names (GET, or the query string of a POST's action URL),
+    checked: ``UnknownDatabase`` for an alias holding no queue; None when not given."""
+    given = request.GET.get("database")
+    if not given:
+        return None
+    return get_settings().operator_database(given)
+
+
+@contextmanager
+def on_database(alias: str | None) -> Iterator[None]:
+    token = _DATABASE.set(alias)
+    try:
+        yield
+    finally:
+        _DATABASE.reset(token)
+
+
+def awa_reverse(viewname: str, args: Iterable[object] | None = None) -> str:
+    """``reverse`` keeping the page's ``?database=`` when one other than ``DATABASE_ALIAS`` is
+    selected, so links and action forms act on the database shown."""
+    url = reverse(viewname, args=list(args) if args is not None else None)
+    alias = _DATABASE.get()
+    if alias is None or alias == get_settings().DATABASE_ALIAS:
+        return url
+    return f"{url}?{urlencode({'database': alias})}"
+
+
 def awa_cursor() -> CursorWrapper:
-    """A cursor on the database awa lives in (``AWA['DATABASE_ALIAS']``)."""
-    return connections[get_settings().DATABASE_ALIAS].cursor()
+    """A cursor on the database the page shows (``selected_database()``)."""
+    return connections[selected_database()].cursor()
 
 
 def query_with(query: QueryDict, **changes: object) -> str:
@@ -77,6 +126,40 @@ def report_form_errors(request: HttpRequest, form: Form) -> None:
     """Each invalid field of an action form as an error message naming the field."""
     for field, errors in form.errors.items():
         messages.error(request, f"{field}: {' '.join(str(error) for error in errors)}")
+
+
+def in_db(message: str) -> str:
+    """An admin log message naming the database acted on, when more than one holds queues."""
+    if len(get_settings().databases) < 2:
+        return message
+    return f"{message} (database {selected_database()})"
+
+
+def database_context(request: HttpRequest) -> dict[str, Any]:
+    """What the database selector include reads: the choices (only when more than one
+    database holds queues) and the one shown; the other query parameters are kept."""
+    conf = get_settings()
+    databases = conf.databases
+    if len(databases) < 2:
+        return {}
+    chosen = page_database()
+    return {
+        "awa_databases": databases,
+        # Appended to a link to another row's page; "" for DATABASE_ALIAS.
+        "awa_database_query": (
+            f"?{urlencode({'database': chosen})}"
+            if chosen and chosen != conf.DATABASE_ALIAS
+            else ""
+        ),
+        "awa_database": selected_database(),
+        "awa_database_keep": [
+            (key, value)
+            for key, values in request.GET.lists()
+            # Another database starts at its first page.
+            if key not in ("database", "before", "newer", "before_at", "before_id")
+            for value in values
+        ],
+    }
 
 
 def acting_user_id(request: HttpRequest) -> int | str:
@@ -124,6 +207,10 @@ class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """A ModelAdmin whose pages are the views ``operator_urls`` returns. Nothing is added
     through the admin: jobs enter through enqueue, queues through use."""
 
+    # Whether the page reads ``?database=`` (queues in several databases); workflows live in
+    # AWA['DATABASE_ALIAS'] alone.
+    per_database = True
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
@@ -152,7 +239,19 @@ class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         def run(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             conf = get_settings()
             try:
-                with bounded_statements(conf.DATABASE_ALIAS, conf.ADMIN_STATEMENT_TIMEOUT_MS):
+                chosen = chosen_database(request) if self.per_database else None
+            except UnknownDatabase as error:
+                return HttpResponseBadRequest(str(error))
+            # The page reads the database selected, and DATABASE_ALIAS for what lives only there
+            # (workflows, the held steps of a list): both are bounded.
+            aliases = dict.fromkeys([conf.DATABASE_ALIAS, chosen or conf.DATABASE_ALIAS])
+            try:
+                with ExitStack() as stack:
+                    stack.enter_context(on_database(chosen))
+                    for alias in aliases:
+                        stack.enter_context(
+                            bounded_statements(alias, conf.ADMIN_STATEMENT_TIMEOUT_MS)
+                        )
                     response = view(request, *args, **kwargs)
                     if isinstance(response, TemplateResponse):
                         response.render()
@@ -160,9 +259,10 @@ class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             except Exception as error:
                 if not is_statement_timeout(error):
                     raise
-                if connections[conf.DATABASE_ALIAS].in_atomic_block:
-                    # ATOMIC_REQUESTS: the request's transaction failed with the statement.
-                    transaction.set_rollback(True, using=conf.DATABASE_ALIAS)
+                for alias in aliases:
+                    if connections[alias].in_atomic_block:
+                        # ATOMIC_REQUESTS: the request's transaction failed with the statement.
+                        transaction.set_rollback(True, using=alias)
                 return self.timed_out(request, conf.ADMIN_STATEMENT_TIMEOUT_MS)
 
         return run
@@ -199,7 +299,7 @@ class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         on (``keys`` are primary keys of this page's model), so it shows in "Recent actions"
         and the history an auditor reads, with who did it and when."""
         LogEntry.objects.log_actions(
-            acting_user_id(request), [self.model(pk=key) for key in keys], flag, message
+            acting_user_id(request), [self.model(pk=key) for key in keys], flag, in_db(message)
         )
 
     def log_cut_short(
@@ -219,7 +319,7 @@ class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         transaction (ATOMIC_REQUESTS) rolls the batches back with it."""
         if not done or not is_statement_timeout(error):
             return
-        if connections[get_settings().DATABASE_ALIAS].in_atomic_block:
+        if connections[selected_database()].in_atomic_block:
             return
         self.log_filter_action(
             request,
@@ -241,7 +341,7 @@ class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             object_id=None,
             object_repr=description[:200],
             action_flag=flag,
-            change_message=message,
+            change_message=in_db(message),
         )
 
     def render(
@@ -261,6 +361,7 @@ class OperatorAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 # A page answering a GET can fetch its own URL again; a confirmation page
                 # answers a POST and must not.
                 "live_refresh": request.method == "GET",
+                **(database_context(request) if self.per_database else {}),
                 **context,
             },
         )

@@ -12,11 +12,16 @@ from django import forms
 from django.contrib import messages
 from django.contrib.admin.models import CHANGE
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from awa_django.admin.base import OperatorAdmin, View, report_form_errors
+from awa_django.admin.base import (
+    OperatorAdmin,
+    View,
+    awa_reverse,
+    report_form_errors,
+    selected_database,
+)
 from awa_django.declarations.cron import NAME_MAX_LENGTH
 from awa_django.declarations.cron_expression import CronExpression
 from awa_django.exceptions import InvalidSchedule
@@ -73,45 +78,49 @@ class CronViews(OperatorAdmin):
 
     def cron_changelist(self, request: HttpRequest) -> HttpResponse:
         self.require_view(request)
+        # A schedule lives in its queue's database: the page shows the database selected.
+        alias = selected_database()
         return self.render(
             request,
             "cron_schedules.html",
             "Cron schedules",
             {
                 "rows": schedule_rows(
-                    cron.list(), timezone.now(), cron.recent_fires(RECENT_FIRES_SHOWN)
+                    cron.list(database=alias),
+                    timezone.now(),
+                    cron.recent_fires(RECENT_FIRES_SHOWN, database=alias),
                 ),
-                "act_url": reverse(self.url_name("cron_act")),
+                "act_url": awa_reverse(self.url_name("cron_act")),
                 "job_url_name": f"{self.admin_site.name}:awa_django_job_change",
             },
         )
 
     def cron_act(self, request: HttpRequest) -> HttpResponse:
         self.require_change(request)
-        back = HttpResponseRedirect(reverse(self.url_name("cron")))
+        back = HttpResponseRedirect(awa_reverse(self.url_name("cron")))
         form = CronActionForm(request.POST)
         if not form.is_valid():
             report_form_errors(request, form)
             return back
         action, name = form.cleaned_data["action"], form.cleaned_data["name"]
-        if name not in {schedule.name for schedule in cron.list()}:
+        if name not in {schedule.name for schedule in cron.list(database=selected_database())}:
             messages.error(request, f"name: no cron schedule named {name!r}.")
             return back
         if action == "trigger":
-            job_id = cron.trigger(name)
+            job_id = cron.trigger(name, database=selected_database())
             if job_id is None:
                 messages.error(request, f"Cron schedule {name} was removed meanwhile.")
                 return back
             done = f"Triggered: job {job_id} enqueued."
             messages.success(request, f"Cron schedule {name} triggered: job {job_id} enqueued.")
         elif action == "pause":
-            if not cron.pause(name, by=str(request.user)):
+            if not cron.pause(name, by=str(request.user), database=selected_database()):
                 messages.warning(request, f"Cron schedule {name} is already paused.")
                 return back
             done = "Paused."
             messages.success(request, f"Cron schedule {name} paused: it fires nothing.")
         else:
-            if not cron.resume(name):
+            if not cron.resume(name, database=selected_database()):
                 messages.warning(request, f"Cron schedule {name} is not paused.")
                 return back
             done = "Resumed."

@@ -13,7 +13,6 @@ from django.contrib.admin.models import CHANGE, DELETION
 from django.core.exceptions import PermissionDenied
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
-from django.shortcuts import redirect
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -24,9 +23,12 @@ from awa_django.admin.base import (
     OperatorAdmin,
     View,
     awa_cursor,
+    awa_reverse,
+    page_database,
     query_with,
     queue_choices,
     report_form_errors,
+    selected_database,
 )
 from awa_django.conf import get_settings
 from awa_django.exceptions import InvalidJob
@@ -216,7 +218,7 @@ class DeadLetterAdmin(OperatorAdmin):
         if form.is_valid():
             data = form.cleaned_data
             if data["job_id"] is not None:
-                found = dlq.get(data["job_id"])
+                found = dlq.get(data["job_id"], database=selected_database())
                 entries = [found] if found is not None else []
                 matched = len(entries)
             else:
@@ -236,6 +238,7 @@ class DeadLetterAdmin(OperatorAdmin):
                     fingerprint=where.fingerprint,
                     limit=PAGE_SIZE + 1,
                     before=before,
+                    database=selected_database(),
                 )
                 # The whole match, not the page: an operator sees at once whether a filter
                 # caught 3 entries or more than 10,000 (one capped count over the DLQ table,
@@ -271,9 +274,9 @@ class DeadLetterAdmin(OperatorAdmin):
                 "is_first_page": not request.GET.get("before_id"),
                 "first_query": query_with(request.GET, before_at=None, before_id=None),
                 "queues": queue_choices(),
-                "act_url": reverse(self.url_name("act")),
-                "act_matching_url": reverse(self.url_name("act_matching")),
-                "groups_url": reverse(self.url_name("groups")),
+                "act_url": awa_reverse(self.url_name("act")),
+                "act_matching_url": awa_reverse(self.url_name("act_matching")),
+                "groups_url": awa_reverse(self.url_name("groups")),
                 "is_filtered": is_filtered,
                 "suggestions": offered,
                 "suggested_queues": [],
@@ -294,6 +297,7 @@ class DeadLetterAdmin(OperatorAdmin):
                 reason=where.reason,
                 older_than=where.older_than_s,
                 limit=GROUP_LIMIT,
+                database=selected_database(),
             )
         base = query_with(
             request.GET, error_type=None, fingerprint=None, before_at=None, before_id=None
@@ -308,23 +312,27 @@ class DeadLetterAdmin(OperatorAdmin):
                 "scan": dlq.GROUP_SCAN,
                 "group_limit": GROUP_LIMIT,
                 "base_query": base,
-                "list_url": reverse(self.url_name("changelist")),
-                "act_matching_url": reverse(self.url_name("act_matching")),
+                "list_url": awa_reverse(self.url_name("changelist")),
+                "act_matching_url": awa_reverse(self.url_name("act_matching")),
                 "queues": queue_choices(),
             },
         )
 
     def detail(self, request: HttpRequest, job_id: int) -> HttpResponse:
         self.require_view(request)
-        entry = dlq.get(job_id)
+        entry = dlq.get(job_id, database=selected_database())
         if entry is None:
             messages.warning(request, f"Job {job_id} is not in the dead-letter queue.")
-            return redirect(self.url_name("changelist"))
+            return HttpResponseRedirect(awa_reverse(self.url_name("changelist")))
         return self.render(
             request,
             "dlq_detail.html",
             f"Dead-letter job {job_id}",
-            {"entry": entry, "queues": queue_choices(), "act_url": reverse(self.url_name("act"))},
+            {
+                "entry": entry,
+                "queues": queue_choices(),
+                "act_url": awa_reverse(self.url_name("act")),
+            },
         )
 
     def require_action(self, request: HttpRequest) -> None:
@@ -374,7 +382,7 @@ class DeadLetterAdmin(OperatorAdmin):
         form = DlqMatchingActionForm(request.POST)
         if not form.is_valid():
             report_form_errors(request, form)
-            return redirect(self.url_name("changelist"))
+            return HttpResponseRedirect(awa_reverse(self.url_name("changelist")))
         data = form.cleaned_data
         if data["action"] == "retry":
             self.require_change(request)
@@ -383,7 +391,7 @@ class DeadLetterAdmin(OperatorAdmin):
         where = form.filter()
         if where == DlqFilter():
             messages.error(request, "Choose a queue, kind, reason or age first.")
-            return redirect(self.url_name("changelist"))
+            return HttpResponseRedirect(awa_reverse(self.url_name("changelist")))
         words = describe(where, data["age"])
         if not data["confirmed"]:
             with awa_cursor() as cursor:
@@ -397,15 +405,24 @@ class DeadLetterAdmin(OperatorAdmin):
                     "described": words,
                     "form_data": form.cleaned_data,
                     "batch_size": dlq.BULK_BATCH_SIZE,
-                    "act_matching_url": reverse(self.url_name("act_matching")),
+                    "act_matching_url": awa_reverse(self.url_name("act_matching")),
                 },
             )
         committed = Committed()
         to_queue = (data["to_queue"] or None) if data["action"] == "retry" else None
         target = f" to queue {to_queue}" if to_queue else ""
         flag = CHANGE if data["action"] == "retry" else DELETION
+        kept = {
+            f: data[f] or None
+            for f in ("queue", "kind", "reason", "age", "error_type", "fingerprint")
+        }
+        back = self.list_url(query_with(QueryDict(), **kept, database=page_database()))
         try:
             done = self.act_on_matching(data["action"], where, to_queue, committed)
+        except InvalidJob as error:
+            # Refused before any batch (a target queue of another database): nothing done.
+            messages.error(request, f"Nothing was retried: {error}")
+            return HttpResponseRedirect(back)
         except DatabaseError as error:
             verb = "Retried" if data["action"] == "retry" else "Purged"
             self.log_cut_short(
@@ -424,11 +441,7 @@ class DeadLetterAdmin(OperatorAdmin):
         # The bulk functions return a count, not ids: the entry names the filter.
         self.log_filter_action(request, f"dead-letter jobs matching {words}", summary, flag=flag)
         messages.success(request, summary)
-        kept = {
-            f: data[f] or None
-            for f in ("queue", "kind", "reason", "age", "error_type", "fingerprint")
-        }
-        return HttpResponseRedirect(self.list_url(query_with(QueryDict(), **kept)))
+        return HttpResponseRedirect(back)
 
     def act_on_matching(
         self, action: str, where: DlqFilter, to_queue: str | None, committed: Committed
@@ -446,6 +459,7 @@ class DeadLetterAdmin(OperatorAdmin):
                 fingerprint=where.fingerprint,
                 to_queue=to_queue,
                 progress=committed,
+                database=selected_database(),
             )
         return dlq.purge_bulk(
             queue=where.queue,
@@ -456,6 +470,7 @@ class DeadLetterAdmin(OperatorAdmin):
             error_type_prefix=where.error_type_prefix,
             fingerprint=where.fingerprint,
             progress=committed,
+            database=selected_database(),
         )
 
     def confirm_purge(
@@ -473,7 +488,7 @@ class DeadLetterAdmin(OperatorAdmin):
                 "job_ids": job_ids,
                 "kept_ids": kept,
                 "completed_retention": timedelta(seconds=get_settings().COMPLETED_RETENTION_S),
-                "act_url": reverse(self.url_name("act")),
+                "act_url": awa_reverse(self.url_name("act")),
                 "return_query": return_query,
                 "back_url": self.list_url(return_query),
             },
@@ -483,7 +498,7 @@ class DeadLetterAdmin(OperatorAdmin):
         where = f" to queue {to_queue}" if to_queue else ""
         for job_id in job_ids:
             try:
-                retried = dlq.retry(job_id, queue=to_queue)
+                retried = dlq.retry(job_id, queue=to_queue, database=selected_database())
             except InvalidJob as error:
                 messages.error(request, f"Job {job_id} was not retried: {error}")
                 continue
@@ -495,7 +510,7 @@ class DeadLetterAdmin(OperatorAdmin):
 
     def purge(self, request: HttpRequest, job_ids: list[int]) -> None:
         for job_id in job_ids:
-            if dlq.purge(job_id):
+            if dlq.purge(job_id, database=selected_database()):
                 self.log_operator_action(
                     request, [job_id], "Purged from the dead-letter queue.", flag=DELETION
                 )

@@ -9,7 +9,7 @@ from typing import Final
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 
-from awa_django.admin.base import ReadOnlyOperatorAdmin, View, awa_cursor
+from awa_django.admin.base import ReadOnlyOperatorAdmin, View, awa_cursor, selected_database
 from awa_django.conf import get_settings
 from awa_django.declarations.discovery import ensure_jobs_discovered
 from awa_django.declarations.jobs import registry
@@ -25,7 +25,7 @@ def this_process_declares() -> descriptors.Declarations:
     """What this process's own settings and jobs declare, to put values behind the hashes
     that drifting runtimes report."""
     ensure_jobs_discovered()
-    return descriptors.declared(get_settings(), registry.jobs())
+    return descriptors.declared(get_settings(), registry.jobs(), database=selected_database())
 
 
 @admin.register(QueueDescriptor)
@@ -35,6 +35,7 @@ class QueueDescriptorAdmin(ReadOnlyOperatorAdmin):
 
     def changelist(self, request: HttpRequest) -> HttpResponse:
         self.require_view(request)
+        alias = selected_database()
         local = this_process_declares()
         return self.render(
             request,
@@ -42,8 +43,13 @@ class QueueDescriptorAdmin(ReadOnlyOperatorAdmin):
             "Queue descriptors",
             {
                 "rows": [
-                    (d, descriptors.queue_drift_versions(d, local) if d.drift else [])
-                    for d in descriptors.queues()
+                    (
+                        d,
+                        descriptors.queue_drift_versions(d, local, database=alias)
+                        if d.drift
+                        else [],
+                    )
+                    for d in descriptors.queues(database=alias)
                 ]
             },
         )
@@ -56,6 +62,7 @@ class KindDescriptorAdmin(ReadOnlyOperatorAdmin):
 
     def changelist(self, request: HttpRequest) -> HttpResponse:
         self.require_view(request)
+        alias = selected_database()
         local = this_process_declares()
         return self.render(
             request,
@@ -63,8 +70,13 @@ class KindDescriptorAdmin(ReadOnlyOperatorAdmin):
             "Job kind descriptors",
             {
                 "rows": [
-                    (d, descriptors.kind_drift_versions(d, local) if d.drift else [])
-                    for d in descriptors.kinds()
+                    (
+                        d,
+                        descriptors.kind_drift_versions(d, local, database=alias)
+                        if d.drift
+                        else [],
+                    )
+                    for d in descriptors.kinds(database=alias)
                 ]
             },
         )
@@ -79,7 +91,7 @@ class RuntimeInstanceAdmin(ReadOnlyOperatorAdmin):
         self.require_view(request)
         with awa_cursor() as cursor:
             running = running_attempts(cursor, limit=RUNNING_SHOWN + 1)
-        instances = runtimes.list()
+        instances = runtimes.list(database=selected_database())
         by_id = {r.instance_id: r for r in instances}
         groups: dict[str, list[RunningAttempt]] = defaultdict(list)
         for attempt in running[:RUNNING_SHOWN]:  # newest claim first within each worker
@@ -90,7 +102,7 @@ class RuntimeInstanceAdmin(ReadOnlyOperatorAdmin):
             "Runtimes",
             {
                 "runtimes": instances,
-                "leader": runtimes.leader(),
+                "leader": runtimes.leader(database=selected_database()),
                 # (worker id, its runtime if it has reported in, its attempts), by worker id.
                 "running": [
                     (worker, by_id.get(worker), groups[worker]) for worker in sorted(groups)

@@ -14,9 +14,9 @@ from typing import Any, Final
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import connections
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.template.defaultfilters import pluralize
-from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
@@ -24,7 +24,10 @@ from django.views.decorators.http import require_POST
 from awa_django.admin.base import (
     View,
     awa_cursor,
+    awa_reverse,
+    page_database,
     report_form_errors,
+    selected_database,
 )
 from awa_django.admin.chart import Series, line_chart
 from awa_django.admin.cron import CronViews
@@ -82,7 +85,7 @@ class QueueActionForm(forms.Form):
 
     def clean_queue(self) -> str:
         queue: str = self.cleaned_data["queue"]
-        if not queue_known(queue):
+        if not queue_known(queue, database=page_database()):
             raise forms.ValidationError(unknown_queue_message(queue))
         return queue
 
@@ -98,7 +101,7 @@ class ConcurrencyForm(forms.Form):
 
     def clean_queue(self) -> str:
         queue: str = self.cleaned_data["queue"]
-        if not queue_known(queue):
+        if not queue_known(queue, database=page_database()):
             raise forms.ValidationError(unknown_queue_message(queue))
         return queue
 
@@ -133,6 +136,7 @@ def snapshot_stats(
     meta: dict[str, dict[str, Any]],
     unsampled: Mapping[str, tuple[int, int, int]],
     unknown_kinds: Mapping[str, Mapping[str, int]],
+    database: str | None = None,
 ) -> tuple[list[queues.QueueStats], dict[str, datetime]]:
     """Every queue's health as of the leader's latest sample, and when that sample was taken.
 
@@ -140,9 +144,12 @@ def snapshot_stats(
     (``awa.queues.stats()``) count every waiting job. Totals and throughput are summed from the
     same samples, plus the ``unsampled`` closures since the newest one, as ``stats()`` does.
     ``unknown_kinds`` (the jobs waiting for a worker that knows their kind) is read live: its
-    index holds only those jobs.
+    index holds only those jobs. ``database``: the alias they were read from (default
+    ``AWA["DATABASE_ALIAS"]``); only its own declared queues are listed.
     """
-    declared = get_settings().QUEUES
+    conf = get_settings()
+    alias = database or conf.DATABASE_ALIAS
+    declared = {name for name in conf.QUEUES if conf.queue_database(name) == alias}
     recent = timezone.now() - timedelta(minutes=queues.THROUGHPUT_WINDOW_MIN)
     latest: dict[str, queues.QueueSample] = {}
     completed: dict[str, int] = defaultdict(int)
@@ -165,7 +172,8 @@ def snapshot_stats(
         rows.append(
             queues.QueueStats(
                 queue=name,
-                declared=name in declared,
+                database=alias,
+                declared=name in conf.QUEUES,
                 available=last.available if last else 0,
                 scheduled=last.scheduled if last else 0,
                 retryable=last.retryable if last else 0,
@@ -390,16 +398,17 @@ class QueueAdmin(CronViews, ShardViews):
             return HttpResponseBadRequest(
                 f"window must be one of {', '.join(WINDOWS)} and view one of {', '.join(VIEWS)}"
             )
-        samples = queues.history(window_s=CHART_WINDOW.total_seconds())
+        alias = selected_database()
+        samples = queues.history(window_s=CHART_WINDOW.total_seconds(), database=alias)
         sampled_at: dict[str, datetime] = {}
         if live:
-            rows = queues.stats()
+            rows = queues.stats(database=alias)
         else:
             with awa_cursor() as cursor:
                 meta = run(cursor, meta_rows())
                 unsampled = run(cursor, unsampled_closures(window_s=queues.HOUR_S))
                 unknown = run(cursor, KINDS_NOBODY_RUNS)
-            rows, sampled_at = snapshot_stats(samples, meta, unsampled, unknown)
+            rows, sampled_at = snapshot_stats(samples, meta, unsampled, unknown, alias)
         if window.resolution_s is None and view == "queue":
             charts = queue_charts(samples)
         else:
@@ -408,6 +417,7 @@ class QueueAdmin(CronViews, ShardViews):
                 resolution_s=window.resolution_s or queues.MINUTE,
                 window_s=window.span.total_seconds(),
                 per_kind=view == "kind",
+                database=alias,
             )
             charts = rollup_charts(buckets, window, per_kind=view == "kind")
         stale = stale_samples(sampled_at, timezone.now())
@@ -418,13 +428,13 @@ class QueueAdmin(CronViews, ShardViews):
             {
                 "rows": [(row, sampled_at.get(row.queue), charts.get(row.queue)) for row in rows],
                 "max_concurrency": MAX_LIVE_CONCURRENCY,
-                "served": served_concurrency(runtimes.list()),
-                "concurrency_url": reverse(self.url_name("concurrency")),
+                "served": served_concurrency(runtimes.list(database=alias)),
+                "concurrency_url": awa_reverse(self.url_name("concurrency")),
                 "stale": stale,
                 "live": live,
-                "act_url": reverse(self.url_name("act")),
-                "cron_url": reverse(self.url_name("cron")),
-                "shards_url": reverse(self.url_name("shards")),
+                "act_url": awa_reverse(self.url_name("act")),
+                "cron_url": awa_reverse(self.url_name("cron")),
+                "shards_url": awa_reverse(self.url_name("shards")),
                 "window": window,
                 "view": view,
                 "window_links": chart_links(window.key, view, live=live),
@@ -436,19 +446,20 @@ class QueueAdmin(CronViews, ShardViews):
         form = QueueActionForm(request.POST)
         if not form.is_valid():
             report_form_errors(request, form)
-            return HttpResponseRedirect(reverse(self.url_name("changelist")))
+            return HttpResponseRedirect(awa_reverse(self.url_name("changelist")))
         action, queue = form.cleaned_data["action"], form.cleaned_data["queue"]
         try:
             if action == "pause":
-                queues.pause(queue, by=str(request.user))
+                queues.pause(queue, by=str(request.user), database=page_database())
                 self.log_operator_action(request, [queue], "Paused.")
                 messages.success(request, f"Queue {queue} paused: workers claim nothing from it.")
             elif action == "resume":
-                queues.resume(queue)
+                queues.resume(queue, database=page_database())
                 self.log_operator_action(request, [queue], "Resumed.")
                 messages.success(request, f"Queue {queue} resumed.")
             elif not form.cleaned_data["confirmed"]:
-                with awa_cursor() as cursor:
+                holder = get_settings().operator_database(page_database(), queue=queue)
+                with connections[holder].cursor() as cursor:
                     pending = run(cursor, drain_candidates(queue=queue))
                 return self.render(
                     request,
@@ -458,12 +469,15 @@ class QueueAdmin(CronViews, ShardViews):
                         "queue": queue,
                         "pending": pending,
                         "pending_text": f"{pending:,} job{pluralize(pending)}",
-                        "act_url": reverse(self.url_name("act")),
+                        "act_url": awa_reverse(self.url_name("act")),
                     },
                 )
             else:
                 cancelled = queues.drain(
-                    queue, confirm=True, reason=f"drained by {request.user} in the admin"
+                    queue,
+                    confirm=True,
+                    reason=f"drained by {request.user} in the admin",
+                    database=page_database(),
                 )
                 self.log_operator_action(
                     request, [queue], f"Drained: {cancelled} pending jobs cancelled."
@@ -473,7 +487,7 @@ class QueueAdmin(CronViews, ShardViews):
                 )
         except InvalidJob as error:
             messages.error(request, str(error))
-        return HttpResponseRedirect(reverse(self.url_name("changelist")))
+        return HttpResponseRedirect(awa_reverse(self.url_name("changelist")))
 
     def concurrency(self, request: HttpRequest) -> HttpResponse:
         """Set or reset a queue's live concurrency; a bad value answers 400 and changes
@@ -488,17 +502,17 @@ class QueueAdmin(CronViews, ShardViews):
         queue = form.cleaned_data["queue"]
         by = str(request.user)
         if form.cleaned_data["action"] == "reset":
-            queues.reset_concurrency(queue, by=by)
+            queues.reset_concurrency(queue, by=by, database=page_database())
             self.log_operator_action(request, [queue], "Concurrency reset to the configured value.")
             messages.success(
                 request, f"Queue {queue}: concurrency back to each worker's configured value."
             )
         else:
             value = form.cleaned_data["concurrency"]
-            queues.set_concurrency(queue, value, by=by)
+            queues.set_concurrency(queue, value, by=by, database=page_database())
             self.log_operator_action(request, [queue], f"Concurrency set to {value}.")
             messages.success(
                 request,
                 f"Queue {queue}: at most {value} jobs at once in each worker process, from now on.",
             )
-        return HttpResponseRedirect(reverse(self.url_name("changelist")))
+        return HttpResponseRedirect(awa_reverse(self.url_name("changelist")))

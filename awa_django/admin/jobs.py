@@ -14,7 +14,6 @@ from django.contrib.admin.models import CHANGE
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
-from django.shortcuts import redirect
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -25,8 +24,11 @@ from awa_django.admin.base import (
     OperatorAdmin,
     View,
     awa_cursor,
+    awa_reverse,
+    page_database,
     query_with,
     report_form_errors,
+    selected_database,
 )
 from awa_django.conf import get_settings
 from awa_django.declarations.exact_json import check_text, to_json_text
@@ -332,10 +334,10 @@ class JobAdmin(OperatorAdmin):
                 "cancellable_states": CANCELLABLE,
                 "runnable_now_states": RUNNABLE_NOW,
                 "retryable_states": RETRYABLE,
-                "cancel_selected_url": reverse(self.url_name("cancel_selected")),
-                "run_now_selected_url": reverse(self.url_name("run_now_selected")),
-                "retry_selected_url": reverse(self.url_name("retry_selected")),
-                "act_matching_url": reverse(self.url_name("act_matching")),
+                "cancel_selected_url": awa_reverse(self.url_name("cancel_selected")),
+                "run_now_selected_url": awa_reverse(self.url_name("run_now_selected")),
+                "retry_selected_url": awa_reverse(self.url_name("retry_selected")),
+                "act_matching_url": awa_reverse(self.url_name("act_matching")),
                 "return_query": request.GET.urlencode(),
                 "state_count": state_count,
                 "count_cap": COUNT_CAP,
@@ -352,7 +354,7 @@ class JobAdmin(OperatorAdmin):
             progress = job_progress(cursor, job_id) if found else None
         if not found:
             messages.warning(request, self.missing_message(job_id))
-            return redirect(self.url_name("changelist"))
+            return HttpResponseRedirect(awa_reverse(self.url_name("changelist")))
         job = found[0]
         return self.render(
             request,
@@ -365,17 +367,17 @@ class JobAdmin(OperatorAdmin):
                 # Shown once, as a bar (a job may save a message without a percent).
                 "percent": (progress.progress or {}).get("percent") if progress else None,
                 "retry_url": (
-                    reverse(self.url_name("retry"), args=[job_id])
+                    awa_reverse(self.url_name("retry"), args=[job_id])
                     if job.state in RETRYABLE
                     else None
                 ),
                 "cancel_url": (
-                    reverse(self.url_name("cancel"), args=[job_id])
+                    awa_reverse(self.url_name("cancel"), args=[job_id])
                     if job.state in CANCELLABLE
                     else None
                 ),
                 "run_now_url": (
-                    reverse(self.url_name("run_now"), args=[job_id])
+                    awa_reverse(self.url_name("run_now"), args=[job_id])
                     if job.state in RUNNABLE_NOW
                     else None
                 ),
@@ -395,10 +397,11 @@ class JobAdmin(OperatorAdmin):
     def cancel_job(self, request: HttpRequest, job_id: int) -> HttpResponse:
         self.require_change(request)
         self.cancel_one(request, job_id)
-        return HttpResponseRedirect(reverse(self.url_name("change"), args=[job_id]))
+        return HttpResponseRedirect(awa_reverse(self.url_name("change"), args=[job_id]))
 
     def cancel_one(self, request: HttpRequest, job_id: int) -> bool:
-        if cancel(job_id, reason=f"cancelled by {request.user} in the admin"):
+        reason = f"cancelled by {request.user} in the admin"
+        if cancel(job_id, reason=reason, database=selected_database()):
             self.log_operator_action(request, [job_id], "Cancelled.")
             messages.success(request, f"Job {job_id} cancelled.")
             return True
@@ -406,7 +409,7 @@ class JobAdmin(OperatorAdmin):
         return False
 
     def run_now_one(self, request: HttpRequest, job_id: int) -> bool:
-        if run_now(job_id):
+        if run_now(job_id, database=selected_database()):
             self.log_operator_action(request, [job_id], "Run now.")
             messages.success(request, f"Job {job_id} runs now.")
             return True
@@ -418,7 +421,7 @@ class JobAdmin(OperatorAdmin):
     def run_now_job(self, request: HttpRequest, job_id: int) -> HttpResponse:
         self.require_change(request)
         self.run_now_one(request, job_id)
-        return HttpResponseRedirect(reverse(self.url_name("change"), args=[job_id]))
+        return HttpResponseRedirect(awa_reverse(self.url_name("change"), args=[job_id]))
 
     def cancel_selected(self, request: HttpRequest) -> HttpResponse:
         """Cancel the ticked rows of a page (at most a page's worth), one message per job."""
@@ -444,7 +447,7 @@ class JobAdmin(OperatorAdmin):
         writing one per job."""
         self.require_change(request)
         form = SelectionForm(request.POST)
-        back = reverse(self.url_name("changelist"))
+        back = reverse(self.url_name("changelist"))  # its query: the form's
         if not form.is_valid():
             report_form_errors(request, form)
             return HttpResponseRedirect(back)
@@ -467,7 +470,7 @@ class JobAdmin(OperatorAdmin):
         jobs still in the state and never twice on one."""
         self.require_change(request)
         form = MatchingActionForm(request.POST)
-        back = reverse(self.url_name("changelist"))
+        back = reverse(self.url_name("changelist"))  # its query: the form's
         if not form.is_valid():
             report_form_errors(request, form)
             return HttpResponseRedirect(back)
@@ -488,7 +491,7 @@ class JobAdmin(OperatorAdmin):
                     "described": words,
                     "form_data": data,
                     "batch_size": BULK_BATCH_SIZE,
-                    "act_matching_url": reverse(self.url_name("act_matching")),
+                    "act_matching_url": awa_reverse(self.url_name("act_matching")),
                 },
             )
         committed = Committed()
@@ -513,7 +516,12 @@ class JobAdmin(OperatorAdmin):
         summary = result.format(reached=reached, words=words)
         self.log_filter_action(request, f"jobs matching {words}", summary, flag=CHANGE)
         messages.success(request, summary)
-        search = {"state": where.state, "kind": where.kind, "queue": where.queue}
+        search = {
+            "state": where.state,
+            "kind": where.kind,
+            "queue": where.queue,
+            "database": page_database(),
+        }
         return HttpResponseRedirect(f"{back}?{query_with(QueryDict(), **search)}")
 
     def act_on_matching(
@@ -522,7 +530,7 @@ class JobAdmin(OperatorAdmin):
         """Act on every job ``where`` matches; ``committed`` counts each one as it commits, for
         the log if the statement timeout stops the walk."""
         before = None
-        alias = get_settings().DATABASE_ALIAS
+        alias = selected_database()
         reason = f"cancelled by {request.user} in the admin"
         while True:
             with awa_cursor() as cursor:
@@ -530,12 +538,12 @@ class JobAdmin(OperatorAdmin):
             ids = [job.job_id for job in page.jobs]
             if action == "cancel":
                 for job_id in ids:
-                    committed.add(cancel(job_id, reason=reason))
+                    committed.add(cancel(job_id, reason=reason, database=alias))
             elif action == "retry":
                 # Each retry commits on its own, as a single retry does; one already retried
                 # (by a re-run, or someone else) is no longer in the state and is skipped.
                 for job_id in ids:
-                    committed.add(retry(job_id))
+                    committed.add(retry(job_id, database=alias))
             elif ids:
                 with transaction.atomic(using=alias), awa_cursor() as cursor:
                     ran = len(run(cursor, run_deferred_now(ids)))
@@ -552,11 +560,11 @@ class JobAdmin(OperatorAdmin):
             messages.warning(
                 request, f"Job {job_id} was not retried: it is not failed, cancelled or dead."
             )
-        return HttpResponseRedirect(reverse(self.url_name("change"), args=[job_id]))
+        return HttpResponseRedirect(awa_reverse(self.url_name("change"), args=[job_id]))
 
     def retry_one(self, request: HttpRequest, job_id: int) -> bool:
         """Retry one job and log it; the caller says how it went (per job, or in a summary)."""
-        if retry(job_id):
+        if retry(job_id, database=selected_database()):
             self.log_operator_action(request, [job_id], "Retried.")
             return True
         return False

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.http import HttpRequest, HttpResponse
 
-from awa_django.admin.base import OperatorAdmin, View
+from awa_django.admin.base import OperatorAdmin, View, selected_database
 from awa_django.conf import get_settings
 from awa_django.ops import shards
 from awa_django.storage.lanes import LaneBacklog
@@ -30,19 +30,22 @@ class QueueLanes:
         return sum(lane.waiting for lane in self.lanes)
 
 
-def queue_lanes(*, count_waiting: bool) -> list[QueueLanes]:
-    """Every declared queue, every queue with a shard count of its own and, when
-    ``count_waiting``, every queue with waiting jobs and its lanes, by name. Counting reads
-    every waiting job, so it is asked for, as live depths are on queue health."""
-    declared = get_settings().QUEUES
-    counts = shards.enqueue_shard_counts()
+def queue_lanes(*, count_waiting: bool, database: str | None = None) -> list[QueueLanes]:
+    """Every queue declared in ``database`` (default ``AWA["DATABASE_ALIAS"]``), every queue
+    there with a shard count of its own and, when ``count_waiting``, every queue with waiting
+    jobs and its lanes, by name. Counting reads every waiting job, so it is asked for, as live
+    depths are on queue health."""
+    conf = get_settings()
+    alias = conf.operator_database(database)
+    declared = {name for name in conf.QUEUES if conf.queue_database(name) == alias}
+    counts = shards.enqueue_shard_counts(database=alias)
     by_queue: dict[str, list[LaneBacklog]] = defaultdict(list)
-    for lane in shards.all_lane_backlogs() if count_waiting else []:
+    for lane in shards.all_lane_backlogs(database=alias) if count_waiting else []:
         by_queue[lane.queue].append(lane)
     return [
         QueueLanes(
             queue=name,
-            declared=name in declared,
+            declared=name in conf.QUEUES,
             enqueue_shards=counts.get(name, 1),
             lanes=by_queue[name],
         )
@@ -63,5 +66,8 @@ class ShardViews(OperatorAdmin):
             request,
             "queue_shards.html",
             "Queue shards and lanes",
-            {"queues": queue_lanes(count_waiting=live), "live": live},
+            {
+                "queues": queue_lanes(count_waiting=live, database=selected_database()),
+                "live": live,
+            },
         )

@@ -62,6 +62,9 @@ def duration(step: StepRow) -> timedelta | None:
 
 @admin.register(Workflow)
 class WorkflowAdmin(OperatorAdmin):
+    # Workflows live in AWA['DATABASE_ALIAS'] alone.
+    per_database = False
+
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 

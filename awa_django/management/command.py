@@ -10,9 +10,14 @@ these: it reports the migrations as one of its checks.
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Mapping
+from typing import Any
+
 from django.core.management.base import BaseCommand, CommandError
 
 from awa_django.conf import get_settings
+from awa_django.exceptions import UnknownDatabase
 from awa_django.storage.migration_state import pending_message, pending_migrations
 
 
@@ -29,12 +34,28 @@ def require_migrated(alias: str) -> None:
 
 def database_option(alias: str | None) -> str | None:
     """``--database``: an alias holding queues, or None when not given."""
-    conf = get_settings()
-    if alias is not None and alias not in conf.databases:
-        raise CommandError(
-            f"--database {alias!r} holds no awa queue (databases: {list(conf.databases)})"
-        )
+    if alias is not None:
+        chosen_database({"database": alias})
     return alias
+
+
+def add_database_argument(parser: argparse.ArgumentParser) -> None:
+    """``--database ALIAS`` of an operator command (queues in several databases)."""
+    parser.add_argument(
+        "--database",
+        metavar="ALIAS",
+        help="The database to act on (an alias holding queues); default: the named queue's "
+        "database, else AWA['DATABASE_ALIAS'].",
+    )
+
+
+def chosen_database(options: Mapping[str, Any], *, queue: str | None = None) -> str:
+    """The alias a command acts on: ``--database``, else ``queue``'s database, else
+    ``DATABASE_ALIAS``; an alias holding no queue is refused with one line."""
+    try:
+        return get_settings().operator_database(options.get("database"), queue=queue)
+    except UnknownDatabase as error:
+        raise CommandError(f"--database: {error}") from None
 
 
 class QueueCommand(BaseCommand):

@@ -13,40 +13,49 @@ from awa_django.ops.known import kind_known, queue_known, unknown_queue_message
 from awa_django.ops.records import get_jobs
 
 
-def known_queue(name: str | None, *, option: str) -> None:
-    """A queue to read or act on: declared, or present in the database
+def known_queue(name: str | None, *, option: str, database: str | None = None) -> None:
+    """A queue to read or act on: declared, or present in ``database`` (default: its own)
     (``awa_django.ops.known``)."""
-    if name is not None and not queue_known(name):
+    if name is not None and not queue_known(name, database=database):
         raise CommandError(f"{option}: {unknown_queue_message(name)}")
 
 
-def declared_queue(name: str | None, *, option: str) -> None:
-    """A queue to put jobs on: only a declared one, which workers of these settings serve."""
-    declared = sorted(get_settings().QUEUES)
+def declared_queue(name: str | None, *, option: str, database: str | None = None) -> None:
+    """A queue to put jobs on: only a declared one, which workers of these settings serve,
+    living in ``database`` when given (a job stays in its database)."""
+    conf = get_settings()
+    declared = sorted(conf.QUEUES)
     if name is not None and name not in declared:
         raise CommandError(
             f"{option}: queue {name!r} is not declared in AWA['QUEUES'] (declared: {declared}); "
             "jobs can only be put on a declared queue"
         )
+    if name is not None and database is not None and conf.queue_database(name) != database:
+        raise CommandError(
+            f"{option}: queue {name!r} lives in database {conf.queue_database(name)!r}, the "
+            f"jobs in {database!r}: a retry keeps a job in its database"
+        )
 
 
-def known_kind(name: str | None, *, option: str) -> None:
-    if name is not None and not kind_known(name):
+def known_kind(name: str | None, *, option: str, database: str | None = None) -> None:
+    if name is not None and not kind_known(name, database=database):
         raise CommandError(
             f"{option}: unknown job kind {name!r}: no handler registers it and the database "
             "holds no job of it"
         )
 
 
-def existing_jobs(job_ids: Sequence[int]) -> None:
+def existing_jobs(job_ids: Sequence[int], *, database: str) -> None:
     """Every id names a job ``awa.get_jobs`` finds (any state, the DLQ included) in
-    ``AWA["DATABASE_ALIAS"]``, the one database the commands act on."""
-    found = get_jobs(job_ids, database=get_settings().DATABASE_ALIAS)
+    ``database``, the one the command acts on (job ids count per database)."""
+    found = get_jobs(job_ids, database=database)
     missing = sorted(set(job_ids) - {record.job_id for record in found})
+    several = len(get_settings().databases) > 1
+    where = f" in database {database!r}" if several else ""
     if missing:
         raise CommandError(
-            f"JOB_ID: no such job: {', '.join(map(str, missing))} (never committed, or its "
-            "history was pruned); nothing was done"
+            f"JOB_ID: no such job: {', '.join(map(str, missing))}{where} (never committed, or "
+            "its history was pruned); nothing was done"
         )
 
 

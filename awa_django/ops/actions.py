@@ -32,17 +32,22 @@ from awa_django.telemetry import get_telemetry
 CANCELLED: Final = frozenset({"cancelled_running", "cancelled_queued", "cancelled_scheduled"})
 
 
-def cancel(job_id: int, *, reason: str = "cancelled by operator") -> bool:
+def cancel(
+    job_id: int, *, reason: str = "cancelled by operator", database: str | None = None
+) -> bool:
     """Cancel a job whatever it is doing; returns False when it had already finished (or does
     not exist).
 
     A queued or scheduled job is made unclaimable and never runs. A running job's attempt is
     closed as cancelled at once and its worker is notified: the handler sees
     ``ctx.is_cancelled()`` and whatever it reports afterwards is ignored as stale.
+
+    Job ids count per database: ``database`` names the job's (default
+    ``AWA["DATABASE_ALIAS"]``), as for ``run_now`` and ``retry``.
     """
+    alias = get_settings().operator_database(database)
     if not is_job_id(job_id):
         return False
-    alias = get_settings().DATABASE_ALIAS
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         if cancel_job(cursor, job_id=job_id, reason=reason) not in CANCELLED:
             return False
@@ -97,12 +102,14 @@ def cancel_unique(
     unique: Unique | None = None,
     at: datetime | None = None,
     reason: str = "cancelled by operator",
+    database: str | None = None,
 ) -> int | None:
     """Cancel the job holding a unique key, without knowing its id; returns that job's id, or
     None when no job holds the key or it had already finished.
 
     The key is computed as ``enqueue`` computes it: from the job's kind, ``args``, ``queue``
-    and ``unique`` (default: the job's own), with the period bucket of ``at`` (default: now).
+    and ``unique`` (default: the job's own), with the period bucket of ``at`` (default: now),
+    in ``database`` (default: that queue's database).
     """
     kind, job = resolve_job(kind_or_job)
     bound = bind_args(kind, job, args).args
@@ -114,27 +121,32 @@ def cancel_unique(
     key = unique_key(
         options.unique, kind=kind, queue=options.queue, args=bound, now=at or timezone.now()
     )
-    alias = get_settings().DATABASE_ALIAS
+    alias = get_settings().operator_database(database, queue=options.queue)
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         holder = run(cursor, unique_holder(key=key.digest))
-        if holder is None or not cancel(holder, reason=reason):
+        if holder is None or not cancel(holder, reason=reason, database=alias):
             return None
         return holder
 
 
-def run_now(job_id: int) -> bool:
+def run_now(job_id: int, *, database: str | None = None) -> bool:
     """Run a ``scheduled`` or ``retryable`` job now instead of at its ``run_at``: it joins the
     back of its lane at once (a paused queue's job waits there until the queue is resumed).
     Returns False for any other state (or no such job)."""
+    alias = get_settings().operator_database(database)
     if not is_job_id(job_id):
         return False
-    alias = get_settings().DATABASE_ALIAS
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         return bool(run(cursor, run_deferred_now([job_id])))
 
 
 def retry(
-    job_id: int, *, run_at: RunAt = None, queue: str | None = None, priority: int | None = None
+    job_id: int,
+    *,
+    run_at: RunAt = None,
+    queue: str | None = None,
+    priority: int | None = None,
+    database: str | None = None,
 ) -> bool:
     """Run a finished-unsuccessfully job again: one held in the DLQ, or a ``failed`` or
     ``cancelled`` one (still in history). Returns False for any other state (or no such job).
@@ -142,10 +154,10 @@ def retry(
     It goes back as a fresh attempt (see ``awa.dlq.retry``, whose options it takes): same id,
     error history kept, attempt count reset, a larger run_lease than any before.
     """
-    when, to_queue, to_priority = retry_options(run_at, queue, priority)
+    alias = get_settings().operator_database(database)
+    when, to_queue, to_priority = retry_options(run_at, queue, priority, alias=alias)
     if not is_job_id(job_id):
         return False
-    alias = get_settings().DATABASE_ALIAS
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         dlq_storage.move_jobs(
             cursor, [job_id], states=["failed", "cancelled"], reason="operator_retry"

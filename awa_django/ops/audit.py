@@ -47,8 +47,8 @@ class AuditReport:
 
 def run(using: str | None = None) -> AuditReport:
     """Check every invariant on database ``using`` (``AWA["DATABASE_ALIAS"]`` by default) and
-    report each as held or broken."""
-    using = using or get_settings().DATABASE_ALIAS
+    report each as held or broken; ``UnknownDatabase`` for an alias holding no queue."""
+    using = get_settings().operator_database(using)
     connection = connections[using]
     if connection.in_atomic_block:
         # Inside a transaction (a test's) the isolation level is already set: read in it.

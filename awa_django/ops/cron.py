@@ -29,17 +29,20 @@ from awa_django.storage.statement import run
 FIRES_KEPT = 50
 
 
-def _cursor() -> CursorWrapper:
-    return connections[get_settings().DATABASE_ALIAS].cursor()
+def _cursor(database: str | None) -> CursorWrapper:
+    return connections[get_settings().operator_database(database)].cursor()
 
 
-def list_schedules() -> list[CronJobRecord]:
-    """Every stored schedule, by name."""
-    with _cursor() as cursor:
+def list_schedules(*, database: str | None = None) -> list[CronJobRecord]:
+    """Every schedule stored in ``database``, by name. A schedule lives in its queue's
+    database; every call here takes ``database=`` (default ``AWA["DATABASE_ALIAS"]``)."""
+    with _cursor(database) as cursor:
         return run(cursor, LIST_CRON_JOBS)
 
 
-def recent_fires(per_schedule: int = 10) -> dict[str, list[CronFire]]:
+def recent_fires(
+    per_schedule: int = 10, *, database: str | None = None
+) -> dict[str, list[CronFire]]:
     """The newest ``per_schedule`` (1..50) jobs each schedule's fires and triggers enqueued,
     newest first, with their jobs' states; schedules that never fired are left out."""
     if isinstance(per_schedule, bool) or not isinstance(per_schedule, int):
@@ -47,34 +50,34 @@ def recent_fires(per_schedule: int = 10) -> dict[str, list[CronFire]]:
     if not 1 <= per_schedule <= FIRES_KEPT:
         raise ValueError(f"per_schedule must be 1..{FIRES_KEPT}, got {per_schedule}")
     fires: defaultdict[str, list[CronFire]] = defaultdict(list)
-    with _cursor() as cursor:
+    with _cursor(database) as cursor:
         for fire in run(cursor, recent_cron_fires(per_schedule=per_schedule)):
             fires[fire.name].append(fire)
     return dict(fires)
 
 
-def pause(name: str, *, by: str = "operator") -> bool:
+def pause(name: str, *, by: str = "operator", database: str | None = None) -> bool:
     """Stop a schedule from firing; False when it does not exist or is already paused.
 
     It wins against a leader evaluating the schedule at the same moment: that fire either
     committed before the pause, or finds the schedule paused and enqueues nothing.
     """
-    with _cursor() as cursor:
+    with _cursor(database) as cursor:
         return run(cursor, pause_cron_job(name=name, paused_by=by))
 
 
-def resume(name: str) -> bool:
+def resume(name: str, *, database: str | None = None) -> bool:
     """Let a paused schedule fire again, from its next tick on: ticks that fell inside the pause
     are skipped, whatever its missed-fire policy. False when it was not paused."""
-    with _cursor() as cursor:
+    with _cursor(database) as cursor:
         return run(cursor, resume_cron_job(name=name))
 
 
-def trigger(name: str) -> int | None:
+def trigger(name: str, *, database: str | None = None) -> int | None:
     """Enqueue the schedule's job now, outside its timetable; returns the job id, or None when
     no schedule has that name. The timetable is unaffected."""
-    alias = get_settings().DATABASE_ALIAS
-    with transaction.atomic(using=alias), _cursor() as cursor:
+    alias = get_settings().operator_database(database)
+    with transaction.atomic(using=alias), _cursor(alias) as cursor:
         triggered = run(cursor, trigger_cron_job(name=name))
         if triggered is None:
             return None
@@ -82,8 +85,8 @@ def trigger(name: str) -> int | None:
     return triggered.job_ids[0]
 
 
-def remove(name: str) -> bool:
+def remove(name: str, *, database: str | None = None) -> bool:
     """Delete a stored schedule; False when there was none. A deployment that still declares it
     re-creates it when its next worker starts: remove the declaration first."""
-    with _cursor() as cursor:
+    with _cursor(database) as cursor:
         return run(cursor, remove_cron_job(name=name))

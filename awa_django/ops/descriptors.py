@@ -88,9 +88,13 @@ class Declarations:
     kinds: tuple[KindDeclaration, ...] = ()
 
 
-def declared(conf: AwaSettings, jobs: Iterable[DeclaredJob[Any, Any]]) -> Declarations:
+def declared(
+    conf: AwaSettings, jobs: Iterable[DeclaredJob[Any, Any]], *, database: str | None = None
+) -> Declarations:
     """The declarations of ``conf``'s queues and of ``jobs`` (later registrations of a kind
-    win, as in the registry), each sorted by name: every worker writes its rows in one order."""
+    win, as in the registry), each sorted by name: every worker writes its rows in one order.
+    With ``database``, only the queues living there: each database gets its own queues'
+    descriptors and DLQ switches (every kind, which any queue may carry)."""
     kinds = {
         job.kind: KindDeclaration(
             kind=job.kind,
@@ -111,6 +115,7 @@ def declared(conf: AwaSettings, jobs: Iterable[DeclaredJob[Any, Any]]) -> Declar
                 dlq=q.dlq,
             )
             for q in sorted(conf.QUEUES.values(), key=lambda q: q.name)
+            if database is None or conf.queue_database(q.name) == database
         ),
         kinds=tuple(kinds[kind] for kind in sorted(kinds)),
     )
@@ -173,18 +178,20 @@ class KindDescriptorRecord:
         )
 
 
-def queues() -> list[QueueDescriptorRecord]:
-    """Every queue descriptor any worker published, by name."""
+def queues(*, database: str | None = None) -> list[QueueDescriptorRecord]:
+    """Every queue descriptor any worker published in ``database`` (default
+    ``AWA["DATABASE_ALIAS"]``), by name."""
     conf = get_settings()
-    with connections[conf.DATABASE_ALIAS].cursor() as cursor:
+    with connections[conf.operator_database(database)].cursor() as cursor:
         rows = run(cursor, list_descriptors(of="queue", stale_after_s=conf.RUNTIME_STALE_AFTER_S))
     return [QueueDescriptorRecord(**row) for row in rows]
 
 
-def kinds() -> list[KindDescriptorRecord]:
-    """Every job-kind descriptor any worker published, by kind."""
+def kinds(*, database: str | None = None) -> list[KindDescriptorRecord]:
+    """Every job-kind descriptor any worker published in ``database`` (default
+    ``AWA["DATABASE_ALIAS"]``), by kind."""
     conf = get_settings()
-    with connections[conf.DATABASE_ALIAS].cursor() as cursor:
+    with connections[conf.operator_database(database)].cursor() as cursor:
         rows = run(cursor, list_descriptors(of="kind", stale_after_s=conf.RUNTIME_STALE_AFTER_S))
     return [KindDescriptorRecord(**row) for row in rows]
 
@@ -214,6 +221,7 @@ def _versions(
     name: str,
     runtime_hashes: dict[str, str],
     known: list[tuple[str, dict[str, Any], str]],
+    database: str | None,
 ) -> list[DeclaredVersion]:
     """The versions behind ``runtime_hashes``, the most declared first, each with the fields
     that differ between the versions known (all of them when only one is known)."""
@@ -225,7 +233,7 @@ def _versions(
         values.setdefault(known_hash, (fields, source))
     missing = [h for h in by_hash if h not in values]
     if missing:
-        with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
+        with connections[get_settings().operator_database(database)].cursor() as cursor:
             recorded = run(
                 cursor, declared_versions(described=described, name=name, hashes=missing)
             )
@@ -248,18 +256,18 @@ def _versions(
 
 
 def queue_drift_versions(
-    descriptor: QueueDescriptorRecord, local: Declarations
+    descriptor: QueueDescriptorRecord, local: Declarations, *, database: str | None = None
 ) -> list[DeclaredVersion]:
     """What each live runtime declares for a drifting queue (see ``DeclaredVersion``)."""
     known = [(descriptor.descriptor_hash, descriptor.declaration.fields, STORED)]
     known += [(q.hash, q.fields, THIS_PROCESS) for q in local.queues if q.queue == descriptor.queue]
-    return _versions("queue", descriptor.queue, descriptor.runtime_hashes, known)
+    return _versions("queue", descriptor.queue, descriptor.runtime_hashes, known, database)
 
 
 def kind_drift_versions(
-    descriptor: KindDescriptorRecord, local: Declarations
+    descriptor: KindDescriptorRecord, local: Declarations, *, database: str | None = None
 ) -> list[DeclaredVersion]:
     """What each live runtime declares for a drifting job kind (see ``DeclaredVersion``)."""
     known = [(descriptor.descriptor_hash, descriptor.declaration.fields, STORED)]
     known += [(k.hash, k.fields, THIS_PROCESS) for k in local.kinds if k.kind == descriptor.kind]
-    return _versions("kind", descriptor.kind, descriptor.runtime_hashes, known)
+    return _versions("kind", descriptor.kind, descriptor.runtime_hashes, known, database)

@@ -6,12 +6,15 @@ A queue opts in with ``AWA["QUEUES"][name]["dlq"] = True``. Its jobs that fail t
 held in the DLQ instead of failed history, with their error history and the run_lease of the
 attempt that failed, until an operator retries or purges them or ``DLQ_RETENTION_S`` passes.
 
-Every function runs on ``AWA["DATABASE_ALIAS"]`` in its own transaction (or the caller's, when
-one is open). Bulk actions need a filter (``queue``, ``kind``, ``reason``, ``older_than``, or a
-group's ``error_type`` and ``fingerprint``) or an explicit ``all=True``; without either they
-raise ``ConfirmationRequired`` and change nothing. They commit one batch at a time and call
-``progress`` (when given) with the count so far after each batch but the last (whose total they
-return), so a long one can show how far it is.
+Every function takes ``database=``, the alias it acts on: by default the database of the
+``queue`` it filters on, else ``AWA["DATABASE_ALIAS"]`` (``depths`` adds up every database
+holding queues). It runs in its own transaction (or the caller's, when one is open).
+
+Bulk actions need a filter (``queue``, ``kind``, ``reason``, ``older_than``, or a group's
+``error_type`` and ``fingerprint``) or an explicit ``all=True``; without either they raise
+``ConfirmationRequired`` and change nothing. They commit one batch at a time and call
+``progress`` (when given) with the count so far after each batch but the last (whose total
+they return), so a long one can show how far it is.
 """
 
 from __future__ import annotations
@@ -110,8 +113,8 @@ def _filter(
     return where
 
 
-def _cursor() -> tuple[str, CursorWrapper]:
-    alias = get_settings().DATABASE_ALIAS
+def _cursor(database: str | None, queue: str | None = None) -> tuple[str, CursorWrapper]:
+    alias = get_settings().operator_database(database, queue=queue)
     return alias, connections[alias].cursor()
 
 
@@ -127,6 +130,7 @@ def list(
     error_type_prefix: str | None = None,
     limit: int = 100,
     before: tuple[datetime, int] | None = None,
+    database: str | None = None,
 ) -> builtins.list[DlqEntry]:
     """Entries newest first, filtered (``error_type`` and ``fingerprint`` as ``groups`` names
     them; ``kind_prefix`` and ``error_type_prefix``, in any case, match the start of the name
@@ -143,7 +147,7 @@ def list(
         kind_prefix=kind_prefix,
         error_type_prefix=error_type_prefix,
     )
-    _, cursor = _cursor()
+    _, cursor = _cursor(database, queue)
     with cursor:
         return storage.list_entries(cursor, where, limit=limit, before=before)
 
@@ -157,6 +161,7 @@ def groups(
     kind_prefix: str | None = None,
     scan: int = GROUP_SCAN,
     limit: int = 100,
+    database: str | None = None,
 ) -> DlqGroups:
     """The newest ``scan`` matching entries grouped by their last error's type and message
     fingerprint (numbers, ids and hex strings replaced), largest group first; a group's
@@ -169,56 +174,78 @@ def groups(
         all=True,
         kind_prefix=kind_prefix,
     )
-    _, cursor = _cursor()
+    _, cursor = _cursor(database, queue)
     with cursor:
         return storage.group_entries(cursor, where, scan=scan, limit=limit)
 
 
-def get(job_id: int) -> DlqEntry | None:
+def get(job_id: int, *, database: str | None = None) -> DlqEntry | None:
     """The entry of one job, or None when it is not in the DLQ."""
-    _, cursor = _cursor()
+    _, cursor = _cursor(database)
     with cursor:
         found = storage.get_entries(cursor, [job_id])
     return found[0] if found else None
 
 
-def depth(queue: str | None = None) -> int:
-    """Entries in the DLQ, of one queue or of all."""
-    counts = depths()
+def depth(queue: str | None = None, *, database: str | None = None) -> int:
+    """Entries in the DLQ, of one queue (in its database) or of all."""
+    if queue is not None:
+        database = get_settings().operator_database(database, queue=queue)
+    counts = depths(database=database)
     return counts.get(queue, 0) if queue is not None else sum(counts.values())
 
 
-def depths() -> dict[str, int]:
-    """Entries per queue; queues with none are left out."""
-    _, cursor = _cursor()
-    with cursor:
-        return storage.depths(cursor)
+def depths(*, database: str | None = None) -> dict[str, int]:
+    """Entries per queue, in ``database`` or added up over every database holding queues;
+    queues with none are left out."""
+    counts: dict[str, int] = {}
+    for alias in get_settings().operator_databases(database):
+        with connections[alias].cursor() as cursor:
+            for name, count in storage.depths(cursor).items():
+                counts[name] = counts.get(name, 0) + count
+    return counts
 
 
 def retry_options(
-    run_at: RunAt, queue: str | None, priority: int | None
+    run_at: RunAt, queue: str | None, priority: int | None, *, alias: str
 ) -> tuple[datetime | None, str | None, int | None]:
-    """Validated (run_at, queue, priority) of a retry; None keeps the job's own."""
+    """Validated (run_at, queue, priority) of a retry in database ``alias``; None keeps the
+    job's own. A job stays in its database: a queue of another one would strand it where no
+    worker of that queue looks."""
     chosen_priority = (
         None
         if priority is None
         else check_int(priority, name="priority", low=PRIORITY_MIN, high=PRIORITY_MAX)
     )
-    return resolve_run_at(run_at), _queue(queue, field="queue"), chosen_priority
+    chosen_queue = _queue(queue, field="queue")
+    if chosen_queue is not None:
+        holder = get_settings().queue_database(chosen_queue)
+        if holder != alias:
+            raise InvalidJob(
+                f"queue {chosen_queue!r} lives in database {holder!r}, the job in {alias!r}: "
+                "a retry keeps a job in its database",
+                field="queue",
+            )
+    return resolve_run_at(run_at), chosen_queue, chosen_priority
 
 
 def retry(
-    job_id: int, *, run_at: RunAt = None, queue: str | None = None, priority: int | None = None
+    job_id: int,
+    *,
+    run_at: RunAt = None,
+    queue: str | None = None,
+    priority: int | None = None,
+    database: str | None = None,
 ) -> bool:
     """Put one entry back as a fresh attempt; False when the job is not in the DLQ.
 
     The job keeps its id and error history; its attempt count starts again and its next
     run_lease is larger than the failed one's. ``run_at`` (datetime or timedelta) defers it;
-    ``queue`` / ``priority`` move it to another lane.
+    ``queue`` / ``priority`` move it to another lane (of the same database).
     """
-    when, to_queue, to_priority = retry_options(run_at, queue, priority)
-    alias, cursor = _cursor()
-    with transaction.atomic(using=alias), cursor:
+    alias = get_settings().operator_database(database)
+    when, to_queue, to_priority = retry_options(run_at, queue, priority, alias=alias)
+    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         moved = storage.retry_entries(
             cursor, [job_id], run_at=when, queue=to_queue, priority=to_priority
         )
@@ -226,12 +253,12 @@ def retry(
 
 
 def _each_matching(
+    alias: str,
     where: DlqFilter,
     act: Callable[[CursorWrapper, builtins.list[int]], object],
     progress: Progress,
 ) -> int:
     """``act`` on every entry ``where`` matches, one committed batch at a time; how many."""
-    alias = get_settings().DATABASE_ALIAS
     total = 0
     while True:
         with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
@@ -259,6 +286,7 @@ def retry_bulk(
     to_queue: str | None = None,
     priority: int | None = None,
     progress: Progress = None,
+    database: str | None = None,
 ) -> int:
     """Retry every matching entry (see ``retry``); returns how many went back."""
     where = _filter(
@@ -272,16 +300,17 @@ def retry_bulk(
         kind_prefix=kind_prefix,
         error_type_prefix=error_type_prefix,
     )
-    when, chosen_queue, chosen_priority = retry_options(run_at, to_queue, priority)
+    alias = get_settings().operator_database(database, queue=queue)
+    when, chosen_queue, chosen_priority = retry_options(run_at, to_queue, priority, alias=alias)
     put_back = partial(
         storage.retry_entries, run_at=when, queue=chosen_queue, priority=chosen_priority
     )
-    return _each_matching(where, put_back, progress)
+    return _each_matching(alias, where, put_back, progress)
 
 
-def purge(job_id: int) -> bool:
+def purge(job_id: int, *, database: str | None = None) -> bool:
     """Delete one entry for good; False when the job is not in the DLQ."""
-    alias, cursor = _cursor()
+    alias, cursor = _cursor(database)
     with transaction.atomic(using=alias), cursor:
         return bool(storage.purge_entries(cursor, [job_id]))
 
@@ -298,6 +327,7 @@ def purge_bulk(
     error_type_prefix: str | None = None,
     all: bool = False,
     progress: Progress = None,
+    database: str | None = None,
 ) -> int:
     """Delete every matching entry (see ``purge``); returns how many."""
     where = _filter(
@@ -311,7 +341,8 @@ def purge_bulk(
         kind_prefix=kind_prefix,
         error_type_prefix=error_type_prefix,
     )
-    return _each_matching(where, storage.purge_entries, progress)
+    alias = get_settings().operator_database(database, queue=queue)
+    return _each_matching(alias, where, storage.purge_entries, progress)
 
 
 def move_failed(
@@ -322,12 +353,13 @@ def move_failed(
     all: bool = False,
     job_ids: builtins.list[int] | None = None,
     progress: Progress = None,
+    database: str | None = None,
 ) -> int:
     """Move failed jobs (still in the ring, or in terminal history) into the DLQ, so they can
     be retried; returns how many moved. ``older_than`` counts from when the job failed.
     ``job_ids`` moves exactly those jobs (the ones that are failed); otherwise a filter or
     ``all=True`` is needed. Works whatever the queue's DLQ policy."""
-    alias = get_settings().DATABASE_ALIAS
+    alias = get_settings().operator_database(database, queue=queue)
     if job_ids is not None:
         with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
             return len(

@@ -90,10 +90,8 @@ async def await_job(
         raise JobNotFound(f"{job_id!r} is not a job id", job_id=job_id)
     deadline = time.monotonic() + timeout
     conf = get_settings()
-    if database is not None and database not in conf.databases:
-        raise ValueError(f"database {database!r} holds no awa queue")
     # AWA["WORKER_DATABASE"] stands for DATABASE_ALIAS alone (a session it needs for LISTEN).
-    alias = database or conf.DATABASE_ALIAS
+    alias = conf.operator_database(database)
     conn = await connect((conf.WORKER_DATABASE or alias) if alias == conf.DATABASE_ALIAS else alias)
     try:
         await run_async(conn, LISTEN_JOB_DONE)

@@ -28,25 +28,29 @@ from awa_django.storage.statement import run
 SEEN_WINDOW_S: Final = 3600.0
 
 
-def queue_known(name: str) -> bool:
+def queue_known(name: str, *, database: str | None = None) -> bool:
+    """Whether ``name`` is declared or held by ``database`` (default: the queue's database)."""
     conf = get_settings()
     if name in conf.QUEUES:
         return True
-    with connections[conf.DATABASE_ALIAS].cursor() as cursor:
+    alias = conf.operator_database(database, queue=name)
+    with connections[alias].cursor() as cursor:
         if name in run(cursor, meta_rows()):
             return True
-        if list_jobs(queue=name, limit=1):
+        if list_jobs(queue=name, limit=1, database=alias):
             return True
         return run(cursor, queue_seen(queue=name, window_s=SEEN_WINDOW_S))
 
 
-def kind_known(name: str) -> bool:
+def kind_known(name: str, *, database: str | None = None) -> bool:
+    """Whether ``name`` is registered here, or published or held by ``database`` (default
+    ``AWA["DATABASE_ALIAS"]``)."""
     ensure_jobs_discovered()
     if any(job.kind == name for job in registry.jobs()):
         return True
-    if any(descriptor.kind == name for descriptor in kinds()):
+    if any(descriptor.kind == name for descriptor in kinds(database=database)):
         return True
-    return bool(list_jobs(kind=name, limit=1))
+    return bool(list_jobs(kind=name, limit=1, database=database))
 
 
 def unknown_queue_message(name: str) -> str:

@@ -52,6 +52,8 @@ class QueueStats:
     leader's samples."""
 
     queue: str
+    # The DATABASES alias holding the queue (its "database", AWA["DATABASE_ALIAS"] by default).
+    database: str
     # Declared in this process's AWA["QUEUES"] (a queue only seen in the database is not).
     declared: bool
     available: int
@@ -84,10 +86,6 @@ class QueueStats:
         return self.available + self.scheduled + self.retryable
 
 
-def _alias() -> str:
-    return get_settings().DATABASE_ALIAS
-
-
 def with_unsampled(
     sampled: Mapping[str, tuple[int, int, int]], unsampled: Mapping[str, tuple[int, int, int]]
 ) -> dict[str, tuple[int, int, int]]:
@@ -100,10 +98,20 @@ def with_unsampled(
     return totals
 
 
-def stats() -> list[QueueStats]:
-    """Every declared queue, and any other queue the database knows, by name."""
+def stats(*, database: str | None = None) -> list[QueueStats]:
+    """Every declared queue, and any other queue the database knows, by database then name:
+    every database holding queues, or ``database`` alone. A declared queue is listed in its
+    own database (and in another only if that one holds rows of it)."""
     conf = get_settings()
-    with connections[conf.DATABASE_ALIAS].cursor() as cursor:
+    found: list[QueueStats] = []
+    for alias in conf.operator_databases(database):
+        found += _stats(alias)
+    return found
+
+
+def _stats(alias: str) -> list[QueueStats]:
+    conf = get_settings()
+    with connections[alias].cursor() as cursor:
         depths = {d.queue: d for d in run(cursor, queue_depths())}
         totals = with_unsampled(
             run(cursor, samples.sample_totals(window_s=HOUR_S)),
@@ -111,7 +119,8 @@ def stats() -> list[QueueStats]:
         )
         meta = run(cursor, samples.meta_rows())
         unknown = run(cursor, KINDS_NOBODY_RUNS)
-    names = sorted(set(conf.QUEUES) | set(depths) | set(meta) | set(totals))
+    own = {name for name in conf.QUEUES if conf.queue_database(name) == alias}
+    names = sorted(own | set(depths) | set(meta) | set(totals))
     found = []
     for name in names:
         depth = depths.get(name) or QueueDepth(
@@ -122,6 +131,7 @@ def stats() -> list[QueueStats]:
         found.append(
             QueueStats(
                 queue=name,
+                database=alias,
                 declared=name in conf.QUEUES,
                 available=depth.available,
                 scheduled=depth.scheduled,
@@ -146,10 +156,14 @@ def stats() -> list[QueueStats]:
     return found
 
 
-def history(queue: str | None = None, *, window_s: float = HOUR_S) -> list[QueueSample]:
+def history(
+    queue: str | None = None, *, window_s: float = HOUR_S, database: str | None = None
+) -> list[QueueSample]:
     """The leader's samples of the last ``window_s`` (one queue, or all), oldest first: the
-    series behind a depth and throughput chart."""
-    with connections[_alias()].cursor() as cursor:
+    series behind a depth and throughput chart. ``database``: the alias whose leader sampled
+    them (default: ``queue``'s database, else ``AWA["DATABASE_ALIAS"]``)."""
+    alias = get_settings().operator_database(database, queue=queue)
+    with connections[alias].cursor() as cursor:
         return run(cursor, samples.samples(queue=queue, window_s=window_s))
 
 
@@ -160,59 +174,75 @@ QUARTER_HOUR: Final = 900
 
 
 def rollups(
-    *, resolution_s: int = MINUTE, window_s: float = 24 * HOUR_S, per_kind: bool = False
+    *,
+    resolution_s: int = MINUTE,
+    window_s: float = 24 * HOUR_S,
+    per_kind: bool = False,
+    database: str | None = None,
 ) -> list[QueueRollup]:
     """The leader's compacted history over the last ``window_s``, oldest first: 1-minute
     (``MINUTE``) or 15-minute (``QUARTER_HOUR``) buckets per queue, or per queue and kind
-    (``per_kind``): what a 24-hour or 7-day chart is drawn from."""
+    (``per_kind``): what a 24-hour or 7-day chart is drawn from; ``database``: the alias to
+    read (default ``AWA["DATABASE_ALIAS"]``)."""
     if resolution_s not in (MINUTE, QUARTER_HOUR):
         raise ValueError(f"resolution_s must be {MINUTE} or {QUARTER_HOUR}, got {resolution_s!r}")
-    with connections[_alias()].cursor() as cursor:
+    alias = get_settings().operator_database(database)
+    with connections[alias].cursor() as cursor:
         return run(
             cursor,
             samples.rollups(resolution_s=resolution_s, window_s=window_s, per_queue=not per_kind),
         )
 
 
-def _known(queue: str) -> str:
-    # Not only declared queues: one another service declares, or one removed from the settings
-    # while it holds jobs, must stay pausable and drainable.
-    if not queue_known(queue):
+def _known(queue: str, database: str | None) -> str:
+    """The alias holding ``queue`` (``database``, else the queue's own), once it is known there.
+    Not only declared queues: one another service declares, or one removed from the settings
+    while it holds jobs, must stay pausable and drainable."""
+    alias = get_settings().operator_database(database, queue=queue)
+    if not queue_known(queue, database=alias):
         raise InvalidJob(unknown_queue_message(queue), field="queue")
-    return queue
+    return alias
 
 
-def pause(queue: str, *, by: str = "operator") -> None:
+def pause(queue: str, *, by: str = "operator", database: str | None = None) -> None:
     """Pause ``queue``: workers claim nothing from it and promotion leaves its due jobs in the
-    backlog until it is resumed. Enqueueing still works; running jobs finish."""
-    alias = _alias()
+    backlog until it is resumed. Enqueueing still works; running jobs finish. Every call here
+    acts on ``database`` when given, else on the queue's own database."""
+    alias = _known(queue, database)
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        run(cursor, control.pause(queue=_known(queue), by=by))
+        run(cursor, control.pause(queue=queue, by=by))
 
 
-def resume(queue: str) -> None:
+def resume(queue: str, *, database: str | None = None) -> None:
     """Resume ``queue`` and wake its workers (no-op when it is not paused)."""
-    alias = _alias()
+    alias = _known(queue, database)
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        run(cursor, control.resume(queue=_known(queue)))
+        run(cursor, control.resume(queue=queue))
 
 
-def drain(queue: str, *, confirm: bool = False, reason: str = "drained by operator") -> int:
+def drain(
+    queue: str,
+    *,
+    confirm: bool = False,
+    reason: str = "drained by operator",
+    database: str | None = None,
+) -> int:
     """Cancel every pending job of ``queue`` (available, scheduled, retryable) and return how
     many; running jobs are left to finish. Irreversible, so ``confirm=True`` is required
     (``ConfirmationRequired`` otherwise). Pause the queue first to stop new work being
     claimed meanwhile; jobs enqueued after the drain are kept."""
-    _known(queue)
+    alias = _known(queue, database)
     if not confirm:
         raise ConfirmationRequired(
             f"draining {queue!r} cancels its pending jobs: pass confirm=True"
         )
-    alias = _alias()
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
         return run(cursor, control.drain(queue=queue, reason=reason))
 
 
-def set_concurrency(queue: str, concurrency: int, *, by: str = "operator") -> None:
+def set_concurrency(
+    queue: str, concurrency: int, *, by: str = "operator", database: str | None = None
+) -> None:
     """Run at most ``concurrency`` jobs of ``queue`` at once in each worker process serving it,
     from now on and without a restart, instead of the configured value (1 to
     ``MAX_LIVE_CONCURRENCY``; ``InvalidJob`` naming ``concurrency`` otherwise). Workers are
@@ -221,15 +251,15 @@ def set_concurrency(queue: str, concurrency: int, *, by: str = "operator") -> No
     problem = concurrency_problem(concurrency)
     if problem is not None:
         raise InvalidJob(f"concurrency {problem}", field="concurrency")
-    _set(queue, concurrency, by=by)
+    _set(queue, concurrency, by=by, database=database)
 
 
-def reset_concurrency(queue: str, *, by: str = "operator") -> None:
+def reset_concurrency(queue: str, *, by: str = "operator", database: str | None = None) -> None:
     """Put ``queue`` back on each worker's configured concurrency."""
-    _set(queue, None, by=by)
+    _set(queue, None, by=by, database=database)
 
 
-def _set(queue: str, concurrency: int | None, *, by: str) -> None:
-    alias = _alias()
+def _set(queue: str, concurrency: int | None, *, by: str, database: str | None) -> None:
+    alias = _known(queue, database)
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        run(cursor, control.set_concurrency(queue=_known(queue), concurrency=concurrency, by=by))
+        run(cursor, control.set_concurrency(queue=queue, concurrency=concurrency, by=by))

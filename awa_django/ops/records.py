@@ -25,12 +25,7 @@ def get_jobs(job_ids: Sequence[int], *, database: str | None = None) -> list[Job
     ids = [job_id for job_id in job_ids if is_job_id(job_id)]
     if not ids:
         return []
-    conf = get_settings()
-    aliases = conf.databases if database is None else (database,)
-    if database is not None and database not in conf.databases:
-        raise ValueError(
-            f"database {database!r} holds no awa queue (databases: {list(conf.databases)})"
-        )
+    aliases = get_settings().operator_databases(database)
     found: dict[int, tuple[str, JobRecord]] = {}
     for alias in aliases:
         with connections[alias].cursor() as cursor:
@@ -59,18 +54,21 @@ def list_jobs(
     state: str | None = None,
     limit: int = 50,
     before_id: int | None = None,
+    database: str | None = None,
 ) -> list[JobRecord]:
     """Jobs newest first, filtered by queue, kind (whole names, case included) and state; page
     on with ``before_id`` (the last id of the previous page). Read as the admin's Jobs list
     reads them, down the job id and name indexes: a page costs about the same at any history
-    size. An unknown ``state`` or a negative ``limit`` raises ``ValueError``."""
+    size. An unknown ``state`` or a negative ``limit`` raises ``ValueError``. ``database``: the
+    alias to read (default: ``queue``'s database, else ``AWA["DATABASE_ALIAS"]``)."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise ValueError(f"limit must be an integer 0 or more, got {limit!r}")
     if before_id is not None and (isinstance(before_id, bool) or not isinstance(before_id, int)):
         raise ValueError(f"before_id must be a job id or None, got {before_id!r}")
+    alias = get_settings().operator_database(database, queue=queue)
     where = JobFilter(queue=queue, kind=kind, state=state, exact=True)
     if limit == 0:
         return []
-    with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
+    with connections[alias].cursor() as cursor:
         page = browse_jobs(cursor, where=where, before=before_id, limit=limit)
     return page.jobs

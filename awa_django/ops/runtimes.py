@@ -41,12 +41,13 @@ def list(*, database: str | None = None) -> builtins.list[RuntimeRecord]:
     """Every runtime row of ``database`` (default ``AWA["DATABASE_ALIAS"]``; each database
     holding queues has the runtimes of the processes serving it), newest start first."""
     conf = get_settings()
-    with connections[database or conf.DATABASE_ALIAS].cursor() as cursor:
+    with connections[conf.operator_database(database)].cursor() as cursor:
         rows = run(cursor, list_runtimes(stale_after_s=conf.RUNTIME_STALE_AFTER_S))
     return [RuntimeRecord(**row) for row in rows]
 
 
-def leader() -> RuntimeRecord | None:
-    """The live runtime that reports holding maintenance leadership, if any."""
-    leaders = [r for r in list() if r.live and r.is_leader]
+def leader(*, database: str | None = None) -> RuntimeRecord | None:
+    """The live runtime that reports holding maintenance leadership of ``database`` (default
+    ``AWA["DATABASE_ALIAS"]``; each database has its own leader), if any."""
+    leaders = [r for r in list(database=database) if r.live and r.is_leader]
     return max(leaders, key=lambda r: r.last_seen_at) if leaders else None

@@ -21,10 +21,12 @@ from awa_django.storage.statement import run, run_atomic
 MAX_ENQUEUE_SHARDS: Final = 64
 
 
-def _check_queue(queue: str) -> None:
-    # Any known queue, as for pause and drain: another service's, or one that still holds jobs.
+def _check_queue(queue: str) -> str:
+    """The alias holding ``queue``, once it is known there. Any known queue, as for pause and
+    drain: another service's, or one that still holds jobs."""
     if not queue_known(queue):
         raise InvalidJob(unknown_queue_message(queue), field="queue")
+    return get_settings().queue_database(queue)
 
 
 def set_enqueue_shards(queue: str, shards: int) -> None:
@@ -33,7 +35,7 @@ def set_enqueue_shards(queue: str, shards: int) -> None:
     Takes effect for jobs enqueued after the change commits; jobs already waiting stay in the
     lanes they were enqueued to and are still claimed.
     """
-    _check_queue(queue)
+    alias = _check_queue(queue)
     if (
         isinstance(shards, bool)
         or not isinstance(shards, int)
@@ -42,33 +44,32 @@ def set_enqueue_shards(queue: str, shards: int) -> None:
         raise InvalidJob(
             f"shards must be an integer 1..{MAX_ENQUEUE_SHARDS}, got {shards!r}", field="shards"
         )
-    alias = get_settings().DATABASE_ALIAS
     with connections[alias].cursor() as cursor:
         run_atomic(cursor, lanes.set_enqueue_shards(queue=queue, shards=shards))
 
 
 def get_enqueue_shards(queue: str) -> int:
     """How many enqueue shards ``queue`` has."""
-    _check_queue(queue)
-    with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
+    with connections[_check_queue(queue)].cursor() as cursor:
         return run(cursor, lanes.enqueue_shards(queue=queue))
 
 
 def lane_backlog(queue: str) -> list[lanes.LaneBacklog]:
     """Jobs waiting in each (priority, shard) lane of ``queue`` that has any."""
-    _check_queue(queue)
-    with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
+    with connections[_check_queue(queue)].cursor() as cursor:
         return run(cursor, lanes.lane_backlog(queue=queue))
 
 
-def enqueue_shard_counts() -> dict[str, int]:
-    """The enqueue shard count of every queue that has set one; any other queue has 1."""
-    with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
+def enqueue_shard_counts(*, database: str | None = None) -> dict[str, int]:
+    """The enqueue shard count of every queue of ``database`` (default
+    ``AWA["DATABASE_ALIAS"]``) that has set one; any other queue has 1."""
+    with connections[get_settings().operator_database(database)].cursor() as cursor:
         return run(cursor, lanes.ENQUEUE_SHARD_COUNTS)
 
 
-def all_lane_backlogs() -> list[lanes.LaneBacklog]:
-    """Jobs waiting in each lane of every queue, by queue, priority and shard. It counts every
-    waiting job, so it takes about as long as live queue depths."""
-    with connections[get_settings().DATABASE_ALIAS].cursor() as cursor:
+def all_lane_backlogs(*, database: str | None = None) -> list[lanes.LaneBacklog]:
+    """Jobs waiting in each lane of every queue of ``database`` (default
+    ``AWA["DATABASE_ALIAS"]``), by queue, priority and shard. It counts every waiting job, so
+    it takes about as long as live queue depths."""
+    with connections[get_settings().operator_database(database)].cursor() as cursor:
         return run(cursor, lanes.lane_backlog(queue=None))

@@ -90,7 +90,14 @@ class InProcessRunner:
         with connections[self.alias].cursor() as cursor:
             run(
                 cursor,
-                sync_queue_policies({name: queue.dlq for name, queue in conf.QUEUES.items()}),
+                # Each database gets the switches of its own queues only.
+                sync_queue_policies(
+                    {
+                        name: queue.dlq
+                        for name, queue in conf.QUEUES.items()
+                        if conf.queue_database(name) == self.alias
+                    }
+                ),
             )
 
     def promote(self) -> int:

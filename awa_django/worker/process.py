@@ -246,7 +246,7 @@ def config_from_settings(
             name: QueueShare(conf.QUEUES[name].min_concurrency, conf.QUEUES[name].weight)
             for name in chosen
         },
-        declared=declared(conf, registry.jobs()),
+        declared=declared(conf, registry.jobs(), database=database),
         runtime_snapshot_interval_s=conf.RUNTIME_SNAPSHOT_INTERVAL_S,
         session=conf.WORKER_SESSION,
         # Without queues, one connection for the maintenance passes (and one session).

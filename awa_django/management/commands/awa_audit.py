@@ -7,8 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from awa_django.conf import get_settings
-from awa_django.management.command import QueueCommand
+from awa_django.management.command import QueueCommand, add_database_argument, chosen_database
 from awa_django.management.output import to_json
 from awa_django.ops import audit
 
@@ -22,9 +21,11 @@ class Command(QueueCommand):
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--json", action="store_true", help="Print the report as JSON.")
+        add_database_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        report = audit.run(using=get_settings().DATABASE_ALIAS)
+        # Each database holding queues has its own invariants: one report per run.
+        report = audit.run(using=chosen_database(options))
         if options["json"]:
             self.stdout.write(to_json(report.as_dict()))
         else:

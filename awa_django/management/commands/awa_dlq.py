@@ -10,7 +10,7 @@ from typing import Any, Final
 from django.core.management.base import CommandError
 
 from awa_django.conf import PRIORITY_MAX, PRIORITY_MIN
-from awa_django.management.command import QueueCommand
+from awa_django.management.command import QueueCommand, add_database_argument, chosen_database
 from awa_django.management.output import (
     ProgressLine,
     job_id,
@@ -90,13 +90,17 @@ class Command(QueueCommand):
             "--limit", type=row_limit, help=f"list: most entries shown (default {DEFAULT_LIMIT})."
         )
         parser.add_argument("--json", action="store_true", help="list/depth: print JSON.")
+        add_database_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         action = options["action"]
         refuse_unused(options, action, USES)
-        known_queue(options["queue"], option="--queue")
-        known_kind(options["kind"], option="--kind")
-        declared_queue(options["to_queue"], option="--to-queue")
+        # The database acted on: --database, else --queue's, else DATABASE_ALIAS (depth with
+        # neither adds up every database holding queues).
+        options["db"] = chosen_database(options, queue=options["queue"])
+        known_queue(options["queue"], option="--queue", database=options["db"])
+        known_kind(options["kind"], option="--kind", database=options["db"])
+        declared_queue(options["to_queue"], option="--to-queue", database=options["db"])
         if action in BULK:
             self._check_selection(action, options)
         getattr(self, "_" + action.replace("-", "_"))(options)
@@ -111,7 +115,7 @@ class Command(QueueCommand):
                     f"{(given or ['--all'])[0]} selects the entries of a bulk {action} and "
                     f"cannot be combined with JOB_ID{also}"
                 )
-            existing_jobs(options["job_ids"])
+            existing_jobs(options["job_ids"], database=options["db"])
         elif not given and not options["all"]:
             usable = [typed for dest, typed in FILTERS.items() if action in USES[dest][1]]
             raise CommandError(
@@ -124,6 +128,7 @@ class Command(QueueCommand):
             "kind": options["kind"],
             "older_than": options["older_than"],
             "all": options["all"],
+            "database": options["db"],
         }
 
     def _list(self, options: dict[str, Any]) -> None:
@@ -133,6 +138,7 @@ class Command(QueueCommand):
             reason=options["reason"],
             older_than=options["older_than"],
             limit=options["limit"] or DEFAULT_LIMIT,
+            database=options["db"],
         )
         if options["json"]:
             self.stdout.write(to_json(entries))
@@ -153,7 +159,8 @@ class Command(QueueCommand):
         self.stdout.write(table(headers, rows))
 
     def _depth(self, options: dict[str, Any]) -> None:
-        depths = dlq.depths()
+        every = options["database"] is None and options["queue"] is None
+        depths = dlq.depths(database=None if every else options["db"])
         if options["queue"]:
             depths = {options["queue"]: depths.get(options["queue"], 0)}
         if options["json"]:
@@ -167,7 +174,7 @@ class Command(QueueCommand):
         move = {"run_at": run_at, "priority": options["priority"]}
         if options["job_ids"]:
             for job in options["job_ids"]:
-                ok = dlq.retry(job, queue=options["to_queue"], **move)
+                ok = dlq.retry(job, queue=options["to_queue"], database=options["db"], **move)
                 self.stdout.write(f"{job}: {'retried' if ok else 'not in the DLQ'}")
             return
         progress = ProgressLine(self.stdout, "retried {} entries so far")
@@ -183,7 +190,7 @@ class Command(QueueCommand):
     def _purge(self, options: dict[str, Any]) -> None:
         if options["job_ids"]:
             for job in options["job_ids"]:
-                ok = dlq.purge(job)
+                ok = dlq.purge(job, database=options["db"])
                 self.stdout.write(f"{job}: {'purged' if ok else 'not in the DLQ'}")
             return
         progress = ProgressLine(self.stdout, "purged {} entries so far")
@@ -194,7 +201,7 @@ class Command(QueueCommand):
 
     def _move_failed(self, options: dict[str, Any]) -> None:
         if options["job_ids"]:
-            count = dlq.move_failed(job_ids=options["job_ids"])
+            count = dlq.move_failed(job_ids=options["job_ids"], database=options["db"])
             self.stdout.write(f"moved {count} failed jobs into the DLQ")
             return
         progress = ProgressLine(self.stdout, "moved {} failed jobs into the DLQ so far")

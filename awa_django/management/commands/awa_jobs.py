@@ -10,7 +10,7 @@ from django.core.management.base import CommandError
 from awa_django.conf import get_settings
 from awa_django.core.unknown_kinds import waits_for_kind
 from awa_django.declarations.priorities import shown_priority
-from awa_django.management.command import QueueCommand
+from awa_django.management.command import QueueCommand, add_database_argument, chosen_database
 from awa_django.management.output import job_id, name, row_limit, table, to_json
 from awa_django.management.validation import (
     declared_queue,
@@ -56,6 +56,7 @@ class Command(QueueCommand):
             "--limit", type=row_limit, help=f"list: most jobs shown (default {DEFAULT_LIMIT})."
         )
         parser.add_argument("--json", action="store_true", help="list: print JSON.")
+        add_database_argument(parser)
         parser.add_argument("--to-queue", type=name, help="retry: put the job on this queue.")
         parser.add_argument(
             "--reason", type=name, help=f"cancel: the reason (default {DEFAULT_REASON!r})."
@@ -69,34 +70,40 @@ class Command(QueueCommand):
             return
         if not ids:
             raise CommandError(f"{action} needs at least one JOB_ID")
-        existing_jobs(ids)
+        # Job ids count per database: the ids name jobs of this one.
+        db = chosen_database(options)
+        existing_jobs(ids, database=db)
         if action == "dump":
-            self.stdout.write(to_json(get_jobs(ids, database=get_settings().DATABASE_ALIAS)))
+            self.stdout.write(to_json(get_jobs(ids, database=db)))
         elif action == "retry":
-            declared_queue(options["to_queue"], option="--to-queue")
+            declared_queue(options["to_queue"], option="--to-queue", database=db)
             for job in ids:
-                ok = retry(job, queue=options["to_queue"])
+                ok = retry(job, queue=options["to_queue"], database=db)
                 verdict = "retried" if ok else "not retryable (not failed, cancelled or dlq)"
                 self.stdout.write(f"{job}: {verdict}")
         else:
             for job in ids:
-                ok = cancel(job, reason=options["reason"] or DEFAULT_REASON)
+                ok = cancel(job, reason=options["reason"] or DEFAULT_REASON, database=db)
                 self.stdout.write(f"{job}: {'cancelled' if ok else 'already finished'}")
 
     def _list(self, options: dict[str, Any]) -> None:
-        known_queue(options["queue"], option="--queue")
-        known_kind(options["kind"], option="--kind")
+        db = chosen_database(options, queue=options["queue"])
+        known_queue(options["queue"], option="--queue", database=db)
+        known_kind(options["kind"], option="--kind", database=db)
         records = list_jobs(
             queue=options["queue"],
             kind=options["kind"],
             state=options["state"],
             limit=options["limit"] or DEFAULT_LIMIT,
+            database=db,
         )
         if options["json"]:
             self.stdout.write(to_json(records))
             return
-        # A held workflow step says which steps it waits for (one query, for those only).
-        waiting = waiting_on([r.job_id for r in records if r.state == "held"])
+        # A held workflow step says which steps it waits for (one query, for those only);
+        # workflows live in DATABASE_ALIAS alone, where ids of another database mean nothing.
+        held = [r.job_id for r in records if r.state == "held"]
+        waiting = waiting_on(held) if db == get_settings().DATABASE_ALIAS else {}
         rows = [
             (
                 r.job_id,

@@ -8,7 +8,7 @@ from typing import Any, Final
 from django.core.management.base import CommandError
 
 from awa_django.exceptions import InvalidJob
-from awa_django.management.command import QueueCommand
+from awa_django.management.command import QueueCommand, add_database_argument, chosen_database
 from awa_django.management.output import name
 from awa_django.management.validation import known_queue, refuse_unused
 from awa_django.ops import queues
@@ -35,6 +35,7 @@ class Command(QueueCommand):
         parser.add_argument("action", choices=("pause", "resume", "drain", "concurrency"))
         parser.add_argument("queue", type=name, metavar="QUEUE")
         parser.add_argument("--yes", action="store_true", help="drain: without asking.")
+        add_database_argument(parser)
         parser.add_argument(
             "--by",
             type=name,
@@ -55,40 +56,44 @@ class Command(QueueCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         queue, action = options["queue"], options["action"]
         refuse_unused(options, action, USES)
-        known_queue(queue, option="QUEUE")
+        db = chosen_database(options, queue=queue)
+        known_queue(queue, option="QUEUE", database=db)
         if action == "pause":
-            queues.pause(queue, by=options["by"] or DEFAULT_BY)
+            queues.pause(queue, by=options["by"] or DEFAULT_BY, database=db)
             self.stdout.write(f"paused {queue}")
         elif action == "resume":
-            queues.resume(queue)
+            queues.resume(queue, database=db)
             self.stdout.write(f"resumed {queue}")
         elif action == "concurrency":
-            self._concurrency(queue, options["to"], reset=options["reset"], by=options["by"])
+            self._concurrency(queue, db, options["to"], reset=options["reset"], by=options["by"])
         else:
-            self._drain(queue, confirmed=options["yes"])
+            self._drain(queue, db, confirmed=options["yes"])
 
-    def _concurrency(self, queue: str, to: int | None, *, reset: bool, by: str | None) -> None:
+    def _concurrency(
+        self, queue: str, db: str, to: int | None, *, reset: bool, by: str | None
+    ) -> None:
         if (to is None) == (not reset):
             raise CommandError("concurrency: give exactly one of --to N and --reset")
         if reset:
-            queues.reset_concurrency(queue, by=by or DEFAULT_BY)
+            queues.reset_concurrency(queue, by=by or DEFAULT_BY, database=db)
             self.stdout.write(f"{queue}: concurrency back to each worker's configured value")
             return
         assert to is not None
         try:
-            queues.set_concurrency(queue, to, by=by or DEFAULT_BY)
+            queues.set_concurrency(queue, to, by=by or DEFAULT_BY, database=db)
         except InvalidJob as error:
             raise CommandError(f"--to: {error}; nothing was changed") from None
         self.stdout.write(f"{queue}: concurrency {to} in each worker process")
 
-    def _drain(self, queue: str, *, confirmed: bool) -> None:
+    def _drain(self, queue: str, db: str, *, confirmed: bool) -> None:
         if not confirmed:
-            pending = next((q.pending for q in queues.stats() if q.queue == queue), 0)
+            found = queues.stats(database=db)
+            pending = next((q.pending for q in found if q.queue == queue), 0)
             try:
                 answer = input(f"Cancel all {pending} pending jobs of {queue!r}? Type 'yes': ")
             except EOFError:
                 answer = ""
             if answer.strip().lower() != "yes":
                 raise CommandError(f"drain of {queue!r} aborted: nothing was cancelled")
-        cancelled = queues.drain(queue, confirm=True)
+        cancelled = queues.drain(queue, confirm=True, database=db)
         self.stdout.write(f"drained {queue}: cancelled {cancelled} pending jobs")

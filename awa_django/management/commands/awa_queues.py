@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from awa_django.management.command import QueueCommand
+from awa_django.conf import get_settings
+from awa_django.management.command import QueueCommand, add_database_argument, chosen_database
 from awa_django.management.output import table, to_json
 from awa_django.ops import queues
 
@@ -31,18 +32,22 @@ class Command(QueueCommand):
     help = (
         "Show every queue's depth by state, DLQ depth, lag, completed and failed in the last "
         "hour, throughput, pause state and the concurrency an operator set live (awa_queue "
-        "concurrency), and the jobs that wait because no worker knows their kind."
+        "concurrency), and the jobs that wait because no worker knows their kind; every "
+        "database holding queues, or --database."
     )
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--json", action="store_true", help="Print JSON instead of a table.")
+        add_database_argument(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        found = queues.stats()
+        # Every database holding queues unless --database names one.
+        database = options["database"] and chosen_database(options)
+        found = queues.stats(database=database)
         if options["json"]:
             self.stdout.write(to_json(found))
             return
-        rows = [
+        rows: list[tuple[object, ...]] = [
             (
                 q.queue,
                 q.available,
@@ -61,7 +66,13 @@ class Command(QueueCommand):
             )
             for q in found
         ]
-        self.stdout.write(table(HEADERS, rows))
+        if len(get_settings().databases) > 1:
+            # Queues in several databases: say where each lives.
+            headers: tuple[str, ...] = (HEADERS[0], "database", *HEADERS[1:])
+            rows = [(row[0], q.database, *row[1:]) for row, q in zip(rows, found, strict=True)]
+        else:
+            headers = HEADERS
+        self.stdout.write(table(headers, rows))
         for q in found:
             for kind, count in q.unknown_kinds.items():
                 self.stdout.write(
