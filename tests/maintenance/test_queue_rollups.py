@@ -94,15 +94,17 @@ def test_closures_and_samples_roll_up_into_minutes_per_queue_and_per_kind():
 
 def test_finished_quarter_hours_roll_up_and_old_buckets_are_trimmed():
     # Minute buckets of the quarter hour that ended before the last one: 15 minutes of 2
-    # completions each, depths rising to 14; the minutes rolled up through the present.
+    # completions each, depths rising to 14; the minutes rolled up into the present quarter
+    # (its first minute: any later one is, in its quarter's last minute, a whole quarter's
+    # worth, and a minute before now is, in a quarter's first minute, the finished quarter's).
     execute(
+        "WITH b AS (SELECT date_bin('15 minutes', now(), timestamptz '2000-01-01 00:00:00+00')"
+        " AS q) "
         "INSERT INTO awa.queue_stat_rollups (resolution_s, queue, kind, bucket_at, completed, "
         "failed, available, scheduled, retryable, running, dlq) "
-        "SELECT 60, 'default', '', q + m * interval '1 minute', 2, m % 2, m, 0, 0, 0, 0 "
-        "FROM (SELECT date_bin('15 minutes', now() - interval '30 minutes', "
-        "timestamptz '2000-01-01 00:00:00+00') AS q) b, generate_series(0, 14) m "
-        "UNION ALL SELECT 60, 'default', '', date_bin('1 minute', now() - interval '1 minute', "
-        "timestamptz '2000-01-01 00:00:00+00'), 0, 0, 0, 0, 0, 0, 0"
+        "SELECT 60, 'default', '', q - interval '30 minutes' + m * interval '1 minute', 2, "
+        "m % 2, m, 0, 0, 0, 0 FROM generate_series(0, 14) m, b "
+        "UNION ALL SELECT 60, 'default', '', q, 0, 0, 0, 0, 0, 0, 0 FROM b"
     )
     # Past their windows: a minute bucket 26 hours old, a quarter-hour one 9 days old.
     execute(
