@@ -151,6 +151,12 @@ def database_context(request: HttpRequest) -> dict[str, Any]:
             if chosen and chosen != conf.DATABASE_ALIAS
             else ""
         ),
+        # The same, appended to a link that already has a query string.
+        "awa_database_param": (
+            f"&{urlencode({'database': chosen})}"
+            if chosen and chosen != conf.DATABASE_ALIAS
+            else ""
+        ),
         "awa_database": selected_database(),
         "awa_database_keep": [
             (key, value)

@@ -196,6 +196,24 @@ def test_admin_pages_show_the_database_selected(operator: Client) -> None:
     assert "video" in health
 
 
+def test_queue_health_job_and_drain_pages_link_within_the_database_selected(
+    operator: Client,
+) -> None:
+    job_id = dead_letter_on_second()
+    health = operator.get(f"{ADMIN}/queue/?database=second&live=1").content.decode()
+    assert "deadletter/?queue=video&amp;database=second" in health  # the DLQ count's link
+    assert 'href="?&amp;database=second">Back to the leader' in health
+    sampled = operator.get(f"{ADMIN}/queue/?database=second").content.decode()
+    assert 'href="?live=1&amp;database=second" id="count-now"' in sampled
+    job = operator.get(f"{ADMIN}/job/{job_id}/?database=second").content.decode()
+    assert '/job/?database=second">Jobs</a>' in job  # the breadcrumb
+    assert f"/deadletter/{job_id}/?database=second" in job
+    drain = operator.post(
+        f"{ADMIN}/queue/act/?database=second", {"action": "drain", "queue": "video"}
+    )
+    assert '/queue/?database=second" class="button cancel-link"' in drain.content.decode()
+
+
 def test_admin_actions_act_on_the_database_selected(operator: Client) -> None:
     job_id = awa.enqueue("tests.record", args={"n": 1}, queue="video")
     response = operator.post(f"{ADMIN}/job/{job_id}/cancel/?database=second")
