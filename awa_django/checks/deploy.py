@@ -1,7 +1,8 @@
 """``manage.py check --deploy``: awa settings that are fine in development and wrong in
 production. Unsigned callbacks and eager mode are errors when ``DEBUG`` is off (awa.E055,
-awa.E062); a guessable ``CALLBACK_SECRET`` and a plain-HTTP ``CALLBACK_BASE_URL`` are warnings
-(awa.W052, awa.W053)."""
+awa.E062); a guessable ``CALLBACK_SECRET``, a plain-HTTP ``CALLBACK_BASE_URL`` and a queue
+database whose connections close after every request are warnings (awa.W052, awa.W053,
+awa.W054)."""
 
 from __future__ import annotations
 
@@ -66,6 +67,13 @@ def secret_weakness(secret: str) -> str | None:
     return None
 
 
+def _closes_every_request(alias: str) -> bool:
+    """Django opens a new server session for each request on ``alias``: ``CONN_MAX_AGE`` is 0
+    (Django's default) and no connection pool is configured (``OPTIONS["pool"]``)."""
+    database = settings.DATABASES.get(alias, {})
+    return database.get("CONN_MAX_AGE", 0) == 0 and not database.get("OPTIONS", {}).get("pool")
+
+
 def _is_loopback(host: str | None) -> bool:
     if host is None:
         return False
@@ -122,6 +130,20 @@ def check_deployment(
                 "their tokens over plain HTTP, where anyone on the way can read them.",
                 id="awa.W053",
                 hint="Serve the callback endpoint over HTTPS and give an https:// base URL.",
+            )
+        )
+    closing = [alias for alias in awa.databases if _closes_every_request(alias)]
+    if closing:
+        found.append(
+            Warning(
+                f"{', '.join(f'DATABASES[{alias!r}]' for alias in closing)}: CONN_MAX_AGE = 0 "
+                "and no pool, so every request that enqueues starts a new server "
+                "session, whose first enqueue costs the server several times what a later one "
+                "does (it loads PL/pgSQL and the queue's tables and functions).",
+                id="awa.W054",
+                hint="Keep connections: CONN_MAX_AGE = 60 (or None), or OPTIONS['pool'] with "
+                "psycopg on Django 5.1+. If a pooler such as PgBouncer keeps the server "
+                "sessions, add 'awa.W054' to SILENCED_SYSTEM_CHECKS.",
             )
         )
     return found

@@ -9,3 +9,6 @@ the ceiling. Every measurement runs in its own process (``client.py``) on a fres
 
 # The queues a request enqueues to: the first alone, or both in random order.
 QUEUES = ("bench", "bench2")
+# How a request thread holds its connection: kept across requests (a positive CONN_MAX_AGE, or a
+# pool), or opened for each request and closed after it (Django's default CONN_MAX_AGE = 0).
+CONNECTIONS = ("kept", "per-request")

@@ -11,6 +11,10 @@ for the rest of the request's work, then the commit. A sampler on its own connec
 ``pg_stat_activity`` every 10 ms and counts backends waiting on a heavyweight lock, by the kind
 of lock (``advisory``, ``transactionid``, ``object`` (NOTIFY's commit lock), ...).
 
+``--connections per-request`` closes each thread's connection after every request, so the next
+one connects again inside its own time: what Django does with its default ``CONN_MAX_AGE = 0``
+(``kept``, the default, is a positive ``CONN_MAX_AGE`` or a pool).
+
 ``--install`` instead runs the Django half of a system's install (``migrate``) on ``--url``.
 """
 
@@ -31,7 +35,7 @@ import psycopg
 
 from benchmarks.scenarios import job_args
 from benchmarks.sidebyside.systems.base import ORDERS_INSERT
-from benchmarks.web import QUEUES
+from benchmarks.web import CONNECTIONS, QUEUES
 from benchmarks.web.systems import PROTOTYPE_SYSTEMS, SYSTEMS, WebSystem, setup_django
 
 SAMPLE_EVERY_S = 0.01
@@ -57,6 +61,7 @@ class Thread:
         self.system = system
         self.work_s = args.work_ms / 1000
         self.variant = args.variant
+        self.per_request = args.connections == "per-request"
         self.rng = random.Random(args.seed * 1000 + index)
         self.index = index
         # (start, end, outcome) per request, perf_counter seconds.
@@ -77,6 +82,9 @@ class Thread:
                 self.system.enqueue(queue, job_args(n))
             if self.work_s:
                 cursor.execute("SELECT pg_sleep(%s)", [self.work_s])
+        if self.per_request:
+            # As Django's request_finished handler does when CONN_MAX_AGE is 0.
+            connection.close()
 
     def run(self, start: threading.Barrier, stop_at: float) -> None:
         from django.db import connections
@@ -168,6 +176,7 @@ def measure(system: WebSystem, args: argparse.Namespace) -> dict[str, Any]:
         "threads": args.threads,
         "work_ms": args.work_ms,
         "variant": args.variant,
+        "connections": args.connections,
         "seconds": args.seconds,
         "requests": len(latencies),
         "requests_per_s": len(latencies) / args.seconds,
@@ -196,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     add("--threads", type=int, default=8)
     add("--work-ms", type=float, default=5.0)
     add("--variant", choices=("one", "two"), default="one")
+    add("--connections", choices=CONNECTIONS, default="kept")
     add("--seconds", type=float, default=8.0)
     add("--warmup", type=float, default=1.0)
     add("--seed", type=int, default=1)

@@ -1,13 +1,14 @@
 """Run the web-shaped workload on every system, interleaved, and print the table.
 
     python -m benchmarks.web [--systems ...] [--threads 1 8 32] [--work-ms 0 5 50]
-                             [--variants one two] [--seconds 8] [--reps 3] [--output PATH]
+                             [--variants one two] [--connections kept per-request]
+                             [--seconds 8] [--reps 3] [--output PATH]
 
 The server comes from ``DATABASE_URL`` (``make bench-web`` starts a durable throwaway
 cluster). Each system is installed once into a template database; every measurement starts
 from a fresh copy of it and runs in its own client process. One repetition runs every cell
-(threads x work x variant) on every system back to back before the next cell, so a slow
-stretch of the shared machine falls on all systems of a cell alike; the table gives the
+(threads x work x variant x connections) on every system back to back before the next cell,
+so a slow stretch of the shared machine falls on all systems of a cell alike; the table gives the
 median of the repetitions. The exit status is 1 when a measurement failed to run.
 """
 
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.sidebyside.databases import Databases
+from benchmarks.web import CONNECTIONS
 from benchmarks.web.systems import PROTOTYPE_SYSTEMS, SYSTEMS, WebSystem
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
@@ -48,6 +50,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add("--threads", type=int, nargs="+", default=[1, 8, 32])
     add("--work-ms", type=float, nargs="+", default=[0.0, 5.0, 50.0])
     add("--variants", nargs="+", choices=("one", "two"), default=["one", "two"])
+    add(
+        "--connections",
+        nargs="+",
+        choices=CONNECTIONS,
+        default=["kept"],
+        help="per-request: a new connection each request, as CONN_MAX_AGE = 0",
+    )
     add("--seconds", type=float, default=8.0, help="measured time per run")
     add("--warmup", type=float, default=1.0, help="unmeasured time before it")
     add("--reps", type=int, default=3)
@@ -98,6 +107,8 @@ def run_one(
         str(cell["work_ms"]),
         "--variant",
         cell["variant"],
+        "--connections",
+        cell["connections"],
         "--seconds",
         str(args.seconds),
         "--warmup",
@@ -122,9 +133,10 @@ def summarise(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for s in samples:
         if "failed" in s:
             continue
-        rows.setdefault((s["threads"], s["work_ms"], s["variant"], s["system"]), []).append(s)
+        key = (s["threads"], s["work_ms"], s["variant"], s["connections"], s["system"])
+        rows.setdefault(key, []).append(s)
     out = []
-    for (threads, work_ms, variant, system), runs in sorted(rows.items()):
+    for (threads, work_ms, variant, connections, system), runs in sorted(rows.items()):
         waits: dict[str, list[float]] = {}
         for run in runs:
             for event, mean in run["lock_waits"].items():
@@ -134,6 +146,7 @@ def summarise(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "threads": threads,
                 "work_ms": work_ms,
                 "variant": variant,
+                "connections": connections,
                 "system": system,
                 "reps": len(runs),
                 "requests_per_s": _median([r["requests_per_s"] for r in runs]),
@@ -149,16 +162,17 @@ def summarise(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    ceilings = {
-        (r["threads"], r["work_ms"], r["variant"]): r for r in rows if r["system"] == CEILING
-    }
+    def cell(r: dict[str, Any]) -> tuple[Any, ...]:
+        return (r["threads"], r["work_ms"], r["variant"], r["connections"])
+
+    ceilings = {cell(r): r for r in rows if r["system"] == CEILING}
     lines = [
-        "| T | W ms | queues | system | requests/s | x ceiling | p50 ms | p99 ms | "
+        "| T | W ms | queues | connections | system | requests/s | x ceiling | p50 ms | p99 ms | "
         "p99 x ceiling | lock waits (mean backends) | deadlocks / errors |",
-        "|---:|---:|---|---|---:|---:|---:|---:|---:|---|---:|",
+        "|---:|---:|---|---|---|---:|---:|---:|---:|---:|---|---:|",
     ]
     for r in rows:
-        ceiling = ceilings.get((r["threads"], r["work_ms"], r["variant"]))
+        ceiling = ceilings.get(cell(r))
 
         def ratio(key: str, r: dict[str, Any] = r, ceiling: Any = ceiling) -> str:
             if ceiling is None or not ceiling[key] or r[key] is None:
@@ -171,7 +185,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         waits = ", ".join(f"{e} {m:.2f}" for e, m in r["lock_waits"].items() if m >= 0.005)
         lines.append(
             f"| {r['threads']} | {r['work_ms']:g} | {1 if r['variant'] == 'one' else 2} | "
-            f"{r['system']} | {r['requests_per_s']:,.0f} | {ratio('requests_per_s')} | "
+            f"{r['connections']} | {r['system']} | {r['requests_per_s']:,.0f} | "
+            f"{ratio('requests_per_s')} | "
             f"{ms('p50_ms')} | {ms('p99_ms')} | {ratio('p99_ms')} | {waits or '0'} | "
             f"{r['deadlocks']} / {r['errors']} |"
         )
@@ -190,7 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"installing {system.name}", flush=True)
         dbs.install_template(system)
     cells = [
-        {"threads": t, "work_ms": w, "variant": v}
+        {"threads": t, "work_ms": w, "variant": v, "connections": c}
+        for c in args.connections
         for v in args.variants
         for w in args.work_ms
         for t in args.threads

@@ -38,4 +38,29 @@ def test_every_system_serves_both_variants(tmp_path: Path) -> None:
     assert set(rows) == {(system, v) for system in SYSTEMS for v in ("one", "two")}
     for row in rows.values():
         assert row["requests"] > 0 and row["errors"] == 0 and row["deadlocks"] == 0, row
-    assert "| 2 | 0 | 2 | awa_django |" in results["table"]
+    assert "| 2 | 0 | 2 | kept | awa_django |" in results["table"]
+
+
+def test_connections_opened_per_request(tmp_path: Path) -> None:
+    """``--connections per-request``: Django's default CONN_MAX_AGE of 0, a new server session
+    for every request."""
+    output = tmp_path / "web.json"
+    url = os.environ["DATABASE_URL"]
+    prefix = url.rsplit("/", 1)[1].split("?")[0] + "_websmoke_conn"
+    argv = [
+        sys.executable, "-m", "benchmarks.web", "--systems", "none", "awa_django", "pgqueuer",
+        "--threads", "2", "--work-ms", "0", "--variants", "one",
+        "--connections", "per-request", "--seconds", "0.5", "--warmup", "0.2", "--reps", "1",
+        "--db-prefix", prefix, "--output", str(output),
+    ]  # fmt: skip
+    done = subprocess.run(
+        argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    results = json.loads(output.read_text())
+    rows = {row["system"]: row for row in results["summary"]}
+    assert set(rows) == {"none", "awa_django", "pgqueuer"}
+    for row in rows.values():
+        assert row["connections"] == "per-request"
+        assert row["requests"] > 0 and row["errors"] == 0, row
+    assert "| 2 | 0 | 1 | per-request | awa_django |" in results["table"]
