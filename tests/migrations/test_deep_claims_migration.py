@@ -1,0 +1,61 @@
+"""Migration 0027_deep_claims (#32) reverses and applies again: back before it, a claim behind
+several large commits reads up to its limit from each of them (awa.claim_ready as 0025 left
+it); forward again the schema is a fresh install's and the claim reads the rows it takes. The
+claims on either side take the lane's rows in order."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.db.migrations.loader import MigrationLoader
+
+from awa_django import sql
+from tests.jobs import noop
+from tests.migrations.catalog import schema_catalog
+from tests.storage.test_hot_path_plans import (  # noqa: F401 - plan_log is a fixture
+    claim,
+    plan_log,
+    rows_read,
+)
+
+MIGRATION = "0027_deep_claims"
+
+
+def catalog() -> list[str]:
+    with connection.cursor() as cursor:
+        return schema_catalog(cursor)
+
+
+def before_it() -> str:
+    """The migration this one depends on last (the lead may reorder the chain at merge)."""
+    loader = MigrationLoader(connection)
+    return loader.get_migration("awa_django", MIGRATION).dependencies[-1][1]
+
+
+def claim_reading(plans: list[str], limit: int) -> tuple[list[object], int]:
+    """The ids a claim took and the ready rows it read."""
+    plans.clear()
+    claimed = [row[0] for row in claim(limit)]
+    (claim_plan,) = [plan for plan in plans if "INSERT INTO awa.claim_receipts" in plan]
+    return claimed, rows_read(claim_plan, "ready_entries")
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_0027_reverses_and_applies_again(plan_log: list[str]) -> None:  # noqa: F811
+    installed = catalog()
+    job_ids = [
+        job_id
+        for commit in range(5)
+        for job_id in noop.enqueue_many([{"n": commit * 100 + i} for i in range(100)])
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute("SET auto_explain.log_analyze = on")
+
+    call_command("migrate", "awa_django", before_it(), verbosity=0)
+    assert sql.migration(MIGRATION, "down").count("CREATE OR REPLACE FUNCTION") == 1
+    assert claim_reading(plan_log, 10) == (job_ids[:10], 5 * 10)
+
+    call_command("migrate", "awa_django", verbosity=0)
+    assert catalog() == installed
+    assert claim_reading(plan_log, 10) == (job_ids[10:20], 10)
