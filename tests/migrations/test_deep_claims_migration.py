@@ -8,11 +8,10 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 from django.db import connection
-from django.db.migrations.loader import MigrationLoader
 
 from awa_django import sql
 from tests.jobs import noop
-from tests.migrations.catalog import schema_catalog
+from tests.migrations.catalog import current_catalog, migration_before
 from tests.storage.test_hot_path_plans import (  # noqa: F401 - plan_log is a fixture
     claim,
     plan_log,
@@ -20,17 +19,6 @@ from tests.storage.test_hot_path_plans import (  # noqa: F401 - plan_log is a fi
 )
 
 MIGRATION = "0027_deep_claims"
-
-
-def catalog() -> list[str]:
-    with connection.cursor() as cursor:
-        return schema_catalog(cursor)
-
-
-def before_it() -> str:
-    """The migration this one depends on last (the lead may reorder the chain at merge)."""
-    loader = MigrationLoader(connection)
-    return loader.get_migration("awa_django", MIGRATION).dependencies[-1][1]
 
 
 def claim_reading(plans: list[str], limit: int) -> tuple[list[object], int]:
@@ -43,7 +31,7 @@ def claim_reading(plans: list[str], limit: int) -> tuple[list[object], int]:
 
 @pytest.mark.usefixtures("awa_db")
 def test_0027_reverses_and_applies_again(plan_log: list[str]) -> None:  # noqa: F811
-    installed = catalog()
+    installed = current_catalog()
     job_ids = [
         job_id
         for commit in range(5)
@@ -52,10 +40,10 @@ def test_0027_reverses_and_applies_again(plan_log: list[str]) -> None:  # noqa: 
     with connection.cursor() as cursor:
         cursor.execute("SET auto_explain.log_analyze = on")
 
-    call_command("migrate", "awa_django", before_it(), verbosity=0)
+    call_command("migrate", "awa_django", migration_before(MIGRATION), verbosity=0)
     assert sql.migration(MIGRATION, "down").count("CREATE OR REPLACE FUNCTION") == 1
     assert claim_reading(plan_log, 10) == (job_ids[:10], 5 * 10)
 
     call_command("migrate", "awa_django", verbosity=0)
-    assert catalog() == installed
+    assert current_catalog() == installed
     assert claim_reading(plan_log, 10) == (job_ids[10:20], 10)
