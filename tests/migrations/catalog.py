@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connection
+from django.db.migrations.loader import MigrationLoader
+
 CATALOG_SQL = """
 WITH ns AS (SELECT oid FROM pg_namespace WHERE nspname = 'awa'),
 rels AS (
@@ -59,3 +62,15 @@ def schema_catalog(cursor: Any) -> list[str]:
     """The catalog of schema ``awa`` seen through ``cursor`` (Django's or psycopg's)."""
     cursor.execute(CATALOG_SQL)
     return [row[0] for row in cursor.fetchall()]
+
+
+def current_catalog() -> list[str]:
+    """The catalog of the test database's awa schema, as it stands."""
+    with connection.cursor() as cursor:
+        return schema_catalog(cursor)
+
+
+def migration_before(migration: str) -> str:
+    """The migration ``migration`` depends on last (the lead may reorder the chain at merge)."""
+    loader = MigrationLoader(connection)
+    return str(loader.get_migration("awa_django", migration).dependencies[-1][1])

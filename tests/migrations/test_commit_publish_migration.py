@@ -8,42 +8,29 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
-from django.db.migrations.loader import MigrationLoader
 
 import awa_django as awa
 from tests.commit_statements import statements_at_commit
 from tests.jobs import noop
-from tests.migrations.catalog import schema_catalog
+from tests.migrations.catalog import current_catalog, migration_before
 
 MIGRATION = "0026_commit_publish"
 
 
-def catalog() -> list[str]:
-    with connection.cursor() as cursor:
-        return schema_catalog(cursor)
-
-
-def before_it() -> str:
-    """The migration this one depends on last (the lead may reorder the chain at merge)."""
-    loader = MigrationLoader(connection)
-    return loader.get_migration("awa_django", MIGRATION).dependencies[-1][1]
-
-
 @pytest.mark.usefixtures("awa_db")
 def test_0026_reverses_and_applies_again():
-    installed = catalog()
+    installed = current_catalog()
     ids: list[int] = []
     # A first job makes sure of the lane outside the counted transaction.
     ids.append(awa.enqueue(noop, args={"n": 0}))
 
-    call_command("migrate", "awa_django", before_it(), verbosity=0)
+    call_command("migrate", "awa_django", migration_before(MIGRATION), verbosity=0)
     three = statements_at_commit(lambda: ids.append(awa.enqueue(noop, args={"n": 1})))
     assert len(three) >= 3, three
     assert awa.get_job(ids[-1]).state == "available"
 
     call_command("migrate", "awa_django", verbosity=0)
-    assert catalog() == installed
+    assert current_catalog() == installed
     one = statements_at_commit(lambda: ids.append(awa.enqueue(noop, args={"n": 2})))
     assert len(one) == 1, one
     assert [job.state for job in awa.get_jobs(ids)] == ["available"] * 3

@@ -215,6 +215,35 @@ def test_claim_and_close_probe_one_row_per_job_however_much_the_ring_retains(
     assert rows_read(close_plan, "claim_receipts") == 500
 
 
+@pytest.mark.usefixtures("awa_db")
+def test_a_claim_behind_many_large_commits_reads_about_its_limit(
+    plan_log: list[str],
+) -> None:
+    # A backlog enqueued in bulk calls: every commit ahead of the lane's cursor holds more rows
+    # than a claim takes. A claim reads the rows it takes, across a commit boundary too, not up
+    # to its limit from each of the commits ahead.
+    job_ids = [
+        job_id
+        for commit in range(30)
+        for job_id in noop.enqueue_many([{"n": commit * 500 + i} for i in range(500)])
+    ]
+    assert close_completed(claim(64)) == 64  # plans the claim's statements
+    with connection.cursor() as cursor:
+        cursor.execute("SET auto_explain.log_analyze = on")
+    claimed: list[object] = []
+    read: list[int] = []
+    # Eight claims of 64 from position 64 on: the seventh crosses into the second commit.
+    for _ in range(8):
+        plan_log.clear()
+        batch = claim(64)
+        assert close_completed(batch) == 64
+        claimed += [row[0] for row in batch]
+        (claim_plan,) = [plan for plan in plan_log if "INSERT INTO awa.claim_receipts" in plan]
+        read.append(rows_read(claim_plan, "ready_entries"))
+    assert claimed == job_ids[64 : 64 + 8 * 64]
+    assert read == [64] * 8, read
+
+
 LOCKED_RING_PARTITIONS = """
 SELECT DISTINCT regexp_replace(c.relname, '_[0-9]+$', '')
   FROM pg_locks l JOIN pg_class c ON c.oid = l.relation

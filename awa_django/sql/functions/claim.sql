@@ -562,6 +562,12 @@ BEGIN
                      LIMIT v_remaining + 1) u
                  WHERE v_settled OR u.behind = v_expect OR u.commit_seq <= v_pass_to
             ), candidates AS (
+                -- The lane's next rows in claim order, without an ORDER BY: the lateral join
+                -- can only run as a nested loop, which emits the commits in usable's order
+                -- (its LIMIT keeps its ORDER BY) and each commit's rows in lane_seq order, so
+                -- the LIMIT stops after the rows it takes. Sorting here made the claim read up
+                -- to its limit from each of the commits ahead (a backlog enqueued in bulk
+                -- calls) and keep the first; picked and the claim's result put these in order.
                 SELECT u.commit_seq, r.*,
                        awa.effective_priority(r.priority, r.run_at, p_aging_s) AS effective
                   FROM usable u
@@ -583,7 +589,6 @@ BEGIN
                                 AND t.lane_seq BETWEEN u.first_seq AND u.last_seq)
                        ORDER BY r.lane_seq
                        LIMIT v_remaining) r
-                 ORDER BY u.commit_seq, r.lane_seq
                  LIMIT CASE WHEN p_sequential THEN 1 ELSE v_remaining END
             ), picked AS (
                 -- The lane's FIFO prefix within the bound: the first row past it ends the take.
