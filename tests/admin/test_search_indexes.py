@@ -9,7 +9,7 @@ import re
 from datetime import timedelta
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.urls import reverse
 
 import awa_django as awa
@@ -108,6 +108,27 @@ def test_the_search_statement_reads_the_indexes(awa_db):
         assert scans and all(node["Node Type"] == "Bitmap Heap Scan" for node in scans), params
         used = [node["Index Name"] for node in plan if node["Node Type"] == "Bitmap Index Scan"]
         assert any(name.startswith(index) for name in used), (params, used)
+
+
+def test_an_enqueue_leaves_the_pending_list_to_vacuum(awa_db):
+    # An enqueue appends each job's argument keys to the ring's index's pending list; past the
+    # list's limit the enqueuing statement itself would merge the whole list into the index.
+    # The limit of the indexes an enqueue writes is their own (migration 0028), not the
+    # server's: under a server set to the smallest limit there is, nothing is merged.
+    jobs = 8_000
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
+        cursor.execute("SET LOCAL gin_pending_list_limit = 64")
+        newer_jobs(jobs)
+        cursor.execute(
+            "SELECT sum((pgstatginindex(i.inhrelid)).pending_tuples),"
+            "       sum((pgstatginindex(i.inhrelid)).pending_pages) FROM pg_inherits i"
+            " WHERE i.inhparent = 'awa.ready_entries_args'::regclass"
+        )
+        pending, pages = cursor.fetchone()
+        # Past the 64 kB the server allows, and every job's entries still pending.
+        assert pending == jobs and pages * 8192 > 64 * 1024
+        transaction.set_rollback(True)
 
 
 def datalist(content: str, name: str) -> list[str]:

@@ -1,0 +1,21 @@
+"""The search indexes' pending lists are merged by autovacuum, not by enqueues (#32, #36): the
+ready ring's partitions are vacuumed after a fixed number of new rows, and the GIN indexes an
+enqueue writes (arguments and tags of the ready ring and the backlog) get a pending-list limit
+above what accumulates between two such vacuums (``sql/migrations/0028_search_index_cost``).
+
+Only storage options change. The reverse resets them to the server's settings.
+"""
+
+from django.db import migrations
+
+from awa_django import sql
+
+
+class Migration(migrations.Migration):
+    dependencies = [("awa_django", "0026_commit_publish")]
+    operations = [
+        migrations.RunSQL(
+            sql=sql.migration("0028_search_index_cost", "up"),
+            reverse_sql=sql.migration("0028_search_index_cost", "down"),
+        ),
+    ]
