@@ -1,9 +1,9 @@
 """The search indexes' pending lists are merged by autovacuum, not by enqueues (#32, #36): the
-ready ring's partitions are vacuumed after a fixed number of new rows, and the GIN indexes an
-enqueue writes (arguments and tags of the ready ring and the backlog) get a pending-list limit
-above what accumulates between two such vacuums (``sql/migrations/0028_search_index_cost``).
+GIN indexes an enqueue writes (arguments and tags of the ready ring and the backlog) get a
+pending-list limit of their own, above what accumulates between two autovacuum visits
+(``sql/migrations/0028_search_index_cost``).
 
-Only storage options change. The reverse resets them to the server's settings.
+Only storage options change. The reverse resets them to the server's setting.
 """
 
 from django.db import migrations
