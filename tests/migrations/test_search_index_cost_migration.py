@@ -7,11 +7,10 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 from django.db import connection
-from django.db.migrations.loader import MigrationLoader
 
 import awa_django as awa
 from tests.jobs import noop
-from tests.migrations.catalog import schema_catalog
+from tests.migrations.catalog import current_catalog, migration_before
 
 MIGRATION = "0028_search_index_cost"
 # Every partition of the ready ring's argument and tag indexes, and the backlog's two.
@@ -31,29 +30,18 @@ def options() -> dict[str, list[str] | None]:
         return dict(cursor.fetchall())
 
 
-def catalog() -> list[str]:
-    with connection.cursor() as cursor:
-        return schema_catalog(cursor)
-
-
-def before_it() -> str:
-    """The migration this one depends on last (the lead may reorder the chain at merge)."""
-    loader = MigrationLoader(connection)
-    return loader.get_migration("awa_django", MIGRATION).dependencies[-1][1]
-
-
 @pytest.mark.usefixtures("awa_db")
 def test_0028_reverses_and_applies_again():
-    installed = catalog()
+    installed = current_catalog()
     set_ = options()
     assert len(set_) == 4 * 2 + 2
     assert set(map(tuple, set_.values())) == {("gin_pending_list_limit=32768",)}
 
-    call_command("migrate", "awa_django", before_it(), verbosity=0)
+    call_command("migrate", "awa_django", migration_before(MIGRATION), verbosity=0)
     assert set(options().values()) == {None}
     job = awa.enqueue(noop, args={"n": 1})
     assert awa.get_job(job).state == "available"
 
     call_command("migrate", "awa_django", verbosity=0)
-    assert catalog() == installed
+    assert current_catalog() == installed
     assert options() == set_
