@@ -35,7 +35,7 @@ def test_0028_reverses_and_applies_again():
     installed = current_catalog()
     set_ = options()
     assert len(set_) == 4 * 2 + 2
-    assert set(map(tuple, set_.values())) == {("gin_pending_list_limit=32768",)}
+    assert set(map(tuple, set_.values())) == {("gin_pending_list_limit=16384",)}
 
     call_command("migrate", "awa_django", migration_before(MIGRATION), verbosity=0)
     assert set(options().values()) == {None}

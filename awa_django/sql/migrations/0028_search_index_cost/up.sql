@@ -24,9 +24,9 @@ BEGIN
          WHERE i.inhparent IN ('awa.ready_entries_args'::regclass,
                                'awa.ready_entries_tags'::regclass)
     LOOP
-        EXECUTE format('ALTER INDEX %s SET (gin_pending_list_limit = 32768)', idx);
+        EXECUTE format('ALTER INDEX %s SET (gin_pending_list_limit = 16384)', idx);
     END LOOP;
 END
 $$;
-ALTER INDEX awa.deferred_jobs_args SET (gin_pending_list_limit = 32768);
-ALTER INDEX awa.deferred_jobs_tags SET (gin_pending_list_limit = 32768);
+ALTER INDEX awa.deferred_jobs_args SET (gin_pending_list_limit = 16384);
+ALTER INDEX awa.deferred_jobs_tags SET (gin_pending_list_limit = 16384);
