@@ -12,7 +12,7 @@ from awa_django import sql
 
 
 class Migration(migrations.Migration):
-    dependencies = [("awa_django", "0026_commit_publish")]
+    dependencies = [("awa_django", "0027_deep_claims")]
     operations = [
         migrations.RunSQL(
             sql=sql.migration("0028_search_index_cost", "up"),
