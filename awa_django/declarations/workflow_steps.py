@@ -253,7 +253,15 @@ class StepResolver:
         # Options are compared by value (a step's own EnqueueOptions is a new one even when
         # equal); the job by identity, which the steps keep alive while the workflow resolves.
         # Options holding a list or a dict cannot be compared that way: resolved each time.
-        key: Hashable | None = (kind, id(job), options, priority_range)
+        # The numbers' types are part of the key: True and 1.0 equal 1, but are refused.
+        key: Hashable | None = (
+            kind,
+            id(job),
+            options,
+            type(options.priority),
+            type(options.max_attempts),
+            priority_range,
+        )
         try:
             return self._options[key]
         except KeyError:

@@ -19,6 +19,7 @@ from django.db import connection, transaction
 
 import awa_django as awa
 from awa_django.declarations.enqueue_options import EnqueueOptions
+from awa_django.exceptions import InvalidJob
 from awa_django.telemetry import get_telemetry
 from awa_django.testing import run_jobs, work_one
 from tests.workflows.jobs import acollect, add, collect, split
@@ -221,3 +222,15 @@ def test_a_workflow_captures_the_trace_context_once_for_all_its_steps(monkeypatc
     assert len(calls) == 1
     awa.enqueue(add, args={"x": 1})  # a plain enqueue still captures its own
     assert len(calls) == 2
+
+
+@pytest.mark.usefixtures("awa_db")
+@pytest.mark.parametrize("option", ["priority", "max_attempts"])
+@pytest.mark.parametrize("bad", [True, 1.0], ids=["bool", "float"])
+def test_options_equal_to_a_resolved_step_s_are_still_checked(option: str, bad: object):
+    # True and 1.0 equal 1 (and hash alike): sharing the first step's resolution would let
+    # them through, where a step of their own is refused.
+    workflow = awa.Workflow().step("good", add, args={"x": 1}, **{option: 1})
+    with pytest.raises(InvalidJob) as refused:
+        workflow.step("bad", add, args={"x": 2}, **{option: bad}).enqueue()
+    assert refused.value.field == f"steps.bad.{option}"
