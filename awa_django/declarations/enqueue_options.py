@@ -80,9 +80,12 @@ class EnqueueOptions:
         *,
         on_conflict: OnConflict = "raise",
         priority_range: tuple[int, int] = (PRIORITY_MIN, PRIORITY_MAX),
+        trace_context: Mapping[str, str] | None = None,
     ) -> ResolvedOptions:
         """These options for a job of ``kind`` over the defaults of its handler ``job`` (None: no
-        handler in this process), validated; ``on_conflict`` is the call's default."""
+        handler in this process), validated; ``on_conflict`` is the call's default.
+        ``trace_context`` is the enqueue site's trace context when the caller captured it
+        already (``capture_trace_context``); None captures it here."""
         base = job.defaults if job is not None else NO_OPTIONS
         unique = _first(self.unique, base.unique)
         if unique is not None and not isinstance(unique, Unique):
@@ -116,7 +119,10 @@ class EnqueueOptions:
         if ordering_key is not None:
             meta[ORDERING_KEY_METADATA] = check_ordering_key(ordering_key)
         # The enqueue site's trace context, so the job's span continues this trace.
-        get_telemetry().inject(meta)
+        if trace_context is None:
+            get_telemetry().inject(meta)
+        else:
+            meta.update(trace_context)
         tags = check_tags(_first(self.tags, base.tags))
         return ResolvedOptions(
             kind=kind,
@@ -162,6 +168,14 @@ class ResolvedOptions:
 
 # The options of a call that passes none: every default applies.
 NO_OPTIONS = EnqueueOptions()
+
+
+def capture_trace_context() -> dict[str, str]:
+    """The active trace context as it goes into a job's metadata (empty when no span is
+    active): what several jobs enqueued at one site, a workflow's steps, share."""
+    context: dict[str, str] = {}
+    get_telemetry().inject(context)
+    return context
 
 
 def _first(given: Any, default: Any, fallback: Any = None) -> Any:

@@ -7,12 +7,19 @@ before anything is written. Also what validates a step a running step adds
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from typing import Any, cast
 
-from awa_django.declarations.enqueue_options import EnqueueOptionArgs, EnqueueOptions
+from awa_django.conf import PRIORITY_MAX, PRIORITY_MIN
+from awa_django.declarations.enqueue_options import (
+    NO_OPTIONS,
+    EnqueueOptionArgs,
+    EnqueueOptions,
+    ResolvedOptions,
+    capture_trace_context,
+)
 from awa_django.declarations.exact_json import check_text, moved
 from awa_django.declarations.jobs import DeclaredJob
 from awa_django.declarations.priorities import STORED_PRIORITY_MAX, STORED_PRIORITY_MIN
@@ -33,7 +40,8 @@ class Call:
 
     job: StepJob
     args: Mapping[str, Any] | None = None
-    options: EnqueueOptions = field(default_factory=EnqueueOptions)
+    # Frozen, so one value serves every call that gives no options.
+    options: EnqueueOptions = NO_OPTIONS
 
 
 def call(job: StepJob, /, **args: Any) -> Call:
@@ -71,7 +79,9 @@ def make_step(
     if isinstance(job, Call) and args is not None:
         made = replace(made, args={**(job.args or {}), **args})
     merged = (options or made.options).using(**changes)
-    return Step(name, replace(made, options=merged), tuple(after), tuple(ignore))
+    if merged is not made.options:
+        made = replace(made, options=merged)
+    return Step(name, made, tuple(after), tuple(ignore))
 
 
 def check_acyclic(steps: Sequence[Step]) -> None:
@@ -122,28 +132,28 @@ def task_job(call: Call) -> tuple[str, Mapping[str, Any], EnqueueOptions]:
 @dataclass(frozen=True, slots=True)
 class ResolvedStep:
     """A step validated: its job's options resolved and its arguments bound, each kept as the
-    JSON text they were encoded to once."""
+    JSON text they were encoded to once. Steps that run the same job with the same options
+    share their ``options`` and ``options_json``."""
 
     step: Step
-    kind: str
-    queue: str
-    priority: int
-    max_attempts: int
+    options: ResolvedOptions
+    # The options as members of the step's JSON description (kind, queue, priority,
+    # max_attempts, metadata, tags).
+    options_json: str
     args_json: str
-    metadata_json: str
-    tags: tuple[str, ...]
 
     def spec(self) -> dict[str, Any]:
         """The step's description as ``awa.workflow_graft`` reads it (an added step)."""
+        options = self.options
         return {
             "name": self.step.name,
-            "kind": self.kind,
-            "queue": self.queue,
-            "priority": self.priority,
+            "kind": options.kind,
+            "queue": options.queue,
+            "priority": options.priority,
             "args": json.loads(self.args_json),
-            "max_attempts": self.max_attempts,
-            "metadata": json.loads(self.metadata_json),
-            "tags": list(self.tags),
+            "max_attempts": options.max_attempts,
+            "metadata": json.loads(options.metadata_json),
+            "tags": list(options.tags),
             "after": list(self.step.after),
             "ignore": list(self.step.ignore),
             "on_failure": self.step.on_failure,
@@ -155,10 +165,8 @@ class ResolvedStep:
         and metadata again (#34)."""
         step = self.step
         return (
-            f'{{"name":{_quoted(step.name)},"kind":{_quoted(self.kind)},'
-            f'"queue":{_quoted(self.queue)},"priority":{int(self.priority)},'
-            f'"args":{self.args_json},"max_attempts":{int(self.max_attempts)},'
-            f'"metadata":{self.metadata_json},"tags":{_names(self.tags)},'
+            f'{{"name":{_quoted(step.name)},"args":{self.args_json},'
+            f"{self.options_json},"
             f'"after":{_names(step.after)},"ignore":{_names(step.ignore)},'
             f'"on_failure":{"true" if step.on_failure else "false"}}}'
         )
@@ -181,15 +189,39 @@ def _names(names: Sequence[str]) -> str:
     return f"[{','.join(_quoted(name) for name in names)}]" if names else "[]"
 
 
-def step_spec(step: Step) -> dict[str, Any]:
-    return resolve_step(step).spec()
+class StepResolver:
+    """Validates and resolves the steps of one workflow. What its steps share is worked out
+    once for all of them (#34): the enqueue site's trace context, the handler of each kind,
+    and the options of each distinct job and options (every member of a group, say); each
+    step's arguments are bound and encoded on their own."""
 
+    def __init__(self) -> None:
+        self._trace_context = capture_trace_context()
+        self._options: dict[Hashable, tuple[ResolvedOptions, str]] = {}
+        # Each kind or job the steps run, looked up in the registry once.
+        self._jobs: dict[str | DeclaredJob[Any, Any], tuple[str, DeclaredJob[Any, Any] | None]] = {}
 
-def resolve_step(step: Step) -> ResolvedStep:
-    prefix = f"steps.{step.name}"
-    try:
-        priorities: dict[str, Any] = {}
-        if is_task(step.call.job):
+    def resolve(self, step: Step) -> ResolvedStep:
+        prefix = f"steps.{step.name}"
+        try:
+            return self._resolve(step)
+        except InvalidJob as refusal:
+            # The refusal's message starts with its field, so the step's name goes in front.
+            if refusal.field:
+                raise InvalidJob(f"{prefix}.{refusal}", field=f"{prefix}.{refusal.field}") from None
+            raise InvalidJob(f"{prefix}: {refusal}", field=prefix) from None
+
+    def _resolve(self, step: Step) -> ResolvedStep:
+        priority_range = (PRIORITY_MIN, PRIORITY_MAX)
+        job_or_kind = step.call.job
+        if isinstance(job_or_kind, str | DeclaredJob):
+            found = self._jobs.get(job_or_kind)
+            if found is None:
+                found = self._jobs[job_or_kind] = resolve_job(job_or_kind)
+            kind, job = found
+            bound = bind_args(kind, job, step.call.args)
+            options = step.call.options
+        elif is_task(job_or_kind):
             kind_name, task_args, options = task_job(step.call)
             kind, job = resolve_job(kind_name)
             try:
@@ -198,38 +230,63 @@ def resolve_step(step: Step) -> ResolvedStep:
                 # Stored as {"args": [], "kwargs": {...}}: named as the step's args were given.
                 raise moved(refusal, "args.kwargs", "args") from None
             # Django's -100..100 priorities are stored past awa's native 1..4.
-            priorities["priority_range"] = (STORED_PRIORITY_MIN, STORED_PRIORITY_MAX)
-        elif isinstance(step.call.job, str | DeclaredJob):
-            kind, job = resolve_job(step.call.job)
-            bound = bind_args(kind, job, step.call.args)
-            options = step.call.options
+            priority_range = (STORED_PRIORITY_MIN, STORED_PRIORITY_MAX)
         else:
             raise InvalidJob(
-                f"job: a step runs an @awa.job, a kind or a django.tasks Task, "
-                f"got {step.call.job!r}",
+                f"job: a step runs an @awa.job, a kind or a django.tasks Task, got {job_or_kind!r}",
                 field="job",
             )
         if options.run_at is not None:
             raise InvalidJob("run_at: a step runs when its dependencies allow", field="run_at")
         if options.unique is not None or (job is not None and job.unique is not None):
             raise InvalidJob("unique: steps cannot be unique jobs", field="unique")
-        # Its unique is None (checked above): no copy of the options to clear it.
-        resolved = options.resolve(kind, job, **priorities)
-    except InvalidJob as refusal:
-        # The refusal's message starts with its field, so the step's name goes in front.
-        if refusal.field:
-            raise InvalidJob(f"{prefix}.{refusal}", field=f"{prefix}.{refusal.field}") from None
-        raise InvalidJob(f"{prefix}: {refusal}", field=prefix) from None
-    return ResolvedStep(
-        step=step,
-        kind=resolved.kind,
-        queue=resolved.queue,
-        priority=resolved.priority,
-        max_attempts=resolved.max_attempts,
-        args_json=bound.json,
-        metadata_json=resolved.metadata_json,
-        tags=tuple(resolved.tags),
-    )
+        resolved, options_json = self._options_of(kind, job, options, priority_range)
+        return ResolvedStep(step, resolved, options_json, bound.json)
+
+    def _options_of(
+        self,
+        kind: str,
+        job: DeclaredJob[Any, Any] | None,
+        options: EnqueueOptions,
+        priority_range: tuple[int, int],
+    ) -> tuple[ResolvedOptions, str]:
+        # Options are compared by value (a step's own EnqueueOptions is a new one even when
+        # equal); the job by identity, which the steps keep alive while the workflow resolves.
+        # Options holding a list or a dict cannot be compared that way: resolved each time.
+        # The numbers' types are part of the key: True and 1.0 equal 1, but are refused.
+        key: Hashable | None = (
+            kind,
+            id(job),
+            options,
+            type(options.priority),
+            type(options.max_attempts),
+            priority_range,
+        )
+        try:
+            return self._options[key]
+        except KeyError:
+            pass
+        except TypeError:
+            key = None
+        # Its unique is None (checked by the caller): no copy of the options to clear it.
+        resolved = options.resolve(
+            kind, job, priority_range=priority_range, trace_context=self._trace_context
+        )
+        found = (
+            resolved,
+            (
+                f'"kind":{_quoted(resolved.kind)},"queue":{_quoted(resolved.queue)},'
+                f'"priority":{int(resolved.priority)},"max_attempts":{int(resolved.max_attempts)},'
+                f'"metadata":{resolved.metadata_json},"tags":{_names(resolved.tags)}'
+            ),
+        )
+        if key is not None:
+            self._options[key] = found
+        return found
+
+
+def step_spec(step: Step) -> dict[str, Any]:
+    return StepResolver().resolve(step).spec()
 
 
 def added_step_spec(

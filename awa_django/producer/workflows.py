@@ -28,10 +28,10 @@ from awa_django.declarations.workflow_steps import (
     ResolvedStep,
     Step,
     StepJob,
+    StepResolver,
     call,
     check_acyclic,
     make_step,
-    resolve_step,
 )
 from awa_django.exceptions import AwaError, InvalidJob
 from awa_django.ops.actions import announce_finished, retry
@@ -74,11 +74,11 @@ def _refuse_other_databases(steps: list[ResolvedStep]) -> None:
     dependents in one transaction: a step on a queue of another database is refused."""
     conf = get_settings()
     for step in steps:
-        alias = conf.queue_database(step.queue)
+        alias = conf.queue_database(step.options.queue)
         if alias != conf.DATABASE_ALIAS:
             field = f"steps.{step.step.name}.queue"
             raise InvalidJob(
-                f"{field}: queue {step.queue!r} lives in database {alias!r}; a workflow's "
+                f"{field}: queue {step.options.queue!r} lives in database {alias!r}; a workflow's "
                 f"steps must all use queues of AWA['DATABASE_ALIAS'] ({conf.DATABASE_ALIAS!r})",
                 field=field,
             )
@@ -236,7 +236,8 @@ class WorkflowBuilder:
                         field=f"steps.{step.name}.ignore",
                     )
         check_acyclic(self.steps)
-        resolved = [resolve_step(step) for step in steps]
+        resolver = StepResolver()
+        resolved = [resolver.resolve(step) for step in steps]
         _refuse_other_databases(resolved)
         return resolved
 
@@ -254,7 +255,8 @@ class WorkflowBuilder:
         alias = get_settings().DATABASE_ALIAS
         # Every step's lanes, not only the first steps': a later step is released in the
         # transaction that completes its last dependency, which need not create lanes either.
-        for queue, priority in sorted({(step.queue, step.priority) for step in resolved}):
+        lanes = {(step.options.queue, step.options.priority) for step in resolved}
+        for queue, priority in sorted(lanes):
             ensure_lanes(alias, queue, priority)
         with reported_unmigrated(alias), connections[alias].cursor() as cursor:
             workflow_id, job_ids = run(cursor, storage.create_workflow(spec_json))

@@ -12,11 +12,15 @@ step from PostgreSQL's own statistics, and what a wide fan-in's release reads an
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from django.db import connection, transaction
 
 import awa_django as awa
+from awa_django.declarations.enqueue_options import EnqueueOptions
+from awa_django.exceptions import InvalidJob
+from awa_django.telemetry import get_telemetry
 from awa_django.testing import run_jobs, work_one
 from tests.workflows.jobs import acollect, add, collect, split
 
@@ -174,3 +178,59 @@ def test_the_spec_text_carries_every_option_of_a_root_and_of_a_held_step():
     state = awa.get_workflow(run.workflow_id)
     assert state.state == "completed"
     assert state.results == {first: 5, second: 6}
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_a_workflow_resolves_each_distinct_job_and_options_once(monkeypatch):
+    # A group's members share their job and options: resolved once for all of them, not once
+    # per step (#34). Steps whose options differ, or hold a list (tags), get their own.
+    calls: list[str] = []
+    resolve = EnqueueOptions.resolve
+
+    def counted(self: EnqueueOptions, kind: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(kind)
+        return resolve(self, kind, *args, **kwargs)
+
+    monkeypatch.setattr(EnqueueOptions, "resolve", counted)
+    workflow = awa.chord([awa.call(add, x=n) for n in range(40)], collect)
+    for n in range(3):
+        workflow = workflow.step(f"urgent-{n}", add, args={"x": n}, priority=1)
+    for n in range(2):
+        workflow = workflow.step(f"tagged-{n}", add, args={"x": n}, tags=[f"t{n}"])
+    run = workflow.enqueue()
+    assert sorted(calls) == ["wf.add", "wf.add", "wf.add", "wf.add", "wf.collect"]
+    # Each step still stored with its own options and arguments.
+    assert [awa.get_job(run.job_ids[str(n)]).args for n in (1, 40)] == [{"x": 0}, {"x": 39}]
+    assert {awa.get_job(run.job_ids[str(n)]).priority for n in range(1, 41)} == {2}
+    assert {awa.get_job(run.job_ids[f"urgent-{n}"]).priority for n in range(3)} == {1}
+    assert [awa.get_job(run.job_ids[f"tagged-{n}"]).tags for n in range(2)] == [["t0"], ["t1"]]
+    assert awa.get_job(run.job_ids["callback"]).kind == "wf.collect"
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_a_workflow_captures_the_trace_context_once_for_all_its_steps(monkeypatch):
+    telemetry = get_telemetry()
+    inject = type(telemetry).inject
+    calls: list[int] = []
+
+    def counted(self: Any, metadata: Any) -> None:
+        calls.append(1)
+        inject(self, metadata)
+
+    monkeypatch.setattr(type(telemetry), "inject", counted)
+    awa.chord([awa.call(add, x=n) for n in range(40)], collect).enqueue()
+    assert len(calls) == 1
+    awa.enqueue(add, args={"x": 1})  # a plain enqueue still captures its own
+    assert len(calls) == 2
+
+
+@pytest.mark.usefixtures("awa_db")
+@pytest.mark.parametrize("option", ["priority", "max_attempts"])
+@pytest.mark.parametrize("bad", [True, 1.0], ids=["bool", "float"])
+def test_options_equal_to_a_resolved_step_s_are_still_checked(option: str, bad: object):
+    # True and 1.0 equal 1 (and hash alike): sharing the first step's resolution would let
+    # them through, where a step of their own is refused.
+    workflow = awa.Workflow().step("good", add, args={"x": 1}, **{option: 1})
+    with pytest.raises(InvalidJob) as refused:
+        workflow.step("bad", add, args={"x": 2}, **{option: bad}).enqueue()
+    assert refused.value.field == f"steps.bad.{option}"
