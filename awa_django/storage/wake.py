@@ -19,9 +19,15 @@ def arm_wake(*, queue: str, candidate: bool) -> Statement[str]:
 
 def release_wake(*, queue: str, armed: bool) -> Statement[None]:
     """Give back ``queue``'s candidate lock, and its wake lock when ``armed``, and wake the
-    queue's other workers so that one of them takes over waiting."""
+    queue's other workers (on the handover channel) so that one of them takes over waiting."""
     params = {"queue": queue, "armed": armed}
     return Statement(sql=_SQL["release_wake"], params=params, read=nothing)
+
+
+def disarm_wake(*, queue: str) -> Statement[None]:
+    """Give back ``queue``'s wake lock but keep its candidate lock: producers stop notifying,
+    and the other processes keep sleeping behind this one's candidacy."""
+    return Statement(sql=_SQL["disarm_wake"], params={"queue": queue}, read=nothing)
 
 
 def _locks_won(rows: list[Any]) -> tuple[bool, list[str]]:

@@ -236,6 +236,14 @@ class Dispatcher:
         self._notified = True
         self._wakeup.set()
 
+    def notified(self) -> None:
+        """A NOTIFY of new work for this queue: wakes the loop unless it sleeps behind another
+        process's candidacy. That process was woken by the same notification and claims; every
+        listener claiming for each commit was an idle fleet's thundering herd (#37). Should the
+        candidate's claim fill, it hands over (``IdleWait.found_work``) and this one is poked."""
+        if not self._idle_wait.behind_candidate:
+            self.poke()
+
     def set_concurrency(self, concurrency: int | None) -> None:
         """Run at most ``concurrency`` jobs at once from now on (None: the configured number;
         in weighted mode, a cap on this queue's share). Running jobs are never stopped."""
@@ -307,7 +315,15 @@ class Dispatcher:
             for job in jobs:
                 self._start(job)
             if jobs:
-                self._idle_wait.found_work()
+                # A claim that filled its permits wakes the others; one with slots left keeps
+                # this process the queue's candidate, which the next notification wakes alone,
+                # unless something else may hold its next claim back (permits shared with other
+                # queues, a rate limit) while the others would claim.
+                self._idle_wait.found_work(
+                    hand_over=full
+                    or self._rate_limit is not None
+                    or not isinstance(self.permits, Permits)
+                )
             if full:
                 continue
             if self._throttled_for_s is not None:

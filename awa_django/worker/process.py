@@ -347,6 +347,11 @@ class WorkerProcess:
     def _on_notify(self, queue: str) -> None:
         dispatcher = self._dispatchers.by_queue.get(queue)
         if dispatcher is not None:
+            dispatcher.notified()
+
+    def _on_handover(self, queue: str) -> None:
+        dispatcher = self._dispatchers.by_queue.get(queue)
+        if dispatcher is not None:
             dispatcher.poke()
 
     def _on_listening(self) -> None:
@@ -392,6 +397,7 @@ class WorkerProcess:
             )
         notifier = Notifier(
             on_queue=self._on_notify,
+            on_handover=self._on_handover,
             on_cancel=self._on_cancel,
             on_callback=None if self._callbacks is None else self._callbacks.wake,
             on_control=self._on_control,

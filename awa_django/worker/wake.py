@@ -12,12 +12,15 @@ A dispatcher that just had work does not wait at once (``IdleWait``): for a few 
 it polls, every 1, 2, then 4 ms, so a steady stream of jobs is claimed without any notification
 and its producers commit in parallel. Only once nothing came for ``HOT_WINDOW_S`` does it take
 the wake lock and sleep until a notification or the poll interval. One process per queue holds
-the lock (the candidate); the others sleep too, and wake with it, since every listener gets
-every notification. When the candidate stops waiting (it got work), giving its locks back
-notifies the queue, so that the others claim and one of them takes over waiting; they need not
-poll meanwhile, which is what an idle fleet would otherwise spend its statements on (#37). Only
-a candidate that dies without giving its locks back leaves them sleeping, for
-``TAKEN_RETRY_POLLS`` poll intervals at most.
+the lock (the candidate); the others sleep too. Every listener gets every notification, but
+only the candidate claims for a producer's: the others claiming too, nearly all of them for
+nothing, was a fleet's thundering herd (#37). A candidate whose claim brings work and leaves it
+slots stays the candidate (it only stops the producers' notifications while it polls). One
+whose claim fills its slots gives its locks back, which notifies the queue's handover channel:
+the others claim and one of them takes over waiting; they need not poll meanwhile, which is
+what an idle fleet would otherwise spend its statements on (#37). Only a candidate that dies
+without giving its locks back leaves them sleeping, until the process's session tries find its
+lock free (``TAKEN_RETRY_POLLS`` poll intervals at most without them).
 """
 
 from __future__ import annotations
@@ -107,6 +110,26 @@ class WakeLocks:
             logger.warning("wake lock session failed; polling until it is back", exc_info=True)
             self._held.clear()
             return WakeState.UNAVAILABLE
+
+    def disarm(self, queue: str) -> None:
+        """Stop waiting for ``queue`` (commits stop notifying) but stay its candidate, without
+        waiting for it; nothing to do unless this process waits for it."""
+        if self._held.get(queue):
+            # Said at once, so that the next arm takes the wake lock again (the statements run
+            # in order on the session).
+            self._held[queue] = False
+            task = asyncio.ensure_future(self._disarm(queue, self._generation))
+            self._releases.add(task)
+            task.add_done_callback(self._releases.discard)
+
+    async def _disarm(self, queue: str, generation: int) -> None:
+        try:
+            async with self._session.use() as conn:
+                if self._session.generation == generation:
+                    await run_async(conn, storage.disarm_wake(queue=queue))
+        except Exception:
+            logger.warning("wake lock session failed", exc_info=True)
+            self._held.clear()
 
     def release(self, queue: str) -> None:
         """Stop waiting for ``queue`` (commits stop notifying) and stop being its candidate,
@@ -200,16 +223,29 @@ class IdleWait:
         self._last_work = 0.0
         self._hot_poll_s = HOT_FIRST_POLL_S
         self._armed = False
+        self._behind = False
 
-    def found_work(self) -> None:
+    @property
+    def behind_candidate(self) -> bool:
+        """Asleep while another process is the queue's candidate: producers' notifications are
+        that process's to answer, only its handover wakes this one."""
+        return self._behind
+
+    def found_work(self, *, hand_over: bool = True) -> None:
         """The last claim brought jobs (and they have started): poll again soon if it leaves
-        permits free, and stop waiting for notifications. Giving the locks back here, after the
+        permits free, and stop waiting for notifications. ``hand_over``: give the candidacy
+        back too, waking the processes asleep behind it (the claim filled its permits: more
+        work is likely, and this process may have no slot for it); else stay the candidate, so
+        that the next commit wakes this process alone. Giving the locks back here, after the
         jobs started, keeps that round trip off the path from a notification to the handlers."""
         self._last_work = time.monotonic()
         self._hot_poll_s = HOT_FIRST_POLL_S
         if self._locks is not None:
             self._armed = False
-            self._locks.release(self._queue)
+            if hand_over:
+                self._locks.release(self._queue)
+            else:
+                self._locks.disarm(self._queue)
 
     async def sleep(self, wakeup: asyncio.Event, stopping: asyncio.Event) -> None:
         """Return when the dispatcher should claim again."""
@@ -240,15 +276,21 @@ class IdleWait:
             if state is WakeState.UNAVAILABLE:
                 await wait_for_any(wakeup, stopping, timeout=UNAVAILABLE_POLL_S)
                 return
-            # Another process is the candidate: it wakes this one with every notification, and
-            # when it stops waiting (release_wake notifies).
+            # Another process is the candidate: it answers the producers' notifications, and
+            # wakes this one when it hands over (release_wake notifies).
             tries = self._locks.tries
-            if tries is not None:
-                # Its death, the one thing that would not wake this one, is what the process's
-                # session tries look for, on their schedule (core.session_tries).
-                await self._locks.wait_taken(self._queue, wakeup, stopping, tries)
-                return
-            await wait_for_any(wakeup, stopping, timeout=self._poll_interval_s * TAKEN_RETRY_POLLS)
+            self._behind = True
+            try:
+                if tries is not None:
+                    # Its death, the one thing that would not wake this one, is what the
+                    # process's session tries look for, on their schedule (core.session_tries).
+                    await self._locks.wait_taken(self._queue, wakeup, stopping, tries)
+                    return
+                await wait_for_any(
+                    wakeup, stopping, timeout=self._poll_interval_s * TAKEN_RETRY_POLLS
+                )
+            finally:
+                self._behind = False
             if wakeup.is_set() or stopping.is_set():
                 return
             # The intervals passed without a notification: as long as the candidate lock

@@ -23,7 +23,7 @@ def test_every_measurement_is_taken(tmp_path: Path) -> None:
     output = tmp_path / "fleet.json"
     argv = [
         sys.executable, "-m", "benchmarks.fleet", "--workers", "3", "--concurrency", "2",
-        "--queue-counts", "1", "2", "--jobs", "300", "--idle-seconds", "2",
+        "--queue-counts", "1", "2", "--jobs", "300", "--idle-seconds", "2", "--idle-warmup", "1",
         "--drain-timeout", "120", "--sample-interval", "0.1", "--output", str(output),
     ]  # fmt: skip
     env = {
@@ -44,6 +44,7 @@ def test_every_measurement_is_taken(tmp_path: Path) -> None:
         assert cell["connections"].get("awa_worker_session", 0) == 3
         assert cell["idle"]["transactions_per_s"] > 0
         assert cell["idle"]["server_cpu_share_of_a_core"] is not None
+        assert cell["idle"]["warmup_s"] == 1
         assert 0 < cell["failover"]["seconds"] < 30, cell["failover"]
         assert cell["drain_fleet_s"] > 0 and cell["drain_single_s"] > 0
         for drained in (cell["drain_fleet"], cell["drain_single"]):

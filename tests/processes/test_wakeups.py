@@ -14,6 +14,7 @@ from django.db import connection
 import awa_django as awa
 from tests.callbacks.helpers import wait_for_state, wait_for_token
 from tests.conftest import wait_until
+from tests.processes.test_idle_cost import commits
 
 POLL = {"AWA_OVERRIDES": json.dumps({"POLL_INTERVAL_S": 30})}
 
@@ -161,3 +162,40 @@ def test_a_candidate_that_dies_is_replaced_by_the_session_tries(worker_process):
     job_id = awa.enqueue("tests.record", args={"n": 1})
     wait_until(lambda: awa.get_job(job_id).state == "completed", timeout=10)
     assert started_after_commit(job_id) < 2.0
+
+
+def test_a_commit_into_an_idle_fleet_wakes_its_candidate_alone(worker_process):
+    # Eight idle workers, and jobs enqueued one at a time. Every worker gets every NOTIFY; when
+    # each of them claimed for it, a job into an idle fleet cost about three statements per
+    # worker (a claim, a claim waiting its turn at the lane, a try of the candidate lock), all
+    # but one for nothing (#37). Only the queue's candidate claims for a commit now, and stays
+    # the candidate while its claims leave it slots, so a job costs a few transactions
+    # whatever the fleet's size, and still starts without waiting for a poll (30 s here).
+    workers = [worker_process("--queue", "default=2", env=POLL) for _ in range(8)]
+    for worker in workers:
+        worker.wait_ready()
+    wait_until(lambda: any("became maintenance leader" in w.output for w in workers))
+    time.sleep(2)  # past start-up: every dispatcher has gone idle
+
+    def committed_over(window_s: float, enqueue: int) -> tuple[int, list[int]]:
+        # Commits on the database over the window (pg_stat_database), enqueueing a job every
+        # 0.3 s at its start; nothing else is read meanwhile. The window outlasts the time an
+        # idle backend keeps its statistics before reporting them.
+        before, started = commits(), time.monotonic()
+        job_ids = []
+        for n in range(enqueue):
+            job_ids.append(awa.enqueue("tests.record", args={"n": n}))
+            time.sleep(0.3)
+        time.sleep(window_s - (time.monotonic() - started))
+        return commits() - before, job_ids
+
+    idle, _ = committed_over(14, 0)
+    busy, job_ids = committed_over(14, 10)
+    assert all(awa.get_job(j).state == "completed" for j in job_ids)
+    assert max(started_after_commit(j) for j in job_ids) < 2.0
+    per_job = (busy - idle) / len(job_ids)
+    print("transactions per job", per_job, "idle window", idle)
+    # Per job: its enqueue, the candidate's claims and wake-lock statements, the handler's
+    # connection and write, the close: under 20 here, where every worker claiming for each
+    # commit made it over 50.
+    assert per_job < 30, per_job

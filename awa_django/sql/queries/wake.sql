@@ -19,14 +19,21 @@ SELECT CASE
        END AS state
 
 -- name: release_wake
--- Gives back the queue's wake lock (when held) and candidate lock, and notifies the queue: the
--- other processes that sleep on it (they were not the candidate) claim, and one of them takes
--- over waiting, instead of polling in case this one stopped; also on a clean exit. The locks go
--- at once and the notification at commit, so whoever it wakes finds them free.
+-- Gives back the queue's wake lock (when held) and candidate lock, and notifies the queue's
+-- handover channel: the other processes that sleep on it (they were not the candidate, and
+-- producers' notifications do not wake them) claim, and one of them takes over waiting,
+-- instead of polling in case this one stopped; also on a clean exit. The locks go at once and
+-- the notification at commit, so whoever it wakes finds them free.
 SELECT CASE WHEN %(armed)s::boolean
             THEN pg_advisory_unlock(1096237385, hashtext(%(queue)s)) END,
        pg_advisory_unlock(1096237399, hashtext(%(queue)s)),
-       pg_notify('awa', %(queue)s)
+       pg_notify('awa_handover', %(queue)s)
+
+-- name: disarm_wake
+-- Gives back the queue's wake lock only, without a notification: the candidate got work but
+-- has slots left, so it stays the queue's candidate (the others keep sleeping) while producers
+-- stop notifying until it waits again (arm_wake with candidate true).
+SELECT pg_advisory_unlock(1096237385, hashtext(%(queue)s))
 
 -- name: try_session_locks
 -- One process's periodic tries, in one round trip (awa_django/core/session_tries.py, #37): the
