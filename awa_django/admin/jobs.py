@@ -386,7 +386,7 @@ class JobAdmin(OperatorAdmin):
 
     def missing_message(self, job_id: int) -> str:
         with awa_cursor() as cursor:
-            purged = purged_at(cursor, job_id)
+            purged = run(cursor, purged_at(job_id))
         if purged is not None:
             return (
                 f"Job {job_id} was purged from the dead-letter queue at"

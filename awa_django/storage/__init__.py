@@ -22,8 +22,8 @@ The planes and their modules:
   ``migration_state``
 
 Not statements yet: a COPY streams rows through its connection, so ``backlog.copy_deferred``
-and ``copy_text.copy_rows`` take the cursor; ``queue``, ``browse`` and ``dlq`` still have
-functions that take a connection (and ``jobs.get_jobs``, for ``browse``). The execution plane
+and ``copy_text.copy_rows`` take the cursor; ``queue`` and ``browse`` still have functions
+that take a connection. The execution plane
 (``execution``, ``lanes``, ``workflows``, ``eager``) is statements only: ``lanes.ensure_lanes``
 runs its statement on a short connection it opens itself.
 """

@@ -11,7 +11,7 @@ from django.db.backends.utils import CursorWrapper
 from awa_django.sql import queries
 from awa_django.storage import copy_text
 from awa_django.storage.copy_text import CopyBatch
-from awa_django.storage.statement import Statement, first_int
+from awa_django.storage.statement import Statement, first_int, ids
 
 _SQL = queries("backlog")
 
@@ -54,14 +54,10 @@ def seconds_until_next_due(*, queues: Sequence[str]) -> Statement[float | None]:
     return Statement(sql=_SQL["seconds_until_next_due"], params=params, read=_seconds)
 
 
-def _ids(rows: list[Any]) -> list[int]:
-    return [int(job_id) for (job_id,) in rows]
-
-
 def run_now(job_ids: Sequence[int]) -> Statement[list[int]]:
     """Make these scheduled or retryable jobs ready now, whatever their run_at; answers the ids
     moved (a job in another state, or held by a concurrent promotion or cancel, is not)."""
-    return Statement(sql=_SQL["run_now"], params={"job_ids": list(job_ids)}, read=_ids)
+    return Statement(sql=_SQL["run_now"], params={"job_ids": list(job_ids)}, read=ids)
 
 
 def _by_queue_and_kind(rows: list[Any]) -> dict[str, dict[str, int]]:

@@ -26,7 +26,7 @@ from psycopg.errors import QueryCanceled
 
 from awa_django.job_record import JobRecord
 from awa_django.sql import queries
-from awa_django.storage.jobs import JSON_COLUMNS, get_jobs
+from awa_django.storage.jobs import JSON_COLUMNS, jobs_by_id
 from awa_django.storage.statement import Statement, all_rows, rows_of, run
 
 _SQL = queries("browse")
@@ -274,7 +274,7 @@ def _list_jobs(
             return replace(page, count=every_id)
         return replace(page, count=_count(cursor, where.state, walk))
     window = _window_ids(cursor, walk, before if before is not None else _NO_CURSOR, limit + 1)
-    jobs = list(reversed(get_jobs(cursor, window[:limit]))) if window else []
+    jobs = list(reversed(run(cursor, jobs_by_id(window[:limit])))) if window else []
     return JobPage(jobs=jobs, next_before=window[limit - 1] if len(window) > limit else None)
 
 
@@ -370,7 +370,7 @@ def _list_in_state(
             every_id = len(ids)
         if not ids:
             break
-        records = {record.job_id: record for record in get_jobs(cursor, ids)}
+        records = {record.job_id: record for record in run(cursor, jobs_by_id(ids))}
         matches.extend(
             records[job_id]
             for job_id in ids

@@ -88,6 +88,11 @@ def first_text(rows: list[Any]) -> str:
     return str(rows[0][0])
 
 
+def ids(rows: list[Any]) -> list[int]:
+    """``read`` for a statement answering one id a row (job ids), in its order."""
+    return [int(row[0]) for row in rows]
+
+
 def any_row(rows: list[Any]) -> bool:
     """``read`` for a statement whose answer is whether it returned a row."""
     return bool(rows)
