@@ -37,7 +37,7 @@ from awa_django.models import DeadLetter
 from awa_django.ops import dlq
 from awa_django.storage.browse import suggestions
 from awa_django.storage.dlq import DlqFilter, count_matching, ring_held_ids
-from awa_django.storage.statement import run
+from awa_django.storage.statement import run, run_read
 
 PAGE_SIZE: Final = 50
 # The count above the list stops here ("More than 10,000"), as the Jobs page's state counts
@@ -252,7 +252,7 @@ class DeadLetterAdmin(OperatorAdmin):
         )
         job_id = form.cleaned_data.get("job_id") if form.is_valid() else None
         with awa_cursor() as cursor:
-            offered = suggestions(cursor)
+            offered = run_read(cursor, suggestions())
         return self.render(
             request,
             "dlq_list.html",

@@ -6,7 +6,8 @@ holds: ``statement.run`` on a Django cursor (enqueue, operator reads and actions
 callback resolutions, eager mode: the caller's transaction), ``statement.run_async`` on one of
 the worker's psycopg connections (the worker and the maintenance leader). Statements that must
 commit together are an ``Atomic`` (``run_atomic`` / ``run_atomic_async``); a multi-statement
-read is a tuple of statements the caller runs in order.
+read is a tuple of statements the caller runs in order, or, when each statement depends on the
+answers before it (the operator listings), a ``Read`` (``run_read``).
 
 The planes and their modules:
 
@@ -22,8 +23,8 @@ The planes and their modules:
   ``migration_state``
 
 Not statements yet: a COPY streams rows through its connection, so ``backlog.copy_deferred``
-and ``copy_text.copy_rows`` take the cursor; ``queue`` and ``browse`` still have functions
-that take a connection. The execution plane
+and ``copy_text.copy_rows`` take the cursor; ``queue`` still has functions that take a
+connection. The execution plane
 (``execution``, ``lanes``, ``workflows``, ``eager``) is statements only: ``lanes.ensure_lanes``
 runs its statement on a short connection it opens itself.
 """

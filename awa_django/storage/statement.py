@@ -14,7 +14,7 @@ jsonb columns, and ``run`` decodes them before the rows are made.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final, Generic, LiteralString, TypeVar
@@ -113,6 +113,33 @@ class Atomic(Generic[T_co]):
     last: Statement[T_co]
 
 
+# A read whose statements depend on the answers of those before it (a listing that walks an
+# index batch by batch): a generator that yields each statement, is sent its answer, and
+# returns the read's answer.
+Steps = Generator[Statement[Any], Any, T]
+
+
+def step(statement: Statement[T]) -> Steps[T]:
+    """The answer of ``statement`` in a read's steps (``yield from step(...)``), typed as the
+    statement's."""
+    answer: T = yield statement
+    return answer
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Read(Generic[T_co]):
+    """A read of several statements, each built from the answers before it.
+
+    ``plan`` (when given) sets planner settings for the read (``SET LOCAL``) and answers what
+    they were: the read then runs in one transaction (the caller's, when there is one), and
+    inside the caller's, ``restore`` puts the settings back after the read, so its later
+    statements are planned as before (outside, they end with the read's own)."""
+
+    steps: Callable[[], Steps[T_co]]
+    plan: Statement[Any] | None = None
+    restore: Callable[[Any], Statement[None]] | None = None
+
+
 # Cached: one ``rows`` per class, so that ``run_async`` keeps one psycopg factory for it.
 @cache
 def rows_of(make: Callable[..., R]) -> RowsOf[R]:
@@ -153,6 +180,31 @@ def run_atomic(cursor: CursorWrapper, atomic: Atomic[T]) -> T:
         for statement in atomic.first:
             run(cursor, statement)
         return run(cursor, atomic.last)
+
+
+def run_read(cursor: CursorWrapper, read: Read[T]) -> T:
+    """Execute ``read``'s statements on a Django cursor; with a ``plan``, in one transaction."""
+    if read.plan is None:
+        return _stepped(cursor, read.steps())
+    callers = cursor.db.in_atomic_block
+    with transaction.atomic(using=cursor.db.alias, savepoint=False):
+        before = run(cursor, read.plan)
+        answer = _stepped(cursor, read.steps())
+        if callers and read.restore is not None:
+            run(cursor, read.restore(before))
+        return answer
+
+
+def _stepped(cursor: CursorWrapper, steps: Steps[T]) -> T:
+    # A statement that fails raises here and ends the read: no later statement would run in
+    # the transaction it aborted.
+    try:
+        statement = next(steps)
+        while True:
+            statement = steps.send(run(cursor, statement))
+    except StopIteration as done:
+        answer: T = done.value
+        return answer
 
 
 async def run_atomic_async(conn: AsyncConnection[Any], atomic: Atomic[T]) -> T:
