@@ -49,7 +49,7 @@ def cancel(
     if not is_job_id(job_id):
         return False
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        if cancel_job(cursor, job_id=job_id, reason=reason) not in CANCELLED:
+        if run(cursor, cancel_job(job_id=job_id, reason=reason)) not in CANCELLED:
             return False
         # A step's cancel may end its workflow (its dependents are cancelled with it).
         announce_finished(cursor, alias)

@@ -22,9 +22,9 @@ The planes and their modules:
 - the executor and connections: ``statement``, ``connections``, ``session``,
   ``migration_state``
 
-Not statements yet: a COPY streams rows through its connection, so ``backlog.copy_deferred``
-and ``copy_text.copy_rows`` take the cursor; ``queue`` still has functions that take a
-connection. The execution plane
+A bulk enqueue's COPY is a ``statement.Copy`` (its reservation, the COPY, the rows' lines),
+streamed by ``run_copy``. Not a statement yet: ``queue.notify_queues`` (the worker's completer
+calls it with its connection). The execution plane
 (``execution``, ``lanes``, ``workflows``, ``eager``) is statements only: ``lanes.ensure_lanes``
 runs its statement on a short connection it opens itself.
 """

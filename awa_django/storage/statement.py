@@ -14,7 +14,7 @@ jsonb columns, and ``run`` decodes them before the rows are made.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final, Generic, LiteralString, TypeVar
@@ -93,6 +93,11 @@ def ids(rows: list[Any]) -> list[int]:
     return [int(row[0]) for row in rows]
 
 
+def first_row(rows: list[Any]) -> tuple[Any, ...]:
+    """``read`` for a statement answering one row (a reservation), as a tuple."""
+    return tuple(rows[0])
+
+
 def any_row(rows: list[Any]) -> bool:
     """``read`` for a statement whose answer is whether it returned a row."""
     return bool(rows)
@@ -111,6 +116,23 @@ class Atomic(Generic[T_co]):
 
     first: tuple[Statement[Any], ...]
     last: Statement[T_co]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Copy(Generic[R, T_co]):
+    """Rows streamed in with ``COPY ... FROM STDIN`` (``sql``), after the statement that reserves
+    their ids and places: ``lines`` makes the rows' text lines (``storage/copy_text.py``) from
+    ``reserve``'s answer, and ``answer`` the copy's (the ids, in order)."""
+
+    reserve: Statement[R]
+    sql: LiteralString
+    lines: Callable[[R], Iterable[str]]
+    answer: Callable[[R], T_co]
+
+
+# Rows sent per write of a COPY: large enough that each write call is cheap, small enough that a
+# batch of any size does not build one huge string.
+ROWS_PER_WRITE: Final = 1000
 
 
 # A read whose statements depend on the answers of those before it (a listing that walks an
@@ -150,10 +172,15 @@ def rows_of(make: Callable[..., R]) -> RowsOf[R]:
 def run(cursor: CursorWrapper, statement: Statement[T]) -> T:
     """Execute ``statement`` on a Django cursor, in its connection's transaction."""
     cursor.execute(statement.sql, statement.params)
-    names = column_names(cursor.cursor)
-    if names is None:
+    result = cursor.cursor.pgresult
+    if result is None or result.status != TUPLES_OK:
         return statement.read([])
     rows: list[Any] = cursor.fetchall()
+    if not statement.json and statement.rows is None:
+        # Tuples as they come (an enqueue's id): the column names are not read.
+        return statement.read(rows)
+    names = column_names(cursor.cursor)
+    assert names is not None  # a result with rows, as checked above
     if statement.json:
         positions = [names.index(column) for column in statement.json]
         rows = [_decode_json(row, positions) for row in rows]
@@ -180,6 +207,23 @@ def run_atomic(cursor: CursorWrapper, atomic: Atomic[T]) -> T:
         for statement in atomic.first:
             run(cursor, statement)
         return run(cursor, atomic.last)
+
+
+def run_copy(cursor: CursorWrapper, copy: Copy[Any, T]) -> T:
+    """Execute ``copy`` on a Django cursor, in its connection's transaction: the reservation,
+    then the rows, ``ROWS_PER_WRITE`` at a time, as ``lines`` makes them."""
+    reserved = run(cursor, copy.reserve)
+    # Django's wrapper does not expose COPY; its ``cursor`` attribute is the psycopg cursor.
+    with cursor.cursor.copy(copy.sql) as stream:
+        chunk: list[str] = []
+        for line in copy.lines(reserved):
+            chunk.append(line)
+            if len(chunk) == ROWS_PER_WRITE:
+                stream.write("".join(chunk))
+                chunk.clear()
+        if chunk:
+            stream.write("".join(chunk))
+    return copy.answer(reserved)
 
 
 def run_read(cursor: CursorWrapper, read: Read[T]) -> T:

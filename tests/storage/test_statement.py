@@ -19,7 +19,9 @@ from awa_django.storage.connections import connect
 from awa_django.storage.execution import close_attempts
 from awa_django.storage.queue import ClaimRequest, claim_ready, queue_depths
 from awa_django.storage.statement import (
+    ROWS_PER_WRITE,
     Atomic,
+    Copy,
     Read,
     Statement,
     Steps,
@@ -31,6 +33,7 @@ from awa_django.storage.statement import (
     run_async,
     run_atomic,
     run_atomic_async,
+    run_copy,
     run_read,
     step,
 )
@@ -207,3 +210,27 @@ def test_a_read_runs_its_steps_in_one_transaction_under_its_settings() -> None:
             assert (transaction_id, planned) == (outer, "7MB")
             # Inside the caller's, they are put back for its later statements.
             assert run(cursor, WORK_MEM) == before
+
+
+def test_a_copy_streams_the_rows_its_reservation_places_and_answers_from_it() -> None:
+    # More rows than one write holds, each numbered from what the reservation answered.
+    count = 2 * ROWS_PER_WRITE + 3
+    copy = Copy(
+        reserve=Statement(
+            sql="SELECT ARRAY(SELECT 100 + n FROM generate_series(1, %(count)s) AS n)",
+            params={"count": count},
+            read=first_value,
+        ),
+        sql="COPY atomic_probe (n) FROM STDIN",
+        lines=lambda numbers: (f"{n}\n" for n in numbers),
+        answer=lambda numbers: numbers[-1],
+    )
+    with connection.cursor() as cursor:
+        run(cursor, PROBE_CREATE)
+        try:
+            assert run_copy(cursor, copy) == 100 + count
+            summed = Statement(sql="SELECT sum(n) FROM atomic_probe", read=first_int)
+            assert run(cursor, PROBE_COUNT) == count
+            assert run(cursor, summed) == sum(range(101, 101 + count))
+        finally:
+            run(cursor, PROBE_DROP)
