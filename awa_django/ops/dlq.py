@@ -20,10 +20,11 @@ they return), so a long one can show how far it is.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Final, TypedDict, TypeVar, Unpack
+from typing import Final, TypedDict, TypeVar, Unpack, cast
 
 from django.db import connections, transaction
 
@@ -122,17 +123,11 @@ def _filter(match: Match, *, all: bool) -> DlqFilter:
 
 
 def match(where: DlqFilter) -> Match:
-    """The keywords covering what ``where`` does (the admin's filter form builds one)."""
-    return Match(
-        queue=where.queue,
-        kind=where.kind,
-        reason=where.reason,
-        older_than=where.older_than_s,
-        error_type=where.error_type,
-        fingerprint=where.fingerprint,
-        kind_prefix=where.kind_prefix,
-        error_type_prefix=where.error_type_prefix,
-    )
+    """The keywords covering what ``where`` does (the admin's filter form builds one): its
+    fields, by the same names but for the age, which a keyword gives as ``older_than``."""
+    keywords = {field.name: getattr(where, field.name) for field in dataclasses.fields(where)}
+    keywords["older_than"] = keywords.pop("older_than_s")
+    return cast(Match, keywords)
 
 
 def _read(statement: Statement[T], database: str | None, queue: str | None = None) -> T:
