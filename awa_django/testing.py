@@ -29,7 +29,7 @@ from awa_django.storage import eager as eager_storage
 from awa_django.storage.browse import JobFilter, list_jobs
 from awa_django.storage.control import reset_all
 from awa_django.storage.jobs import jobs_by_id
-from awa_django.storage.statement import run
+from awa_django.storage.statement import run, run_read
 from awa_django.worker.in_process import InProcessRunner, RanJob
 from awa_django.worker.process import RunSummary, WorkerProcess, config_from_settings
 
@@ -207,7 +207,7 @@ def enqueued_jobs(
             where = JobFilter(queue=queue, kind=kind, state=state, exact=True)
             before: int | None = None
             while True:  # the operators' newest-first pages, all of them
-                page = list_jobs(cursor, where=where, before=before, limit=_PAGE_SIZE)
+                page = run_read(cursor, list_jobs(where=where, before=before, limit=_PAGE_SIZE))
                 found += page.jobs
                 if page.next_before is None:
                     break

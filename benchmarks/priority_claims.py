@@ -75,6 +75,7 @@ def add_jobs(priority: int, count: int) -> None:
 
     from awa_django.storage import queue as queue_storage
     from awa_django.storage.copy_text import CopyBatch
+    from awa_django.storage.statement import run_copy
 
     now = timezone.now()
     batch = CopyBatch(
@@ -89,7 +90,7 @@ def add_jobs(priority: int, count: int) -> None:
         now=now,
     )
     with transaction.atomic(), connection.cursor() as cursor:
-        queue_storage.copy_ready(cursor, batch, (f'{{"n":{n}}}' for n in range(count)))
+        run_copy(cursor, queue_storage.copy_ready(batch, (f'{{"n":{n}}}' for n in range(count))))
 
 
 def fill(url: str, jobs: int, busy: Sequence[int], drained: Sequence[int]) -> None:

@@ -11,7 +11,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 import awa_django as awa
-from awa_django.storage import copy_text
+from awa_django.storage.statement import ROWS_PER_WRITE
 from tests.conftest import run_burst
 from tests.jobs import record, typed
 
@@ -195,7 +195,7 @@ def test_future_run_at_is_scheduled_and_past_is_available():
 def test_bad_argument_deep_in_a_streamed_batch_writes_nothing_and_keeps_the_callers_work(run_at):
     # Arguments are checked while COPY streams; the bad one comes after several chunks of rows
     # have reached the server, so the COPY itself must be aborted and rolled back.
-    args = [{"user_id": i, "email": "a"} for i in range(3 * copy_text.ROWS_PER_WRITE)]
+    args = [{"user_id": i, "email": "a"} for i in range(3 * ROWS_PER_WRITE)]
     args[-2] = {"user_id": "not a number", "email": "a"}
     with transaction.atomic():
         kept = record.enqueue(n=1)

@@ -20,7 +20,7 @@ from awa_django.storage.browse import job_progress
 from awa_django.storage.connections import connect
 from awa_django.storage.execution import LiveAttempt, heartbeat_attempts
 from awa_django.storage.queue import ClaimRequest, claim_ready
-from awa_django.storage.statement import run_async
+from awa_django.storage.statement import run, run_async
 from tests.conftest import run_burst
 from tests.jobs import (
     checkpoint_echo,
@@ -163,7 +163,7 @@ def test_a_heartbeat_saves_a_checkpoint_with_its_floats():
     saved = {"big": 1e16}
     asyncio.run(beat())
     with connection.cursor() as cursor:
-        progress = job_progress(cursor, job_id)
+        progress = run(cursor, job_progress(job_id))
     assert progress is not None and exact_repr(progress.checkpoint) == exact_repr(saved)
 
 

@@ -37,6 +37,7 @@ from awa_django.models import DeadLetter
 from awa_django.ops import dlq
 from awa_django.storage.browse import suggestions
 from awa_django.storage.dlq import DlqFilter, count_matching, ring_held_ids
+from awa_django.storage.statement import run, run_read
 
 PAGE_SIZE: Final = 50
 # The count above the list stops here ("More than 10,000"), as the Jobs page's state counts
@@ -229,13 +230,7 @@ class DeadLetterAdmin(OperatorAdmin):
                 )
                 where = dlq_filter(data)
                 entries = dlq.list(
-                    queue=where.queue,
-                    kind_prefix=where.kind_prefix,
-                    reason=where.reason,
-                    older_than=where.older_than_s,
-                    error_type=where.error_type,
-                    error_type_prefix=where.error_type_prefix,
-                    fingerprint=where.fingerprint,
+                    **dlq.match(where),
                     limit=PAGE_SIZE + 1,
                     before=before,
                     database=selected_database(),
@@ -244,7 +239,7 @@ class DeadLetterAdmin(OperatorAdmin):
                 # caught 3 entries or more than 10,000 (one capped count over the DLQ table,
                 # never the ring).
                 with awa_cursor() as cursor:
-                    matched = count_matching(cursor, where, cap=LIST_COUNT_CAP + 1)
+                    matched = run(cursor, count_matching(where, cap=LIST_COUNT_CAP + 1))
                 if len(entries) > PAGE_SIZE:
                     entries = entries[:PAGE_SIZE]
                     last = entries[-1]
@@ -257,7 +252,7 @@ class DeadLetterAdmin(OperatorAdmin):
         )
         job_id = form.cleaned_data.get("job_id") if form.is_valid() else None
         with awa_cursor() as cursor:
-            offered = suggestions(cursor)
+            offered = run_read(cursor, suggestions())
         return self.render(
             request,
             "dlq_list.html",
@@ -395,7 +390,7 @@ class DeadLetterAdmin(OperatorAdmin):
         words = describe(where, data["age"])
         if not data["confirmed"]:
             with awa_cursor() as cursor:
-                count = count_matching(cursor, where)
+                count = run(cursor, count_matching(where))
             return self.render(
                 request,
                 "dlq_matching_confirm.html",
@@ -450,25 +445,13 @@ class DeadLetterAdmin(OperatorAdmin):
         the batches done, for the log if the statement timeout stops the walk."""
         if action == "retry":
             return dlq.retry_bulk(
-                queue=where.queue,
-                kind_prefix=where.kind_prefix,
-                reason=where.reason,
-                older_than=where.older_than_s,
-                error_type=where.error_type,
-                error_type_prefix=where.error_type_prefix,
-                fingerprint=where.fingerprint,
+                **dlq.match(where),
                 to_queue=to_queue,
                 progress=committed,
                 database=selected_database(),
             )
         return dlq.purge_bulk(
-            queue=where.queue,
-            kind_prefix=where.kind_prefix,
-            reason=where.reason,
-            older_than=where.older_than_s,
-            error_type=where.error_type,
-            error_type_prefix=where.error_type_prefix,
-            fingerprint=where.fingerprint,
+            **dlq.match(where),
             progress=committed,
             database=selected_database(),
         )
@@ -479,7 +462,7 @@ class DeadLetterAdmin(OperatorAdmin):
         # The ring is insert-only, so a purge hides, but cannot delete, the rows a job's DLQ
         # entry was made from: the page says which jobs leave rows on disk, and until when.
         with awa_cursor() as cursor:
-            kept = ring_held_ids(cursor, job_ids)
+            kept = run(cursor, ring_held_ids(job_ids))
         return self.render(
             request,
             "dlq_purge_confirm.html",

@@ -16,6 +16,7 @@ from awa_django.declarations.jobs import registry
 from awa_django.models import KindDescriptor, QueueDescriptor, RuntimeInstance
 from awa_django.ops import descriptors, runtimes
 from awa_django.storage.browse import RunningAttempt, running_attempts
+from awa_django.storage.statement import run
 
 # How many open attempts the runtimes page lists, newest claim first.
 RUNNING_SHOWN: Final = 200
@@ -90,7 +91,7 @@ class RuntimeInstanceAdmin(ReadOnlyOperatorAdmin):
     def changelist(self, request: HttpRequest) -> HttpResponse:
         self.require_view(request)
         with awa_cursor() as cursor:
-            running = running_attempts(cursor, limit=RUNNING_SHOWN + 1)
+            running = run(cursor, running_attempts(limit=RUNNING_SHOWN + 1))
         instances = runtimes.list(database=selected_database())
         by_id = {r.instance_id: r for r in instances}
         groups: dict[str, list[RunningAttempt]] = defaultdict(list)

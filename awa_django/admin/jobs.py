@@ -52,7 +52,7 @@ from awa_django.storage.browse import (
 )
 from awa_django.storage.dlq import purged_at
 from awa_django.storage.jobs import jobs_by_id
-from awa_django.storage.statement import run
+from awa_django.storage.statement import run, run_read
 from awa_django.storage.workflows import WaitingOn, waiting_on
 
 PAGE_SIZE: Final = 50
@@ -305,8 +305,9 @@ class JobAdmin(OperatorAdmin):
                         tag=data["tag"],
                         error=data["error"],
                     )
-                    page = list_jobs(
-                        cursor, where=where, before=data["before"], limit=PAGE_SIZE, count=True
+                    page = run_read(
+                        cursor,
+                        list_jobs(where=where, before=data["before"], limit=PAGE_SIZE, count=True),
                     )
                     jobs = page.jobs
                     state_count = page.count
@@ -316,7 +317,7 @@ class JobAdmin(OperatorAdmin):
                 request.GET, data["before"], form.newer_cursors(), page
             )
         with awa_cursor() as cursor:
-            offered = suggestions(cursor)
+            offered = run_read(cursor, suggestions())
         return self.render(
             request,
             "job_list.html",
@@ -350,8 +351,8 @@ class JobAdmin(OperatorAdmin):
         self.require_view(request)
         with awa_cursor() as cursor:
             found = run(cursor, jobs_by_id([job_id]))
-            attempts = job_attempts(cursor, job_id) if found else []
-            progress = job_progress(cursor, job_id) if found else None
+            attempts = run(cursor, job_attempts(job_id)) if found else []
+            progress = run(cursor, job_progress(job_id)) if found else None
         if not found:
             messages.warning(request, self.missing_message(job_id))
             return HttpResponseRedirect(awa_reverse(self.url_name("changelist")))
@@ -386,7 +387,7 @@ class JobAdmin(OperatorAdmin):
 
     def missing_message(self, job_id: int) -> str:
         with awa_cursor() as cursor:
-            purged = purged_at(cursor, job_id)
+            purged = run(cursor, purged_at(job_id))
         if purged is not None:
             return (
                 f"Job {job_id} was purged from the dead-letter queue at"
@@ -480,7 +481,7 @@ class JobAdmin(OperatorAdmin):
         verb, result = BULK_WORDS[data["action"]]
         if not data["confirmed"]:
             with awa_cursor() as cursor:
-                count = count_in_state(cursor, data["state"], where)
+                count = run_read(cursor, count_in_state(data["state"], where))
             return self.render(
                 request,
                 "job_matching_confirm.html",
@@ -534,7 +535,9 @@ class JobAdmin(OperatorAdmin):
         reason = f"cancelled by {request.user} in the admin"
         while True:
             with awa_cursor() as cursor:
-                page = list_jobs(cursor, where=where, before=before, limit=BULK_BATCH_SIZE)
+                page = run_read(
+                    cursor, list_jobs(where=where, before=before, limit=BULK_BATCH_SIZE)
+                )
             ids = [job.job_id for job in page.jobs]
             if action == "cancel":
                 for job_id in ids:

@@ -24,7 +24,7 @@ from awa_django.storage import dlq as dlq_storage
 from awa_django.storage.backlog import run_now as run_deferred_now
 from awa_django.storage.jobs import jobs_by_id
 from awa_django.storage.queue import cancel_job
-from awa_django.storage.statement import run
+from awa_django.storage.statement import Atomic, run, run_atomic
 from awa_django.storage.unique import unique_holder
 from awa_django.storage.workflows import WORKFLOWS_FINISHED
 from awa_django.telemetry import get_telemetry
@@ -49,7 +49,7 @@ def cancel(
     if not is_job_id(job_id):
         return False
     with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        if cancel_job(cursor, job_id=job_id, reason=reason) not in CANCELLED:
+        if run(cursor, cancel_job(job_id=job_id, reason=reason)) not in CANCELLED:
             return False
         # A step's cancel may end its workflow (its dependents are cancelled with it).
         announce_finished(cursor, alias)
@@ -158,11 +158,13 @@ def retry(
     when, to_queue, to_priority = retry_options(run_at, queue, priority, alias=alias)
     if not is_job_id(job_id):
         return False
-    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        dlq_storage.move_jobs(
-            cursor, [job_id], states=["failed", "cancelled"], reason="operator_retry"
-        )
-        retried = dlq_storage.retry_entries(
-            cursor, [job_id], run_at=when, queue=to_queue, priority=to_priority
-        )
-    return bool(retried)
+    held_again = Atomic(
+        first=(
+            dlq_storage.move_jobs(
+                [job_id], states=["failed", "cancelled"], reason="operator_retry"
+            ),
+        ),
+        last=dlq_storage.retry_entries([job_id], run_at=when, queue=to_queue, priority=to_priority),
+    )
+    with connections[alias].cursor() as cursor:
+        return bool(run_atomic(cursor, held_again))

@@ -20,29 +20,32 @@ they return), so a long one can show how far it is.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Final
+from typing import Final, TypedDict, TypeVar, Unpack, cast
 
 from django.db import connections, transaction
-from django.db.backends.utils import CursorWrapper
 
 from awa_django.conf import PRIORITY_MAX, PRIORITY_MIN, get_settings
 from awa_django.declarations.enqueue_options import RunAt, check_int, resolve_run_at
 from awa_django.exceptions import ConfirmationRequired, InvalidJob
 from awa_django.storage import dlq as storage
 from awa_django.storage.dlq import DlqEntry, DlqFilter, DlqGroup, DlqGroups
+from awa_django.storage.statement import Atomic, Statement, run, run_atomic
 
 __all__ = [
     "DlqEntry",
     "DlqGroup",
     "DlqGroups",
+    "Match",
     "depth",
     "depths",
     "get",
     "groups",
     "list",
+    "match",
     "move_failed",
     "purge",
     "purge_bulk",
@@ -56,10 +59,27 @@ BULK_BATCH_SIZE: Final = 1000
 REASONS: Final = ("attempts_exhausted", "terminal_error", "moved_from_failed")
 # Entries ``groups`` reads at most, newest first, so grouping costs a bounded scan.
 GROUP_SCAN: Final = 10_000
+T = TypeVar("T")
 Age = timedelta | float | int | None
 # Called with how many entries a bulk action has handled so far, after each committed batch
 # that more may follow.
 Progress = Callable[[int], object] | None
+
+
+class Match(TypedDict, total=False):
+    """Which entries a list, a grouping or a bulk action covers, as its keywords; a missing or
+    None one matches everything. ``error_type`` and ``fingerprint`` are those ``groups`` names;
+    ``kind_prefix`` and ``error_type_prefix``, in any case, match the start of the name or of
+    one of its dotted parts (``"lookup"`` finds ``builtins.LookupError``)."""
+
+    queue: str | None
+    kind: str | None
+    reason: str | None
+    older_than: Age
+    error_type: str | None
+    fingerprint: str | None
+    kind_prefix: str | None
+    error_type_prefix: str | None
 
 
 def _older_than_s(older_than: Age) -> float | None:
@@ -83,27 +103,16 @@ def _queue(name: str | None, *, field: str) -> str | None:
     return name
 
 
-def _filter(
-    *,
-    queue: str | None,
-    kind: str | None,
-    reason: str | None,
-    older_than: Age,
-    all: bool,
-    error_type: str | None = None,
-    fingerprint: str | None = None,
-    kind_prefix: str | None = None,
-    error_type_prefix: str | None = None,
-) -> DlqFilter:
+def _filter(match: Match, *, all: bool) -> DlqFilter:
     where = DlqFilter(
-        queue=queue,
-        kind=kind,
-        reason=reason,
-        older_than_s=_older_than_s(older_than),
-        error_type=error_type,
-        fingerprint=fingerprint,
-        kind_prefix=kind_prefix or None,
-        error_type_prefix=error_type_prefix or None,
+        queue=match.get("queue"),
+        kind=match.get("kind"),
+        reason=match.get("reason"),
+        older_than_s=_older_than_s(match.get("older_than")),
+        error_type=match.get("error_type"),
+        fingerprint=match.get("fingerprint"),
+        kind_prefix=match.get("kind_prefix") or None,
+        error_type_prefix=match.get("error_type_prefix") or None,
     )
     if where == DlqFilter() and not all:
         raise ConfirmationRequired(
@@ -113,77 +122,50 @@ def _filter(
     return where
 
 
-def _cursor(database: str | None, queue: str | None = None) -> tuple[str, CursorWrapper]:
-    alias = get_settings().operator_database(database, queue=queue)
-    return alias, connections[alias].cursor()
+def match(where: DlqFilter) -> Match:
+    """The keywords covering what ``where`` does (the admin's filter form builds one): its
+    fields, by the same names but for the age, which a keyword gives as ``older_than``."""
+    keywords = {field.name: getattr(where, field.name) for field in dataclasses.fields(where)}
+    keywords["older_than"] = keywords.pop("older_than_s")
+    return cast(Match, keywords)
+
+
+def _read(statement: Statement[T], database: str | None, queue: str | None = None) -> T:
+    """``statement`` run on the operator database (of ``queue``, when given)."""
+    with connections[get_settings().operator_database(database, queue=queue)].cursor() as cursor:
+        return run(cursor, statement)
 
 
 def list(
     *,
-    queue: str | None = None,
-    kind: str | None = None,
-    reason: str | None = None,
-    older_than: Age = None,
-    error_type: str | None = None,
-    fingerprint: str | None = None,
-    kind_prefix: str | None = None,
-    error_type_prefix: str | None = None,
     limit: int = 100,
     before: tuple[datetime, int] | None = None,
     database: str | None = None,
+    **match: Unpack[Match],
 ) -> builtins.list[DlqEntry]:
-    """Entries newest first, filtered (``error_type`` and ``fingerprint`` as ``groups`` names
-    them; ``kind_prefix`` and ``error_type_prefix``, in any case, match the start of the name
-    or of one of its dotted parts, so ``"lookup"`` finds ``builtins.LookupError``); page on
-    with ``before=(last.dlq_at, last.job_id)``."""
-    where = _filter(
-        queue=queue,
-        kind=kind,
-        reason=reason,
-        older_than=older_than,
-        all=True,
-        error_type=error_type,
-        fingerprint=fingerprint,
-        kind_prefix=kind_prefix,
-        error_type_prefix=error_type_prefix,
-    )
-    _, cursor = _cursor(database, queue)
-    with cursor:
-        return storage.list_entries(cursor, where, limit=limit, before=before)
+    """Entries newest first, filtered (see ``Match``); page on with
+    ``before=(last.dlq_at, last.job_id)``."""
+    where = _filter(match, all=True)
+    return _read(storage.list_entries(where, limit=limit, before=before), database, where.queue)
 
 
 def groups(
     *,
-    queue: str | None = None,
-    kind: str | None = None,
-    reason: str | None = None,
-    older_than: Age = None,
-    kind_prefix: str | None = None,
     scan: int = GROUP_SCAN,
     limit: int = 100,
     database: str | None = None,
+    **match: Unpack[Match],
 ) -> DlqGroups:
     """The newest ``scan`` matching entries grouped by their last error's type and message
     fingerprint (numbers, ids and hex strings replaced), largest group first; a group's
     ``error_type`` and ``fingerprint`` filter ``list``, ``retry_bulk`` and ``purge_bulk``."""
-    where = _filter(
-        queue=queue,
-        kind=kind,
-        reason=reason,
-        older_than=older_than,
-        all=True,
-        kind_prefix=kind_prefix,
-    )
-    _, cursor = _cursor(database, queue)
-    with cursor:
-        return storage.group_entries(cursor, where, scan=scan, limit=limit)
+    where = _filter(match, all=True)
+    return _read(storage.group_entries(where, scan=scan, limit=limit), database, where.queue)
 
 
 def get(job_id: int, *, database: str | None = None) -> DlqEntry | None:
     """The entry of one job, or None when it is not in the DLQ."""
-    _, cursor = _cursor(database)
-    with cursor:
-        found = storage.get_entries(cursor, [job_id])
+    found = _read(storage.get_entries([job_id]), database)
     return found[0] if found else None
 
 
@@ -201,7 +183,7 @@ def depths(*, database: str | None = None) -> dict[str, int]:
     counts: dict[str, int] = {}
     for alias in get_settings().operator_databases(database):
         with connections[alias].cursor() as cursor:
-            for name, count in storage.depths(cursor).items():
+            for name, count in run(cursor, storage.depths()).items():
                 counts[name] = counts.get(name, 0) + count
     return counts
 
@@ -245,25 +227,28 @@ def retry(
     """
     alias = get_settings().operator_database(database)
     when, to_queue, to_priority = retry_options(run_at, queue, priority, alias=alias)
-    with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-        moved = storage.retry_entries(
-            cursor, [job_id], run_at=when, queue=to_queue, priority=to_priority
-        )
-    return bool(moved)
+    put_back = storage.retry_entries([job_id], run_at=when, queue=to_queue, priority=to_priority)
+    return bool(_write(alias, put_back))
+
+
+def _write(alias: str, statement: Statement[T]) -> T:
+    """``statement`` run in its own transaction (a savepoint in the caller's) on ``alias``."""
+    with connections[alias].cursor() as cursor:
+        return run_atomic(cursor, Atomic(first=(), last=statement))
 
 
 def _each_matching(
     alias: str,
     where: DlqFilter,
-    act: Callable[[CursorWrapper, builtins.list[int]], object],
+    act: Callable[[builtins.list[int]], Statement[object]],
     progress: Progress,
 ) -> int:
     """``act`` on every entry ``where`` matches, one committed batch at a time; how many."""
     total = 0
     while True:
         with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-            ids = storage.matching_ids(cursor, where, limit=BULK_BATCH_SIZE)
-            act(cursor, ids)
+            ids = run(cursor, storage.matching_ids(where, limit=BULK_BATCH_SIZE))
+            run(cursor, act(ids))
         total += len(ids)
         if len(ids) < BULK_BATCH_SIZE:
             return total
@@ -273,34 +258,17 @@ def _each_matching(
 
 def retry_bulk(
     *,
-    queue: str | None = None,
-    kind: str | None = None,
-    reason: str | None = None,
-    older_than: Age = None,
-    error_type: str | None = None,
-    fingerprint: str | None = None,
-    kind_prefix: str | None = None,
-    error_type_prefix: str | None = None,
     all: bool = False,
     run_at: RunAt = None,
     to_queue: str | None = None,
     priority: int | None = None,
     progress: Progress = None,
     database: str | None = None,
+    **match: Unpack[Match],
 ) -> int:
-    """Retry every matching entry (see ``retry``); returns how many went back."""
-    where = _filter(
-        queue=queue,
-        kind=kind,
-        reason=reason,
-        older_than=older_than,
-        all=all,
-        error_type=error_type,
-        fingerprint=fingerprint,
-        kind_prefix=kind_prefix,
-        error_type_prefix=error_type_prefix,
-    )
-    alias = get_settings().operator_database(database, queue=queue)
+    """Retry every entry ``match`` covers (see ``retry``); returns how many went back."""
+    where = _filter(match, all=all)
+    alias = get_settings().operator_database(database, queue=where.queue)
     when, chosen_queue, chosen_priority = retry_options(run_at, to_queue, priority, alias=alias)
     put_back = partial(
         storage.retry_entries, run_at=when, queue=chosen_queue, priority=chosen_priority
@@ -310,38 +278,20 @@ def retry_bulk(
 
 def purge(job_id: int, *, database: str | None = None) -> bool:
     """Delete one entry for good; False when the job is not in the DLQ."""
-    alias, cursor = _cursor(database)
-    with transaction.atomic(using=alias), cursor:
-        return bool(storage.purge_entries(cursor, [job_id]))
+    alias = get_settings().operator_database(database)
+    return bool(_write(alias, storage.purge_entries([job_id])))
 
 
 def purge_bulk(
     *,
-    queue: str | None = None,
-    kind: str | None = None,
-    reason: str | None = None,
-    older_than: Age = None,
-    error_type: str | None = None,
-    fingerprint: str | None = None,
-    kind_prefix: str | None = None,
-    error_type_prefix: str | None = None,
     all: bool = False,
     progress: Progress = None,
     database: str | None = None,
+    **match: Unpack[Match],
 ) -> int:
-    """Delete every matching entry (see ``purge``); returns how many."""
-    where = _filter(
-        queue=queue,
-        kind=kind,
-        reason=reason,
-        older_than=older_than,
-        all=all,
-        error_type=error_type,
-        fingerprint=fingerprint,
-        kind_prefix=kind_prefix,
-        error_type_prefix=error_type_prefix,
-    )
-    alias = get_settings().operator_database(database, queue=queue)
+    """Delete every entry ``match`` covers (see ``purge``); returns how many."""
+    where = _filter(match, all=all)
+    alias = get_settings().operator_database(database, queue=where.queue)
     return _each_matching(alias, where, storage.purge_entries, progress)
 
 
@@ -361,21 +311,22 @@ def move_failed(
     ``all=True`` is needed. Works whatever the queue's DLQ policy."""
     alias = get_settings().operator_database(database, queue=queue)
     if job_ids is not None:
-        with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-            return len(
-                storage.move_jobs(cursor, job_ids, states=["failed"], reason="moved_from_failed")
-            )
-    where = _filter(queue=queue, kind=kind, reason=None, older_than=older_than, all=all)
+        return len(_write(alias, _move_failed(job_ids)))
+    where = _filter(Match(queue=queue, kind=kind, older_than=older_than), all=all)
     total = 0
     after_id = 0
     while True:
         with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-            ids = storage.failed_job_ids(cursor, where, after_id=after_id, limit=BULK_BATCH_SIZE)
-            total += len(
-                storage.move_jobs(cursor, ids, states=["failed"], reason="moved_from_failed")
+            ids = run(
+                cursor, storage.failed_job_ids(where, after_id=after_id, limit=BULK_BATCH_SIZE)
             )
+            total += len(run(cursor, _move_failed(ids)))
         if len(ids) < BULK_BATCH_SIZE:
             return total
         if progress is not None:
             progress(total)
         after_id = ids[-1]
+
+
+def _move_failed(job_ids: builtins.list[int]) -> Statement[builtins.list[int]]:
+    return storage.move_jobs(job_ids, states=["failed"], reason="moved_from_failed")

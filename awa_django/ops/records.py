@@ -12,7 +12,7 @@ from awa_django.limits import is_job_id
 from awa_django.storage.browse import JobFilter
 from awa_django.storage.browse import list_jobs as browse_jobs
 from awa_django.storage.jobs import jobs_by_id
-from awa_django.storage.statement import run
+from awa_django.storage.statement import run, run_read
 
 
 def get_jobs(job_ids: Sequence[int], *, database: str | None = None) -> list[JobRecord]:
@@ -70,5 +70,5 @@ def list_jobs(
     if limit == 0:
         return []
     with connections[alias].cursor() as cursor:
-        page = browse_jobs(cursor, where=where, before=before_id, limit=limit)
+        page = run_read(cursor, browse_jobs(where=where, before=before_id, limit=limit))
     return page.jobs

@@ -46,7 +46,7 @@ from awa_django.storage import queue as queue_storage
 from awa_django.storage.copy_text import CopyBatch
 from awa_django.storage.migration_state import reported_unmigrated
 from awa_django.storage.queue import NewJob
-from awa_django.storage.statement import run
+from awa_django.storage.statement import run, run_copy
 from awa_django.storage.unique import lock_unique_keys, record_unique_claims
 
 P = ParamSpec("P")
@@ -232,7 +232,7 @@ def _enqueue_one(bound: BoundArgs, options: ResolvedOptions) -> int:
         # so it publishes the job itself and the commit has nothing left to do.
         alone = conn.get_autocommit() and not conn.in_atomic_block
         with reported_unmigrated(alias), conn.cursor() as cursor:
-            job_id = queue_storage.enqueue_job(cursor, new_job, alone=alone)
+            job_id = run(cursor, queue_storage.enqueue_job(new_job, alone=alone))
     else:
         # The key stays locked until the caller's transaction ends, so a concurrent producer of
         # the same key waits and then sees this job's claim.
@@ -244,7 +244,7 @@ def _enqueue_one(bound: BoundArgs, options: ResolvedOptions) -> int:
             batch = _UniqueBatch.lock(cursor, options.unique, options, [bound.args])
             if not batch.fresh:
                 return batch.result([])[0]
-            job_id = queue_storage.enqueue_job(cursor, new_job)
+            job_id = run(cursor, queue_storage.enqueue_job(new_job))
             batch.record(cursor, [job_id])
     announce_enqueued(alias, [job_id], kind=options.kind, queue=options.queue)
     _maybe_eager(alias, options, [job_id])
@@ -354,9 +354,9 @@ def enqueue_many(
         if not count:
             job_ids = []
         elif resolved.run_at is not None and resolved.run_at > now:
-            job_ids = backlog.copy_deferred(cursor, shared, texts)
+            job_ids = run_copy(cursor, backlog.copy_deferred(shared, texts))
         else:
-            job_ids = queue_storage.copy_ready(cursor, shared, texts)
+            job_ids = run_copy(cursor, queue_storage.copy_ready(shared, texts))
         if batch is not None:
             batch.record(cursor, job_ids)
     announce_enqueued(alias, job_ids, kind=resolved.kind, queue=resolved.queue)

@@ -2,8 +2,10 @@
 storage functions.
 
 A query file holds blocks that each start with a ``-- name: <block>`` header line followed by
-comment lines describing the block; the statement follows. Files are parsed once, into a
-read-only mapping, and a unit test checks that every block is used by ``awa_django.storage``.
+comment lines describing the block; the statement follows. A block may stand in another of its
+file as ``{{name}}`` (a filter several statements apply), so that it is written once. Files are
+parsed once, into a read-only mapping, and a unit test checks that every block is used by
+``awa_django.storage`` or included by one that is.
 
 ``migrations/<migration>/`` holds one migration's own DDL, per plane, frozen once released;
 ``functions/<plane>.sql`` holds the current definitions of the storage functions and views
@@ -20,6 +22,7 @@ from types import MappingProxyType
 from typing import LiteralString, cast
 
 _HEADER = re.compile(r"^-- name: (?P<name>[a-z_]+)\s*$", re.MULTILINE)
+_INCLUDE = re.compile(r"\{\{(?P<name>[a-z_]+)\}\}")
 
 
 def parse_blocks(text: str) -> dict[str, str]:
@@ -32,7 +35,19 @@ def parse_blocks(text: str) -> dict[str, str]:
         if name in blocks:
             raise ValueError(f"duplicate SQL block name {name!r}")
         blocks[name] = text[header.end() : end].strip()
-    return blocks
+    return {name: _included(block, blocks) for name, block in blocks.items()}
+
+
+def _included(block: str, blocks: dict[str, str]) -> str:
+    # One level: an included block is a fragment, not a statement that includes others.
+    return _INCLUDE.sub(lambda match: _fragment(blocks, match.group("name")), block)
+
+
+def _fragment(blocks: dict[str, str], name: str) -> str:
+    if name not in blocks:
+        raise ValueError(f"included SQL block {name!r} is not in the file")
+    # Its comment lines stay out: a fragment stands inside a statement's line.
+    return "\n".join(line for line in blocks[name].splitlines() if not line.startswith("--"))
 
 
 @cache

@@ -6,7 +6,8 @@ holds: ``statement.run`` on a Django cursor (enqueue, operator reads and actions
 callback resolutions, eager mode: the caller's transaction), ``statement.run_async`` on one of
 the worker's psycopg connections (the worker and the maintenance leader). Statements that must
 commit together are an ``Atomic`` (``run_atomic`` / ``run_atomic_async``); a multi-statement
-read is a tuple of statements the caller runs in order.
+read is a tuple of statements the caller runs in order, or, when each statement depends on the
+answers before it (the operator listings), a ``Read`` (``run_read``).
 
 The planes and their modules:
 
@@ -21,9 +22,9 @@ The planes and their modules:
 - the executor and connections: ``statement``, ``connections``, ``session``,
   ``migration_state``
 
-Not statements yet: a COPY streams rows through its connection, so ``backlog.copy_deferred``
-and ``copy_text.copy_rows`` take the cursor; ``queue``, ``browse`` and ``dlq`` still have
-functions that take a connection (and ``jobs.get_jobs``, for ``browse``). The execution plane
+A bulk enqueue's COPY is a ``statement.Copy`` (its reservation, the COPY, the rows' lines),
+streamed by ``run_copy``. Not a statement yet: ``queue.notify_queues`` (the worker's completer
+calls it with its connection). The execution plane
 (``execution``, ``lanes``, ``workflows``, ``eager``) is statements only: ``lanes.ensure_lanes``
 runs its statement on a short connection it opens itself.
 """

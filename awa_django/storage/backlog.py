@@ -1,36 +1,42 @@
 """Backlog plane: the deferred table of scheduled and retryable jobs, and its promotion. Every
-function builds a ``Statement`` except the COPY of a batch (``copy_deferred``)."""
+function builds a ``Statement``, or a ``Copy`` for a batch (``copy_deferred``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from functools import partial
 from typing import Any
-
-from django.db.backends.utils import CursorWrapper
 
 from awa_django.sql import queries
 from awa_django.storage import copy_text
 from awa_django.storage.copy_text import CopyBatch
-from awa_django.storage.statement import Statement, first_int
+from awa_django.storage.statement import Copy, Statement, first_int, first_value, ids
 
 _SQL = queries("backlog")
 
 
-def copy_deferred(cursor: CursorWrapper, batch: CopyBatch, args_json: Iterable[str]) -> list[int]:
-    """Add a batch of scheduled jobs with COPY; returns their ids in order. It takes the cursor:
-    a COPY streams its rows through the connection (``copy_text.copy_rows``), which a statement
-    value, executed once with its parameters, cannot."""
-    cursor.execute(_SQL["reserve_job_ids"], {"count": batch.count})
-    (job_ids,) = cursor.fetchone()
+def copy_deferred(batch: CopyBatch, args_json: Iterable[str]) -> Copy[list[int], list[int]]:
+    """Add a batch of scheduled jobs with COPY; answers their ids in order."""
+    return Copy(
+        reserve=Statement(
+            sql=_SQL["reserve_job_ids"], params={"count": batch.count}, read=first_value
+        ),
+        sql=_SQL["copy_deferred"],
+        lines=partial(_deferred_lines, batch, args_json),
+        answer=list,
+    )
+
+
+def _deferred_lines(
+    batch: CopyBatch, args_json: Iterable[str], job_ids: list[int]
+) -> Iterator[str]:
     # Columns in copy_deferred's order; only the id and the arguments vary by row.
     head = copy_text.fields("scheduled", batch.kind, batch.queue, batch.priority)
     tail = batch.tail()
-    rows = (
+    return (
         f"{job_id}\t{head}\t{copy_text.text_field(args)}\t{tail}\n"
         for job_id, args in zip(job_ids, args_json, strict=True)
     )
-    copy_text.copy_rows(cursor, _SQL["copy_deferred"], rows)
-    return list(job_ids)
 
 
 def promote_due(*, limit: int) -> tuple[Statement[int], Statement[int]]:
@@ -54,14 +60,10 @@ def seconds_until_next_due(*, queues: Sequence[str]) -> Statement[float | None]:
     return Statement(sql=_SQL["seconds_until_next_due"], params=params, read=_seconds)
 
 
-def _ids(rows: list[Any]) -> list[int]:
-    return [int(job_id) for (job_id,) in rows]
-
-
 def run_now(job_ids: Sequence[int]) -> Statement[list[int]]:
     """Make these scheduled or retryable jobs ready now, whatever their run_at; answers the ids
     moved (a job in another state, or held by a concurrent promotion or cancel, is not)."""
-    return Statement(sql=_SQL["run_now"], params={"job_ids": list(job_ids)}, read=_ids)
+    return Statement(sql=_SQL["run_now"], params={"job_ids": list(job_ids)}, read=ids)
 
 
 def _by_queue_and_kind(rows: list[Any]) -> dict[str, dict[str, int]]:

@@ -13,23 +13,34 @@ the only way that view is fast.
 from __future__ import annotations
 
 import heapq
-import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Final
+from functools import partial
+from typing import Any, Final, TypeVar
 
-from django.db import DatabaseError, connections, transaction
-from django.db.backends.utils import CursorWrapper
+from django.db import DatabaseError, connections
 from psycopg.errors import QueryCanceled
 
 from awa_django.job_record import JobRecord
 from awa_django.sql import queries
-from awa_django.storage.jobs import JSON_COLUMNS, get_jobs
-from awa_django.storage.statement import Statement, all_rows, rows_of, run
+from awa_django.storage.jobs import JSON_COLUMNS, jobs_by_id
+from awa_django.storage.statement import (
+    Read,
+    Statement,
+    Steps,
+    all_rows,
+    first_int,
+    first_value,
+    ids,
+    nothing,
+    rows_of,
+    step,
+)
 
 _SQL = queries("browse")
+T = TypeVar("T")
 
 # Every state the awa.jobs view reports, in the order of a job's life.
 JOB_STATES: Final = (
@@ -190,26 +201,18 @@ class SavedProgress:
     updated_at: datetime
 
 
-def _json(value: Any) -> Any:
-    # Django's connection hands jsonb back as text.
-    return json.loads(value) if isinstance(value, str) else value
+# A listing's plan spans every ring partition with a probe per row, so its estimated cost passes
+# ``jit_above_cost`` although it reads a few hundred rows, and compiling it took far longer than
+# running it (docs/benchmarks.md, "Admin pages"): listings and counts are planned without JIT.
+_PLAN_WITHOUT_JIT: Final[Statement[str]] = Statement(sql=_SQL["plan_without_jit"], read=first_value)
 
 
-@contextmanager
-def _planned_without_jit(cursor: CursorWrapper) -> Iterator[None]:
-    """Run the block's statements in a transaction (the caller's, when there is one) planned
-    without JIT compilation. A listing's plan spans every ring partition with a probe per row,
-    so its estimated cost passes ``jit_above_cost`` although it reads a few hundred rows, and
-    compiling it took far longer than running it (docs/benchmarks.md, "Admin pages"). Outside a
-    transaction the setting ends with the block's own; inside the caller's, the setting it had
-    is put back after the block, so the caller's later statements are planned as before."""
-    callers = cursor.db.in_atomic_block
-    with transaction.atomic(using=cursor.db.alias, savepoint=False):
-        cursor.execute(_SQL["plan_without_jit"])
-        before, _ = cursor.fetchone()
-        yield
-        if callers:
-            cursor.execute(_SQL["restore_jit"], {"jit": before})
+def _restore_jit(before: str) -> Statement[None]:
+    return Statement(sql=_SQL["restore_jit"], params={"jit": before}, read=nothing)
+
+
+def _planned_without_jit(steps: Callable[[], Steps[T]]) -> Read[T]:
+    return Read(steps=steps, plan=_PLAN_WITHOUT_JIT, restore=_restore_jit)
 
 
 @contextmanager
@@ -249,32 +252,33 @@ def is_statement_timeout(error: BaseException) -> bool:
 
 
 def list_jobs(
-    cursor: CursorWrapper, *, where: JobFilter, before: int | None, limit: int, count: bool = False
-) -> JobPage:
+    *, where: JobFilter, before: int | None, limit: int, count: bool = False
+) -> Read[JobPage]:
     """A page of at most ``limit`` jobs with ids below ``before`` (None: from the newest). With
     ``count``, a page of one state (and no content search) also counts the state's matching
     jobs, as ``count_in_state`` does, reading the names the filter matches only once."""
-    with _planned_without_jit(cursor):
-        return _list_jobs(cursor, where=where, before=before, limit=limit, count=count)
+    return _planned_without_jit(
+        partial(_list_jobs, where=where, before=before, limit=limit, count=count)
+    )
 
 
-def _list_jobs(
-    cursor: CursorWrapper, *, where: JobFilter, before: int | None, limit: int, count: bool
-) -> JobPage:
-    walk = _walk_for(cursor, where)
+def _list_jobs(*, where: JobFilter, before: int | None, limit: int, count: bool) -> Steps[JobPage]:
+    walk = yield from _walk_for(where)
     if where.searches_content:
-        return _search(cursor, where=where, walk=walk, before=before, limit=limit)
+        return (yield from _search(where=where, walk=walk, before=before, limit=limit))
     if where.state is not None:
-        page, every_id = _list_in_state(cursor, where.state, walk=walk, before=before, limit=limit)
+        page, every_id = yield from _list_in_state(
+            where.state, walk=walk, before=before, limit=limit
+        )
         if not count:
             return page
         if every_id is not None:
             # The page's one read held every id of the state: the count's query, asked for
             # more, would answer the same ids (running's reads every claim of the ring again).
             return replace(page, count=every_id)
-        return replace(page, count=_count(cursor, where.state, walk))
-    window = _window_ids(cursor, walk, before if before is not None else _NO_CURSOR, limit + 1)
-    jobs = list(reversed(get_jobs(cursor, window[:limit]))) if window else []
+        return replace(page, count=(yield from _count(where.state, walk)))
+    window = yield from _window_ids(walk, before if before is not None else _NO_CURSOR, limit + 1)
+    jobs = list(reversed((yield from step(jobs_by_id(window[:limit]))))) if window else []
     return JobPage(jobs=jobs, next_before=window[limit - 1] if len(window) > limit else None)
 
 
@@ -287,19 +291,21 @@ class _Walk:
     names: list[tuple[str, str]] | None
 
 
-def _walk_for(cursor: CursorWrapper, where: JobFilter) -> _Walk:
+def _walk_for(where: JobFilter) -> Steps[_Walk]:
     # The pairs are resolved once per listing: a handful of index probes, then every query of
     # the listing reads only their jobs.
     if where.kind is None and where.queue is None:
         return _Walk(names=None)
-    cursor.execute(_SQL["name_pairs"], where.params())
-    pairs = [(queue, kind) for queue, kind in cursor.fetchall()]
+    pairs = yield from step(_name_pairs(where.params()))
     return _Walk(names=[(queue, kind) for queue, kind in pairs if where.matches(queue, kind)])
 
 
-def _ids(cursor: CursorWrapper, query: str, params: dict[str, Any]) -> list[int]:
-    cursor.execute(_SQL[query], params)
-    return [row[0] for row in cursor.fetchall()]
+def _name_pairs(params: dict[str, str | None]) -> Statement[list[tuple[str, str]]]:
+    return Statement(sql=_SQL["name_pairs"], params=params, read=all_rows)
+
+
+def _ids(query: str, params: dict[str, Any]) -> Statement[list[int]]:
+    return Statement(sql=_SQL[query], params=params, read=ids)
 
 
 def _newest(id_lists: list[list[int]], size: int) -> list[int]:
@@ -314,47 +320,53 @@ def _newest(id_lists: list[list[int]], size: int) -> list[int]:
     return newest
 
 
-def _window_ids(cursor: CursorWrapper, walk: _Walk, before: int, size: int) -> list[int]:
+def _window_ids(walk: _Walk, before: int, size: int) -> Steps[list[int]]:
     bounds = {"before": before, "size": size}
     if walk.names is None:
-        return _ids(cursor, "job_id_window", bounds)
-    return _newest(
-        [
-            _ids(cursor, "job_id_window_by_name", {**bounds, "queue": queue, "kind": kind})
-            for queue, kind in walk.names
-        ],
-        size,
-    )
+        return (yield from step(_ids("job_id_window", bounds)))
+    id_lists = []
+    for queue, kind in walk.names:
+        id_lists.append(
+            (
+                yield from step(
+                    _ids("job_id_window_by_name", {**bounds, "queue": queue, "kind": kind})
+                )
+            )
+        )
+    return _newest(id_lists, size)
 
 
-def _state_ids(cursor: CursorWrapper, state: str, walk: _Walk, before: int, size: int) -> list[int]:
+def _state_ids(state: str, walk: _Walk, before: int, size: int) -> Steps[list[int]]:
     by_id, by_name, params = _IDS_BY_STATE[state]
     bounds = {"before": before, "size": size, **params}
     if walk.names is None:
-        return _ids(cursor, by_id, {**bounds, "queue": None, "kind": None})
+        return (yield from step(_ids(by_id, {**bounds, "queue": None, "kind": None})))
     id_lists = []
     for queue, kind in walk.names:
         pair = {"queue": queue, "kind": kind}
         query = by_name
-        if by_id in _RING_STATE_QUERIES and _has_many_ready_rows(cursor, pair, before):
+        if by_id in _RING_STATE_QUERIES and (yield from step(_has_many_ready_rows(pair, before))):
             query = by_id
-        id_lists.append(_ids(cursor, query, {**bounds, **pair}))
+        id_lists.append((yield from step(_ids(query, {**bounds, **pair}))))
     return _newest(id_lists, size)
 
 
-def _has_many_ready_rows(cursor: CursorWrapper, pair: dict[str, str], before: int) -> bool:
+def _has_many_ready_rows(pair: dict[str, str], before: int) -> Statement[bool]:
     # Claims and closures hold no names, so a pair's jobs in their states are found either by
     # walking the pair's ready rows, probing each for its claim or closure (short for a rare
     # pair, whatever the state), or by walking the state's rows keeping the pair's (short for
     # a rare state, whatever the pair). The pair's size is one bounded index-only count.
-    cursor.execute(_SQL["pair_ready_rows"], {**pair, "before": before, "cap": _MANY_READY_ROWS})
-    (rows,) = cursor.fetchone()
-    return bool(rows >= _MANY_READY_ROWS)
+    params = {**pair, "before": before, "cap": _MANY_READY_ROWS}
+    return Statement(sql=_SQL["pair_ready_rows"], params=params, read=_many)
+
+
+def _many(rows: list[Any]) -> bool:
+    return first_int(rows) >= _MANY_READY_ROWS
 
 
 def _list_in_state(
-    cursor: CursorWrapper, state: str, *, walk: _Walk, before: int | None, limit: int
-) -> tuple[JobPage, int | None]:
+    state: str, *, walk: _Walk, before: int | None, limit: int
+) -> Steps[tuple[JobPage, int | None]]:
     """The page, and how many ids the state holds when its first read, from the newest, found
     them all (fewer than it asked for); else None."""
     # The ids come from the table holding the state; the view, read for just those ids, has the
@@ -365,45 +377,40 @@ def _list_in_state(
     every_id: int | None = None
     while len(matches) <= limit:
         wanted = limit + 1 - len(matches)
-        ids = _state_ids(cursor, state, walk, below, wanted)
-        if before is None and below == _NO_CURSOR and len(ids) < wanted:
-            every_id = len(ids)
-        if not ids:
+        found = yield from _state_ids(state, walk, below, wanted)
+        if before is None and below == _NO_CURSOR and len(found) < wanted:
+            every_id = len(found)
+        if not found:
             break
-        records = {record.job_id: record for record in get_jobs(cursor, ids)}
+        records = {record.job_id: record for record in (yield from step(jobs_by_id(found)))}
         matches.extend(
             records[job_id]
-            for job_id in ids
+            for job_id in found
             if job_id in records and records[job_id].state == state
         )
-        if len(ids) < wanted:  # the state holds no older jobs
+        if len(found) < wanted:  # the state holds no older jobs
             break
-        below = ids[-1]
+        below = found[-1]
     if len(matches) > limit:
         return JobPage(jobs=matches[:limit], next_before=matches[limit - 1].job_id), every_id
     return JobPage(jobs=matches, next_before=None), every_id
 
 
-def _candidate_ids(
-    cursor: CursorWrapper, where: JobFilter, walk: _Walk, before: int, size: int
-) -> list[int]:
+def _candidate_ids(where: JobFilter, walk: _Walk, before: int, size: int) -> Steps[list[int]]:
     """The newest ``size`` ids below ``before`` of the jobs a row of which matches the content
     search, from the search indexes; under a kind or queue filter, pair by pair."""
     params = {**where.content_params(), "before": before, "size": size}
     if walk.names is None:
-        return _ids(cursor, "search_job_ids", {**params, "queue": None, "kind": None})
-    return _newest(
-        [
-            _ids(cursor, "search_job_ids", {**params, "queue": queue, "kind": kind})
-            for queue, kind in walk.names
-        ],
-        size,
-    )
+        return (yield from step(_ids("search_job_ids", {**params, "queue": None, "kind": None})))
+    id_lists = []
+    for queue, kind in walk.names:
+        id_lists.append(
+            (yield from step(_ids("search_job_ids", {**params, "queue": queue, "kind": kind})))
+        )
+    return _newest(id_lists, size)
 
 
-def _search(
-    cursor: CursorWrapper, *, where: JobFilter, walk: _Walk, before: int | None, limit: int
-) -> JobPage:
+def _search(*, where: JobFilter, walk: _Walk, before: int | None, limit: int) -> Steps[JobPage]:
     # Candidates come newest first from the search indexes (of the kind and queue searched);
     # each batch's records are checked against the state and content search in one query.
     matches: list[JobRecord] = []
@@ -411,13 +418,13 @@ def _search(
     scanned = 0
     exhausted = False
     while len(matches) <= limit and scanned < SEARCH_SCAN:
-        ids = _candidate_ids(cursor, where, walk, below, SEARCH_BATCH)
-        scanned += len(ids)
-        if ids:
-            found = run(cursor, _matching_jobs(ids, where))
+        candidates = yield from _candidate_ids(where, walk, below, SEARCH_BATCH)
+        scanned += len(candidates)
+        if candidates:
+            found = yield from step(_matching_jobs(candidates, where))
             matches.extend(sorted(found, key=lambda record: record.job_id, reverse=True))
-            below = ids[-1]
-        if len(ids) < SEARCH_BATCH:
+            below = candidates[-1]
+        if len(candidates) < SEARCH_BATCH:
             exhausted = True
             break
     if len(matches) > limit:
@@ -437,36 +444,41 @@ def _matching_jobs(job_ids: list[int], where: JobFilter) -> Statement[list[JobRe
     )
 
 
-def count_in_state(cursor: CursorWrapper, state: str, where: JobFilter) -> int:
+def count_in_state(state: str, where: JobFilter) -> Read[int]:
     """How many jobs are in ``state`` and match ``where``'s kind and queue, counting at most
     ``COUNT_CAP + 1``: a result above ``COUNT_CAP`` means "more than that"."""
-    with _planned_without_jit(cursor):
-        return _count(cursor, state, _walk_for(cursor, where))
+    return _planned_without_jit(partial(_count_for, state, where))
 
 
-def _count(cursor: CursorWrapper, state: str, walk: _Walk) -> int:
+def _count_for(state: str, where: JobFilter) -> Steps[int]:
+    return (yield from _count(state, (yield from _walk_for(where))))
+
+
+def _count(state: str, walk: _Walk) -> Steps[int]:
     if state in _OPEN_STATES:
         # Found by one anti-join of the claims with their closures, linear in the claims
         # whatever the plan (browse.sql, open_attempt_job_ids): a hash join is its best one.
-        return len(_state_ids(cursor, state, walk, _NO_CURSOR, COUNT_CAP + 1))
-    with _planned_as_walk(cursor):
-        return len(_state_ids(cursor, state, walk, _NO_CURSOR, COUNT_CAP + 1))
+        return len((yield from _state_ids(state, walk, _NO_CURSOR, COUNT_CAP + 1)))
+    # Planned without hash or merge joins, inside the read's transaction, then the settings are
+    # put back. A count stops at COUNT_CAP + 1 ids, but asked for 10,001 of a state with more
+    # (completed, available) the planner hashed every row of the ring to find them, so a count
+    # grew with the history (issue #36: 460 ms at 200,000 jobs, seconds at a million); walking
+    # the state's job_id index with a probe per id reads at most the cap's worth, at any size.
+    hash_join, merge_join = yield from step(_PLAN_AS_WALK)
+    counted = len((yield from _state_ids(state, walk, _NO_CURSOR, COUNT_CAP + 1)))
+    # Not after an error: a failed statement ends the read (the transaction may be aborted, a
+    # statement timeout, where another statement would hide the error).
+    yield from step(
+        Statement(
+            sql=_SQL["restore_joins"], params={"hash": hash_join, "merge": merge_join}, read=nothing
+        )
+    )
+    return counted
 
 
-@contextmanager
-def _planned_as_walk(cursor: CursorWrapper) -> Iterator[None]:
-    """Plan the block's statements without hash or merge joins, inside the transaction that
-    ``_planned_without_jit`` opened, then put the settings back. A count stops at COUNT_CAP + 1
-    ids, but asked for 10,001 of a state with more (completed, available) the planner hashed
-    every row of the ring to find them, so a count grew with the history (issue #36: 460 ms at
-    200,000 jobs, seconds at a million); walking the state's job_id index with a probe per id
-    reads at most the cap's worth, at any size."""
-    cursor.execute(_SQL["plan_as_walk"])
-    hash_join, merge_join, _, _ = cursor.fetchone()
-    yield
-    # Not after an error: the transaction may be aborted (a statement timeout), where another
-    # statement would hide the error; ours then rolls back, the caller's must.
-    cursor.execute(_SQL["restore_joins"], {"hash": hash_join, "merge": merge_join})
+_PLAN_AS_WALK: Final[Statement[tuple[str, str]]] = Statement(
+    sql=_SQL["plan_as_walk"], read=lambda rows: (rows[0][0], rows[0][1])
+)
 
 
 # Suggestions offered beside the search fields: names from every table (cheap, one index probe
@@ -485,33 +497,45 @@ class Suggestions:
     error_types: list[str]
 
 
-def suggestions(cursor: CursorWrapper) -> Suggestions:
+def suggestions() -> Read[Suggestions]:
     """What a search form offers to complete its kind, queue and error type fields."""
-    cursor.execute(_SQL["name_pairs"], {"kind": None, "queue": None})
-    pairs = cursor.fetchall()
-    cursor.execute(_SQL["error_types"], {"scan": SUGGESTION_SCAN, "limit": SUGGESTION_LIMIT})
+    return Read(steps=_suggestions)
+
+
+def _suggestions() -> Steps[Suggestions]:
+    pairs = yield from step(_name_pairs({"kind": None, "queue": None}))
+    error_types = yield from step(
+        Statement(
+            sql=_SQL["error_types"],
+            params={"scan": SUGGESTION_SCAN, "limit": SUGGESTION_LIMIT},
+            read=_firsts,
+        )
+    )
     return Suggestions(
         kinds=sorted({kind for _, kind in pairs})[:SUGGESTION_LIMIT],
         queues=sorted({queue for queue, _ in pairs})[:SUGGESTION_LIMIT],
-        error_types=[error_type for (error_type,) in cursor.fetchall()],
+        error_types=error_types,
     )
 
 
-def running_attempts(cursor: CursorWrapper, *, limit: int) -> list[RunningAttempt]:
+def _firsts(rows: list[Any]) -> list[Any]:
+    return [row[0] for row in rows]
+
+
+def running_attempts(*, limit: int) -> Statement[list[RunningAttempt]]:
     """Up to ``limit`` open attempts, newest claim first."""
-    cursor.execute(_SQL["running_attempts"], {"limit": limit})
+    return Statement(
+        sql=_SQL["running_attempts"],
+        params={"limit": limit},
+        read=_running,
+        json=("progress",),
+    )
+
+
+def _running(rows: list[Any]) -> list[RunningAttempt]:
     attempts = []
-    for (
-        claimed_by,
-        job_id,
-        kind,
-        queue,
-        attempt,
-        claimed_at,
-        deadline_at,
-        progress,
-    ) in cursor.fetchall():
-        saved = _json(progress) or {}
+    for claimed_by, job_id, kind, queue, attempt, claimed_at, deadline_at, progress in rows:
+        saved = progress or {}
         percent = saved.get("percent")
         attempts.append(
             RunningAttempt(
@@ -529,25 +553,27 @@ def running_attempts(cursor: CursorWrapper, *, limit: int) -> list[RunningAttemp
     return attempts
 
 
-def job_attempts(cursor: CursorWrapper, job_id: int) -> list[Attempt]:
+def job_attempts(job_id: int) -> Statement[list[Attempt]]:
     """The attempts of ``job_id`` still in the ring, oldest first."""
-    cursor.execute(_SQL["job_attempts"], {"job_id": job_id})
-    names = [col.name for col in cursor.description]
-    attempts = []
-    for row in cursor.fetchall():
-        values = dict(zip(names, row, strict=True))
-        values["error"] = _json(values["error"])
-        attempts.append(Attempt(**values))
-    return attempts
-
-
-def job_progress(cursor: CursorWrapper, job_id: int) -> SavedProgress | None:
-    """The progress and checkpoint ``job_id`` saved, or None if it saved none."""
-    cursor.execute(_SQL["job_progress"], {"job_id": job_id})
-    row = cursor.fetchone()
-    if row is None:
-        return None
-    progress, checkpoint, updated_at = row
-    return SavedProgress(
-        progress=_json(progress), checkpoint=_json(checkpoint), updated_at=updated_at
+    return Statement(
+        sql=_SQL["job_attempts"],
+        params={"job_id": job_id},
+        read=all_rows,
+        rows=rows_of(Attempt),
+        json=("error",),
     )
+
+
+def job_progress(job_id: int) -> Statement[SavedProgress | None]:
+    """The progress and checkpoint ``job_id`` saved, or None if it saved none."""
+    return Statement(
+        sql=_SQL["job_progress"],
+        params={"job_id": job_id},
+        read=_saved,
+        rows=rows_of(SavedProgress),
+        json=("progress", "checkpoint"),
+    )
+
+
+def _saved(rows: list[SavedProgress]) -> SavedProgress | None:
+    return rows[0] if rows else None

@@ -8,16 +8,10 @@ was a third of the time of a bulk enqueue.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final, LiteralString
-
-from django.db.backends.utils import CursorWrapper
-
-# Rows sent per write: large enough that each write call is cheap, small enough that a batch of
-# any size does not build one huge string.
-ROWS_PER_WRITE: Final = 1000
+from typing import Final
 
 _ESCAPES: Final = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
@@ -80,17 +74,3 @@ class CopyBatch:
         return fields(
             0, 0, self.max_attempts, self.run_at, self.now, self.metadata_json, self.tags, "[]"
         )
-
-
-def copy_rows(cursor: CursorWrapper, sql: LiteralString, rows: Iterable[str]) -> None:
-    """COPY newline-terminated rows with ``sql``, ``ROWS_PER_WRITE`` at a time."""
-    # Django's wrapper does not expose COPY; its ``cursor`` attribute is the psycopg cursor.
-    with cursor.cursor.copy(sql) as copy:
-        chunk: list[str] = []
-        for row in rows:
-            chunk.append(row)
-            if len(chunk) == ROWS_PER_WRITE:
-                copy.write("".join(chunk))
-                chunk.clear()
-        if chunk:
-            copy.write("".join(chunk))

@@ -2,7 +2,7 @@
 
 Routing itself happens in ``awa.close_attempts`` (every terminal failure of a queue whose
 ``queue_meta.dlq_enabled`` is set lands in ``awa.dlq_entries``); this module is the operator
-side. Every function runs in the cursor's transaction.
+side. Every function builds a statement; callers run it in their transaction.
 """
 
 from __future__ import annotations
@@ -12,10 +12,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from django.db.backends.utils import CursorWrapper
-
 from awa_django.sql import queries
-from awa_django.storage.statement import Statement, all_rows, rows_of, run
+from awa_django.storage.statement import (
+    Statement,
+    all_rows,
+    first_int,
+    first_value,
+    ids,
+    rows_of,
+)
 
 _SQL = queries("dlq")
 _JSON_COLUMNS: Final = ("args", "metadata", "errors")
@@ -103,23 +108,24 @@ class DlqGroups:
 
 
 def list_entries(
-    cursor: CursorWrapper,
-    where: DlqFilter,
-    *,
-    limit: int,
-    before: tuple[datetime, int] | None = None,
-) -> list[DlqEntry]:
+    where: DlqFilter, *, limit: int, before: tuple[datetime, int] | None = None
+) -> Statement[list[DlqEntry]]:
     """Up to ``limit`` entries, newest first, strictly before the ``(dlq_at, job_id)`` keyset."""
     before_at, before_id = before if before is not None else (None, None)
     params = {**where.params(), "limit": limit, "before_at": before_at, "before_id": before_id}
-    return run(cursor, _entries("list_dlq", params))
+    return _entries("list_dlq", params)
 
 
-def group_entries(cursor: CursorWrapper, where: DlqFilter, *, scan: int, limit: int) -> DlqGroups:
-    """Up to ``limit`` groups of the newest ``scan`` entries matching ``where``'s queue, kind,
-    reason and age."""
-    cursor.execute(_SQL["dlq_groups"], {**where.params(), "scan": scan, "limit": limit})
-    rows = cursor.fetchall()
+def group_entries(where: DlqFilter, *, scan: int, limit: int) -> Statement[DlqGroups]:
+    """Up to ``limit`` groups of the newest ``scan`` entries matching ``where``."""
+    return Statement(
+        sql=_SQL["dlq_groups"],
+        params={**where.params(), "scan": scan, "limit": limit},
+        read=_groups,
+    )
+
+
+def _groups(rows: list[Any]) -> DlqGroups:
     return DlqGroups(
         groups=[
             DlqGroup(
@@ -136,8 +142,8 @@ def group_entries(cursor: CursorWrapper, where: DlqFilter, *, scan: int, limit: 
     )
 
 
-def get_entries(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[DlqEntry]:
-    return run(cursor, _entries("get_dlq", {"job_ids": list(job_ids)}))
+def get_entries(job_ids: Sequence[int]) -> Statement[list[DlqEntry]]:
+    return _entries("get_dlq", {"job_ids": list(job_ids)})
 
 
 def _entries(block: str, params: dict[str, Any]) -> Statement[list[DlqEntry]]:
@@ -146,74 +152,72 @@ def _entries(block: str, params: dict[str, Any]) -> Statement[list[DlqEntry]]:
     )
 
 
-def matching_ids(cursor: CursorWrapper, where: DlqFilter, *, limit: int) -> list[int]:
+def matching_ids(where: DlqFilter, *, limit: int) -> Statement[list[int]]:
     """One locked batch of entry ids matching ``where``, oldest first."""
-    cursor.execute(_SQL["matching_dlq_ids"], {**where.params(), "limit": limit})
-    return [int(job_id) for (job_id,) in cursor.fetchall()]
+    return Statement(
+        sql=_SQL["matching_dlq_ids"], params={**where.params(), "limit": limit}, read=ids
+    )
 
 
-def count_matching(cursor: CursorWrapper, where: DlqFilter, *, cap: int | None = None) -> int:
+def count_matching(where: DlqFilter, *, cap: int | None = None) -> Statement[int]:
     """How many entries ``where`` covers now, counting at most ``cap`` (None: all)."""
-    cursor.execute(_SQL["count_matching_dlq"], {**where.params(), "cap": cap})
-    return int(cursor.fetchone()[0])
+    return Statement(
+        sql=_SQL["count_matching_dlq"], params={**where.params(), "cap": cap}, read=first_int
+    )
 
 
 def retry_entries(
-    cursor: CursorWrapper,
-    job_ids: Sequence[int],
-    *,
-    run_at: datetime | None,
-    queue: str | None,
-    priority: int | None,
-) -> list[int]:
-    """Put entries back as fresh attempts; returns the ids that were in the DLQ."""
-    cursor.execute(
-        _SQL["retry_dlq"],
-        {"job_ids": list(job_ids), "run_at": run_at, "queue": queue, "priority": priority},
+    job_ids: Sequence[int], *, run_at: datetime | None, queue: str | None, priority: int | None
+) -> Statement[list[int]]:
+    """Put entries back as fresh attempts; answers the ids that were in the DLQ."""
+    return Statement(
+        sql=_SQL["retry_dlq"],
+        params={"job_ids": list(job_ids), "run_at": run_at, "queue": queue, "priority": priority},
+        read=ids,
     )
-    return [int(job_id) for (job_id,) in cursor.fetchall()]
 
 
-def purge_entries(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[int]:
+def purge_entries(job_ids: Sequence[int]) -> Statement[list[int]]:
     """Delete entries for good, hiding from ``awa.jobs`` whatever the ring still holds of
-    them; returns the ids that were in the DLQ."""
-    cursor.execute(_SQL["purge_dlq"], {"job_ids": list(job_ids)})
-    return [int(job_id) for (job_id,) in cursor.fetchall()]
+    them; answers the ids that were in the DLQ."""
+    return Statement(sql=_SQL["purge_dlq"], params={"job_ids": list(job_ids)}, read=ids)
 
 
-def purged_at(cursor: CursorWrapper, job_id: int) -> datetime | None:
+def purged_at(job_id: int) -> Statement[datetime | None]:
     """When ``job_id`` was purged, while the ring still holds rows of it; None otherwise."""
-    cursor.execute(_SQL["purged_at"], {"job_id": job_id})
-    row = cursor.fetchone()
-    return row[0] if row is not None else None
+    return Statement(sql=_SQL["purged_at"], params={"job_id": job_id}, read=first_value)
 
 
-def ring_held_ids(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[int]:
+def ring_held_ids(job_ids: Sequence[int]) -> Statement[list[int]]:
     """The ``job_ids`` the queue ring still holds rows of, in id order: a purge hides those rows
     but they stay on disk until prune reclaims their slot."""
-    cursor.execute(_SQL["ring_held_ids"], {"job_ids": list(job_ids)})
-    return [int(job_id) for (job_id,) in cursor.fetchall()]
+    return Statement(sql=_SQL["ring_held_ids"], params={"job_ids": list(job_ids)}, read=ids)
 
 
-def depths(cursor: CursorWrapper) -> dict[str, int]:
+def depths() -> Statement[dict[str, int]]:
     """Entries per queue (queues with none are left out)."""
-    cursor.execute(_SQL["dlq_depths"])
-    return {queue: int(depth) for queue, depth in cursor.fetchall()}
+    return Statement(sql=_SQL["dlq_depths"], read=_depths)
 
 
-def failed_job_ids(
-    cursor: CursorWrapper, where: DlqFilter, *, after_id: int, limit: int
-) -> list[int]:
+def _depths(rows: list[Any]) -> dict[str, int]:
+    return {queue: int(depth) for queue, depth in rows}
+
+
+def failed_job_ids(where: DlqFilter, *, after_id: int, limit: int) -> Statement[list[int]]:
     """One batch of ids of failed jobs (ring or terminal history) above ``after_id``."""
-    cursor.execute(_SQL["failed_job_ids"], {**where.params(), "after_id": after_id, "limit": limit})
-    return [int(job_id) for (job_id,) in cursor.fetchall()]
+    return Statement(
+        sql=_SQL["failed_job_ids"],
+        params={**where.params(), "after_id": after_id, "limit": limit},
+        read=ids,
+    )
 
 
 def move_jobs(
-    cursor: CursorWrapper, job_ids: Sequence[int], *, states: Sequence[str], reason: str
-) -> list[int]:
-    """Move jobs whose current state is in ``states`` into the DLQ; returns the ids moved."""
-    cursor.execute(
-        _SQL["move_to_dlq"], {"job_ids": list(job_ids), "states": list(states), "reason": reason}
+    job_ids: Sequence[int], *, states: Sequence[str], reason: str
+) -> Statement[list[int]]:
+    """Move jobs whose current state is in ``states`` into the DLQ; answers the ids moved."""
+    return Statement(
+        sql=_SQL["move_to_dlq"],
+        params={"job_ids": list(job_ids), "states": list(states), "reason": reason},
+        read=ids,
     )
-    return [int(job_id) for (job_id,) in cursor.fetchall()]

@@ -9,11 +9,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.backends.utils import CursorWrapper
-
 from awa_django.job_record import JobRecord as JobRecord
 from awa_django.sql import queries
-from awa_django.storage.statement import Statement, all_rows, rows_of, run
+from awa_django.storage.statement import Statement, all_rows, rows_of
 
 # JobRecord is in the base layer (awa_django.job_record), beside the exceptions that carry one
 # (JobFailed, WaitTimeout); its importers may still name it from here.
@@ -41,12 +39,6 @@ def jobs_by_id(job_ids: Sequence[int]) -> Statement[list[JobRecord]]:
         rows=rows_of(JobRecord),
         json=JSON_COLUMNS,
     )
-
-
-def get_jobs(cursor: CursorWrapper, job_ids: Sequence[int]) -> list[JobRecord]:
-    """``jobs_by_id`` run on ``cursor``. Kept only for ``storage/browse.py``, which reads its
-    listings' records through it; every other caller runs ``jobs_by_id`` itself."""
-    return run(cursor, jobs_by_id(job_ids))
 
 
 def _claims(rows: list[Any]) -> dict[int, list[Claim]]:

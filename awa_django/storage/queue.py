@@ -11,18 +11,28 @@ updated: the SQL functions behind these calls live in the substrate migration.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any, Final
 
-from django.db.backends.utils import CursorWrapper
 from psycopg import AsyncConnection
 
 from awa_django.sql import queries
 from awa_django.storage import copy_text
 from awa_django.storage.copy_text import CopyBatch
-from awa_django.storage.statement import J, RowsOf, Statement, all_rows, rows_of
+from awa_django.storage.statement import (
+    Copy,
+    J,
+    RowsOf,
+    Statement,
+    all_rows,
+    first_int,
+    first_row,
+    first_text,
+    rows_of,
+)
 
 _SQL = queries("queue")
 
@@ -90,13 +100,13 @@ class QueueDepth:
     dlq: int = 0
 
 
-def enqueue_job(cursor: CursorWrapper, job: NewJob, *, alone: bool = False) -> int:
-    """Enqueue one job in the cursor's transaction; returns its id. ``alone`` says the statement
+def enqueue_job(job: NewJob, *, alone: bool = False) -> Statement[int]:
+    """Enqueue one job in the caller's transaction; answers its id. ``alone`` says the statement
     is its whole transaction (autocommit): the job is then published by the statement itself,
     not by a trigger at the commit (``awa.enqueue_job_alone``)."""
-    cursor.execute(
-        _SQL["enqueue_job_alone" if alone else "enqueue_job"],
-        {
+    return Statement(
+        sql=_SQL["enqueue_job_alone" if alone else "enqueue_job"],
+        params={
             "kind": job.kind,
             "queue": job.queue,
             "priority": job.priority,
@@ -106,41 +116,53 @@ def enqueue_job(cursor: CursorWrapper, job: NewJob, *, alone: bool = False) -> i
             "metadata": job.metadata_json,
             "tags": copy_text.text_array(job.tags),
         },
+        read=first_int,
     )
-    row = cursor.fetchone()
-    assert row is not None  # the function always returns an id
-    return int(row[0])
 
 
-def copy_ready(cursor: CursorWrapper, batch: CopyBatch, args_json: Iterable[str]) -> list[int]:
-    """Append a batch of immediate jobs to one lane with COPY; returns their ids in order.
+def copy_ready(batch: CopyBatch, args_json: Iterable[str]) -> Copy[tuple[Any, ...], list[int]]:
+    """Append a batch of immediate jobs to one lane with COPY; answers their ids in order.
 
     The lane's shard is the ordering key's (or a random one when there is none). The first row
     announces the batch, which the transaction publishes when it commits."""
-    cursor.execute(
-        _SQL["reserve_ready_batch"],
-        {
+    reserve = Statement(
+        sql=_SQL["reserve_ready_batch"],
+        params={
             "queue": batch.queue,
             "priority": batch.priority,
             "count": batch.count,
             "ordering_key": batch.ordering_key,
         },
+        read=first_row,
     )
-    slot, generation, lane_seqs, job_ids, shard = cursor.fetchone()
+    return Copy(
+        reserve=reserve,
+        sql=_SQL["copy_ready"],
+        lines=partial(_ready_lines, batch, args_json),
+        answer=_reserved_ids,
+    )
+
+
+def _reserved_ids(reserved: tuple[Any, ...]) -> list[int]:
+    return list(reserved[3])
+
+
+def _ready_lines(
+    batch: CopyBatch, args_json: Iterable[str], reserved: tuple[Any, ...]
+) -> Iterator[str]:
+    slot, generation, lane_seqs, job_ids, shard = reserved
     # Columns in copy_ready's order; only the position, the id and the arguments vary by row.
     lane = copy_text.fields(batch.queue, batch.priority, shard)
     place = copy_text.fields(slot, generation)
     body = copy_text.field(batch.kind)
     tail = batch.tail()
-    rows = (
+    return (
         f"{lane}\t{lane_seq}\t{place}\t{job_id}\t{body}\t{copy_text.text_field(args)}\t{tail}"
         f"\t{'t' if position == 0 else 'f'}\n"
         for position, (job_id, lane_seq, args) in enumerate(
             zip(job_ids, lane_seqs, args_json, strict=True)
         )
     )
-    copy_text.copy_rows(cursor, _SQL["copy_ready"], rows)
-    return list(job_ids)
 
 
 def claim_ready(
@@ -192,12 +214,12 @@ async def notify_queues(conn: AsyncConnection[Any], queues: Sequence[str]) -> No
     await conn.execute(_SQL["notify_queues"], {"queues": list(queues)})
 
 
-def cancel_job(cursor: CursorWrapper, *, job_id: int, reason: str) -> str:
-    """Cancel one job in the cursor's transaction; returns the outcome name of awa.cancel_job."""
-    cursor.execute(_SQL["cancel_job"], {"job_id": job_id, "reason": reason})
-    row = cursor.fetchone()
-    assert row is not None  # the function always answers
-    return str(row[0])
+def cancel_job(*, job_id: int, reason: str) -> Statement[str]:
+    """Cancel one job in the caller's transaction; answers the outcome name of
+    awa.cancel_job."""
+    return Statement(
+        sql=_SQL["cancel_job"], params={"job_id": job_id, "reason": reason}, read=first_text
+    )
 
 
 def queue_depths() -> Statement[list[QueueDepth]]:

@@ -14,7 +14,7 @@ jsonb columns, and ``run`` decodes them before the rows are made.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any, Final, Generic, LiteralString, TypeVar
@@ -88,6 +88,16 @@ def first_text(rows: list[Any]) -> str:
     return str(rows[0][0])
 
 
+def ids(rows: list[Any]) -> list[int]:
+    """``read`` for a statement answering one id a row (job ids), in its order."""
+    return [int(row[0]) for row in rows]
+
+
+def first_row(rows: list[Any]) -> tuple[Any, ...]:
+    """``read`` for a statement answering one row (a reservation), as a tuple."""
+    return tuple(rows[0])
+
+
 def any_row(rows: list[Any]) -> bool:
     """``read`` for a statement whose answer is whether it returned a row."""
     return bool(rows)
@@ -108,6 +118,50 @@ class Atomic(Generic[T_co]):
     last: Statement[T_co]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Copy(Generic[R, T_co]):
+    """Rows streamed in with ``COPY ... FROM STDIN`` (``sql``), after the statement that reserves
+    their ids and places: ``lines`` makes the rows' text lines (``storage/copy_text.py``) from
+    ``reserve``'s answer, and ``answer`` the copy's (the ids, in order)."""
+
+    reserve: Statement[R]
+    sql: LiteralString
+    lines: Callable[[R], Iterable[str]]
+    answer: Callable[[R], T_co]
+
+
+# Rows sent per write of a COPY: large enough that each write call is cheap, small enough that a
+# batch of any size does not build one huge string.
+ROWS_PER_WRITE: Final = 1000
+
+
+# A read whose statements depend on the answers of those before it (a listing that walks an
+# index batch by batch): a generator that yields each statement, is sent its answer, and
+# returns the read's answer.
+Steps = Generator[Statement[Any], Any, T]
+
+
+def step(statement: Statement[T]) -> Steps[T]:
+    """The answer of ``statement`` in a read's steps (``yield from step(...)``), typed as the
+    statement's."""
+    answer: T = yield statement
+    return answer
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Read(Generic[T_co]):
+    """A read of several statements, each built from the answers before it.
+
+    ``plan`` (when given) sets planner settings for the read (``SET LOCAL``) and answers what
+    they were: the read then runs in one transaction (the caller's, when there is one), and
+    inside the caller's, ``restore`` puts the settings back after the read, so its later
+    statements are planned as before (outside, they end with the read's own)."""
+
+    steps: Callable[[], Steps[T_co]]
+    plan: Statement[Any] | None = None
+    restore: Callable[[Any], Statement[None]] | None = None
+
+
 # Cached: one ``rows`` per class, so that ``run_async`` keeps one psycopg factory for it.
 @cache
 def rows_of(make: Callable[..., R]) -> RowsOf[R]:
@@ -118,10 +172,15 @@ def rows_of(make: Callable[..., R]) -> RowsOf[R]:
 def run(cursor: CursorWrapper, statement: Statement[T]) -> T:
     """Execute ``statement`` on a Django cursor, in its connection's transaction."""
     cursor.execute(statement.sql, statement.params)
-    names = column_names(cursor.cursor)
-    if names is None:
+    result = cursor.cursor.pgresult
+    if result is None or result.status != TUPLES_OK:
         return statement.read([])
     rows: list[Any] = cursor.fetchall()
+    if not statement.json and statement.rows is None:
+        # Tuples as they come (an enqueue's id): the column names are not read.
+        return statement.read(rows)
+    names = column_names(cursor.cursor)
+    assert names is not None  # a result with rows, as checked above
     if statement.json:
         positions = [names.index(column) for column in statement.json]
         rows = [_decode_json(row, positions) for row in rows]
@@ -148,6 +207,48 @@ def run_atomic(cursor: CursorWrapper, atomic: Atomic[T]) -> T:
         for statement in atomic.first:
             run(cursor, statement)
         return run(cursor, atomic.last)
+
+
+def run_copy(cursor: CursorWrapper, copy: Copy[Any, T]) -> T:
+    """Execute ``copy`` on a Django cursor, in its connection's transaction: the reservation,
+    then the rows, ``ROWS_PER_WRITE`` at a time, as ``lines`` makes them."""
+    reserved = run(cursor, copy.reserve)
+    # Django's wrapper does not expose COPY; its ``cursor`` attribute is the psycopg cursor.
+    with cursor.cursor.copy(copy.sql) as stream:
+        chunk: list[str] = []
+        for line in copy.lines(reserved):
+            chunk.append(line)
+            if len(chunk) == ROWS_PER_WRITE:
+                stream.write("".join(chunk))
+                chunk.clear()
+        if chunk:
+            stream.write("".join(chunk))
+    return copy.answer(reserved)
+
+
+def run_read(cursor: CursorWrapper, read: Read[T]) -> T:
+    """Execute ``read``'s statements on a Django cursor; with a ``plan``, in one transaction."""
+    if read.plan is None:
+        return _stepped(cursor, read.steps())
+    callers = cursor.db.in_atomic_block
+    with transaction.atomic(using=cursor.db.alias, savepoint=False):
+        before = run(cursor, read.plan)
+        answer = _stepped(cursor, read.steps())
+        if callers and read.restore is not None:
+            run(cursor, read.restore(before))
+        return answer
+
+
+def _stepped(cursor: CursorWrapper, steps: Steps[T]) -> T:
+    # A statement that fails raises here and ends the read: no later statement would run in
+    # the transaction it aborted.
+    try:
+        statement = next(steps)
+        while True:
+            statement = steps.send(run(cursor, statement))
+    except StopIteration as done:
+        answer: T = done.value
+        return answer
 
 
 async def run_atomic_async(conn: AsyncConnection[Any], atomic: Atomic[T]) -> T:

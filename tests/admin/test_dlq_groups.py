@@ -195,3 +195,15 @@ def test_python_api_groups_and_filters_by_group(awa_db):
     assert awa.dlq.purge_bulk(error_type="ValueError") == 1
     assert awa.dlq.retry_bulk(fingerprint="order <n> not found") == 2
     assert awa.dlq.depth() == 0
+
+
+def test_groups_take_every_filter_the_list_takes(awa_db):
+    # One filter for every DLQ reading: a group's own type narrows the grouping as it does
+    # the list.
+    failures("LookupError", ["order 1 not found"])
+    failures("builtins.ValueError", ["bad 3", "bad 7", "worse"])
+    found = awa.dlq.groups(error_type_prefix="value")
+    assert [(g.fingerprint, g.count) for g in found.groups] == [("bad <n>", 2), ("worse", 1)]
+    assert found.scanned == 3
+    assert awa.dlq.groups(fingerprint="bad <n>").scanned == 2
+    assert len(awa.dlq.list(error_type_prefix="value")) == found.scanned

@@ -14,6 +14,7 @@ from django.urls import reverse
 import awa_django as awa
 from awa_django.sql import queries
 from awa_django.storage.browse import JobFilter, count_in_state, list_jobs, running_attempts
+from awa_django.storage.statement import run, run_read
 
 _SQL = queries("browse")
 
@@ -112,7 +113,7 @@ def test_open_attempts_probe_only_the_open_claims(awa_db, planner):
         assert rows_read(root, "ready_entries") <= OPEN
         assert probes(root, "leases") <= OPEN
     with connection.cursor() as cursor:
-        assert [a.job_id for a in running_attempts(cursor, limit=10)] == running
+        assert [a.job_id for a in run(cursor, running_attempts(limit=10))] == running
     root = plan("running_attempts", {"limit": 10}, **planner)
     assert rows_read(root, "ready_entries") <= OPEN
 
@@ -120,12 +121,12 @@ def test_open_attempts_probe_only_the_open_claims(awa_db, planner):
 def test_what_is_running_lists_and_counts_the_open_attempts(operator_client):
     running = hot_lane()
     with connection.cursor() as cursor:
-        page = list_jobs(
-            cursor, where=JobFilter(state="running"), before=None, limit=50, count=True
+        page = run_read(
+            cursor, list_jobs(where=JobFilter(state="running"), before=None, limit=50, count=True)
         )
         assert [job.job_id for job in page.jobs] == running
         assert page.count == OPEN
-        assert count_in_state(cursor, "running", JobFilter(queue="partners")) == OPEN
+        assert run_read(cursor, count_in_state("running", JobFilter(queue="partners"))) == OPEN
     listed = operator_client.get(reverse("admin:awa_django_job_changelist"), {"state": "running"})
     assert listed.status_code == 200
     for job_id in running:

@@ -15,6 +15,7 @@ from django.urls import reverse
 
 import awa_django as awa
 from awa_django.storage.browse import JobFilter, count_in_state, list_jobs
+from awa_django.storage.statement import run_read
 from tests.admin.test_hot_lane import plan, rows_read
 from tests.migrations.catalog import schema_catalog
 
@@ -70,9 +71,11 @@ def test_rare_closures_are_read_by_index(awa_db, state):
             # closure of the ring (all COMPLETED of them).
             assert rows_read(root, "done_entries") <= FAILED + CANCELLED
     with connection.cursor() as cursor:
-        assert count_in_state(cursor, state, JobFilter()) == rare
-        assert count_in_state(cursor, state, JobFilter(kind="tests.noop")) == rare
-        page = list_jobs(cursor, where=JobFilter(state=state), before=None, limit=50, count=True)
+        assert run_read(cursor, count_in_state(state, JobFilter())) == rare
+        assert run_read(cursor, count_in_state(state, JobFilter(kind="tests.noop"))) == rare
+        page = run_read(
+            cursor, list_jobs(where=JobFilter(state=state), before=None, limit=50, count=True)
+        )
     assert sorted(job.job_id for job in page.jobs) == sorted(history[state])
     assert page.count == rare
 
@@ -80,8 +83,8 @@ def test_rare_closures_are_read_by_index(awa_db, state):
 def test_completed_closures_still_listed_and_counted(awa_db):
     history = closed_history()
     with connection.cursor() as cursor:
-        page = list_jobs(
-            cursor, where=JobFilter(state="completed"), before=None, limit=50, count=True
+        page = run_read(
+            cursor, list_jobs(where=JobFilter(state="completed"), before=None, limit=50, count=True)
         )
     assert [job.job_id for job in page.jobs] == sorted(history["completed"], reverse=True)[:50]
     assert page.count == COMPLETED
@@ -149,16 +152,17 @@ def test_a_capped_count_of_a_big_state_stops_at_the_cap(awa_db):
     for state, table in (("completed", "done_entries"), ("available", "ready_entries")):
         plans: list[dict[str, Any]] = []
 
-        def ids(cursor, query, params, plans=plans, real_ids=browse._ids):
-            # The statement's executed plan, in the count's transaction and settings.
+        def ids(query, params, plans=plans, real_ids=browse._ids):
+            # The statement's executed plan, in the count's transaction and settings (a read's
+            # next statement is built inside its transaction, after the answers before it).
             plans.append(plan(query, params))
-            return real_ids(cursor, query, params)
+            return real_ids(query, params)
 
         with pytest.MonkeyPatch.context() as patch, transaction.atomic():
             patch.setattr(browse, "COUNT_CAP", cap)
             patch.setattr(browse, "_ids", ids)
             with connection.cursor() as cursor:
-                assert count_in_state(cursor, state, JobFilter()) == cap + 1
+                assert run_read(cursor, count_in_state(state, JobFilter())) == cap + 1
                 # The caller's transaction plans its later statements as before.
                 cursor.execute("SELECT current_setting('enable_hashjoin')")
                 assert cursor.fetchone()[0] == "on"
@@ -185,8 +189,8 @@ def test_a_page_holding_every_job_of_its_state_counts_them_without_reading_again
         ("failed", sorted(history["failed"], reverse=True), closed),
     ):
         with CaptureQueriesContext(connection) as queries, connection.cursor() as cursor:
-            page = list_jobs(
-                cursor, where=JobFilter(state=state), before=None, limit=50, count=True
+            page = run_read(
+                cursor, list_jobs(where=JobFilter(state=state), before=None, limit=50, count=True)
             )
         assert [job.job_id for job in page.jobs] == expected
         assert page.count == len(expected)
@@ -194,8 +198,8 @@ def test_a_page_holding_every_job_of_its_state_counts_them_without_reading_again
         assert len(reads) == 1, state
     # A state with more jobs than a page still counts them with its own, capped read.
     with connection.cursor() as cursor:
-        page = list_jobs(
-            cursor, where=JobFilter(state="completed"), before=None, limit=50, count=True
+        page = run_read(
+            cursor, list_jobs(where=JobFilter(state="completed"), before=None, limit=50, count=True)
         )
     assert page.count == COMPLETED + 2_000 - 3
 

@@ -290,3 +290,23 @@ def test_awa_retry_runs_a_cancelled_or_failed_job_again():
     # The retried terminal job fails again, now on a DLQ queue: it is held there.
     assert awa.get_job(failed).state == "dlq" and awa.dlq.get(failed).queue == "other"
     assert awa.retry(queued) is False  # completed: nothing to retry
+
+
+def test_the_admin_filter_and_the_keywords_say_the_same():
+    # The admin's form builds a DlqFilter; the operator API takes its keywords (dlq.Match).
+    from awa_django.storage.dlq import DlqFilter
+
+    where = DlqFilter(
+        queue="default",
+        kind="tests.noop",
+        reason="terminal_error",
+        older_than_s=60.0,
+        error_type="builtins.LookupError",
+        fingerprint="order <n> not found",
+        kind_prefix="noop",
+        error_type_prefix="lookup",
+    )
+    keywords = awa.dlq.match(where)
+    assert keywords["older_than"] == 60.0
+    assert awa.dlq.list(**keywords) == []
+    assert awa.dlq._filter(keywords, all=False) == where

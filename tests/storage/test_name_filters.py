@@ -15,6 +15,7 @@ from django.test.utils import CaptureQueriesContext
 import awa_django as awa
 from awa_django.sql import queries
 from awa_django.storage.browse import JobFilter, count_in_state, list_jobs
+from awa_django.storage.statement import run_read
 from tests.conftest import run_burst
 
 COMMON = 20_000
@@ -29,13 +30,14 @@ def enqueue_common(jobs: int = COMMON) -> None:
 def page(where: JobFilter, before: int | None = None, limit: int = 50) -> list[int]:
     with connection.cursor() as cursor:
         return [
-            job.job_id for job in list_jobs(cursor, where=where, before=before, limit=limit).jobs
+            job.job_id
+            for job in run_read(cursor, list_jobs(where=where, before=before, limit=limit)).jobs
         ]
 
 
 def count(state: str, where: JobFilter) -> int:
     with connection.cursor() as cursor:
-        return count_in_state(cursor, state, where)
+        return run_read(cursor, count_in_state(state, where))
 
 
 def rare_kind_history() -> dict[str, list[int]]:
@@ -229,7 +231,7 @@ def test_keyset_pages_under_a_name_filter_interleave_pairs_without_gap_or_overla
         before = None
         while True:
             with connection.cursor() as cursor:
-                result = list_jobs(cursor, where=where, before=before, limit=5)
+                result = run_read(cursor, list_jobs(where=where, before=before, limit=5))
             seen.extend(job.job_id for job in result.jobs)
             if result.next_before is None:
                 break

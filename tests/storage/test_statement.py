@@ -19,15 +19,23 @@ from awa_django.storage.connections import connect
 from awa_django.storage.execution import close_attempts
 from awa_django.storage.queue import ClaimRequest, claim_ready, queue_depths
 from awa_django.storage.statement import (
+    ROWS_PER_WRITE,
     Atomic,
+    Copy,
+    Read,
     Statement,
+    Steps,
     all_rows,
     first_int,
+    first_value,
     nothing,
     run,
     run_async,
     run_atomic,
     run_atomic_async,
+    run_copy,
+    run_read,
+    step,
 )
 
 pytestmark = pytest.mark.usefixtures("awa_db", "storage_kinds")
@@ -154,3 +162,75 @@ def test_an_atomic_answers_with_its_last_statement_and_commits_all_or_none_on_ps
             return answer, await run_async(conn, PROBE_COUNT)
 
     assert asyncio.run(main()) == (2, 2)
+
+
+WORK_MEM = Statement(sql="SELECT current_setting('work_mem')", read=first_value)
+TRANSACTION = Statement(sql="SELECT txid_current()", read=first_int)
+
+
+def _doubled_twice() -> Steps[tuple[int, int, str]]:
+    # Each statement is built from the answer of the one before it.
+    first = yield from step(TRANSACTION)
+    n = 1
+    for _ in range(2):
+        n = yield from step(Statement(sql="SELECT %(n)s * 2", params={"n": n}, read=first_int))
+    assert (yield from step(TRANSACTION)) == first
+    return first, n, (yield from step(WORK_MEM))
+
+
+def _set_work_mem(before: str) -> Statement[None]:
+    return Statement(
+        sql="SELECT set_config('work_mem', %(v)s, true)", params={"v": before}, read=nothing
+    )
+
+
+PLANNED = Read(
+    steps=_doubled_twice,
+    plan=Statement(
+        sql="WITH b AS MATERIALIZED (SELECT current_setting('work_mem') AS v)"
+        " SELECT v, set_config('work_mem', '7MB', true) FROM b",
+        read=first_value,
+    ),
+    restore=_set_work_mem,
+)
+
+
+def test_a_read_runs_its_steps_in_one_transaction_under_its_settings() -> None:
+    from django.db import transaction
+
+    with connection.cursor() as cursor:
+        before = run(cursor, WORK_MEM)
+        _, doubled, planned = run_read(cursor, PLANNED)
+        assert (doubled, planned) == (4, "7MB")
+        # Outside a transaction the settings end with the read's own.
+        assert run(cursor, WORK_MEM) == before
+        with transaction.atomic():
+            outer = run(cursor, TRANSACTION)
+            transaction_id, _, planned = run_read(cursor, PLANNED)
+            assert (transaction_id, planned) == (outer, "7MB")
+            # Inside the caller's, they are put back for its later statements.
+            assert run(cursor, WORK_MEM) == before
+
+
+def test_a_copy_streams_the_rows_its_reservation_places_and_answers_from_it() -> None:
+    # More rows than one write holds, each numbered from what the reservation answered.
+    count = 2 * ROWS_PER_WRITE + 3
+    copy = Copy(
+        reserve=Statement(
+            sql="SELECT ARRAY(SELECT 100 + n FROM generate_series(1, %(count)s) AS n)",
+            params={"count": count},
+            read=first_value,
+        ),
+        sql="COPY atomic_probe (n) FROM STDIN",
+        lines=lambda numbers: (f"{n}\n" for n in numbers),
+        answer=lambda numbers: numbers[-1],
+    )
+    with connection.cursor() as cursor:
+        run(cursor, PROBE_CREATE)
+        try:
+            assert run_copy(cursor, copy) == 100 + count
+            summed = Statement(sql="SELECT sum(n) FROM atomic_probe", read=first_int)
+            assert run(cursor, PROBE_COUNT) == count
+            assert run(cursor, summed) == sum(range(101, 101 + count))
+        finally:
+            run(cursor, PROBE_DROP)

@@ -16,6 +16,7 @@ from awa_django.core.outcome import Outcome
 from awa_django.core.retry import RetryPolicy
 from awa_django.storage.browse import job_progress
 from awa_django.storage.connections import open_pool
+from awa_django.storage.statement import run
 from awa_django.worker.completer import Completer
 from tests.conftest import BackgroundWorker, wait_until
 from tests.jobs import noop, slow_first
@@ -112,7 +113,7 @@ def test_a_checkpoint_the_database_refuses_ends_its_attempt_and_heartbeats_go_on
     assert runs(refused) == ["checkpointed", "saw cancel"] * 2
     with connection.cursor() as cursor:
         # Nothing of what was refused was kept for the next attempt.
-        assert job_progress(cursor, refused) is None
+        assert run(cursor, job_progress(refused)) is None
     # The healthy job's checkpoint went out with the same heartbeats; it was never cancelled.
     assert runs(healthy) == ["slow-start", "slow-end"]
     # Each ended attempt's handler returned afterwards: those completions are stale.

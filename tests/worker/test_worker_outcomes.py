@@ -12,6 +12,7 @@ from django.test import override_settings
 import awa_django as awa
 from awa_django.declarations.jobs import registry
 from awa_django.storage.browse import job_progress
+from awa_django.storage.statement import run
 from awa_django.worker import dispatcher
 from tests.conftest import BackgroundWorker, run_burst, wait_until
 from tests.jobs import (
@@ -222,7 +223,7 @@ def test_nul_characters_in_errors_reasons_and_progress_do_not_block_completions(
     assert job.state == "retryable"
     assert job.errors[0]["message"] == "before\\x00after"
     with connection.cursor() as cursor:
-        saved = job_progress(cursor, failing)
+        saved = run(cursor, job_progress(failing))
     assert saved is not None and saved.progress == {"percent": 50, "message": "half\\x00way"}
     cancel = awa.get_job(cancelled)
     assert cancel.state == "cancelled"
@@ -246,7 +247,7 @@ def test_lone_surrogates_in_errors_reasons_and_progress_are_escaped_and_block_no
     assert job.errors[0]["message"] == "bad \\udcff text"
     assert "bad \\udcff text" in job.errors[0]["traceback"]
     with connection.cursor() as cursor:
-        saved = job_progress(cursor, failing)
+        saved = run(cursor, job_progress(failing))
     assert saved is not None and saved.progress == {"percent": 50, "message": "file \\udcff.txt"}
     assert awa.get_job(cancelled).errors[-1]["reason"] == "gone \\udcff away"
 

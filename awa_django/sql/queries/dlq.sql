@@ -4,12 +4,10 @@
 -- type), as dlq_groups reports them. kind_prefix and error_type_prefix (lower-cased by the caller)
 -- match the start of the name or of any of its dotted parts, in any case.
 
--- name: list_dlq
--- One page of entries, newest first, after the (dlq_at, job_id) keyset of the previous page.
-SELECT job_id, kind, queue, priority, args, attempt, original_run_lease, max_attempts,
-       created_at, metadata, tags, errors, dlq_reason, dlq_at
-  FROM awa.dlq_entries d
- WHERE (%(queue)s::text IS NULL OR d.queue = %(queue)s::text)
+-- name: dlq_filter
+-- Whether entry d matches the filters: the one filter every listing, count and bulk action of
+-- the DLQ applies.
+(%(queue)s::text IS NULL OR d.queue = %(queue)s::text)
    AND (%(kind)s::text IS NULL OR d.kind = %(kind)s::text)
    AND (%(kind_prefix)s::text IS NULL OR starts_with(lower(d.kind), %(kind_prefix)s::text)
         OR strpos(lower(d.kind), '.' || %(kind_prefix)s::text) > 0)
@@ -25,6 +23,13 @@ SELECT job_id, kind, queue, priority, args, attempt, original_run_lease, max_att
                   '.' || %(error_type_prefix)s::text) > 0)
    AND (%(fingerprint)s::text IS NULL
         OR awa.error_fingerprint(d.errors -> -1 ->> 'message') = %(fingerprint)s::text)
+
+-- name: list_dlq
+-- One page of entries, newest first, after the (dlq_at, job_id) keyset of the previous page.
+SELECT job_id, kind, queue, priority, args, attempt, original_run_lease, max_attempts,
+       created_at, metadata, tags, errors, dlq_reason, dlq_at
+  FROM awa.dlq_entries d
+ WHERE {{dlq_filter}}
    AND (%(before_at)s::timestamptz IS NULL
         OR (d.dlq_at, d.job_id) < (%(before_at)s::timestamptz, %(before_id)s::bigint))
  ORDER BY d.dlq_at DESC, d.job_id DESC
@@ -40,13 +45,7 @@ WITH recent AS (
            awa.error_fingerprint(d.errors -> -1 ->> 'message') AS fingerprint,
            d.errors -> -1 ->> 'message' AS message, d.dlq_at
       FROM awa.dlq_entries d
-     WHERE (%(queue)s::text IS NULL OR d.queue = %(queue)s::text)
-       AND (%(kind)s::text IS NULL OR d.kind = %(kind)s::text)
-       AND (%(kind_prefix)s::text IS NULL OR starts_with(lower(d.kind), %(kind_prefix)s::text)
-            OR strpos(lower(d.kind), '.' || %(kind_prefix)s::text) > 0)
-       AND (%(reason)s::text IS NULL OR d.dlq_reason = %(reason)s::text)
-       AND (%(older_than_s)s::double precision IS NULL
-            OR d.dlq_at < now() - make_interval(secs => %(older_than_s)s::double precision))
+     WHERE {{dlq_filter}}
      ORDER BY d.dlq_at DESC, d.job_id DESC
      LIMIT %(scan)s::integer
 )
@@ -69,22 +68,7 @@ SELECT job_id, kind, queue, priority, args, attempt, original_run_lease, max_att
 -- action takes the next batch instead of the same one.
 SELECT d.job_id
   FROM awa.dlq_entries d
- WHERE (%(queue)s::text IS NULL OR d.queue = %(queue)s::text)
-   AND (%(kind)s::text IS NULL OR d.kind = %(kind)s::text)
-   AND (%(kind_prefix)s::text IS NULL OR starts_with(lower(d.kind), %(kind_prefix)s::text)
-        OR strpos(lower(d.kind), '.' || %(kind_prefix)s::text) > 0)
-   AND (%(reason)s::text IS NULL OR d.dlq_reason = %(reason)s::text)
-   AND (%(older_than_s)s::double precision IS NULL
-        OR d.dlq_at < now() - make_interval(secs => %(older_than_s)s::double precision))
-   AND (%(error_type)s::text IS NULL
-        OR coalesce(d.errors -> -1 ->> 'type', '(none)') = %(error_type)s::text)
-   AND (%(error_type_prefix)s::text IS NULL
-        OR starts_with(lower(coalesce(d.errors -> -1 ->> 'type', '(none)')),
-                       %(error_type_prefix)s::text)
-        OR strpos(lower(coalesce(d.errors -> -1 ->> 'type', '(none)')),
-                  '.' || %(error_type_prefix)s::text) > 0)
-   AND (%(fingerprint)s::text IS NULL
-        OR awa.error_fingerprint(d.errors -> -1 ->> 'message') = %(fingerprint)s::text)
+ WHERE {{dlq_filter}}
  ORDER BY d.dlq_at, d.job_id
  LIMIT %(limit)s::integer
    FOR UPDATE SKIP LOCKED
@@ -97,22 +81,7 @@ SELECT d.job_id
 SELECT count(*)::integer FROM (
 SELECT 1
   FROM awa.dlq_entries d
- WHERE (%(queue)s::text IS NULL OR d.queue = %(queue)s::text)
-   AND (%(kind)s::text IS NULL OR d.kind = %(kind)s::text)
-   AND (%(kind_prefix)s::text IS NULL OR starts_with(lower(d.kind), %(kind_prefix)s::text)
-        OR strpos(lower(d.kind), '.' || %(kind_prefix)s::text) > 0)
-   AND (%(reason)s::text IS NULL OR d.dlq_reason = %(reason)s::text)
-   AND (%(older_than_s)s::double precision IS NULL
-        OR d.dlq_at < now() - make_interval(secs => %(older_than_s)s::double precision))
-   AND (%(error_type)s::text IS NULL
-        OR coalesce(d.errors -> -1 ->> 'type', '(none)') = %(error_type)s::text)
-   AND (%(error_type_prefix)s::text IS NULL
-        OR starts_with(lower(coalesce(d.errors -> -1 ->> 'type', '(none)')),
-                       %(error_type_prefix)s::text)
-        OR strpos(lower(coalesce(d.errors -> -1 ->> 'type', '(none)')),
-                  '.' || %(error_type_prefix)s::text) > 0)
-   AND (%(fingerprint)s::text IS NULL
-        OR awa.error_fingerprint(d.errors -> -1 ->> 'message') = %(fingerprint)s::text)
+ WHERE {{dlq_filter}}
  LIMIT %(cap)s::bigint
 ) matching
 
