@@ -23,8 +23,7 @@ The planes and their modules:
   ``migration_state``
 
 A bulk enqueue's COPY is a ``statement.Copy`` (its reservation, the COPY, the rows' lines),
-streamed by ``run_copy``. Not a statement yet: ``queue.notify_queues`` (the worker's completer
-calls it with its connection). The execution plane
+streamed by ``run_copy``. The execution plane
 (``execution``, ``lanes``, ``workflows``, ``eager``) is statements only: ``lanes.ensure_lanes``
 runs its statement on a short connection it opens itself.
 """

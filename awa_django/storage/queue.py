@@ -17,8 +17,6 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Final
 
-from psycopg import AsyncConnection
-
 from awa_django.sql import queries
 from awa_django.storage import copy_text
 from awa_django.storage.copy_text import CopyBatch
@@ -31,6 +29,7 @@ from awa_django.storage.statement import (
     first_int,
     first_row,
     first_text,
+    nothing,
     rows_of,
 )
 
@@ -209,9 +208,9 @@ def claim_ready_in_turn(
     )
 
 
-async def notify_queues(conn: AsyncConnection[Any], queues: Sequence[str]) -> None:
-    """Wake the workers of ``queues`` (autocommit connection: delivered at once)."""
-    await conn.execute(_SQL["notify_queues"], {"queues": list(queues)})
+def notify_queues(queues: Sequence[str]) -> Statement[None]:
+    """Wake the workers of ``queues`` (on an autocommit connection: delivered at once)."""
+    return Statement(sql=_SQL["notify_queues"], params={"queues": list(queues)}, read=nothing)
 
 
 def cancel_job(*, job_id: int, reason: str) -> Statement[str]:

@@ -193,7 +193,7 @@ class Completer:
         if freed:
             try:
                 async with self._pool.connection() as conn:
-                    await notify_queues(conn, freed)
+                    await run_async(conn, notify_queues(freed))
             except Exception:
                 # The closures are written; the workers find the freed lanes at their next poll.
                 logger.exception("waking sequential queues failed queues=%s", freed)
