@@ -4,7 +4,8 @@ drift badges) and which processes are live, with the current maintenance leader.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Final
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
@@ -28,8 +29,16 @@ def this_process_declares() -> descriptors.Declarations:
     return descriptors.declared(get_settings(), registry.jobs(), database=selected_database())
 
 
-@admin.register(QueueDescriptor)
-class QueueDescriptorAdmin(ReadOnlyOperatorAdmin):
+class _DescriptorAdmin(ReadOnlyOperatorAdmin):
+    """A descriptor list: every stored descriptor, a drifting one with what each live runtime
+    declares for it."""
+
+    template: str
+    title: str
+    # ``descriptors.queues`` or ``kinds``, and the matching ``*_drift_versions``.
+    records: Callable[..., Sequence[Any]]
+    drift_versions: Callable[..., list[descriptors.DeclaredVersion]]
+
     def operator_urls(self) -> list[tuple[str, View, str]]:
         return [("", self.changelist, "")]
 
@@ -37,49 +46,27 @@ class QueueDescriptorAdmin(ReadOnlyOperatorAdmin):
         self.require_view(request)
         alias = selected_database()
         local = this_process_declares()
-        return self.render(
-            request,
-            "queue_descriptors.html",
-            "Queue descriptors",
-            {
-                "rows": [
-                    (
-                        d,
-                        descriptors.queue_drift_versions(d, local, database=alias)
-                        if d.drift
-                        else [],
-                    )
-                    for d in descriptors.queues(database=alias)
-                ]
-            },
-        )
+        rows = [
+            (d, self.drift_versions(d, local, database=alias) if d.drift else [])
+            for d in self.records(database=alias)
+        ]
+        return self.render(request, self.template, self.title, {"rows": rows})
+
+
+@admin.register(QueueDescriptor)
+class QueueDescriptorAdmin(_DescriptorAdmin):
+    template = "queue_descriptors.html"
+    title = "Queue descriptors"
+    records = staticmethod(descriptors.queues)
+    drift_versions = staticmethod(descriptors.queue_drift_versions)
 
 
 @admin.register(KindDescriptor)
-class KindDescriptorAdmin(ReadOnlyOperatorAdmin):
-    def operator_urls(self) -> list[tuple[str, View, str]]:
-        return [("", self.changelist, "")]
-
-    def changelist(self, request: HttpRequest) -> HttpResponse:
-        self.require_view(request)
-        alias = selected_database()
-        local = this_process_declares()
-        return self.render(
-            request,
-            "kind_descriptors.html",
-            "Job kind descriptors",
-            {
-                "rows": [
-                    (
-                        d,
-                        descriptors.kind_drift_versions(d, local, database=alias)
-                        if d.drift
-                        else [],
-                    )
-                    for d in descriptors.kinds(database=alias)
-                ]
-            },
-        )
+class KindDescriptorAdmin(_DescriptorAdmin):
+    template = "kind_descriptors.html"
+    title = "Job kind descriptors"
+    records = staticmethod(descriptors.kinds)
+    drift_versions = staticmethod(descriptors.kind_drift_versions)
 
 
 @admin.register(RuntimeInstance)
