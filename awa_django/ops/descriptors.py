@@ -122,14 +122,9 @@ def declared(
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class QueueDescriptorRecord:
-    """A queue's descriptor as stored, with its derived ``stale`` and ``drift``."""
+class _Stored:
+    """What the stored row of a descriptor says beside its declaration."""
 
-    queue: str
-    display_name: str
-    description: str
-    owner: str
-    dlq_enabled: bool
     descriptor_hash: str
     changed_at: datetime
     refreshed_at: datetime
@@ -137,6 +132,17 @@ class QueueDescriptorRecord:
     drift: bool
     # Live runtime instance id -> the hash it declares.
     runtime_hashes: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueDescriptorRecord(_Stored):
+    """A queue's descriptor as stored, with its derived ``stale`` and ``drift``."""
+
+    queue: str
+    display_name: str
+    description: str
+    owner: str
+    dlq_enabled: bool
 
     @property
     def declaration(self) -> QueueDeclaration:
@@ -151,7 +157,7 @@ class QueueDescriptorRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class KindDescriptorRecord:
+class KindDescriptorRecord(_Stored):
     """A job kind's descriptor as stored, with its derived ``stale`` and ``drift``."""
 
     kind: str
@@ -159,12 +165,6 @@ class KindDescriptorRecord:
     description: str
     owner: str
     docs_url: str
-    descriptor_hash: str
-    changed_at: datetime
-    refreshed_at: datetime
-    stale: bool
-    drift: bool
-    runtime_hashes: dict[str, str]
 
     @property
     def declaration(self) -> KindDeclaration:
@@ -181,19 +181,19 @@ class KindDescriptorRecord:
 def queues(*, database: str | None = None) -> list[QueueDescriptorRecord]:
     """Every queue descriptor any worker published in ``database`` (default
     ``AWA["DATABASE_ALIAS"]``), by name."""
-    conf = get_settings()
-    with connections[conf.operator_database(database)].cursor() as cursor:
-        rows = run(cursor, list_descriptors(of="queue", stale_after_s=conf.RUNTIME_STALE_AFTER_S))
-    return [QueueDescriptorRecord(**row) for row in rows]
+    return [QueueDescriptorRecord(**row) for row in _stored_rows("queue", database)]
 
 
 def kinds(*, database: str | None = None) -> list[KindDescriptorRecord]:
     """Every job-kind descriptor any worker published in ``database`` (default
     ``AWA["DATABASE_ALIAS"]``), by kind."""
+    return [KindDescriptorRecord(**row) for row in _stored_rows("kind", database)]
+
+
+def _stored_rows(of: str, database: str | None) -> list[dict[str, Any]]:
     conf = get_settings()
     with connections[conf.operator_database(database)].cursor() as cursor:
-        rows = run(cursor, list_descriptors(of="kind", stale_after_s=conf.RUNTIME_STALE_AFTER_S))
-    return [KindDescriptorRecord(**row) for row in rows]
+        return run(cursor, list_descriptors(of=of, stale_after_s=conf.RUNTIME_STALE_AFTER_S))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
