@@ -13,7 +13,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import until_short
-from awa_django.maintenance.service import counted
+from awa_django.maintenance.service import Counts, counted
 from awa_django.storage.control import delete_expired_dlq, delete_expired_terminal_history
 from awa_django.storage.statement import Statement, run_async
 from awa_django.storage.workflows import prune_workflows
@@ -39,14 +39,10 @@ class RetentionConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class RetentionResult:
+class RetentionResult(Counts):
     dlq_deleted: int
     history_deleted: int
     workflows_deleted: int = 0
-
-    @property
-    def changed(self) -> bool:
-        return self.dlq_deleted > 0 or self.history_deleted > 0 or self.workflows_deleted > 0
 
     def describe(self) -> str:
         said = (
