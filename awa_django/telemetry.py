@@ -43,15 +43,10 @@ class ClaimedJobFields(JobLike, Protocol):
     def metadata(self) -> Mapping[str, Any]: ...
 
 
-class CompletionFields(Protocol):
-    """What telemetry reads of a closed attempt (``core.completion.Completion``)."""
+class CompletionFields(JobLike, Protocol):
+    """What telemetry reads of a closed attempt (``core.completion.Completion``): what a log
+    line names of it, and its outcome."""
 
-    @property
-    def job_id(self) -> int: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def queue(self) -> str: ...
     @property
     def outcome(self) -> str: ...
 

@@ -20,6 +20,7 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from typing import Any, Final
 
@@ -37,21 +38,13 @@ def _content_hash(fields: dict[str, Any]) -> str:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class QueueDeclaration:
-    queue: str
-    display_name: str
-    description: str
-    owner: str
-    dlq: bool
+class _Declaration:
+    """A declaration: its first field names what it describes, the others are what it says."""
 
     @property
     def fields(self) -> dict[str, Any]:
-        return {
-            "display_name": self.display_name,
-            "description": self.description,
-            "owner": self.owner,
-            "dlq": self.dlq,
-        }
+        """What it says, as hashed and as the drift page shows it."""
+        return {f.name: getattr(self, f.name) for f in dataclass_fields(self)[1:]}
 
     @property
     def hash(self) -> str:
@@ -59,25 +52,21 @@ class QueueDeclaration:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class KindDeclaration:
+class QueueDeclaration(_Declaration):
+    queue: str
+    display_name: str
+    description: str
+    owner: str
+    dlq: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KindDeclaration(_Declaration):
     kind: str
     queue: str | None
     description: str
     owner: str
     docs_url: str
-
-    @property
-    def fields(self) -> dict[str, Any]:
-        return {
-            "queue": self.queue,
-            "description": self.description,
-            "owner": self.owner,
-            "docs_url": self.docs_url,
-        }
-
-    @property
-    def hash(self) -> str:
-        return _content_hash(self.fields)
 
 
 @dataclass(frozen=True, slots=True)
