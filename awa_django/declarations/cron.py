@@ -24,7 +24,6 @@ from awa_django.exceptions import InvalidJob, InvalidSchedule
 MissedFirePolicy = Literal["coalesce", "catch_up"]
 MISSED_FIRE_POLICIES: Final = ("coalesce", "catch_up")
 NAME_MAX_LENGTH: Final = 200
-OPTION_CHECK: Final = "awa.E032"
 DUPLICATE_CHECK: Final = "awa.E033"
 SETTINGS_CHECK: Final = "awa.E034"
 _SETTINGS_KEYS: Final = frozenset(
