@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from django.contrib import admin
@@ -29,15 +30,20 @@ def this_process_declares() -> descriptors.Declarations:
     return descriptors.declared(get_settings(), registry.jobs(), database=selected_database())
 
 
-class _DescriptorAdmin(ReadOnlyOperatorAdmin):
-    """A descriptor list: every stored descriptor, a drifting one with what each live runtime
-    declares for it."""
-
+@dataclass(frozen=True, slots=True)
+class _DescriptorPage:
     template: str
     title: str
     # ``descriptors.queues`` or ``kinds``, and the matching ``*_drift_versions``.
     records: Callable[..., Sequence[Any]]
     drift_versions: Callable[..., list[descriptors.DeclaredVersion]]
+
+
+class _DescriptorAdmin(ReadOnlyOperatorAdmin):
+    """A descriptor list: every stored descriptor, a drifting one with what each live runtime
+    declares for it."""
+
+    page: _DescriptorPage
 
     def operator_urls(self) -> list[tuple[str, View, str]]:
         return [("", self.changelist, "")]
@@ -46,27 +52,32 @@ class _DescriptorAdmin(ReadOnlyOperatorAdmin):
         self.require_view(request)
         alias = selected_database()
         local = this_process_declares()
+        page = self.page
         rows = [
-            (d, self.drift_versions(d, local, database=alias) if d.drift else [])
-            for d in self.records(database=alias)
+            (d, page.drift_versions(d, local, database=alias) if d.drift else [])
+            for d in page.records(database=alias)
         ]
-        return self.render(request, self.template, self.title, {"rows": rows})
+        return self.render(request, page.template, page.title, {"rows": rows})
 
 
 @admin.register(QueueDescriptor)
 class QueueDescriptorAdmin(_DescriptorAdmin):
-    template = "queue_descriptors.html"
-    title = "Queue descriptors"
-    records = staticmethod(descriptors.queues)
-    drift_versions = staticmethod(descriptors.queue_drift_versions)
+    page = _DescriptorPage(
+        "queue_descriptors.html",
+        "Queue descriptors",
+        descriptors.queues,
+        descriptors.queue_drift_versions,
+    )
 
 
 @admin.register(KindDescriptor)
 class KindDescriptorAdmin(_DescriptorAdmin):
-    template = "kind_descriptors.html"
-    title = "Job kind descriptors"
-    records = staticmethod(descriptors.kinds)
-    drift_versions = staticmethod(descriptors.kind_drift_versions)
+    page = _DescriptorPage(
+        "kind_descriptors.html",
+        "Job kind descriptors",
+        descriptors.kinds,
+        descriptors.kind_drift_versions,
+    )
 
 
 @admin.register(RuntimeInstance)
