@@ -457,33 +457,40 @@ def _default_queue_problems(raw: Mapping[str, Any]) -> list[Problem]:
     ]
 
 
-def _heartbeat_problems(raw: Mapping[str, Any]) -> list[Problem]:
-    interval = _value(raw, "HEARTBEAT_INTERVAL_S")
-    staleness = _value(raw, "HEARTBEAT_STALENESS_S")
-    if not (is_number(interval) and is_number(staleness)) or staleness >= 3 * interval:
-        return []
-    return [
-        Problem(
-            "awa.E012",
-            f"AWA['HEARTBEAT_STALENESS_S'] ({staleness}) must be at least 3 x "
-            f"HEARTBEAT_INTERVAL_S ({interval}), or live jobs get rescued between heartbeats.",
-        )
-    ]
+def _at_least(
+    check: str, key: str, times: int, of: str, or_else: str
+) -> Callable[[Mapping[str, Any]], list[Problem]]:
+    """The relation ``key >= times x of`` (both numbers), reported as ``check``."""
+
+    def problems(raw: Mapping[str, Any]) -> list[Problem]:
+        value = _value(raw, key)
+        other = _value(raw, of)
+        if not (is_number(other) and is_number(value)) or value >= times * other:
+            return []
+        return [
+            Problem(
+                check,
+                f"AWA['{key}'] ({value}) must be at least {times} x {of} ({other}), {or_else}.",
+            )
+        ]
+
+    return problems
 
 
-def _runtime_problems(raw: Mapping[str, Any]) -> list[Problem]:
-    interval = _value(raw, "RUNTIME_SNAPSHOT_INTERVAL_S")
-    stale = _value(raw, "RUNTIME_STALE_AFTER_S")
-    if not (is_number(interval) and is_number(stale)) or stale >= 2 * interval:
-        return []
-    return [
-        Problem(
-            "awa.E023",
-            f"AWA['RUNTIME_STALE_AFTER_S'] ({stale}) must be at least 2 x "
-            f"RUNTIME_SNAPSHOT_INTERVAL_S ({interval}), or live workers look stale between "
-            "snapshots.",
-        )
-    ]
+_heartbeat_problems: Final = _at_least(
+    "awa.E012",
+    "HEARTBEAT_STALENESS_S",
+    3,
+    "HEARTBEAT_INTERVAL_S",
+    "or live jobs get rescued between heartbeats",
+)
+_runtime_problems: Final = _at_least(
+    "awa.E023",
+    "RUNTIME_STALE_AFTER_S",
+    2,
+    "RUNTIME_SNAPSHOT_INTERVAL_S",
+    "or live workers look stale between snapshots",
+)
 
 
 def _worker_database_problems(raw: Mapping[str, Any]) -> list[Problem]:

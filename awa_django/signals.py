@@ -2,12 +2,12 @@
 user's code.
 
 Every signal is sent after the write that caused it commits. ``sender`` is always
-``awa_django.declarations.jobs.Job`` (``awa.Job``). The worker-side signals (completed, retried,
-snoozed, failed, rescued, and cancelled by a handler) are sent with ``asend_robust`` from the
-worker's event loop, so sync receivers run in a thread and a receiver that raises is logged,
-never fatal to the worker; keep receivers cheap, they run on the completion path. Every one of
-them has ``job_id``, ``run_lease``, ``kind``, ``queue`` and ``attempt`` (the attempt that just
-closed).
+``awa_django.declarations.jobs.DeclaredJob`` (``awa.Job``). The worker-side signals
+(completed, retried, snoozed, failed, rescued, and cancelled by a handler) are sent with
+``asend_robust`` from the worker's event loop, so sync receivers run in a thread and a receiver
+that raises is logged, never fatal to the worker; keep receivers cheap, they run on the
+completion path. Every one of them has ``job_id``, ``run_lease``, ``kind``, ``queue`` and
+``attempt`` (the attempt that just closed).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from django.dispatch import Signal
 logger = logging.getLogger(__name__)
 
 # Sent after the enqueueing transaction commits, with ``job_ids``, ``kind`` and ``queue``;
-# ``sender`` is ``awa_django.declarations.jobs.Job``. Never sent for a job that rolled back.
+# ``sender`` is ``awa_django.declarations.jobs.DeclaredJob``. Never sent for a job that rolled back.
 job_enqueued = Signal()
 
 # The job completed: its handler returned. ``result`` is what was stored of its return value

@@ -28,38 +28,25 @@ from datetime import datetime
 from typing import Any, Final, Protocol
 
 from awa_django.job_record import WORKFLOW_KEY
+from awa_django.logs import JobLike
 
 
 # This module is in the base layer, under core and storage, which report through it: it names
 # the fields it reads of their values instead of importing their classes.
-class ClaimedJobFields(Protocol):
-    """What telemetry reads of a claimed job (``core.claimed_job.ClaimedJob``)."""
+class ClaimedJobFields(JobLike, Protocol):
+    """What telemetry reads of a claimed job (``core.claimed_job.ClaimedJob``): what a log
+    line names of it, and when it was due."""
 
-    @property
-    def job_id(self) -> int: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def queue(self) -> str: ...
-    @property
-    def attempt(self) -> int: ...
-    @property
-    def run_lease(self) -> int: ...
     @property
     def run_at(self) -> datetime: ...
     @property
     def metadata(self) -> Mapping[str, Any]: ...
 
 
-class CompletionFields(Protocol):
-    """What telemetry reads of a closed attempt (``core.completion.Completion``)."""
+class CompletionFields(JobLike, Protocol):
+    """What telemetry reads of a closed attempt (``core.completion.Completion``): what a log
+    line names of it, and its outcome."""
 
-    @property
-    def job_id(self) -> int: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def queue(self) -> str: ...
     @property
     def outcome(self) -> str: ...
 

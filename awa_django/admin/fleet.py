@@ -4,7 +4,9 @@ drift badges) and which processes are live, with the current maintenance leader.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Final
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
@@ -29,8 +31,21 @@ def this_process_declares() -> descriptors.Declarations:
     return descriptors.declared(get_settings(), registry.jobs(), database=selected_database())
 
 
-@admin.register(QueueDescriptor)
-class QueueDescriptorAdmin(ReadOnlyOperatorAdmin):
+@dataclass(frozen=True, slots=True)
+class _DescriptorPage:
+    template: str
+    title: str
+    # ``descriptors.queues`` or ``kinds``, and the matching ``*_drift_versions``.
+    records: Callable[..., Sequence[Any]]
+    drift_versions: Callable[..., list[descriptors.DeclaredVersion]]
+
+
+class _DescriptorAdmin(ReadOnlyOperatorAdmin):
+    """A descriptor list: every stored descriptor, a drifting one with what each live runtime
+    declares for it."""
+
+    page: _DescriptorPage
+
     def operator_urls(self) -> list[tuple[str, View, str]]:
         return [("", self.changelist, "")]
 
@@ -38,49 +53,32 @@ class QueueDescriptorAdmin(ReadOnlyOperatorAdmin):
         self.require_view(request)
         alias = selected_database()
         local = this_process_declares()
-        return self.render(
-            request,
-            "queue_descriptors.html",
-            "Queue descriptors",
-            {
-                "rows": [
-                    (
-                        d,
-                        descriptors.queue_drift_versions(d, local, database=alias)
-                        if d.drift
-                        else [],
-                    )
-                    for d in descriptors.queues(database=alias)
-                ]
-            },
-        )
+        page = self.page
+        rows = [
+            (d, page.drift_versions(d, local, database=alias) if d.drift else [])
+            for d in page.records(database=alias)
+        ]
+        return self.render(request, page.template, page.title, {"rows": rows})
+
+
+@admin.register(QueueDescriptor)
+class QueueDescriptorAdmin(_DescriptorAdmin):
+    page = _DescriptorPage(
+        "queue_descriptors.html",
+        "Queue descriptors",
+        descriptors.queues,
+        descriptors.queue_drift_versions,
+    )
 
 
 @admin.register(KindDescriptor)
-class KindDescriptorAdmin(ReadOnlyOperatorAdmin):
-    def operator_urls(self) -> list[tuple[str, View, str]]:
-        return [("", self.changelist, "")]
-
-    def changelist(self, request: HttpRequest) -> HttpResponse:
-        self.require_view(request)
-        alias = selected_database()
-        local = this_process_declares()
-        return self.render(
-            request,
-            "kind_descriptors.html",
-            "Job kind descriptors",
-            {
-                "rows": [
-                    (
-                        d,
-                        descriptors.kind_drift_versions(d, local, database=alias)
-                        if d.drift
-                        else [],
-                    )
-                    for d in descriptors.kinds(database=alias)
-                ]
-            },
-        )
+class KindDescriptorAdmin(_DescriptorAdmin):
+    page = _DescriptorPage(
+        "kind_descriptors.html",
+        "Job kind descriptors",
+        descriptors.kinds,
+        descriptors.kind_drift_versions,
+    )
 
 
 @admin.register(RuntimeInstance)

@@ -165,35 +165,14 @@ def snapshot_stats(
         {name: (completed[name], failed[name], completed_recently[name]) for name in latest},
         unsampled,
     )
-    rows = []
-    for name in sorted(set(declared) | set(latest) | set(meta) | set(totals) | set(unknown_kinds)):
-        last = latest.get(name)
-        control = meta.get(name, {})
-        rows.append(
-            queues.QueueStats(
-                queue=name,
-                database=alias,
-                declared=name in conf.QUEUES,
-                available=last.available if last else 0,
-                scheduled=last.scheduled if last else 0,
-                retryable=last.retryable if last else 0,
-                running=last.running if last else 0,
-                waiting_external=last.waiting_external if last else 0,
-                dlq=last.dlq if last else 0,
-                lag_s=last.lag_s if last else 0.0,
-                completed_last_hour=totals.get(name, (0, 0, 0))[0],
-                failed_last_hour=totals.get(name, (0, 0, 0))[1],
-                throughput_per_min=totals.get(name, (0, 0, 0))[2] / queues.THROUGHPUT_WINDOW_MIN,
-                paused=bool(control.get("paused", False)),
-                paused_at=control.get("paused_at"),
-                paused_by=control.get("paused_by"),
-                dlq_enabled=bool(control.get("dlq_enabled", False)),
-                unknown_kinds=unknown_kinds.get(name, {}),
-                concurrency=control.get("concurrency"),
-                concurrency_set_at=control.get("concurrency_set_at"),
-                concurrency_set_by=control.get("concurrency_set_by"),
-            )
+    rows = [
+        queues.queue_stats(
+            name, alias, latest.get(name), totals.get(name), meta.get(name), unknown_kinds
         )
+        for name in sorted(
+            set(declared) | set(latest) | set(meta) | set(totals) | set(unknown_kinds)
+        )
+    ]
     return rows, {name: sample.sampled_at for name, sample in latest.items()}
 
 

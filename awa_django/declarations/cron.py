@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal
 
 from awa_django.conf import get_settings
@@ -24,7 +24,6 @@ from awa_django.exceptions import InvalidJob, InvalidSchedule
 MissedFirePolicy = Literal["coalesce", "catch_up"]
 MISSED_FIRE_POLICIES: Final = ("coalesce", "catch_up")
 NAME_MAX_LENGTH: Final = 200
-OPTION_CHECK: Final = "awa.E032"
 DUPLICATE_CHECK: Final = "awa.E033"
 SETTINGS_CHECK: Final = "awa.E034"
 _SETTINGS_KEYS: Final = frozenset(
@@ -61,19 +60,9 @@ class Schedule:
     missed_fire_policy: MissedFirePolicy
 
     def as_row(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "cron_expr": self.cron_expr,
-            "timezone": self.timezone,
-            "kind": self.kind,
-            "queue": self.queue,
-            "args": self.args,
-            "priority": self.priority,
-            "max_attempts": self.max_attempts,
-            "tags": list(self.tags),
-            "metadata": self.metadata,
-            "missed_fire_policy": self.missed_fire_policy,
-        }
+        row = {f.name: getattr(self, f.name) for f in fields(self)}
+        row["tags"] = list(self.tags)
+        return row
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,7 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import until_short
-from awa_django.maintenance.service import counted
+from awa_django.maintenance.service import Counts, counted
 from awa_django.storage.lanes import delete_superseded_lane_marks
 from awa_django.storage.rate_limits import delete_superseded_rate_entries
 from awa_django.storage.statement import run_async
@@ -31,12 +31,8 @@ class LedgerConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class LedgerResult:
+class LedgerResult(Counts):
     deleted: int
-
-    @property
-    def changed(self) -> bool:
-        return self.deleted > 0
 
     def describe(self) -> str:
         return f"deleted {counted(self.deleted, 'superseded ledger row')} (rate limits, lane marks)"

@@ -15,7 +15,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import until_short
-from awa_django.maintenance.service import counted
+from awa_django.maintenance.service import Counts, counted
 from awa_django.storage.backlog import promote_due
 from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
@@ -39,12 +39,8 @@ class PromoterConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class PromoterResult:
+class PromoterResult(Counts):
     moved: int
-
-    @property
-    def changed(self) -> bool:
-        return self.moved > 0
 
     def describe(self) -> str:
         if not self.moved:

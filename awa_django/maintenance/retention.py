@@ -1,11 +1,11 @@
 """Retention cleanup (leader task): dead-letter entries past ``DLQ_RETENTION_S``, failed or
 cancelled history past ``FAILED_RETENTION_S``, and finished workflows past the retention of
 their jobs (``COMPLETED_RETENTION_S``, or ``FAILED_RETENTION_S`` when they did not complete),
-deleted in bounded batches so one pass never
-holds long locks or builds a huge transaction."""
+deleted in bounded batches so one pass never holds long locks or builds a huge transaction."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,9 +13,9 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import until_short
-from awa_django.maintenance.service import counted
+from awa_django.maintenance.service import Counts, counted
 from awa_django.storage.control import delete_expired_dlq, delete_expired_terminal_history
-from awa_django.storage.statement import run_async
+from awa_django.storage.statement import Statement, run_async
 from awa_django.storage.workflows import prune_workflows
 
 
@@ -39,14 +39,10 @@ class RetentionConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class RetentionResult:
+class RetentionResult(Counts):
     dlq_deleted: int
     history_deleted: int
     workflows_deleted: int = 0
-
-    @property
-    def changed(self) -> bool:
-        return self.dlq_deleted > 0 or self.history_deleted > 0 or self.workflows_deleted > 0
 
     def describe(self) -> str:
         said = (
@@ -67,33 +63,28 @@ class RetentionCleaner:
         self.interval_s = config.interval_s
 
     async def run_once(self) -> RetentionResult:
-        dlq_deleted = await until_short(
-            self._pool,
-            lambda conn, limit: run_async(
-                conn, delete_expired_dlq(retention_s=self._config.dlq_retention_s, limit=limit)
-            ),
-            batch_size=self._config.batch_size,
+        config = self._config
+        dlq_deleted = await self._deleted(
+            lambda limit: delete_expired_dlq(retention_s=config.dlq_retention_s, limit=limit)
         )
-        history_deleted = await until_short(
-            self._pool,
-            lambda conn, limit: run_async(
-                conn,
-                delete_expired_terminal_history(
-                    retention_s=self._config.failed_retention_s, limit=limit
-                ),
-            ),
-            batch_size=self._config.batch_size,
+        history_deleted = await self._deleted(
+            lambda limit: delete_expired_terminal_history(
+                retention_s=config.failed_retention_s, limit=limit
+            )
         )
-        workflows_deleted = await until_short(
-            self._pool,
-            lambda conn, limit: run_async(
-                conn,
-                prune_workflows(
-                    completed_s=self._config.completed_retention_s,
-                    failed_s=self._config.failed_retention_s,
-                    limit=limit,
-                ),
-            ),
-            batch_size=self._config.batch_size,
+        workflows_deleted = await self._deleted(
+            lambda limit: prune_workflows(
+                completed_s=config.completed_retention_s,
+                failed_s=config.failed_retention_s,
+                limit=limit,
+            )
         )
         return RetentionResult(dlq_deleted, history_deleted, workflows_deleted)
+
+    async def _deleted(self, delete: Callable[[int], Statement[int]]) -> int:
+        """How many rows ``delete(limit)`` deleted, run in batches until one comes back short."""
+        return await until_short(
+            self._pool,
+            lambda conn, limit: run_async(conn, delete(limit)),
+            batch_size=self._config.batch_size,
+        )

@@ -13,7 +13,7 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
-from awa_django.maintenance.service import counted
+from awa_django.maintenance.service import Counts, counted
 from awa_django.storage.runtime import delete_stale_runtimes, delete_undeclared_versions
 from awa_django.storage.statement import run_async
 
@@ -29,13 +29,9 @@ class RuntimeCleanupConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class RuntimeCleanupResult:
+class RuntimeCleanupResult(Counts):
     deleted: int
     versions_deleted: int = 0
-
-    @property
-    def changed(self) -> bool:
-        return self.deleted > 0 or self.versions_deleted > 0
 
     def describe(self) -> str:
         return (

@@ -33,6 +33,17 @@ class PassResult(Protocol):
         ...
 
 
+class Counts:
+    """A pass result whose fields are all counts: it changed something when one is above zero."""
+
+    __slots__ = ()
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
+
+    @property
+    def changed(self) -> bool:
+        return any(getattr(self, name) for name in self.__dataclass_fields__)
+
+
 def counted(count: int, noun: str, plural: str | None = None) -> str:
     """``count`` and ``noun``, in the plural unless there is one: "1 job", "3 jobs"."""
     return f"{count} {noun if count == 1 else plural or noun + 's'}"

@@ -17,7 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import in_batches
-from awa_django.maintenance.service import counted
+from awa_django.maintenance.service import Counts, counted
 from awa_django.storage.statement import run_async
 from awa_django.storage.unique import sweep_unique_claims
 
@@ -36,12 +36,8 @@ class UniqueSweepConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class UniqueSweepResult:
+class UniqueSweepResult(Counts):
     deleted: int
-
-    @property
-    def changed(self) -> bool:
-        return self.deleted > 0
 
     def describe(self) -> str:
         return f"dropped {counted(self.deleted, 'unique claim')} that can no longer conflict"

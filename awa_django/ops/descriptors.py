@@ -20,6 +20,7 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from typing import Any, Final
 
@@ -37,21 +38,13 @@ def _content_hash(fields: dict[str, Any]) -> str:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class QueueDeclaration:
-    queue: str
-    display_name: str
-    description: str
-    owner: str
-    dlq: bool
+class _Declaration:
+    """A declaration: its first field names what it describes, the others are what it says."""
 
     @property
     def fields(self) -> dict[str, Any]:
-        return {
-            "display_name": self.display_name,
-            "description": self.description,
-            "owner": self.owner,
-            "dlq": self.dlq,
-        }
+        """What it says, as hashed and as the drift page shows it."""
+        return {f.name: getattr(self, f.name) for f in dataclass_fields(self)[1:]}
 
     @property
     def hash(self) -> str:
@@ -59,25 +52,21 @@ class QueueDeclaration:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class KindDeclaration:
+class QueueDeclaration(_Declaration):
+    queue: str
+    display_name: str
+    description: str
+    owner: str
+    dlq: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KindDeclaration(_Declaration):
     kind: str
     queue: str | None
     description: str
     owner: str
     docs_url: str
-
-    @property
-    def fields(self) -> dict[str, Any]:
-        return {
-            "queue": self.queue,
-            "description": self.description,
-            "owner": self.owner,
-            "docs_url": self.docs_url,
-        }
-
-    @property
-    def hash(self) -> str:
-        return _content_hash(self.fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,14 +111,9 @@ def declared(
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class QueueDescriptorRecord:
-    """A queue's descriptor as stored, with its derived ``stale`` and ``drift``."""
+class _Stored:
+    """What the stored row of a descriptor says beside its declaration."""
 
-    queue: str
-    display_name: str
-    description: str
-    owner: str
-    dlq_enabled: bool
     descriptor_hash: str
     changed_at: datetime
     refreshed_at: datetime
@@ -137,6 +121,17 @@ class QueueDescriptorRecord:
     drift: bool
     # Live runtime instance id -> the hash it declares.
     runtime_hashes: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueDescriptorRecord(_Stored):
+    """A queue's descriptor as stored, with its derived ``stale`` and ``drift``."""
+
+    queue: str
+    display_name: str
+    description: str
+    owner: str
+    dlq_enabled: bool
 
     @property
     def declaration(self) -> QueueDeclaration:
@@ -151,7 +146,7 @@ class QueueDescriptorRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class KindDescriptorRecord:
+class KindDescriptorRecord(_Stored):
     """A job kind's descriptor as stored, with its derived ``stale`` and ``drift``."""
 
     kind: str
@@ -159,12 +154,6 @@ class KindDescriptorRecord:
     description: str
     owner: str
     docs_url: str
-    descriptor_hash: str
-    changed_at: datetime
-    refreshed_at: datetime
-    stale: bool
-    drift: bool
-    runtime_hashes: dict[str, str]
 
     @property
     def declaration(self) -> KindDeclaration:
@@ -181,19 +170,19 @@ class KindDescriptorRecord:
 def queues(*, database: str | None = None) -> list[QueueDescriptorRecord]:
     """Every queue descriptor any worker published in ``database`` (default
     ``AWA["DATABASE_ALIAS"]``), by name."""
-    conf = get_settings()
-    with connections[conf.operator_database(database)].cursor() as cursor:
-        rows = run(cursor, list_descriptors(of="queue", stale_after_s=conf.RUNTIME_STALE_AFTER_S))
-    return [QueueDescriptorRecord(**row) for row in rows]
+    return [QueueDescriptorRecord(**row) for row in _stored_rows("queue", database)]
 
 
 def kinds(*, database: str | None = None) -> list[KindDescriptorRecord]:
     """Every job-kind descriptor any worker published in ``database`` (default
     ``AWA["DATABASE_ALIAS"]``), by kind."""
+    return [KindDescriptorRecord(**row) for row in _stored_rows("kind", database)]
+
+
+def _stored_rows(of: str, database: str | None) -> list[dict[str, Any]]:
     conf = get_settings()
     with connections[conf.operator_database(database)].cursor() as cursor:
-        rows = run(cursor, list_descriptors(of="kind", stale_after_s=conf.RUNTIME_STALE_AFTER_S))
-    return [KindDescriptorRecord(**row) for row in rows]
+        return run(cursor, list_descriptors(of=of, stale_after_s=conf.RUNTIME_STALE_AFTER_S))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Any, Final
 
 from django.db import connections, transaction
 
@@ -121,39 +121,52 @@ def _stats(alias: str) -> list[QueueStats]:
         unknown = run(cursor, KINDS_NOBODY_RUNS)
     own = {name for name in conf.QUEUES if conf.queue_database(name) == alias}
     names = sorted(own | set(depths) | set(meta) | set(totals))
-    found = []
-    for name in names:
-        depth = depths.get(name) or QueueDepth(
-            queue=name, available=0, scheduled=0, retryable=0, running=0, lag_s=0.0
-        )
-        completed, failed, completed_5m = totals.get(name, (0, 0, 0))
-        row = meta.get(name, {})
-        found.append(
-            QueueStats(
-                queue=name,
-                database=alias,
-                declared=name in conf.QUEUES,
-                available=depth.available,
-                scheduled=depth.scheduled,
-                retryable=depth.retryable,
-                running=depth.running,
-                waiting_external=depth.waiting_external,
-                dlq=depth.dlq,
-                lag_s=depth.lag_s,
-                completed_last_hour=completed,
-                failed_last_hour=failed,
-                throughput_per_min=completed_5m / THROUGHPUT_WINDOW_MIN,
-                paused=bool(row.get("paused", False)),
-                paused_at=row.get("paused_at"),
-                paused_by=row.get("paused_by"),
-                dlq_enabled=bool(row.get("dlq_enabled", False)),
-                unknown_kinds=unknown.get(name, {}),
-                concurrency=row.get("concurrency"),
-                concurrency_set_at=row.get("concurrency_set_at"),
-                concurrency_set_by=row.get("concurrency_set_by"),
-            )
-        )
-    return found
+    return [
+        queue_stats(name, alias, depths.get(name), totals.get(name), meta.get(name), unknown)
+        for name in names
+    ]
+
+
+def queue_stats(
+    name: str,
+    alias: str,
+    depth: QueueDepth | QueueSample | None,
+    totals: tuple[int, int, int] | None,
+    control: Mapping[str, Any] | None,
+    unknown_kinds: Mapping[str, Mapping[str, int]],
+) -> QueueStats:
+    """One queue's health from its depths (live, or the leader's latest sample), its
+    (completed, failed, completed in the last 5 minutes), its control row and the jobs of kinds
+    no worker runs; what is missing counts as none."""
+    depth = depth or _NO_DEPTH
+    completed, failed, completed_5m = totals or (0, 0, 0)
+    control = control or {}
+    return QueueStats(
+        queue=name,
+        database=alias,
+        declared=name in get_settings().QUEUES,
+        available=depth.available,
+        scheduled=depth.scheduled,
+        retryable=depth.retryable,
+        running=depth.running,
+        waiting_external=depth.waiting_external,
+        dlq=depth.dlq,
+        lag_s=depth.lag_s,
+        completed_last_hour=completed,
+        failed_last_hour=failed,
+        throughput_per_min=completed_5m / THROUGHPUT_WINDOW_MIN,
+        paused=bool(control.get("paused", False)),
+        paused_at=control.get("paused_at"),
+        paused_by=control.get("paused_by"),
+        dlq_enabled=bool(control.get("dlq_enabled", False)),
+        unknown_kinds=unknown_kinds.get(name, {}),
+        concurrency=control.get("concurrency"),
+        concurrency_set_at=control.get("concurrency_set_at"),
+        concurrency_set_by=control.get("concurrency_set_by"),
+    )
+
+
+_NO_DEPTH: Final = QueueDepth(queue="", available=0, scheduled=0, retryable=0, running=0, lag_s=0.0)
 
 
 def history(

@@ -32,7 +32,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -181,36 +181,19 @@ class JobLog(Loop):
             counts = self._counts[queue] = Counter()
         counts[word] += 1
 
-    def _line(self, level: int, job: ClaimedJob, word: str, duration_s: float) -> None:
-        duration_ms = round(duration_s * 1000, 3)
-        logger.log(
-            level,
-            _FINISHED,
-            job.kind,
-            job.job_id,
-            job.queue,
-            word,
-            job.attempt,
-            job.max_attempts,
-            duration_ms,
-            extra=job_extra(job, outcome=word, duration_ms=duration_ms),
-        )
-
-    def _error_line(
-        self, level: int, job: ClaimedJob, word: str, duration_s: float, error: BaseException
+    def _line(
+        self,
+        level: int,
+        job: ClaimedJob,
+        word: str,
+        duration_s: float,
+        message: str = _FINISHED,
+        more: Mapping[str, Any] | None = None,
+        exc_info: tracebacks.ExcInfo | None = None,
     ) -> None:
+        """One finished line; ``more`` adds fields that ``message`` also names, in order."""
         duration_ms = round(duration_s * 1000, 3)
-        described = describe(error)
-        message = _FINISHED + " error=%s"
-        more: dict[str, Any] = {"error": described}
-        exc_info = None
-        if level >= logging.ERROR:
-            shown_in = self._traceback_shown_in(job, error)
-            if shown_in is None:
-                exc_info = tracebacks.exc_info(error)
-            else:
-                message += " traceback_as_job_id=%s"
-                more["traceback_as_job_id"] = shown_in
+        more = more or {}
         logger.log(
             level,
             message,
@@ -225,6 +208,21 @@ class JobLog(Loop):
             exc_info=exc_info,
             extra=job_extra(job, outcome=word, duration_ms=duration_ms, **more),
         )
+
+    def _error_line(
+        self, level: int, job: ClaimedJob, word: str, duration_s: float, error: BaseException
+    ) -> None:
+        message = _FINISHED + " error=%s"
+        more: dict[str, Any] = {"error": describe(error)}
+        exc_info: tracebacks.ExcInfo | None = None
+        if level >= logging.ERROR:
+            shown_in = self._traceback_shown_in(job, error)
+            if shown_in is None:
+                exc_info = tracebacks.exc_info(error)
+            else:
+                message += " traceback_as_job_id=%s"
+                more["traceback_as_job_id"] = shown_in
+        self._line(level, job, word, duration_s, message, more, exc_info)
 
     def _traceback_shown_in(self, job: ClaimedJob, error: BaseException) -> int | None:
         """The job whose line showed this failure's traceback lately, or None (then this line

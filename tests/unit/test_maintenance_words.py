@@ -117,3 +117,25 @@ def test_the_loop_logs_one_line_in_words_with_the_results_fields(caplog):
     assert (line.task, line.moved, line.duration_ms >= 0) == ("promoter", 2, True)
     entry = json.loads(JsonFormatter().format(line))
     assert (entry["task"], entry["moved"]) == ("promoter", 2)
+
+
+@pytest.mark.parametrize(
+    ("result", "changed"),
+    [
+        (PromoterResult(0), False),
+        (PromoterResult(2), True),
+        (LedgerResult(0), False),
+        (LedgerResult(1), True),
+        (UniqueSweepResult(0), False),
+        (UniqueSweepResult(1), True),
+        (RuntimeCleanupResult(0, 0), False),
+        (RuntimeCleanupResult(0, 1), True),
+        (RuntimeCleanupResult(1, 0), True),
+        (RetentionResult(0, 0, 0), False),
+        (RetentionResult(0, 0, 1), True),
+        (RetentionResult(0, 1, 0), True),
+        (RetentionResult(1, 0, 0), True),
+    ],
+)
+def test_a_pass_of_counts_changed_something_when_any_count_is_above_zero(result, changed):
+    assert result.changed is changed

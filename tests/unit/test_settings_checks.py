@@ -90,3 +90,25 @@ def test_get_settings_refuses_invalid_settings_and_resets_on_change():
         conf.get_settings()
     with override_settings(AWA={"QUEUES": {"default": {"concurrency": 7}}}):
         assert conf.get_settings().QUEUES["default"].concurrency == 7
+
+
+@pytest.mark.parametrize(
+    ("awa_settings", "check", "message"),
+    [
+        (
+            {"HEARTBEAT_INTERVAL_S": 2, "HEARTBEAT_STALENESS_S": 5},
+            "awa.E012",
+            "AWA['HEARTBEAT_STALENESS_S'] (5) must be at least 3 x HEARTBEAT_INTERVAL_S (2), "
+            "or live jobs get rescued between heartbeats.",
+        ),
+        (
+            {"RUNTIME_SNAPSHOT_INTERVAL_S": 10, "RUNTIME_STALE_AFTER_S": 15},
+            "awa.E023",
+            "AWA['RUNTIME_STALE_AFTER_S'] (15) must be at least 2 x "
+            "RUNTIME_SNAPSHOT_INTERVAL_S (10), or live workers look stale between snapshots.",
+        ),
+    ],
+)
+def test_a_setting_too_small_for_the_one_it_follows_says_by_how_much(awa_settings, check, message):
+    with override_settings(AWA={"QUEUES": BASE_QUEUES, **awa_settings}):
+        assert [(p.id, p.message) for p in conf.problems()] == [(check, message)]

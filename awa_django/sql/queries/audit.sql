@@ -158,26 +158,18 @@ WITH cursor AS (
         OR EXISTS (SELECT 1 FROM awa.queue_ring_rotations g
                     WHERE g.generation = r.ready_generation AND g.slot <> r.ready_slot)
     UNION
-    SELECT c.job_id FROM awa.claim_receipts c
+    SELECT x.job_id FROM (
+        SELECT queue, priority, shard, lane_seq, ready_slot, job_id FROM awa.claim_receipts
+        UNION ALL
+        SELECT queue, priority, shard, lane_seq, ready_slot, job_id FROM awa.done_entries
+        UNION ALL
+        SELECT queue, priority, shard, lane_seq, ready_slot, job_id FROM awa.ready_tombstones
+    ) x
      WHERE NOT EXISTS (
                SELECT 1 FROM awa.ready_entries r
-                WHERE r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
-                  AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
-                  AND r.job_id = c.job_id)
-    UNION
-    SELECT d.job_id FROM awa.done_entries d
-     WHERE NOT EXISTS (
-               SELECT 1 FROM awa.ready_entries r
-                WHERE r.queue = d.queue AND r.priority = d.priority AND r.shard = d.shard
-                  AND r.lane_seq = d.lane_seq AND r.ready_slot = d.ready_slot
-                  AND r.job_id = d.job_id)
-    UNION
-    SELECT t.job_id FROM awa.ready_tombstones t
-     WHERE NOT EXISTS (
-               SELECT 1 FROM awa.ready_entries r
-                WHERE r.queue = t.queue AND r.priority = t.priority AND r.shard = t.shard
-                  AND r.lane_seq = t.lane_seq AND r.ready_slot = t.ready_slot
-                  AND r.job_id = t.job_id)
+                WHERE r.queue = x.queue AND r.priority = x.priority AND r.shard = x.shard
+                  AND r.lane_seq = x.lane_seq AND r.ready_slot = x.ready_slot
+                  AND r.job_id = x.job_id)
 )
 SELECT count(*), coalesce((array_agg(job_id ORDER BY job_id))[1:100], '{}') FROM broken
 
