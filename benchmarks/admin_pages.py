@@ -140,16 +140,20 @@ def main() -> None:
     started = time.perf_counter()
     many = awa.enqueue_many
     # Open attempts first: claimed from their own queue, half of them parked on a callback.
+    # Each holds a lease whose heartbeat is a day ahead: the burst workers' leader rescues an
+    # attempt silent past AWA['HEARTBEAT_STALENESS_S'], and a large build outlasts that.
     many(OK_KIND, [{"n": n} for n in range(2 * OPEN)], queue="email")
     claimed = asyncio.run(claim_open(2 * OPEN))
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO awa.leases (job_id, run_lease, lease_slot, ready_slot, queue, priority,"
-            " shard, lane_seq, claimed_by, callback_id, callback_timeout_at)"
+            " shard, lane_seq, claimed_by, heartbeat_at, callback_id, callback_timeout_at)"
             " SELECT job_id, run_lease, 0, ready_slot, queue, priority, shard, lane_seq,"
-            " claimed_by, gen_random_uuid(), now() + interval '1 day'"
-            " FROM awa.claim_receipts WHERE job_id = ANY(%s)",
-            [claimed[:OPEN]],
+            " claimed_by, now() + interval '1 day',"
+            " CASE WHEN job_id = ANY(%(parked)s) THEN gen_random_uuid() END,"
+            " CASE WHEN job_id = ANY(%(parked)s) THEN now() + interval '1 day' END"
+            " FROM awa.claim_receipts WHERE job_id = ANY(%(claimed)s)",
+            {"parked": claimed[:OPEN], "claimed": claimed},
         )
     for job_id in many(OK_KIND, [{"n": n} for n in range(RARE)], queue="default"):
         awa.cancel(job_id)
