@@ -101,9 +101,11 @@ def main() -> None:
     import awa_django as awa
     from awa_django.conf import get_settings
     from awa_django.core.claimed_job import claimed_job_rows
+    from awa_django.core.retry import RetryPolicy
     from awa_django.declarations.jobs import JobContext, registry
+    from awa_django.maintenance.rescuer import RescueConfig, Rescuer
     from awa_django.storage.browse import JOB_STATES
-    from awa_django.storage.connections import connect
+    from awa_django.storage.connections import connect, open_pool
     from awa_django.storage.queue import ClaimRequest, claim_ready
     from awa_django.storage.statement import run_async
     from awa_django.testing import reset_queue
@@ -134,22 +136,39 @@ def main() -> None:
             )
             return [job.job_id for job in jobs]
 
+    async def settle_claims() -> None:
+        pool = await open_pool("default", max_size=1)
+        try:
+            rescuer = Rescuer(
+                pool,
+                RescueConfig(interval_s=1, staleness_s=0.001, batch_size=1_000),
+                policy=RetryPolicy.from_settings(get_settings()),
+                now=lambda: datetime.now(UTC),
+            )
+            await rescuer.run_once()
+        finally:
+            await pool.close()
+
     setup_test_environment()
     call_command("migrate", verbosity=0)
     reset_queue()
     started = time.perf_counter()
     many = awa.enqueue_many
     # Open attempts first: claimed from their own queue, half of them parked on a callback.
+    # Each holds a lease whose heartbeat is a day ahead: the burst workers' leader rescues an
+    # attempt silent past AWA['HEARTBEAT_STALENESS_S'], and a large build outlasts that.
     many(OK_KIND, [{"n": n} for n in range(2 * OPEN)], queue="email")
     claimed = asyncio.run(claim_open(2 * OPEN))
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO awa.leases (job_id, run_lease, lease_slot, ready_slot, queue, priority,"
-            " shard, lane_seq, claimed_by, callback_id, callback_timeout_at)"
+            " shard, lane_seq, claimed_by, heartbeat_at, callback_id, callback_timeout_at)"
             " SELECT job_id, run_lease, 0, ready_slot, queue, priority, shard, lane_seq,"
-            " claimed_by, gen_random_uuid(), now() + interval '1 day'"
-            " FROM awa.claim_receipts WHERE job_id = ANY(%s)",
-            [claimed[:OPEN]],
+            " claimed_by, now() + interval '1 day',"
+            " CASE WHEN job_id = ANY(%(parked)s) THEN gen_random_uuid() END,"
+            " CASE WHEN job_id = ANY(%(parked)s) THEN now() + interval '1 day' END"
+            " FROM awa.claim_receipts WHERE job_id = ANY(%(claimed)s)",
+            {"parked": claimed[:OPEN], "claimed": claimed},
         )
     for job_id in many(OK_KIND, [{"n": n} for n in range(RARE)], queue="default"):
         awa.cancel(job_id)
@@ -206,6 +225,10 @@ def main() -> None:
         # As autovacuum leaves a table between bursts: statistics, and a visibility map, so
         # index-only probes need not visit the heap (right after the build each one did).
         cursor.execute("VACUUM ANALYZE")
+    # As a running leader leaves the receipts once the build's claims are older than its
+    # heartbeat staleness window: a complete rescue pass has settled them (awa.rescue_marks).
+    asyncio.run(settle_claims())
+    with connection.cursor() as cursor:
         cursor.execute("SELECT max(job_id) / 2 FROM awa.ready_entries")
         (middle_id,) = cursor.fetchone()
         # Every job's state through the view: a full read, done once here, never by a page.

@@ -41,6 +41,7 @@ from awa_django.storage.execution import (
     RescueCursor,
     close_attempts,
     find_rescuable,
+    mark_rescued,
     notify_cancel,
 )
 from awa_django.storage.statement import run_async
@@ -133,7 +134,7 @@ class Rescuer:
             # one did. Otherwise it may start at this pass's cutoffs once these are closed.
             advance = len(found) < self._config.batch_size
             if not found:
-                self._cursor = next_cursor
+                await self._advance(conn, next_cursor)
                 return RescuerResult(0, 0)
             async with conn.transaction():
                 found = await self._lock_callback_waits(conn, found)
@@ -141,10 +142,17 @@ class Rescuer:
                 closed = await run_async(conn, close_attempts(completions))
                 if closed:
                     await run_async(conn, notify_cancel(sorted(closed)))
-        if advance:
-            self._cursor = next_cursor
+            if advance:
+                await self._advance(conn, next_cursor)
         await self._report(found, completions, closed)
         return RescuerResult(len(found), len(closed))
+
+    async def _advance(self, conn: AsyncConnection[Any], cursor: RescueCursor) -> None:
+        """Start the next pass at ``cursor``, and record it (once this pass's closes have
+        committed) for the readers of the open attempts, which then skip the receipts it
+        settled (``awa.rescue_marks``)."""
+        await run_async(conn, mark_rescued(cursor))
+        self._cursor = cursor
 
     async def _lock_callback_waits(
         self, conn: AsyncConnection[Any], found: list[Rescuable[ClaimedJob]]

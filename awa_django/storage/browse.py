@@ -90,7 +90,7 @@ _NO_CURSOR: Final = 2**63 - 1
 # the state's rows rather than the pair's (see _has_many_ready_rows).
 _RING_STATE_QUERIES: Final = frozenset({"open_attempt_job_ids", "closed_job_ids"})
 _MANY_READY_ROWS: Final = 2_000
-# The states of an open attempt, counted by one anti-join of every claim (see _count).
+# The states of an open attempt, read through awa.open_attempts (see _count).
 _OPEN_STATES: Final = frozenset({"running", "waiting_external"})
 
 
@@ -456,8 +456,9 @@ def _count_for(state: str, where: JobFilter) -> Steps[int]:
 
 def _count(state: str, walk: _Walk) -> Steps[int]:
     if state in _OPEN_STATES:
-        # Found by one anti-join of the claims with their closures, linear in the claims
-        # whatever the plan (browse.sql, open_attempt_job_ids): a hash join is its best one.
+        # Found through awa.open_attempts (browse.sql, open_attempt_job_ids), which plans its
+        # own reads (the leases and the claims since the last rescue pass, or, before any, one
+        # hash anti-join of every claim): not as a walk.
         return len((yield from _state_ids(state, walk, _NO_CURSOR, COUNT_CAP + 1)))
     # Planned without hash or merge joins, inside the read's transaction, then the settings are
     # put back. A count stops at COUNT_CAP + 1 ids, but asked for 10,001 of a state with more

@@ -265,6 +265,14 @@ def _rescue_cursor(rows: list[tuple[Any, ...]]) -> RescueCursor:
     return RescueCursor(claimed_before)
 
 
+def mark_rescued(cursor: RescueCursor) -> Statement[None]:
+    """Record where a complete rescue pass leaves the next one, for the readers of the open
+    attempts (``awa.rescue_marks``): the receipts claimed before it hold a lease or are closed."""
+    return Statement(
+        sql=_SQL["mark_rescued"], params={"claimed_before": cursor.claimed_after}, read=nothing
+    )
+
+
 # Cached: one row maker per attempt row maker, so the statement's psycopg row factory (cached by
 # its row maker) is built once and not per pass.
 @cache

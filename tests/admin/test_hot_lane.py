@@ -14,6 +14,7 @@ from django.urls import reverse
 import awa_django as awa
 from awa_django.sql import queries
 from awa_django.storage.browse import JobFilter, count_in_state, list_jobs, running_attempts
+from awa_django.storage.execution import RescueCursor, mark_rescued
 from awa_django.storage.statement import run, run_read
 
 _SQL = queries("browse")
@@ -49,15 +50,32 @@ def hot_lane(jobs: int = HOT, still_open: int = OPEN) -> list[int]:
 
 def plan(name: str, params: dict[str, Any], **planner: str) -> dict[str, Any]:
     """The executed plan of a browse query, JIT off as the admin runs it, with ``planner``
-    settings (enable_hashjoin="off", ...) for the rest of the test's transaction."""
+    settings (enable_hashjoin="off", ...) for the rest of the test's transaction; its buffers
+    count those of the functions it calls (awa.open_attempts), whose scans it does not show."""
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL jit = off")
         for setting, value in planner.items():
             cursor.execute("SELECT set_config(%s, %s, true)", [setting, value])
-        cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {_SQL[name]}", params)
+        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {_SQL[name]}", params)
         (document,) = cursor.fetchone()
     result: dict[str, Any] = (json.loads(document) if isinstance(document, str) else document)[0]
     return result["Plan"]
+
+
+def buffers(root: dict[str, Any]) -> int:
+    return int(root.get("Shared Hit Blocks", 0) + root.get("Shared Read Blocks", 0))
+
+
+def pages(*tables: str) -> int:
+    """The pages of ``tables`` (every partition, with its indexes): one read of each."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT sum(pg_total_relation_size(i.inhrelid)) / current_setting('block_size')::int"
+            " FROM pg_inherits i WHERE i.inhparent = ANY(%s::regclass[])",
+            [[f"awa.{table}" for table in tables]],
+        )
+        (count,) = cursor.fetchone()
+    return int(count)
 
 
 def nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
@@ -107,9 +125,11 @@ def test_open_attempts_probe_only_the_open_claims(awa_db, planner):
         params = {"before": 2**63 - 1, "size": 10_001, "waiting": waiting, **pair}
         root = plan("open_attempt_job_ids", params, **planner)
         assert root["Actual Rows"] == (0 if waiting else OPEN)
-        # Every claim is read once to find the open ones; the ready rows and leases only for
-        # those (a lease probe each, a ready row each when the kind is asked).
+        # Every claim is read once to find the open ones (inside awa.open_attempts: at most a
+        # read of the claims and closures); the ready rows and leases only for those (a lease
+        # probe each, a ready row each when the kind is asked).
         assert rows_read(root, "claim_receipts") <= HOT
+        assert buffers(root) <= pages("claim_receipts", "done_entries")
         assert rows_read(root, "ready_entries") <= OPEN
         assert probes(root, "leases") <= OPEN
     with connection.cursor() as cursor:
@@ -147,3 +167,40 @@ def test_cancel_all_matching_running_walks_the_open_attempts(operator_client):
         f"Cancelled {OPEN} jobs matching state=running."
     ]
     assert {awa.get_job(job_id).state for job_id in running} == {"cancelled"}
+
+
+def test_after_a_rescue_pass_only_the_leases_and_newer_claims_are_read(awa_db):
+    running = hot_lane()
+    with connection.cursor() as cursor:
+        # The open attempts' workers heartbeat: a lease each.
+        cursor.execute(
+            "INSERT INTO awa.leases (job_id, run_lease, lease_slot, ready_slot, queue, priority,"
+            " shard, lane_seq, claimed_by)"
+            " SELECT job_id, run_lease, 0, ready_slot, queue, priority, shard, lane_seq,"
+            " claimed_by FROM awa.claim_receipts WHERE job_id = ANY(%s)",
+            [running],
+        )
+        # As autovacuum leaves the receipts: the BRIN ranges on claimed_at summarized.
+        cursor.execute("VACUUM ANALYZE awa.claim_receipts")
+    params = {
+        "before": 2**63 - 1,
+        "size": 10_001,
+        "waiting": False,
+        "queue": None,
+        "kind": None,
+    }
+    unmarked = buffers(plan("open_attempt_job_ids", params))
+    with connection.cursor() as cursor:
+        # A complete rescue pass since the lane was claimed: every lease-less receipt claimed
+        # before its cursor is closed.
+        cursor.execute("SELECT clock_timestamp()")
+        (now,) = cursor.fetchone()
+        run(cursor, mark_rescued(RescueCursor(now)))
+        root = plan("open_attempt_job_ids", params)
+        assert root["Actual Rows"] == OPEN
+        marked = buffers(root)
+        assert [a.job_id for a in run(cursor, running_attempts(limit=10))] == running
+        assert run_read(cursor, count_in_state("running", JobFilter())) == OPEN
+    # Without the mark every receipt and closure of the lane is read; with it, the leases' and
+    # the index pages that say no receipt is newer.
+    assert marked * 4 < unmarked

@@ -274,6 +274,28 @@ def test_a_pass_that_fills_its_batch_leaves_the_cursor_for_the_rest():
     assert {awa.get_job(job_id).state for job_id in ids} == {"retryable"}
 
 
+def test_a_complete_pass_records_its_cursor_for_the_readers_of_open_attempts():
+    def mark() -> datetime | None:
+        return scalar("SELECT max(claimed_before) FROM awa.rescue_marks")
+
+    leader = LeaderRescuer(staleness_s=60, batch_size=1)
+    for _ in range(2):
+        awa.enqueue("k.silent", args={})
+    claim()
+    age_claims()
+    # A full batch may have left silent attempts unseen: nothing is recorded.
+    assert leader.run_once().rescued == 1
+    assert leader.run_once().rescued == 1
+    assert mark() is None
+    assert leader.run_once().found == 0
+    recorded = mark()
+    assert recorded is not None
+    assert recorded <= scalar("SELECT now() - interval '60 seconds'")
+    # A new leader's first pass (a wider staleness, so an older cutoff) leaves it where it is.
+    assert LeaderRescuer(staleness_s=3600).run_once().found == 0
+    assert mark() == recorded
+
+
 # -- rings -------------------------------------------------------------------------------------
 
 

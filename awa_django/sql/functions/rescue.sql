@@ -3,6 +3,21 @@
 -- a later migration that changes a definition applies its file again (docs/architecture.md,
 -- "SQL layout and schema changes").
 
+-- The receipts of the attempts holding a lease (heartbeating, or waiting on a callback): few,
+-- whatever their age. A probe per lease (see awa.close_attempts on LATERAL ... LIMIT 1): as a
+-- join, this could read every retained receipt once any lease exists. Plain SQL, so the
+-- planner inlines it into its callers (awa.find_rescuable, awa.open_attempts).
+CREATE OR REPLACE FUNCTION awa.leased_receipts()
+RETURNS SETOF awa.claim_receipts LANGUAGE sql STABLE AS $$
+    SELECT c.*
+      FROM awa.leases x
+      CROSS JOIN LATERAL (
+          SELECT c.* FROM awa.claim_receipts c
+           WHERE c.job_id = x.job_id AND c.run_lease = x.run_lease
+             AND c.ready_slot = x.ready_slot
+           LIMIT 1) c
+$$;
+
 -- Open attempts the leader must rescue: silent for longer than the staleness window (newest
 -- lease heartbeat, or the claim itself for an attempt that never heartbeated), or waiting on a
 -- registered, unresumed callback past its timeout, which is then the only thing that counts.
@@ -26,15 +41,7 @@ CREATE OR REPLACE FUNCTION awa.find_rescuable(p_staleness_s double precision, p_
 RETURNS TABLE (reason text, job awa.claimed_job) LANGUAGE sql STABLE
 SET enable_seqscan = off AS $$
     WITH candidates AS (
-        -- A probe per lease (see awa.close_attempts on LATERAL ... LIMIT 1): as a join, this
-        -- could read every retained receipt once any lease exists.
-        SELECT c.*
-          FROM awa.leases x
-          CROSS JOIN LATERAL (
-              SELECT c.* FROM awa.claim_receipts c
-               WHERE c.job_id = x.job_id AND c.run_lease = x.run_lease
-                 AND c.ready_slot = x.ready_slot
-               LIMIT 1) c
+        SELECT c.* FROM awa.leased_receipts() c
         UNION
         SELECT c.*
           FROM awa.claim_receipts c
@@ -75,4 +82,46 @@ CREATE OR REPLACE FUNCTION awa.find_rescuable(p_staleness_s double precision, p_
                                               p_deadline_after timestamptz)
 RETURNS TABLE (reason text, job awa.claimed_job) LANGUAGE sql STABLE AS $$
     SELECT * FROM awa.find_rescuable(p_staleness_s, p_limit, p_claimed_after)
+$$;
+
+-- The open attempts (receipts without a closure), for the readers of "what is running": the
+-- admin's lists, counts and bulk walks, the workers page and the queues' running depths.
+-- After a complete rescue pass (its cursor in awa.rescue_marks, migration 0029) every
+-- lease-less receipt claimed before the mark is closed, so the candidates are, as in
+-- awa.find_rescuable, the attempts holding a lease and the receipts claimed since the mark
+-- (through the BRIN index on claimed_at), each probed for its closure by primary key in a
+-- subquery kept apart by OFFSET 0, so the closures are never read whole. Anti-joining every
+-- retained receipt with its closure read the whole history on every call (issue #36); it is
+-- still the answer in a database no leader has rescued yet, where a probe per receipt would
+-- cost more than one hash of the closures. plpgsql: the mark is a value the plan of the
+-- receipts since it is made for, not a guess.
+CREATE OR REPLACE FUNCTION awa.open_attempts()
+RETURNS SETOF awa.claim_receipts LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_mark timestamptz := (SELECT m.claimed_before FROM awa.rescue_marks m);
+BEGIN
+    IF v_mark IS NULL THEN
+        RETURN QUERY
+            SELECT c.* FROM awa.claim_receipts c
+             WHERE NOT EXISTS (SELECT 1 FROM awa.done_entries d
+                                WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                                  AND d.ready_slot = c.ready_slot);
+        RETURN;
+    END IF;
+    RETURN QUERY
+        WITH candidates AS MATERIALIZED (
+            SELECT c.* FROM awa.leased_receipts() c
+            UNION
+            SELECT c.* FROM awa.claim_receipts c WHERE c.claimed_at >= v_mark
+        )
+        SELECT o.queue, o.priority, o.shard, o.commit_seq, o.lane_seq, o.ready_slot, o.job_id,
+               o.run_lease, o.attempt, o.claimed_at, o.claimed_by, o.deadline_at
+          FROM (SELECT c.*,
+                       (SELECT true FROM awa.done_entries d
+                         WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                           AND d.ready_slot = c.ready_slot) AS closed
+                  FROM candidates c
+                OFFSET 0) o
+         WHERE o.closed IS NULL;
+END
 $$;

@@ -63,15 +63,13 @@ SELECT job_id FROM (
 -- name: running_attempts
 -- The open attempts (claims without a closure), newest claim first, with their worker, elapsed
 -- time's start and saved progress, for "what is running right now". The open claims are
--- found as in open_attempt_job_ids (one anti-join, linear in the ring's claims), then each is
--- probed by primary key for its kind: never a join of claims to ready rows (see there).
+-- found by awa.open_attempts (the leases and the claims since the last rescue pass, each probed
+-- for its closure), then each is probed by primary key for its kind: never a join of claims to
+-- ready rows (see open_attempt_job_ids).
 WITH open AS MATERIALIZED (
     SELECT c.claimed_by, c.job_id, c.queue, c.priority, c.shard, c.lane_seq, c.ready_slot,
            c.run_lease, c.attempt, c.claimed_at, c.deadline_at
-      FROM awa.claim_receipts c
-     WHERE NOT EXISTS (SELECT 1 FROM awa.done_entries d
-                        WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
-                          AND d.ready_slot = c.ready_slot)
+      FROM awa.open_attempts() c
 )
 SELECT o.claimed_by, o.job_id,
        (SELECT r.kind FROM awa.ready_entries r
@@ -129,20 +127,18 @@ SELECT DISTINCT r.job_id FROM awa.ready_entries r
 -- Claims with no closure yet: `running`, or `waiting_external` (when %(waiting)s) while the
 -- attempt's lease holds an unresumed callback, exactly as the view tells them apart.
 -- Given a pair (`queue` and `kind` not NULL), only that pair's attempts.
--- The open claims are found first, by one anti-join of the claims with their closures on the
--- closures' primary key (linear in the ring's claims, whatever the plan), and materialized;
--- only those few are then probed, one primary-key lookup each, for their kind and lease. As a
--- join of claims to ready rows, a hot lane (one queue, priority and shard holding tens of
--- thousands of claims) let the planner merge the two on (queue, priority, shard) alone, which
--- compared every claim of the lane with every ready row of it (issue #36: minutes at 28,000).
+-- The open claims are found first by awa.open_attempts (the leases and the claims since the
+-- last complete rescue pass, each probed for its closure: not the whole history) and
+-- materialized; only those few are then probed, one primary-key lookup each, for their kind
+-- and lease. As a join of claims to ready rows, a hot lane (one queue, priority and shard
+-- holding tens of thousands of claims) let the planner merge the two on (queue, priority,
+-- shard) alone, which compared every claim of the lane with every ready row of it (issue #36:
+-- minutes at 28,000).
 WITH open AS MATERIALIZED (
     SELECT c.job_id, c.run_lease, c.queue, c.priority, c.shard, c.lane_seq, c.ready_slot
-      FROM awa.claim_receipts c
+      FROM awa.open_attempts() c
      WHERE c.job_id < %(before)s
        AND (%(queue)s::text IS NULL OR c.queue = %(queue)s::text)
-       AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
-                        WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
-                          AND d.ready_slot = c.ready_slot)
 )
 SELECT DISTINCT o.job_id FROM open o
  WHERE (%(queue)s::text IS NULL

@@ -27,6 +27,14 @@ SELECT job_id, run_lease
 -- The upper bounds of this transaction's rescue scan: the next pass's cursor.
 SELECT now() - make_interval(secs => %(staleness_s)s::double precision) AS claimed_before
 
+-- name: mark_rescued
+-- Records a complete rescue pass's cursor (migration 0029): every lease-less receipt claimed
+-- before it is closed. Never moves back: an older cursor (a new leader's) is as true but says
+-- less.
+INSERT INTO awa.rescue_marks AS m (claimed_before) VALUES (%(claimed_before)s)
+ON CONFLICT (singleton) DO UPDATE
+   SET claimed_before = greatest(m.claimed_before, excluded.claimed_before), marked_at = now()
+
 -- name: find_rescuable
 -- Open attempts silent beyond the staleness window or past their callback timeout (read-only).
 SELECT reason, (job).queue, (job).priority, (job).shard, (job).lane_seq, (job).ready_slot,

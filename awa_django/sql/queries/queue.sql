@@ -91,9 +91,10 @@ SELECT awa.cancel_job(%(job_id)s::bigint, %(reason)s) AS outcome
 -- name: queue_depths
 -- Per queue: waiting ready rows (no receipt, no tombstone) and the age of the oldest one's
 -- run_at, scheduled and retryable backlog (literal states, as the partial indexes are built),
--- open attempts (a receipt without its closure) split into running and waiting_external (its
--- lease has a callback_id), and DLQ entries. Every queue with a lane, a deferred job or a DLQ
--- entry gets a row, so a drained queue reports zeros instead of vanishing.
+-- open attempts (a receipt without its closure, awa.open_attempts) split into running and
+-- waiting_external (its lease has a callback_id), and DLQ entries. Every queue with a lane, a
+-- deferred job or a DLQ entry gets a row, so a drained queue reports zeros instead of
+-- vanishing.
 WITH waiting AS (
     SELECT r.queue, count(*) AS available, min(r.run_at) AS oldest_run_at
       FROM awa.ready_entries r
@@ -116,15 +117,11 @@ WITH waiting AS (
     SELECT c.queue,
            count(*) FILTER (WHERE NOT w.waiting) AS running,
            count(*) FILTER (WHERE w.waiting) AS waiting_external
-      FROM awa.claim_receipts c
+      FROM awa.open_attempts() c
      CROSS JOIN LATERAL (
                SELECT EXISTS (SELECT 1 FROM awa.leases x
                                WHERE x.job_id = c.job_id AND x.run_lease = c.run_lease
                                  AND x.callback_id IS NOT NULL) AS waiting) w
-     WHERE NOT EXISTS (
-               SELECT 1 FROM awa.done_entries d
-                WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
-                  AND d.ready_slot = c.ready_slot)
      GROUP BY c.queue
 ), dead AS (
     SELECT queue, count(*) AS dlq FROM awa.dlq_entries GROUP BY queue
