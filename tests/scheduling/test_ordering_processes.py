@@ -27,7 +27,10 @@ def test_jobs_sharing_an_ordering_key_complete_in_enqueue_order(worker_process):
     for seq in range(PER_KEY):
         for key in range(KEYS):
             awa.enqueue("tests.keyed", args={"key": f"k{key}", "seq": seq}, ordering_key=f"k{key}")
-    overrides = {"QUEUES": {"default": {"concurrency": 4, "sequential_lanes": True}, "email": {}}}
+    # One job at a time per process, so that the four lanes need several processes: at a
+    # concurrency of 4, one process can hold a job of every lane, and the candidate alone
+    # answers a wake-up (#37), so on a loaded machine one process ran the whole backlog.
+    overrides = {"QUEUES": {"default": {"concurrency": 1, "sequential_lanes": True}, "email": {}}}
     env = {"AWA_OVERRIDES": json.dumps(overrides)}
     workers = [worker_process("--queue", "default", env=env) for _ in range(4)]
     for worker in workers:
