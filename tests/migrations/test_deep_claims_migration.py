@@ -1,8 +1,8 @@
 """Migration 0027_deep_claims (#32) reverses and applies again: back before it, awa.claim_ready
 is the one 0025 left (it sorts the rows of the commits ahead of the lane's cursor, having read
 up to its limit from each: how many it reads then depends on the plan the statistics give) and
-still claims in order; forward again the schema is a fresh install's and a claim reads the rows
-it takes."""
+still claims in order; forward again the schema is a fresh install's and a claim reads only rows
+of the commit it takes from."""
 
 from __future__ import annotations
 
@@ -59,4 +59,10 @@ def test_0027_reverses_and_applies_again(plan_log: list[str]) -> None:  # noqa: 
     call_command("migrate", "awa_django", verbosity=0)
     assert current_catalog() == installed
     assert SORTED_CANDIDATES not in claim_ready_source()
-    assert claim_reading(plan_log, 10) == (job_ids[10:20], 10)
+    claimed, read = claim_reading(plan_log, 10)
+    assert claimed == job_ids[10:20]
+    # From the commit it takes from alone: an ordered index scan reads the 10 rows it takes, a
+    # plan that sorts that commit's rows (small tables, fresh statistics) its 90 left; never the
+    # 10 from each commit ahead the old claim read. The exact bound over large commits is
+    # tests/storage/test_hot_path_plans.py's.
+    assert 10 <= read <= 90
