@@ -31,6 +31,7 @@ import awa_django as awa
 from tests.chaos_jobs import chaos_slow, chaos_step
 from tests.conftest import REPO_ROOT, WorkerSubprocess, subprocess_database_url, wait_until
 from tests.processes.chaos_support import (  # noqa: F401 - durable_cluster is a fixture
+    OWN_JOBS,
     assert_audit_holds,
     assert_ran_exactly_once,
     crash,
@@ -193,7 +194,9 @@ def test_the_leader_killed_mid_rotation_and_mid_prune_loses_nothing(awa_db):
         committed = producer.finish()
 
         def settled() -> bool:
-            rows = query(url, "SELECT count(*) FROM awa.jobs WHERE state <> 'completed'")
+            rows = query(
+                url, f"SELECT count(*) FROM awa.jobs WHERE state <> 'completed' AND {OWN_JOBS}"
+            )
             return rows[0][0] == 0
 
         wait_until(settled, timeout=60)
