@@ -25,13 +25,12 @@ from awa_django.conf import get_settings
 from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
 from awa_django.core.closed_attempts import report_closed
 from awa_django.core.completion import result_to_completion
-from awa_django.core.handler_result import MAX_RESULT_BYTES, HandlerResult
+from awa_django.core.handler_result import HandlerResult, capped_json
 from awa_django.core.retry import RetryPolicy
-from awa_django.declarations.exact_json import has_lone_surrogate, to_json_text
+from awa_django.declarations.exact_json import has_lone_surrogate
 from awa_django.exceptions import (
     CallbackFailed,
     InvalidCallback,
-    InvalidJob,
     RetryAfter,
     StaleCallback,
     UnknownCallback,
@@ -86,18 +85,6 @@ def seconds(value: timedelta | float, *, name: str, allow_zero: bool) -> float:
     return float(number)
 
 
-def _payload_json(payload: Any) -> str:
-    """``payload`` as the JSON text to store, within ``MAX_RESULT_BYTES``."""
-    try:
-        text = to_json_text(payload, field="payload")
-    except InvalidJob as exc:
-        raise InvalidCallback(str(exc)) from None
-    size = len(text.encode())
-    if size > MAX_RESULT_BYTES:
-        raise InvalidCallback(f"payload is {size} bytes of JSON, over {MAX_RESULT_BYTES}")
-    return text
-
-
 def _in_transaction(token: str, act: Callable[[CursorWrapper, CallbackRef, ClaimedJob], T]) -> T:
     """Lock ``token``'s callback and run ``act`` on it while it still waits, atomically."""
     ref = parse_token(token)
@@ -140,7 +127,7 @@ def _close(token: str, result: HandlerResult) -> str:
 def complete_external(token: str, payload: Any = None) -> str:
     """Complete the waiting attempt of ``token``; a non-None JSON ``payload`` (up to 64 KiB) is
     kept as the job's result. Returns ``"completed"``."""
-    kept = None if payload is None else _payload_json(payload)
+    kept = None if payload is None else capped_json(payload, field="payload", error=InvalidCallback)
     return _close(token, HandlerResult(result_json=kept))
 
 
@@ -176,7 +163,7 @@ def heartbeat_callback(token: str, timeout: timedelta | float) -> datetime:
 def resume_external(token: str, payload: Any = None) -> None:
     """Wake the handler waiting in ``ctx.wait_for_callback(token)``, which returns ``payload``
     (JSON, up to 64 KiB) and carries on in the same attempt."""
-    text = _payload_json(payload)
+    text = capped_json(payload, field="payload", error=InvalidCallback)
 
     def resume(cursor: CursorWrapper, ref: CallbackRef, job: ClaimedJob) -> None:
         if not run(cursor, resume_callback(ref, text)):

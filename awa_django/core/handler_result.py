@@ -41,17 +41,25 @@ class StoredReturn:
     @classmethod
     def of(cls, value: object) -> StoredReturn:
         """``value`` as JSON text within ``MAX_RESULT_BYTES``, else ``InvalidReturnValue``."""
-        try:
-            text = to_json_text(value, field="return value")
-        except InvalidJob as exc:
-            raise InvalidReturnValue(str(exc)) from None
-        size = len(text.encode())
-        if size > MAX_RESULT_BYTES:
-            raise InvalidReturnValue(
-                f"return value is {size} bytes of JSON, over the {MAX_RESULT_BYTES}-byte cap; "
-                "store large results yourself and return a reference to them"
-            )
-        return cls(text)
+        advice = "; store large results yourself and return a reference to them"
+        return cls(
+            capped_json(value, field="return value", error=InvalidReturnValue, advice=advice)
+        )
+
+
+def capped_json(value: object, *, field: str, error: type[Exception], advice: str = "") -> str:
+    """``value`` (named ``field``) as the JSON text to keep with its job, within
+    ``MAX_RESULT_BYTES``; else ``error``, its message ending with ``advice``."""
+    try:
+        text = to_json_text(value, field=field)
+    except InvalidJob as exc:
+        raise error(str(exc)) from None
+    size = len(text.encode())
+    if size > MAX_RESULT_BYTES:
+        raise error(
+            f"{field} is {size} bytes of JSON, over the {MAX_RESULT_BYTES}-byte cap{advice}"
+        )
+    return text
 
 
 def kept_return(value: object, ctx: JobContext) -> object:

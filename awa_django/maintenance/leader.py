@@ -43,6 +43,15 @@ LEADER_LOCK_KEY: Final = 0x4157415F4D41494E
 NON_LEADER_TRY_INTERVALS: Final = 2
 
 
+async def _until_next_try(
+    stopping: asyncio.Event, is_leader: bool, retry_interval_s: float
+) -> None:
+    """Wait for an elector's next renewal (leader) or try (not), or until it is stopping."""
+    interval = retry_interval_s if is_leader else retry_interval_s * NON_LEADER_TRY_INTERVALS
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stopping.wait(), timeout=interval)
+
+
 class LeaderElector:
     """Holds (or keeps trying for) the maintenance leader lock, on the process's session."""
 
@@ -73,11 +82,7 @@ class LeaderElector:
                     await self._try_with(self._tries, stopping)
                     continue
                 await self._tick()
-                interval = self._retry_interval_s
-                if not self.is_leader:
-                    interval *= NON_LEADER_TRY_INTERVALS
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stopping.wait(), timeout=interval)
+                await _until_next_try(stopping, self.is_leader, self._retry_interval_s)
         finally:
             await self._release()
 
@@ -95,8 +100,7 @@ class LeaderElector:
             if self._session.generation != generation:
                 self._on_reset()
             # Renew at the leader's interval from now on.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stopping.wait(), timeout=self._retry_interval_s)
+            await _until_next_try(stopping, True, self._retry_interval_s)
 
     def _on_reset(self) -> None:
         if self.is_leader:
@@ -181,11 +185,7 @@ class LeaseElector:
         try:
             while not stopping.is_set():
                 await self._tick()
-                interval = self._retry_interval_s
-                if not self.is_leader:
-                    interval *= NON_LEADER_TRY_INTERVALS
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stopping.wait(), timeout=interval)
+                await _until_next_try(stopping, self.is_leader, self._retry_interval_s)
         finally:
             await self._release()
 

@@ -130,7 +130,7 @@ def _stats(alias: str) -> list[QueueStats]:
 def queue_stats(
     name: str,
     alias: str,
-    depth: QueueDepth | QueueSample | None,
+    depth: QueueDepth | None,
     totals: tuple[int, int, int] | None,
     control: Mapping[str, Any] | None,
     unknown_kinds: Mapping[str, Mapping[str, int]],

@@ -29,19 +29,11 @@ _SQL = queries("samples")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class QueueSample:
-    """One leader measurement of one queue; ``completed`` and ``failed`` count the attempts
-    closed since the previous sample."""
+class QueueSample(QueueDepth):
+    """One leader measurement of one queue: its depths when sampled; ``completed`` and
+    ``failed`` count the attempts closed since the previous sample."""
 
-    queue: str
     sampled_at: datetime
-    available: int
-    scheduled: int
-    retryable: int
-    running: int
-    waiting_external: int
-    dlq: int
-    lag_s: float
     completed: int
     failed: int
 

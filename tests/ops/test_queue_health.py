@@ -14,8 +14,9 @@ import awa_django as awa
 from awa_django.core.claimed_job import claimed_job_rows
 from awa_django.exceptions import ConfirmationRequired, InvalidJob
 from awa_django.maintenance.queue_stats import QueueSampler, QueueStatsConfig
+from awa_django.ops.queues import queue_stats
 from awa_django.storage.connections import connect, open_pool
-from awa_django.storage.queue import ClaimRequest, claim_ready
+from awa_django.storage.queue import ClaimRequest, QueueDepth, claim_ready
 from awa_django.storage.statement import run_async
 from tests.conftest import run_burst
 from tests.jobs import noop, retry_after, terminal
@@ -140,6 +141,19 @@ def test_history_returns_the_leaders_samples_oldest_first():
     assert [(s.available, s.completed) for s in samples] == [(1, 0), (0, 1)]
     assert samples[0].sampled_at < samples[1].sampled_at
     assert awa.queues.history("email") == []
+
+
+def test_a_sample_is_the_queues_depths_when_taken():
+    noop.enqueue()
+    awa.enqueue(noop, run_at=timedelta(hours=1))
+    stats_pass()
+    (sample,) = awa.queues.history("default")
+    # What queue_stats reads of a live depth, it reads of a sample.
+    assert isinstance(sample, QueueDepth)
+    depths = queue_stats("default", "default", sample, None, None, {})
+    live = by_queue()["default"]
+    assert (depths.available, depths.scheduled, depths.running, depths.dlq) == (1, 1, 0, 0)
+    assert (depths.available, depths.scheduled) == (live.available, live.scheduled)
 
 
 def test_pause_stops_claims_until_resume():

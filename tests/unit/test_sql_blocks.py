@@ -33,6 +33,23 @@ def test_a_block_includes_another_written_once():
     assert blocks["two"] == "SELECT 2 FROM d WHERE d.queue = %(queue)s AND true"
 
 
+def test_a_block_includes_a_shared_fragment_unless_its_file_has_one_of_the_name():
+    shared = {"waiting": "-- which rows\nr.waits", "filter": "r.shared"}
+    blocks = sql.parse_blocks(
+        "-- name: filter\nr.own\n\n"
+        "-- name: one\nSELECT 1 FROM r WHERE {{waiting}} AND {{filter}}\n",
+        shared,
+    )
+    assert blocks["one"] == "SELECT 1 FROM r WHERE r.waits AND r.own"
+
+
+def test_the_waiting_condition_is_one_text_in_every_file():
+    waiting = sql.queries(sql.FRAGMENTS)["waiting"].split("\n", 2)[2]
+    assert waiting in sql.queries("lanes")["lane_backlog"]
+    assert waiting in sql.queries("queue")["queue_depths"]
+    assert waiting in sql.queries("control")["drain_candidates"]
+
+
 def test_an_unknown_include_is_rejected():
     with pytest.raises(ValueError, match="missing"):
         sql.parse_blocks("-- name: a\nSELECT 1 WHERE {{missing}}\n")
@@ -41,8 +58,9 @@ def test_an_unknown_include_is_rejected():
 @pytest.mark.parametrize("plane", sorted(p.stem for p in QUERY_DIR.glob("*.sql")))
 def test_every_block_is_used(plane):
     source = "\n".join(p.read_text() for p in STORAGE.glob("*.py"))
-    # A fragment is used through the blocks that include it.
-    text = (QUERY_DIR / f"{plane}.sql").read_text()
+    # A fragment is used through the blocks that include it: a shared one, those of any file.
+    files = QUERY_DIR.glob("*.sql") if plane == sql.FRAGMENTS else [QUERY_DIR / f"{plane}.sql"]
+    text = "\n".join(p.read_text() for p in files)
     unused = [
         name
         for name in sql.queries(plane)

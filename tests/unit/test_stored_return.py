@@ -6,9 +6,14 @@ from __future__ import annotations
 import pytest
 
 from awa_django.core.completion import result_to_completion
-from awa_django.core.handler_result import MAX_RESULT_BYTES, HandlerResult, StoredReturn
+from awa_django.core.handler_result import (
+    MAX_RESULT_BYTES,
+    HandlerResult,
+    StoredReturn,
+    capped_json,
+)
 from awa_django.core.outcome import Outcome
-from awa_django.exceptions import InvalidReturnValue, TerminalError
+from awa_django.exceptions import InvalidCallback, InvalidReturnValue, TerminalError
 from tests.unit.test_executor_mapping import NOW, POLICY, claimed
 
 
@@ -22,6 +27,17 @@ def test_unstorable_values_are_terminal_errors(value):
     with pytest.raises(InvalidReturnValue) as caught:
         StoredReturn.of(value)
     assert isinstance(caught.value, TerminalError)
+
+
+def test_a_callback_payload_is_capped_as_a_return_value_is_with_its_own_error():
+    with pytest.raises(
+        InvalidCallback,
+        match=rf"^payload is \d+ bytes of JSON, over the {MAX_RESULT_BYTES}-byte cap$",
+    ):
+        capped_json("x" * MAX_RESULT_BYTES, field="payload", error=InvalidCallback)
+    with pytest.raises(InvalidCallback, match="payload"):
+        capped_json({1, 2}, field="payload", error=InvalidCallback)
+    assert capped_json([1, "b"], field="payload", error=InvalidCallback) == '[1,"b"]'
 
 
 def test_the_value_is_written_only_for_a_completed_attempt():

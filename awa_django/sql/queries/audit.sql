@@ -2,13 +2,9 @@
 -- number of jobs that break one invariant and the first 100 of their ids. Read-only: run in
 -- one REPEATABLE READ READ ONLY transaction, so every block sees the same snapshot.
 
--- name: audit_one_place
--- Every job is in at most one live place: ready and unclaimed, claimed with an open receipt
--- (running or waiting on a callback), deferred (scheduled, retryable, snoozed) or in the DLQ.
--- A job in none of them is done or purged, which the view awa.jobs reads.
-WITH live AS (
-    SELECT r.job_id FROM awa.ready_entries r
-     WHERE NOT EXISTS (
+-- name: unclaimed
+-- Ready row r is neither claimed nor cancelled (no receipt, no tombstone in its place).
+NOT EXISTS (
                SELECT 1 FROM awa.claim_receipts c
                 WHERE c.queue = r.queue AND c.priority = r.priority AND c.shard = r.shard
                   AND c.lane_seq = r.lane_seq AND c.ready_slot = r.ready_slot)
@@ -16,10 +12,26 @@ WITH live AS (
                SELECT 1 FROM awa.ready_tombstones t
                 WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
                   AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
+
+-- name: unclosed
+-- Receipt c has no closure: its attempt is open.
+NOT EXISTS (SELECT 1 FROM awa.done_entries d
+            WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease)
+
+-- name: broken_jobs
+-- The answer of a block whose CTE `broken` lists the job ids that break its invariant.
+SELECT count(*), coalesce((array_agg(job_id ORDER BY job_id))[1:100], '{}') FROM broken
+
+-- name: audit_one_place
+-- Every job is in at most one live place: ready and unclaimed, claimed with an open receipt
+-- (running or waiting on a callback), deferred (scheduled, retryable, snoozed) or in the DLQ.
+-- A job in none of them is done or purged, which the view awa.jobs reads.
+WITH live AS (
+    SELECT r.job_id FROM awa.ready_entries r
+     WHERE {{unclaimed}}
     UNION ALL
     SELECT c.job_id FROM awa.claim_receipts c
-     WHERE NOT EXISTS (SELECT 1 FROM awa.done_entries d
-                        WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease)
+     WHERE {{unclosed}}
     UNION ALL
     SELECT f.job_id FROM awa.deferred_jobs f
     UNION ALL
@@ -29,25 +41,23 @@ WITH live AS (
      WHERE NOT EXISTS (SELECT 1 FROM awa.purged_jobs p WHERE p.job_id = l.job_id)
      GROUP BY l.job_id HAVING count(*) > 1
 )
-SELECT count(*), coalesce((array_agg(job_id ORDER BY job_id))[1:100], '{}') FROM broken
+{{broken_jobs}}
 
 -- name: audit_one_open_attempt
 -- No job has two open attempts: two receipts without a closure, or a heartbeat lease with no
 -- open receipt of its own (an attempt that was closed but still beats, or never was claimed).
 WITH broken AS (
     SELECT c.job_id FROM awa.claim_receipts c
-     WHERE NOT EXISTS (SELECT 1 FROM awa.done_entries d
-                        WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease)
+     WHERE {{unclosed}}
      GROUP BY c.job_id HAVING count(*) > 1
     UNION
     SELECT x.job_id FROM awa.leases x
      WHERE NOT EXISTS (
                SELECT 1 FROM awa.claim_receipts c
                 WHERE c.job_id = x.job_id AND c.run_lease = x.run_lease
-                  AND NOT EXISTS (SELECT 1 FROM awa.done_entries d
-                                   WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease))
+                  AND {{unclosed}})
 )
-SELECT count(*), coalesce((array_agg(job_id ORDER BY job_id))[1:100], '{}') FROM broken
+{{broken_jobs}}
 
 -- name: audit_published
 -- Every committed ready row that is neither claimed nor cancelled is in its lane's order: a
@@ -59,16 +69,9 @@ WITH broken AS (
                 WHERE m.queue = r.queue AND m.priority = r.priority AND m.shard = r.shard
                   AND m.ready_slot = r.ready_slot AND m.batch = r.batch
                   AND r.lane_seq BETWEEN m.first_seq AND m.last_seq)
-       AND NOT EXISTS (
-               SELECT 1 FROM awa.claim_receipts c
-                WHERE c.queue = r.queue AND c.priority = r.priority AND c.shard = r.shard
-                  AND c.lane_seq = r.lane_seq AND c.ready_slot = r.ready_slot)
-       AND NOT EXISTS (
-               SELECT 1 FROM awa.ready_tombstones t
-                WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
-                  AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
+       AND {{unclaimed}}
 )
-SELECT count(*), coalesce((array_agg(job_id ORDER BY job_id))[1:100], '{}') FROM broken
+{{broken_jobs}}
 
 -- name: audit_claimable
 -- No hole that never closes: every unclaimed, uncancelled row of a lane lies ahead of the
@@ -91,20 +94,13 @@ WITH cursors AS (
        AND r.ready_slot = m.ready_slot AND r.batch = m.batch
        AND r.lane_seq BETWEEN m.first_seq AND m.last_seq
      WHERE (m.commit_seq, r.lane_seq) < (k.commit_seq, k.lane_seq)
-       AND NOT EXISTS (
-               SELECT 1 FROM awa.claim_receipts c
-                WHERE c.queue = r.queue AND c.priority = r.priority AND c.shard = r.shard
-                  AND c.lane_seq = r.lane_seq AND c.ready_slot = r.ready_slot)
-       AND NOT EXISTS (
-               SELECT 1 FROM awa.ready_tombstones t
-                WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
-                  AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
+       AND {{unclaimed}}
        AND NOT EXISTS (
                SELECT 1 FROM awa.lane_holes g
                 WHERE g.queue = m.queue AND g.priority = m.priority AND g.shard = m.shard
                   AND m.commit_seq BETWEEN g.first_seq AND g.last_seq)
 )
-SELECT count(*), coalesce((array_agg(job_id ORDER BY job_id))[1:100], '{}') FROM broken
+{{broken_jobs}}
 
 -- name: audit_ring_cursor
 -- Each ring (queue, lease) has exactly one current slot, and its slots were current in turn:
@@ -171,7 +167,7 @@ WITH cursor AS (
                   AND r.lane_seq = x.lane_seq AND r.ready_slot = x.ready_slot
                   AND r.job_id = x.job_id)
 )
-SELECT count(*), coalesce((array_agg(job_id ORDER BY job_id))[1:100], '{}') FROM broken
+{{broken_jobs}}
 
 -- name: audit_unique_claims
 -- Unique claims match the jobs that hold them. The primary key already makes a key held by
@@ -191,7 +187,7 @@ WITH issued AS (
     UNION
     SELECT c.job_id FROM awa.unique_claims c CROSS JOIN issued i WHERE c.job_id > i.last_id
 )
-SELECT count(*), coalesce((array_agg(job_id ORDER BY job_id))[1:100], '{}') FROM broken
+{{broken_jobs}}
 
 -- name: audit_workflow_steps
 -- Each held workflow step waits for exactly its unfinished dependencies: its remaining_deps
@@ -221,7 +217,7 @@ WITH deps AS (
         OR d.fatal > 0
         OR (d.remaining_deps = 0 AND NOT d.on_failure)
 )
-SELECT count(*), coalesce((array_agg(job_id ORDER BY job_id))[1:100], '{}') FROM broken
+{{broken_jobs}}
 
 -- name: audit_workflow_state
 -- No running workflow is stuck or miscounted: its unfinished count equals its steps (the

@@ -170,11 +170,5 @@ SELECT count(*)::integer FROM (
     UNION
     SELECT r.job_id FROM awa.ready_entries r
      WHERE r.queue = %(queue)s
-       AND NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
-                        WHERE c.job_id = r.job_id AND c.run_lease = r.run_lease + 1
-                          AND c.ready_slot = r.ready_slot)
-       AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t
-                        WHERE t.queue = r.queue AND t.priority = r.priority
-                          AND t.shard = r.shard AND t.lane_seq = r.lane_seq
-                          AND t.ready_slot = r.ready_slot)
+       AND {{waiting}}
 ) pending

@@ -98,14 +98,7 @@ SELECT awa.cancel_job(%(job_id)s::bigint, %(reason)s) AS outcome
 WITH waiting AS (
     SELECT r.queue, count(*) AS available, min(r.run_at) AS oldest_run_at
       FROM awa.ready_entries r
-     WHERE NOT EXISTS (
-               SELECT 1 FROM awa.claim_receipts c
-                WHERE c.job_id = r.job_id AND c.run_lease = r.run_lease + 1
-                  AND c.ready_slot = r.ready_slot)
-       AND NOT EXISTS (
-               SELECT 1 FROM awa.ready_tombstones t
-                WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
-                  AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
+     WHERE {{waiting}}
      GROUP BY r.queue
 ), scheduled AS (
     SELECT queue, count(*) AS scheduled FROM awa.deferred_jobs

@@ -168,12 +168,33 @@ SELECT descriptor_hash, fields
   FROM awa.declared_versions
  WHERE described = %(described)s AND name = %(name)s AND descriptor_hash = ANY (%(hashes)s::text[])
 
+-- name: live
+-- Whether runtime row's last snapshot is within the window: the process is alive.
+last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
+
+-- name: descriptor_state
+-- The derived columns of descriptor d, from its runtimes' hashes h (descriptor_hashes).
+greatest(d.refreshed_at, h.last_seen_at) AS refreshed_at,
+       greatest(d.changed_at, h.live_seen_at)
+           < now() - make_interval(secs => %(stale_after_s)s::double precision) AS stale,
+       coalesce(h.hashes, '{}'::jsonb) AS runtime_hashes,
+       coalesce(h.distinct_hashes, 0) > 1 AS drift
+
+-- name: descriptor_hashes
+-- Joins to descriptor d (named by d.key) the hashes the runtimes (a CTE of `hashes` by name,
+-- with `live`) declare for it: per live runtime, how many differ, and the latest snapshots.
+LEFT JOIN LATERAL (
+      SELECT jsonb_object_agg(r.instance_id, r.hashes ->> d.key) FILTER (WHERE r.live) AS hashes,
+             count(DISTINCT r.hashes ->> d.key) FILTER (WHERE r.live) AS distinct_hashes,
+             max(r.last_seen_at) FILTER (WHERE r.live) AS live_seen_at,
+             max(r.last_seen_at) AS last_seen_at
+        FROM runtimes r WHERE r.hashes ? d.key
+  ) h ON true
+
 -- name: list_runtimes
 -- Every runtime row, with whether it is live; the newest first.
 SELECT instance_id, hostname, pid, version, started_at, last_seen_at, queues, in_flight,
-       is_leader, healthy, shutting_down,
-       last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
-           AS live
+       is_leader, healthy, shutting_down, {{live}} AS live
   FROM awa.runtime_instances
  ORDER BY started_at DESC, instance_id
 
@@ -183,49 +204,23 @@ SELECT instance_id, hostname, pid, version, started_at, last_seen_at, queues, in
 -- stale (no live runtime declares it and it was not written within the window), drift (live
 -- runtimes declare it with different hashes), and each live runtime's hash.
 WITH runtimes AS (
-    SELECT instance_id, last_seen_at, queue_hashes,
-           last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
-               AS live
+    SELECT instance_id, last_seen_at, queue_hashes AS hashes, {{live}} AS live
       FROM awa.runtime_instances
 )
 SELECT d.queue, d.display_name, d.description, d.owner, d.dlq_enabled, d.descriptor_hash,
-       d.changed_at, greatest(d.refreshed_at, h.last_seen_at) AS refreshed_at,
-       greatest(d.changed_at, h.live_seen_at)
-           < now() - make_interval(secs => %(stale_after_s)s::double precision) AS stale,
-       coalesce(h.hashes, '{}'::jsonb) AS runtime_hashes,
-       coalesce(h.distinct_hashes, 0) > 1 AS drift
-  FROM awa.queue_descriptors d
-  LEFT JOIN LATERAL (
-      SELECT jsonb_object_agg(r.instance_id, r.queue_hashes ->> d.queue)
-                 FILTER (WHERE r.live) AS hashes,
-             count(DISTINCT r.queue_hashes ->> d.queue) FILTER (WHERE r.live) AS distinct_hashes,
-             max(r.last_seen_at) FILTER (WHERE r.live) AS live_seen_at,
-             max(r.last_seen_at) AS last_seen_at
-        FROM runtimes r WHERE r.queue_hashes ? d.queue
-  ) h ON true
+       d.changed_at, {{descriptor_state}}
+  FROM (SELECT q.*, q.queue AS key FROM awa.queue_descriptors q) d
+  {{descriptor_hashes}}
  ORDER BY d.queue
 
 -- name: list_kind_descriptors
 -- Job-kind descriptors with stale and drift, as for queues.
 WITH runtimes AS (
-    SELECT instance_id, last_seen_at, kind_hashes,
-           last_seen_at >= now() - make_interval(secs => %(stale_after_s)s::double precision)
-               AS live
+    SELECT instance_id, last_seen_at, kind_hashes AS hashes, {{live}} AS live
       FROM awa.runtime_instances
 )
 SELECT d.kind, d.queue, d.description, d.owner, d.docs_url, d.descriptor_hash, d.changed_at,
-       greatest(d.refreshed_at, h.last_seen_at) AS refreshed_at,
-       greatest(d.changed_at, h.live_seen_at)
-           < now() - make_interval(secs => %(stale_after_s)s::double precision) AS stale,
-       coalesce(h.hashes, '{}'::jsonb) AS runtime_hashes,
-       coalesce(h.distinct_hashes, 0) > 1 AS drift
-  FROM awa.kind_descriptors d
-  LEFT JOIN LATERAL (
-      SELECT jsonb_object_agg(r.instance_id, r.kind_hashes ->> d.kind)
-                 FILTER (WHERE r.live) AS hashes,
-             count(DISTINCT r.kind_hashes ->> d.kind) FILTER (WHERE r.live) AS distinct_hashes,
-             max(r.last_seen_at) FILTER (WHERE r.live) AS live_seen_at,
-             max(r.last_seen_at) AS last_seen_at
-        FROM runtimes r WHERE r.kind_hashes ? d.kind
-  ) h ON true
+       {{descriptor_state}}
+  FROM (SELECT k.*, k.kind AS key FROM awa.kind_descriptors k) d
+  {{descriptor_hashes}}
  ORDER BY d.kind
