@@ -5,10 +5,12 @@
   written; ``awa.workflow_prune`` deletes a workflow's steps and edges itself;
 - ``awa.workflow_steps`` gets a fillfactor, so that a step's release and end update its row in
   place (HOT);
-- ``awa.workflow_steps_ended`` reads whether a workflow was cancelled once per close batch, not
-  once per step.
+- ``awa.workflow_steps_ended`` reads whether a workflow was cancelled, and whether it has
+  edges, once per close batch, not once per step; ``awa.close_batch`` passes it each step's
+  workflow id as the worker read it from the step's metadata (``wf_id``), so that the step is
+  not looked up before the workflow's lock (an older worker's items, without it, still are).
 
-The reverse restores the keys, the fillfactor and the two functions
+The reverse restores the keys, the fillfactor and the three functions
 (``sql/migrations/0030_step_costs/down.sql``).
 """
 
@@ -21,7 +23,9 @@ class Migration(migrations.Migration):
     dependencies = [("awa_django", "0029_admin_scale")]
     operations = [
         migrations.RunSQL(
-            sql=sql.migration("0030_step_costs", "up") + sql.functions("workflows"),
+            sql=sql.migration("0030_step_costs", "up")
+            + sql.functions("workflows")
+            + sql.functions("close"),
             reverse_sql=sql.migration("0030_step_costs", "down"),
         ),
     ]

@@ -1,7 +1,8 @@
 """Migration 0030_step_costs reverses and applies again: back at 0029 the steps and edges have
-their foreign keys (a workflow's deletion cascades to them) and the steps' table no fillfactor;
-forward again neither, the prune deletes the steps and edges itself, and the schema is a fresh
-install's either way round."""
+their foreign keys (a workflow's deletion cascades to them), the steps' table no fillfactor and
+the close passes no workflow ids on (a worker's "wf_id" is ignored); forward again none of
+these, the prune deletes the steps and edges itself, and the schema is a fresh install's
+either way round."""
 
 from __future__ import annotations
 
@@ -33,6 +34,12 @@ def workflow_keys_and_options() -> tuple[list[str], list[str]]:
     return keys, list(options)
 
 
+def close_passes_workflow_ids() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT prosrc FROM pg_proc WHERE oid = 'awa.close_batch'::regproc")
+        return "wf_id" in str(cursor.fetchone()[0])
+
+
 def pruned_rows(workflow_id: int) -> int:
     """Prunes every finished workflow; returns the rows of ``workflow_id`` left behind."""
     with connection.cursor() as cursor:
@@ -50,12 +57,14 @@ def pruned_rows(workflow_id: int) -> int:
 def test_0030_reverses_to_0029_and_applies_again():
     installed = catalog()
     assert workflow_keys_and_options() == ([], ["fillfactor=70"])
+    assert close_passes_workflow_ids()
 
     call_command("migrate", "awa_django", "0029_admin_scale", verbosity=0)
     assert workflow_keys_and_options() == (
         ["workflow_edges_workflow_id_to_step_fkey", "workflow_steps_workflow_id_fkey"],
         [],
     )
+    assert not close_passes_workflow_ids()
     old = awa.chain(awa.call(add, x=1), awa.call(add, x=2)).enqueue()
     run_jobs()
     assert awa.get_workflow(old.workflow_id).state == "completed"

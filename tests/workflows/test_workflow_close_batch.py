@@ -114,6 +114,9 @@ def test_a_batch_of_group_steps_reads_its_workflow_and_edges_once_per_batch():
     # last steps were in this batch) are its other scans.
     assert counts["workflows"]["index_scans"] == 3, counts
     assert counts["workflow_edges"]["index_scans"] == 1, counts
+    # Each step's row is found once, by its update: the worker sent its workflow's id, so no
+    # lookup precedes the lock. The other scan is the search for an on_failure step.
+    assert counts["workflow_steps"]["index_scans"] == BATCH + 1, counts
     assert awa.get_workflow(started.workflow_id).state == "completed"
 
 

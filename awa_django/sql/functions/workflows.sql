@@ -342,7 +342,8 @@ END
 $$;
 
 -- Records that steps ended and does what follows, in the caller's transaction. p_ended is a
--- JSON array of {job_id, outcome, error, result}, outcome as awa.done_entries has it; items
+-- JSON array of {job_id, outcome, error, result, workflow_id}, outcome as awa.done_entries has
+-- it, workflow_id optional (the step's workflow, when its closer knows it); items
 -- whose job is no step, or whose step already ended, change nothing (every closer may call
 -- this, and a rescue and a worker may both report one attempt).
 --
@@ -393,8 +394,15 @@ BEGIN
     IF v_jobs IS NULL THEN
         RETURN;
     END IF;
-    v_workflows := ARRAY(SELECT DISTINCT s.workflow_id FROM awa.workflow_steps s
-                          WHERE s.job_id = ANY (v_jobs) ORDER BY 1);
+    -- Each item's workflow: the one its closer read from the step's metadata (written by
+    -- awa.workflow_create and awa.workflow_graft), or looked up by its job.
+    v_workflows := ARRAY(
+        SELECT DISTINCT w.id
+          FROM jsonb_to_recordset(p_ended) AS e(job_id bigint, workflow_id bigint)
+         CROSS JOIN LATERAL (SELECT coalesce(e.workflow_id, (
+                   SELECT s.workflow_id FROM awa.workflow_steps s
+                    WHERE s.job_id = e.job_id)) AS id) w
+         WHERE w.id IS NOT NULL ORDER BY 1);
     PERFORM awa.workflow_lock(w.id) FROM unnest(v_workflows) WITH ORDINALITY w(id, n)
      ORDER BY w.n;
     -- Read once per batch, under the locks (awa.workflow_cancel sets it under the lock), not
