@@ -56,7 +56,7 @@ def pruned_rows(workflow_id: int) -> int:
 @pytest.mark.usefixtures("awa_db")
 def test_0030_reverses_to_0029_and_applies_again():
     installed = catalog()
-    assert workflow_keys_and_options() == ([], ["fillfactor=70"])
+    assert workflow_keys_and_options() == ([], ["fillfactor=50"])
     assert close_passes_workflow_ids()
 
     call_command("migrate", "awa_django", "0029_admin_scale", verbosity=0)
