@@ -5,8 +5,8 @@ Usage (a throwaway cluster, as the other harnesses; needs a quiet machine)::
 
     python3 scripts/with_postgres.py -- .venv/bin/python -m benchmarks.workflows \
         [--chains 1000] [--chain-length 10] [--chords 5] [--chord-size 10000] \
-        [--groups 1000] [--group-size 10] [--drain 20000] [--concurrency 16] \
-        [--close-reps 300] [--output PATH]
+        [--groups 1000] [--group-size 10] [--drain 20000] [--drain-reps 5] \
+        [--concurrency 16] [--close-reps 300] [--output PATH]
 
 Measurements, each on an emptied queue with one real ``awa_worker`` process (``bench=N``):
 
@@ -16,8 +16,10 @@ Measurements, each on an emptied queue with one real ``awa_worker`` process (``b
   each, the time from the start of the transaction that completed its last member to the
   callback's claim (both on the server's clock), p50 and p99 over the chords, and the wall time.
 - **groups with a chord**: ``--groups`` chords of ``--group-size`` members; wall time.
-- **drain**: ``--drain`` plain jobs against one group of ``--drain`` steps; jobs per second of
-  each and their ratio.
+- **drain**: ``--drain`` plain jobs, then one group of ``--drain`` steps, for ``--drain-reps``
+  rounds on the same worker and database (interleaved, so that a change of the machine's load
+  falls on both sides); jobs per second of each and their ratio per round, and the median
+  ratio with the rounds' range. The peers run one round.
 - **close**: the server-side time (``EXPLAIN ANALYZE``) of ``awa.close_batch`` closing 1 and 100
   ordinary attempts, against the definition migration 0012 left (from 0013's ``down.sql``,
   created under another name for the run), rolled back so the same attempts close again;
@@ -78,6 +80,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--groups", type=int, default=1000)
     parser.add_argument("--group-size", type=int, default=10)
     parser.add_argument("--drain", type=int, default=20000)
+    parser.add_argument("--drain-reps", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--close-reps", type=int, default=300)
     parser.add_argument("--peers", default="celery,chancy", help="comma-separated; '' for none")
@@ -187,19 +190,37 @@ def run_groups(count: int, size: int) -> dict[str, float]:
     return {"wall_s": time.perf_counter() - started}
 
 
-def run_drain(count: int) -> dict[str, float]:
+def run_drain(count: int, reps: int) -> dict[str, Any]:
+    """``reps`` rounds, each ``count`` plain jobs then a group of ``count`` steps, on the same
+    worker and database: one pair drifts with the machine's load, so the ratio is the median
+    of the rounds', with their range."""
     import awa_django as awa
     from benchmarks.jobs import SYNC_KIND
 
-    started = time.perf_counter()
-    awa.enqueue_many(SYNC_KIND, [{"n": n, "payload": ""} for n in range(count)])
-    until(f"SELECT count(*) >= {count:d} FROM awa.done_entries")
-    plain = count / (time.perf_counter() - started)
-    started = time.perf_counter()
-    awa.group(*(step() for _ in range(count))).enqueue()
-    until(ALL_FINISHED)
-    steps = count / (time.perf_counter() - started)
-    return {"plain_jobs_per_s": plain, "steps_per_s": steps, "ratio": steps / plain}
+    rounds: list[dict[str, float]] = []
+    for _ in range(reps):
+        started = time.perf_counter()
+        ids = awa.enqueue_many(SYNC_KIND, [{"n": n, "payload": ""} for n in range(count)])
+        # This round's jobs only, by their id range: the rounds before left their done rows.
+        until(
+            f"SELECT count(*) >= {count:d} FROM awa.done_entries "
+            f"WHERE job_id BETWEEN {min(ids):d} AND {max(ids):d}"
+        )
+        plain = count / (time.perf_counter() - started)
+        started = time.perf_counter()
+        awa.group(*(step() for _ in range(count))).enqueue()
+        until(ALL_FINISHED)
+        steps = count / (time.perf_counter() - started)
+        rounds.append({"plain_jobs_per_s": plain, "steps_per_s": steps, "ratio": steps / plain})
+    ratios = [r["ratio"] for r in rounds]
+    return {
+        "rounds": rounds,
+        "plain_jobs_per_s": statistics.median(r["plain_jobs_per_s"] for r in rounds),
+        "steps_per_s": statistics.median(r["steps_per_s"] for r in rounds),
+        "ratio": statistics.median(ratios),
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+    }
 
 
 def measure_close(reps: int) -> dict[str, dict[str, list[float]]]:
@@ -327,9 +348,17 @@ def print_results(who: str, results: dict[str, Any], args: argparse.Namespace) -
         f"{who}: {args.groups} groups of {args.group_size} with a chord each: "
         f"{groups['wall_s']:.2f} s"
     )
+    for number, each in enumerate(drain.get("rounds", []), start=1):
+        print(
+            f"{who}: drain round {number}: plain {each['plain_jobs_per_s']:.0f} jobs/s, "
+            f"steps {each['steps_per_s']:.0f}/s (ratio {each['ratio']:.2f})"
+        )
+    spread = (
+        f", rounds {drain['ratio_min']:.2f}-{drain['ratio_max']:.2f}" if "rounds" in drain else ""
+    )
     print(
         f"{who}: drain of {args.drain}: plain {drain['plain_jobs_per_s']:.0f} jobs/s, "
-        f"steps {drain['steps_per_s']:.0f}/s (ratio {drain['ratio']:.2f})"
+        f"steps {drain['steps_per_s']:.0f}/s (ratio {drain['ratio']:.2f}{spread})"
     )
 
 
@@ -350,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     results["chains"] = with_worker(concurrency, lambda: run_chains(args.chains, args.chain_length))
     results["chords"] = with_worker(concurrency, lambda: run_chords(args.chords, args.chord_size))
     results["groups"] = with_worker(concurrency, lambda: run_groups(args.groups, args.group_size))
-    results["drain"] = with_worker(concurrency, lambda: run_drain(args.drain))
+    results["drain"] = with_worker(concurrency, lambda: run_drain(args.drain, args.drain_reps))
     print_results("awa_django", results, args)
     results["close_execution_ms"] = measure_close(args.close_reps)
     for size, variants in results["close_execution_ms"].items():

@@ -67,6 +67,9 @@ class Completion:
     # A step of a workflow (its metadata has WORKFLOW_KEY): the close statement then hands it to
     # the workflow's bookkeeping (docs/workflows.md); ordinary jobs are never looked up there.
     workflow: bool = False
+    # The step's workflow, from its metadata (None when it does not say): the close statement
+    # locks it without looking the step up first.
+    workflow_id: int | None = None
     # The steps a completed workflow step added while it ran, as a JSON array (None: none).
     added_steps_json: str | None = None
 
@@ -87,17 +90,29 @@ class Completion:
             kind=job.kind,
             attempt=job.attempt,
             max_attempts=job.max_attempts,
-            workflow=_is_step(job),
+            **_step_of(job),
             **details,
         )
 
 
-def _is_step(job: ClosingAttempt) -> bool:
-    # A ClaimedJob says so in its metadata; a Completion being replaced carries its flag.
+_NOT_A_STEP: Final[dict[str, Any]] = {}
+
+
+def _step_of(job: ClosingAttempt) -> dict[str, Any]:
+    # A ClaimedJob says so in its metadata; a Completion being replaced carries its fields.
     metadata = getattr(job, "metadata", None)
-    if metadata is not None:
-        return WORKFLOW_KEY in metadata
-    return bool(getattr(job, "workflow", False))
+    if metadata is None:
+        if not getattr(job, "workflow", False):
+            return _NOT_A_STEP
+        return {"workflow": True, "workflow_id": getattr(job, "workflow_id", None)}
+    entry = metadata.get(WORKFLOW_KEY)
+    if entry is None:
+        return _NOT_A_STEP
+    workflow_id = entry.get("id") if isinstance(entry, dict) else None
+    return {
+        "workflow": True,
+        "workflow_id": workflow_id if isinstance(workflow_id, int) else None,
+    }
 
 
 def error_entry(exc: BaseException, *, attempt: int, at: datetime) -> dict[str, Any]:

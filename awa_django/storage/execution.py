@@ -80,6 +80,8 @@ class CloseItem(ReceiptAddress, Protocol):
     @property
     def workflow(self) -> bool: ...
     @property
+    def workflow_id(self) -> int | None: ...
+    @property
     def added_steps_json(self) -> str | None: ...
 
 
@@ -200,7 +202,7 @@ def _close_item(c: CloseItem) -> str:
             f'"shard":{c.shard:d},"lane_seq":{c.lane_seq:d},"job_id":{c.job_id:d},'
             f'"run_lease":{c.run_lease:d},"outcome":"{c.outcome}"'
             # A workflow step's flag: awa.close_batch looks for it before any workflow work.
-            + (',"wf":1}' if c.workflow else "}")
+            + (_step_fields(c) if c.workflow else "}")
         )
     details = {
         "delay_s": c.delay_s,
@@ -226,9 +228,18 @@ def _close_item(c: CloseItem) -> str:
             "run_lease": c.run_lease,
             "outcome": c.outcome,
             **({"wf": 1} if c.workflow else {}),
+            **({"wf_id": c.workflow_id} if c.workflow_id is not None else {}),
             **{name: value for name, value in details.items() if value is not None},
         }
     )
+
+
+def _step_fields(c: CloseItem) -> str:
+    # Its workflow's id, when the step's metadata gave it, spares the close a lookup of the
+    # step before it takes the workflow's lock.
+    if c.workflow_id is None:
+        return ',"wf":1}'
+    return f',"wf":1,"wf_id":{c.workflow_id:d}}}'
 
 
 def _open_attempts(rows: list[tuple[Any, ...]]) -> set[tuple[int, int]]:

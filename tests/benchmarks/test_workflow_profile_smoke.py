@@ -4,36 +4,19 @@ a benchmark: it keeps the harness from rotting."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import subprocess_database_url
+from tests.benchmarks.harness import run_harness
 
 pytestmark = pytest.mark.benchmark_smoke
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.usefixtures("awa_db")  # the harness empties the awa tables of the test database
 def test_the_profile_counts_both_sides(tmp_path: Path) -> None:
     output = tmp_path / "workflow-profile.json"
-    argv = [
-        sys.executable, "-m", "benchmarks.workflow_profile",
-        "--count", "20", "--top", "5", "--output", str(output),
-    ]  # fmt: skip
-    env = {
-        **os.environ,
-        "DATABASE_URL": subprocess_database_url(),
-        "DJANGO_SETTINGS_MODULE": "benchmarks.settings",
-    }
-    done = subprocess.run(
-        argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600, check=False
-    )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    run_harness("workflow_profile", "--count", "20", "--top", "5", "--output", str(output))
     results = json.loads(output.read_text())
     producer = results["producer"]
     # At this size one-off work (a lane's creation) outweighs the per-job calls: no order.

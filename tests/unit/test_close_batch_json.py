@@ -78,10 +78,15 @@ def test_a_workflow_step_is_flagged_and_an_ordinary_job_is_not() -> None:
     step = Completion.of(claimed({"awa:workflow": {"id": 1, "step": "a"}}), Outcome.COMPLETED)
     plain = Completion.of(claimed({}), Outcome.COMPLETED)
     failed = dataclasses.replace(step, outcome=Outcome.FAILED, error={"message": "x"})
+    # With its workflow's id, which spares the close a lookup before the workflow's lock.
     assert batch(step, plain, failed) == [
-        {**ADDRESS, "outcome": "completed", "wf": 1},
+        {**ADDRESS, "outcome": "completed", "wf": 1, "wf_id": 1},
         {**ADDRESS, "outcome": "completed"},
-        {**ADDRESS, "outcome": "failed", "wf": 1, "error": {"message": "x"}},
+        {**ADDRESS, "outcome": "failed", "wf": 1, "wf_id": 1, "error": {"message": "x"}},
     ]
-    # A completion rebuilt from another (the completer's replacement) keeps the flag.
-    assert Completion.of(step, Outcome.FAILED).workflow
+    # A completion rebuilt from another (the completer's replacement) keeps the flag and id.
+    rebuilt = Completion.of(step, Outcome.FAILED)
+    assert rebuilt.workflow and rebuilt.workflow_id == 1
+    # A step whose metadata gives no workflow id is still flagged: the close looks it up.
+    unnamed = Completion.of(claimed({"awa:workflow": {"step": "a"}}), Outcome.COMPLETED)
+    assert batch(unnamed) == [{**ADDRESS, "outcome": "completed", "wf": 1}]

@@ -76,6 +76,27 @@ def test_a_step_without_dependencies_is_written_once_into_the_ready_ring():
     assert root["inputs"] == {} and root["after"] == [] and root["step"] == "1"
 
 
+def index_scans(table: str) -> int:
+    """Index scans of awa.<table> so far in this transaction."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(idx_scan, 0) FROM pg_stat_xact_user_tables WHERE relid = %s::regclass",
+            [f"awa.{table}"],
+        )
+        return int(cursor.fetchone()[0])
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_the_enqueue_checks_no_step_and_no_edge_against_another_row():
+    # No foreign key checks each step's workflow and each edge's step, a lookup per row.
+    tables = ("workflows", "workflow_steps")
+    with transaction.atomic():
+        before = {t: index_scans(t) for t in tables}
+        awa.chord([awa.call(add, x=n) for n in range(10)], collect).enqueue()
+        scans = {t: index_scans(t) - before[t] for t in tables}
+    assert scans == {"workflows": 0, "workflow_steps": 0}
+
+
 @pytest.mark.usefixtures("awa_db")
 @pytest.mark.parametrize("handler", [collect, acollect], ids=["sync", "async"])
 def test_a_wide_fan_in_reads_its_inputs_when_it_runs_in_order_and_complete(handler):

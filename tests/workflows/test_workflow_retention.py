@@ -26,6 +26,18 @@ def age(workflow_id: int, days: int) -> None:
         )
 
 
+def rows_of(workflow_id: int) -> tuple[int, int]:
+    """The workflow's rows in awa.workflow_steps and awa.workflow_edges."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT (SELECT count(*) FROM awa.workflow_steps WHERE workflow_id = %(id)s), "
+            "(SELECT count(*) FROM awa.workflow_edges WHERE workflow_id = %(id)s)",
+            {"id": workflow_id},
+        )
+        steps, edges = cursor.fetchone()
+    return int(steps), int(edges)
+
+
 def cleanup() -> int:
     async def once() -> int:
         pool = await open_pool("default", max_size=1)
@@ -57,8 +69,12 @@ def test_finished_workflows_go_after_their_retention_and_running_ones_stay():
     age(failed.workflow_id, 2)
     assert cleanup() == 1
     assert awa.get_workflow(done.workflow_id) is None
+    assert rows_of(done.workflow_id) == (0, 0)  # its steps and edges with it
     assert awa.get_workflow(failed.workflow_id).state == "failed"  # kept 3 days
+    assert rows_of(failed.workflow_id) == (2, 1)
     age(failed.workflow_id, 4)
     assert cleanup() == 1
     assert awa.get_workflow(failed.workflow_id) is None
+    assert rows_of(failed.workflow_id) == (0, 0)
     assert awa.get_workflow(running.workflow_id) is not None
+    assert rows_of(running.workflow_id) == (2, 1)

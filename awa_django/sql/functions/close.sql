@@ -159,16 +159,19 @@ BEGIN
     -- Workflow steps (functions/workflows.sql): their items carry "wf", so a batch of ordinary
     -- jobs pays one scan of its own text here and nothing more. A step's dependents are
     -- released, or cancelled, in this transaction. Its outcome is read back from its done row
-    -- as for the waiters above; a flag seen in an error text only costs that read.
+    -- as for the waiters above; a flag seen in an error text only costs that read. "wf_id",
+    -- the step's workflow as its metadata says (migration 0030), spares the lookup of the
+    -- step before its workflow's lock; a worker that does not send it gets the lookup.
     IF strpos(p_batch::text, '"wf"') > 0 THEN
         PERFORM awa.workflow_steps_ended((
             SELECT jsonb_agg(jsonb_build_object('job_id', d.job_id, 'outcome', d.outcome,
                                                 'error', d.error, 'result', d.result,
-                                                'add', b.wf_add::jsonb)
+                                                'add', b.wf_add::jsonb,
+                                                'workflow_id', b.wf_id)
                              ORDER BY d.job_id)
               FROM json_to_recordset(p_batch)
                 AS b(ready_slot integer, job_id bigint, run_lease bigint, wf integer,
-                     wf_add text)
+                     wf_add text, wf_id bigint)
               JOIN awa.done_entries d
                 ON d.job_id = b.job_id AND d.run_lease = b.run_lease
                AND d.ready_slot = b.ready_slot

@@ -342,7 +342,8 @@ END
 $$;
 
 -- Records that steps ended and does what follows, in the caller's transaction. p_ended is a
--- JSON array of {job_id, outcome, error, result}, outcome as awa.done_entries has it; items
+-- JSON array of {job_id, outcome, error, result, workflow_id}, outcome as awa.done_entries has
+-- it, workflow_id optional (the step's workflow, when its closer knows it); items
 -- whose job is no step, or whose step already ended, change nothing (every closer may call
 -- this, and a rescue and a worker may both report one attempt).
 --
@@ -379,6 +380,9 @@ DECLARE
     v_handler bigint;
     v_fast bigint[];
     v_settled jsonb;
+    v_workflows bigint[];
+    v_cancelled bigint[];
+    v_linked bigint[];
 BEGIN
     -- Held back while awa.workflow_cancel closes the running steps of a workflow without its
     -- lock; it does their bookkeeping itself.
@@ -390,9 +394,27 @@ BEGIN
     IF v_jobs IS NULL THEN
         RETURN;
     END IF;
-    PERFORM awa.workflow_lock(w.workflow_id)
-       FROM (SELECT DISTINCT s.workflow_id FROM awa.workflow_steps s
-              WHERE s.job_id = ANY (v_jobs) ORDER BY 1) w;
+    -- Each item's workflow: the one its closer read from the step's metadata (written by
+    -- awa.workflow_create and awa.workflow_graft), or looked up by its job.
+    v_workflows := ARRAY(
+        SELECT DISTINCT w.id
+          FROM jsonb_to_recordset(p_ended) AS e(job_id bigint, workflow_id bigint)
+         CROSS JOIN LATERAL (SELECT coalesce(e.workflow_id, (
+                   SELECT s.workflow_id FROM awa.workflow_steps s
+                    WHERE s.job_id = e.job_id)) AS id) w
+         WHERE w.id IS NOT NULL ORDER BY 1);
+    PERFORM awa.workflow_lock(w.id) FROM unnest(v_workflows) WITH ORDINALITY w(id, n)
+     ORDER BY w.n;
+    -- Read once per batch, under the locks (awa.workflow_cancel sets it under the lock), not
+    -- once per step by the update below.
+    v_cancelled := ARRAY(SELECT w.workflow_id FROM awa.workflows w
+                          WHERE w.workflow_id = ANY (v_workflows)
+                            AND w.cancel_reason IS NOT NULL);
+    -- The workflows with any edge: the steps of the others (a group) have no dependents to
+    -- look up, step by step, below.
+    v_linked := ARRAY(SELECT w.id FROM unnest(v_workflows) w(id)
+                       WHERE EXISTS (SELECT 1 FROM awa.workflow_edges e
+                                      WHERE e.workflow_id = w.id));
     -- The common case, for the whole batch at once (see above).
     WITH ended AS (
         SELECT e.job_id, e.error, e.result
@@ -404,10 +426,7 @@ BEGIN
            SET state = 'completed', result = e.result, error = e.error, finished_at = now()
           FROM ended e
          WHERE s.job_id = e.job_id AND s.state IN ('held', 'released', 'dead_lettered')
-           AND NOT s.on_failure
-           AND NOT EXISTS (SELECT 1 FROM awa.workflows w
-                            WHERE w.workflow_id = s.workflow_id
-                              AND w.cancel_reason IS NOT NULL)
+           AND NOT s.on_failure AND s.workflow_id <> ALL (v_cancelled)
         RETURNING s.workflow_id, s.name, s.job_id
     ), counted AS (
         UPDATE awa.workflows w SET unfinished = w.unfinished - c.steps
@@ -421,6 +440,7 @@ BEGIN
                   FROM done d
                   JOIN awa.workflow_edges e
                     ON e.workflow_id = d.workflow_id AND e.from_step = d.name
+                 WHERE d.workflow_id = ANY (v_linked)
                  GROUP BY e.workflow_id, e.to_step) n
          WHERE t.workflow_id = n.workflow_id AND t.name = n.to_step AND t.state = 'held'
         RETURNING t.job_id, t.remaining_deps
@@ -663,7 +683,8 @@ $$;
 -- Deletes up to p_limit finished workflows, their steps and edges with them, once their
 -- retention has passed (a completed one's p_completed_s, a failed or cancelled one's
 -- p_failed_s, as the ring keeps their jobs); returns how many. The steps' job rows are the
--- ring's and go with its prune.
+-- ring's and go with its prune. The steps and edges are deleted here, not by foreign keys:
+-- those checked the workflow's row for every step and edge written (migration 0030).
 CREATE OR REPLACE FUNCTION awa.workflow_prune(p_completed_s double precision,
                                               p_failed_s double precision, p_limit integer)
 RETURNS integer LANGUAGE sql AS $$
@@ -675,7 +696,11 @@ RETURNS integer LANGUAGE sql AS $$
          ORDER BY w.finished_at LIMIT p_limit FOR UPDATE SKIP LOCKED
     ), gone AS (
         DELETE FROM awa.workflows w USING doomed d WHERE w.workflow_id = d.workflow_id
-        RETURNING 1
+        RETURNING w.workflow_id
+    ), steps AS (
+        DELETE FROM awa.workflow_steps s USING gone g WHERE s.workflow_id = g.workflow_id
+    ), edges AS (
+        DELETE FROM awa.workflow_edges e USING gone g WHERE e.workflow_id = g.workflow_id
     )
     SELECT count(*)::integer FROM gone
 $$;
