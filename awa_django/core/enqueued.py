@@ -12,18 +12,29 @@ from awa_django.signals import job_enqueued
 from awa_django.telemetry import get_telemetry
 
 
-def announce_enqueued(alias: str, job_ids: list[int], *, kind: str, queue: str) -> None:
+def announce_enqueued(
+    alias: str, job_ids: list[int], *, kind: str, queue: str, committed: bool = False
+) -> None:
     """Count jobs enqueued in the current transaction of ``alias`` and send ``job_enqueued``
-    for them, both once it commits (never for jobs that rolled back)."""
+    for them, both once it commits (never for jobs that rolled back). ``committed`` says the
+    statement that wrote them was its own transaction (autocommit) and has committed: both
+    happen now, as ``on_commit`` would do them, without looking the connection up again."""
     if not job_ids:
         return
     telemetry = get_telemetry()
     if telemetry.enabled:
-        transaction.on_commit(
-            partial(telemetry.enqueued, kind=kind, queue=queue, count=len(job_ids)), using=alias
-        )
+        count = partial(telemetry.enqueued, kind=kind, queue=queue, count=len(job_ids))
+        if committed:
+            count()
+        else:
+            transaction.on_commit(count, using=alias)
     if job_enqueued.has_listeners():
         # send_robust: the jobs are committed by now, so a receiver that raises is logged
         # (by Django) instead of failing the caller's commit or starving the other receivers.
-        send = partial(job_enqueued.send_robust, sender=DeclaredJob)
-        transaction.on_commit(partial(send, job_ids=job_ids, kind=kind, queue=queue), using=alias)
+        send = partial(
+            job_enqueued.send_robust, sender=DeclaredJob, job_ids=job_ids, kind=kind, queue=queue
+        )
+        if committed:
+            send()
+        else:
+            transaction.on_commit(send, using=alias)

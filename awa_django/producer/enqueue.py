@@ -226,6 +226,7 @@ def _enqueue_one(bound: BoundArgs, options: ResolvedOptions) -> int:
         metadata_json=options.metadata_json,
         tags=options.tags,
     )
+    alone = False
     if options.unique is None:
         conn = connections[alias]
         # Outside atomic() Django runs the statement in autocommit: it is the whole transaction,
@@ -246,7 +247,7 @@ def _enqueue_one(bound: BoundArgs, options: ResolvedOptions) -> int:
                 return batch.result([])[0]
             job_id = run(cursor, queue_storage.enqueue_job(new_job))
             batch.record(cursor, [job_id])
-    announce_enqueued(alias, [job_id], kind=options.kind, queue=options.queue)
+    announce_enqueued(alias, [job_id], kind=options.kind, queue=options.queue, committed=alone)
     _maybe_eager(alias, options, [job_id])
     return job_id
 

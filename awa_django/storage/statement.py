@@ -172,14 +172,18 @@ def rows_of(make: Callable[..., R]) -> RowsOf[R]:
 def run(cursor: CursorWrapper, statement: Statement[T]) -> T:
     """Execute ``statement`` on a Django cursor, in its connection's transaction."""
     cursor.execute(statement.sql, statement.params)
-    result = cursor.cursor.pgresult
+    # The rows are read from the psycopg cursor underneath: they have all arrived with the
+    # result, so Django's wrapper would only add a per-call wrapper translating errors that
+    # reading them cannot raise.
+    raw = cursor.cursor
+    result = raw.pgresult
     if result is None or result.status != TUPLES_OK:
         return statement.read([])
-    rows: list[Any] = cursor.fetchall()
+    rows: list[Any] = raw.fetchall()
     if not statement.json and statement.rows is None:
         # Tuples as they come (an enqueue's id): the column names are not read.
         return statement.read(rows)
-    names = column_names(cursor.cursor)
+    names = column_names(raw)
     assert names is not None  # a result with rows, as checked above
     if statement.json:
         positions = [names.index(column) for column in statement.json]

@@ -5,33 +5,21 @@ the harness from rotting."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.benchmark_smoke
+from tests.benchmarks.own_server import run_on_own_server
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.benchmark_smoke
 
 
 def test_every_operation_is_measured(tmp_path: Path) -> None:
     output = tmp_path / "cost-budget.json"
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    env["WITH_POSTGRES_OPTIONS"] = (
-        "-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=top"
-    )
-    argv = [
-        sys.executable, "scripts/with_postgres.py", "--",
-        sys.executable, "-m", "benchmarks.cost_budget",
-        "--jobs", "200", "--reps", "1", "--output", str(output),
-    ]  # fmt: skip
-    done = subprocess.run(
-        argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
-    )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    done = run_on_own_server(
+        "benchmarks.cost_budget", "--jobs", "200", "--reps", "1", "--output", str(output),
+        options="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=top",
+    )  # fmt: skip
     summary = json.loads(output.read_text())["summary"]
     assert len(summary) == 11
     for name, figures in summary.items():

@@ -4,33 +4,19 @@ benchmark: it keeps the harness from rotting."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from benchmarks.search_index_cost import VARIANTS
+from tests.benchmarks.own_server import run_on_own_server
 
 pytestmark = pytest.mark.benchmark_smoke
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
 
 def test_every_variant_is_counted() -> None:
-    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    env["WITH_POSTGRES_OPTIONS"] = (
-        "-c autovacuum=off -c shared_preload_libraries=pg_stat_statements"
-    )
-    argv = [
-        sys.executable, "scripts/with_postgres.py", "--",
-        sys.executable, "-m", "benchmarks.search_index_cost", "--batches", "2", "--batch", "50",
-    ]  # fmt: skip
-    done = subprocess.run(
-        argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
-    )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    done = run_on_own_server(
+        "benchmarks.search_index_cost", "--batches", "2", "--batch", "50",
+        options="-c autovacuum=off -c shared_preload_libraries=pg_stat_statements",
+    )  # fmt: skip
     for name in VARIANTS:
         assert f"== {name}: 100 jobs" in done.stdout, name
     # Three measured steps per variant, each having written WAL except a merge of nothing.

@@ -155,6 +155,12 @@ DECLARE
     v_lane_seq bigint;
     v_shard smallint;
     v_slot record;
+    -- The lane's commit sequence and producer lock key, worked out before the INSERT as
+    -- awa.publish_ready does: a plan of the INSERT for this row's values would run the
+    -- functions to fold them, each one more statement.
+    v_lane text;
+    v_lock_key integer;
+    v_unwatched boolean;  -- no worker waits for the queue: no NOTIFY
 BEGIN
     IF (p_run_at IS NOT NULL AND p_run_at > now())
        OR pg_current_xact_id_if_assigned() IS NOT NULL
@@ -173,17 +179,20 @@ BEGIN
     VALUES (p_queue, p_priority, v_shard, v_lane_seq, v_slot.slot, v_slot.generation, v_job_id,
             p_kind, p_args, 0, 0, p_max_attempts, coalesce(p_run_at, now()), now(), p_metadata,
             p_tags, '[]', false);
-    -- As awa.publish_ready: the lock before the position, the wake-up after it.
-    PERFORM pg_advisory_xact_lock_shared(1096237388,
-                                         awa.lane_lock_key(p_queue, p_priority, v_shard));
+    -- As awa.publish_ready, in one statement (migration 0032): the lock before the position
+    -- (taken in a subquery that is not flattened, so its row comes before the draw), the
+    -- wake lock's test after it (RETURNING runs once the row is written).
+    v_lane := awa.lane_sequence_name(p_queue, p_priority, v_shard);
+    v_lock_key := awa.lane_lock_key(p_queue, p_priority, v_shard);
     INSERT INTO awa.lane_commits (queue, priority, shard, commit_seq, ready_slot, batch,
                                   first_seq, last_seq)
-    VALUES (p_queue, p_priority, v_shard,
-            nextval(coalesce(to_regclass('awa.' || awa.lane_sequence_name(p_queue, p_priority,
-                                                                          v_shard)),
-                             awa.create_lane(p_queue, p_priority, v_shard))),
-            v_slot.slot, pg_current_xact_id(), v_lane_seq, v_lane_seq);
-    IF NOT pg_try_advisory_xact_lock_shared(1096237385, hashtext(p_queue)) THEN
+    SELECT p_queue, p_priority, v_shard,
+           nextval(coalesce(to_regclass('awa.' || v_lane),
+                            awa.create_lane(p_queue, p_priority, v_shard))),
+           v_slot.slot, pg_current_xact_id(), v_lane_seq, v_lane_seq
+      FROM (SELECT pg_advisory_xact_lock_shared(1096237388, v_lock_key) OFFSET 0) AS lane_lock
+    RETURNING pg_try_advisory_xact_lock_shared(1096237385, hashtext(p_queue)) INTO v_unwatched;
+    IF NOT v_unwatched THEN
         PERFORM pg_notify('awa', p_queue);
     END IF;
     RETURN v_job_id;

@@ -103,18 +103,20 @@ $$;
 -- the ring cursor by the transaction's first write and kept for the rest of it, so all of a
 -- transaction's rows of a lane, and the awa.lane_commits row that publishes them, share one
 -- slot and are pruned together.
+-- The read and the pin are one statement (migration 0032, #32): every statement a PL/pgSQL
+-- function runs is an executor run of its own, paid by every enqueue. The cursor's row is
+-- chosen in a subquery that is not flattened (LIMIT), so set_config runs for that row only.
 CREATE OR REPLACE FUNCTION awa.producer_slot(OUT slot integer, OUT generation bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_pinned constant text := current_setting('awa.producer_slot', true);
+    v_pinned text := current_setting('awa.producer_slot', true);
 BEGIN
-    IF v_pinned IS NOT NULL AND v_pinned <> '' THEN
-        slot := split_part(v_pinned, ':', 1)::integer;
-        generation := split_part(v_pinned, ':', 2)::bigint;
-        RETURN;
+    IF v_pinned IS NULL OR v_pinned = '' THEN
+        SELECT set_config('awa.producer_slot', r.slot || ':' || r.generation, true) INTO v_pinned
+          FROM (SELECT q.slot, q.generation FROM awa.queue_ring_rotations q
+                 ORDER BY q.generation DESC LIMIT 1) AS r;
     END IF;
-    SELECT r.slot, r.generation INTO slot, generation
-      FROM awa.queue_ring_rotations r ORDER BY r.generation DESC LIMIT 1;
-    PERFORM set_config('awa.producer_slot', slot || ':' || generation, true);
+    slot := split_part(v_pinned, ':', 1)::integer;
+    generation := split_part(v_pinned, ':', 2)::bigint;
 END
 $$;

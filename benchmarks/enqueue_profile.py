@@ -1,0 +1,174 @@
+"""What one single enqueue costs, in counts that do not depend on the machine's load (#32).
+
+Usage (a throwaway cluster with ``pg_stat_statements`` tracking nested statements too)::
+
+    WITH_POSTGRES_OPTIONS='-c shared_preload_libraries=pg_stat_statements \
+      -c pg_stat_statements.track=all' \
+    python3 scripts/with_postgres.py -- .venv/bin/python -m benchmarks.enqueue_profile \
+        [--jobs 500] [--output PATH]
+
+For ``awa.enqueue`` in autocommit and in ``transaction.atomic()`` (one job per transaction,
+after a warm-up, on one kept connection), per enqueue:
+
+- **python_calls**: the client's Python function calls (cProfile);
+- **statements** and **nested_statements**: what ``pg_stat_statements`` counts at top level
+  (what the client sent, ``BEGIN`` and ``COMMIT`` included, and the statements of triggers that
+  fire at commit) and inside functions;
+- **buffers_hit** and **buffers_dirtied**: shared buffers of the top-level statements (their
+  nested statements' included);
+- **wal_bytes**: WAL of the top-level statements (their nested statements' included; the
+  server's own ``pg_stat_wal`` lags behind a short loop);
+- **client_cpu_us** and **server_cpu_us**: this process's CPU time and its backend's
+  (``/proc/<pid>/schedstat``: the server must run on this machine) over a loop without the
+  profiler, medians of five loops. Indicative only: they grow with the machine's load, the
+  counts do not.
+
+The per-statement rows (calls, buffers and WAL per enqueue) are printed and written with the
+totals to ``benchmarks/results/enqueue-profile-<UTC time>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from benchmarks.session_cost import backend_cpu_ms
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+ARGS = {"n": 0, "payload": "0" * 240}
+STATEMENTS = """
+SELECT toplevel, calls, shared_blks_hit, shared_blks_dirtied, wal_bytes,
+       left(regexp_replace(query, '\\s+', ' ', 'g'), 100)
+  FROM pg_stat_statements
+ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+   AND query NOT ILIKE '%%pg_stat%%'
+ ORDER BY toplevel DESC, calls DESC
+"""
+
+
+def _setup() -> None:
+    os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def _loop(jobs: int, *, atomic: bool) -> None:
+    from django.db import transaction
+
+    import awa_django as awa
+    from benchmarks.sidebyside.systems.awa_django import _kind
+
+    kind = _kind("async")
+    for n in range(jobs):
+        if atomic:
+            with transaction.atomic():
+                awa.enqueue(kind, args={**ARGS, "n": n})
+        else:
+            awa.enqueue(kind, args={**ARGS, "n": n})
+
+
+def _python_calls(jobs: int, *, atomic: bool) -> float:
+    profile = cProfile.Profile()
+    profile.enable()
+    _loop(jobs, atomic=atomic)
+    profile.disable()
+    stats: dict[Any, tuple[Any, ...]] = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    return float(sum(entry[1] for entry in stats.values())) / jobs
+
+
+def _cpu_us(jobs: int, *, atomic: bool) -> tuple[float, float]:
+    """This process's and its backend's CPU µs per enqueue, medians of five loops."""
+    from django.db import connection
+
+    client, server = [], []
+    for _ in range(5):
+        connection.ensure_connection()
+        pid = connection.connection.info.backend_pid
+        started, backend = time.process_time(), backend_cpu_ms(pid)
+        _loop(jobs, atomic=atomic)
+        client.append((time.process_time() - started) / jobs * 1e6)
+        server.append((backend_cpu_ms(pid) - backend) / jobs * 1e3)
+    return float(statistics.median(client)), float(statistics.median(server))
+
+
+def _server(monitor: psycopg.Connection[Any], jobs: int, *, atomic: bool) -> dict[str, Any]:
+    monitor.execute("SELECT pg_stat_statements_reset()")
+    _loop(jobs, atomic=atomic)
+    rows = monitor.execute(STATEMENTS).fetchall()
+    top = [row for row in rows if row[0]]
+    return {
+        "statements": sum(row[1] for row in top) / jobs,
+        "nested_statements": sum(row[1] for row in rows if not row[0]) / jobs,
+        "buffers_hit": sum(row[2] for row in top) / jobs,
+        "buffers_dirtied": sum(row[3] for row in top) / jobs,
+        "wal_bytes": float(sum(row[4] for row in top)) / jobs,
+        "by_statement": [
+            {
+                "toplevel": row[0],
+                "calls": row[1] / jobs,
+                "buffers_hit": row[2] / jobs,
+                "wal_bytes": float(row[4]) / jobs,
+                "query": row[5],
+            }
+            for row in rows
+        ],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=500)
+    parser.add_argument("--output", type=Path)
+    args = parser.parse_args()
+    url = os.environ.get("DATABASE_URL")
+    if not url:
+        sys.exit("DATABASE_URL is not set: run under scripts/with_postgres.py")
+    _setup()
+    monitor = psycopg.connect(url, autocommit=True)
+    monitor.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    report: dict[str, Any] = {"jobs": args.jobs}
+    for atomic in (False, True):
+        name = "in a transaction" if atomic else "autocommit"
+        _loop(args.jobs, atomic=atomic)  # the lane, the session's plans and caches
+        client_us, server_us = _cpu_us(args.jobs, atomic=atomic)
+        figures = {
+            "python_calls": _python_calls(args.jobs, atomic=atomic),
+            **_server(monitor, args.jobs, atomic=atomic),
+            "client_cpu_us": client_us,
+            "server_cpu_us": server_us,
+        }
+        report[name] = figures
+        print(
+            f"{name}: {figures['python_calls']:.1f} Python calls, "
+            f"{figures['statements']:.2f} statements and {figures['nested_statements']:.2f} "
+            f"nested, {figures['buffers_hit']:.1f} buffers hit, "
+            f"{figures['buffers_dirtied']:.2f} dirtied, {figures['wal_bytes']:.0f} WAL bytes, "
+            f"CPU client {client_us:.0f} µs, server {server_us:.0f} µs (indicative)"
+        )
+        for row in figures["by_statement"]:
+            level = "top   " if row["toplevel"] else "nested"
+            print(f"  {level} {row['calls']:5.2f} calls {row['wal_bytes']:6.0f} B  {row['query']}")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    output = args.output or RESULTS_DIR / f"enqueue-profile-{stamp}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=1))
+    print(f"wrote {output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""What a single enqueue costs (#32). On the server, nested statements included: each statement
+a PL/pgSQL function runs is an executor run of its own, paid by every enqueue. Since migration
+0032 the ring slot is read and pinned in one statement (``awa.producer_slot``), and an
+autocommit enqueue publishes its job in one ``INSERT`` that also takes the lane lock and tries
+the wake lock (``awa.enqueue_job_alone``). In the client: an autocommit enqueue, committed when
+its statement returns, counts and announces its job at once, without registering commit
+callbacks, and a statement's rows are read past Django's per-call error wrapper."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import transaction
+from django.db.backends.utils import CursorWrapper
+
+import awa_django as awa
+from awa_django.core import enqueued
+from awa_django.signals import job_enqueued
+from tests.commit_statements import statements_run
+from tests.jobs import noop
+
+pytestmark = pytest.mark.usefixtures("awa_db")
+
+
+def kinds(statements: list[str]) -> list[str]:
+    """Each statement as its first words: enough to tell them apart."""
+    return [" ".join(s.split()[:3]) for s in statements]
+
+
+def test_an_autocommit_enqueue_runs_its_call_and_four_statements_inside_it():
+    awa.enqueue(noop, args={"n": 0})  # the lane exists: no statement of its creation below
+    ran = statements_run(lambda: awa.enqueue(noop, args={"n": 1}))
+    assert len(ran) == 5, ran
+    assert "SELECT awa.enqueue_job_alone(" in ran[-1], ran
+    assert sorted(kinds(ran[:-1])) == [
+        "INSERT INTO awa.lane_commits",
+        "INSERT INTO awa.ready_entries",
+        "SELECT m.enqueue_shards FROM",
+        "SELECT set_config('awa.producer_slot', r.slot",
+    ], ran
+
+
+def test_an_enqueue_in_a_transaction_runs_its_call_and_three_statements_inside_it():
+    awa.enqueue(noop, args={"n": 0})
+    with transaction.atomic():
+        ran = statements_run(lambda: awa.enqueue(noop, args={"n": 1}))
+        # A second job of the transaction finds its slot pinned: no read of the ring cursor.
+        again = statements_run(lambda: awa.enqueue(noop, args={"n": 2}))
+    assert len(ran) == 4, ran
+    assert "SELECT awa.enqueue_job(" in ran[-1], ran
+    assert sorted(kinds(ran[:-1])) == [
+        "INSERT INTO awa.ready_entries",
+        "SELECT m.enqueue_shards FROM",
+        "SELECT set_config('awa.producer_slot', r.slot",
+    ], ran
+    assert len(again) == 3, again
+
+
+def test_an_autocommit_enqueue_announces_its_job_without_commit_callbacks(monkeypatch):
+    heard: list[list[int]] = []
+
+    def listening(sender: Any, job_ids: list[int], **kwargs: Any) -> None:
+        heard.append(job_ids)
+
+    def no_callback(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("an autocommit enqueue has committed: nothing waits for a commit")
+
+    monkeypatch.setattr(enqueued.transaction, "on_commit", no_callback)
+    job_enqueued.connect(listening, weak=False)
+    try:
+        job_id = awa.enqueue(noop, args={"n": 1})
+    finally:
+        job_enqueued.disconnect(listening)
+    assert heard == [[job_id]]
+
+
+def test_a_statements_rows_are_read_from_the_psycopg_cursor(monkeypatch):
+    awa.enqueue(noop, args={"n": 0})
+    asked: list[str] = []
+    wrapped = CursorWrapper.__getattr__
+
+    def recording(self: CursorWrapper, attr: str) -> Any:
+        asked.append(attr)
+        return wrapped(self, attr)
+
+    monkeypatch.setattr(CursorWrapper, "__getattr__", recording)
+    assert awa.enqueue(noop, args={"n": 1}) > 0
+    assert "fetchall" not in asked, asked
