@@ -5,7 +5,7 @@ takes the lane's producer lock, appends the ``lane_commits`` row and tries the w
 (docs/architecture.md, "Publication in the enqueue statement").
 
 Only function definitions change. The reverse restores both from
-``sql/migrations/0032_enqueue_cost/down.sql``.
+``sql/migrations/0031_enqueue_cost/down.sql``.
 """
 
 from django.db import migrations
@@ -14,10 +14,10 @@ from awa_django import sql
 
 
 class Migration(migrations.Migration):
-    dependencies = [("awa_django", "0029_admin_scale")]
+    dependencies = [("awa_django", "0030_step_costs")]
     operations = [
         migrations.RunSQL(
             sql=sql.functions("lanes", "enqueue"),
-            reverse_sql=sql.migration("0032_enqueue_cost", "down"),
+            reverse_sql=sql.migration("0031_enqueue_cost", "down"),
         ),
     ]

@@ -1,4 +1,4 @@
-"""Migration 0032_enqueue_cost (#32) reverses and applies again: back before it, an autocommit
+"""Migration 0031_enqueue_cost (#32) reverses and applies again: back before it, an autocommit
 enqueue runs its call and seven executor runs or more inside it (the ring cursor's read and its
 pin, the lane lock, and the folds of the lane's lock key and sequence name each one of their
 own); forward again the schema is a fresh install's and it runs four. The jobs enqueued on
@@ -14,11 +14,11 @@ from tests.commit_statements import statements_run
 from tests.jobs import noop
 from tests.migrations.catalog import current_catalog, migration_before
 
-MIGRATION = "0032_enqueue_cost"
+MIGRATION = "0031_enqueue_cost"
 
 
 @pytest.mark.usefixtures("awa_db")
-def test_0032_reverses_and_applies_again():
+def test_0031_reverses_and_applies_again():
     installed = current_catalog()
     # A first job makes sure of the lane outside the counted statements.
     ids = [awa.enqueue(noop, args={"n": 0})]

@@ -1,6 +1,6 @@
 """What a single enqueue costs (#32). On the server, nested statements included: each statement
 a PL/pgSQL function runs is an executor run of its own, paid by every enqueue. Since migration
-0032 the ring slot is read and pinned in one statement (``awa.producer_slot``), and an
+0031 the ring slot is read and pinned in one statement (``awa.producer_slot``), and an
 autocommit enqueue publishes its job in one ``INSERT`` that also takes the lane lock and tries
 the wake lock (``awa.enqueue_job_alone``). In the client: an autocommit enqueue, committed when
 its statement returns, counts and announces its job at once, without registering commit

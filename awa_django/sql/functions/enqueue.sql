@@ -179,7 +179,7 @@ BEGIN
     VALUES (p_queue, p_priority, v_shard, v_lane_seq, v_slot.slot, v_slot.generation, v_job_id,
             p_kind, p_args, 0, 0, p_max_attempts, coalesce(p_run_at, now()), now(), p_metadata,
             p_tags, '[]', false);
-    -- As awa.publish_ready, in one statement (migration 0032): the lock before the position
+    -- As awa.publish_ready, in one statement (migration 0031): the lock before the position
     -- (taken in a subquery that is not flattened, so its row comes before the draw), the
     -- wake lock's test after it (RETURNING runs once the row is written).
     v_lane := awa.lane_sequence_name(p_queue, p_priority, v_shard);

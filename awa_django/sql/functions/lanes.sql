@@ -103,7 +103,7 @@ $$;
 -- the ring cursor by the transaction's first write and kept for the rest of it, so all of a
 -- transaction's rows of a lane, and the awa.lane_commits row that publishes them, share one
 -- slot and are pruned together.
--- The read and the pin are one statement (migration 0032, #32): every statement a PL/pgSQL
+-- The read and the pin are one statement (migration 0031, #32): every statement a PL/pgSQL
 -- function runs is an executor run of its own, paid by every enqueue. The cursor's row is
 -- chosen in a subquery that is not flattened (LIMIT), so set_config runs for that row only.
 CREATE OR REPLACE FUNCTION awa.producer_slot(OUT slot integer, OUT generation bigint)
