@@ -1,4 +1,4 @@
--- Reverse of 0032_enqueue_cost: awa.producer_slot reading the ring cursor and pinning it in two
+-- Reverse of 0031_enqueue_cost: awa.producer_slot reading the ring cursor and pinning it in two
 -- statements, and awa.enqueue_job_alone taking the lane lock, appending the lane_commits row and
 -- trying the wake lock in three, as 0018 and 0001 defined them.
 
