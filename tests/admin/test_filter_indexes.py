@@ -10,40 +10,37 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
+from django.urls import reverse
 
 import awa_django as awa
 from awa_django.sql import queries
 from awa_django.storage.browse import JobFilter, count_in_state, list_jobs
 from awa_django.storage.dlq import DlqFilter, count_matching, list_entries, matching_ids
 from awa_django.storage.statement import Read, run, run_read
-from tests.admin.test_hot_lane import nodes
+from tests.admin.test_hot_lane import explain, hot_lane, nodes
+from tests.admin.test_hot_lane import rows_read as ring_rows_read
 
 # Rows of the common kind of each table, against a few of the filtered one.
 COMMON = 5_000
 RARE = 3
 
 
-def explain(sql: str, params: dict[str, Any]) -> dict[str, Any]:
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")
-        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", params)
-        (document,) = cursor.fetchone()
-    result: dict[str, Any] = (json.loads(document) if isinstance(document, str) else document)[0]
-    return result["Plan"]
-
-
-def explain_last(read: Read[Any]) -> dict[str, Any]:
-    """The executed plan of the last statement of ``read`` (the ones before it run as usual)."""
-    steps = read.steps()
-    statement = next(steps)
-    with connection.cursor() as cursor:
-        while True:
-            last = statement
-            try:
+def explain_each(read: Read[Any]) -> list[dict[str, Any]]:
+    """The executed plans of the statements of ``read``, each run again for its answer, under
+    the read's planner settings."""
+    plans = []
+    with transaction.atomic(), connection.cursor() as cursor:
+        if read.plan is not None:
+            run(cursor, read.plan)
+        steps = read.steps()
+        try:
+            statement = next(steps)
+            while True:
+                plans.append(explain(statement.sql, statement.params))
                 statement = steps.send(run(cursor, statement))
-            except StopIteration:
-                return explain(last.sql, last.params)
+        except StopIteration:
+            return plans
 
 
 def rows_read(root: dict[str, Any], table: str) -> int:
@@ -87,10 +84,12 @@ def test_a_dlq_filter_reads_only_its_entries(awa_db, where):
     rare = dead_letters(
         RARE, error_type="builtins.LookupError", kind="shop.Charge", reason="moved_from_failed"
     )
-    count = explain_last(count_matching(where))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    count = explain_each(count_matching(where))[-1]
     assert count["Actual Rows"] == 1
-    page = explain_last(list_entries(where, limit=50))
-    walk = explain_last(matching_ids(where, limit=50))
+    page = explain_each(list_entries(where, limit=50))[-1]
+    walk = explain_each(matching_ids(where, limit=50))[-1]
     for root in (count, page, walk):
         assert rows_read(root, "dlq_entries") <= 2 * RARE
     assert page["Actual Rows"] == walk["Actual Rows"] == RARE
@@ -110,6 +109,8 @@ def test_held_steps_are_read_from_their_own_index(awa_db):
         held = [row[0] for row in cursor.fetchall()]
     assert len(held) == RARE
     params = {"before": 2**63 - 1, "size": 51, "state": "held", "queue": None, "kind": None}
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
     root = explain(queries("browse")["deferred_job_ids"], params)
     assert root["Actual Rows"] == RARE
     assert rows_read(root, "deferred_jobs") <= RARE
@@ -120,3 +121,29 @@ def test_held_steps_are_read_from_their_own_index(awa_db):
         assert [job.job_id for job in page.jobs] == sorted(held, reverse=True)
         assert page.count == RARE
         assert run_read(cursor, count_in_state("held", JobFilter())) == RARE
+
+
+WAITING = 200
+CLAIMED = 5_000
+
+
+def test_the_available_count_reads_only_what_waits(operator_client):
+    """Jobs waiting in one queue under a newer hot lane of another, all claimed: the count
+    behind the state page and *Cancel all matching…* reads the waiting rows, not the claimed
+    ones above them (it walked every ready row newest first, probing each for its claim)."""
+    waiting = awa.enqueue_many("tests.noop", [{"n": n} for n in range(WAITING)], queue="default")
+    awa.cancel(waiting[0])
+    hot_lane(CLAIMED, still_open=1)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    # A pair's ready rows are read by the index-only check of how many it has and, for a pair
+    # with few, walked once; finding the pairs reads an index entry or so per pair.
+    for where, bound in ((JobFilter(), WAITING), (JobFilter(queue="default"), 2 * WAITING + 10)):
+        plans = explain_each(count_in_state("available", where))
+        read = [ring_rows_read(root, "ready_entries") for root in plans]
+        assert sum(read) <= bound, (where, read)
+    for where in (JobFilter(), JobFilter(queue="default"), JobFilter(kind="tests.noop")):
+        with connection.cursor() as cursor:
+            assert run_read(cursor, count_in_state("available", where)) == WAITING - 1
+    listed = operator_client.get(reverse("admin:awa_django_job_changelist"), {"state": "available"})
+    assert listed.context["page"].count == WAITING - 1
