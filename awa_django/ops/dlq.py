@@ -131,7 +131,7 @@ def match(where: DlqFilter) -> Match:
 
 
 def _read(statement: Statement[T] | Read[T], database: str | None, queue: str | None = None) -> T:
-    """``statement`` run on the operator database (of ``queue``, when given)."""
+    """``statement`` (or read) run on the operator database (of ``queue``, when given)."""
     with connections[get_settings().operator_database(database, queue=queue)].cursor() as cursor:
         if isinstance(statement, Read):
             return run_read(cursor, statement)

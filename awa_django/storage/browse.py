@@ -464,7 +464,7 @@ def _count(state: str, walk: _Walk) -> Steps[int]:
         return len((yield from _state_ids(state, walk, _NO_CURSOR, COUNT_CAP + 1)))
     # Planned without hash or merge joins, inside the read's transaction, then the settings are
     # put back. A count stops at COUNT_CAP + 1 ids, but asked for 10,001 of a state with more
-    # (completed, available) the planner hashed every row of the ring to find them, so a count
+    # (completed) the planner hashed every row of the ring to find them, so a count
     # grew with the history (issue #36: 460 ms at 200,000 jobs, seconds at a million); walking
     # the state's job_id index with a probe per id reads at most the cap's worth, at any size.
     hash_join, merge_join = yield from step(_PLAN_AS_WALK)

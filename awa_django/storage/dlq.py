@@ -2,7 +2,8 @@
 
 Routing itself happens in ``awa.close_attempts`` (every terminal failure of a queue whose
 ``queue_meta.dlq_enabled`` is set lands in ``awa.dlq_entries``); this module is the operator
-side. Every function builds a statement; callers run it in their transaction.
+side. Every function builds a statement, or a read of two where a filter's prefix is first turned
+into the names it matches; callers run it in their transaction.
 """
 
 from __future__ import annotations
