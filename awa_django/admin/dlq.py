@@ -239,7 +239,7 @@ class DeadLetterAdmin(OperatorAdmin):
                 # caught 3 entries or more than 10,000 (one capped count over the DLQ table,
                 # never the ring).
                 with awa_cursor() as cursor:
-                    matched = run(cursor, count_matching(where, cap=LIST_COUNT_CAP + 1))
+                    matched = run_read(cursor, count_matching(where, cap=LIST_COUNT_CAP + 1))
                 if len(entries) > PAGE_SIZE:
                     entries = entries[:PAGE_SIZE]
                     last = entries[-1]
@@ -390,7 +390,7 @@ class DeadLetterAdmin(OperatorAdmin):
         words = describe(where, data["age"])
         if not data["confirmed"]:
             with awa_cursor() as cursor:
-                count = run(cursor, count_matching(where))
+                count = run_read(cursor, count_matching(where))
             return self.render(
                 request,
                 "dlq_matching_confirm.html",

@@ -33,7 +33,7 @@ from awa_django.declarations.enqueue_options import RunAt, check_int, resolve_ru
 from awa_django.exceptions import ConfirmationRequired, InvalidJob
 from awa_django.storage import dlq as storage
 from awa_django.storage.dlq import DlqEntry, DlqFilter, DlqGroup, DlqGroups
-from awa_django.storage.statement import Atomic, Statement, run, run_atomic
+from awa_django.storage.statement import Atomic, Read, Statement, run, run_atomic, run_read
 
 __all__ = [
     "DlqEntry",
@@ -130,9 +130,11 @@ def match(where: DlqFilter) -> Match:
     return cast(Match, keywords)
 
 
-def _read(statement: Statement[T], database: str | None, queue: str | None = None) -> T:
-    """``statement`` run on the operator database (of ``queue``, when given)."""
+def _read(statement: Statement[T] | Read[T], database: str | None, queue: str | None = None) -> T:
+    """``statement`` (or read) run on the operator database (of ``queue``, when given)."""
     with connections[get_settings().operator_database(database, queue=queue)].cursor() as cursor:
+        if isinstance(statement, Read):
+            return run_read(cursor, statement)
         return run(cursor, statement)
 
 
@@ -247,7 +249,7 @@ def _each_matching(
     total = 0
     while True:
         with transaction.atomic(using=alias), connections[alias].cursor() as cursor:
-            ids = run(cursor, storage.matching_ids(where, limit=BULK_BATCH_SIZE))
+            ids = run_read(cursor, storage.matching_ids(where, limit=BULK_BATCH_SIZE))
             run(cursor, act(ids))
         total += len(ids)
         if len(ids) < BULK_BATCH_SIZE:

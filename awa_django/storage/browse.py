@@ -455,6 +455,8 @@ def _count_for(state: str, where: JobFilter) -> Steps[int]:
 
 
 def _count(state: str, walk: _Walk) -> Steps[int]:
+    if state == "available":
+        return (yield from _count_available(walk))
     if state in _OPEN_STATES:
         # Found through awa.open_attempts (browse.sql, open_attempt_job_ids), which plans its
         # own reads (the leases and the claims since the last rescue pass, or, before any, one
@@ -462,7 +464,7 @@ def _count(state: str, walk: _Walk) -> Steps[int]:
         return len((yield from _state_ids(state, walk, _NO_CURSOR, COUNT_CAP + 1)))
     # Planned without hash or merge joins, inside the read's transaction, then the settings are
     # put back. A count stops at COUNT_CAP + 1 ids, but asked for 10,001 of a state with more
-    # (completed, available) the planner hashed every row of the ring to find them, so a count
+    # (completed) the planner hashed every row of the ring to find them, so a count
     # grew with the history (issue #36: 460 ms at 200,000 jobs, seconds at a million); walking
     # the state's job_id index with a probe per id reads at most the cap's worth, at any size.
     hash_join, merge_join = yield from step(_PLAN_AS_WALK)
@@ -475,6 +477,32 @@ def _count(state: str, walk: _Walk) -> Steps[int]:
         )
     )
     return counted
+
+
+def _count_available(walk: _Walk) -> Steps[int]:
+    # Read from what waits after each lane's claim cursor (browse.sql, count_available), not by
+    # probing ready rows newest first for their claims: that walk read every claimed row above
+    # the waiting ones and probed each waiting one for a claim it cannot have. A rare pair is
+    # still counted down its own ready rows (few, whatever the queue's backlog holds).
+    cap = COUNT_CAP + 1
+    if walk.names is None:
+        return (yield from step(_available(None, None, cap)))
+    counted = 0
+    for queue, kind in walk.names:
+        pair = {"queue": queue, "kind": kind}
+        if (yield from step(_has_many_ready_rows(pair, _NO_CURSOR))):
+            counted += yield from step(_available(queue, kind, cap - counted))
+        else:
+            by_name = {**pair, "before": _NO_CURSOR, "size": cap - counted}
+            counted += len((yield from step(_ids("available_job_ids_by_name", by_name))))
+        if counted >= cap:
+            break
+    return counted
+
+
+def _available(queue: str | None, kind: str | None, cap: int) -> Statement[int]:
+    params = {"queue": queue, "kind": kind, "size": cap}
+    return Statement(sql=_SQL["count_available"], params=params, read=first_int)
 
 
 _PLAN_AS_WALK: Final[Statement[tuple[str, str]]] = Statement(

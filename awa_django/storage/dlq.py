@@ -2,28 +2,34 @@
 
 Routing itself happens in ``awa.close_attempts`` (every terminal failure of a queue whose
 ``queue_meta.dlq_enabled`` is set lands in ``awa.dlq_entries``); this module is the operator
-side. Every function builds a statement; callers run it in their transaction.
+side. Every function builds a statement, or a read of two where a filter's prefix is first turned
+into the names it matches; callers run it in their transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from functools import partial
+from typing import Any, Final, TypeVar
 
 from awa_django.sql import queries
 from awa_django.storage.statement import (
+    Read,
     Statement,
+    Steps,
     all_rows,
     first_int,
     first_value,
     ids,
     rows_of,
+    step,
 )
 
 _SQL = queries("dlq")
 _JSON_COLUMNS: Final = ("args", "metadata", "errors")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,20 +115,42 @@ class DlqGroups:
 
 def list_entries(
     where: DlqFilter, *, limit: int, before: tuple[datetime, int] | None = None
-) -> Statement[list[DlqEntry]]:
+) -> Read[list[DlqEntry]]:
     """Up to ``limit`` entries, newest first, strictly before the ``(dlq_at, job_id)`` keyset."""
     before_at, before_id = before if before is not None else (None, None)
-    params = {**where.params(), "limit": limit, "before_at": before_at, "before_id": before_id}
-    return _entries("list_dlq", params)
+    page = {"limit": limit, "before_at": before_at, "before_id": before_id}
+    return _filtered(where, lambda params: _entries("list_dlq", {**params, **page}))
 
 
-def group_entries(where: DlqFilter, *, scan: int, limit: int) -> Statement[DlqGroups]:
+def group_entries(where: DlqFilter, *, scan: int, limit: int) -> Read[DlqGroups]:
     """Up to ``limit`` groups of the newest ``scan`` entries matching ``where``."""
-    return Statement(
-        sql=_SQL["dlq_groups"],
-        params={**where.params(), "scan": scan, "limit": limit},
-        read=_groups,
+    return _filtered(
+        where,
+        lambda params: Statement(
+            sql=_SQL["dlq_groups"], params={**params, "scan": scan, "limit": limit}, read=_groups
+        ),
     )
+
+
+def _filtered(where: DlqFilter, statement: Callable[[dict[str, Any]], Statement[T]]) -> Read[T]:
+    """``statement`` given the filter's parameters, a prefix first turned into the names it
+    matches (the query dlq_names)."""
+    return Read(steps=partial(_filtered_steps, where, statement))
+
+
+def _filtered_steps(
+    where: DlqFilter, statement: Callable[[dict[str, Any]], Statement[T]]
+) -> Steps[T]:
+    params = where.params()
+    names: dict[str, list[str] | None] = {"kinds": None, "error_types": None}
+    if where.kind_prefix or where.error_type_prefix:
+        names = yield from step(Statement(sql=_SQL["dlq_names"], params=params, read=_names))
+    return (yield from step(statement({**params, **names})))
+
+
+def _names(rows: list[Any]) -> dict[str, list[str] | None]:
+    kinds, error_types = rows[0]
+    return {"kinds": kinds, "error_types": error_types}
 
 
 def _groups(rows: list[Any]) -> DlqGroups:
@@ -152,17 +180,23 @@ def _entries(block: str, params: dict[str, Any]) -> Statement[list[DlqEntry]]:
     )
 
 
-def matching_ids(where: DlqFilter, *, limit: int) -> Statement[list[int]]:
+def matching_ids(where: DlqFilter, *, limit: int) -> Read[list[int]]:
     """One locked batch of entry ids matching ``where``, oldest first."""
-    return Statement(
-        sql=_SQL["matching_dlq_ids"], params={**where.params(), "limit": limit}, read=ids
+    return _filtered(
+        where,
+        lambda params: Statement(
+            sql=_SQL["matching_dlq_ids"], params={**params, "limit": limit}, read=ids
+        ),
     )
 
 
-def count_matching(where: DlqFilter, *, cap: int | None = None) -> Statement[int]:
+def count_matching(where: DlqFilter, *, cap: int | None = None) -> Read[int]:
     """How many entries ``where`` covers now, counting at most ``cap`` (None: all)."""
-    return Statement(
-        sql=_SQL["count_matching_dlq"], params={**where.params(), "cap": cap}, read=first_int
+    return _filtered(
+        where,
+        lambda params: Statement(
+            sql=_SQL["count_matching_dlq"], params={**params, "cap": cap}, read=first_int
+        ),
     )
 
 

@@ -56,7 +56,13 @@ def plan(name: str, params: dict[str, Any], **planner: str) -> dict[str, Any]:
         cursor.execute("SET LOCAL jit = off")
         for setting, value in planner.items():
             cursor.execute("SELECT set_config(%s, %s, true)", [setting, value])
-        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {_SQL[name]}", params)
+    return explain(_SQL[name], params)
+
+
+def explain(sql: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The executed plan of ``sql``, as the session's settings plan it."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", params)
         (document,) = cursor.fetchone()
     result: dict[str, Any] = (json.loads(document) if isinstance(document, str) else document)[0]
     return result["Plan"]

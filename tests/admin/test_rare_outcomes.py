@@ -158,16 +158,23 @@ def test_a_capped_count_of_a_big_state_stops_at_the_cap(awa_db):
             plans.append(plan(query, params))
             return real_ids(query, params)
 
+        def available(queue, kind, size, plans=plans, real=browse._available):
+            # The available count reads what waits after the lanes' cursors (one statement).
+            plans.append(plan("count_available", {"queue": queue, "kind": kind, "size": size}))
+            return real(queue, kind, size)
+
         with pytest.MonkeyPatch.context() as patch, transaction.atomic():
             patch.setattr(browse, "COUNT_CAP", cap)
             patch.setattr(browse, "_ids", ids)
+            patch.setattr(browse, "_available", available)
             with connection.cursor() as cursor:
                 assert run_read(cursor, count_in_state(state, JobFilter())) == cap + 1
                 # The caller's transaction plans its later statements as before.
                 cursor.execute("SELECT current_setting('enable_hashjoin')")
                 assert cursor.fetchone()[0] == "on"
         (root,) = plans
-        assert root["Actual Rows"] == cap + 1
+        if state == "completed":
+            assert root["Actual Rows"] == cap + 1
         # A few more than the cap (completed ready rows are walked past to the available
         # ones); planned with hash joins, every row of the ring (6,000 closures, 12,000 ready).
         assert rows_read(root, table) <= 2 * cap, state

@@ -23,10 +23,11 @@ from awa_django.declarations.enqueue_options import EnqueueOptions
 from awa_django.ops import audit
 from awa_django.producer.enqueue import enqueue_at_lane_priority
 from awa_django.sql import queries
+from awa_django.storage.browse import JobFilter, count_in_state
 from awa_django.storage.connections import connect, connection_kwargs
 from awa_django.storage.execution import close_params
 from awa_django.storage.queue import ClaimRequest, claim_ready
-from awa_django.storage.statement import run_async
+from awa_django.storage.statement import run_async, run_read
 from tests.commit_statements import statements_at_commit
 from tests.jobs import noop
 
@@ -342,6 +343,17 @@ def held_open(*, jobs: int = 1, rollback: bool = False, priority: int | None = N
     return producer
 
 
+def available_count() -> int:
+    with connection.cursor() as cursor:
+        return run_read(cursor, count_in_state("available", JobFilter()))
+
+
+def view_count(state: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM awa.jobs WHERE state = %s", [state])
+        return int(cursor.fetchone()[0])
+
+
 def holes(queue: str = "default") -> list[tuple[int, int]]:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -365,6 +377,9 @@ def test_a_transaction_that_published_early_and_stays_open_holds_its_lane_only_f
     assert claimed_ids() == []
     first = held.finish()
     assert held.error is None
+    # The late commit's rows, behind the lane's claim cursor, are available, and counted so
+    # although the count reads what waits after each cursor.
+    assert available_count() == len(first) == view_count("available")
     # The late commit is claimed, ahead of what came after it, across as many claims as its
     # rows need, and each row once.
     then = put(13)

@@ -149,3 +149,45 @@ BEGIN
     RETURN v_cancelled;
 END
 $$;
+
+-- Whether an operator's prefix (lower-cased) starts p_name or one of its dotted parts, in any
+-- case: "lookup" matches builtins.LookupError, "tasks.ch" shop.tasks.Charge.
+CREATE OR REPLACE FUNCTION awa.name_part_starts(p_name text, p_prefix text) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT starts_with(lower(p_name), p_prefix) OR strpos(lower(p_name), '.' || p_prefix) > 0
+$$;
+
+-- The distinct last-error types of the DLQ ('(none)' for an error without one) that p_prefix
+-- matches (awa.name_part_starts), found by a loose scan of dlq_entries_error_type (migration
+-- 0032): each step reads the first index entry past the previous type, so the DLQ costs one
+-- probe per distinct type (tens), not a read of its entries' error lists. The filter then reads
+-- the entries of these types from the same index.
+CREATE OR REPLACE FUNCTION awa.dlq_error_types(p_prefix text) RETURNS text[]
+LANGUAGE sql STABLE AS $$
+    WITH RECURSIVE types (error_type) AS (
+        (SELECT coalesce(d.errors -> -1 ->> 'type', '(none)') FROM awa.dlq_entries d
+          ORDER BY 1 LIMIT 1)
+        UNION ALL
+        SELECT n.error_type FROM types t CROSS JOIN LATERAL (
+            SELECT coalesce(d.errors -> -1 ->> 'type', '(none)') AS error_type
+              FROM awa.dlq_entries d
+             WHERE coalesce(d.errors -> -1 ->> 'type', '(none)') > t.error_type
+             ORDER BY 1 LIMIT 1) n
+    )
+    SELECT coalesce(array_agg(t.error_type), '{}') FROM types t
+     WHERE awa.name_part_starts(t.error_type, p_prefix)
+$$;
+
+-- The distinct kinds of the DLQ that p_prefix matches, by a loose scan of
+-- dlq_entries_kind_dlq_at, as awa.dlq_error_types finds the types.
+CREATE OR REPLACE FUNCTION awa.dlq_kinds(p_prefix text) RETURNS text[]
+LANGUAGE sql STABLE AS $$
+    WITH RECURSIVE kinds (kind) AS (
+        (SELECT d.kind FROM awa.dlq_entries d ORDER BY d.kind LIMIT 1)
+        UNION ALL
+        SELECT n.kind FROM kinds k CROSS JOIN LATERAL (
+            SELECT d.kind FROM awa.dlq_entries d WHERE d.kind > k.kind ORDER BY d.kind LIMIT 1) n
+    )
+    SELECT coalesce(array_agg(k.kind), '{}') FROM kinds k
+     WHERE awa.name_part_starts(k.kind, p_prefix)
+$$;

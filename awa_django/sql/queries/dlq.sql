@@ -2,25 +2,33 @@
 -- awa.dlq_retry, awa.dlq_move and awa.dlq_purge). A NULL filter parameter matches everything;
 -- error_type and fingerprint are those of an entry's last error ('(none)' for an error without a
 -- type), as dlq_groups reports them. kind_prefix and error_type_prefix (lower-cased by the caller)
--- match the start of the name or of any of its dotted parts, in any case.
+-- match the start of the name or of any of its dotted parts, in any case: dlq_names turns them
+-- into the kinds and types they match (kinds, error_types), which the filter is given as values.
+
+-- name: dlq_names
+-- The kinds and last-error types of the DLQ that the prefixes match (NULL: no such filter),
+-- each found by a loose scan of an index (awa.dlq_kinds, awa.dlq_error_types), then given to
+-- dlq_filter as arrays of values, so the planner estimates a filter from its statistics of
+-- those names, as it cannot from a prefix or an array computed while the statement runs, and
+-- reads a rare name's entries from the index.
+SELECT CASE WHEN %(kind_prefix)s::text IS NOT NULL
+            THEN awa.dlq_kinds(%(kind_prefix)s::text) END AS kinds,
+       CASE WHEN %(error_type_prefix)s::text IS NOT NULL
+            THEN awa.dlq_error_types(%(error_type_prefix)s::text) END AS error_types
 
 -- name: dlq_filter
 -- Whether entry d matches the filters: the one filter every listing, count and bulk action of
 -- the DLQ applies.
 (%(queue)s::text IS NULL OR d.queue = %(queue)s::text)
    AND (%(kind)s::text IS NULL OR d.kind = %(kind)s::text)
-   AND (%(kind_prefix)s::text IS NULL OR starts_with(lower(d.kind), %(kind_prefix)s::text)
-        OR strpos(lower(d.kind), '.' || %(kind_prefix)s::text) > 0)
+   AND (%(kinds)s::text[] IS NULL OR d.kind = ANY (%(kinds)s::text[]))
    AND (%(reason)s::text IS NULL OR d.dlq_reason = %(reason)s::text)
    AND (%(older_than_s)s::double precision IS NULL
         OR d.dlq_at < now() - make_interval(secs => %(older_than_s)s::double precision))
    AND (%(error_type)s::text IS NULL
         OR coalesce(d.errors -> -1 ->> 'type', '(none)') = %(error_type)s::text)
-   AND (%(error_type_prefix)s::text IS NULL
-        OR starts_with(lower(coalesce(d.errors -> -1 ->> 'type', '(none)')),
-                       %(error_type_prefix)s::text)
-        OR strpos(lower(coalesce(d.errors -> -1 ->> 'type', '(none)')),
-                  '.' || %(error_type_prefix)s::text) > 0)
+   AND (%(error_types)s::text[] IS NULL
+        OR coalesce(d.errors -> -1 ->> 'type', '(none)') = ANY (%(error_types)s::text[]))
    AND (%(fingerprint)s::text IS NULL
         OR awa.error_fingerprint(d.errors -> -1 ->> 'message') = %(fingerprint)s::text)
 

@@ -1,0 +1,149 @@
+"""The admin filters that read a big table whole before migration 0032_admin_filters (issue
+#36): the DLQ's error-type, kind and reason filters read every entry (each error list
+detoasted) and ``state=held`` every backlog row. Each now reads its matches from an index; the
+plans are asserted by the rows they read, as the planner chooses once the tables are analyzed."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from django.urls import reverse
+
+import awa_django as awa
+from awa_django.sql import queries
+from awa_django.storage.browse import JobFilter, count_in_state, list_jobs
+from awa_django.storage.dlq import DlqFilter, count_matching, list_entries, matching_ids
+from awa_django.storage.statement import Read, run, run_read
+from tests.admin.test_hot_lane import explain, hot_lane, nodes
+from tests.admin.test_hot_lane import rows_read as ring_rows_read
+
+# Rows of the common kind of each table, against a few of the filtered one.
+COMMON = 5_000
+RARE = 3
+
+
+def explain_each(read: Read[Any]) -> list[dict[str, Any]]:
+    """The executed plans of the statements of ``read``, each run again for its answer, under
+    the read's planner settings."""
+    plans = []
+    with transaction.atomic(), connection.cursor() as cursor:
+        if read.plan is not None:
+            run(cursor, read.plan)
+        steps = read.steps()
+        try:
+            statement = next(steps)
+            while True:
+                plans.append(explain(statement.sql, statement.params))
+                statement = steps.send(run(cursor, statement))
+        except StopIteration:
+            return plans
+
+
+def rows_read(root: dict[str, Any], table: str) -> int:
+    """Rows the plan's scans of ``table`` returned or filtered out, all loops."""
+    return sum(
+        (node["Actual Rows"] + node.get("Rows Removed by Filter", 0)) * node["Actual Loops"]
+        for node in nodes(root)
+        if node.get("Relation Name") == table
+    )
+
+
+def dead_letters(count: int, *, error_type: str, kind: str, reason: str) -> list[int]:
+    error = json.dumps({"attempt": 1, "type": error_type, "message": "order 7 not found"})
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.dlq_entries (job_id, kind, queue, priority, args, attempt,"
+            " original_run_lease, max_attempts, created_at, metadata, tags, errors, dlq_reason)"
+            " SELECT nextval('awa.job_id_seq'), %s, 'default', 2, '{}', 1, 1, 1, now(), '{}',"
+            " '{}', jsonb_build_array(%s::jsonb), %s"
+            " FROM generate_series(1, %s) RETURNING job_id",
+            [kind, error, reason, count],
+        )
+        return sorted(row[0] for row in cursor.fetchall())
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        DlqFilter(error_type_prefix="LookupErr"),
+        DlqFilter(error_type_prefix="builtins.lookup"),
+        DlqFilter(error_type="builtins.LookupError"),
+        DlqFilter(kind_prefix="charge"),
+        DlqFilter(reason="moved_from_failed"),
+    ],
+    ids=lambda where: next(f"{k}={v}" for k, v in where.params().items() if v),
+)
+def test_a_dlq_filter_reads_only_its_entries(awa_db, where):
+    dead_letters(
+        COMMON, error_type="builtins.KeyError", kind="mail.send", reason="attempts_exhausted"
+    )
+    rare = dead_letters(
+        RARE, error_type="builtins.LookupError", kind="shop.Charge", reason="moved_from_failed"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    count = explain_each(count_matching(where))[-1]
+    assert count["Actual Rows"] == 1
+    page = explain_each(list_entries(where, limit=50))[-1]
+    walk = explain_each(matching_ids(where, limit=50))[-1]
+    for root in (count, page, walk):
+        assert rows_read(root, "dlq_entries") <= 2 * RARE
+    assert page["Actual Rows"] == walk["Actual Rows"] == RARE
+    with connection.cursor() as cursor:
+        assert run_read(cursor, count_matching(where)) == RARE
+        assert sorted(run_read(cursor, matching_ids(where, limit=50))) == rare
+
+
+def test_held_steps_are_read_from_their_own_index(awa_db):
+    awa.enqueue_many("tests.noop", [{"n": n} for n in range(COMMON)], run_at=timedelta(days=1))
+    for n in range(RARE):
+        awa.Workflow(f"held-{n}").step("a", "tests.noop").step(
+            "b", "tests.noop", after=["a"]
+        ).enqueue()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT job_id FROM awa.deferred_jobs WHERE state = 'held'")
+        held = [row[0] for row in cursor.fetchall()]
+    assert len(held) == RARE
+    params = {"before": 2**63 - 1, "size": 51, "state": "held", "queue": None, "kind": None}
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    root = explain(queries("browse")["deferred_job_ids"], params)
+    assert root["Actual Rows"] == RARE
+    assert rows_read(root, "deferred_jobs") <= RARE
+    with connection.cursor() as cursor:
+        page = run_read(
+            cursor, list_jobs(where=JobFilter(state="held"), before=None, limit=50, count=True)
+        )
+        assert [job.job_id for job in page.jobs] == sorted(held, reverse=True)
+        assert page.count == RARE
+        assert run_read(cursor, count_in_state("held", JobFilter())) == RARE
+
+
+WAITING = 200
+CLAIMED = 5_000
+
+
+def test_the_available_count_reads_only_what_waits(operator_client):
+    """Jobs waiting in one queue under a newer hot lane of another, all claimed: the count
+    behind the state page and *Cancel all matching…* reads the waiting rows, not the claimed
+    ones above them (it walked every ready row newest first, probing each for its claim)."""
+    waiting = awa.enqueue_many("tests.noop", [{"n": n} for n in range(WAITING)], queue="default")
+    awa.cancel(waiting[0])
+    hot_lane(CLAIMED, still_open=1)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    # A pair's ready rows are read by the index-only check of how many it has and, for a pair
+    # with few, walked once; finding the pairs reads an index entry or so per pair.
+    for where, bound in ((JobFilter(), WAITING), (JobFilter(queue="default"), 2 * WAITING + 10)):
+        plans = explain_each(count_in_state("available", where))
+        read = [ring_rows_read(root, "ready_entries") for root in plans]
+        assert sum(read) <= bound, (where, read)
+    for where in (JobFilter(), JobFilter(queue="default"), JobFilter(kind="tests.noop")):
+        with connection.cursor() as cursor:
+            assert run_read(cursor, count_in_state("available", where)) == WAITING - 1
+    listed = operator_client.get(reverse("admin:awa_django_job_changelist"), {"state": "available"})
+    assert listed.context["page"].count == WAITING - 1
