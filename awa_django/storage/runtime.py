@@ -117,7 +117,30 @@ def _declarations(
     return Statement(sql=_SQL["publish_declarations"], params=params, read=nothing)
 
 
-def write_snapshot(snapshot: RuntimeSnapshot, declared: DeclaredByProcess) -> Statement[None]:
+@dataclass(frozen=True, slots=True)
+class RuntimeReport:
+    """What the server answers a written snapshot."""
+
+    # Live processes (refreshed within ``fresh_s``) that compete with this one for the leader
+    # lock or for the candidate lock of one of its queues, itself included (the fewest over
+    # those roles).
+    peers: int
+    # The live concurrency operators set, for those of its queues that have one.
+    concurrency: dict[str, int]
+
+
+def _report(rows: list[Any]) -> RuntimeReport:
+    peers, concurrency = rows[0]
+    return RuntimeReport(
+        peers=max(1, int(peers)), concurrency={q: int(n) for q, n in concurrency.items()}
+    )
+
+
+def write_snapshot(
+    snapshot: RuntimeSnapshot, declared: DeclaredByProcess, *, fresh_s: float
+) -> Statement[RuntimeReport]:
+    """Write the whole snapshot and read back, in the same statement, the process's peers
+    (counted among the rows refreshed within ``fresh_s``) and its queues' live concurrency."""
     params = {
         "instance_id": snapshot.instance_id,
         "hostname": snapshot.hostname,
@@ -131,30 +154,15 @@ def write_snapshot(snapshot: RuntimeSnapshot, declared: DeclaredByProcess) -> St
         "shutting_down": snapshot.shutting_down,
         "queue_hashes": json.dumps({q.queue: q.hash for q in declared.queues}),
         "kind_hashes": json.dumps({k.kind: k.hash for k in declared.kinds}),
+        "fresh_s": fresh_s,
     }
-    return Statement(sql=_SQL["upsert_runtime"], params=params, read=nothing)
+    return Statement(sql=_SQL["report_runtime"], params=params, read=_report, json=("concurrency",))
 
 
 def touch_snapshot(*, instance_id: str) -> Statement[bool]:
     """Refresh the row's ``last_seen_at`` alone; False when there is no row to refresh."""
     params = {"instance_id": instance_id}
     return Statement(sql=_SQL["touch_runtime"], params=params, read=any_row)
-
-
-def _peers(rows: list[Any]) -> int:
-    return max(1, int(rows[0][0])) if rows else 1
-
-
-def count_peers(*, instance_id: str, queues: list[str], fresh_s: float) -> Statement[int]:
-    """How many live processes (refreshed within ``fresh_s``) compete with ``instance_id`` for
-    the leader lock or for the candidate lock of one of ``queues``, itself included (the
-    fewest over those roles)."""
-    params = {
-        "instance_id": instance_id,
-        "queues": json.dumps(dict.fromkeys(queues, 1)),
-        "fresh_s": fresh_s,
-    }
-    return Statement(sql=_SQL["count_peers"], params=params, read=_peers)
 
 
 def delete_runtime(*, instance_id: str) -> Statement[int]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from django.db import connection
 from django.test import override_settings
 
 import awa_django as awa
@@ -74,5 +75,37 @@ def test_a_poll_only_worker_applies_the_value_at_start_and_when_it_reads_again()
             wait_until(lambda: [r.queues for r in awa.runtimes.list()] == [{"default": 7}])
             awa.queues.reset_concurrency("default")
             wait_until(lambda: dispatcher.permits.total == 2, timeout=5)
+        finally:
+            worker.stop()
+
+
+def set_concurrency_unannounced(queue: str, concurrency: int) -> None:
+    """As if the awa_control notification were lost (sent while the session was down)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.queue_meta (queue, concurrency) VALUES (%s, %s)"
+            " ON CONFLICT (queue) DO UPDATE SET concurrency = excluded.concurrency",
+            [queue, concurrency],
+        )
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_a_worker_with_a_session_applies_a_value_it_was_not_told_about_from_its_snapshots():
+    """The notification is the way a change arrives; the snapshots a worker writes whole (at
+    least every DECLARATIONS_EVERY intervals) read the values back as the safety net, in the
+    snapshot's own statement (#37), even while the worker idles."""
+    settings = {
+        "QUEUES": {"default": {"concurrency": 2}},
+        "RUNTIME_SNAPSHOT_INTERVAL_S": 0.2,
+        "RUNTIME_STALE_AFTER_S": 1.2,
+    }
+    with override_settings(AWA=settings):
+        worker = BackgroundWorker(maintenance=False).start()
+        try:
+            dispatcher = worker.runtime._dispatchers.by_queue["default"]
+            assert dispatcher.permits.total == 2
+            set_concurrency_unannounced("default", 6)
+            wait_until(lambda: dispatcher.permits.total == 6, timeout=5)
+            wait_until(lambda: [r.queues for r in awa.runtimes.list()] == [{"default": 6}])
         finally:
             worker.stop()

@@ -60,19 +60,30 @@ SELECT v.described, v.name, v.descriptor_hash, v.fields
  ORDER BY v.described, v.name, v.descriptor_hash
 ON CONFLICT (described, name, descriptor_hash) DO NOTHING
 
--- name: upsert_runtime
--- Writes one process's runtime snapshot.
-INSERT INTO awa.runtime_instances (instance_id, hostname, pid, version, started_at,
-                                   last_seen_at, queues, in_flight, is_leader, healthy,
-                                   shutting_down, queue_hashes, kind_hashes)
-VALUES (%(instance_id)s, %(hostname)s, %(pid)s, %(version)s, %(started_at)s, now(),
-        %(queues)s::jsonb, %(in_flight)s, %(is_leader)s, %(healthy)s, %(shutting_down)s,
-        %(queue_hashes)s::jsonb, %(kind_hashes)s::jsonb)
-ON CONFLICT (instance_id) DO UPDATE
-   SET last_seen_at = now(), queues = excluded.queues, in_flight = excluded.in_flight,
-       is_leader = excluded.is_leader, healthy = excluded.healthy,
-       shutting_down = excluded.shutting_down, queue_hashes = excluded.queue_hashes,
-       kind_hashes = excluded.kind_hashes
+-- name: report_runtime
+-- Writes one process's runtime snapshot and answers, in the same statement, what the process
+-- reads back: how many live processes compete with it for a role (its session tries slow down
+-- as that grows) and the live concurrency operators set on its queues (the safety net behind
+-- the awa_control notifications). They were two more statements, each its own transaction,
+-- that every idle process sent (#37).
+WITH written AS (
+    INSERT INTO awa.runtime_instances (instance_id, hostname, pid, version, started_at,
+                                       last_seen_at, queues, in_flight, is_leader, healthy,
+                                       shutting_down, queue_hashes, kind_hashes)
+    VALUES (%(instance_id)s, %(hostname)s, %(pid)s, %(version)s, %(started_at)s, now(),
+            %(queues)s::jsonb, %(in_flight)s, %(is_leader)s, %(healthy)s, %(shutting_down)s,
+            %(queue_hashes)s::jsonb, %(kind_hashes)s::jsonb)
+    ON CONFLICT (instance_id) DO UPDATE
+       SET last_seen_at = now(), queues = excluded.queues, in_flight = excluded.in_flight,
+           is_leader = excluded.is_leader, healthy = excluded.healthy,
+           shutting_down = excluded.shutting_down, queue_hashes = excluded.queue_hashes,
+           kind_hashes = excluded.kind_hashes
+)
+SELECT ({{count_peers}}) AS peers,
+       (SELECT coalesce(jsonb_object_agg(m.queue, m.concurrency), '{}'::jsonb)
+          FROM awa.queue_meta m
+         WHERE m.queue IN (SELECT jsonb_object_keys(%(queues)s::jsonb))
+           AND m.concurrency IS NOT NULL) AS concurrency
 
 -- name: touch_runtime
 -- Refreshes a snapshot that did not change since it was written (#37): one timestamp, a HOT
