@@ -85,18 +85,24 @@ class RuntimeSnapshot:
 def publish_declarations(declared: DeclaredByProcess) -> Statement[None]:
     """Publish each declared queue's DLQ policy, upsert queue and kind descriptors and record
     the values behind their hashes, in one statement."""
-    queues = declared.queues
-    return _declarations(queues, declared.kinds, {q.queue: q.dlq for q in queues})
+    params = _declared(declared)
+    return Statement(sql=_SQL["publish_declarations"], params=params, read=nothing)
 
 
 def sync_queue_policies(dlq_enabled: Mapping[str, bool]) -> Statement[None]:
     """Publish each queue's DLQ policy where the close statement reads it."""
-    return _declarations((), (), dlq_enabled)
+    params = _declarations((), (), dlq_enabled)
+    return Statement(sql=_SQL["publish_declarations"], params=params, read=nothing)
+
+
+def _declared(declared: DeclaredByProcess) -> dict[str, list[Any]]:
+    queues = declared.queues
+    return _declarations(queues, declared.kinds, {q.queue: q.dlq for q in queues})
 
 
 def _declarations(
     queues: Sequence[DeclaredQueue], kinds: Sequence[DeclaredKind], policies: Mapping[str, bool]
-) -> Statement[None]:
+) -> dict[str, list[Any]]:
     versions = [("queue", q.queue, q.hash, q.fields) for q in queues]
     versions += [("kind", k.kind, k.hash, k.fields) for k in kinds]
     params: dict[str, list[Any]] = {
@@ -114,7 +120,7 @@ def _declarations(
         "hashes": [v[2] for v in versions],
         "fields": [json.dumps(v[3]) for v in versions],
     }
-    return Statement(sql=_SQL["publish_declarations"], params=params, read=nothing)
+    return params
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,11 +143,13 @@ def _report(rows: list[Any]) -> RuntimeReport:
 
 
 def write_snapshot(
-    snapshot: RuntimeSnapshot, declared: DeclaredByProcess, *, fresh_s: float
+    snapshot: RuntimeSnapshot, declared: DeclaredByProcess, *, fresh_s: float, publish: bool
 ) -> Statement[RuntimeReport]:
-    """Write the whole snapshot and read back, in the same statement, the process's peers
+    """Write the whole snapshot, after the declarations when ``publish`` (as
+    ``publish_declarations``), and read back, in the same statement, the process's peers
     (counted among the rows refreshed within ``fresh_s``) and its queues' live concurrency."""
     params = {
+        **(_declared(declared) if publish else _declarations((), (), {})),
         "instance_id": snapshot.instance_id,
         "hostname": snapshot.hostname,
         "pid": snapshot.pid,

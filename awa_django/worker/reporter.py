@@ -28,7 +28,6 @@ from awa_django.ops.descriptors import Declarations
 from awa_django.storage.runtime import (
     RuntimeSnapshot,
     delete_runtime,
-    publish_declarations,
     touch_snapshot,
     write_snapshot,
 )
@@ -136,13 +135,14 @@ class RuntimeReporter:
         )
 
     async def report_once(self) -> None:
-        """Report once an interval: after the declarations on the first call and once every
+        """Report once an interval, with the declarations on the first call and once every
         ``DECLARATIONS_EVERY`` calls. A snapshot that changed (and the first two: by the
         second, a fleet that started together has written its rows and each process learns
-        how many peers it has) is written whole, which reads the peers and the live concurrency
-        back in the same statement. An unchanged one only refreshes its row's ``last_seen_at``,
-        which is what readers judge liveness by, and only once ``idle_intervals`` calls passed
-        since the row was last written: an idle process sends nothing in between (#37)."""
+        how many peers it has) is written whole, in one statement that also publishes the
+        declarations when they are due and reads the peers and the live concurrency back. An
+        unchanged one only refreshes its row's ``last_seen_at``, which is what readers judge
+        liveness by, and only once ``idle_intervals`` calls passed since the row was last
+        written: an idle process sends nothing in between (#37)."""
         self._since_declared += 1
         self._since_refreshed += 1
         declarations = self._reports == 0 or self._since_declared >= DECLARATIONS_EVERY
@@ -153,11 +153,12 @@ class RuntimeReporter:
             return
         report = None
         async with self._pool.connection() as conn:
-            if declarations:
-                await run_async(conn, publish_declarations(self._declared))
             if whole or not await run_async(conn, touch_snapshot(instance_id=snapshot.instance_id)):
                 report = await run_async(
-                    conn, write_snapshot(snapshot, self._declared, fresh_s=self._fresh_s)
+                    conn,
+                    write_snapshot(
+                        snapshot, self._declared, fresh_s=self._fresh_s, publish=declarations
+                    ),
                 )
         self._written = snapshot
         self._reports += 1

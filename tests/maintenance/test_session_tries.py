@@ -182,7 +182,9 @@ def test_the_snapshot_counts_the_live_processes_that_compete_for_each_role() -> 
         )
         conn = await connect("default")
         try:
-            report = await run_async(conn, write_snapshot(me, Declarations(), fresh_s=30))
+            report = await run_async(
+                conn, write_snapshot(me, Declarations(), fresh_s=30, publish=False)
+            )
             return report.peers
         finally:
             await conn.close()
