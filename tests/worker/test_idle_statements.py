@@ -123,6 +123,44 @@ def test_snapshots_publish_the_declarations_once_in_a_while() -> None:
     assert seen[DECLARATIONS_EVERY] == seen[0]
 
 
+class Counted:
+    """The statements sent and the transactions opened on psycopg's async connections from
+    ``start`` until the monkeypatch is undone."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.transactions = 0
+
+    def start(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        execute, transaction = AsyncCursor.execute, AsyncConnection.transaction
+
+        async def counted_execute(cursor: AsyncCursor[Any], query: Any, *a: Any, **kw: Any) -> Any:
+            self.sent.append(str(query))
+            return await execute(cursor, query, *a, **kw)
+
+        def counted_transaction(conn: AsyncConnection[Any], *a: Any, **kw: Any) -> Any:
+            self.transactions += 1
+            return transaction(conn, *a, **kw)
+
+        monkeypatch.setattr(AsyncCursor, "execute", counted_execute)
+        monkeypatch.setattr(AsyncConnection, "transaction", counted_transaction)
+
+
+def idle_reporter(pool: Any, instance_id: str, **options: Any) -> RuntimeReporter:
+    """A reporter of one process with nothing in flight, serving ``default``."""
+    return RuntimeReporter(
+        pool,
+        instance_id=instance_id,
+        queues=options.pop("queues", {"default": 1}),
+        declared=declared(get_settings(), registry.jobs()),
+        interval_s=options.pop("interval_s", 10),
+        stale_after_s=options.pop("stale_after_s", 60),
+        started_at=datetime.now(UTC),
+        state=lambda: (0, False, True, False),
+        **options,
+    )
+
+
 def test_a_snapshot_that_publishes_sends_one_statement_and_no_transaction(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -130,44 +168,23 @@ def test_a_snapshot_that_publishes_sends_one_statement_and_no_transaction(
     them every DECLARATIONS_EVERY intervals, and four statements in a transaction (six round
     trips with BEGIN and COMMIT), then two statements, were the largest share of its
     statements (#37)."""
-    sent: list[str] = []
-    transactions = 0
-    execute, transaction = AsyncCursor.execute, AsyncConnection.transaction
-
-    async def counted_execute(self: AsyncCursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
-        sent.append(str(query))
-        return await execute(self, query, *args, **kw)
-
-    def counted_transaction(self: AsyncConnection[Any], *args: Any, **kw: Any) -> Any:
-        nonlocal transactions
-        transactions += 1
-        return transaction(self, *args, **kw)
+    counted = Counted()
 
     async def main() -> None:
         pool = await open_pool("default", max_size=1)
-        reporter = RuntimeReporter(
-            pool,
-            instance_id="reporter-count",
-            queues={"default": 1},
-            declared=declared(get_settings(), registry.jobs()),
-            interval_s=10,
-            stale_after_s=60,
-            started_at=datetime.now(UTC),
-            state=lambda: (0, False, True, False),
-        )
+        reporter = idle_reporter(pool, "reporter-count")
         try:
             async with pool.connection():
                 pass  # opened before counting
-            monkeypatch.setattr(AsyncCursor, "execute", counted_execute)
-            monkeypatch.setattr(AsyncConnection, "transaction", counted_transaction)
+            counted.start(monkeypatch)
             await reporter.report_once()
         finally:
             monkeypatch.undo()
             await pool.close()
 
     asyncio.run(main())
-    assert len(sent) == 1, sent
-    assert transactions == 0
+    assert len(counted.sent) == 1, counted.sent
+    assert counted.transactions == 0
     # And what it published is all there: the versions behind the hashes too.
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM awa.declared_versions")
@@ -284,37 +301,18 @@ def test_an_idle_process_refreshes_its_row_a_few_times_per_staleness_window(
     one whose snapshot does not change waits a third of RUNTIME_STALE_AFTER_S instead, and its
     row stays live throughout."""
     interval_s, stale_after_s, window_s = 0.25, 3.0, 4.0
-    sent: list[str] = []
-    transactions = 0
-    execute, transaction = AsyncCursor.execute, AsyncConnection.transaction
-
-    async def counted_execute(self: AsyncCursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
-        sent.append(str(query))
-        return await execute(self, query, *args, **kw)
-
-    def counted_transaction(self: AsyncConnection[Any], *args: Any, **kw: Any) -> Any:
-        nonlocal transactions
-        transactions += 1
-        return transaction(self, *args, **kw)
+    counted = Counted()
 
     async def main() -> list[list[tuple[str, datetime, bool]]]:
         pool = await open_pool("default", max_size=1)
-        reporter = RuntimeReporter(
-            pool,
-            instance_id="idle-test",
-            queues={"default": 1},
-            declared=declared(get_settings(), registry.jobs()),
-            interval_s=interval_s,
-            stale_after_s=stale_after_s,
-            started_at=datetime.now(UTC),
-            state=lambda: (0, False, True, False),
+        reporter = idle_reporter(
+            pool, "idle-test", interval_s=interval_s, stale_after_s=stale_after_s
         )
         samples = []
         try:
             await reporter.start()
             await asyncio.sleep(1.0)  # past the first snapshots
-            monkeypatch.setattr(AsyncCursor, "execute", counted_execute)
-            monkeypatch.setattr(AsyncConnection, "transaction", counted_transaction)
+            counted.start(monkeypatch)
             deadline = asyncio.get_running_loop().time() + window_s
             while asyncio.get_running_loop().time() < deadline:
                 samples.append(await asyncio.to_thread(live_rows, stale_after_s))
@@ -332,9 +330,9 @@ def test_an_idle_process_refreshes_its_row_a_few_times_per_staleness_window(
     # transaction, where a refresh every interval made them 8 (5 refreshes, the
     # republication, the snapshot and the peer count): about 5 in the 16 intervals of the
     # window against 21.
-    assert len(sent) <= 8, sent
-    assert transactions == 0
-    assert any("last_seen_at = now()" in q for q in sent)
+    assert len(counted.sent) <= 8, counted.sent
+    assert counted.transactions == 0
+    assert any("last_seen_at = now()" in q for q in counted.sent)
     # Live at every look, and refreshed during the window.
     assert all(rows and all(live for _, _, live in rows) for rows in samples), samples
     assert len({seen for rows in samples for _, seen, _ in rows}) >= 2
@@ -346,39 +344,28 @@ def test_a_whole_snapshot_reads_the_peers_and_the_live_concurrency_in_its_statem
     """#37: the peer count and the live-concurrency read were two more statements (and
     transactions) of every idle process; they are read back by the snapshot's own statement."""
     awa.queues.set_concurrency("default", 4, by="alice")
-    sent: list[str] = []
-    execute = AsyncCursor.execute
-
-    async def counted_execute(self: AsyncCursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
-        sent.append(str(query))
-        return await execute(self, query, *args, **kw)
-
+    counted = Counted()
     peers: list[int] = []
     concurrency: list[dict[str, int]] = []
 
     async def main() -> None:
         pool = await open_pool("default", max_size=1)
-        reporter = RuntimeReporter(
+        reporter = idle_reporter(
             pool,
-            instance_id="report-test",
+            "report-test",
             queues={"default": 1, "other": 1},
-            declared=declared(get_settings(), registry.jobs()),
-            interval_s=10,
-            stale_after_s=60,
-            started_at=datetime.now(UTC),
-            state=lambda: (0, False, True, False),
             on_peers=peers.append,
             on_concurrency=concurrency.append,
         )
         try:
             await reporter.report_once()  # declarations and the snapshot
-            monkeypatch.setattr(AsyncCursor, "execute", counted_execute)
+            counted.start(monkeypatch)
             await reporter.report_once()  # the second: whole, the peers counted
         finally:
             monkeypatch.undo()
             await pool.close()
 
     asyncio.run(main())
-    assert len(sent) == 1, sent
+    assert len(counted.sent) == 1, counted.sent
     assert peers == [1, 1]
     assert concurrency == [{"default": 4}, {"default": 4}]
