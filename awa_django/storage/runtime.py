@@ -85,18 +85,24 @@ class RuntimeSnapshot:
 def publish_declarations(declared: DeclaredByProcess) -> Statement[None]:
     """Publish each declared queue's DLQ policy, upsert queue and kind descriptors and record
     the values behind their hashes, in one statement."""
-    queues = declared.queues
-    return _declarations(queues, declared.kinds, {q.queue: q.dlq for q in queues})
+    params = _declared(declared)
+    return Statement(sql=_SQL["publish_declarations"], params=params, read=nothing)
 
 
 def sync_queue_policies(dlq_enabled: Mapping[str, bool]) -> Statement[None]:
     """Publish each queue's DLQ policy where the close statement reads it."""
-    return _declarations((), (), dlq_enabled)
+    params = _declarations((), (), dlq_enabled)
+    return Statement(sql=_SQL["publish_declarations"], params=params, read=nothing)
+
+
+def _declared(declared: DeclaredByProcess) -> dict[str, list[Any]]:
+    queues = declared.queues
+    return _declarations(queues, declared.kinds, {q.queue: q.dlq for q in queues})
 
 
 def _declarations(
     queues: Sequence[DeclaredQueue], kinds: Sequence[DeclaredKind], policies: Mapping[str, bool]
-) -> Statement[None]:
+) -> dict[str, list[Any]]:
     versions = [("queue", q.queue, q.hash, q.fields) for q in queues]
     versions += [("kind", k.kind, k.hash, k.fields) for k in kinds]
     params: dict[str, list[Any]] = {
@@ -114,11 +120,36 @@ def _declarations(
         "hashes": [v[2] for v in versions],
         "fields": [json.dumps(v[3]) for v in versions],
     }
-    return Statement(sql=_SQL["publish_declarations"], params=params, read=nothing)
+    return params
 
 
-def write_snapshot(snapshot: RuntimeSnapshot, declared: DeclaredByProcess) -> Statement[None]:
+@dataclass(frozen=True, slots=True)
+class RuntimeReport:
+    """What the server answers a written snapshot."""
+
+    # Live processes (refreshed within ``fresh_s``) that compete with this one for the leader
+    # lock or for the candidate lock of one of its queues, itself included (the fewest over
+    # those roles).
+    peers: int
+    # The live concurrency operators set, for those of its queues that have one.
+    concurrency: dict[str, int]
+
+
+def _report(rows: list[Any]) -> RuntimeReport:
+    peers, concurrency = rows[0]
+    return RuntimeReport(
+        peers=max(1, int(peers)), concurrency={q: int(n) for q, n in concurrency.items()}
+    )
+
+
+def write_snapshot(
+    snapshot: RuntimeSnapshot, declared: DeclaredByProcess, *, fresh_s: float, publish: bool
+) -> Statement[RuntimeReport]:
+    """Write the whole snapshot, after the declarations when ``publish`` (as
+    ``publish_declarations``), and read back, in the same statement, the process's peers
+    (counted among the rows refreshed within ``fresh_s``) and its queues' live concurrency."""
     params = {
+        **(_declared(declared) if publish else _declarations((), (), {})),
         "instance_id": snapshot.instance_id,
         "hostname": snapshot.hostname,
         "pid": snapshot.pid,
@@ -131,30 +162,15 @@ def write_snapshot(snapshot: RuntimeSnapshot, declared: DeclaredByProcess) -> St
         "shutting_down": snapshot.shutting_down,
         "queue_hashes": json.dumps({q.queue: q.hash for q in declared.queues}),
         "kind_hashes": json.dumps({k.kind: k.hash for k in declared.kinds}),
+        "fresh_s": fresh_s,
     }
-    return Statement(sql=_SQL["upsert_runtime"], params=params, read=nothing)
+    return Statement(sql=_SQL["report_runtime"], params=params, read=_report, json=("concurrency",))
 
 
 def touch_snapshot(*, instance_id: str) -> Statement[bool]:
     """Refresh the row's ``last_seen_at`` alone; False when there is no row to refresh."""
     params = {"instance_id": instance_id}
     return Statement(sql=_SQL["touch_runtime"], params=params, read=any_row)
-
-
-def _peers(rows: list[Any]) -> int:
-    return max(1, int(rows[0][0])) if rows else 1
-
-
-def count_peers(*, instance_id: str, queues: list[str], fresh_s: float) -> Statement[int]:
-    """How many live processes (refreshed within ``fresh_s``) compete with ``instance_id`` for
-    the leader lock or for the candidate lock of one of ``queues``, itself included (the
-    fewest over those roles)."""
-    params = {
-        "instance_id": instance_id,
-        "queues": json.dumps(dict.fromkeys(queues, 1)),
-        "fresh_s": fresh_s,
-    }
-    return Statement(sql=_SQL["count_peers"], params=params, read=_peers)
 
 
 def delete_runtime(*, instance_id: str) -> Statement[int]:

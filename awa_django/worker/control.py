@@ -5,10 +5,11 @@ restart.
 How it works: the change is a column of the queue's control row, and its commit sends
 ``pg_notify('awa_control', <queue>)``; the session hands that here and one read of our queues'
 rows follows. The rows are also read at start, whenever the session is (back) up, and every
-``interval_s`` in any case: a poll-only worker has no session, and a notification sent while the
-connection was down is lost. A dispatcher's permits are resized in place (``Permits.resize``):
-raised, it claims at once; lowered, running jobs finish and new ones start only below the new
-value.
+``interval_s`` in any case (a poll-only worker has no session); the runtime snapshots a worker
+writes whole read them too (``apply``), which with a session is the only periodic read: a
+notification sent while the connection was down is lost. A dispatcher's permits are resized
+in place (``Permits.resize``): raised, it claims at once; lowered, running jobs finish and new
+ones start only below the new value.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class ConcurrencyControl(Loop):
         *,
         configured: Mapping[str, int],
         threads: HandlerThreads | None,
-        interval_s: float,
+        interval_s: float | None,
     ) -> None:
         self._pool = pool
         self._dispatchers = dispatchers
@@ -67,6 +68,12 @@ class ConcurrencyControl(Loop):
     async def refresh(self) -> None:
         async with self._pool.connection() as conn:
             found = await run_async(conn, concurrency_overrides(queues=list(self._dispatchers)))
+        self.apply(found)
+
+    def apply(self, found: Mapping[str, int]) -> None:
+        """Run each queue at ``found`` (the values operators set, by queue), the configured
+        value for a queue it leaves out."""
+        found = {q: n for q, n in found.items() if q in self._dispatchers}
         if found == self._set:
             return
         if self.threads is not None:

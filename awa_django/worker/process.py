@@ -58,7 +58,7 @@ from awa_django.worker.heartbeat import Heartbeat
 from awa_django.worker.job_log import JobLog, JobLogConfig
 from awa_django.worker.notifier import LISTEN_CHANNELS, Notifier
 from awa_django.worker.rate_limit import RateLimit
-from awa_django.worker.reporter import DECLARATIONS_EVERY, RuntimeReporter
+from awa_django.worker.reporter import RuntimeReporter
 from awa_django.worker.service import Service, Services, Shutdown
 from awa_django.worker.wake import TAKEN_RETRY_POLLS, WakeLocks
 from awa_django.worker.weighted import QueueShare, WeightedPermits
@@ -100,6 +100,9 @@ class WorkerConfig:
     # What this process declares (DLQ policies, descriptors), published with its snapshot.
     declared: Declarations = field(default_factory=Declarations)
     runtime_snapshot_interval_s: float = 10.0
+    # A runtime row silent this long is dead (AWA["RUNTIME_STALE_AFTER_S"]): an idle process
+    # refreshes its row three times within it.
+    runtime_stale_after_s: float = 60.0
     # False (AWA["WORKER_SESSION"]): poll-only, no session connection (no LISTEN, no wake
     # locks, a leader lease instead of the session lock), for a transaction pooler.
     session: bool = True
@@ -248,6 +251,7 @@ def config_from_settings(
         },
         declared=declared(conf, registry.jobs(), database=database),
         runtime_snapshot_interval_s=conf.RUNTIME_SNAPSHOT_INTERVAL_S,
+        runtime_stale_after_s=conf.RUNTIME_STALE_AFTER_S,
         session=conf.WORKER_SESSION,
         # Without queues, one connection for the maintenance passes (and one session).
         pool_size=conf.WORKER_POOL_SIZE if chosen else 1,
@@ -445,9 +449,9 @@ class WorkerProcess:
             self._dispatchers.by_queue,
             configured=config.queues,
             threads=None,  # set below for a worker in hard-reserved mode
-            # With a session, changes arrive by notification and this read is a safety net.
-            interval_s=config.runtime_snapshot_interval_s
-            * (DECLARATIONS_EVERY if config.session else 1),
+            # With a session, changes arrive by notification, and the snapshots written whole
+            # (at least every DECLARATIONS_EVERY intervals) read the values as a safety net.
+            interval_s=None if config.session else config.runtime_snapshot_interval_s,
         )
         reporter = RuntimeReporter(
             pool,
@@ -456,12 +460,14 @@ class WorkerProcess:
             declared=config.declared,
             schedules=config.schedules(),
             interval_s=config.runtime_snapshot_interval_s,
+            stale_after_s=config.runtime_stale_after_s,
             started_at=_utcnow(),
             state=self._snapshot_state,
             stopping=self.stopping,
             changed=None if self.maintainer is None else self.maintainer.leadership_changed,
             on_peers=None if tries is None else tries.set_peers,
             concurrency=control.effective,
+            on_concurrency=control.apply,
         )
         services: list[Service] = [Connections(pool)]
         if not listening:

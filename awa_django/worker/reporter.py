@@ -1,10 +1,11 @@
 """Instance reporting: a worker (or ``awa_maintenance``) publishes its declarations (DLQ
 policies, queue and kind descriptors) and a snapshot of itself, its runtime instance row, at
-start, then every ``interval_s`` until it stops, and deletes that row on a clean exit.
+start, then every ``interval_s`` until it stops, and deletes that row on a clean exit. While
+its snapshot does not change, a process refreshes its row only every ``idle_intervals``.
 
 Publishing at start, before the first claim, is what makes a queue's DLQ policy known to
-``awa.close_attempts`` by the time its jobs can fail. The declarations go again with every
-``DECLARATIONS_EVERY``-th snapshot only (see there).
+``awa.close_attempts`` by the time its jobs can fail. The declarations go again once every
+``DECLARATIONS_EVERY`` intervals only (see there).
 """
 
 from __future__ import annotations
@@ -26,9 +27,7 @@ from awa_django.ops.cron_publish import publish_schedules
 from awa_django.ops.descriptors import Declarations
 from awa_django.storage.runtime import (
     RuntimeSnapshot,
-    count_peers,
     delete_runtime,
-    publish_declarations,
     touch_snapshot,
     write_snapshot,
 )
@@ -36,13 +35,22 @@ from awa_django.storage.statement import run_async
 
 logger = logging.getLogger(__name__)
 
-# The snapshots that publish the declarations again: one in this many (the first always). They
-# do not change while a process runs, and publishing them (four statements in a transaction
-# until they became one, writing nothing when the rows agree) was most of what an idle worker's
-# snapshot cost the server (#37). Republishing still brings the stored descriptors and DLQ
-# policies back to a live worker's within this many intervals after a worker of another version
-# wrote its own.
+# The snapshots that publish the declarations again: one per this many intervals (the first
+# always). They do not change while a process runs, and publishing them (four statements in a
+# transaction until they became one, writing nothing when the rows agree) was most of what an
+# idle worker's snapshot cost the server (#37). Republishing still brings the stored
+# descriptors and DLQ policies back to a live worker's within this many intervals after a worker
+# of another version wrote its own, and the peers and the live concurrency are read with them.
 DECLARATIONS_EVERY = 6
+
+
+def idle_intervals(interval_s: float, stale_after_s: float) -> int:
+    """How many intervals apart a process refreshes its row while its snapshot does not change:
+    as many as fit in a third of ``stale_after_s``, so that a live process refreshes its row at
+    least three times within the window that judges it dead (RUNTIME_STALE_AFTER_S). Each
+    refresh of an idle process was its own transaction, the largest share of what an idle
+    fleet's size cost the server (#37)."""
+    return max(1, int(stale_after_s / 3 // interval_s))
 
 
 def package_version() -> str:
@@ -56,7 +64,9 @@ class RuntimeReporter:
     """Writes one process's declarations and snapshot; ``state()`` supplies the live fields
     (in-flight count, leader flag, health, shutting down). As a service: ``start`` writes the
     declared cron ``schedules`` and the first snapshot, then reports until ``stop``, which
-    deletes the row; ``stopping`` and ``changed`` are what ``run`` watches."""
+    deletes the row; ``stopping`` and ``changed`` are what ``run`` watches. Each snapshot
+    written whole tells ``on_peers`` how many live processes compete for this one's roles and
+    ``on_concurrency`` the live concurrency of its queues."""
 
     name = "reporter"
 
@@ -68,6 +78,7 @@ class RuntimeReporter:
         queues: dict[str, int],
         declared: Declarations,
         interval_s: float,
+        stale_after_s: float,
         started_at: datetime,
         state: Callable[[], tuple[int, bool, bool, bool]],
         schedules: list[dict[str, Any]] | None = None,
@@ -75,10 +86,11 @@ class RuntimeReporter:
         changed: asyncio.Event | None = None,
         on_peers: Callable[[int], None] | None = None,
         concurrency: Callable[[], dict[str, int]] | None = None,
+        on_concurrency: Callable[[dict[str, int]], None] | None = None,
     ) -> None:
         self._pool = pool
-        # Told, after each snapshot, how many live processes compete for this one's roles.
         self._on_peers = on_peers
+        self._on_concurrency = on_concurrency
         self._schedules = schedules or []
         self._stopping = stopping or asyncio.Event()
         self._changed = changed
@@ -88,8 +100,14 @@ class RuntimeReporter:
         self._concurrency = concurrency
         self._declared = declared
         self._interval_s = interval_s
+        self._idle_intervals = idle_intervals(interval_s, stale_after_s)
+        # A process refreshes its row at least every idle_intervals: one silent for three of
+        # those is gone.
+        self._fresh_s = 3 * self._idle_intervals * interval_s
         self._state = state
-        self._reports = 0  # snapshots written so far
+        self._reports = 0  # calls of report_once so far
+        self._since_declared = 0  # calls since the declarations were last published
+        self._since_refreshed = 0  # calls since the row was last written or refreshed
         self._written: RuntimeSnapshot | None = None  # the last one written whole
         # The fields that never change; snapshot() fills in the live ones.
         self._base = RuntimeSnapshot(
@@ -117,38 +135,41 @@ class RuntimeReporter:
         )
 
     async def report_once(self) -> None:
-        """Write the snapshot, after the declarations on the first call and every
-        ``DECLARATIONS_EVERY``-th. A snapshot equal to the last one written only refreshes its
-        row's ``last_seen_at``, which is what readers judge liveness by (#37)."""
-        declarations = self._reports % DECLARATIONS_EVERY == 0
+        """Report once an interval, with the declarations on the first call and once every
+        ``DECLARATIONS_EVERY`` calls. A snapshot that changed (and the first two: by the
+        second, a fleet that started together has written its rows and each process learns
+        how many peers it has) is written whole, in one statement that also publishes the
+        declarations when they are due and reads the peers and the live concurrency back. An
+        unchanged one only refreshes its row's ``last_seen_at``, which is what readers judge
+        liveness by, and only once ``idle_intervals`` calls passed since the row was last
+        written: an idle process sends nothing in between (#37)."""
+        self._since_declared += 1
+        self._since_refreshed += 1
+        declarations = self._reports == 0 or self._since_declared >= DECLARATIONS_EVERY
         snapshot = self.snapshot()
-        # The peers are counted with the declarations, and with the second snapshot, by which
-        # time a fleet that started together has written its rows.
-        count = self._on_peers is not None and (declarations or self._reports == 1)
-        peers = 1
+        whole = declarations or self._reports == 1 or snapshot != self._written
+        if not whole and self._since_refreshed < self._idle_intervals:
+            self._reports += 1
+            return
+        report = None
         async with self._pool.connection() as conn:
-            if declarations:
-                await run_async(conn, publish_declarations(self._declared))
-            if (
-                declarations
-                or snapshot != self._written
-                or not await run_async(conn, touch_snapshot(instance_id=snapshot.instance_id))
-            ):
-                await run_async(conn, write_snapshot(snapshot, self._declared))
-            if count:
-                # A process refreshes its row every interval: one silent for three is gone.
-                peers = await run_async(
+            if whole or not await run_async(conn, touch_snapshot(instance_id=snapshot.instance_id)):
+                report = await run_async(
                     conn,
-                    count_peers(
-                        instance_id=snapshot.instance_id,
-                        queues=sorted(snapshot.queues),
-                        fresh_s=3 * self._interval_s,
+                    write_snapshot(
+                        snapshot, self._declared, fresh_s=self._fresh_s, publish=declarations
                     ),
                 )
         self._written = snapshot
         self._reports += 1
-        if count and self._on_peers is not None:
-            self._on_peers(peers)
+        self._since_refreshed = 0
+        if declarations:
+            self._since_declared = 0
+        if report is not None:
+            if self._on_peers is not None:
+                self._on_peers(report.peers)
+            if self._on_concurrency is not None:
+                self._on_concurrency(report.concurrency)
 
     async def run(
         self,

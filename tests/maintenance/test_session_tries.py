@@ -5,6 +5,7 @@ the live processes that compete for them, and a dead holder still replaced."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -13,10 +14,11 @@ from django.db import connection
 from awa_django.core import session_tries
 from awa_django.core.session_tries import FLEET_TRY_S, MAX_INTERVAL_S, SessionTries
 from awa_django.maintenance.leader import LEADER_LOCK_KEY, LeaderElector
+from awa_django.ops.descriptors import Declarations
 from awa_django.storage import control
 from awa_django.storage import wake as wake_storage
 from awa_django.storage.connections import connect
-from awa_django.storage.runtime import count_peers
+from awa_django.storage.runtime import RuntimeSnapshot, write_snapshot
 from awa_django.storage.session import SharedSession
 from awa_django.storage.statement import run_async
 from awa_django.worker import wake
@@ -166,11 +168,24 @@ def test_the_snapshot_counts_the_live_processes_that_compete_for_each_role() -> 
     add("me", '{"beta": 1}', 0)  # this process's own row: counted once, as itself
 
     async def snapshot(queues: dict[str, int]) -> int:
+        me = RuntimeSnapshot(
+            instance_id="me",
+            hostname="test",
+            pid=1,
+            version="test",
+            started_at=datetime.now(UTC),
+            queues=queues,
+            in_flight=0,
+            is_leader=False,
+            healthy=True,
+            shutting_down=False,
+        )
         conn = await connect("default")
         try:
-            return await run_async(
-                conn, count_peers(instance_id="me", queues=list(queues), fresh_s=30)
+            report = await run_async(
+                conn, write_snapshot(me, Declarations(), fresh_s=30, publish=False)
             )
+            return report.peers
         finally:
             await conn.close()
 

@@ -1,7 +1,8 @@
 """What an idle worker sends the server (issue #37), piece by piece against a real server: a
 process that is not its queue's waiting candidate does not claim at every poll interval (it
-only tries the candidate lock, to find a candidate that died), and the runtime snapshot
-publishes the process's declarations with one snapshot in DECLARATIONS_EVERY."""
+only tries the candidate lock, to find a candidate that died), the runtime snapshot
+publishes the process's declarations once every DECLARATIONS_EVERY intervals, and a process
+whose snapshot does not change refreshes it less often."""
 
 from __future__ import annotations
 
@@ -13,13 +14,16 @@ import pytest
 from django.db import connection
 from psycopg import AsyncConnection, AsyncCursor
 
+import awa_django as awa
 from awa_django.conf import get_settings
 from awa_django.declarations.jobs import registry
 from awa_django.ops.descriptors import declared
 from awa_django.storage import connections
 from awa_django.storage.connections import open_pool
+from awa_django.storage.runtime import list_runtimes
 from awa_django.storage.session import SharedSession
-from awa_django.worker.reporter import DECLARATIONS_EVERY, RuntimeReporter
+from awa_django.storage.statement import run
+from awa_django.worker.reporter import DECLARATIONS_EVERY, RuntimeReporter, idle_intervals
 from awa_django.worker.wake import IdleWait, WakeLocks, WakeState
 
 pytestmark = pytest.mark.usefixtures("awa_db")
@@ -98,6 +102,7 @@ def test_snapshots_publish_the_declarations_once_in_a_while() -> None:
             queues={"default": 1},
             declared=declared(get_settings(), registry.jobs()),
             interval_s=10,
+            stale_after_s=60,
             started_at=datetime.now(UTC),
             state=lambda: (0, False, True, False),
         )
@@ -118,49 +123,68 @@ def test_snapshots_publish_the_declarations_once_in_a_while() -> None:
     assert seen[DECLARATIONS_EVERY] == seen[0]
 
 
-def test_a_snapshot_that_publishes_sends_two_statements_and_no_transaction(
+class Counted:
+    """The statements sent and the transactions opened on psycopg's async connections from
+    ``start`` until the monkeypatch is undone."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.transactions = 0
+
+    def start(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        execute, transaction = AsyncCursor.execute, AsyncConnection.transaction
+
+        async def counted_execute(cursor: AsyncCursor[Any], query: Any, *a: Any, **kw: Any) -> Any:
+            self.sent.append(str(query))
+            return await execute(cursor, query, *a, **kw)
+
+        def counted_transaction(conn: AsyncConnection[Any], *a: Any, **kw: Any) -> Any:
+            self.transactions += 1
+            return transaction(conn, *a, **kw)
+
+        monkeypatch.setattr(AsyncCursor, "execute", counted_execute)
+        monkeypatch.setattr(AsyncConnection, "transaction", counted_transaction)
+
+
+def idle_reporter(pool: Any, instance_id: str, **options: Any) -> RuntimeReporter:
+    """A reporter of one process with nothing in flight, serving ``default``."""
+    return RuntimeReporter(
+        pool,
+        instance_id=instance_id,
+        queues=options.pop("queues", {"default": 1}),
+        declared=declared(get_settings(), registry.jobs()),
+        interval_s=options.pop("interval_s", 10),
+        stale_after_s=options.pop("stale_after_s", 60),
+        started_at=datetime.now(UTC),
+        state=lambda: (0, False, True, False),
+        **options,
+    )
+
+
+def test_a_snapshot_that_publishes_sends_one_statement_and_no_transaction(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The declarations go in one statement, the snapshot in another: an idle fleet republishes
-    them every DECLARATIONS_EVERY snapshots, and four statements in a transaction (six round
-    trips with BEGIN and COMMIT) were the largest share of its statements (#37)."""
-    sent: list[str] = []
-    transactions = 0
-    execute, transaction = AsyncCursor.execute, AsyncConnection.transaction
-
-    async def counted_execute(self: AsyncCursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
-        sent.append(str(query))
-        return await execute(self, query, *args, **kw)
-
-    def counted_transaction(self: AsyncConnection[Any], *args: Any, **kw: Any) -> Any:
-        nonlocal transactions
-        transactions += 1
-        return transaction(self, *args, **kw)
+    """The declarations go in the statement that writes the snapshot: an idle fleet republishes
+    them every DECLARATIONS_EVERY intervals, and four statements in a transaction (six round
+    trips with BEGIN and COMMIT), then two statements, were the largest share of its
+    statements (#37)."""
+    counted = Counted()
 
     async def main() -> None:
         pool = await open_pool("default", max_size=1)
-        reporter = RuntimeReporter(
-            pool,
-            instance_id="reporter-count",
-            queues={"default": 1},
-            declared=declared(get_settings(), registry.jobs()),
-            interval_s=10,
-            started_at=datetime.now(UTC),
-            state=lambda: (0, False, True, False),
-        )
+        reporter = idle_reporter(pool, "reporter-count")
         try:
             async with pool.connection():
                 pass  # opened before counting
-            monkeypatch.setattr(AsyncCursor, "execute", counted_execute)
-            monkeypatch.setattr(AsyncConnection, "transaction", counted_transaction)
+            counted.start(monkeypatch)
             await reporter.report_once()
         finally:
             monkeypatch.undo()
             await pool.close()
 
     asyncio.run(main())
-    assert len(sent) == 2, sent
-    assert transactions == 0
+    assert len(counted.sent) == 1, counted.sent
+    assert counted.transactions == 0
     # And what it published is all there: the versions behind the hashes too.
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM awa.declared_versions")
@@ -213,28 +237,32 @@ def test_an_unchanged_snapshot_only_refreshes_last_seen_at(monkeypatch: pytest.M
             queues={"default": 1},
             declared=declared(get_settings(), registry.jobs()),
             interval_s=10,
+            stale_after_s=20,  # an unchanged row refreshed every interval (idle_intervals)
             started_at=datetime.now(UTC),
             state=lambda: (state[0], False, True, False),
             on_peers=peers.append,
         )
         try:
             await reporter.report_once()  # the first: whole
+            # The second too, whatever changed: by then a fleet that started together has
+            # written its rows, and the process counts its peers.
+            await reporter.report_once()
             first = await asyncio.to_thread(runtime_row, "touch-test")
             await reporter.report_once()  # unchanged: touched
             touched = await asyncio.to_thread(runtime_row, "touch-test")
             assert first is not None and touched is not None
-            assert touched[0] > first[0] and len(whole) == 1
+            assert touched[0] > first[0] and len(whole) == 2
             state[0] = 2  # a job started: whole again
             await reporter.report_once()
-            assert len(whole) == 2
+            assert len(whole) == 3
             assert (await asyncio.to_thread(runtime_row, "touch-test"))[1] == 2  # type: ignore[index]
             # The row went (the leader deleted it as stale): written whole again.
             await asyncio.to_thread(delete_runtime_row, "touch-test")
             await reporter.report_once()
-            assert len(whole) == 3 and await asyncio.to_thread(runtime_row, "touch-test")
-            # The live processes were counted with the first and second snapshots only (the
-            # session tries scale with them): this one alone.
-            assert peers == [1, 1]
+            assert len(whole) == 4 and await asyncio.to_thread(runtime_row, "touch-test")
+            # Each whole snapshot counted the live processes (the session tries scale with
+            # them), in the statement that wrote it; the touch did not: this one alone.
+            assert peers == [1, 1, 1, 1]
         finally:
             await pool.close()
 
@@ -249,3 +277,95 @@ def delete_runtime_row(instance_id: str) -> None:
             )
     finally:
         connection.close()  # this thread's connection
+
+
+def test_idle_intervals_fit_three_refreshes_in_the_staleness_window() -> None:
+    assert idle_intervals(10, 60) == 2  # the defaults: an idle process refreshes every 20 s
+    assert idle_intervals(10, 20) == 1  # never less often than every interval
+    assert idle_intervals(0.25, 3) == 4
+
+
+def live_rows(stale_after_s: float) -> list[tuple[str, datetime, bool]]:
+    try:
+        with connection.cursor() as cursor:
+            rows = run(cursor, list_runtimes(stale_after_s=stale_after_s))
+            return [(r["instance_id"], r["last_seen_at"], r["live"]) for r in rows]
+    finally:
+        connection.close()  # this thread's connection
+
+
+def test_an_idle_process_refreshes_its_row_a_few_times_per_staleness_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """#37: each snapshot of an idle process was a statement and a transaction every interval;
+    one whose snapshot does not change waits a third of RUNTIME_STALE_AFTER_S instead, and its
+    row stays live throughout."""
+    interval_s, stale_after_s, window_s = 0.25, 3.0, 4.0
+    counted = Counted()
+
+    async def main() -> list[list[tuple[str, datetime, bool]]]:
+        pool = await open_pool("default", max_size=1)
+        reporter = idle_reporter(
+            pool, "idle-test", interval_s=interval_s, stale_after_s=stale_after_s
+        )
+        samples = []
+        try:
+            await reporter.start()
+            await asyncio.sleep(1.0)  # past the first snapshots
+            counted.start(monkeypatch)
+            deadline = asyncio.get_running_loop().time() + window_s
+            while asyncio.get_running_loop().time() < deadline:
+                samples.append(await asyncio.to_thread(live_rows, stale_after_s))
+                await asyncio.sleep(0.2)
+            monkeypatch.undo()
+        finally:
+            monkeypatch.undo()
+            await reporter.stop()
+            await pool.close()
+        return samples
+
+    samples = asyncio.run(main())
+    # Per DECLARATIONS_EVERY (6) intervals: one refresh (4 intervals after the last write, a
+    # third of the window) and the whole snapshot that republishes, 2 statements, each its own
+    # transaction, where a refresh every interval made them 8 (5 refreshes, the
+    # republication, the snapshot and the peer count): about 5 in the 16 intervals of the
+    # window against 21.
+    assert len(counted.sent) <= 8, counted.sent
+    assert counted.transactions == 0
+    assert any("last_seen_at = now()" in q for q in counted.sent)
+    # Live at every look, and refreshed during the window.
+    assert all(rows and all(live for _, _, live in rows) for rows in samples), samples
+    assert len({seen for rows in samples for _, seen, _ in rows}) >= 2
+
+
+def test_a_whole_snapshot_reads_the_peers_and_the_live_concurrency_in_its_statement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """#37: the peer count and the live-concurrency read were two more statements (and
+    transactions) of every idle process; they are read back by the snapshot's own statement."""
+    awa.queues.set_concurrency("default", 4, by="alice")
+    counted = Counted()
+    peers: list[int] = []
+    concurrency: list[dict[str, int]] = []
+
+    async def main() -> None:
+        pool = await open_pool("default", max_size=1)
+        reporter = idle_reporter(
+            pool,
+            "report-test",
+            queues={"default": 1, "other": 1},
+            on_peers=peers.append,
+            on_concurrency=concurrency.append,
+        )
+        try:
+            await reporter.report_once()  # declarations and the snapshot
+            counted.start(monkeypatch)
+            await reporter.report_once()  # the second: whole, the peers counted
+        finally:
+            monkeypatch.undo()
+            await pool.close()
+
+    asyncio.run(main())
+    assert len(counted.sent) == 1, counted.sent
+    assert peers == [1, 1]
+    assert concurrency == [{"default": 4}, {"default": 4}]

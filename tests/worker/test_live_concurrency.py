@@ -5,12 +5,16 @@ periodic read, and reports it in its runtime snapshot."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import override_settings
 
 import awa_django as awa
-from awa_django.worker.dispatcher import Permits
+from awa_django.worker.dispatcher import Dispatcher, Permits
 from awa_django.worker.weighted import QueueShare, WeightedPermits
 from tests.conftest import BackgroundWorker, wait_until
 
@@ -54,25 +58,49 @@ def test_a_weighted_queue_is_held_to_its_cap():
     asyncio.run(main())
 
 
+@contextmanager
+def default_dispatcher(**settings: Any) -> Iterator[Dispatcher]:
+    """The dispatcher of ``default`` (concurrency 2) in a worker running with ``settings``."""
+    conf = {"QUEUES": {"default": {"concurrency": 2}}, "RUNTIME_SNAPSHOT_INTERVAL_S": 0.2}
+    with override_settings(AWA={**conf, **settings}):
+        worker = BackgroundWorker(maintenance=False).start()
+        try:
+            yield worker.runtime._dispatchers.by_queue["default"]
+        finally:
+            worker.stop()
+
+
 @pytest.mark.usefixtures("awa_db")
 def test_a_poll_only_worker_applies_the_value_at_start_and_when_it_reads_again():
     awa.queues.set_concurrency("default", 5, by="alice")
-    settings = {
-        "QUEUES": {"default": {"concurrency": 2}},
-        "WORKER_SESSION": False,
-        "RUNTIME_SNAPSHOT_INTERVAL_S": 0.2,
-    }
-    with override_settings(AWA=settings):
-        worker = BackgroundWorker(maintenance=False).start()
-        try:
-            dispatcher = worker.runtime._dispatchers.by_queue["default"]
-            # Read before the first claim: a restart keeps what the operator set.
-            assert dispatcher.permits.total == 5
-            wait_until(lambda: [r.queues for r in awa.runtimes.list()] == [{"default": 5}])
-            awa.queues.set_concurrency("default", 7)
-            wait_until(lambda: dispatcher.permits.total == 7, timeout=5)
-            wait_until(lambda: [r.queues for r in awa.runtimes.list()] == [{"default": 7}])
-            awa.queues.reset_concurrency("default")
-            wait_until(lambda: dispatcher.permits.total == 2, timeout=5)
-        finally:
-            worker.stop()
+    with default_dispatcher(WORKER_SESSION=False) as dispatcher:
+        # Read before the first claim: a restart keeps what the operator set.
+        assert dispatcher.permits.total == 5
+        wait_until(lambda: [r.queues for r in awa.runtimes.list()] == [{"default": 5}])
+        awa.queues.set_concurrency("default", 7)
+        wait_until(lambda: dispatcher.permits.total == 7, timeout=5)
+        wait_until(lambda: [r.queues for r in awa.runtimes.list()] == [{"default": 7}])
+        awa.queues.reset_concurrency("default")
+        wait_until(lambda: dispatcher.permits.total == 2, timeout=5)
+
+
+def set_concurrency_unannounced(queue: str, concurrency: int) -> None:
+    """As if the awa_control notification were lost (sent while the session was down)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.queue_meta (queue, concurrency) VALUES (%s, %s)"
+            " ON CONFLICT (queue) DO UPDATE SET concurrency = excluded.concurrency",
+            [queue, concurrency],
+        )
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_a_worker_with_a_session_applies_a_value_it_was_not_told_about_from_its_snapshots():
+    """The notification is the way a change arrives; the snapshots a worker writes whole (at
+    least every DECLARATIONS_EVERY intervals) read the values back as the safety net, in the
+    snapshot's own statement (#37), even while the worker idles."""
+    with default_dispatcher(RUNTIME_STALE_AFTER_S=1.2) as dispatcher:
+        assert dispatcher.permits.total == 2
+        set_concurrency_unannounced("default", 6)
+        wait_until(lambda: dispatcher.permits.total == 6, timeout=5)
+        wait_until(lambda: [r.queues for r in awa.runtimes.list()] == [{"default": 6}])

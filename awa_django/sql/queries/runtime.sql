@@ -11,7 +11,13 @@
 -- the parts run in one order, so two workers changing overlapping rows wait in one order and
 -- cannot deadlock. Freshness comes from the snapshots of the runtimes that declare a descriptor
 -- (see the lists). A version already recorded is left as it is.
-WITH policies AS (
+WITH {{declaration_writes}}
+SELECT
+
+-- name: declaration_writes
+-- The writes of publish_declarations, as the common table expressions a statement starts with
+-- (report_runtime publishes with the snapshot it writes).
+policies AS (
     INSERT INTO awa.queue_meta AS m (queue, dlq_enabled)
     SELECT p.queue, p.dlq_enabled
       FROM unnest(%(policy_queue)s::text[], %(policy_dlq)s::boolean[]) AS p (queue, dlq_enabled)
@@ -52,27 +58,40 @@ WITH policies AS (
            docs_url = excluded.docs_url, descriptor_hash = excluded.descriptor_hash,
            changed_at = now(), refreshed_at = now()
      WHERE k.descriptor_hash IS DISTINCT FROM excluded.descriptor_hash
+), versions AS (
+    INSERT INTO awa.declared_versions (described, name, descriptor_hash, fields)
+    SELECT v.described, v.name, v.descriptor_hash, v.fields
+      FROM unnest(%(described)s::text[], %(names)s::text[], %(hashes)s::text[],
+                  %(fields)s::jsonb[]) AS v (described, name, descriptor_hash, fields)
+     ORDER BY v.described, v.name, v.descriptor_hash
+    ON CONFLICT (described, name, descriptor_hash) DO NOTHING
 )
-INSERT INTO awa.declared_versions (described, name, descriptor_hash, fields)
-SELECT v.described, v.name, v.descriptor_hash, v.fields
-  FROM unnest(%(described)s::text[], %(names)s::text[], %(hashes)s::text[],
-              %(fields)s::jsonb[]) AS v (described, name, descriptor_hash, fields)
- ORDER BY v.described, v.name, v.descriptor_hash
-ON CONFLICT (described, name, descriptor_hash) DO NOTHING
 
--- name: upsert_runtime
--- Writes one process's runtime snapshot.
-INSERT INTO awa.runtime_instances (instance_id, hostname, pid, version, started_at,
-                                   last_seen_at, queues, in_flight, is_leader, healthy,
-                                   shutting_down, queue_hashes, kind_hashes)
-VALUES (%(instance_id)s, %(hostname)s, %(pid)s, %(version)s, %(started_at)s, now(),
-        %(queues)s::jsonb, %(in_flight)s, %(is_leader)s, %(healthy)s, %(shutting_down)s,
-        %(queue_hashes)s::jsonb, %(kind_hashes)s::jsonb)
-ON CONFLICT (instance_id) DO UPDATE
-   SET last_seen_at = now(), queues = excluded.queues, in_flight = excluded.in_flight,
-       is_leader = excluded.is_leader, healthy = excluded.healthy,
-       shutting_down = excluded.shutting_down, queue_hashes = excluded.queue_hashes,
-       kind_hashes = excluded.kind_hashes
+-- name: report_runtime
+-- Writes one process's runtime snapshot and answers, in the same statement, what the process
+-- reads back: how many live processes compete with it for a role (its session tries slow down
+-- as that grows) and the live concurrency operators set on its queues (the safety net behind
+-- the awa_control notifications). They were two more statements, each its own transaction,
+-- that every idle process sent (#37). With the declarations when it publishes them (empty
+-- arrays write nothing): one statement, where they were two.
+WITH {{declaration_writes}}, written AS (
+    INSERT INTO awa.runtime_instances (instance_id, hostname, pid, version, started_at,
+                                       last_seen_at, queues, in_flight, is_leader, healthy,
+                                       shutting_down, queue_hashes, kind_hashes)
+    VALUES (%(instance_id)s, %(hostname)s, %(pid)s, %(version)s, %(started_at)s, now(),
+            %(queues)s::jsonb, %(in_flight)s, %(is_leader)s, %(healthy)s, %(shutting_down)s,
+            %(queue_hashes)s::jsonb, %(kind_hashes)s::jsonb)
+    ON CONFLICT (instance_id) DO UPDATE
+       SET last_seen_at = now(), queues = excluded.queues, in_flight = excluded.in_flight,
+           is_leader = excluded.is_leader, healthy = excluded.healthy,
+           shutting_down = excluded.shutting_down, queue_hashes = excluded.queue_hashes,
+           kind_hashes = excluded.kind_hashes
+)
+SELECT ({{count_peers}}) AS peers,
+       (SELECT coalesce(jsonb_object_agg(m.queue, m.concurrency), '{}'::jsonb)
+          FROM awa.queue_meta m
+         WHERE m.queue IN (SELECT jsonb_object_keys(%(queues)s::jsonb))
+           AND m.concurrency IS NOT NULL) AS concurrency
 
 -- name: touch_runtime
 -- Refreshes a snapshot that did not change since it was written (#37): one timestamp, a HOT
