@@ -62,11 +62,12 @@ def fill(
     """Enqueues ``jobs`` jobs of ``kind`` on ``queue`` (``args(n)`` for the n-th, ``options``
     as ``awa.enqueue_many`` takes them), and runs each to completion, or to failure with
     ``failure``'s error; answers their ids."""
+    from django.db import connection
+
     import awa_django as awa
     from awa_django.conf import get_settings
     from awa_django.maintenance.rings import ROTATIONS_KEPT
     from awa_django.worker.process import config_from_settings
-    from django.db import connection
 
     dispatcher = config_from_settings(get_settings(), queues={queue: 1}).dispatcher(
         queue, claimed_by=CLAIMED_BY
