@@ -83,9 +83,20 @@ def main() -> None:
         "fifth of those purged; half inserted as entries whose ring slot was pruned",
     )
     parser.add_argument("--no-plans", action="store_true", help="do not record plans")
+    parser.add_argument(
+        "--jobs-page",
+        action="store_true",
+        help="only time the Jobs page (its list, and its state count) with the default filters "
+        "and with state=completed over the history the database holds, which it keeps (the "
+        "admin's own tables are migrated); print the medians as one JSON line "
+        "(benchmarks/depth.py's history checkpoints)",
+    )
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
     django.setup()
+    if args.jobs_page:
+        print(json.dumps(jobs_page(args.reps)))
+        return
 
     from django.conf import settings
     from django.contrib.auth.models import User
@@ -437,6 +448,42 @@ def main() -> None:
         print(f"- {page_name}: {', '.join(statement['flags'])}\n    {code[:160]}")
     if missed:
         sys.exit(f"state pages that missed jobs, or listings unlike the view: {missed}")
+
+
+def jobs_page(reps: int) -> dict[str, dict[str, Any]]:
+    """The Jobs page with the default filters and with state=completed, each rendered ``reps``
+    times through Django's test client as a superuser: the median time, the queries and the
+    count the page showed (the state's; none without a state)."""
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext, setup_test_environment
+
+    setup_test_environment()
+    call_command("migrate", verbosity=0)
+    user, _ = User.objects.get_or_create(username="bench-admin", is_staff=True, is_superuser=True)
+    client = Client()
+    client.force_login(user)
+    timings: dict[str, dict[str, Any]] = {}
+    for name, url in {
+        "jobs": "/admin/awa_django/job/",
+        "jobs, state=completed": "/admin/awa_django/job/?state=completed",
+    }.items():
+        ms = []
+        for _ in range(reps):
+            with CaptureQueriesContext(connection) as queries:
+                began = time.perf_counter()
+                response = client.get(url)
+                ms.append((time.perf_counter() - began) * 1000)
+            assert response.status_code == 200, (name, response.status_code)
+        timings[name] = {
+            "median_ms": statistics.median(ms),
+            "ms": ms,
+            "queries": len(queries.captured_queries),
+            "count": response.context["state_count"],
+        }
+    return timings
 
 
 # Statements an admin page runs that are not the page's reads: the session's own, Django's.
