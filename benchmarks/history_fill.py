@@ -6,7 +6,7 @@ of its time building them. Here each chunk of jobs goes through the queue's own 
 without a worker process in between:
 
 - ``awa.enqueue_many`` writes the chunk (the bulk producer's COPY into the ready ring, published
-  to its lane at commit);
+  to its lane at commit), on a second connection while the chunk before it closes;
 - one ``awa.claim_ready`` call claims all of it, with the claim settings a worker's dispatcher of
   that queue uses (deadline, aging, order), appending the receipts (and leases, with a deadline);
 - one ``awa.close_batch`` call closes every attempt with the chunk's outcome, as the worker's
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -84,17 +85,27 @@ def fill(
         "error_type": None if failure is None else failure.type,
         "error_message": None if failure is None else failure.message,
     }
+
+    def enqueue(first: int) -> list[int]:
+        last = min(first + chunk, jobs)
+        return awa.enqueue_many(kind, [args(n) for n in range(first, last)], queue=queue, **options)
+
+    def enqueue_apart(first: int) -> list[int]:
+        # On a thread of its own, with its own connection (Django's are per thread).
+        try:
+            return enqueue(first)
+        finally:
+            connection.close()
+
     ids: list[int] = []
-    with connection.cursor() as cursor:
+    with ThreadPoolExecutor(max_workers=1) as producer, connection.cursor() as cursor:
         cursor.execute(SQL["create_claimed"])
+        chunk_ids = enqueue(0) if jobs > 0 else []
         for first in range(0, jobs, chunk):
-            size = min(chunk, jobs - first)
-            ids += awa.enqueue_many(
-                kind, [args(n) for n in range(first, first + size)], queue=queue, **options
-            )
+            size = len(chunk_ids)
             cursor.execute(SQL["claim_chunk"], {**claim, "limit": size})
             cursor.execute(
-                SQL["claimed_chunk"], {"first_id": min(ids[first:]), "last_id": max(ids[first:])}
+                SQL["claimed_chunk"], {"first_id": min(chunk_ids), "last_id": max(chunk_ids)}
             )
             claimed, ours = cursor.fetchone()
             if (claimed, ours) != (size, size):
@@ -102,11 +113,18 @@ def fill(
                     f"claimed {ours} of the {size} jobs enqueued and {claimed - ours} others "
                     f"of queue {queue!r}: the queue held other jobs"
                 )
+            # The next chunk is written while this one closes (never while it is claimed, so
+            # the claim takes only this chunk's jobs): the producer's work and the server's
+            # close overlap, as a producer and a worker's completer do.
+            following = first + chunk
+            upcoming = producer.submit(enqueue_apart, following) if following < jobs else None
             cursor.execute(SQL["close_chunk"], close)
             (closed,) = cursor.fetchone()
             if closed != size:
                 raise RuntimeError(f"closed {closed} of {size} attempts")
             cursor.execute(SQL["rotate_rings"], {"keep": ROTATIONS_KEPT})
+            ids += chunk_ids
+            chunk_ids = upcoming.result() if upcoming is not None else []
     return ids
 
 
