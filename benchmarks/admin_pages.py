@@ -49,6 +49,8 @@ from typing import Any
 
 import django
 
+from benchmarks import history_fill
+
 OK_KIND = "bench.admin_ok"
 FAILS_KIND = "bench.admin_fails"
 RARE = 50  # cancelled, failed and retryable jobs each
@@ -83,9 +85,21 @@ def main() -> None:
         "fifth of those purged; half inserted as entries whose ring slot was pruned",
     )
     parser.add_argument("--no-plans", action="store_true", help="do not record plans")
+    parser.add_argument("--output", type=Path, default=None)
+    parser.add_argument(
+        "--jobs-page",
+        action="store_true",
+        help="only time the Jobs page (its list, and its state count) with the default filters "
+        "and with state=completed over the history the database holds, which it keeps (the "
+        "admin's own tables are migrated); print the medians as one JSON line "
+        "(benchmarks/depth.py's history checkpoints)",
+    )
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
     django.setup()
+    if args.jobs_page:
+        print(json.dumps(jobs_page(args.reps)))
+        return
 
     from django.conf import settings
     from django.contrib.auth.models import User
@@ -101,11 +115,9 @@ def main() -> None:
     import awa_django as awa
     from awa_django.conf import get_settings
     from awa_django.core.claimed_job import claimed_job_rows
-    from awa_django.core.retry import RetryPolicy
     from awa_django.declarations.jobs import JobContext, registry
-    from awa_django.maintenance.rescuer import RescueConfig, Rescuer
     from awa_django.storage.browse import JOB_STATES
-    from awa_django.storage.connections import connect, open_pool
+    from awa_django.storage.connections import connect
     from awa_django.storage.queue import ClaimRequest, claim_ready
     from awa_django.storage.statement import run_async
     from awa_django.testing import reset_queue
@@ -135,19 +147,6 @@ def main() -> None:
                 ),
             )
             return [job.job_id for job in jobs]
-
-    async def settle_claims() -> None:
-        pool = await open_pool("default", max_size=1)
-        try:
-            rescuer = Rescuer(
-                pool,
-                RescueConfig(interval_s=1, staleness_s=0.001, batch_size=1_000),
-                policy=RetryPolicy.from_settings(get_settings()),
-                now=lambda: datetime.now(UTC),
-            )
-            await rescuer.run_once()
-        finally:
-            await pool.close()
 
     setup_test_environment()
     call_command("migrate", verbosity=0)
@@ -183,7 +182,7 @@ def main() -> None:
     # declared, undeclared for the rest of the run.
     queues = {**settings.AWA["QUEUES"], **{queue: {"concurrency": 1} for queue in UNDECLARED}}
     with override_settings(AWA={**settings.AWA, "QUEUES": queues}):
-        dead_letters(connection, many, dead)
+        dead_letters(connection, dead)
         for queue in UNDECLARED:
             # Waiting (no worker takes them) and scheduled.
             undeclared += len(many(OK_KIND, [{"n": n} for n in range(RARE)], queue=queue))
@@ -197,26 +196,12 @@ def main() -> None:
             "b", OK_KIND, args={"n": n}, after=["a"]
         ).step("c", OK_KIND, args={"n": n}, after=["b"]).enqueue()
     cron_schedules(succeeds)
-    half = args.jobs // 2
-    for start in range(0, half, 10_000):
-        many(OK_KIND, [{"n": n} for n in range(min(10_000, half - start))])
     burst()
-    if args.hot_lane:
-        # Nothing else of queue default is available now, so the claim takes only these.
-        many(OK_KIND, [{"n": n} for n in range(args.hot_lane)], queue="default")
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*) FROM awa.claim_ready('default', %s, 'bench-hot', NULL, NULL,"
-                " false)",
-                [args.hot_lane],
-            )
-            cursor.execute(
-                "SELECT count(*) FROM awa.close_batch((SELECT json_agg(json_build_object("
-                "'ready_slot', c.ready_slot, 'queue', c.queue, 'priority', c.priority,"
-                " 'shard', c.shard, 'lane_seq', c.lane_seq, 'job_id', c.job_id,"
-                " 'run_lease', c.run_lease, 'outcome', 'completed'))"
-                " FROM awa.claim_receipts c WHERE c.claimed_by = 'bench-hot'))"
-            )
+    # Completed jobs (the history builder's chunks: a claim and a close each), then the hot
+    # lane in one chunk, as one burst through one queue leaves the ring.
+    half = args.jobs // 2
+    history_fill.fill(half, OK_KIND, queue="default")
+    history_fill.fill(args.hot_lane, OK_KIND, queue="default", chunk=max(args.hot_lane, 1))
     built = half + tenth + dead + undeclared + 3 * WORKFLOWS + len(CRON) * CRON_FIRES
     rest = args.jobs - built - 3 * RARE - 2 * OPEN - args.hot_lane
     for start in range(0, rest, 10_000):
@@ -225,16 +210,15 @@ def main() -> None:
         # As autovacuum leaves a table between bursts: statistics, and a visibility map, so
         # index-only probes need not visit the heap (right after the build each one did).
         cursor.execute("VACUUM ANALYZE")
-    # As a running leader leaves the receipts once the build's claims are older than its
-    # heartbeat staleness window: a complete rescue pass has settled them (awa.rescue_marks).
-    asyncio.run(settle_claims())
+    history_fill.settle()
     with connection.cursor() as cursor:
         cursor.execute("SELECT max(job_id) / 2 FROM awa.ready_entries")
         (middle_id,) = cursor.fetchone()
         # Every job's state through the view: a full read, done once here, never by a page.
         cursor.execute("SELECT state, count(*) FROM awa.jobs GROUP BY state")
         totals = {state: 0 for state in JOB_STATES} | dict(cursor.fetchall())
-    print(f"built {sum(totals.values())} jobs in {time.perf_counter() - started:.0f} s: {totals}")
+    build_s = time.perf_counter() - started
+    print(f"built {sum(totals.values())} jobs in {build_s:.0f} s: {totals}")
 
     user, _ = User.objects.get_or_create(username="bench-admin", is_staff=True, is_superuser=True)
     client = Client()
@@ -358,9 +342,10 @@ def main() -> None:
         return response, statements
 
     results: dict[str, Any] = {
-        "arguments": vars(args),
+        "arguments": {key: value for key, value in vars(args).items() if key != "output"},
         "environment": environment.collect(),
         "totals": totals,
+        "build_s": build_s,
         "pages": [],
         "listings": [],
     }
@@ -419,7 +404,7 @@ def main() -> None:
         )
     results["environment"]["machine"]["loadavg_at_end"] = list(os.getloadavg())
     RESULTS.mkdir(exist_ok=True)
-    output = RESULTS / f"admin-pages-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
+    output = args.output or RESULTS / f"admin-pages-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
     output.write_text(json.dumps(results, default=str))
     print(f"\nwrote {output}")
     flagged = [
@@ -437,6 +422,42 @@ def main() -> None:
         print(f"- {page_name}: {', '.join(statement['flags'])}\n    {code[:160]}")
     if missed:
         sys.exit(f"state pages that missed jobs, or listings unlike the view: {missed}")
+
+
+def jobs_page(reps: int) -> dict[str, dict[str, Any]]:
+    """The Jobs page with the default filters and with state=completed, each rendered ``reps``
+    times through Django's test client as a superuser: the median time, the queries and the
+    count the page showed (the state's; none without a state)."""
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext, setup_test_environment
+
+    setup_test_environment()
+    call_command("migrate", verbosity=0)
+    user, _ = User.objects.get_or_create(username="bench-admin", is_staff=True, is_superuser=True)
+    client = Client()
+    client.force_login(user)
+    timings: dict[str, dict[str, Any]] = {}
+    for name, url in {
+        "jobs": "/admin/awa_django/job/",
+        "jobs, state=completed": "/admin/awa_django/job/?state=completed",
+    }.items():
+        ms = []
+        for _ in range(reps):
+            with CaptureQueriesContext(connection) as queries:
+                began = time.perf_counter()
+                response = client.get(url)
+                ms.append((time.perf_counter() - began) * 1000)
+            assert response.status_code == 200, (name, response.status_code)
+        timings[name] = {
+            "median_ms": statistics.median(ms),
+            "ms": ms,
+            "queries": len(queries.captured_queries),
+            "count": response.context["state_count"],
+        }
+    return timings
 
 
 # Statements an admin page runs that are not the page's reads: the session's own, Django's.
@@ -513,33 +534,21 @@ def plan_flags(node: dict[str, Any]) -> Iterator[str]:
         yield from plan_flags(child)
 
 
-def dead_letters(connection: Any, many: Callable[..., list[int]], count: int) -> None:
+def dead_letters(connection: Any, count: int) -> None:
     """``count`` DLQ entries of queue ``imports`` (undeclared). Half are failed in the ring
     (claimed, closed failed with an error) and moved to the DLQ as awa.dlq.move_failed moves them,
     a fifth of those then purged as awa.dlq.purge does (their failed closures stay in the ring,
     hidden by a marker in awa.purged_jobs); the other half are entries whose ring slot was
     pruned long ago, inserted directly, with errors in four groups."""
     through_ring = count // 2
-    ids: list[int] = []
-    for start in range(0, through_ring, 10_000):
-        size = min(10_000, through_ring - start)
-        ids += many(FAILS_KIND, [{"n": n} for n in range(size)], queue="imports", max_attempts=1)
+    ids = history_fill.fill(
+        through_ring,
+        FAILS_KIND,
+        queue="imports",
+        failure=history_fill.Failure("builtins.LookupError", "order not found:"),
+        max_attempts=1,
+    )
     with connection.cursor() as cursor:
-        if through_ring:
-            cursor.execute(
-                "SELECT count(*) FROM awa.claim_ready('imports', %s, 'bench-dlq', NULL, NULL,"
-                " false)",
-                [through_ring],
-            )
-            cursor.execute(
-                "SELECT count(*) FROM awa.close_batch((SELECT json_agg(json_build_object("
-                "'ready_slot', c.ready_slot, 'queue', c.queue, 'priority', c.priority,"
-                " 'shard', c.shard, 'lane_seq', c.lane_seq, 'job_id', c.job_id,"
-                " 'run_lease', c.run_lease, 'outcome', 'failed', 'error', json_build_object("
-                "'attempt', 1, 'at', now(), 'type', 'builtins.LookupError',"
-                " 'message', 'order ' || c.job_id || ' not found', 'traceback', '')))"
-                " FROM awa.claim_receipts c WHERE c.claimed_by = 'bench-dlq'))"
-            )
         for start in range(0, len(ids), 5_000):
             cursor.execute(
                 "SELECT count(*) FROM awa.dlq_move(%s, ARRAY['failed'], 'moved_from_failed')",

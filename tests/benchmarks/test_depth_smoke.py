@@ -33,3 +33,10 @@ def test_backlogs_and_history_checkpoints_are_measured(tmp_path: Path) -> None:
     for rounds in report["history_jobs_per_s"].values():
         assert all(len(rates) == 1 and rates[0] > 0 for rates in rounds.values())
     assert all(rates[0] > 0 for rates in report["backlog_jobs_per_s"].values())
+    # The Jobs page at each checkpoint, its state count the history built (and the round's
+    # jobs drained before the next checkpoint).
+    pages = report["admin_jobs_page"]
+    assert set(pages) == {"0", "300"}
+    assert pages["0"]["jobs, state=completed"]["count"] == 0
+    assert pages["300"]["jobs, state=completed"]["count"] == 300 + 10 + 40
+    assert all(page["median_ms"] > 0 for page in pages["300"].values())
