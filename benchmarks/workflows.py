@@ -32,10 +32,11 @@ with the reason, in the output and the results file):
 
 - **Celery** (``benchmarks/workflow_peers/celery_canvas.py``): its canvas (``chain``,
   ``chord``, ``group``) on a Redis broker and result backend, served by Debian's
-  ``redis-server`` (found on the PATH or in /usr/bin, /usr/sbin; ``apt-get install
-  redis-server``) on a free port with persistence off, and one ``celery worker`` process of
-  ``--concurrency`` prefork children. The chord gap is from the last member's body ending to
-  the callback's body starting (Celery's own accounting of a member comes after its body).
+  ``redis-server`` (found on the PATH or in /usr/bin, /usr/sbin; installed with ``apt-get``
+  when missing and this runs as root or with passwordless sudo) on a free port with
+  persistence off, and one ``celery worker`` process of ``--concurrency`` prefork children.
+  The chord gap is from the last member's body ending to the callback's body starting
+  (Celery's own accounting of a member comes after its body).
 - **Chancy** (``benchmarks/workflow_peers/chancy_flows.py``): its ``WorkflowPlugin`` in this
   run's database (its own ``chancy_*`` tables), one process holding the driver and a Chancy
   ``Worker`` of ``--concurrency`` async jobs on queue ``bench`` (polling every second, eager
@@ -261,6 +262,33 @@ def find_redis_server() -> str | None:
     return None
 
 
+def install_redis_server() -> str | None:
+    """Debian's redis-server through apt-get, as root or with passwordless sudo, the way
+    `make test` brings its tools (scripts/ensure_test_tools.sh); None where it cannot."""
+    apt = shutil.which("apt-get")
+    if apt is None:
+        return None
+    if os.geteuid() == 0:
+        as_root: list[str] = []
+    elif (
+        shutil.which("sudo")
+        and subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode == 0
+    ):
+        as_root = ["sudo", "-n", "env", "DEBIAN_FRONTEND=noninteractive"]
+    else:
+        return None
+    print("celery: installing Debian's redis-server with apt-get", file=sys.stderr)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (
+        [apt, "update"],
+        [apt, "install", "-y", "--no-install-recommends", "redis-server"],
+    ):
+        done = subprocess.run([*as_root, *command], env=env, capture_output=True, timeout=900)
+        if done.returncode != 0:
+            return None
+    return find_redis_server()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -270,9 +298,12 @@ def free_port() -> int:
 def run_celery(args: argparse.Namespace) -> dict[str, Any]:
     """The workloads on Celery's canvas (workflow_peers/celery_canvas.py), with its own Redis;
     ``{"skipped": why}`` when Redis or Celery is missing or the run fails."""
-    server = find_redis_server()
+    server = find_redis_server() or install_redis_server()
     if server is None:
-        return {"skipped": "Debian's redis-server is not installed (apt-get install redis-server)"}
+        return {
+            "skipped": "Debian's redis-server is not installed and could not be "
+            "(apt-get install redis-server, as root)"
+        }
     python, why = peer_python("celery")
     if python is None:
         return {"skipped": why}
