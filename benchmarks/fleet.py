@@ -18,6 +18,9 @@ each work every queue at ``--concurrency`` per queue, then:
   the server preloads it), per statement too (calls per second, the most frequent first), and
   the CPU the server's processes used (user + system time from ``/proc/<pid>/stat`` of the
   postmaster and its children, so the server must run on this machine), as a share of one core;
+- **the server alone**: the same idle measures once before any worker starts (after the same
+  warm-up), so that what the fleet costs is the difference (the server's own background work,
+  autovacuum's visits and the checkpointer, is not the fleet's);
 - **leader passes**: the durations the leader logged for its maintenance passes meanwhile;
 - **failover**: the leader process is SIGKILLed; the time until another process says (in its
   runtime row) that it leads;
@@ -423,6 +426,25 @@ def pass_durations(workers: list[Worker]) -> dict[str, list[float]]:
     return found
 
 
+def measure_server_alone(args: argparse.Namespace) -> dict[str, Any]:
+    """The idle measures with no worker running: the server's own share, which the fleet's
+    idle figures include."""
+    from awa_django.testing import reset_queue
+
+    reset_queue()
+    time.sleep(args.idle_warmup)
+    alone = measure_idle(args.idle_seconds, args.top_statements)
+    alone["warmup_s"] = args.idle_warmup
+    print(f"[server alone] idle {json.dumps(alone, indent=1)}", flush=True)
+    return alone
+
+
+def fleet_share(cell: dict[str, Any], alone: dict[str, Any]) -> float | None:
+    """The server CPU an idle fleet adds to the server alone, as a share of a core."""
+    fleet, base = cell["idle"]["server_cpu_share_of_a_core"], alone["server_cpu_share_of_a_core"]
+    return None if fleet is None or base is None else fleet - base
+
+
 def run_cell(args: argparse.Namespace, queue_count: int, logdir: Path) -> dict[str, Any]:
     from awa_django.testing import reset_queue
 
@@ -493,7 +515,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="awa-fleet-") as tmp:
         logdir = args.log_dir or Path(tmp)
         logdir.mkdir(parents=True, exist_ok=True)
+        alone = measure_server_alone(args) if "idle" in args.parts else None
         cells = [run_cell(args, count, logdir) for count in args.queue_counts]
+    if alone is not None:
+        for cell in cells:
+            cell["idle"]["fleet_cpu_share_of_a_core"] = share = fleet_share(cell, alone)
+            print(f"[{cell['queues']} queues] idle fleet over the server alone: {share}")
     env["machine"]["loadavg_at_end"] = list(os.getloadavg())
     output = args.output or RESULTS_DIR / (
         f"fleet-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.json"
@@ -503,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dumps(
             {
                 "args": {**vars(args), "output": str(output), "log_dir": str(args.log_dir)},
+                "server_alone": alone,
                 "cells": cells,
                 **env,
             },

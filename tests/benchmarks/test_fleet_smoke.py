@@ -37,6 +37,9 @@ def test_every_measurement_is_taken(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     results = json.loads(output.read_text())
     assert [cell["queues"] for cell in results["cells"]] == [1, 2]
+    # The server alone, measured before any worker starts, and the fleet's share over it.
+    assert results["server_alone"]["server_cpu_share_of_a_core"] is not None
+    assert results["server_alone"]["warmup_s"] == 1
     for cell in results["cells"]:
         # Three connections per worker process (a pool of two and the session), whatever the
         # number of queues.
@@ -45,6 +48,10 @@ def test_every_measurement_is_taken(tmp_path: Path) -> None:
         assert cell["idle"]["transactions_per_s"] > 0
         assert cell["idle"]["server_cpu_share_of_a_core"] is not None
         assert cell["idle"]["warmup_s"] == 1
+        assert cell["idle"]["fleet_cpu_share_of_a_core"] == pytest.approx(
+            cell["idle"]["server_cpu_share_of_a_core"]
+            - results["server_alone"]["server_cpu_share_of_a_core"]
+        )
         assert 0 < cell["failover"]["seconds"] < 30, cell["failover"]
         assert cell["drain_fleet_s"] > 0 and cell["drain_single_s"] > 0
         for drained in (cell["drain_fleet"], cell["drain_single"]):
