@@ -35,8 +35,10 @@ from awa_django.declarations.workflow_steps import (
 )
 from awa_django.exceptions import AwaError, InvalidJob
 from awa_django.ops.actions import announce_finished, retry
+from awa_django.ops.job_waits import FALLBACK_POLL_S
 from awa_django.producer.eager import run_after_commit
 from awa_django.storage import workflows as storage
+from awa_django.storage.connections import await_notification, listening
 from awa_django.storage.jobs import jobs_by_id
 from awa_django.storage.lanes import ensure_lanes
 from awa_django.storage.migration_state import reported_unmigrated
@@ -448,20 +450,36 @@ def wait_workflow(workflow_id: int, *, timeout: float) -> WorkflowState:
     ``timeout`` seconds. Reads committed state, so call it outside the transaction that
     enqueued the workflow."""
     deadline = time.monotonic() + timeout
-    pause = 0.01
-    while True:
-        state = get_workflow(workflow_id)
-        if state is None:
-            raise LookupError(f"no workflow {workflow_id}")
-        if state.finished:
-            return state
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise WorkflowTimeout(
-                f"workflow {workflow_id} is still {state.state} after {timeout}s: {state.counts}"
-            )
-        time.sleep(min(pause, left))
-        pause = min(pause * 2, 0.5)
+    state = _finished_or_none(workflow_id, deadline, timeout)
+    if state is not None:
+        return state
+    conf = get_settings()
+    # A session of its own, as awa.wait's: AWA["WORKER_DATABASE"] when set (LISTEN needs one).
+    alias = conf.WORKER_DATABASE or conf.DATABASE_ALIAS
+    # Subscribed before the next read, so an end committed after it is heard; one that raced
+    # the subscription, or a lost notification, is seen by the read every FALLBACK_POLL_S.
+    with listening(alias, storage.LISTEN_WORKFLOW_DONE, application_name="awa_wait") as conn:
+        while True:
+            state = _finished_or_none(workflow_id, deadline, timeout)
+            if state is not None:
+                return state
+            left = deadline - time.monotonic()
+            await_notification(conn, str(workflow_id), min(left, FALLBACK_POLL_S))
+
+
+def _finished_or_none(workflow_id: int, deadline: float, timeout: float) -> WorkflowState | None:
+    """The workflow once it has finished, None while it runs; ``LookupError`` when there is no
+    such workflow, ``WorkflowTimeout`` past the deadline."""
+    state = get_workflow(workflow_id)
+    if state is None:
+        raise LookupError(f"no workflow {workflow_id}")
+    if state.finished:
+        return state
+    if deadline - time.monotonic() <= 0:
+        raise WorkflowTimeout(
+            f"workflow {workflow_id} is still {state.state} after {timeout}s: {state.counts}"
+        )
+    return None
 
 
 async def await_workflow(workflow_id: int, *, timeout: float) -> WorkflowState:

@@ -8,15 +8,19 @@ passes. Each statement on them is its own transaction.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from typing import Any, Final
 
 from django.conf import settings
 from django.db import connections
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, Connection
 from psycopg.abc import Buffer
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import JsonbLoader
 from psycopg_pool import AsyncConnectionPool
+
+from awa_django.storage.statement import Statement
 
 # Django-specific entries of get_connection_params() that psycopg.connect does not take.
 _DJANGO_ONLY: Final = ("cursor_factory", "context", "prepare_threshold")
@@ -69,6 +73,27 @@ async def connect(alias: str) -> AsyncConnection[Any]:
     return await AsyncConnection.connect(
         **connection_kwargs(alias, application_name="awa_worker_session"), autocommit=True
     )
+
+
+@contextmanager
+def listening(
+    alias: str, listen: Statement[None], *, application_name: str
+) -> Iterator[Connection[Any]]:
+    """A short-lived blocking autocommit session that has run ``listen`` (a ``LISTEN``), for a
+    caller that waits on a channel outside the worker (``awa.wait_workflow``)."""
+    with Connection.connect(
+        **connection_kwargs(alias, application_name=application_name), autocommit=True
+    ) as conn:
+        conn.execute(listen.sql, listen.params)
+        yield conn
+
+
+def await_notification(conn: Connection[Any], payload: str, timeout: float) -> bool:
+    """Block for at most ``timeout`` seconds until a notification carrying ``payload`` arrives
+    on a channel ``conn`` listens to; whether one did."""
+    # Closed explicitly: the generator holds the connection's lock until it is.
+    with closing(conn.notifies(timeout=timeout)) as notifies:
+        return any(notify.payload == payload for notify in notifies)
 
 
 async def open_pool(alias: str, *, max_size: int, prepare: bool = True) -> AsyncConnectionPool[Any]:

@@ -10,12 +10,15 @@ from datetime import datetime
 from typing import Any, Final
 
 from awa_django.sql import queries
-from awa_django.storage.statement import Statement, first_int
+from awa_django.storage.statement import Statement, first_int, nothing
 
 _SQL = queries("workflows")
 
-# The channel awa.workflow_finish notifies, with the id of the workflow that ended.
-WORKFLOW_DONE_CHANNEL: Final = "awa_workflow_done"
+# Subscribes a waiter's session to the channel awa.workflow_finish notifies, with the id of the
+# workflow that ended.
+LISTEN_WORKFLOW_DONE: Final[Statement[None]] = Statement(
+    sql=_SQL["listen_workflow_done"], read=nothing
+)
 
 
 @dataclass(frozen=True, slots=True)

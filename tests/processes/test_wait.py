@@ -19,11 +19,18 @@ from django.db import connection, transaction
 from django.test import override_settings
 
 import awa_django as awa
+from awa_django.producer import workflows as workflow_api
 from awa_django.storage.connections import connection_kwargs
 from awa_django.storage.waiters import JOB_DONE_CHANNEL
 from tests.callbacks.helpers import FAST as CALLBACK_FAST
 from tests.callbacks.helpers import park_one
-from tests.conftest import REPO_ROOT, run_burst, subprocess_database_url, wait_until
+from tests.conftest import (
+    REPO_ROOT,
+    close_this_threads_connection,
+    run_burst,
+    subprocess_database_url,
+    wait_until,
+)
 from tests.jobs import always_fails, returns_value, sleepy, terminal
 
 # Well under the waiter's one-second fallback poll: a wake this fast came from the notification.
@@ -106,6 +113,37 @@ def test_cancelling_a_queued_job_wakes_its_waiter():
     assert time.monotonic() - cancelled_at < NOTIFIED_WITHIN_S
     (failure,) = outcome
     assert isinstance(failure, awa.JobFailed) and failure.record.state == "cancelled"
+
+
+def test_wait_workflow_wakes_on_the_workflow_done_notification(awa_db, monkeypatch):
+    # With the fallback read a minute away, only the notification can end this wait in time.
+    monkeypatch.setattr(workflow_api, "FALLBACK_POLL_S", 60.0)
+    run = awa.Workflow("waited").step("only", returns_value).enqueue()
+
+    def wait_in_thread() -> awa.WorkflowState:
+        try:
+            return awa.wait_workflow(run.workflow_id, timeout=30)
+        finally:
+            close_this_threads_connection()
+
+    thread, outcome = in_background(wait_in_thread)
+
+    def listening_waiters() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE application_name = 'awa_wait' AND query LIKE '%%LISTEN awa_workflow_done'"
+            )
+            return int(cursor.fetchone()[0])
+
+    wait_until(lambda: listening_waiters() == 1)
+    assert awa.cancel_workflow(run.workflow_id, reason="stop") == 1
+    thread.join(10)
+    assert not thread.is_alive()
+    (state,) = outcome
+    assert state.state == "cancelled"
+    # The waiter's session is closed once it returns.
+    wait_until(lambda: listening_waiters() == 0)
 
 
 def test_timeout_raises_wait_timeout_and_leaves_no_row(worker_process):

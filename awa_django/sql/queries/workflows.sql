@@ -33,6 +33,11 @@ SELECT workflow_id, name, state, steps, unfinished, failures, cancel_reason, cre
 SELECT awa.workflow_prune(%(completed_s)s::double precision, %(failed_s)s::double precision,
                           %(limit)s::integer)
 
+-- name: listen_workflow_done
+-- Subscribes this session to the channel awa.workflow_finish notifies, before the waiter reads
+-- the workflow's state: no notification of its end can then pass unheard.
+LISTEN awa_workflow_done
+
 -- name: workflows_finished
 -- The workflows this transaction finished so far (awa.workflow_finish), as JSON text or NULL.
 SELECT current_setting('awa.workflows_finished', true)
