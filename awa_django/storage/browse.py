@@ -84,6 +84,11 @@ COUNT_CAP: Final = 10_000
 # older fact of the job matched or the state searched is another, so a page reads far fewer.
 SEARCH_BATCH: Final = 2_000
 SEARCH_SCAN: Final = 10_000
+# The records of a batch's candidates are checked this many at a time, newest first, until the
+# page is full: the awa.jobs view read for a few hundred ids is planned as probes by id, where
+# for a whole batch the planner read every ring partition whole (issue #36), and a search whose
+# candidates mostly match fills its page from the first slice.
+SEARCH_CHECK: Final = 200
 _NO_CURSOR: Final = 2**63 - 1
 # The states read from the ring's claims and closures, which hold no kind or queue; under a
 # kind or queue filter, a pair with at least _MANY_READY_ROWS ready rows is listed by walking
@@ -419,11 +424,14 @@ def _search(*, where: JobFilter, walk: _Walk, before: int | None, limit: int) ->
     exhausted = False
     while len(matches) <= limit and scanned < SEARCH_SCAN:
         candidates = yield from _candidate_ids(where, walk, below, SEARCH_BATCH)
-        scanned += len(candidates)
-        if candidates:
-            found = yield from step(_matching_jobs(candidates, where))
+        for start in range(0, len(candidates), SEARCH_CHECK):
+            checked = candidates[start : start + SEARCH_CHECK]
+            found = yield from step(_matching_jobs(checked, where))
             matches.extend(sorted(found, key=lambda record: record.job_id, reverse=True))
-            below = candidates[-1]
+            scanned += len(checked)
+            below = checked[-1]
+            if len(matches) > limit:
+                break
         if len(candidates) < SEARCH_BATCH:
             exhausted = True
             break

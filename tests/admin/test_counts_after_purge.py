@@ -9,9 +9,11 @@ from django.db import connection
 from django.urls import reverse
 
 import awa_django as awa
-from awa_django.storage.browse import JobFilter, count_in_state
+from awa_django.storage.browse import JobFilter, count_in_state, list_jobs
 from awa_django.storage.statement import run_read
 from tests.admin.test_dlq import messages_of
+from tests.admin.test_filter_indexes import dead_letters, explain_each, rows_read
+from tests.admin.test_hot_lane import hot_lane
 from tests.conftest import run_burst
 
 LIST = "admin:awa_django_job_changelist"
@@ -52,3 +54,46 @@ def test_retry_all_matching_confirms_and_reports_the_true_count(operator_client)
     assert message.startswith("Retried 2 jobs ")
     assert LogEntry.objects.get().change_message == message
     assert {awa.get_job(job_id).state for job_id in still} == {"available"}
+
+
+# Failed closures of one pair, more than a pair walks down its own ready rows: each moved to
+# the DLQ, a fifth of them then purged; and more DLQ entries than closures, as entries whose
+# ring slot was pruned leave (issue #36's production shape, at a scale of seconds).
+FAILED = 2_500
+PRUNED_DEAD_LETTERS = 5_000
+
+
+def test_failed_pages_probe_the_purge_markers_one_by_one(operator_client):
+    """Behind the pair's filter and the anti-join with the DLQ, the planner expected one
+    closure where thousands came, and joined the purge markers by a nested loop over a
+    sequential scan of them, once per closure: every marker read for every closure."""
+    hot_lane(FAILED + 1, still_open=1, outcome="failed")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT job_id FROM awa.done_entries WHERE outcome = 'failed'")
+        failed = sorted(row[0] for row in cursor.fetchall())
+        cursor.execute(
+            "SELECT count(*) FROM awa.dlq_move(%s, ARRAY['failed'], 'moved_from_failed')",
+            [failed],
+        )
+        assert cursor.fetchone()[0] == FAILED
+        cursor.execute("SELECT count(*) FROM awa.dlq_purge(%s)", [failed[::5]])
+        assert cursor.fetchone()[0] == FAILED // 5
+    dead_letters(
+        PRUNED_DEAD_LETTERS, error_type="builtins.KeyError", kind="mail.send", reason="pruned"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE")
+    where = JobFilter(kind="tests.noop", state="failed")
+    for read in (
+        list_jobs(where=where, before=None, limit=50, count=True),
+        count_in_state("failed", where),
+    ):
+        # A probe by job id reads at most one marker per closure walked.
+        markers = [rows_read(root, "purged_jobs") for root in explain_each(read)]
+        assert max(markers) <= FAILED, markers
+    with connection.cursor() as cursor:
+        page = run_read(cursor, list_jobs(where=where, before=None, limit=50, count=True))
+        assert page.jobs == [] and page.count == 0
+        assert run_read(cursor, count_in_state("failed", where)) == 0
+    listed = operator_client.get(reverse(LIST), {"kind": "tests.noop", "state": "failed"})
+    assert listed.context["state_count"] == 0

@@ -23,10 +23,11 @@ HOT = 30_000
 OPEN = 3
 
 
-def hot_lane(jobs: int = HOT, still_open: int = OPEN) -> list[int]:
+def hot_lane(jobs: int = HOT, still_open: int = OPEN, *, outcome: str = "completed") -> list[int]:
     """``jobs`` jobs of one lane, all claimed by awa.claim_ready and all but the oldest
-    ``still_open`` closed by awa.close_batch, as a burst through one queue leaves the ring (the
-    open ones are long jobs claimed first). Answers the open ones' ids, newest first."""
+    ``still_open`` closed by awa.close_batch with ``outcome``, as a burst through one queue
+    leaves the ring (the open ones are long jobs claimed first). Answers the open ones' ids,
+    newest first."""
     ids = awa.enqueue_many("tests.noop", [{"n": n} for n in range(jobs)], queue="partners")
     with connection.cursor() as cursor:
         cursor.execute(
@@ -40,9 +41,9 @@ def hot_lane(jobs: int = HOT, still_open: int = OPEN) -> list[int]:
                    SELECT json_agg(json_build_object(
                        'ready_slot', c.ready_slot, 'queue', c.queue, 'priority', c.priority,
                        'shard', c.shard, 'lane_seq', c.lane_seq, 'job_id', c.job_id,
-                       'run_lease', c.run_lease, 'outcome', 'completed'))
+                       'run_lease', c.run_lease, 'outcome', %s::text))
                      FROM awa.claim_receipts c WHERE c.job_id > %s))""",
-            [ids[still_open - 1]],
+            [outcome, ids[still_open - 1]],
         )
         assert cursor.fetchone()[0] == jobs - still_open
     return sorted(ids[:still_open], reverse=True)

@@ -15,6 +15,8 @@ from django.urls import reverse
 import awa_django as awa
 from awa_django.sql import queries
 from awa_django.storage import browse
+from tests.admin.test_filter_indexes import dead_letters, rows_read
+from tests.admin.test_hot_lane import explain as explain_analyzed
 from tests.admin.test_jobs import listed_ids
 from tests.conftest import run_burst
 
@@ -176,3 +178,44 @@ def test_a_state_held_outside_the_ring_reads_only_its_table(operator_client, mon
         response = operator_client.get(url, {"args": '{"user_id": 5}', "state": state})
         assert listed_ids(response) == expected, state
         assert not response.context["page"].scan_stopped, state
+
+
+# Dead letters all holding one error text, more than a search statement asks for at once.
+COMMON_TEXT = 20_000
+
+
+def test_a_common_error_text_walks_the_newest_dead_letters(operator_client):
+    """The trigram indexes are partial, and PostgreSQL reads no statistics from a partial
+    index: the planner guessed that any text matched a handful of entries, and for a text every
+    dead letter holds read each one through the index (its text computed again for the
+    recheck) to keep the newest. Given the statistics of migration 0033 it walks the newest
+    entries, and still reads a rare text through the index."""
+    common = dead_letters(
+        COMMON_TEXT, error_type="builtins.KeyError", kind="mail.send", reason="attempts_exhausted"
+    )
+    rare_ids = dead_letters(3, error_type="builtins.LookupError", kind="mail.send", reason="pruned")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE awa.dlq_entries")
+    every = {"args": None, "tag": None, "state": "dlq", "queue": None, "kind": None}
+    bounds = {"before": 2**63 - 1, "size": browse.SEARCH_BATCH}
+    walked = explain_analyzed(_SQL["search_job_ids"], {**every, **bounds, "error": "%order 7%"})
+    assert walked["Actual Rows"] == browse.SEARCH_BATCH
+    assert rows_read(walked, "dlq_entries") <= browse.SEARCH_BATCH + 3
+    rare = explain_analyzed(_SQL["search_job_ids"], {**every, **bounds, "error": "%lookuperr%"})
+    assert rare["Actual Rows"] == 3
+    assert "dlq_entries_error_text" in {node.get("Index Name") for node in nodes(rare)}
+    response = operator_client.get(reverse(LIST), {"error": "order 7", "state": "dlq"})
+    assert listed_ids(response) == sorted(common + rare_ids, reverse=True)[:50]
+
+
+def test_a_page_checks_its_candidates_a_slice_at_a_time(operator_client):
+    """Reading the records of a whole batch of candidates at once, the planner read every ring
+    partition whole; a page now checks them a slice at a time and stops once it is full."""
+    ids = awa.enqueue_many("tests.typed", [{"user_id": 7, "email": f"{n}@x"} for n in range(500)])
+    response = operator_client.get(reverse(LIST), {"args": '{"user_id": 7}'})
+    assert listed_ids(response) == sorted(ids, reverse=True)[:50]
+    page = response.context["page"]
+    assert page.scanned < len(ids) and not page.scan_stopped
+    assert page.scanned == browse.SEARCH_CHECK
+    older = operator_client.get(reverse(LIST), {"args": '{"user_id": 7}', "before": ids[0] + 1})
+    assert listed_ids(older) == [ids[0]]

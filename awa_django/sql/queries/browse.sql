@@ -236,6 +236,15 @@ SELECT q.job_id FROM awa.dlq_entries q
 -- awa.purged_jobs) is left out, as awa.jobs leaves the job out: else a state's count would
 -- hold jobs its list hides (issue #36). Given a pair (`queue` and `kind` not NULL), only that
 -- pair's jobs.
+-- Each "no newer fact" check is a scalar probe, planned on its own as one index lookup by job
+-- id per walked row, not an anti-join: behind the pair's filter and the anti-join with the DLQ
+-- the planner expected one closure where tens of thousands came, and joined the purge markers
+-- by a nested loop over a sequential scan of them, once per closure (issue #36: seconds on the
+-- failed pages at a million jobs). The probe answers the newer fact's job id, compared with IS
+-- DISTINCT FROM, which the planner expects to keep nearly every row, as the anti-joins' estimate
+-- did; an IS NULL test it expects to keep almost none, and it then sorted a whole state's
+-- closures rather than walk them to the page's LIMIT. Probes the planner costs alike run in
+-- the order written: the DLQ's first, the newer fact a failed closure most often has.
 SELECT job_id FROM (
     (SELECT d.job_id FROM awa.done_entries d
       WHERE d.job_id < %(before)s AND d.outcome = %(state)s
@@ -247,20 +256,27 @@ SELECT job_id FROM (
                            AND r.shard = d.shard AND r.lane_seq = d.lane_seq
                            AND r.ready_slot = d.ready_slot
                            AND r.queue = %(queue)s::text AND r.kind = %(kind)s::text))
-        AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
-                         WHERE n.job_id = d.job_id AND n.run_lease >= d.run_lease)
-        AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = d.job_id)
-        AND NOT EXISTS (SELECT 1 FROM awa.dlq_entries q WHERE q.job_id = d.job_id)
-        AND NOT EXISTS (SELECT 1 FROM awa.purged_jobs p WHERE p.job_id = d.job_id)
+        AND (SELECT n.job_id FROM awa.ready_entries n
+              WHERE n.job_id = d.job_id AND n.run_lease >= d.run_lease LIMIT 1)
+            IS DISTINCT FROM d.job_id
+        AND (SELECT q.job_id FROM awa.dlq_entries q WHERE q.job_id = d.job_id)
+            IS DISTINCT FROM d.job_id
+        AND (SELECT f.job_id FROM awa.deferred_jobs f WHERE f.job_id = d.job_id)
+            IS DISTINCT FROM d.job_id
+        AND (SELECT p.job_id FROM awa.purged_jobs p WHERE p.job_id = d.job_id)
+            IS DISTINCT FROM d.job_id
       ORDER BY d.job_id DESC LIMIT %(size)s)
     UNION
     (SELECT h.job_id FROM awa.terminal_history h
       WHERE h.job_id < %(before)s AND h.state = %(state)s
         AND (%(queue)s::text IS NULL OR (h.queue = %(queue)s::text AND h.kind = %(kind)s::text))
-        AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
-                         WHERE n.job_id = h.job_id AND n.run_lease > h.run_lease)
-        AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = h.job_id)
-        AND NOT EXISTS (SELECT 1 FROM awa.dlq_entries q WHERE q.job_id = h.job_id)
+        AND (SELECT n.job_id FROM awa.ready_entries n
+              WHERE n.job_id = h.job_id AND n.run_lease > h.run_lease LIMIT 1)
+            IS DISTINCT FROM h.job_id
+        AND (SELECT q.job_id FROM awa.dlq_entries q WHERE q.job_id = h.job_id)
+            IS DISTINCT FROM h.job_id
+        AND (SELECT f.job_id FROM awa.deferred_jobs f WHERE f.job_id = h.job_id)
+            IS DISTINCT FROM h.job_id
       ORDER BY h.job_id DESC LIMIT %(size)s)
     UNION
     -- Tombstones have no job_id index; there is one per cancel of a job that had not started,
@@ -271,10 +287,13 @@ SELECT job_id FROM (
         AND r.lane_seq = t.lane_seq AND r.ready_slot = t.ready_slot
       WHERE %(state)s::text = 'cancelled' AND t.job_id < %(before)s
         AND (%(queue)s::text IS NULL OR (r.queue = %(queue)s::text AND r.kind = %(kind)s::text))
-        AND NOT EXISTS (SELECT 1 FROM awa.ready_entries n
-                         WHERE n.job_id = t.job_id AND n.run_lease > r.run_lease)
-        AND NOT EXISTS (SELECT 1 FROM awa.deferred_jobs f WHERE f.job_id = t.job_id)
-        AND NOT EXISTS (SELECT 1 FROM awa.dlq_entries q WHERE q.job_id = t.job_id)
+        AND (SELECT n.job_id FROM awa.ready_entries n
+              WHERE n.job_id = t.job_id AND n.run_lease > r.run_lease LIMIT 1)
+            IS DISTINCT FROM t.job_id
+        AND (SELECT q.job_id FROM awa.dlq_entries q WHERE q.job_id = t.job_id)
+            IS DISTINCT FROM t.job_id
+        AND (SELECT f.job_id FROM awa.deferred_jobs f WHERE f.job_id = t.job_id)
+            IS DISTINCT FROM t.job_id
       ORDER BY t.job_id DESC LIMIT %(size)s)
 ) ids
  ORDER BY job_id DESC LIMIT %(size)s
