@@ -111,17 +111,45 @@ SELECT progress, checkpoint, finalized_at FROM awa.terminal_history WHERE job_id
 -- after a closure at L; a deferred or DLQ row is always a job's newest fact while it exists).
 
 -- name: available_job_ids
--- Ready rows never claimed and never tombstoned.
-SELECT DISTINCT r.job_id FROM awa.ready_entries r
- WHERE r.job_id < %(before)s
-   AND NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
-                    WHERE c.job_id = r.job_id AND c.queue = r.queue AND c.priority = r.priority
-                      AND c.shard = r.shard AND c.lane_seq = r.lane_seq
-                      AND c.ready_slot = r.ready_slot)
-   AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t
-                    WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
-                      AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
- ORDER BY r.job_id DESC LIMIT %(size)s
+-- Ready rows never claimed and never tombstoned. The walk newest first probes each ready row
+-- below the cursor by primary key (in the select list of a subquery kept apart by OFFSET 0, so
+-- no probe becomes a hash of every claim) and stops at the page's size: the waiting jobs are
+-- usually the newest. It reads at most the newest 10,000 ready rows, though: when those do
+-- not fill the page (claimed rows above the waiting ones: a drained hot lane on top of a
+-- backlog, or the last pages of a bulk walk), the rest comes from what waits below them
+-- (awa.waiting_entries, after each lane's claim cursor) instead of a walk on through every
+-- claimed row of the ring (issue #36).
+WITH found AS MATERIALIZED (
+    SELECT DISTINCT w.job_id FROM (
+        SELECT r.job_id,
+               (SELECT true FROM awa.claim_receipts c
+                 WHERE c.job_id = r.job_id AND c.queue = r.queue AND c.priority = r.priority
+                   AND c.shard = r.shard AND c.lane_seq = r.lane_seq
+                   AND c.ready_slot = r.ready_slot LIMIT 1) AS claimed,
+               (SELECT true FROM awa.ready_tombstones t
+                 WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
+                   AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot
+                 LIMIT 1) AS tombstoned
+          FROM awa.ready_entries r
+         WHERE r.job_id < %(before)s
+         ORDER BY r.job_id DESC LIMIT 10000 OFFSET 0) w
+     WHERE w.claimed IS NULL AND w.tombstoned IS NULL
+     ORDER BY w.job_id DESC LIMIT %(size)s
+), bottom AS MATERIALIZED (
+    -- The walk's last row when it read to the cap (else none: it read every row below the
+    -- cursor), read only when the walk did not fill the page.
+    SELECT r.job_id FROM awa.ready_entries r
+     WHERE r.job_id < %(before)s AND (SELECT count(*) FROM found) < %(size)s
+     ORDER BY r.job_id DESC OFFSET 9999 LIMIT 1
+)
+SELECT f.job_id FROM found f
+-- A job of several ready rows (its retries) may have one on each side of the walk's last row.
+UNION
+(SELECT w.job_id FROM bottom b
+  CROSS JOIN LATERAL (SELECT w.job_id FROM awa.waiting_entries(NULL) w
+                       WHERE w.job_id <= b.job_id
+                       ORDER BY w.job_id DESC LIMIT %(size)s) w)
+ ORDER BY 1 DESC LIMIT %(size)s
 
 -- name: count_available
 -- How many jobs are available, counting at most %(size)s (given a pair, `queue` and `kind` not
