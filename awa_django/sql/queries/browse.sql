@@ -110,6 +110,19 @@ SELECT progress, checkpoint, finalized_at FROM awa.terminal_history WHERE job_id
 -- the block of the same name with _by_name (below). The positions they compare follow awa.jobs (a ready row at run_lease L ranks
 -- after a closure at L; a deferred or DLQ row is always a job's newest fact while it exists).
 
+-- name: ready_row_probes
+-- Whether ready row r's attempt was claimed, and whether it was cancelled (a tombstone), each
+-- true or NULL: scalar probes by primary key for the select list of a walk, run only for the
+-- rows the walk reaches.
+(SELECT true FROM awa.claim_receipts c
+  WHERE c.job_id = r.job_id AND c.queue = r.queue AND c.priority = r.priority
+    AND c.shard = r.shard AND c.lane_seq = r.lane_seq
+    AND c.ready_slot = r.ready_slot LIMIT 1) AS claimed,
+(SELECT true FROM awa.ready_tombstones t
+  WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
+    AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot
+  LIMIT 1) AS tombstoned
+
 -- name: available_job_ids
 -- Ready rows never claimed and never tombstoned. The walk newest first probes each ready row
 -- below the cursor by primary key (in the select list of a subquery kept apart by OFFSET 0, so
@@ -121,15 +134,7 @@ SELECT progress, checkpoint, finalized_at FROM awa.terminal_history WHERE job_id
 -- claimed row of the ring (issue #36).
 WITH found AS MATERIALIZED (
     SELECT DISTINCT w.job_id FROM (
-        SELECT r.job_id,
-               (SELECT true FROM awa.claim_receipts c
-                 WHERE c.job_id = r.job_id AND c.queue = r.queue AND c.priority = r.priority
-                   AND c.shard = r.shard AND c.lane_seq = r.lane_seq
-                   AND c.ready_slot = r.ready_slot LIMIT 1) AS claimed,
-               (SELECT true FROM awa.ready_tombstones t
-                 WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
-                   AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot
-                 LIMIT 1) AS tombstoned
+        SELECT r.job_id, {{ready_row_probes}}
           FROM awa.ready_entries r
          WHERE r.job_id < %(before)s
          ORDER BY r.job_id DESC LIMIT 10000 OFFSET 0) w
@@ -448,15 +453,7 @@ SELECT job_id FROM (
 -- run only for the rows the walk reaches before its LIMIT. As a join, or as EXISTS (which the
 -- planner may turn into a hash of the whole table), it would read every claim or closure.
 SELECT a.job_id FROM (
-    SELECT r.job_id,
-           (SELECT true FROM awa.claim_receipts c
-             WHERE c.job_id = r.job_id AND c.queue = r.queue AND c.priority = r.priority
-               AND c.shard = r.shard AND c.lane_seq = r.lane_seq
-               AND c.ready_slot = r.ready_slot LIMIT 1) AS claimed,
-           (SELECT true FROM awa.ready_tombstones t
-             WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
-               AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot
-             LIMIT 1) AS tombstoned
+    SELECT r.job_id, {{ready_row_probes}}
       FROM awa.ready_entries r
      WHERE r.queue = %(queue)s AND r.kind = %(kind)s AND r.job_id < %(before)s
      ORDER BY r.job_id DESC OFFSET 0) a
