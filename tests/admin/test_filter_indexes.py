@@ -164,9 +164,9 @@ def rows_fetched(tables: tuple[str, ...]) -> int:
 
 def test_queue_health_and_the_drain_read_only_what_waits(awa_db):
     """Jobs waiting in a queue behind a hot lane of it, all claimed: queue health's depths (the
-    live refresh), the drain confirmation's count and the drain itself read the waiting rows,
-    not every claimed row of the ring probed for its claim (issue #36: the whole ring, a
-    second at a million jobs)."""
+    live refresh), the shard page's lane backlog, the drain confirmation's count and the drain
+    itself read the waiting rows, not every claimed row of the ring probed for its claim
+    (issue #36: the whole ring, at a million jobs)."""
     hot_lane(CLAIMED, still_open=1)
     waiting = awa.enqueue_many("tests.noop", [{"n": n} for n in range(WAITING)], queue="partners")
     awa.cancel(waiting[0])
@@ -174,7 +174,8 @@ def test_queue_health_and_the_drain_read_only_what_waits(awa_db):
         cursor.execute("ANALYZE")
     depths = explain(queries("queue")["queue_depths"], {})
     drain_count = explain(queries("control")["drain_candidates"], {"queue": "partners"})
-    for root in (depths, drain_count):
+    backlog = explain(queries("lanes")["lane_backlog"], {"queue": None})
+    for root in (depths, drain_count, backlog):
         assert ring_rows_read(root, "ready_entries") <= WAITING
         assert ring_rows_read(root, "claim_receipts") <= 10
     with transaction.atomic():
