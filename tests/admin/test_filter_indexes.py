@@ -147,3 +147,63 @@ def test_the_available_count_reads_only_what_waits(operator_client):
             assert run_read(cursor, count_in_state("available", where)) == WAITING - 1
     listed = operator_client.get(reverse("admin:awa_django_job_changelist"), {"state": "available"})
     assert listed.context["page"].count == WAITING - 1
+
+
+def rows_fetched(tables: tuple[str, ...]) -> int:
+    """Rows this transaction read so far from the partitions of ``tables``, by scans of either
+    kind (a plpgsql function's statements, which EXPLAIN does not show, counted too)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(sum(coalesce(s.seq_tup_read, 0) + coalesce(s.idx_tup_fetch, 0)), 0)"
+            " FROM pg_stat_xact_user_tables s JOIN pg_inherits i ON i.inhrelid = s.relid"
+            " WHERE i.inhparent = ANY(%s::regclass[])",
+            [[f"awa.{t}" for t in tables]],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def test_queue_health_and_the_drain_read_only_what_waits(awa_db):
+    """Jobs waiting in a queue behind a hot lane of it, all claimed: queue health's depths (the
+    live refresh), the shard page's lane backlog, the drain confirmation's count and the drain
+    itself read the waiting rows, not every claimed row of the ring probed for its claim
+    (issue #36: the whole ring, at a million jobs)."""
+    hot_lane(CLAIMED, still_open=1)
+    waiting = awa.enqueue_many("tests.noop", [{"n": n} for n in range(WAITING)], queue="partners")
+    awa.cancel(waiting[0])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    depths = explain(queries("queue")["queue_depths"], {})
+    drain_count = explain(queries("control")["drain_candidates"], {"queue": "partners"})
+    backlog = explain(queries("lanes")["lane_backlog"], {"queue": None})
+    for root in (depths, drain_count, backlog):
+        assert ring_rows_read(root, "ready_entries") <= WAITING
+        assert ring_rows_read(root, "claim_receipts") <= 10
+    with transaction.atomic():
+        before = rows_fetched(("ready_entries", "claim_receipts"))
+        assert awa.queues.drain("partners", confirm=True) == WAITING - 1
+        # Each waiting row read once to find it and once by its cancel, and the claim cursor.
+        assert rows_fetched(("ready_entries", "claim_receipts")) - before <= 3 * WAITING
+
+
+# Claimed rows above the waiting ones: more than the available walk reads before it turns to
+# what waits (browse.sql, available_job_ids).
+WALKED_PAST = 25_000
+
+
+def test_the_available_page_turns_to_what_waits_below_a_deep_hot_lane(operator_client):
+    """Jobs waiting under a newer hot lane of another queue, all claimed: the available page
+    (and each page of the bulk walk) reads a bounded walk of the newest ready rows, then what
+    waits below it, not every claimed row of the lane newest first (issue #36)."""
+    waiting = awa.enqueue_many("tests.noop", [{"n": n} for n in range(WAITING)], queue="default")
+    awa.cancel(waiting[-1])
+    hot_lane(WALKED_PAST, still_open=1)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    params = {"before": 2**63 - 1, "size": 51}
+    root = explain(queries("browse")["available_job_ids"], params)
+    assert ring_rows_read(root, "ready_entries") <= 20_000 + 2 * WAITING
+    assert ring_rows_read(root, "claim_receipts") <= 10_000 + 10
+    listed = operator_client.get(reverse("admin:awa_django_job_changelist"), {"state": "available"})
+    assert listed.context["page"].count == WAITING - 1
+    shown = [job.job_id for job in listed.context["page"].jobs]
+    assert shown and shown == sorted(waiting[:-1], reverse=True)[: len(shown)]

@@ -15,9 +15,11 @@ from awa_django.core.claimed_job import claimed_job_rows
 from awa_django.exceptions import ConfirmationRequired, InvalidJob
 from awa_django.maintenance.queue_stats import QueueSampler, QueueStatsConfig
 from awa_django.ops.queues import queue_stats
+from awa_django.sql import queries
 from awa_django.storage.connections import connect, open_pool
+from awa_django.storage.control import drain_candidates
 from awa_django.storage.queue import ClaimRequest, QueueDepth, claim_ready
-from awa_django.storage.statement import run_async
+from awa_django.storage.statement import run, run_async
 from tests.conftest import run_burst
 from tests.jobs import noop, retry_after, terminal
 
@@ -130,6 +132,51 @@ def test_stats_count_every_state_from_live_queries_and_samples():
     assert default.lag_s >= 0 and default.declared and default.dlq_enabled
     email = by_queue()["email"]
     assert (email.failed_last_hour, email.dlq, email.dlq_enabled) == (1, 0, False)
+
+
+def view_counts(state: str) -> dict[str, int]:
+    """Jobs per queue in ``state`` as the awa.jobs view tells them: the truth the depths,
+    which read only what waits after each lane's claim cursor, must equal."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT queue, count(*) FROM awa.jobs WHERE state = %s GROUP BY queue", [state]
+        )
+        return dict(cursor.fetchall())
+
+
+def test_live_depths_and_the_drain_count_equal_the_jobs_in_each_state():
+    """Claims (closed and open), cancels (tombstones) between waiting rows, a commit claimed
+    half way, a second lane (priority), and a paused queue: every live depth and the drain
+    confirmation's count equal the jobs of that state, and the drain cancels that many."""
+    done = noop.enqueue()
+    run_burst()
+    batch = awa.enqueue_many(noop, [{} for _ in range(6)])
+    claim("default", 2)  # the cursor stops inside the batch's commit
+    awa.cancel(batch[3])
+    urgent = [awa.enqueue(noop, priority=1) for _ in range(3)]
+    awa.cancel(urgent[1])
+    awa.enqueue(noop, run_at=timedelta(hours=1))
+    awa.queues.pause("email")
+    for _ in range(4):
+        awa.enqueue(noop, queue="email")
+    awa.cancel(awa.enqueue(noop, queue="email"))
+    assert awa.get_job(done).state == "completed"
+
+    depths = by_queue()
+    assert {q: d.available for q, d in depths.items() if d.available} == view_counts("available")
+    assert {q: d.running for q, d in depths.items() if d.running} == view_counts("running")
+    assert (depths["default"].available, depths["email"].available) == (5, 4)
+    with connection.cursor() as cursor:
+        cursor.execute(queries("lanes")["lane_backlog"], {"queue": None})
+        backlog = cursor.fetchall()
+    assert sum(row[3] for row in backlog) == 9
+    with connection.cursor() as cursor:
+        for queue, pending in (("default", 6), ("email", 4)):
+            assert run(cursor, drain_candidates(queue=queue)) == pending
+    assert awa.queues.drain("email", confirm=True) == 4
+    assert awa.queues.drain("default", confirm=True) == 6
+    assert view_counts("available") == {}
+    assert by_queue()["default"].running == 2
 
 
 def test_history_returns_the_leaders_samples_oldest_first():

@@ -25,9 +25,10 @@ from awa_django.producer.enqueue import enqueue_at_lane_priority
 from awa_django.sql import queries
 from awa_django.storage.browse import JobFilter, count_in_state
 from awa_django.storage.connections import connect, connection_kwargs
+from awa_django.storage.control import drain_candidates
 from awa_django.storage.execution import close_params
 from awa_django.storage.queue import ClaimRequest, claim_ready
-from awa_django.storage.statement import run_async, run_read
+from awa_django.storage.statement import run, run_async, run_read
 from tests.commit_statements import statements_at_commit
 from tests.jobs import noop
 
@@ -380,6 +381,10 @@ def test_a_transaction_that_published_early_and_stays_open_holds_its_lane_only_f
     # The late commit's rows, behind the lane's claim cursor, are available, and counted so
     # although the count reads what waits after each cursor.
     assert available_count() == len(first) == view_count("available")
+    # So are queue health's depth and the drain's count, which read the same rows.
+    assert {d.queue: d.available for d in awa.queues.stats()}["default"] == len(first)
+    with connection.cursor() as cursor:
+        assert run(cursor, drain_candidates(queue="default")) == len(first)
     # The late commit is claimed, ahead of what came after it, across as many claims as its
     # rows need, and each row once.
     then = put(13)

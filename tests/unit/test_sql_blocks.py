@@ -43,11 +43,18 @@ def test_a_block_includes_a_shared_fragment_unless_its_file_has_one_of_the_name(
     assert blocks["one"] == "SELECT 1 FROM r WHERE r.waits AND r.own"
 
 
-def test_the_waiting_condition_is_one_text_in_every_file():
-    waiting = sql.queries(sql.FRAGMENTS)["waiting"].split("\n", 2)[2]
-    assert waiting in sql.queries("lanes")["lane_backlog"]
-    assert waiting in sql.queries("queue")["queue_depths"]
-    assert waiting in sql.queries("control")["drain_candidates"]
+def test_the_waiting_rows_are_one_function_in_every_file():
+    # Read after each lane's claim cursor (awa.waiting_entries), never written out again.
+    for plane, name in (
+        ("lanes", "lane_backlog"),
+        ("queue", "queue_depths"),
+        ("control", "drain_candidates"),
+        ("browse", "count_available"),
+    ):
+        block = sql.queries(plane)[name]
+        assert "awa.waiting_entries(" in block, name
+        assert "awa.claim_receipts" not in block, name
+    assert "awa.waiting_entries(p_queue)" in sql.functions("dlq")
 
 
 def test_an_unknown_include_is_rejected():

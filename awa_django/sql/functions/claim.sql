@@ -77,6 +77,75 @@ LANGUAGE sql STABLE AS $$
     ORDER BY x.part LIMIT 1
 $$;
 
+-- The ready rows that wait for a worker, of p_queue (of every queue when NULL), read as a
+-- claim finds them rather than by probing every ready row for its claim (issue #36): each
+-- lane's claim cursor is its newest receipt, and the rows after it (the rest of the cursor's
+-- commit and the commits after it) have no receipt (a receipt after the cursor would be the
+-- cursor), so each is probed only for a tombstone; the rows of commits that arrived late in a
+-- recorded hole behind the cursor (awa.lane_holes, almost always none) are probed for a
+-- receipt as well. The claimed rows, however many the ring retains above or below the waiting
+-- ones, are never read. The available count, queue health's depths and a queue's drain read
+-- it. SQL, not STRICT: the planner inlines it, so a caller's filter on its columns and the
+-- columns it does not read shape the plan.
+CREATE OR REPLACE FUNCTION awa.waiting_entries(p_queue text)
+RETURNS TABLE (queue text, priority smallint, shard smallint, lane_seq bigint,
+               ready_slot integer, job_id bigint, kind text, run_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT r.queue, r.priority, r.shard, r.lane_seq, r.ready_slot, r.job_id, r.kind, r.run_at
+      FROM awa.queue_lanes l
+      LEFT JOIN LATERAL (
+          SELECT c.commit_seq, c.lane_seq FROM awa.claim_receipts c
+           WHERE c.queue = l.queue AND c.priority = l.priority AND c.shard = l.shard
+           ORDER BY c.commit_seq DESC, c.lane_seq DESC LIMIT 1) c ON true
+      -- Kept apart (OFFSET 0), so each is a probe by the lane and its cursor, never a join of
+      -- every commit or ready row that filters by the cursor afterwards.
+      CROSS JOIN LATERAL (
+          SELECT m.commit_seq, m.ready_slot, m.batch, m.first_seq, m.last_seq
+            FROM awa.lane_commits m
+           WHERE m.queue = l.queue AND m.priority = l.priority AND m.shard = l.shard
+             AND m.commit_seq >= coalesce(c.commit_seq, 0)
+          OFFSET 0) m
+      CROSS JOIN LATERAL (
+          SELECT r.queue, r.priority, r.shard, r.lane_seq, r.ready_slot, r.job_id, r.kind,
+                 r.run_at
+            FROM awa.ready_entries r
+           WHERE r.queue = l.queue AND r.priority = l.priority AND r.shard = l.shard
+             AND r.ready_slot = m.ready_slot
+             -- In the cursor's commit, only the rows after it: a range of the primary key, so
+             -- the claimed rows before it are not read.
+             AND r.lane_seq BETWEEN CASE WHEN m.commit_seq = c.commit_seq THEN c.lane_seq + 1
+                                         ELSE m.first_seq END
+                                AND m.last_seq
+             AND r.batch = m.batch
+          OFFSET 0) r
+     WHERE (p_queue IS NULL OR l.queue = p_queue)
+       AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t
+                        WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
+                          AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
+    UNION ALL
+    SELECT r.queue, r.priority, r.shard, r.lane_seq, r.ready_slot, r.job_id, r.kind, r.run_at
+      FROM awa.lane_holes g
+      JOIN awa.lane_commits m
+        ON m.queue = g.queue AND m.priority = g.priority AND m.shard = g.shard
+       AND m.commit_seq BETWEEN g.first_seq AND g.last_seq
+      JOIN awa.ready_entries r
+        ON r.queue = g.queue AND r.priority = g.priority AND r.shard = g.shard
+       AND r.ready_slot = m.ready_slot AND r.lane_seq BETWEEN m.first_seq AND m.last_seq
+       AND r.batch = m.batch
+     WHERE (p_queue IS NULL OR g.queue = p_queue)
+       -- Behind the lane's cursor: a commit after it is read above.
+       AND m.commit_seq < (SELECT max(c.commit_seq) FROM awa.claim_receipts c
+                            WHERE c.queue = g.queue AND c.priority = g.priority
+                              AND c.shard = g.shard)
+       AND NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
+                        WHERE c.queue = r.queue AND c.priority = r.priority
+                          AND c.shard = r.shard AND c.commit_seq = m.commit_seq
+                          AND c.lane_seq = r.lane_seq AND c.ready_slot = r.ready_slot)
+       AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t
+                        WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
+                          AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
+$$;
+
 -- The lanes of p_queue in the order a claim visits them, with each lane's ``bound``: the
 -- effective priority of the next lane's head (32767 for the last, or when there is no aging);
 -- awa.claim_ready takes a lane's rows only while they are at least that urgent. The lanes are

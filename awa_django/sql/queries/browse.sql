@@ -110,82 +110,59 @@ SELECT progress, checkpoint, finalized_at FROM awa.terminal_history WHERE job_id
 -- the block of the same name with _by_name (below). The positions they compare follow awa.jobs (a ready row at run_lease L ranks
 -- after a closure at L; a deferred or DLQ row is always a job's newest fact while it exists).
 
+-- name: ready_row_probes
+-- Whether ready row r's attempt was claimed, and whether it was cancelled (a tombstone), each
+-- true or NULL: scalar probes by primary key for the select list of a walk, run only for the
+-- rows the walk reaches.
+(SELECT true FROM awa.claim_receipts c
+  WHERE c.job_id = r.job_id AND c.queue = r.queue AND c.priority = r.priority
+    AND c.shard = r.shard AND c.lane_seq = r.lane_seq
+    AND c.ready_slot = r.ready_slot LIMIT 1) AS claimed,
+(SELECT true FROM awa.ready_tombstones t
+  WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
+    AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot
+  LIMIT 1) AS tombstoned
+
 -- name: available_job_ids
--- Ready rows never claimed and never tombstoned.
-SELECT DISTINCT r.job_id FROM awa.ready_entries r
- WHERE r.job_id < %(before)s
-   AND NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
-                    WHERE c.job_id = r.job_id AND c.queue = r.queue AND c.priority = r.priority
-                      AND c.shard = r.shard AND c.lane_seq = r.lane_seq
-                      AND c.ready_slot = r.ready_slot)
-   AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t
-                    WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
-                      AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
- ORDER BY r.job_id DESC LIMIT %(size)s
+-- Ready rows never claimed and never tombstoned. The walk newest first probes each ready row
+-- below the cursor by primary key (in the select list of a subquery kept apart by OFFSET 0, so
+-- no probe becomes a hash of every claim) and stops at the page's size: the waiting jobs are
+-- usually the newest. It reads at most the newest 10,000 ready rows, though: when those do
+-- not fill the page (claimed rows above the waiting ones: a drained hot lane on top of a
+-- backlog, or the last pages of a bulk walk), the rest comes from what waits below them
+-- (awa.waiting_entries, after each lane's claim cursor) instead of a walk on through every
+-- claimed row of the ring (issue #36).
+WITH found AS MATERIALIZED (
+    SELECT DISTINCT w.job_id FROM (
+        SELECT r.job_id, {{ready_row_probes}}
+          FROM awa.ready_entries r
+         WHERE r.job_id < %(before)s
+         ORDER BY r.job_id DESC LIMIT 10000 OFFSET 0) w
+     WHERE w.claimed IS NULL AND w.tombstoned IS NULL
+     ORDER BY w.job_id DESC LIMIT %(size)s
+), bottom AS MATERIALIZED (
+    -- The walk's last row when it read to the cap (else none: it read every row below the
+    -- cursor), read only when the walk did not fill the page.
+    SELECT r.job_id FROM awa.ready_entries r
+     WHERE r.job_id < %(before)s AND (SELECT count(*) FROM found) < %(size)s
+     ORDER BY r.job_id DESC OFFSET 9999 LIMIT 1
+)
+SELECT f.job_id FROM found f
+-- A job of several ready rows (its retries) may have one on each side of the walk's last row.
+UNION
+(SELECT w.job_id FROM bottom b
+  CROSS JOIN LATERAL (SELECT w.job_id FROM awa.waiting_entries(NULL) w
+                       WHERE w.job_id <= b.job_id
+                       ORDER BY w.job_id DESC LIMIT %(size)s) w)
+ ORDER BY 1 DESC LIMIT %(size)s
 
 -- name: count_available
 -- How many jobs are available, counting at most %(size)s (given a pair, `queue` and `kind` not
--- NULL, only that pair's): read from what waits, as a claim finds it (sql/functions/claim.sql),
--- not by probing every ready row for its claim. Each lane's claim cursor is its newest receipt;
--- the rows after it, the rest of the cursor's commit and the commits after it, have no receipt
--- (a receipt after the cursor would be the cursor), so each is probed only for a tombstone; the
--- rows of commits that arrived late in a recorded hole behind the cursor (awa.lane_holes,
--- almost always none) are probed for a receipt as well. The claimed rows, however many the ring
--- retains above or below the waiting ones, are never read.
+-- NULL, only that pair's): the rows awa.waiting_entries reads after each lane's claim cursor,
+-- as a claim finds them, not every ready row probed for its claim.
 SELECT count(*) FROM (
-    SELECT 1
-      FROM awa.queue_lanes l
-      LEFT JOIN LATERAL (
-          SELECT c.commit_seq, c.lane_seq FROM awa.claim_receipts c
-           WHERE c.queue = l.queue AND c.priority = l.priority AND c.shard = l.shard
-           ORDER BY c.commit_seq DESC, c.lane_seq DESC LIMIT 1) c ON true
-      -- Kept apart (OFFSET 0), so each is a probe by the lane and its cursor, never a join of
-      -- every commit or ready row that filters by the cursor afterwards.
-      CROSS JOIN LATERAL (
-          SELECT m.commit_seq, m.ready_slot, m.batch, m.first_seq, m.last_seq
-            FROM awa.lane_commits m
-           WHERE m.queue = l.queue AND m.priority = l.priority AND m.shard = l.shard
-             AND m.commit_seq >= coalesce(c.commit_seq, 0)
-          OFFSET 0) m
-      CROSS JOIN LATERAL (
-          SELECT r.queue, r.priority, r.shard, r.lane_seq, r.ready_slot
-            FROM awa.ready_entries r
-           WHERE r.queue = l.queue AND r.priority = l.priority AND r.shard = l.shard
-             AND r.ready_slot = m.ready_slot
-             -- In the cursor's commit, only the rows after it: a range of the primary key, so
-             -- the claimed rows before it are not read.
-             AND r.lane_seq BETWEEN CASE WHEN m.commit_seq = c.commit_seq THEN c.lane_seq + 1
-                                         ELSE m.first_seq END
-                                AND m.last_seq
-             AND r.batch = m.batch
-             AND (%(queue)s::text IS NULL OR r.kind = %(kind)s::text)
-          OFFSET 0) r
-     WHERE (%(queue)s::text IS NULL OR l.queue = %(queue)s::text)
-       AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t
-                        WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
-                          AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
-    UNION ALL
-    SELECT 1
-      FROM awa.lane_holes g
-      JOIN awa.lane_commits m
-        ON m.queue = g.queue AND m.priority = g.priority AND m.shard = g.shard
-       AND m.commit_seq BETWEEN g.first_seq AND g.last_seq
-      JOIN awa.ready_entries r
-        ON r.queue = g.queue AND r.priority = g.priority AND r.shard = g.shard
-       AND r.ready_slot = m.ready_slot AND r.lane_seq BETWEEN m.first_seq AND m.last_seq
-       AND r.batch = m.batch
-     WHERE (%(queue)s::text IS NULL OR (g.queue = %(queue)s::text AND r.kind = %(kind)s::text))
-       -- Behind the lane's cursor: a commit after it is counted above.
-       AND m.commit_seq < (SELECT max(c.commit_seq) FROM awa.claim_receipts c
-                            WHERE c.queue = g.queue AND c.priority = g.priority
-                              AND c.shard = g.shard)
-       AND NOT EXISTS (SELECT 1 FROM awa.claim_receipts c
-                        WHERE c.queue = r.queue AND c.priority = r.priority
-                          AND c.shard = r.shard AND c.commit_seq = m.commit_seq
-                          AND c.lane_seq = r.lane_seq AND c.ready_slot = r.ready_slot)
-       AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t
-                        WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
-                          AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot)
+    SELECT 1 FROM awa.waiting_entries(%(queue)s::text) w
+     WHERE %(queue)s::text IS NULL OR w.kind = %(kind)s::text
      LIMIT %(size)s
 ) waiting
 
@@ -495,15 +472,7 @@ SELECT job_id FROM (
 -- run only for the rows the walk reaches before its LIMIT. As a join, or as EXISTS (which the
 -- planner may turn into a hash of the whole table), it would read every claim or closure.
 SELECT a.job_id FROM (
-    SELECT r.job_id,
-           (SELECT true FROM awa.claim_receipts c
-             WHERE c.job_id = r.job_id AND c.queue = r.queue AND c.priority = r.priority
-               AND c.shard = r.shard AND c.lane_seq = r.lane_seq
-               AND c.ready_slot = r.ready_slot LIMIT 1) AS claimed,
-           (SELECT true FROM awa.ready_tombstones t
-             WHERE t.queue = r.queue AND t.priority = r.priority AND t.shard = r.shard
-               AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot
-             LIMIT 1) AS tombstoned
+    SELECT r.job_id, {{ready_row_probes}}
       FROM awa.ready_entries r
      WHERE r.queue = %(queue)s AND r.kind = %(kind)s AND r.job_id < %(before)s
      ORDER BY r.job_id DESC OFFSET 0) a

@@ -164,11 +164,9 @@ SELECT awa.drain_queue(%(queue)s, %(reason)s) AS cancelled
 
 -- name: drain_candidates
 -- How many jobs a drain of the queue would cancel now: the jobs awa.drain_queue walks (every
--- deferred job of the queue, and each ready row no receipt or tombstone closed), counted once.
+-- deferred job of the queue, and each ready row that waits, awa.waiting_entries), counted once.
 SELECT count(*)::integer FROM (
     SELECT d.job_id FROM awa.deferred_jobs d WHERE d.queue = %(queue)s
     UNION
-    SELECT r.job_id FROM awa.ready_entries r
-     WHERE r.queue = %(queue)s
-       AND {{waiting}}
+    SELECT w.job_id FROM awa.waiting_entries(%(queue)s::text) w
 ) pending

@@ -25,13 +25,12 @@ SELECT coalesce((SELECT enqueue_shards FROM awa.queue_meta WHERE queue = %(queue
 
 -- name: lane_backlog
 -- Waiting (unclaimed, not cancelled) ready rows per lane of a queue, or of every queue when
--- %(queue)s is NULL (the admin's shard page), for operators: it counts every waiting row.
-SELECT r.queue, r.priority, r.shard, count(*)::integer AS waiting
-  FROM awa.ready_entries r
- WHERE (%(queue)s::text IS NULL OR r.queue = %(queue)s)
-   AND {{waiting}}
- GROUP BY r.queue, r.priority, r.shard
- ORDER BY r.queue, r.priority, r.shard
+-- %(queue)s is NULL (the admin's shard page), for operators: it counts every waiting row
+-- (awa.waiting_entries), not the claimed rows the ring retains.
+SELECT w.queue, w.priority, w.shard, count(*)::integer AS waiting
+  FROM awa.waiting_entries(%(queue)s::text) w
+ GROUP BY w.queue, w.priority, w.shard
+ ORDER BY w.queue, w.priority, w.shard
 
 -- name: enqueue_shard_counts
 -- The enqueue shard count of every queue that has a meta row (the others have 1).

@@ -89,17 +89,17 @@ SELECT queue, priority, shard, lane_seq, ready_slot, job_id, kind, args, attempt
 SELECT awa.cancel_job(%(job_id)s::bigint, %(reason)s) AS outcome
 
 -- name: queue_depths
--- Per queue: waiting ready rows (no receipt, no tombstone) and the age of the oldest one's
+-- Per queue: waiting ready rows (awa.waiting_entries: after each lane's claim cursor, no
+-- tombstone; the claimed rows the ring retains are not read) and the age of the oldest one's
 -- run_at, scheduled and retryable backlog (literal states, as the partial indexes are built),
 -- open attempts (a receipt without its closure, awa.open_attempts) split into running and
 -- waiting_external (its lease has a callback_id), and DLQ entries. Every queue with a lane, a
 -- deferred job or a DLQ entry gets a row, so a drained queue reports zeros instead of
 -- vanishing.
 WITH waiting AS (
-    SELECT r.queue, count(*) AS available, min(r.run_at) AS oldest_run_at
-      FROM awa.ready_entries r
-     WHERE {{waiting}}
-     GROUP BY r.queue
+    SELECT w.queue, count(*) AS available, min(w.run_at) AS oldest_run_at
+      FROM awa.waiting_entries(NULL) w
+     GROUP BY w.queue
 ), scheduled AS (
     SELECT queue, count(*) AS scheduled FROM awa.deferred_jobs
      WHERE state = 'scheduled' GROUP BY queue
