@@ -329,49 +329,62 @@ def machine_ticks() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
-def statement_counts() -> dict[str, tuple[str, int, float]] | None:
-    """Per statement of this database (pg_stat_statements): queryid -> (text, calls, total
-    milliseconds); None without the extension."""
+# A statement's counts in pg_stat_statements: text, calls, milliseconds executing, plans and
+# milliseconds planning (both 0 unless the server sets pg_stat_statements.track_planning).
+Counts = tuple[str, int, float, int, float]
+
+
+def statement_counts() -> dict[str, Counts] | None:
+    """Per statement of this database (pg_stat_statements): queryid -> its ``Counts``; None
+    without the extension."""
     from django.db import connection
 
     try:
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT queryid::text, query, calls, total_exec_time FROM pg_stat_statements "
+                "SELECT queryid::text, query, calls, total_exec_time, plans, total_plan_time "
+                "FROM pg_stat_statements "
                 "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
             )
-            return {str(q): (text, int(calls), float(ms)) for q, text, calls, ms in cursor}
+            return {
+                str(q): (text, int(calls), float(ms), int(plans), float(plan_ms))
+                for q, text, calls, ms, plans, plan_ms in cursor
+            }
     except Exception:
         connection.close()  # the failed statement left the connection unusable
         return None
 
 
 def statements_between(
-    before: dict[str, tuple[str, int, float]] | None,
-    after: dict[str, tuple[str, int, float]] | None,
+    before: dict[str, Counts] | None,
+    after: dict[str, Counts] | None,
     seconds: float,
     top: int,
 ) -> tuple[float | None, list[dict[str, Any]] | None]:
     """Statements per second between two ``statement_counts``, and the ``top`` most called
-    statements (calls and milliseconds per second, the text shortened), this harness's own
-    reads left out of the list but not of the total."""
+    statements (calls and milliseconds executing per second, and plans and milliseconds
+    planning per second, the text shortened), this harness's own reads left out of the list but
+    not of the total. Planning is outside the execution time: a statement an idle process runs
+    now and then may be planned on most runs (#37)."""
     if before is None or after is None:
         return None, None
     rows = []
     total = 0
-    for queryid, (text, calls, ms) in after.items():
-        _, calls0, ms0 = before.get(queryid, ("", 0, 0.0))
+    for queryid, (text, calls, ms, plans, plan_ms) in after.items():
+        _, calls0, ms0, plans0, plan_ms0 = before.get(queryid, ("", 0, 0.0, 0, 0.0))
         if calls > calls0:
             total += calls - calls0
-            rows.append((calls - calls0, ms - ms0, text))
+            rows.append((calls - calls0, ms - ms0, plans - plans0, plan_ms - plan_ms0, text))
     rows.sort(key=lambda row: -row[0])
     listed = [
         {
             "calls_per_s": round(calls / seconds, 3),
             "ms_per_s": round(ms / seconds, 3),
+            "plans_per_s": round(plans / seconds, 3),
+            "plan_ms_per_s": round(plan_ms / seconds, 3),
             "query": " ".join(text.split())[:160],
         }
-        for calls, ms, text in rows
+        for calls, ms, plans, plan_ms, text in rows
         if "pg_stat_" not in text
     ]
     return total / seconds, listed[:top]
