@@ -18,6 +18,11 @@ each work every queue at ``--concurrency`` per queue, then:
   the server preloads it), per statement too (calls per second, the most frequent first), and
   the CPU the server's processes used (user + system time from ``/proc/<pid>/stat`` of the
   postmaster and its children, so the server must run on this machine), as a share of one core;
+  and that CPU split by the kind of process that spent it (``server_cpu``): per kind (a
+  worker's session, the leader's and the queue candidates' told apart by the advisory locks
+  they hold, its pooled connections, each of the server's own processes), the processes, their
+  milliseconds of CPU (``/proc/<pid>/schedstat``) and wake-ups (voluntary context switches) a
+  second, and the busiest processes with their last statement;
 - **the server alone**: the same idle measures once before any worker starts (after the same
   warm-up), so that what the fleet costs is the difference (the server's own background work,
   autovacuum's visits and the checkpointer, is not the fleet's);
@@ -181,6 +186,122 @@ def postmaster_cpu_s(postmaster: int) -> float:
     return total / CLOCK_TICKS
 
 
+# Session advisory locks as pg_locks shows them (classid, objid, objsubid): the maintenance
+# leader's 64-bit key (maintenance/leader.py) and a queue's candidate lock (sql/queries/wake.sql),
+# which tell the leader's and the candidates' session backends from the others.
+LEADER_LOCK = (0x4157415F, 0x4D41494E, 1)
+CANDIDATE_LOCK_CLASS = 1096237399
+BACKENDS = (
+    "SELECT a.pid, a.backend_type, coalesce(a.application_name, ''), "
+    "EXISTS (SELECT FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory' "
+    "AND l.granted AND l.classid = %s AND l.objid = %s AND l.objsubid = %s), "
+    "EXISTS (SELECT FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory' "
+    "AND l.granted AND l.classid = %s AND l.objsubid = 2), "
+    "left(split_part(ltrim(a.query, '- '), E'\\n', 1), 60) "
+    "FROM pg_stat_activity a"
+)
+
+
+def backend_kinds() -> dict[int, tuple[str, str]]:
+    """Each server process's kind and last statement (its first line), by pid: a worker's
+    session split into the leader's, a queue candidate's and the others', its pool's
+    connections, and the server's own processes by ``backend_type``."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(BACKENDS, [*LEADER_LOCK, CANDIDATE_LOCK_CLASS])
+        rows = cursor.fetchall()
+        cursor.execute("SELECT pg_backend_pid()")
+        (own,) = cursor.fetchone()
+    kinds = {}
+    for pid, backend_type, app, leader, candidate, query in rows:
+        if pid == own:
+            kind = "harness"
+        elif backend_type != "client backend":
+            kind = backend_type
+        elif app == "awa_worker_session":
+            roles = [role for role, held in (("leader", leader), ("candidate", candidate)) if held]
+            kind = f"session ({', '.join(roles)})" if roles else "session"
+        elif app == "awa_worker":
+            kind = "pool"
+        else:
+            kind = f"client {app or '(none)'}"
+        kinds[int(pid)] = (kind, query or "")
+    return kinds
+
+
+def process_runtime(pid: int) -> tuple[float, int]:
+    """(CPU seconds, voluntary context switches) of one process so far, (0, 0) once it is gone.
+    The CPU time from ``/proc/<pid>/schedstat`` (nanoseconds; ``/proc/<pid>/stat`` counts ticks
+    of 10 ms, too coarse for a backend that runs a statement now and then); each voluntary
+    switch is one time the process went to sleep, so they count its wake-ups."""
+    try:
+        runtime_ns = int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (OSError, ValueError, IndexError):
+        return 0.0, 0
+    switches = re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.MULTILINE)
+    return runtime_ns / 1e9, int(switches.group(1)) if switches else 0
+
+
+def backend_runtimes(postmaster: int) -> dict[int, tuple[float, int]]:
+    """``process_runtime`` of the postmaster and of each of its children alive now, by pid."""
+    children = Path(f"/proc/{postmaster}/task/{postmaster}/children")
+    pids = [int(p) for p in children.read_text().split()] if children.exists() else []
+    return {pid: process_runtime(pid) for pid in [postmaster, *pids]}
+
+
+def cpu_by_kind(
+    postmaster: int,
+    before: tuple[dict[int, tuple[float, int]], dict[int, tuple[str, str]]],
+    after: tuple[dict[int, tuple[float, int]], dict[int, tuple[str, str]]],
+    seconds: float,
+    top: int,
+) -> dict[str, Any]:
+    """The server's CPU over a window split by the kind of process that spent it (#37): per
+    kind, its processes, their milliseconds of CPU and wake-ups a second; and the ``top``
+    busiest processes. A process that started meanwhile counts all its time, one that ended
+    none of it."""
+    (run0, kinds0), (run1, kinds1) = before, after
+    per_kind: dict[str, dict[str, float]] = {}
+    busiest = []
+    for pid, (cpu, switches) in run1.items():
+        kind, query = (
+            kinds1.get(pid)
+            or kinds0.get(pid)
+            or (("postmaster", "") if pid == postmaster else ("(ended)", ""))
+        )
+        cpu0, switches0 = run0.get(pid, (0.0, 0))
+        ms, wakeups = (cpu - cpu0) * 1000 / seconds, (switches - switches0) / seconds
+        entry = per_kind.setdefault(
+            kind, {"processes": 0, "cpu_ms_per_s": 0.0, "wakeups_per_s": 0.0}
+        )
+        entry["processes"] += 1
+        entry["cpu_ms_per_s"] += ms
+        entry["wakeups_per_s"] += wakeups
+        busiest.append(
+            {
+                "pid": pid,
+                "kind": kind,
+                "cpu_ms_per_s": round(ms, 3),
+                "wakeups_per_s": round(wakeups, 2),
+                "last": query,
+            }
+        )
+    busiest.sort(key=lambda row: -float(row["cpu_ms_per_s"]))
+    return {
+        "by_kind": {
+            kind: {
+                "processes": entry["processes"],
+                "cpu_ms_per_s": round(entry["cpu_ms_per_s"], 3),
+                "wakeups_per_s": round(entry["wakeups_per_s"], 2),
+            }
+            for kind, entry in sorted(per_kind.items(), key=lambda item: -item[1]["cpu_ms_per_s"])
+        },
+        "busiest": busiest[:top],
+    }
+
+
 def enable_statement_counts() -> None:
     """pg_stat_statements in this database, when the server preloads it (else counts are None)."""
     from django.db import connection
@@ -208,49 +329,62 @@ def machine_ticks() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
-def statement_counts() -> dict[str, tuple[str, int, float]] | None:
-    """Per statement of this database (pg_stat_statements): queryid -> (text, calls, total
-    milliseconds); None without the extension."""
+# A statement's counts in pg_stat_statements: text, calls, milliseconds executing, plans and
+# milliseconds planning (both 0 unless the server sets pg_stat_statements.track_planning).
+Counts = tuple[str, int, float, int, float]
+
+
+def statement_counts() -> dict[str, Counts] | None:
+    """Per statement of this database (pg_stat_statements): queryid -> its ``Counts``; None
+    without the extension."""
     from django.db import connection
 
     try:
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT queryid::text, query, calls, total_exec_time FROM pg_stat_statements "
+                "SELECT queryid::text, query, calls, total_exec_time, plans, total_plan_time "
+                "FROM pg_stat_statements "
                 "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
             )
-            return {str(q): (text, int(calls), float(ms)) for q, text, calls, ms in cursor}
+            return {
+                str(q): (text, int(calls), float(ms), int(plans), float(plan_ms))
+                for q, text, calls, ms, plans, plan_ms in cursor
+            }
     except Exception:
         connection.close()  # the failed statement left the connection unusable
         return None
 
 
 def statements_between(
-    before: dict[str, tuple[str, int, float]] | None,
-    after: dict[str, tuple[str, int, float]] | None,
+    before: dict[str, Counts] | None,
+    after: dict[str, Counts] | None,
     seconds: float,
     top: int,
 ) -> tuple[float | None, list[dict[str, Any]] | None]:
     """Statements per second between two ``statement_counts``, and the ``top`` most called
-    statements (calls and milliseconds per second, the text shortened), this harness's own
-    reads left out of the list but not of the total."""
+    statements (calls and milliseconds executing per second, and plans and milliseconds
+    planning per second, the text shortened), this harness's own reads left out of the list but
+    not of the total. Planning is outside the execution time: a statement an idle process runs
+    now and then may be planned on most runs (#37)."""
     if before is None or after is None:
         return None, None
     rows = []
     total = 0
-    for queryid, (text, calls, ms) in after.items():
-        _, calls0, ms0 = before.get(queryid, ("", 0, 0.0))
+    for queryid, (text, calls, ms, plans, plan_ms) in after.items():
+        _, calls0, ms0, plans0, plan_ms0 = before.get(queryid, ("", 0, 0.0, 0, 0.0))
         if calls > calls0:
             total += calls - calls0
-            rows.append((calls - calls0, ms - ms0, text))
+            rows.append((calls - calls0, ms - ms0, plans - plans0, plan_ms - plan_ms0, text))
     rows.sort(key=lambda row: -row[0])
     listed = [
         {
             "calls_per_s": round(calls / seconds, 3),
             "ms_per_s": round(ms / seconds, 3),
+            "plans_per_s": round(plans / seconds, 3),
+            "plan_ms_per_s": round(plan_ms / seconds, 3),
             "query": " ".join(text.split())[:160],
         }
-        for calls, ms, text in rows
+        for calls, ms, plans, plan_ms, text in rows
         if "pg_stat_" not in text
     ]
     return total / seconds, listed[:top]
@@ -261,11 +395,13 @@ def measure_idle(seconds: float, top: int) -> dict[str, Any]:
     xact = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
     commits0, statements0 = int(scalar(xact)), statement_counts()
     cpu0 = postmaster_cpu_s(postmaster) if postmaster else None
+    backends0 = (backend_runtimes(postmaster), backend_kinds()) if postmaster else None
     started = time.monotonic()
     time.sleep(seconds)
     elapsed = time.monotonic() - started
     commits1, statements1 = int(scalar(xact)), statement_counts()
     cpu1 = postmaster_cpu_s(postmaster) if postmaster else None
+    backends1 = (backend_runtimes(postmaster), backend_kinds()) if postmaster else None
     per_s, by_statement = statements_between(statements0, statements1, elapsed, top)
     return {
         "seconds": elapsed,
@@ -276,6 +412,13 @@ def measure_idle(seconds: float, top: int) -> dict[str, Any]:
             None if cpu0 is None or cpu1 is None else (cpu1 - cpu0) / elapsed
         ),
         "statements": by_statement,
+        # Where the server's CPU went, by the kind of connection (or server process) that spent
+        # it: most of an idle fleet's is outside the statements pg_stat_statements times.
+        "server_cpu": (
+            None
+            if postmaster is None or backends0 is None or backends1 is None
+            else cpu_by_kind(postmaster, backends0, backends1, elapsed, top)
+        ),
     }
 
 

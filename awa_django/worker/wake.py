@@ -21,6 +21,12 @@ the others claim and one of them takes over waiting; they need not poll meanwhil
 what an idle fleet would otherwise spend its statements on (#37). Only a candidate that dies
 without giving its locks back leaves them sleeping, until the process's session tries find its
 lock free (``TAKEN_RETRY_POLLS`` poll intervals at most without them).
+
+The candidate's own poll is only the safety net for a notification that got lost (its session
+looked up but was not), so it backs off while nothing comes: each empty poll doubles the next
+one's wait, up to ``IDLE_POLL_BACKOFF_MAX`` poll intervals, and any wake-up, claimed job or
+new wait sets it back to one interval. Poll-only workers (no session, no notification) keep
+their interval.
 """
 
 from __future__ import annotations
@@ -55,6 +61,12 @@ TAKEN_RETRY_POLLS: Final = 4
 # While the wake lock cannot be held (its session or the LISTEN connection is down, so no
 # notification would arrive), the dispatcher polls this often.
 UNAVAILABLE_POLL_S: Final = 0.05
+# A candidate that waits with its session up is woken by the producers' notifications; its poll
+# is only the safety net for one that got lost, so each poll that finds nothing doubles the
+# next one's wait, up to this many poll intervals, and any wake-up or claimed job sets it back
+# to one. The candidates' empty polls were an idle fleet's largest cost with many queues (one
+# claim per queue and poll interval, #37).
+IDLE_POLL_BACKOFF_MAX: Final = 16
 
 
 class WakeState(enum.Enum):
@@ -82,6 +94,9 @@ class WakeLocks:
         # The session generation the locks in _held were taken in.
         self._generation = 0
         self._releases: set[asyncio.Task[None]] = set()
+        # Set when the session's connection is lost (and replaced for the next one): a
+        # candidate whose poll backed off waits on it too, since no notification reaches it now.
+        self.lost = asyncio.Event()
         session.on_reset(self.forget)
 
     async def arm(self, queue: str) -> WakeState:
@@ -189,6 +204,8 @@ class WakeLocks:
         back: the server may have restarted, taking the locks with it. Dispatchers then take the
         locks again."""
         self._held.clear()
+        self.lost.set()
+        self.lost = asyncio.Event()
 
     async def start(self) -> None:
         """Nothing to open: dispatchers take the locks as they wait."""
@@ -224,6 +241,8 @@ class IdleWait:
         self._hot_poll_s = HOT_FIRST_POLL_S
         self._armed = False
         self._behind = False
+        # Poll intervals the next armed sleep waits at most (see IDLE_POLL_BACKOFF_MAX).
+        self._backoff = 1
 
     @property
     def behind_candidate(self) -> bool:
@@ -240,6 +259,7 @@ class IdleWait:
         jobs started, keeps that round trip off the path from a notification to the handlers."""
         self._last_work = time.monotonic()
         self._hot_poll_s = HOT_FIRST_POLL_S
+        self._backoff = 1
         if self._locks is not None:
             self._armed = False
             if hand_over:
@@ -255,8 +275,16 @@ class IdleWait:
         if self._armed and self._locks.holds(self._queue):
             # Waiting, and the claim after taking the lock (or after a wake-up that brought
             # nothing) found nothing: sleep until a producer commits. Still waiting afterwards:
-            # the locks go back only once a claim brings work (found_work).
-            await wait_for_any(wakeup, stopping, timeout=self._poll_interval_s)
+            # the locks go back only once a claim brings work (found_work). The poll only
+            # catches a lost notification, so it backs off while nothing comes (a lost session
+            # ends the sleep: nothing would wake it then).
+            await wait_for_any(
+                wakeup,
+                stopping,
+                self._locks.lost,
+                timeout=self._poll_interval_s * self._backoff,
+            )
+            self._backoff = 1 if wakeup.is_set() else min(self._backoff * 2, IDLE_POLL_BACKOFF_MAX)
             return
         self._armed = False
         if time.monotonic() - self._last_work < HOT_WINDOW_S:
@@ -267,8 +295,9 @@ class IdleWait:
             state = await self._locks.arm(self._queue)
             if state is WakeState.ARMED:
                 # Claim once more before sleeping: work committed before the lock was ours sent
-                # no notification.
+                # no notification. A new wait polls at the interval first.
                 self._armed = True
+                self._backoff = 1
                 return
             if state is WakeState.BUSY:
                 await wait_for_any(wakeup, stopping, timeout=BUSY_RETRY_S)

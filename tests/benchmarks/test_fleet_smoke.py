@@ -48,6 +48,14 @@ def test_every_measurement_is_taken(tmp_path: Path) -> None:
         assert cell["idle"]["transactions_per_s"] > 0
         assert cell["idle"]["server_cpu_share_of_a_core"] is not None
         assert cell["idle"]["warmup_s"] == 1
+        # The server's CPU split by connection kind (#37): the three sessions, the leader's
+        # among them, and the six pooled connections, besides the server's own processes.
+        kinds = cell["idle"]["server_cpu"]["by_kind"]
+        sessions = [kind for kind in kinds if kind.startswith("session")]
+        assert sum(kinds[kind]["processes"] for kind in sessions) == 3, kinds
+        assert any("leader" in kind for kind in sessions), kinds
+        assert kinds["pool"]["processes"] == 6, kinds
+        assert all(v["cpu_ms_per_s"] >= 0 and v["wakeups_per_s"] >= 0 for v in kinds.values())
         assert cell["idle"]["fleet_cpu_share_of_a_core"] == pytest.approx(
             cell["idle"]["server_cpu_share_of_a_core"]
             - results["server_alone"]["server_cpu_share_of_a_core"]

@@ -40,6 +40,18 @@ def test_an_idle_worker_is_woken_by_every_commit(worker_process):
     assert max(started_after_commit(j) for j in job_ids) < 2.0
 
 
+def test_a_job_enqueued_after_a_long_idle_starts_through_its_notification(worker_process):
+    # A poll interval of 0.1 s: idle for 3.5 s, the waiting worker's poll has backed off to its
+    # bound, 16 intervals (worker/wake.py, #37). The job still starts at once: the NOTIFY
+    # wakes the worker, not the poll.
+    fast = {"AWA_OVERRIDES": json.dumps({"POLL_INTERVAL_S": 0.1})}
+    worker_process("--queue", "default=2", env=fast).wait_ready()
+    time.sleep(3.5)
+    job_id = awa.enqueue("tests.record", args={"n": 0})
+    wait_until(lambda: awa.get_job(job_id).state == "completed", timeout=10)
+    assert started_after_commit(job_id) < 0.5
+
+
 def test_another_worker_takes_over_waiting_when_the_waiting_one_stops(worker_process):
     first = worker_process("--queue", "default=2", env=POLL).wait_ready()
     second = worker_process("--queue", "default=2", env=POLL).wait_ready()

@@ -24,7 +24,7 @@ from awa_django.storage.runtime import list_runtimes
 from awa_django.storage.session import SharedSession
 from awa_django.storage.statement import run
 from awa_django.worker.reporter import DECLARATIONS_EVERY, RuntimeReporter, idle_intervals
-from awa_django.worker.wake import IdleWait, WakeLocks, WakeState
+from awa_django.worker.wake import IDLE_POLL_BACKOFF_MAX, IdleWait, WakeLocks, WakeState
 
 pytestmark = pytest.mark.usefixtures("awa_db")
 
@@ -82,6 +82,82 @@ def test_a_worker_that_is_not_the_candidate_sleeps_past_the_poll_interval() -> N
             await second.close()
 
     asyncio.run(main())
+
+
+def test_a_waiting_candidates_poll_backs_off_until_a_wake_up() -> None:
+    """#37: the candidate that waits for its queue polls it only in case a notification got
+    lost; each empty poll doubles the next one's wait, up to IDLE_POLL_BACKOFF_MAX intervals
+    (where ten queues' candidates claimed ten times a second in an idle fleet). Work whose
+    notification is lost is still found within that bound, and a wake-up, or the session's
+    loss, sets the poll back to one interval."""
+    poll_s = 0.05
+    bound_s = poll_s * IDLE_POLL_BACKOFF_MAX
+
+    async def main() -> None:
+        session = await listening_session()
+        locks = WakeLocks(session)
+        wait = IdleWait("default", locks, poll_interval_s=poll_s)
+        wakeup, stopping = asyncio.Event(), asyncio.Event()
+        clock = asyncio.get_running_loop().time
+
+        async def timed_sleep() -> float:
+            # One empty claim's sleep, as the dispatcher's loop takes it.
+            started = clock()
+            await wait.sleep(wakeup, stopping)
+            wakeup.clear()
+            return clock() - started
+
+        try:
+            assert await timed_sleep() < bound_s  # armed: claims once more before sleeping
+            assert locks.holds("default")
+            sleeps = [await timed_sleep() for _ in range(6)]
+            # Each empty poll waited twice the one before (a loaded machine only adds to
+            # them), up to the bound, which no sleep passed: a job whose notification is lost
+            # waits that long at most.
+            expected = [poll_s * 2**n for n in range(5)] + [bound_s]
+            assert all(s >= e * 0.9 for s, e in zip(sleeps, expected, strict=True)), sleeps
+            assert max(sleeps) < bound_s + 0.3, sleeps
+
+            # A notification ends the sleep at once, and the next empty poll waits one
+            # interval again.
+            sleeping = asyncio.create_task(timed_sleep())
+            await asyncio.sleep(0.1)
+            wakeup.set()
+            assert await asyncio.wait_for(sleeping, 1) < 0.3
+            assert await timed_sleep() < bound_s / 2
+
+            # Backed off again, the session's connection is lost: no notification could
+            # arrive, so the sleep ends, and the dispatcher polls until the session is back.
+            for _ in range(5):
+                await timed_sleep()
+            sleeping = asyncio.create_task(timed_sleep())
+            await asyncio.sleep(0.05)
+            await session.close()
+            assert await asyncio.wait_for(sleeping, 1) < bound_s / 2
+            assert not locks.holds("default")
+        finally:
+            await locks.close()
+            await session.close()
+
+    asyncio.run(main())
+
+
+def test_a_poll_only_dispatcher_keeps_its_poll_interval() -> None:
+    # No session, so no notification: its poll is how it finds work, and does not back off.
+    async def main() -> list[float]:
+        wait = IdleWait("default", None, poll_interval_s=0.1)
+        wakeup, stopping = asyncio.Event(), asyncio.Event()
+        clock = asyncio.get_running_loop().time
+        sleeps = []
+        for _ in range(6):
+            started = clock()
+            await wait.sleep(wakeup, stopping)
+            sleeps.append(clock() - started)
+        return sleeps
+
+    sleeps = asyncio.run(main())
+    # Six intervals (0.6 s, a loaded machine adds to it); backing off would take 4.7 s.
+    assert sum(sleeps) < 2.0, sleeps
 
 
 def stored_descriptors() -> int:
