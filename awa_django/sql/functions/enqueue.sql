@@ -5,12 +5,21 @@
 
 -- Commit-time trigger of ready_entries, queued by the first row of every write (announce) and
 -- fired after the application's last statement, as its transaction commits (or at SET
--- CONSTRAINTS ... IMMEDIATE). The first firing for a lane publishes all of the transaction's
--- rows of that lane written so far: it appends the lane_commits row that makes them claimable,
--- at the lane's next commit position. awa.published (local to the transaction, so it also rolls
--- back with a savepoint) remembers up to which lane_seq each lane is published, so later
--- firings for the same rows do nothing and rows written after an early publication get a
--- position of their own.
+-- CONSTRAINTS ... IMMEDIATE). The first firing that finds rows to publish publishes every lane
+-- the transaction wrote so far: its own row's lane and those awa.enqueue_job listed in
+-- awa.unpublished. For each it appends the lane_commits row that makes the lane's rows
+-- claimable, at the lane's next commit position. awa.published (local to the transaction, so it
+-- also rolls back with a savepoint, as awa.unpublished does) remembers up to which lane_seq each
+-- lane is published, so later firings for the same rows do nothing and rows written after an
+-- early publication get a position of their own.
+--
+-- Every lane's range starts at this firing's row. Events fire in the order their rows were
+-- written and a lane_seq is drawn in that order, so every row this transaction wrote and has not
+-- published yet, in any lane, is at or above it: an earlier row's firing has published its lane
+-- up to the session's latest lane_seq, which covers every row written before the commit began.
+-- A lane's own first row may come later (the range is filtered by batch, as its upper end, the
+-- session's latest lane_seq, always was). awa.unpublished only says which lanes: rows written
+-- some other way (a COPY, a promotion, raw SQL) announce and publish their lanes themselves.
 --
 -- The position is held only from here until the commit record is durable, never while the
 -- application's transaction does its other work, unless that transaction publishes early (SET
@@ -19,7 +28,8 @@
 -- claimer that finds a position missing takes the lock exclusively to learn that no producer of
 -- the lane is mid-commit (so the position belongs to a producer that failed and can be stepped
 -- over). Producers share it, so they never wait for each other, whatever order they publish
--- lanes in.
+-- lanes in; claimers only try it, so a producer holding one lane's lock while it takes the
+-- next's waits for no one but another creator of a lane that does not exist yet.
 --
 -- Wake-ups: a worker with nothing to do on a queue holds that queue's wake lock (class
 -- 1096237385, 'AWAI'; see worker/wake.py) exclusively, and only then does a commit NOTIFY:
@@ -28,13 +38,14 @@
 -- waiting holds the lock shared until it has committed, so a worker that is about to wait
 -- cannot miss it: it gets the lock only after the commit and claims once more before it waits.
 --
--- One statement does the publishing (migration 0026, #32): the lane lock, the position, the
--- lane_commits row, the wake lock's test and the record in awa.published. Each statement a
--- trigger runs at commit is a top-level statement of its own (executor start-up, locks of the
--- tables it names, its snapshot), paid by every enqueueing transaction; the NOTIFY, only while
--- a worker waits, is the one more. The lock is taken in a subquery that is not flattened (OFFSET
--- 0), so its row, and with it the lock, comes before the outer row draws the position; RETURNING
--- runs after the row is written, so the wake lock is tried after the draw, as before.
+-- One statement publishes every lane (migration 0036, #32; one per lane since 0026): the lane
+-- locks, the positions, the lane_commits rows, the wake locks' tests and the record in
+-- awa.published. Each statement a trigger runs at commit is a top-level statement of its own
+-- (executor start-up, locks of the tables it names, its snapshot), paid by every enqueueing
+-- transaction; a NOTIFY, only while a worker waits, is one more per queue. Each lane's lock is
+-- taken in a subquery that is not flattened (OFFSET 0), so its row, and with it the lock, comes
+-- before the outer row draws the lane's position; RETURNING runs after the row is written, so
+-- the wake lock is tried after the draw, as before.
 --
 -- An error here aborts the commit: it is raised again naming the job and queue, with the
 -- original SQLSTATE, so the caller's atomic() block fails with a clear message and its rows
@@ -43,43 +54,55 @@ CREATE OR REPLACE FUNCTION awa.publish_ready() RETURNS trigger LANGUAGE plpgsql 
 DECLARE
     -- The lane's commit sequence, and its key in awa.published.
     v_lane constant text := awa.lane_sequence_name(NEW.queue, NEW.priority, NEW.shard);
-    -- Its producer lock's key, worked out here rather than in the INSERT: a plan of the INSERT
-    -- for this row's values would run the function to fold it, one more statement.
-    v_lock_key constant integer := awa.lane_lock_key(NEW.queue, NEW.priority, NEW.shard);
     v_published constant text := coalesce(current_setting('awa.published', true), '');
     v_at constant integer := position(';' || v_lane || '=' IN v_published);
-    v_entry text;
     v_last_seq bigint;
-    v_unwatched boolean;  -- no worker waits for the queue: no NOTIFY
-    v_recorded text;
+    v_notify text[];  -- the queues a worker waits for
+    v_entries text;  -- what is published now, as awa.published records it
 BEGIN
-    IF v_at > 0 THEN
-        v_entry := split_part(substr(v_published, v_at + 1), ';', 1);
-        IF NEW.lane_seq <= split_part(v_entry, '=', 2)::bigint THEN
-            RETURN NULL;
-        END IF;
+    -- The newest entry of a lane comes first (entries are prepended below).
+    IF v_at > 0 AND NEW.lane_seq <= split_part(split_part(substr(v_published, v_at + 1), ';', 1),
+                                               '=', 2)::bigint THEN
+        RETURN NULL;
     END IF;
     -- Every row this transaction wrote took its lane_seq from this session before now.
     v_last_seq := currval('awa.lane_seq');
     BEGIN
-        INSERT INTO awa.lane_commits (queue, priority, shard, commit_seq, ready_slot, batch,
-                                      first_seq, last_seq)
-        SELECT NEW.queue, NEW.priority, NEW.shard,
-               nextval(coalesce(to_regclass('awa.' || v_lane),
-                                awa.create_lane(NEW.queue, NEW.priority, NEW.shard))),
-               NEW.ready_slot, NEW.batch, NEW.lane_seq, v_last_seq
-          -- The lock before the position: a drawn position is always covered by it.
-          FROM (SELECT pg_advisory_xact_lock_shared(1096237388, v_lock_key) OFFSET 0) AS lane_lock
-        RETURNING pg_try_advisory_xact_lock_shared(1096237385, hashtext(NEW.queue)),
-                  set_config('awa.published',
-                             CASE WHEN v_at > 0
-                                  THEN replace(v_published, ';' || v_entry,
-                                               ';' || v_lane || '=' || v_last_seq)
-                                  ELSE v_published || ';' || v_lane || '=' || v_last_seq END,
-                             true)
-             INTO v_unwatched, v_recorded;
-        IF NOT v_unwatched THEN
-            PERFORM pg_notify('awa', NEW.queue);
+        WITH lanes AS (
+            SELECT NEW.queue AS queue, NEW.priority AS priority, NEW.shard AS shard
+            UNION
+            SELECT l ->> 0, (l ->> 1)::smallint, (l ->> 2)::smallint
+              FROM jsonb_array_elements(
+                       ('[' || coalesce(current_setting('awa.unpublished', true), '') || ']')::jsonb
+                   ) AS l
+        ), written AS (
+            INSERT INTO awa.lane_commits (queue, priority, shard, commit_seq, ready_slot, batch,
+                                          first_seq, last_seq)
+            SELECT l.queue, l.priority, l.shard,
+                   nextval(coalesce(to_regclass('awa.' || l.name),
+                                    awa.create_lane(l.queue, l.priority, l.shard))),
+                   NEW.ready_slot, NEW.batch, NEW.lane_seq, v_last_seq
+              -- Each lane's lock before its position: a drawn position is always covered by it.
+              FROM (SELECT l.queue, l.priority, l.shard,
+                           awa.lane_sequence_name(l.queue, l.priority, l.shard) AS name,
+                           pg_advisory_xact_lock_shared(
+                               1096237388, awa.lane_lock_key(l.queue, l.priority, l.shard))
+                      FROM lanes l OFFSET 0) AS l
+            RETURNING queue, priority, shard,
+                      pg_try_advisory_xact_lock_shared(1096237385, hashtext(queue)) AS unwatched
+        )
+        SELECT array_agg(DISTINCT w.queue) FILTER (WHERE NOT w.unwatched),
+               string_agg(';' || awa.lane_sequence_name(w.queue, w.priority, w.shard) || '='
+                          || v_last_seq, '')
+          FROM written w
+          INTO v_notify, v_entries;
+        -- Assignments, not statements: PL/pgSQL evaluates them without an executor run.
+        v_entries := set_config('awa.published', v_entries || v_published, true);
+        v_entries := set_config('awa.unpublished', '', true);
+        IF v_notify IS NOT NULL THEN
+            FOR i IN 1 .. cardinality(v_notify) LOOP
+                PERFORM pg_notify('awa', v_notify[i]);
+            END LOOP;
         END IF;
     EXCEPTION WHEN OTHERS THEN
         RAISE EXCEPTION 'awa: could not publish job % of queue % at commit: %', NEW.job_id,
@@ -94,6 +117,10 @@ $$;
 -- the deferred backlog; anything else is appended to its lane as an immutable ready row, which
 -- the transaction publishes when it commits (awa.publish_ready). Nothing here waits for, or
 -- locks against, another producer.
+-- The lane goes on the transaction's list of lanes to publish, awa.unpublished (a JSON array's
+-- elements, each [queue, priority, shard]), so the commit's first firing publishes every lane
+-- in one statement (migration 0036, #32). A JSON string cannot hold an unescaped quote, so '["'
+-- only ever starts an element and a lane's element is found by its text.
 CREATE OR REPLACE FUNCTION awa.enqueue_job(
     p_kind text, p_queue text, p_priority smallint, p_args jsonb, p_max_attempts integer,
     p_run_at timestamptz, p_metadata jsonb, p_tags text[]
@@ -101,6 +128,9 @@ CREATE OR REPLACE FUNCTION awa.enqueue_job(
 DECLARE
     v_job_id bigint := nextval('awa.job_id_seq');
     v_slot record;
+    v_shard smallint;
+    v_lane text;
+    v_unpublished text;
 BEGIN
     IF p_run_at IS NOT NULL AND p_run_at > now() THEN
         INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
@@ -111,12 +141,22 @@ BEGIN
         RETURN v_job_id;
     END IF;
     v_slot := awa.producer_slot();
+    v_shard := awa.enqueue_shard(p_queue, p_metadata ->> 'awa:ordering_key');
     INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot, ready_generation,
                                    job_id, kind, args, attempt, run_lease, max_attempts, run_at,
                                    created_at, metadata, tags, errors, announce)
-    VALUES (p_queue, p_priority, awa.enqueue_shard(p_queue, p_metadata ->> 'awa:ordering_key'),
-            nextval('awa.lane_seq'), v_slot.slot, v_slot.generation, v_job_id, p_kind, p_args, 0,
-            0, p_max_attempts, coalesce(p_run_at, now()), now(), p_metadata, p_tags, '[]', true);
+    VALUES (p_queue, p_priority, v_shard, nextval('awa.lane_seq'), v_slot.slot,
+            v_slot.generation, v_job_id, p_kind, p_args, 0, 0, p_max_attempts,
+            coalesce(p_run_at, now()), now(), p_metadata, p_tags, '[]', true);
+    -- Assignments, not statements: PL/pgSQL evaluates them without an executor run.
+    v_lane := json_build_array(p_queue, p_priority, v_shard)::text;
+    v_unpublished := coalesce(current_setting('awa.unpublished', true), '');
+    IF position(v_lane IN v_unpublished) = 0 THEN
+        v_unpublished := set_config('awa.unpublished',
+                                    CASE WHEN v_unpublished = '' THEN v_lane
+                                         ELSE v_unpublished || ',' || v_lane END,
+                                    true);
+    END IF;
     RETURN v_job_id;
 END
 $$;
