@@ -39,13 +39,16 @@
 -- cannot miss it: it gets the lock only after the commit and claims once more before it waits.
 --
 -- One statement publishes every lane (migration 0036, #32; one per lane since 0026): the lane
--- locks, the positions, the lane_commits rows, the wake locks' tests and the record in
--- awa.published. Each statement a trigger runs at commit is a top-level statement of its own
--- (executor start-up, locks of the tables it names, its snapshot), paid by every enqueueing
--- transaction; a NOTIFY, only while a worker waits, is one more per queue. Each lane's lock is
--- taken in a subquery that is not flattened (OFFSET 0), so its row, and with it the lock, comes
--- before the outer row draws the lane's position; RETURNING runs after the row is written, so
--- the wake lock is tried after the draw, as before.
+-- locks, the positions, the lane_commits rows and the wake locks' tests; the record in
+-- awa.published is made from the rows it returns. Each statement a trigger runs at commit is a
+-- top-level statement of its own (executor start-up, locks of the tables it names, its
+-- snapshot), paid by every enqueueing transaction; a NOTIFY, only while a worker waits, is one
+-- more per queue. Each lane's lock is taken in a subquery that is not flattened (OFFSET 0), so
+-- its row, and with it the lock, comes before the outer row draws the lane's position;
+-- RETURNING runs after the row is written, so the wake lock is tried after the draw, as before.
+-- The lanes come from unnest over arrays, whose row estimate does not depend on their length:
+-- a source estimated by its argument (generate_series) made the cached plan look dearer than
+-- one for each call's values, and the statement was planned again at every commit.
 --
 -- An error here aborts the commit: it is raised again naming the job and queue, with the
 -- original SQLSTATE, so the caller's atomic() block fails with a clear message and its rows
@@ -54,28 +57,36 @@ CREATE OR REPLACE FUNCTION awa.publish_ready() RETURNS trigger LANGUAGE plpgsql 
 DECLARE
     -- The lane's commit sequence, and its key in awa.published.
     v_lane constant text := awa.lane_sequence_name(NEW.queue, NEW.priority, NEW.shard);
-    v_published constant text := coalesce(current_setting('awa.published', true), '');
+    v_published text := coalesce(current_setting('awa.published', true), '');
     v_at constant integer := position(';' || v_lane || '=' IN v_published);
+    -- The lanes to publish, as awa.enqueue_job lists them, this row's among them.
+    v_queues text[];
+    v_priorities smallint[];
+    v_shards smallint[];
     v_last_seq bigint;
-    v_notify text[];  -- the queues a worker waits for
-    v_entries text;  -- what is published now, as awa.published records it
+    v_written record;
 BEGIN
     -- The newest entry of a lane comes first (entries are prepended below).
     IF v_at > 0 AND NEW.lane_seq <= split_part(split_part(substr(v_published, v_at + 1), ';', 1),
                                                '=', 2)::bigint THEN
         RETURN NULL;
     END IF;
+    v_queues := coalesce(nullif(current_setting('awa.unpublished_queues', true), ''), '{}');
+    v_priorities := coalesce(nullif(current_setting('awa.unpublished_priorities', true), ''),
+                             '{}');
+    v_shards := coalesce(nullif(current_setting('awa.unpublished_shards', true), ''), '{}');
+    IF position(json_build_array(NEW.queue, NEW.priority, NEW.shard)::text
+                IN coalesce(current_setting('awa.unpublished', true), '')) = 0 THEN
+        v_queues := v_queues || NEW.queue;
+        v_priorities := v_priorities || NEW.priority;
+        v_shards := v_shards || NEW.shard;
+    END IF;
     -- Every row this transaction wrote took its lane_seq from this session before now.
     v_last_seq := currval('awa.lane_seq');
     BEGIN
-        WITH lanes AS (
-            SELECT NEW.queue AS queue, NEW.priority AS priority, NEW.shard AS shard
-            UNION
-            SELECT l ->> 0, (l ->> 1)::smallint, (l ->> 2)::smallint
-              FROM jsonb_array_elements(
-                       ('[' || coalesce(current_setting('awa.unpublished', true), '') || ']')::jsonb
-                   ) AS l
-        ), written AS (
+        -- A loop over the rows the INSERT returns, which PL/pgSQL's INTO cannot take: its body
+        -- is assignments, evaluated without an executor run, and a NOTIFY while a worker waits.
+        FOR v_written IN
             INSERT INTO awa.lane_commits (queue, priority, shard, commit_seq, ready_slot, batch,
                                           first_seq, last_seq)
             SELECT l.queue, l.priority, l.shard,
@@ -83,27 +94,27 @@ BEGIN
                                     awa.create_lane(l.queue, l.priority, l.shard))),
                    NEW.ready_slot, NEW.batch, NEW.lane_seq, v_last_seq
               -- Each lane's lock before its position: a drawn position is always covered by it.
-              FROM (SELECT l.queue, l.priority, l.shard,
-                           awa.lane_sequence_name(l.queue, l.priority, l.shard) AS name,
+              FROM (SELECT e.queue, e.priority, e.shard,
+                           awa.lane_sequence_name(e.queue, e.priority, e.shard) AS name,
                            pg_advisory_xact_lock_shared(
-                               1096237388, awa.lane_lock_key(l.queue, l.priority, l.shard))
-                      FROM lanes l OFFSET 0) AS l
+                               1096237388, awa.lane_lock_key(e.queue, e.priority, e.shard))
+                      FROM unnest(v_queues, v_priorities, v_shards) AS e(queue, priority, shard)
+                    OFFSET 0) AS l
             RETURNING queue, priority, shard,
                       pg_try_advisory_xact_lock_shared(1096237385, hashtext(queue)) AS unwatched
-        )
-        SELECT array_agg(DISTINCT w.queue) FILTER (WHERE NOT w.unwatched),
-               string_agg(';' || awa.lane_sequence_name(w.queue, w.priority, w.shard) || '='
-                          || v_last_seq, '')
-          FROM written w
-          INTO v_notify, v_entries;
-        -- Assignments, not statements: PL/pgSQL evaluates them without an executor run.
-        v_entries := set_config('awa.published', v_entries || v_published, true);
-        v_entries := set_config('awa.unpublished', '', true);
-        IF v_notify IS NOT NULL THEN
-            FOR i IN 1 .. cardinality(v_notify) LOOP
-                PERFORM pg_notify('awa', v_notify[i]);
-            END LOOP;
-        END IF;
+        LOOP
+            v_published := ';' || awa.lane_sequence_name(v_written.queue, v_written.priority,
+                                                         v_written.shard)
+                           || '=' || v_last_seq || v_published;
+            IF NOT v_written.unwatched THEN
+                PERFORM pg_notify('awa', v_written.queue);
+            END IF;
+        END LOOP;
+        v_published := set_config('awa.published', v_published, true);
+        v_published := set_config('awa.unpublished', '', true);
+        v_published := set_config('awa.unpublished_queues', '', true);
+        v_published := set_config('awa.unpublished_priorities', '', true);
+        v_published := set_config('awa.unpublished_shards', '', true);
     EXCEPTION WHEN OTHERS THEN
         RAISE EXCEPTION 'awa: could not publish job % of queue % at commit: %', NEW.job_id,
                         NEW.queue, SQLERRM
@@ -117,10 +128,12 @@ $$;
 -- the deferred backlog; anything else is appended to its lane as an immutable ready row, which
 -- the transaction publishes when it commits (awa.publish_ready). Nothing here waits for, or
 -- locks against, another producer.
--- The lane goes on the transaction's list of lanes to publish, awa.unpublished (a JSON array's
--- elements, each [queue, priority, shard]), so the commit's first firing publishes every lane
--- in one statement (migration 0036, #32). A JSON string cannot hold an unescaped quote, so '["'
--- only ever starts an element and a lane's element is found by its text.
+-- The lane goes on the transaction's list of lanes to publish (migration 0036, #32), so the
+-- commit's first firing publishes every lane in one statement: awa.unpublished_queues,
+-- _priorities and _shards hold the lanes as three arrays, which that statement unnests, and
+-- awa.unpublished each lane's key, [queue, priority, shard] as JSON, by which a lane already
+-- listed is found. A JSON string cannot hold an unescaped quote, so '["' only ever starts a
+-- key. A lane is listed once per transaction: its later jobs only look it up.
 CREATE OR REPLACE FUNCTION awa.enqueue_job(
     p_kind text, p_queue text, p_priority smallint, p_args jsonb, p_max_attempts integer,
     p_run_at timestamptz, p_metadata jsonb, p_tags text[]
@@ -152,10 +165,19 @@ BEGIN
     v_lane := json_build_array(p_queue, p_priority, v_shard)::text;
     v_unpublished := coalesce(current_setting('awa.unpublished', true), '');
     IF position(v_lane IN v_unpublished) = 0 THEN
-        v_unpublished := set_config('awa.unpublished',
-                                    CASE WHEN v_unpublished = '' THEN v_lane
-                                         ELSE v_unpublished || ',' || v_lane END,
-                                    true);
+        v_unpublished := set_config('awa.unpublished', v_unpublished || v_lane, true);
+        v_unpublished := set_config(
+            'awa.unpublished_queues',
+            (coalesce(nullif(current_setting('awa.unpublished_queues', true), ''), '{}')::text[]
+             || p_queue)::text, true);
+        v_unpublished := set_config(
+            'awa.unpublished_priorities',
+            (coalesce(nullif(current_setting('awa.unpublished_priorities', true), ''),
+                      '{}')::smallint[] || p_priority)::text, true);
+        v_unpublished := set_config(
+            'awa.unpublished_shards',
+            (coalesce(nullif(current_setting('awa.unpublished_shards', true), ''),
+                      '{}')::smallint[] || v_shard)::text, true);
     END IF;
     RETURN v_job_id;
 END
