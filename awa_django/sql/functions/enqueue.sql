@@ -6,10 +6,10 @@
 -- Commit-time trigger of ready_entries, queued by the first row of every write (announce) and
 -- fired after the application's last statement, as its transaction commits (or at SET
 -- CONSTRAINTS ... IMMEDIATE). The first firing that finds rows to publish publishes every lane
--- the transaction wrote so far: its own row's lane and those awa.enqueue_job listed in
--- awa.unpublished. For each it appends the lane_commits row that makes the lane's rows
+-- the transaction wrote so far: its own row's lane and those awa.enqueue_job listed (see there).
+-- For each it appends the lane_commits row that makes the lane's rows
 -- claimable, at the lane's next commit position. awa.published (local to the transaction, so it
--- also rolls back with a savepoint, as awa.unpublished does) remembers up to which lane_seq each
+-- also rolls back with a savepoint, as the list of lanes does) remembers up to which lane_seq each
 -- lane is published, so later firings for the same rows do nothing and rows written after an
 -- early publication get a position of their own.
 --
@@ -18,8 +18,8 @@
 -- published yet, in any lane, is at or above it: an earlier row's firing has published its lane
 -- up to the session's latest lane_seq, which covers every row written before the commit began.
 -- A lane's own first row may come later (the range is filtered by batch, as its upper end, the
--- session's latest lane_seq, always was). awa.unpublished only says which lanes: rows written
--- some other way (a COPY, a promotion, raw SQL) announce and publish their lanes themselves.
+-- session's latest lane_seq, always was). The list only says which lanes: rows written some
+-- other way (a COPY, a promotion, raw SQL) announce and publish their lanes themselves.
 --
 -- The position is held only from here until the commit record is durable, never while the
 -- application's transaction does its other work, unless that transaction publishes early (SET
