@@ -670,3 +670,22 @@ def test_a_savepoint_rolled_back_takes_its_lanes_off_the_list_to_publish():
         again = put(3, "email")
     assert claimed_ids() == [kept]
     assert claimed_ids("email") == [again]
+
+
+def test_queue_names_the_list_of_lanes_must_quote_are_published_as_written():
+    """The list of lanes to publish holds queue names as array text: a name with the characters
+    array text quotes (and JSON escapes) comes back whole."""
+    odd = 'odd, "quoted" {braced} \\ name'
+    with transaction.atomic(), connection.cursor() as cursor:
+        for queue in (odd, "default", odd):
+            cursor.execute(
+                "SELECT awa.enqueue_job('raw.kind', %s, 2::smallint, '{}', 3, NULL, '{}', '{}')",
+                [queue],
+            )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT queue, last_seq - first_seq FROM awa.lane_commits"
+            " WHERE queue IN (%s, 'default') ORDER BY queue",
+            [odd],
+        )
+        assert cursor.fetchall() == [("default", 2), (odd, 2)]
