@@ -8,7 +8,8 @@ Usage (a throwaway cluster with ``pg_stat_statements`` tracking nested statement
         [--jobs 500] [--output PATH]
 
 For ``awa.enqueue`` in autocommit and in ``transaction.atomic()`` (one job per transaction,
-after a warm-up, on one kept connection), per enqueue:
+after a warm-up, on one kept connection), per enqueue, and for a transaction that enqueues one
+job into each of two queues (the web-shaped run's ``two`` variant), per transaction:
 
 - **python_calls**: the client's Python function calls (cProfile);
 - **statements** and **nested_statements**: what ``pg_stat_statements`` counts at top level
@@ -59,6 +60,10 @@ SELECT toplevel, calls, shared_blks_hit, shared_blks_dirtied, wal_bytes,
 
 def _setup() -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
+    # The second queue of the two-queue transactions, as the web-shaped run names it.
+    os.environ["AWA_OVERRIDES"] = json.dumps(
+        {"QUEUES": {queue: {"concurrency": 8} for queue in ("bench", SECOND_QUEUE)}}
+    )
     import django
 
     django.setup()
@@ -67,7 +72,12 @@ def _setup() -> None:
     call_command("migrate", verbosity=0)
 
 
-def _loop(jobs: int, *, atomic: bool) -> None:
+# What a loop's unit is: one enqueue of its own, one in atomic(), or a transaction of two.
+AUTOCOMMIT, ATOMIC, TWO_QUEUES = "autocommit", "in a transaction", "two queues in a transaction"
+SECOND_QUEUE = "bench2"
+
+
+def _loop(jobs: int, *, mode: str) -> None:
     from django.db import transaction
 
     import awa_django as awa
@@ -75,23 +85,25 @@ def _loop(jobs: int, *, atomic: bool) -> None:
 
     kind = _kind("async")
     for n in range(jobs):
-        if atomic:
-            with transaction.atomic():
-                awa.enqueue(kind, args={**ARGS, "n": n})
-        else:
+        if mode == AUTOCOMMIT:
             awa.enqueue(kind, args={**ARGS, "n": n})
+            continue
+        with transaction.atomic():
+            awa.enqueue(kind, args={**ARGS, "n": n})
+            if mode == TWO_QUEUES:
+                awa.enqueue(kind, args={**ARGS, "n": n}, queue=SECOND_QUEUE)
 
 
-def _python_calls(jobs: int, *, atomic: bool) -> float:
+def _python_calls(jobs: int, *, mode: str) -> float:
     profile = cProfile.Profile()
     profile.enable()
-    _loop(jobs, atomic=atomic)
+    _loop(jobs, mode=mode)
     profile.disable()
     stats: dict[Any, tuple[Any, ...]] = pstats.Stats(profile).stats  # type: ignore[attr-defined]
     return float(sum(entry[1] for entry in stats.values())) / jobs
 
 
-def _cpu_us(jobs: int, *, atomic: bool) -> tuple[float, float]:
+def _cpu_us(jobs: int, *, mode: str) -> tuple[float, float]:
     """This process's and its backend's CPU µs per enqueue, medians of five loops."""
     from django.db import connection
 
@@ -100,15 +112,15 @@ def _cpu_us(jobs: int, *, atomic: bool) -> tuple[float, float]:
         connection.ensure_connection()
         pid = connection.connection.info.backend_pid
         started, backend = time.process_time(), backend_cpu_ms(pid)
-        _loop(jobs, atomic=atomic)
+        _loop(jobs, mode=mode)
         client.append((time.process_time() - started) / jobs * 1e6)
         server.append((backend_cpu_ms(pid) - backend) / jobs * 1e3)
     return float(statistics.median(client)), float(statistics.median(server))
 
 
-def _server(monitor: psycopg.Connection[Any], jobs: int, *, atomic: bool) -> dict[str, Any]:
+def _server(monitor: psycopg.Connection[Any], jobs: int, *, mode: str) -> dict[str, Any]:
     monitor.execute("SELECT pg_stat_statements_reset()")
-    _loop(jobs, atomic=atomic)
+    _loop(jobs, mode=mode)
     rows = monitor.execute(STATEMENTS).fetchall()
     top = [row for row in rows if row[0]]
     return {
@@ -142,19 +154,18 @@ def main() -> None:
     monitor = psycopg.connect(url, autocommit=True)
     monitor.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     report: dict[str, Any] = {"jobs": args.jobs}
-    for atomic in (False, True):
-        name = "in a transaction" if atomic else "autocommit"
-        _loop(args.jobs, atomic=atomic)  # the lane, the session's plans and caches
-        client_us, server_us = _cpu_us(args.jobs, atomic=atomic)
+    for mode in (AUTOCOMMIT, ATOMIC, TWO_QUEUES):
+        _loop(args.jobs, mode=mode)  # the lane, the session's plans and caches
+        client_us, server_us = _cpu_us(args.jobs, mode=mode)
         figures = {
-            "python_calls": _python_calls(args.jobs, atomic=atomic),
-            **_server(monitor, args.jobs, atomic=atomic),
+            "python_calls": _python_calls(args.jobs, mode=mode),
+            **_server(monitor, args.jobs, mode=mode),
             "client_cpu_us": client_us,
             "server_cpu_us": server_us,
         }
-        report[name] = figures
+        report[mode] = figures
         print(
-            f"{name}: {figures['python_calls']:.1f} Python calls, "
+            f"{mode}: {figures['python_calls']:.1f} Python calls, "
             f"{figures['statements']:.2f} statements and {figures['nested_statements']:.2f} "
             f"nested, {figures['buffers_hit']:.1f} buffers hit, "
             f"{figures['buffers_dirtied']:.2f} dirtied, {figures['wal_bytes']:.0f} WAL bytes, "

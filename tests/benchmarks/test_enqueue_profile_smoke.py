@@ -14,7 +14,7 @@ from tests.benchmarks.own_server import run_on_own_server
 pytestmark = pytest.mark.benchmark_smoke
 
 
-def test_an_enqueue_is_counted_in_both_modes(tmp_path: Path) -> None:
+def test_an_enqueue_is_counted_in_every_mode(tmp_path: Path) -> None:
     output = tmp_path / "enqueue-profile.json"
     run_on_own_server(
         "benchmarks.enqueue_profile", "--jobs", "20", "--output", str(output),
@@ -27,3 +27,5 @@ def test_an_enqueue_is_counted_in_both_modes(tmp_path: Path) -> None:
     assert atomic["statements"] == 4.0
     assert alone["nested_statements"] > 0 and atomic["nested_statements"] > 0
     assert alone["python_calls"] > 0 and alone["wal_bytes"] > 0
+    # BEGIN, two calls, one publication for both queues' lanes (#32), COMMIT.
+    assert report["two queues in a transaction"]["statements"] == 5.0

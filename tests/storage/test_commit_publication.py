@@ -609,11 +609,12 @@ def test_a_commit_notifies_only_while_a_worker_waits_for_the_queue():
         waiter.close()
 
 
-def test_a_commit_publishes_each_lane_in_one_statement():
+def test_a_commit_publishes_every_lane_in_one_statement():
     """The commit-time trigger's work for a lane (lane lock, position, lane_commits row, wake
     lock test, the record in awa.published) is one top-level statement (migration 0026; it was
-    three), and a later row of a lane already published none; a NOTIFY, while a worker waits,
-    is the one more."""
+    three), and a later row of a lane already published none; the first firing publishes every
+    lane the transaction enqueued into in that one statement (migration 0035; one per lane
+    before it); a NOTIFY, while a worker waits, is the one more."""
     used_lane()
     used_lane("email")
     ids: list[int] = []
@@ -623,7 +624,7 @@ def test_a_commit_publishes_each_lane_in_one_statement():
     three = statements_at_commit(lambda: ids.extend(put(n) for n in range(3)))
     assert len(three) == 1, three
     two_lanes = statements_at_commit(lambda: ids.extend([put(1), put(2, "email"), put(3)]))
-    assert len(two_lanes) == 2, two_lanes
+    assert len(two_lanes) == 1, two_lanes
     waiter = psycopg.connect(**connection_kwargs("default"), autocommit=True)
     try:
         waiter.execute("SELECT pg_advisory_lock(1096237385, hashtext('default'))")
@@ -633,3 +634,63 @@ def test_a_commit_publishes_each_lane_in_one_statement():
     assert len(notified) == 2 and "pg_notify" in notified[1], notified
     assert claimed_ids() == [ids[0], *ids[1:4], ids[4], ids[6], ids[7]]
     assert claimed_ids("email") == [ids[5]]
+
+
+def test_lanes_written_other_ways_are_published_whole_beside_those_listed():
+    """The first firing publishes the lanes awa.enqueue_job listed from its own row's lane_seq
+    on: rows of a listed lane written before its listed enqueue (a COPY of enqueue_many) are
+    in that range, so none is left out when a later row's firing finds the lane published."""
+    used_lane()
+    used_lane("email")
+    with transaction.atomic():
+        first = put(1, "email")
+        batch = noop.enqueue_many([{"n": i} for i in range(2, 5)])
+        last = put(5)
+        later = put(6, "email")
+    assert claimed_ids() == [*batch, last]
+    assert claimed_ids("email") == [first, later]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT queue, count(*) FROM awa.lane_commits WHERE batch = "
+            "(SELECT batch FROM awa.ready_entries WHERE job_id = %s) GROUP BY queue ORDER BY 1",
+            [last],
+        )
+        assert cursor.fetchall() == [("default", 1), ("email", 1)]
+
+
+def test_a_savepoint_rolled_back_takes_its_lanes_off_the_list_to_publish():
+    used_lane()
+    used_lane("email")
+    with transaction.atomic():
+        kept = put(1)
+        try:
+            with transaction.atomic():
+                put(2, "email")
+                with connection.cursor() as cursor:
+                    cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+                    cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+                raise RuntimeError
+        except RuntimeError:
+            pass
+        again = put(3, "email")
+    assert claimed_ids() == [kept]
+    assert claimed_ids("email") == [again]
+
+
+def test_queue_names_the_list_of_lanes_must_quote_are_published_as_written():
+    """The list of lanes to publish holds queue names as array text: a name with the characters
+    array text quotes (and JSON escapes) comes back whole."""
+    odd = 'odd, "quoted" {braced} \\ name'
+    with transaction.atomic(), connection.cursor() as cursor:
+        for queue in (odd, "default", odd):
+            cursor.execute(
+                "SELECT awa.enqueue_job('raw.kind', %s, 2::smallint, '{}', 3, NULL, '{}', '{}')",
+                [queue],
+            )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT queue, last_seq - first_seq FROM awa.lane_commits"
+            " WHERE queue IN (%s, 'default') ORDER BY queue",
+            [odd],
+        )
+        assert cursor.fetchall() == [("default", 2), (odd, 2)]

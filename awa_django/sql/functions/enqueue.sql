@@ -5,12 +5,21 @@
 
 -- Commit-time trigger of ready_entries, queued by the first row of every write (announce) and
 -- fired after the application's last statement, as its transaction commits (or at SET
--- CONSTRAINTS ... IMMEDIATE). The first firing for a lane publishes all of the transaction's
--- rows of that lane written so far: it appends the lane_commits row that makes them claimable,
--- at the lane's next commit position. awa.published (local to the transaction, so it also rolls
--- back with a savepoint) remembers up to which lane_seq each lane is published, so later
--- firings for the same rows do nothing and rows written after an early publication get a
--- position of their own.
+-- CONSTRAINTS ... IMMEDIATE). The first firing that finds rows to publish publishes every lane
+-- the transaction wrote so far: its own row's lane and those awa.enqueue_job listed (see there).
+-- For each it appends the lane_commits row that makes the lane's rows
+-- claimable, at the lane's next commit position. awa.published (local to the transaction, so it
+-- also rolls back with a savepoint, as the list of lanes does) remembers up to which lane_seq each
+-- lane is published, so later firings for the same rows do nothing and rows written after an
+-- early publication get a position of their own.
+--
+-- Every lane's range starts at this firing's row. Events fire in the order their rows were
+-- written and a lane_seq is drawn in that order, so every row this transaction wrote and has not
+-- published yet, in any lane, is at or above it: an earlier row's firing has published its lane
+-- up to the session's latest lane_seq, which covers every row written before the commit began.
+-- A lane's own first row may come later (the range is filtered by batch, as its upper end, the
+-- session's latest lane_seq, always was). The list only says which lanes: rows written some
+-- other way (a COPY, a promotion, raw SQL) announce and publish their lanes themselves.
 --
 -- The position is held only from here until the commit record is durable, never while the
 -- application's transaction does its other work, unless that transaction publishes early (SET
@@ -19,7 +28,8 @@
 -- claimer that finds a position missing takes the lock exclusively to learn that no producer of
 -- the lane is mid-commit (so the position belongs to a producer that failed and can be stepped
 -- over). Producers share it, so they never wait for each other, whatever order they publish
--- lanes in.
+-- lanes in; claimers only try it, so a producer holding one lane's lock while it takes the
+-- next's waits for no one but another creator of a lane that does not exist yet.
 --
 -- Wake-ups: a worker with nothing to do on a queue holds that queue's wake lock (class
 -- 1096237385, 'AWAI'; see worker/wake.py) exclusively, and only then does a commit NOTIFY:
@@ -28,13 +38,17 @@
 -- waiting holds the lock shared until it has committed, so a worker that is about to wait
 -- cannot miss it: it gets the lock only after the commit and claims once more before it waits.
 --
--- One statement does the publishing (migration 0026, #32): the lane lock, the position, the
--- lane_commits row, the wake lock's test and the record in awa.published. Each statement a
--- trigger runs at commit is a top-level statement of its own (executor start-up, locks of the
--- tables it names, its snapshot), paid by every enqueueing transaction; the NOTIFY, only while
--- a worker waits, is the one more. The lock is taken in a subquery that is not flattened (OFFSET
--- 0), so its row, and with it the lock, comes before the outer row draws the position; RETURNING
--- runs after the row is written, so the wake lock is tried after the draw, as before.
+-- One statement publishes every lane (migration 0036, #32; one per lane since 0026): the lane
+-- locks, the positions, the lane_commits rows and the wake locks' tests; the record in
+-- awa.published is made from the rows it returns. Each statement a trigger runs at commit is a
+-- top-level statement of its own (executor start-up, locks of the tables it names, its
+-- snapshot), paid by every enqueueing transaction; a NOTIFY, only while a worker waits, is one
+-- more per queue. Each lane's lock is taken in a subquery that is not flattened (OFFSET 0), so
+-- its row, and with it the lock, comes before the outer row draws the lane's position;
+-- RETURNING runs after the row is written, so the wake lock is tried after the draw, as before.
+-- The lanes come from unnest over arrays, whose row estimate does not depend on their length:
+-- a source estimated by its argument (generate_series) made the cached plan look dearer than
+-- one for each call's values, and the statement was planned again at every commit.
 --
 -- An error here aborts the commit: it is raised again naming the job and queue, with the
 -- original SQLSTATE, so the caller's atomic() block fails with a clear message and its rows
@@ -43,44 +57,64 @@ CREATE OR REPLACE FUNCTION awa.publish_ready() RETURNS trigger LANGUAGE plpgsql 
 DECLARE
     -- The lane's commit sequence, and its key in awa.published.
     v_lane constant text := awa.lane_sequence_name(NEW.queue, NEW.priority, NEW.shard);
-    -- Its producer lock's key, worked out here rather than in the INSERT: a plan of the INSERT
-    -- for this row's values would run the function to fold it, one more statement.
-    v_lock_key constant integer := awa.lane_lock_key(NEW.queue, NEW.priority, NEW.shard);
-    v_published constant text := coalesce(current_setting('awa.published', true), '');
+    v_published text := coalesce(current_setting('awa.published', true), '');
     v_at constant integer := position(';' || v_lane || '=' IN v_published);
-    v_entry text;
+    -- The lanes to publish, as awa.enqueue_job lists them, this row's among them.
+    v_queues text[];
+    v_priorities smallint[];
+    v_shards smallint[];
     v_last_seq bigint;
-    v_unwatched boolean;  -- no worker waits for the queue: no NOTIFY
-    v_recorded text;
+    v_written record;
 BEGIN
-    IF v_at > 0 THEN
-        v_entry := split_part(substr(v_published, v_at + 1), ';', 1);
-        IF NEW.lane_seq <= split_part(v_entry, '=', 2)::bigint THEN
-            RETURN NULL;
-        END IF;
+    -- The newest entry of a lane comes first (entries are prepended below).
+    IF v_at > 0 AND NEW.lane_seq <= split_part(split_part(substr(v_published, v_at + 1), ';', 1),
+                                               '=', 2)::bigint THEN
+        RETURN NULL;
+    END IF;
+    v_queues := coalesce(nullif(current_setting('awa.unpublished_queues', true), ''), '{}');
+    v_priorities := coalesce(nullif(current_setting('awa.unpublished_priorities', true), ''),
+                             '{}');
+    v_shards := coalesce(nullif(current_setting('awa.unpublished_shards', true), ''), '{}');
+    IF position(json_build_array(NEW.queue, NEW.priority, NEW.shard)::text
+                IN coalesce(current_setting('awa.unpublished', true), '')) = 0 THEN
+        v_queues := v_queues || NEW.queue;
+        v_priorities := v_priorities || NEW.priority;
+        v_shards := v_shards || NEW.shard;
     END IF;
     -- Every row this transaction wrote took its lane_seq from this session before now.
     v_last_seq := currval('awa.lane_seq');
     BEGIN
-        INSERT INTO awa.lane_commits (queue, priority, shard, commit_seq, ready_slot, batch,
-                                      first_seq, last_seq)
-        SELECT NEW.queue, NEW.priority, NEW.shard,
-               nextval(coalesce(to_regclass('awa.' || v_lane),
-                                awa.create_lane(NEW.queue, NEW.priority, NEW.shard))),
-               NEW.ready_slot, NEW.batch, NEW.lane_seq, v_last_seq
-          -- The lock before the position: a drawn position is always covered by it.
-          FROM (SELECT pg_advisory_xact_lock_shared(1096237388, v_lock_key) OFFSET 0) AS lane_lock
-        RETURNING pg_try_advisory_xact_lock_shared(1096237385, hashtext(NEW.queue)),
-                  set_config('awa.published',
-                             CASE WHEN v_at > 0
-                                  THEN replace(v_published, ';' || v_entry,
-                                               ';' || v_lane || '=' || v_last_seq)
-                                  ELSE v_published || ';' || v_lane || '=' || v_last_seq END,
-                             true)
-             INTO v_unwatched, v_recorded;
-        IF NOT v_unwatched THEN
-            PERFORM pg_notify('awa', NEW.queue);
-        END IF;
+        -- A loop over the rows the INSERT returns, which PL/pgSQL's INTO cannot take: its body
+        -- is assignments, evaluated without an executor run, and a NOTIFY while a worker waits.
+        FOR v_written IN
+            INSERT INTO awa.lane_commits (queue, priority, shard, commit_seq, ready_slot, batch,
+                                          first_seq, last_seq)
+            SELECT l.queue, l.priority, l.shard,
+                   nextval(coalesce(to_regclass('awa.' || l.name),
+                                    awa.create_lane(l.queue, l.priority, l.shard))),
+                   NEW.ready_slot, NEW.batch, NEW.lane_seq, v_last_seq
+              -- Each lane's lock before its position: a drawn position is always covered by it.
+              FROM (SELECT e.queue, e.priority, e.shard,
+                           awa.lane_sequence_name(e.queue, e.priority, e.shard) AS name,
+                           pg_advisory_xact_lock_shared(
+                               1096237388, awa.lane_lock_key(e.queue, e.priority, e.shard))
+                      FROM unnest(v_queues, v_priorities, v_shards) AS e(queue, priority, shard)
+                    OFFSET 0) AS l
+            RETURNING queue, priority, shard,
+                      pg_try_advisory_xact_lock_shared(1096237385, hashtext(queue)) AS unwatched
+        LOOP
+            v_published := ';' || awa.lane_sequence_name(v_written.queue, v_written.priority,
+                                                         v_written.shard)
+                           || '=' || v_last_seq || v_published;
+            IF NOT v_written.unwatched THEN
+                PERFORM pg_notify('awa', v_written.queue);
+            END IF;
+        END LOOP;
+        v_published := set_config('awa.published', v_published, true);
+        v_published := set_config('awa.unpublished', '', true);
+        v_published := set_config('awa.unpublished_queues', '', true);
+        v_published := set_config('awa.unpublished_priorities', '', true);
+        v_published := set_config('awa.unpublished_shards', '', true);
     EXCEPTION WHEN OTHERS THEN
         RAISE EXCEPTION 'awa: could not publish job % of queue % at commit: %', NEW.job_id,
                         NEW.queue, SQLERRM
@@ -94,6 +128,12 @@ $$;
 -- the deferred backlog; anything else is appended to its lane as an immutable ready row, which
 -- the transaction publishes when it commits (awa.publish_ready). Nothing here waits for, or
 -- locks against, another producer.
+-- The lane goes on the transaction's list of lanes to publish (migration 0036, #32), so the
+-- commit's first firing publishes every lane in one statement: awa.unpublished_queues,
+-- _priorities and _shards hold the lanes as three arrays, which that statement unnests, and
+-- awa.unpublished each lane's key, [queue, priority, shard] as JSON, by which a lane already
+-- listed is found. A JSON string cannot hold an unescaped quote, so '["' only ever starts a
+-- key. A lane is listed once per transaction: its later jobs only look it up.
 CREATE OR REPLACE FUNCTION awa.enqueue_job(
     p_kind text, p_queue text, p_priority smallint, p_args jsonb, p_max_attempts integer,
     p_run_at timestamptz, p_metadata jsonb, p_tags text[]
@@ -101,6 +141,9 @@ CREATE OR REPLACE FUNCTION awa.enqueue_job(
 DECLARE
     v_job_id bigint := nextval('awa.job_id_seq');
     v_slot record;
+    v_shard smallint;
+    v_lane text;
+    v_unpublished text;
 BEGIN
     IF p_run_at IS NOT NULL AND p_run_at > now() THEN
         INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
@@ -111,12 +154,31 @@ BEGIN
         RETURN v_job_id;
     END IF;
     v_slot := awa.producer_slot();
+    v_shard := awa.enqueue_shard(p_queue, p_metadata ->> 'awa:ordering_key');
     INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot, ready_generation,
                                    job_id, kind, args, attempt, run_lease, max_attempts, run_at,
                                    created_at, metadata, tags, errors, announce)
-    VALUES (p_queue, p_priority, awa.enqueue_shard(p_queue, p_metadata ->> 'awa:ordering_key'),
-            nextval('awa.lane_seq'), v_slot.slot, v_slot.generation, v_job_id, p_kind, p_args, 0,
-            0, p_max_attempts, coalesce(p_run_at, now()), now(), p_metadata, p_tags, '[]', true);
+    VALUES (p_queue, p_priority, v_shard, nextval('awa.lane_seq'), v_slot.slot,
+            v_slot.generation, v_job_id, p_kind, p_args, 0, 0, p_max_attempts,
+            coalesce(p_run_at, now()), now(), p_metadata, p_tags, '[]', true);
+    -- Assignments, not statements: PL/pgSQL evaluates them without an executor run.
+    v_lane := json_build_array(p_queue, p_priority, v_shard)::text;
+    v_unpublished := coalesce(current_setting('awa.unpublished', true), '');
+    IF position(v_lane IN v_unpublished) = 0 THEN
+        v_unpublished := set_config('awa.unpublished', v_unpublished || v_lane, true);
+        v_unpublished := set_config(
+            'awa.unpublished_queues',
+            (coalesce(nullif(current_setting('awa.unpublished_queues', true), ''), '{}')::text[]
+             || p_queue)::text, true);
+        v_unpublished := set_config(
+            'awa.unpublished_priorities',
+            (coalesce(nullif(current_setting('awa.unpublished_priorities', true), ''),
+                      '{}')::smallint[] || p_priority)::text, true);
+        v_unpublished := set_config(
+            'awa.unpublished_shards',
+            (coalesce(nullif(current_setting('awa.unpublished_shards', true), ''),
+                      '{}')::smallint[] || v_shard)::text, true);
+    END IF;
     RETURN v_job_id;
 END
 $$;
