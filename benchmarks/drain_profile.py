@@ -58,6 +58,12 @@ def main() -> None:
         action="store_true",
         help="drain without the profiler (claim sizes and server counts at full speed)",
     )
+    parser.add_argument(
+        "--checkpoint",
+        action="store_true",
+        help="CHECKPOINT just before the drain: its WAL then carries the full-page images a "
+        "drain writes when a checkpoint falls in it",
+    )
     parser.add_argument("--dump", help="also write the profile here (pstats format)")
     args = parser.parse_args()
     os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
@@ -83,6 +89,8 @@ def main() -> None:
     stats = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True)
     stats.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     stats.execute("SELECT pg_stat_statements_reset()")
+    if args.checkpoint:
+        stats.execute("CHECKPOINT")
     # Statistics reach the shared counters when a backend goes idle or exits.
     time.sleep(1.2)
     before = _server(stats)
