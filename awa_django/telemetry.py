@@ -217,6 +217,18 @@ class OtelTelemetry(Telemetry):
         self._trace = trace
         self._tracing = False
         self._next_provider_check = 0.0  # monotonic time of the next provider check
+        self._metrics = metrics
+        # The API's placeholder until an SDK meter provider is set, which has no public name;
+        # should a release rename it, every histogram value is recorded, as without the check.
+        from opentelemetry.metrics import _internal as metrics_internal
+
+        self._proxy_meter_provider: type | None = getattr(
+            metrics_internal, "_ProxyMeterProvider", None
+        )
+        # Whether an SDK meter provider is installed (see _check_meter_provider).
+        self._metering = False
+        self._next_meter_check = 0.0  # monotonic time of the next meter provider check
+        self._check_meter_provider()
         self._propagator = TraceContextTextMapPropagator()
         self._counters = {
             name: meter.create_counter(name, unit="{job}")
@@ -276,20 +288,26 @@ class OtelTelemetry(Telemetry):
     # Counters are added once per claim or completion batch and kind, not once per job: with an
     # SDK meter provider installed each instrument call is costly, and the six calls per job
     # this used to make cost as much as the rest of the worker's work on a job
-    # (docs/benchmarks.md). The histograms still take one value per job.
+    # (docs/benchmarks.md). The histograms still take one value per job once an SDK meter
+    # provider is installed (``_check_meter_provider``).
     def claimed(self, jobs: Sequence[ClaimedJobFields], *, now: datetime) -> None:
         counts: Counter[tuple[str, str]] = Counter()
+        metering = self._check_meter_provider()
         for job in jobs:
             counts[job.queue, job.kind] += 1
-            self._wait.record(
-                max((now - job.run_at).total_seconds(), 0.0), {"queue": job.queue, "kind": job.kind}
-            )
+            if metering:
+                self._wait.record(
+                    max((now - job.run_at).total_seconds(), 0.0),
+                    {"queue": job.queue, "kind": job.kind},
+                )
             _IN_FLIGHT[job.queue] = _IN_FLIGHT.get(job.queue, 0) + 1
         for (queue, kind), count in counts.items():
             self._counters["awa.job.claimed"].add(count, {"queue": queue, "kind": kind})
 
     def finished(self, job: ClaimedJobFields, *, duration_s: float) -> None:
-        self._duration.record(duration_s, {"queue": job.queue, "kind": job.kind})
+        # The flag ``claimed`` refreshed for this job's batch: no check per job.
+        if self._metering:
+            self._duration.record(duration_s, {"queue": job.queue, "kind": job.kind})
         _IN_FLIGHT[job.queue] = _IN_FLIGHT.get(job.queue, 0) - 1
 
     def closed(
@@ -323,6 +341,21 @@ class OtelTelemetry(Telemetry):
 
     def job_span(self, job: ClaimedJobFields) -> contextlib.AbstractContextManager[JobSpan]:
         return self._span(job) if self._tracing_installed() else _NO_SPAN
+
+    def _check_meter_provider(self) -> bool:
+        """Whether an SDK meter provider is installed, checked once per claimed batch at most
+        every PROVIDER_CHECK_INTERVAL_S. Until one is, the API's proxy histograms drop every
+        value; recording none saves building the attributes and two calls per job. Counters
+        are added as ever: once per batch, and the proxy hands them to a provider installed
+        later."""
+        if not self._metering:
+            now = time.monotonic()
+            if now >= self._next_meter_check:
+                self._next_meter_check = now + PROVIDER_CHECK_INTERVAL_S
+                proxy = self._proxy_meter_provider
+                provider = self._metrics.get_meter_provider()
+                self._metering = proxy is None or not isinstance(provider, proxy)
+        return self._metering
 
     def _tracing_installed(self) -> bool:
         # Until an SDK tracer provider is installed, the API's proxy only makes non-recording

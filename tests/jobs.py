@@ -61,6 +61,11 @@ def noop(ctx: JobContext, n: int = 0) -> None:
     return None
 
 
+@awa.job(kind="tests.noop_async")
+async def noop_async(ctx: JobContext, n: int = 0) -> None:
+    return None
+
+
 @awa.job(kind="tests.typed")
 def typed(ctx: JobContext, user_id: int, email: str, tags: list | None = None) -> None:
     return None

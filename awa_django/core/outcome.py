@@ -27,7 +27,9 @@ DEAD_LETTERED: Final = "dlq"
 def outcome_word(outcome: Outcome, *, dlq: bool) -> str:
     """The outcome as logs and summaries name it: the outcome's value, except ``dlq`` for a
     failure of a queue whose terminal failures go to the dead-letter queue (``dlq``)."""
-    return DEAD_LETTERED if dlq and outcome is Outcome.FAILED else outcome.value
+    # The member itself: a StrEnum member is its value, and ``.value`` is a property lookup
+    # paid once per closed attempt.
+    return DEAD_LETTERED if dlq and outcome is Outcome.FAILED else outcome
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

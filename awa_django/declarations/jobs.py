@@ -228,7 +228,9 @@ class JobContext:
         """Whether ``ctx.workflow`` of this step queries its inputs (a wide fan-in): an async
         handler's runner reads them first, off the event loop (``preload_workflow_inputs``)."""
         entry = self.metadata.get(WORKFLOW_KEY)
-        return isinstance(entry, Mapping) and bool(entry.get("inputs_read"))
+        # None first: asked once per attempt, and the check against the abstract Mapping costs
+        # three calls that nearly every job, not a workflow step, need not make.
+        return entry is not None and isinstance(entry, Mapping) and bool(entry.get("inputs_read"))
 
     def preload_workflow_inputs(self) -> None:
         if self.reads_workflow_inputs():

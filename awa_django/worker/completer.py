@@ -130,9 +130,13 @@ class Completer:
         self._superseded.add(key)
 
     def _queue(self, completion: Completion) -> None:
+        # Only the first completion since the flush task last emptied the list needs the
+        # signals: while the list holds any, ``_arrived`` is set or the flush task is writing
+        # and takes whatever it finds before it sets ``_idle``.
+        if not self._pending:
+            self._idle.clear()
+            self._arrived.set()
         self._pending.append(completion)
-        self._idle.clear()
-        self._arrived.set()
 
     async def drain(self) -> None:
         """Wait until everything submitted so far is written."""

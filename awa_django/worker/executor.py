@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import close_old_connections, connections
@@ -101,7 +101,13 @@ def _unknown_kind(job: ClaimedJob) -> HandlerResult:
     return HandlerResult(unknown_kind(job.kind, job.errors))
 
 
+# What nearly every handler's attempt ends with: shared, as a HandlerResult is immutable.
+_RETURNED_NOTHING: Final = HandlerResult()
+
+
 def _returned(value: object, ctx: JobContext) -> HandlerResult:
+    if value is None and not ctx.workflow_added:
+        return _RETURNED_NOTHING
     if isinstance(value, JobOutcome):
         return HandlerResult(value)
     # Workflow steps the handler added (an empty list for nearly every job).

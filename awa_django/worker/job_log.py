@@ -153,7 +153,8 @@ class JobLog(Loop):
             # First and on its own: nearly every attempt completes, and with its level off
             # this is all it costs.
             if self._summary:
-                self._count(job.queue, Outcome.COMPLETED.value)
+                # The member, which is its value: ``.value`` is a property lookup per job.
+                self._count(job.queue, Outcome.COMPLETED)
                 level = logging.DEBUG
             else:
                 level = logging.INFO

@@ -275,3 +275,41 @@ def test_workflow_steps_share_the_enqueueing_trace_and_name_their_workflow():
     assert sorted(s.attributes["awa.workflow.step"] for s in spans) == ["1", "2"]
     assert {s.attributes["awa.workflow.id"] for s in spans} == {run.workflow_id}
     assert {s.context.trace_id for s in spans} == {view_span.get_span_context().trace_id}
+
+
+class CountingHistogram:
+    """Stands in for an SDK histogram: records each value."""
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+
+    def record(self, amount: float, attributes: dict[str, Any] | None = None) -> None:
+        self.values.append(amount)
+
+
+def test_histograms_take_no_value_until_an_sdk_meter_provider_is_installed(monkeypatch):
+    from opentelemetry.metrics import _internal as metrics_internal
+
+    clock = [1000.0]
+    monkeypatch.setattr(awa_telemetry, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    installed = metrics.get_meter_provider()
+    monkeypatch.setattr(
+        metrics, "get_meter_provider", lambda: metrics_internal._ProxyMeterProvider()
+    )
+    telemetry = OtelTelemetry()
+    wait, duration = CountingHistogram(), CountingHistogram()
+    telemetry._wait, telemetry._duration = wait, duration  # type: ignore[assignment]
+    jobs = [attempt(queue="q", kind="a", job_id=n) for n in (1, 2)]
+    telemetry.claimed(jobs, now=datetime.now(UTC))
+    telemetry.finished(jobs[0], duration_s=0.01)
+    assert wait.values == [] and duration.values == []
+
+    # Picked up at the next check, once per claimed batch at most every interval.
+    monkeypatch.setattr(metrics, "get_meter_provider", lambda: installed)
+    clock[0] += PROVIDER_CHECK_INTERVAL_S / 2
+    telemetry.claimed(jobs[:1], now=datetime.now(UTC))
+    assert wait.values == []
+    clock[0] += PROVIDER_CHECK_INTERVAL_S / 2
+    telemetry.claimed(jobs[1:], now=datetime.now(UTC))
+    telemetry.finished(jobs[1], duration_s=0.01)
+    assert len(wait.values) == 1 and duration.values == [0.01]

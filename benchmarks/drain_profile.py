@@ -1,0 +1,157 @@
+"""What one drained job costs in counts that do not depend on the machine's load (#32).
+
+Usage (a throwaway cluster with ``pg_stat_statements``)::
+
+    WITH_POSTGRES_OPTIONS='-c shared_preload_libraries=pg_stat_statements \
+      -c pg_stat_statements.track=top' \
+    python3 scripts/with_postgres.py -- .venv/bin/python -m benchmarks.drain_profile \
+        [--jobs 20000] [--mode async|sync] [--concurrency 32] [--top 25] [--dump PATH]
+
+Enqueues ``--jobs`` no-op jobs, then drains them with ``awa_worker --burst`` in this process under
+cProfile, and prints per job: Python function calls in all and by function (the ``--top``
+most called), the garbage collector's collections by generation and the objects its full
+collections traverse, and the server's statements, WAL bytes and shared buffers touched, with the
+claim and close statements' calls and rows (their ratio is the batch size they achieved).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import os
+import pstats
+import time
+from typing import Any
+
+import psycopg
+
+SERVER = """
+SELECT (SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s
+         WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+           AND s.query NOT LIKE '%%pg_stat%%'),
+       (SELECT coalesce(sum(shared_blks_hit + shared_blks_read), 0) FROM pg_stat_statements
+         WHERE query NOT LIKE '%%pg_stat%%'),
+       (SELECT wal_bytes FROM pg_stat_wal)
+"""
+BATCHES = """
+SELECT query, calls, rows FROM pg_stat_statements
+ WHERE query ILIKE '%%claim%%' OR query ILIKE '%%close%%'
+"""
+
+
+def _server(conn: psycopg.Connection[Any]) -> tuple[float, float, float]:
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    row = conn.execute(SERVER).fetchone()
+    assert row
+    return float(row[0]), float(row[1]), float(row[2])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--mode", choices=("async", "sync"), default="async")
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument(
+        "--no-cprofile",
+        action="store_true",
+        help="drain without the profiler (claim sizes and server counts at full speed)",
+    )
+    parser.add_argument(
+        "--checkpoint",
+        action="store_true",
+        help="CHECKPOINT just before the drain: its WAL then carries the full-page images a "
+        "drain writes when a checkpoint falls in it",
+    )
+    parser.add_argument("--dump", help="also write the profile here (pstats format)")
+    args = parser.parse_args()
+    os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connections
+
+    import awa_django as awa
+    from awa_django.testing import reset_queue
+    from benchmarks.jobs import ASYNC_KIND, SYNC_KIND
+
+    call_command("migrate", verbosity=0)
+    reset_queue()
+    kind = ASYNC_KIND if args.mode == "async" else SYNC_KIND
+    payload = "0" * 240
+    for start in range(0, args.jobs, 1_000):
+        batch = range(start, min(start + 1_000, args.jobs))
+        awa.enqueue_many(kind, [{"n": n, "payload": payload} for n in batch])
+    connections.close_all()
+
+    stats = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True)
+    stats.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    stats.execute("SELECT pg_stat_statements_reset()")
+    if args.checkpoint:
+        stats.execute("CHECKPOINT")
+    # Statistics reach the shared counters when a backend goes idle or exits.
+    time.sleep(1.2)
+    before = _server(stats)
+    full_scans: list[int] = []
+
+    def on_collect(phase: str, info: dict[str, int]) -> None:
+        # The objects a full collection traverses: every tracked object outside the frozen
+        # generation.
+        if phase == "start" and info["generation"] == 2:
+            full_scans.append(len(gc.get_objects()))
+
+    from awa_django.worker.dispatcher import Dispatcher
+
+    sizes: list[tuple[int, int]] = []
+    claim = Dispatcher._claim
+
+    async def counted_claim(self: Dispatcher, limit: int) -> Any:
+        jobs = await claim(self, limit)
+        sizes.append((limit, len(jobs)))
+        return jobs
+
+    Dispatcher._claim = counted_claim  # type: ignore[method-assign]
+    gc.callbacks.append(on_collect)
+    gc_before = [entry["collections"] for entry in gc.get_stats()]
+    profile = cProfile.Profile()
+    if not args.no_cprofile:
+        profile.enable()
+    call_command("awa_worker", "--burst", "--queue", f"bench={args.concurrency}", verbosity=0)
+    profile.disable()
+    gc.callbacks.remove(on_collect)
+    collections = [e["collections"] - b for e, b in zip(gc.get_stats(), gc_before, strict=True)]
+    if args.dump:
+        profile.dump_stats(args.dump)
+    connections.close_all()
+    time.sleep(1.2)
+    after = _server(stats)
+
+    jobs = args.jobs
+    entries: dict[Any, Any] = {} if args.no_cprofile else pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    total = sum(entry[1] for entry in entries.values())
+    print(f"{args.mode} c={args.concurrency}, {jobs} jobs")
+    print(f"python function calls per job: {total / jobs:.1f}")
+    ranked = sorted(entries.items(), key=lambda item: -item[1][1])[: args.top]
+    for (path, line, name), entry in ranked:
+        where = f"{os.path.basename(path)}:{line}({name})"
+        print(f"  {entry[1] / jobs:8.2f}  {where}")
+    asked = sorted(limit for limit, _ in sizes)
+    print(
+        f"claims: {len(sizes)}, asked for min {asked[0]} median {asked[len(asked) // 2]}"
+        f" max {asked[-1]}, {sum(1 for _, got in sizes if got < 10)} got fewer than 10 jobs"
+    )
+    print(f"garbage collections by generation: {collections}")
+    print(f"objects traversed by full collections per job: {sum(full_scans) / jobs:.1f}")
+    statements, buffers, wal = (a - b for a, b in zip(after, before, strict=True))
+    print(f"statements per job: {statements / jobs:.3f}")
+    print(f"shared buffers per job: {buffers / jobs:.1f}")
+    print(f"WAL bytes per job: {wal / jobs:.0f}")
+    for query, calls, rows in stats.execute(BATCHES).fetchall():
+        first = " ".join(query.split())[:70]
+        print(f"  {calls:7d} calls, {rows / max(calls, 1):6.1f} rows a call: {first}")
+
+
+if __name__ == "__main__":
+    main()

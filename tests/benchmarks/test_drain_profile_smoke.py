@@ -1,0 +1,29 @@
+"""Smoke test of benchmarks/drain_profile.py at a tiny size, on a throwaway server of its own
+(it needs pg_stat_statements preloaded). Not a benchmark: it keeps the harness from rotting."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.benchmarks.own_server import run_on_own_server
+
+pytestmark = pytest.mark.benchmark_smoke
+
+
+def test_a_drain_is_counted_per_job() -> None:
+    done = run_on_own_server(
+        "benchmarks.drain_profile", "--jobs", "200", "--concurrency", "32", "--top", "3",
+        options="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=top",
+    )  # fmt: skip
+    out = done.stdout
+    calls = re.search(r"python function calls per job: ([\d.]+)", out)
+    claims = re.search(r"claims: (\d+), asked for min (\d+)", out)
+    statements = re.search(r"statements per job: ([\d.]+)", out)
+    assert calls and claims and statements, out
+    assert float(calls[1]) > 0
+    # 200 jobs at c=32: at least seven claims, and none asks for more than the concurrency.
+    assert int(claims[1]) >= 7 and int(claims[2]) <= 32
+    assert 0 < float(statements[1]) < 1
+    assert "rows a call" in out

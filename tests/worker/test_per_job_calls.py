@@ -1,0 +1,65 @@
+"""The worker's Python per drained job, counted (#32): a bound on the calls that the functions
+running once per job make, in a real drain. Calls, not time, so the count does not depend on
+the machine's load; the functions that run once per claim or per poll are left out, since how
+many of those a drain makes depends on timing."""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+
+import awa_django as awa
+from tests.conftest import run_burst
+from tests.jobs import noop_async
+
+pytestmark = pytest.mark.usefixtures("awa_db", "close_orm_thread_connection")
+
+JOBS = 320
+# The functions a drained job passes through once each: (file name ending, function name).
+PER_JOB = {
+    ("worker/dispatcher.py", "_start"),
+    ("worker/dispatcher.py", "_run_one"),
+    ("worker/executor.py", "context_for"),
+    ("worker/executor.py", "execute"),
+    ("worker/executor.py", "_returned"),
+    ("worker/job_log.py", "finished"),
+    ("worker/completer.py", "submit"),
+    ("worker/completer.py", "_queue"),
+    ("worker/completer.py", "_write"),
+    ("core/completion.py", "result_to_completion"),
+    ("core/completion.py", "of"),
+    ("declarations/jobs.py", "reads_workflow_inputs"),
+}
+# What those functions call per job for an async no-op: 36 calls on Python 3.11, 37 on 3.12
+# (the job's task, its context, the completion, telemetry, the close's parameters). It was 42
+# and 44 before the per-job cuts of #32 (the abstract Mapping check of every job's metadata,
+# a shared empty handler result, the completer's events set once per batch, the outcome words
+# without the enum's value property); a change that adds calls to every job fails here.
+MAX_CALLS_PER_JOB = 39
+
+
+def per_job_calls(jobs: int) -> float:
+    awa.enqueue_many(noop_async.kind, [{"n": n} for n in range(jobs)])
+    profile = cProfile.Profile()
+    profile.enable()
+    summary = run_burst(queues={"default": 32})
+    profile.disable()
+    assert summary.closed.completed == jobs
+    calls = 0
+    for _, (_, _, _, _, callers) in pstats.Stats(profile).stats.items():  # type: ignore[attr-defined]
+        for (path, _, name), (_, ncalls, _, _) in callers.items():
+            if any(path.endswith(end) and name == fn for end, fn in PER_JOB):
+                calls += ncalls
+    return calls / jobs
+
+
+# The job log as a fast drain runs it (docs/observability.md): one line per job is a cost
+# the operator chose, counted apart from the queue's own.
+@override_settings(AWA={**settings.AWA, "JOB_LOG": "summary"})
+def test_a_drained_no_op_job_costs_a_bounded_number_of_python_calls():
+    per_job = per_job_calls(JOBS)
+    assert 0 < per_job <= MAX_CALLS_PER_JOB, per_job
