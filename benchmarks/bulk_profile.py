@@ -36,7 +36,6 @@ import cProfile
 import json
 import os
 import pstats
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -148,13 +147,16 @@ def _python_calls(call: Callable[[], None], calls: int, jobs: int) -> float:
 def _wal_by_kind(
     monitor: psycopg.Connection[Any], start: str, end: str, jobs: int
 ) -> dict[str, float]:
-    datadir = monitor.execute("SHOW data_directory").fetchone()
-    bindir = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True).stdout
-    waldump = shutil.which("pg_waldump") or str(Path(bindir.strip()) / "pg_waldump")
-    if datadir is None or not Path(waldump).exists():
+    # The server's own directories (superuser), so the pg_waldump of its version reads them.
+    found = monitor.execute(
+        "SELECT current_setting('data_directory'), "
+        "(SELECT setting FROM pg_config WHERE name = 'BINDIR')"
+    ).fetchone()
+    if found is None or not (Path(found[1]) / "pg_waldump").exists():
         return {}
+    datadir, waldump = found[0], str(Path(found[1]) / "pg_waldump")
     out = subprocess.run(
-        [waldump, "-p", f"{datadir[0]}/pg_wal", "-s", start, "-e", end, "--stats=record"],
+        [waldump, "-p", f"{datadir}/pg_wal", "-s", start, "-e", end, "--stats=record"],
         capture_output=True,
         text=True,
     ).stdout
