@@ -28,7 +28,7 @@ import math
 import re
 from collections.abc import Iterable
 from decimal import Decimal
-from typing import Final
+from typing import Final, TypeGuard
 
 from awa_django.exceptions import InvalidJob
 
@@ -59,18 +59,10 @@ class _Refused(Exception):
 def to_json_text(value: object, *, field: str) -> str:
     """``value`` as JSON text that ``jsonb`` gives back exactly, else ``InvalidJob`` naming the
     offending value's path under ``field``."""
-    if _is_plain_flat(value):
-        # The usual shape of job arguments, checked without the walk: its text shows whether a
-        # string may hold a NUL or a lone surrogate. ensure_ascii writes both, and every other
-        # character beyond ASCII, as a \u escape; the finer tests may still match plain text
-        # (an escaped backslash before "u0000", a character beyond the BMP): the walk decides.
-        try:
-            text = _ENCODER.encode(value)
-        except ValueError:  # an int too long to be written as text: the walk names it
-            pass
-        else:
-            if "\\u" not in text or ("\\u0000" not in text and "\\ud" not in text):
-                return text
+    if is_plain_flat(value):
+        text = plain_text(value)
+        if text is not None:
+            return text
     try:
         written_out = _check(value, 1)
     except _Refused as refused:
@@ -134,7 +126,23 @@ def moved(refusal: InvalidJob, root: str, new_root: str) -> InvalidJob:
     return InvalidJob(message, field=new_root + field[len(root) :])
 
 
-def _is_plain_flat(value: object) -> bool:
+def plain_text(value: dict[str, object]) -> str | None:
+    """The JSON text of a dict ``is_plain_flat`` accepted, or None when the walk must decide.
+
+    The usual shape of job arguments, checked without the walk: its text shows whether a
+    string may hold a NUL or a lone surrogate. ensure_ascii writes both, and every other
+    character beyond ASCII, as a \\u escape; the finer tests may still match plain text (an
+    escaped backslash before "u0000", a character beyond the BMP): the walk decides."""
+    try:
+        text = _ENCODER.encode(value)
+    except ValueError:  # an int too long to be written as text: the walk names it
+        return None
+    if "\\u" not in text or ("\\u0000" not in text and "\\ud" not in text):
+        return text
+    return None
+
+
+def is_plain_flat(value: object) -> TypeGuard[dict[str, object]]:
     """A dict of string keys and scalars whose floats jsonb keeps as they are: finite, not -0.0
     and written without an exponent (NaN fails both comparisons)."""
     if type(value) is not dict:

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from awa_django.conf import get_settings, queue_databases
 from awa_django.core.enqueued import announce_enqueued
-from awa_django.declarations.arguments import BoundArgs
+from awa_django.declarations.arguments import BoundArgs, json_each
 from awa_django.declarations.enqueue_options import (
     NO_OPTIONS,
     EnqueueOptionArgs,
@@ -58,10 +58,15 @@ def _bind_each(
 ) -> Iterator[BoundArgs]:
     """``bind_args`` of each dict of a batch; a refusal names its position (``args_list[3].x``)."""
     for position, args in enumerate(arg_dicts):
-        try:
-            yield bind_args(kind, job, args)
-        except InvalidJob as refusal:
-            raise moved(refusal, "args", f"args_list[{position}]") from None
+        yield _bind_at(kind, job, position, args)
+
+
+def _bind_at(kind: str, job: DeclaredJob[Any, Any] | None, position: int, args: Any) -> BoundArgs:
+    """``bind_args`` of the dict at ``position`` of a batch, a refusal naming the position."""
+    try:
+        return bind_args(kind, job, args)
+    except InvalidJob as refusal:
+        raise moved(refusal, "args", f"args_list[{position}]") from None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -334,7 +339,11 @@ def enqueue_many(
             # next ones are checked. An invalid argument raises inside the COPY, which aborts
             # it, and the atomic block rolls back the lane reservation: nothing is written.
             count = len(arg_dicts)
-            texts: Iterable[str] = (bound.json for bound in _bind_each(kind, job, arg_dicts))
+            texts: Iterable[str] = json_each(
+                None if job is None else job.func,
+                arg_dicts,
+                lambda position, args: _bind_at(kind, job, position, args).json,
+            )
         else:
             bound = list(_bind_each(kind, job, arg_dicts))
             batch = _UniqueBatch.lock(cursor, resolved.unique, resolved, [b.args for b in bound])

@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Final, Generic, LiteralString, TypeVar
 
 from django.db import transaction
@@ -218,15 +219,12 @@ def run_copy(cursor: CursorWrapper, copy: Copy[Any, T]) -> T:
     then the rows, ``ROWS_PER_WRITE`` at a time, as ``lines`` makes them."""
     reserved = run(cursor, copy.reserve)
     # Django's wrapper does not expose COPY; its ``cursor`` attribute is the psycopg cursor.
+    lines = iter(copy.lines(reserved))
     with cursor.cursor.copy(copy.sql) as stream:
-        chunk: list[str] = []
-        for line in copy.lines(reserved):
-            chunk.append(line)
-            if len(chunk) == ROWS_PER_WRITE:
-                stream.write("".join(chunk))
-                chunk.clear()
-        if chunk:
-            stream.write("".join(chunk))
+        # A line is never empty (it ends with its newline), so an empty chunk is the end; the
+        # slices cost no call per line.
+        while chunk := "".join(islice(lines, ROWS_PER_WRITE)):
+            stream.write(chunk)
     return copy.answer(reserved)
 
 

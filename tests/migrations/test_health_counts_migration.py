@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 
 import awa_django as awa
 from tests.migrations.catalog import current_catalog, migration_before
@@ -21,7 +21,11 @@ def has_waiting_entries() -> bool:
 
 
 def drained(queue: str) -> int:
-    awa.enqueue_many("tests.noop", [{"n": n} for n in range(3)], queue=queue)
+    # Single enqueues: a bulk enqueue's reservation needs awa.list_lane (0038_bulk_cost), which
+    # the schema before this migration does not have.
+    with transaction.atomic():
+        for n in range(3):
+            awa.enqueue("tests.noop", args={"n": n}, queue=queue)
     return awa.queues.drain(queue, confirm=True)
 
 

@@ -694,3 +694,22 @@ def test_queue_names_the_list_of_lanes_must_quote_are_published_as_written():
             [odd],
         )
         assert cursor.fetchall() == [("default", 2), (odd, 2)]
+
+
+def test_a_bulk_enqueue_after_a_single_one_is_published_in_the_same_statement():
+    """A COPY's reservation lists its lane as awa.enqueue_job does (migration 0038), so a
+    transaction that enqueues one job and then a batch into another lane publishes both lanes
+    in the one statement at commit (before it, the batch's lane took a second one)."""
+    used_lane()
+    used_lane("email")
+    ids: list[int] = []
+
+    def single_then_bulk() -> None:
+        ids.append(put(1))
+        ids.extend(noop.using(queue="email").enqueue_many([{"n": n} for n in range(2, 5)]))
+        ids.append(put(5))
+
+    statements = statements_at_commit(single_then_bulk)
+    assert len(statements) == 1, statements
+    assert claimed_ids() == [ids[0], ids[4]]
+    assert claimed_ids("email") == ids[1:4]

@@ -124,16 +124,47 @@ BEGIN
 END
 $$;
 
--- Enqueues one job inside the caller's transaction and returns its id. A future run_at goes to
--- the deferred backlog; anything else is appended to its lane as an immutable ready row, which
--- the transaction publishes when it commits (awa.publish_ready). Nothing here waits for, or
--- locks against, another producer.
--- The lane goes on the transaction's list of lanes to publish (migration 0036, #32), so the
+-- Puts a lane on the transaction's list of lanes to publish (migration 0035, #32), so the
 -- commit's first firing publishes every lane in one statement: awa.unpublished_queues,
 -- _priorities and _shards hold the lanes as three arrays, which that statement unnests, and
 -- awa.unpublished each lane's key, [queue, priority, shard] as JSON, by which a lane already
 -- listed is found. A JSON string cannot hold an unescaped quote, so '["' only ever starts a
--- key. A lane is listed once per transaction: its later jobs only look it up.
+-- key. A lane is listed once per transaction: its later jobs only look it up. awa.enqueue_job
+-- lists each job's lane, and a COPY's reservation (reserve_ready_batch) its batch's (migration
+-- 0038), so a transaction mixing both publishes in one statement too. Called in PL/pgSQL
+-- assignments and in the reservation's FROM, it runs no statement: its body is assignments.
+-- True when it listed the lane, false when the lane was listed already.
+CREATE OR REPLACE FUNCTION awa.list_lane(p_queue text, p_priority smallint, p_shard smallint)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    v_lane constant text := json_build_array(p_queue, p_priority, p_shard)::text;
+    v_unpublished text := coalesce(current_setting('awa.unpublished', true), '');
+BEGIN
+    IF position(v_lane IN v_unpublished) = 0 THEN
+        v_unpublished := set_config('awa.unpublished', v_unpublished || v_lane, true);
+        v_unpublished := set_config(
+            'awa.unpublished_queues',
+            (coalesce(nullif(current_setting('awa.unpublished_queues', true), ''), '{}')::text[]
+             || p_queue)::text, true);
+        v_unpublished := set_config(
+            'awa.unpublished_priorities',
+            (coalesce(nullif(current_setting('awa.unpublished_priorities', true), ''),
+                      '{}')::smallint[] || p_priority)::text, true);
+        v_unpublished := set_config(
+            'awa.unpublished_shards',
+            (coalesce(nullif(current_setting('awa.unpublished_shards', true), ''),
+                      '{}')::smallint[] || p_shard)::text, true);
+        RETURN true;
+    END IF;
+    RETURN false;
+END
+$$;
+
+-- Enqueues one job inside the caller's transaction and returns its id. A future run_at goes to
+-- the deferred backlog; anything else is appended to its lane as an immutable ready row, which
+-- the transaction publishes when it commits (awa.publish_ready), and its lane goes on the
+-- transaction's list of lanes to publish (awa.list_lane). Nothing here waits for, or locks
+-- against, another producer.
 CREATE OR REPLACE FUNCTION awa.enqueue_job(
     p_kind text, p_queue text, p_priority smallint, p_args jsonb, p_max_attempts integer,
     p_run_at timestamptz, p_metadata jsonb, p_tags text[]
@@ -142,8 +173,7 @@ DECLARE
     v_job_id bigint := nextval('awa.job_id_seq');
     v_slot record;
     v_shard smallint;
-    v_lane text;
-    v_unpublished text;
+    v_listed boolean;
 BEGIN
     IF p_run_at IS NOT NULL AND p_run_at > now() THEN
         INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
@@ -161,24 +191,8 @@ BEGIN
     VALUES (p_queue, p_priority, v_shard, nextval('awa.lane_seq'), v_slot.slot,
             v_slot.generation, v_job_id, p_kind, p_args, 0, 0, p_max_attempts,
             coalesce(p_run_at, now()), now(), p_metadata, p_tags, '[]', true);
-    -- Assignments, not statements: PL/pgSQL evaluates them without an executor run.
-    v_lane := json_build_array(p_queue, p_priority, v_shard)::text;
-    v_unpublished := coalesce(current_setting('awa.unpublished', true), '');
-    IF position(v_lane IN v_unpublished) = 0 THEN
-        v_unpublished := set_config('awa.unpublished', v_unpublished || v_lane, true);
-        v_unpublished := set_config(
-            'awa.unpublished_queues',
-            (coalesce(nullif(current_setting('awa.unpublished_queues', true), ''), '{}')::text[]
-             || p_queue)::text, true);
-        v_unpublished := set_config(
-            'awa.unpublished_priorities',
-            (coalesce(nullif(current_setting('awa.unpublished_priorities', true), ''),
-                      '{}')::smallint[] || p_priority)::text, true);
-        v_unpublished := set_config(
-            'awa.unpublished_shards',
-            (coalesce(nullif(current_setting('awa.unpublished_shards', true), ''),
-                      '{}')::smallint[] || v_shard)::text, true);
-    END IF;
+    -- An assignment, not a statement: PL/pgSQL evaluates it without an executor run.
+    v_listed := awa.list_lane(p_queue, p_priority, v_shard);
     RETURN v_job_id;
 END
 $$;

@@ -17,12 +17,16 @@ SELECT awa.enqueue_job_alone(%(kind)s, %(queue)s, %(priority)s::smallint, %(args
 -- name: reserve_ready_batch
 -- Job ids, lane_seqs and the ring slot for a COPY of n immediate jobs on one lane (one shard,
 -- chosen by the batch's ordering key or at random). Nothing is locked: the transaction
--- publishes the batch when it commits.
+-- publishes the batch when it commits, and the lane goes on its list of lanes to publish
+-- (awa.list_lane), so that the commit publishes it in the statement that publishes the lanes
+-- of the transaction's other enqueues.
 SELECT slot.slot, slot.generation,
        ARRAY(SELECT nextval('awa.lane_seq') FROM generate_series(1, %(count)s)) AS lane_seqs,
        ARRAY(SELECT nextval('awa.job_id_seq') FROM generate_series(1, %(count)s)) AS job_ids,
-       awa.enqueue_shard(%(queue)s, %(ordering_key)s) AS shard
-  FROM awa.producer_slot() AS slot
+       lane.shard
+  FROM awa.producer_slot() AS slot,
+       awa.enqueue_shard(%(queue)s, %(ordering_key)s) AS lane(shard),
+       awa.list_lane(%(queue)s, %(priority)s::smallint, lane.shard) AS listed
 
 -- name: copy_ready
 -- COPY target for a reserved batch of immediate jobs; the first row announces the batch.
