@@ -1,4 +1,4 @@
-"""Migration 0038_bulk_cost (#32) reverses and applies again: back before it, ``awa.list_lane``
+"""Migration 0036_bulk_cost (#32) reverses and applies again: back before it, ``awa.list_lane``
 is gone and ``awa.enqueue_job`` lists its lane itself again (a transaction of single enqueues
 into two queues still publishes at one statement); forward again the schema is a fresh
 install's, and a transaction that enqueues one job and then a batch into another lane runs one
@@ -15,7 +15,7 @@ from tests.commit_statements import statements_at_commit
 from tests.jobs import noop
 from tests.migrations.catalog import current_catalog, migration_before
 
-MIGRATION = "0038_bulk_cost"
+MIGRATION = "0036_bulk_cost"
 
 
 def single_then_bulk(ids: list[int]) -> None:
@@ -24,7 +24,7 @@ def single_then_bulk(ids: list[int]) -> None:
 
 
 @pytest.mark.usefixtures("awa_db")
-def test_0038_reverses_and_applies_again():
+def test_0036_reverses_and_applies_again():
     installed = current_catalog()
     # First jobs make sure of the lanes outside the counted transactions.
     ids = [awa.enqueue(noop, args={"n": 0}), awa.enqueue(noop, args={"n": 0}, queue="email")]

@@ -21,7 +21,7 @@ def has_waiting_entries() -> bool:
 
 
 def drained(queue: str) -> int:
-    # Single enqueues: a bulk enqueue's reservation needs awa.list_lane (0038_bulk_cost), which
+    # Single enqueues: a bulk enqueue's reservation needs awa.list_lane (0036_bulk_cost), which
     # the schema before this migration does not have.
     with transaction.atomic():
         for n in range(3):

@@ -697,7 +697,7 @@ def test_queue_names_the_list_of_lanes_must_quote_are_published_as_written():
 
 
 def test_a_bulk_enqueue_after_a_single_one_is_published_in_the_same_statement():
-    """A COPY's reservation lists its lane as awa.enqueue_job does (migration 0038), so a
+    """A COPY's reservation lists its lane as awa.enqueue_job does (migration 0036), so a
     transaction that enqueues one job and then a batch into another lane publishes both lanes
     in the one statement at commit (before it, the batch's lane took a second one)."""
     used_lane()

@@ -38,7 +38,7 @@
 -- waiting holds the lock shared until it has committed, so a worker that is about to wait
 -- cannot miss it: it gets the lock only after the commit and claims once more before it waits.
 --
--- One statement publishes every lane (migration 0036, #32; one per lane since 0026): the lane
+-- One statement publishes every lane (migration 0035, #32; one per lane since 0026): the lane
 -- locks, the positions, the lane_commits rows and the wake locks' tests; the record in
 -- awa.published is made from the rows it returns. Each statement a trigger runs at commit is a
 -- top-level statement of its own (executor start-up, locks of the tables it names, its
@@ -131,7 +131,7 @@ $$;
 -- listed is found. A JSON string cannot hold an unescaped quote, so '["' only ever starts a
 -- key. A lane is listed once per transaction: its later jobs only look it up. awa.enqueue_job
 -- lists each job's lane, and a COPY's reservation (reserve_ready_batch) its batch's (migration
--- 0038), so a transaction mixing both publishes in one statement too. Called in PL/pgSQL
+-- 0036), so a transaction mixing both publishes in one statement too. Called in PL/pgSQL
 -- assignments and in the reservation's FROM, it runs no statement: its body is assignments.
 -- True when it listed the lane, false when the lane was listed already.
 CREATE OR REPLACE FUNCTION awa.list_lane(p_queue text, p_priority smallint, p_shard smallint)

@@ -5,7 +5,7 @@ another lane publishes both lanes at commit in one statement, as two single enqu
 0035 (docs/architecture.md, "Enqueue").
 
 Only function definitions change. The reverse restores ``awa.enqueue_job`` and drops
-``awa.list_lane`` (``sql/migrations/0038_bulk_cost/down.sql``).
+``awa.list_lane`` (``sql/migrations/0036_bulk_cost/down.sql``).
 """
 
 from django.db import migrations
@@ -18,6 +18,6 @@ class Migration(migrations.Migration):
     operations = [
         migrations.RunSQL(
             sql=sql.functions("enqueue"),
-            reverse_sql=sql.migration("0038_bulk_cost", "down"),
+            reverse_sql=sql.migration("0036_bulk_cost", "down"),
         ),
     ]

@@ -1,4 +1,4 @@
--- Reverse of 0038_bulk_cost: awa.enqueue_job as 0035 left it (the lane listed inline), and no
+-- Reverse of 0036_bulk_cost: awa.enqueue_job as 0035 left it (the lane listed inline), and no
 -- awa.list_lane.
 
 -- Enqueues one job inside the caller's transaction and returns its id. A future run_at goes to
