@@ -25,6 +25,18 @@ SELECT hash, merge, set_config('enable_hashjoin', 'off', true),
 -- Puts back, for the rest of the caller's transaction, the settings plan_as_walk replaced.
 SELECT set_config('enable_hashjoin', %(hash)s, true), set_config('enable_mergejoin', %(merge)s, true)
 
+-- name: plan_as_name_walk
+-- For the rest of the transaction only (is_local): sorting planned as a last resort, so
+-- available_job_ids_by_name_bounded walks the name index of every partition in order and
+-- stops at its bound rather than sort all of a pair's rows (the plan chosen when the
+-- statistics say the pair holds few); see storage/browse.py. Answers the setting it replaced.
+WITH before AS MATERIALIZED (SELECT current_setting('enable_sort') AS sort)
+SELECT sort, set_config('enable_sort', 'off', true) FROM before
+
+-- name: restore_sort
+-- Puts back, for the rest of the caller's transaction, the setting plan_as_name_walk replaced.
+SELECT set_config('enable_sort', %(sort)s, true)
+
 -- name: bound_statements
 -- Caps every later statement at %(timeout)s (statement_timeout) for the session, or with
 -- %(local)s for the rest of the caller's transaction only: see storage/browse.py. Answers the
@@ -478,6 +490,44 @@ SELECT a.job_id FROM (
      ORDER BY r.job_id DESC OFFSET 0) a
  WHERE a.claimed IS NULL AND a.tombstoned IS NULL
  ORDER BY a.job_id DESC LIMIT %(size)s
+
+-- name: available_job_ids_by_name_bounded
+-- available_job_ids_by_name for a pair with many ready rows (see storage/browse.py). Like
+-- available_job_ids, the walk stops after the pair's newest 10,000 ready rows, and when those
+-- do not fill the page the rest comes from what waits below them: the queue's rows after its
+-- lanes' claim cursors (awa.waiting_entries), kept by kind (issue #36: the last page of a
+-- filtered bulk walk read every claimed row of the pair). The walk's bounds are row
+-- comparisons on (queue, kind, job_id), never an equality on the names, and it is ordered by
+-- all three: only the name index gives that order, so the planner cannot walk a partition's
+-- job_id index instead, filtering out every other pair's rows on the way (with the names as
+-- constants it did, for the partition whose statistics made it look cheaper). Its other plan,
+-- a sort of all of the pair's rows (each probed), is ruled out by plan_as_name_walk.
+WITH found AS MATERIALIZED (
+    SELECT w.job_id FROM (
+        SELECT r.job_id, r.queue, r.kind, {{ready_row_probes}}
+          FROM awa.ready_entries r
+         WHERE (r.queue, r.kind, r.job_id) < (%(queue)s::text, %(kind)s::text, %(before)s::bigint)
+           AND (r.queue, r.kind) >= (%(queue)s::text, %(kind)s::text)
+         ORDER BY r.queue DESC, r.kind DESC, r.job_id DESC LIMIT 10000) w
+     WHERE w.claimed IS NULL AND w.tombstoned IS NULL
+     -- The walk's order (the pair's job ids, newest first), so the probes stop at the page.
+     ORDER BY w.queue DESC, w.kind DESC, w.job_id DESC LIMIT %(size)s
+), bottom AS MATERIALIZED (
+    -- The walk's last row when it read to the cap (else none: it read every row of the pair
+    -- below the cursor), read only when the walk did not fill the page.
+    SELECT r.job_id FROM awa.ready_entries r
+     WHERE (r.queue, r.kind, r.job_id) < (%(queue)s::text, %(kind)s::text, %(before)s::bigint)
+       AND (r.queue, r.kind) >= (%(queue)s::text, %(kind)s::text)
+       AND (SELECT count(*) FROM found) < %(size)s
+     ORDER BY r.queue DESC, r.kind DESC, r.job_id DESC OFFSET 9999 LIMIT 1
+)
+SELECT f.job_id FROM found f
+UNION
+(SELECT w.job_id FROM bottom b
+  CROSS JOIN LATERAL (SELECT w.job_id FROM awa.waiting_entries(%(queue)s::text) w
+                       WHERE w.kind = %(kind)s::text AND w.job_id <= b.job_id
+                       ORDER BY w.job_id DESC LIMIT %(size)s) w)
+ ORDER BY 1 DESC LIMIT %(size)s
 
 -- name: open_attempt_job_ids_by_name
 SELECT DISTINCT a.job_id FROM (
