@@ -256,6 +256,9 @@ def test_a_filtered_available_walk_turns_to_what_waits_below_the_pairs_claimed_r
                 break
             before = page.next_before
         assert run_read(cursor, count_in_state("available", where)) == WAITING - 1
+        # The walk planned its pair's reads with sorting as a last resort, then put it back.
+        cursor.execute("SHOW enable_sort")
+        assert cursor.fetchone()[0] == "on"
     assert walked == truth
     listed = operator_client.get(
         reverse("admin:awa_django_job_changelist"),
