@@ -217,6 +217,27 @@ SELECT q.job_id FROM awa.dlq_entries q
  WHERE q.job_id < %(before)s
  ORDER BY q.job_id DESC LIMIT %(size)s
 
+-- name: closure_is_newest
+-- Closure d is its job's newest fact (no retry's ready row, backlog, DLQ row or purge marker
+-- follows it) and, given a pair (`queue` and `kind` not NULL), that pair's: see
+-- closed_job_ids. The closure's ready row (its slot's, by the ring's key) is read only for a
+-- pair: without one, a probe per closure walked read nothing of it.
+(%(queue)s::text IS NULL
+ OR EXISTS (SELECT 1 FROM awa.ready_entries r
+             WHERE r.queue = d.queue AND r.priority = d.priority
+               AND r.shard = d.shard AND r.lane_seq = d.lane_seq
+               AND r.ready_slot = d.ready_slot
+               AND r.queue = %(queue)s::text AND r.kind = %(kind)s::text))
+AND (SELECT n.job_id FROM awa.ready_entries n
+      WHERE n.job_id = d.job_id AND n.run_lease >= d.run_lease LIMIT 1)
+    IS DISTINCT FROM d.job_id
+AND (SELECT q.job_id FROM awa.dlq_entries q WHERE q.job_id = d.job_id)
+    IS DISTINCT FROM d.job_id
+AND (SELECT f.job_id FROM awa.deferred_jobs f WHERE f.job_id = d.job_id)
+    IS DISTINCT FROM d.job_id
+AND (SELECT p.job_id FROM awa.purged_jobs p WHERE p.job_id = d.job_id)
+    IS DISTINCT FROM d.job_id
+
 -- name: closed_job_ids
 -- `completed`, `failed` or `cancelled` (%(state)s): closures in the ring with that outcome,
 -- plus, for failed and cancelled, records kept past their slot in terminal_history and
@@ -234,26 +255,36 @@ SELECT q.job_id FROM awa.dlq_entries q
 -- did; an IS NULL test it expects to keep almost none, and it then sorted a whole state's
 -- closures rather than walk them to the page's LIMIT. Probes the planner costs alike run in
 -- the order written: the DLQ's first, the newer fact a failed closure most often has.
+WITH newest AS MATERIALIZED (
+    -- A page of completed jobs walks the newest closures whatever their outcome, keeping the
+    -- completed ones: walking the completed ones, each ring slot's scan reads up to its first,
+    -- which in an older slot of failures and dead letters is all of it (issue #36: the 50,100
+    -- closures of slot 0 at a million jobs). It stops after 10,000 closures; below them the
+    -- walk of the completed ones (the next arm) goes on, from the last closure read. A count
+    -- (10,001 ids) reads to its cap anyway, and so walks the completed ones from the start.
+    SELECT d.job_id FROM (
+        SELECT d.job_id, d.run_lease, d.outcome, d.queue, d.priority, d.shard, d.lane_seq,
+               d.ready_slot
+          FROM awa.done_entries d
+         WHERE %(state)s::text = 'completed' AND %(size)s < 10000 AND d.job_id < %(before)s
+         ORDER BY d.job_id DESC LIMIT 10000) d
+     WHERE d.outcome = 'completed' AND {{closure_is_newest}}
+     ORDER BY d.job_id DESC LIMIT %(size)s
+), below AS MATERIALIZED (
+    -- The last closure that walk read when it read to its cap without filling the page.
+    SELECT d.job_id FROM awa.done_entries d
+     WHERE %(state)s::text = 'completed' AND %(size)s < 10000 AND d.job_id < %(before)s
+       AND (SELECT count(*) FROM newest) < %(size)s
+     ORDER BY d.job_id DESC OFFSET 9999 LIMIT 1
+)
 SELECT job_id FROM (
+    TABLE newest
+    UNION
     (SELECT d.job_id FROM awa.done_entries d
       WHERE d.job_id < %(before)s AND d.outcome = %(state)s
-        -- The closure's ready row (its slot's, by the ring's key) is read only for a pair:
-        -- without one, a probe per closure walked read nothing of it.
-        AND (%(queue)s::text IS NULL
-             OR EXISTS (SELECT 1 FROM awa.ready_entries r
-                         WHERE r.queue = d.queue AND r.priority = d.priority
-                           AND r.shard = d.shard AND r.lane_seq = d.lane_seq
-                           AND r.ready_slot = d.ready_slot
-                           AND r.queue = %(queue)s::text AND r.kind = %(kind)s::text))
-        AND (SELECT n.job_id FROM awa.ready_entries n
-              WHERE n.job_id = d.job_id AND n.run_lease >= d.run_lease LIMIT 1)
-            IS DISTINCT FROM d.job_id
-        AND (SELECT q.job_id FROM awa.dlq_entries q WHERE q.job_id = d.job_id)
-            IS DISTINCT FROM d.job_id
-        AND (SELECT f.job_id FROM awa.deferred_jobs f WHERE f.job_id = d.job_id)
-            IS DISTINCT FROM d.job_id
-        AND (SELECT p.job_id FROM awa.purged_jobs p WHERE p.job_id = d.job_id)
-            IS DISTINCT FROM d.job_id
+        AND (%(state)s::text <> 'completed' OR %(size)s >= 10000
+             OR d.job_id <= (SELECT b.job_id FROM below b))
+        AND {{closure_is_newest}}
       ORDER BY d.job_id DESC LIMIT %(size)s)
     UNION
     (SELECT h.job_id FROM awa.terminal_history h
