@@ -36,7 +36,7 @@ from awa_django.exceptions import InvalidJob
 from awa_django.job_record import JobRecord
 from awa_django.limits import MAX_ID
 from awa_django.models import Job
-from awa_django.ops.actions import cancel, retry, run_now
+from awa_django.ops.actions import cancel, retry, retry_many, run_now
 from awa_django.storage.backlog import run_now as run_deferred_now
 from awa_django.storage.browse import (
     COUNT_CAP,
@@ -543,10 +543,9 @@ class JobAdmin(OperatorAdmin):
                 for job_id in ids:
                     committed.add(cancel(job_id, reason=reason, database=alias))
             elif action == "retry":
-                # Each retry commits on its own, as a single retry does; one already retried
+                # A page's retries commit together, in a few statements; one already retried
                 # (by a re-run, or someone else) is no longer in the state and is skipped.
-                for job_id in ids:
-                    committed.add(retry(job_id, database=alias))
+                committed.add(len(retry_many(ids, database=alias)))
             elif ids:
                 with transaction.atomic(using=alias), awa_cursor() as cursor:
                     ran = len(run(cursor, run_deferred_now(ids)))

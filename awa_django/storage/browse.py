@@ -349,11 +349,28 @@ def _state_ids(state: str, walk: _Walk, before: int, size: int) -> Steps[list[in
     id_lists = []
     for queue, kind in walk.names:
         pair = {"queue": queue, "kind": kind}
+        if state == "available" and (yield from step(_has_many_ready_rows(pair, before))):
+            id_lists.append((yield from _available_by_name(pair, before, size)))
+            continue
         query = by_name
         if by_id in _RING_STATE_QUERIES and (yield from step(_has_many_ready_rows(pair, before))):
             query = by_id
         id_lists.append((yield from step(_ids(query, {**bounds, **pair}))))
     return _newest(id_lists, size)
+
+
+def _available_by_name(pair: dict[str, str], before: int, size: int) -> Steps[list[int]]:
+    # A pair with many ready rows, most of them perhaps claimed, is walked to a bound, then
+    # read from what waits below it (browse.sql, available_job_ids_by_name_bounded). The walk
+    # stops at its bound only when the planner walks the name index in order: sorting is
+    # planned as a last resort while it runs, inside the read's transaction, then the setting
+    # is put back.
+    sort = yield from step(_PLAN_AS_NAME_WALK)
+    found = yield from step(
+        _ids("available_job_ids_by_name_bounded", {**pair, "before": before, "size": size})
+    )
+    yield from step(Statement(sql=_SQL["restore_sort"], params={"sort": sort}, read=nothing))
+    return found
 
 
 def _has_many_ready_rows(pair: dict[str, str], before: int) -> Statement[bool]:
@@ -513,6 +530,9 @@ def _available(queue: str | None, kind: str | None, cap: int) -> Statement[int]:
     return Statement(sql=_SQL["count_available"], params=params, read=first_int)
 
 
+_PLAN_AS_NAME_WALK: Final[Statement[str]] = Statement(
+    sql=_SQL["plan_as_name_walk"], read=first_value
+)
 _PLAN_AS_WALK: Final[Statement[tuple[str, str]]] = Statement(
     sql=_SQL["plan_as_walk"], read=lambda rows: (rows[0][0], rows[0][1])
 )

@@ -207,3 +207,63 @@ def test_the_available_page_turns_to_what_waits_below_a_deep_hot_lane(operator_c
     assert listed.context["page"].count == WAITING - 1
     shown = [job.job_id for job in listed.context["page"].jobs]
     assert shown and shown == sorted(waiting[:-1], reverse=True)[: len(shown)]
+
+
+# Claimed rows of one pair above its waiting ones: twice what its bounded walk reads.
+PAIR_WALKED_PAST = 40_000
+
+
+def _available_truth(queue: str, kind: str) -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT job_id FROM awa.jobs WHERE state = 'available' AND queue = %s AND kind = %s"
+            " ORDER BY job_id DESC",
+            [queue, kind],
+        )
+        return [job_id for (job_id,) in cursor.fetchall()]
+
+
+def test_a_filtered_available_walk_turns_to_what_waits_below_the_pairs_claimed_rows(
+    operator_client,
+):
+    """Jobs of one queue and kind waiting in a low-priority lane under a newer hot lane of the
+    same pair, all claimed: a page of the kind and queue filter (and each page of its bulk
+    walk) reads a bounded walk of the pair's newest ready rows, then what waits below it, not
+    every claimed row of the pair newest first (issue #36), and lists exactly what waits."""
+    waiting = awa.enqueue_many(
+        "tests.noop", [{"n": n} for n in range(WAITING)], queue="partners", priority=4
+    )
+    awa.cancel(waiting[-1])
+    hot_lane(PAIR_WALKED_PAST, still_open=1)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    truth = _available_truth("partners", "tests.noop")
+    assert truth == sorted(waiting[:-1], reverse=True)
+    where = JobFilter(queue="partners", kind="tests.noop", state="available", exact=True)
+    for before in (None, truth[100]):
+        plans = explain_each(list_jobs(where=where, before=before, limit=50))
+        # The check of the pair's size, the bounded walk, the walk to its last row, the waiting.
+        bound = 2_000 + 2 * 10_000 + 3 * WAITING
+        assert sum(ring_rows_read(root, "ready_entries") for root in plans) <= bound
+        assert sum(ring_rows_read(root, "claim_receipts") for root in plans) <= 10_000 + 10
+    walked: list[int] = []
+    before = None
+    with transaction.atomic(), connection.cursor() as cursor:
+        while True:
+            page = run_read(cursor, list_jobs(where=where, before=before, limit=50))
+            walked.extend(job.job_id for job in page.jobs)
+            if page.next_before is None:
+                break
+            before = page.next_before
+        assert run_read(cursor, count_in_state("available", where)) == WAITING - 1
+        # The walk planned its pair's reads with sorting as a last resort, then put it back.
+        cursor.execute("SHOW enable_sort")
+        assert cursor.fetchone()[0] == "on"
+    assert walked == truth
+    listed = operator_client.get(
+        reverse("admin:awa_django_job_changelist"),
+        {"state": "available", "queue": "partners", "kind": "tests.noop"},
+    )
+    assert listed.context["page"].count == WAITING - 1
+    shown = [job.job_id for job in listed.context["page"].jobs]
+    assert shown and shown == truth[: len(shown)]

@@ -211,3 +211,40 @@ def test_after_a_rescue_pass_only_the_leases_and_newer_claims_are_read(awa_db):
     # Without the mark every receipt and closure of the lane is read; with it, the leases' and
     # the index pages that say no receipt is newer.
     assert marked * 4 < unmarked
+
+
+# Failed closures in an older ring slot, against a few completed ones in the current slot.
+OLDER_FAILED = 12_000
+NEWER_COMPLETED = 120
+
+
+def test_the_completed_page_does_not_read_an_older_slot_of_other_outcomes(operator_client):
+    """A ring slot holding only failed closures under a newer slot with completed ones: the
+    completed page reads the newest closures across the slots, not every closure of the older
+    slot to find its first completed one (issue #36: all 50,100 closures of slot 0 at the
+    production shape)."""
+    hot_lane(OLDER_FAILED, still_open=1, outcome="failed")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT awa.rotate_queue_ring(1000)")
+        assert cursor.fetchone()[0] == "rotated"
+    newer = hot_lane(NEWER_COMPLETED, still_open=1)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+        cursor.execute("SELECT job_id FROM awa.jobs WHERE state = 'completed' ORDER BY job_id DESC")
+        truth = [job_id for (job_id,) in cursor.fetchall()]
+    assert len(truth) == NEWER_COMPLETED - 1 and newer[0] not in truth
+    params = {"before": 2**63 - 1, "size": 51, "state": "completed", "queue": None, "kind": None}
+    root = plan("closed_job_ids", params)
+    assert root["Actual Rows"] == 51
+    assert rows_read(root, "done_entries") <= 2 * 51 + 10
+    listed = operator_client.get(reverse("admin:awa_django_job_changelist"), {"state": "completed"})
+    assert [job.job_id for job in listed.context["page"].jobs] == truth[:50]
+    assert listed.context["page"].count == len(truth)
+    # Newer failures than the newest 10,000 closures hold: the page goes on down the completed
+    # ones below them, and lists the same jobs.
+    hot_lane(10_100, still_open=1, outcome="failed")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    listed = operator_client.get(reverse("admin:awa_django_job_changelist"), {"state": "completed"})
+    assert [job.job_id for job in listed.context["page"].jobs] == truth[:50]
+    assert listed.context["page"].count == len(truth)

@@ -8,12 +8,15 @@ from datetime import timedelta
 
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 import awa_django as awa
 from awa_django.admin import jobs
 from tests.admin.test_dlq import messages_of
+from tests.admin.test_hot_lane import hot_lane
 from tests.conftest import BackgroundWorker, run_burst, wait_until
 
 LIST = "admin:awa_django_job_changelist"
@@ -132,6 +135,24 @@ def test_cancel_all_matching(operator_client, monkeypatch):
     done = operator_client.post(reverse(MATCHING), {**search, "confirmed": "on"}, follow=True)
     assert messages_of(done) == ["Cancelled 9 jobs matching state=available."]
     assert {awa.get_job(j).state for j in waiting} == {"cancelled"}
+
+
+def test_retry_all_matching_costs_a_few_statements_per_page_not_per_job(
+    operator_client, monkeypatch
+):
+    """A bulk retry's page of failed jobs is retried in one transaction of a few statements;
+    each job's own transaction cost four (issue #36: 209 statements for 50 jobs)."""
+    monkeypatch.setattr(jobs, "BULK_BATCH_SIZE", 40)
+    hot_lane(81, still_open=1, outcome="failed")
+    search = {"action": "retry", "state": "failed", "confirmed": "on"}
+    with CaptureQueriesContext(connection) as statements:
+        done = operator_client.post(reverse(MATCHING), search, follow=True)
+    assert messages_of(done) == ["Retried 80 jobs matching state=failed."]
+    # Three pages of ids (40, 40, none), each with its retries: far below one per job.
+    assert len(statements) <= 40, len(statements)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT state, count(*) FROM awa.jobs GROUP BY state ORDER BY state")
+        assert cursor.fetchall() == [("available", 80), ("running", 1)]
 
 
 def test_retry_all_matching_failed_jobs(operator_client, monkeypatch):

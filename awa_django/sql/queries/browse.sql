@@ -25,6 +25,18 @@ SELECT hash, merge, set_config('enable_hashjoin', 'off', true),
 -- Puts back, for the rest of the caller's transaction, the settings plan_as_walk replaced.
 SELECT set_config('enable_hashjoin', %(hash)s, true), set_config('enable_mergejoin', %(merge)s, true)
 
+-- name: plan_as_name_walk
+-- For the rest of the transaction only (is_local): sorting planned as a last resort, so
+-- available_job_ids_by_name_bounded walks the name index of every partition in order and
+-- stops at its bound rather than sort all of a pair's rows (the plan chosen when the
+-- statistics say the pair holds few); see storage/browse.py. Answers the setting it replaced.
+WITH before AS MATERIALIZED (SELECT current_setting('enable_sort') AS sort)
+SELECT sort, set_config('enable_sort', 'off', true) FROM before
+
+-- name: restore_sort
+-- Puts back, for the rest of the caller's transaction, the setting plan_as_name_walk replaced.
+SELECT set_config('enable_sort', %(sort)s, true)
+
 -- name: bound_statements
 -- Caps every later statement at %(timeout)s (statement_timeout) for the session, or with
 -- %(local)s for the rest of the caller's transaction only: see storage/browse.py. Answers the
@@ -205,6 +217,27 @@ SELECT q.job_id FROM awa.dlq_entries q
  WHERE q.job_id < %(before)s
  ORDER BY q.job_id DESC LIMIT %(size)s
 
+-- name: closure_is_newest
+-- Closure d is its job's newest fact (no retry's ready row, backlog, DLQ row or purge marker
+-- follows it) and, given a pair (`queue` and `kind` not NULL), that pair's: see
+-- closed_job_ids. The closure's ready row (its slot's, by the ring's key) is read only for a
+-- pair: without one, a probe per closure walked read nothing of it.
+(%(queue)s::text IS NULL
+ OR EXISTS (SELECT 1 FROM awa.ready_entries r
+             WHERE r.queue = d.queue AND r.priority = d.priority
+               AND r.shard = d.shard AND r.lane_seq = d.lane_seq
+               AND r.ready_slot = d.ready_slot
+               AND r.queue = %(queue)s::text AND r.kind = %(kind)s::text))
+AND (SELECT n.job_id FROM awa.ready_entries n
+      WHERE n.job_id = d.job_id AND n.run_lease >= d.run_lease LIMIT 1)
+    IS DISTINCT FROM d.job_id
+AND (SELECT q.job_id FROM awa.dlq_entries q WHERE q.job_id = d.job_id)
+    IS DISTINCT FROM d.job_id
+AND (SELECT f.job_id FROM awa.deferred_jobs f WHERE f.job_id = d.job_id)
+    IS DISTINCT FROM d.job_id
+AND (SELECT p.job_id FROM awa.purged_jobs p WHERE p.job_id = d.job_id)
+    IS DISTINCT FROM d.job_id
+
 -- name: closed_job_ids
 -- `completed`, `failed` or `cancelled` (%(state)s): closures in the ring with that outcome,
 -- plus, for failed and cancelled, records kept past their slot in terminal_history and
@@ -222,26 +255,36 @@ SELECT q.job_id FROM awa.dlq_entries q
 -- did; an IS NULL test it expects to keep almost none, and it then sorted a whole state's
 -- closures rather than walk them to the page's LIMIT. Probes the planner costs alike run in
 -- the order written: the DLQ's first, the newer fact a failed closure most often has.
+WITH newest AS MATERIALIZED (
+    -- A page of completed jobs walks the newest closures whatever their outcome, keeping the
+    -- completed ones: walking the completed ones, each ring slot's scan reads up to its first,
+    -- which in an older slot of failures and dead letters is all of it (issue #36: the 50,100
+    -- closures of slot 0 at a million jobs). It stops after 10,000 closures; below them the
+    -- walk of the completed ones (the next arm) goes on, from the last closure read. A count
+    -- (10,001 ids) reads to its cap anyway, and so walks the completed ones from the start.
+    SELECT d.job_id FROM (
+        SELECT d.job_id, d.run_lease, d.outcome, d.queue, d.priority, d.shard, d.lane_seq,
+               d.ready_slot
+          FROM awa.done_entries d
+         WHERE %(state)s::text = 'completed' AND %(size)s < 10000 AND d.job_id < %(before)s
+         ORDER BY d.job_id DESC LIMIT 10000) d
+     WHERE d.outcome = 'completed' AND {{closure_is_newest}}
+     ORDER BY d.job_id DESC LIMIT %(size)s
+), below AS MATERIALIZED (
+    -- The last closure that walk read when it read to its cap without filling the page.
+    SELECT d.job_id FROM awa.done_entries d
+     WHERE %(state)s::text = 'completed' AND %(size)s < 10000 AND d.job_id < %(before)s
+       AND (SELECT count(*) FROM newest) < %(size)s
+     ORDER BY d.job_id DESC OFFSET 9999 LIMIT 1
+)
 SELECT job_id FROM (
+    TABLE newest
+    UNION
     (SELECT d.job_id FROM awa.done_entries d
       WHERE d.job_id < %(before)s AND d.outcome = %(state)s
-        -- The closure's ready row (its slot's, by the ring's key) is read only for a pair:
-        -- without one, a probe per closure walked read nothing of it.
-        AND (%(queue)s::text IS NULL
-             OR EXISTS (SELECT 1 FROM awa.ready_entries r
-                         WHERE r.queue = d.queue AND r.priority = d.priority
-                           AND r.shard = d.shard AND r.lane_seq = d.lane_seq
-                           AND r.ready_slot = d.ready_slot
-                           AND r.queue = %(queue)s::text AND r.kind = %(kind)s::text))
-        AND (SELECT n.job_id FROM awa.ready_entries n
-              WHERE n.job_id = d.job_id AND n.run_lease >= d.run_lease LIMIT 1)
-            IS DISTINCT FROM d.job_id
-        AND (SELECT q.job_id FROM awa.dlq_entries q WHERE q.job_id = d.job_id)
-            IS DISTINCT FROM d.job_id
-        AND (SELECT f.job_id FROM awa.deferred_jobs f WHERE f.job_id = d.job_id)
-            IS DISTINCT FROM d.job_id
-        AND (SELECT p.job_id FROM awa.purged_jobs p WHERE p.job_id = d.job_id)
-            IS DISTINCT FROM d.job_id
+        AND (%(state)s::text <> 'completed' OR %(size)s >= 10000
+             OR d.job_id <= (SELECT b.job_id FROM below b))
+        AND {{closure_is_newest}}
       ORDER BY d.job_id DESC LIMIT %(size)s)
     UNION
     (SELECT h.job_id FROM awa.terminal_history h
@@ -478,6 +521,44 @@ SELECT a.job_id FROM (
      ORDER BY r.job_id DESC OFFSET 0) a
  WHERE a.claimed IS NULL AND a.tombstoned IS NULL
  ORDER BY a.job_id DESC LIMIT %(size)s
+
+-- name: available_job_ids_by_name_bounded
+-- available_job_ids_by_name for a pair with many ready rows (see storage/browse.py). Like
+-- available_job_ids, the walk stops after the pair's newest 10,000 ready rows, and when those
+-- do not fill the page the rest comes from what waits below them: the queue's rows after its
+-- lanes' claim cursors (awa.waiting_entries), kept by kind (issue #36: the last page of a
+-- filtered bulk walk read every claimed row of the pair). The walk's bounds are row
+-- comparisons on (queue, kind, job_id), never an equality on the names, and it is ordered by
+-- all three: only the name index gives that order, so the planner cannot walk a partition's
+-- job_id index instead, filtering out every other pair's rows on the way (with the names as
+-- constants it did, for the partition whose statistics made it look cheaper). Its other plan,
+-- a sort of all of the pair's rows (each probed), is ruled out by plan_as_name_walk.
+WITH found AS MATERIALIZED (
+    SELECT w.job_id FROM (
+        SELECT r.job_id, r.queue, r.kind, {{ready_row_probes}}
+          FROM awa.ready_entries r
+         WHERE (r.queue, r.kind, r.job_id) < (%(queue)s::text, %(kind)s::text, %(before)s::bigint)
+           AND (r.queue, r.kind) >= (%(queue)s::text, %(kind)s::text)
+         ORDER BY r.queue DESC, r.kind DESC, r.job_id DESC LIMIT 10000) w
+     WHERE w.claimed IS NULL AND w.tombstoned IS NULL
+     -- The walk's order (the pair's job ids, newest first), so the probes stop at the page.
+     ORDER BY w.queue DESC, w.kind DESC, w.job_id DESC LIMIT %(size)s
+), bottom AS MATERIALIZED (
+    -- The walk's last row when it read to the cap (else none: it read every row of the pair
+    -- below the cursor), read only when the walk did not fill the page.
+    SELECT r.job_id FROM awa.ready_entries r
+     WHERE (r.queue, r.kind, r.job_id) < (%(queue)s::text, %(kind)s::text, %(before)s::bigint)
+       AND (r.queue, r.kind) >= (%(queue)s::text, %(kind)s::text)
+       AND (SELECT count(*) FROM found) < %(size)s
+     ORDER BY r.queue DESC, r.kind DESC, r.job_id DESC OFFSET 9999 LIMIT 1
+)
+SELECT f.job_id FROM found f
+UNION
+(SELECT w.job_id FROM bottom b
+  CROSS JOIN LATERAL (SELECT w.job_id FROM awa.waiting_entries(%(queue)s::text) w
+                       WHERE w.kind = %(kind)s::text AND w.job_id <= b.job_id
+                       ORDER BY w.job_id DESC LIMIT %(size)s) w)
+ ORDER BY 1 DESC LIMIT %(size)s
 
 -- name: open_attempt_job_ids_by_name
 SELECT DISTINCT a.job_id FROM (
