@@ -18,6 +18,10 @@ each work every queue at ``--concurrency`` per queue, then:
   the server preloads it), per statement too (calls per second, the most frequent first), and
   the CPU the server's processes used (user + system time from ``/proc/<pid>/stat`` of the
   postmaster and its children, so the server must run on this machine), as a share of one core;
+  and how many of the statements the server planned in the window (``plans_per_s``,
+  ``plan_ms_per_s``, ``planned_share``, with ``pg_stat_statements.track_planning=on``: near
+  all of them while the fleet is still starting, few in its steady state; a longer
+  ``--idle-warmup`` reaches it);
   and that CPU split by the kind of process that spent it (``server_cpu``): per kind (a
   worker's session, the leader's and the queue candidates' told apart by the advisory locks
   they hold, its pooled connections, each of the server's own processes), the processes, their
@@ -360,20 +364,26 @@ def statements_between(
     after: dict[str, Counts] | None,
     seconds: float,
     top: int,
-) -> tuple[float | None, list[dict[str, Any]] | None]:
-    """Statements per second between two ``statement_counts``, and the ``top`` most called
-    statements (calls and milliseconds executing per second, and plans and milliseconds
-    planning per second, the text shortened), this harness's own reads left out of the list but
-    not of the total. Planning is outside the execution time: a statement an idle process runs
-    now and then may be planned on most runs (#37)."""
+) -> tuple[dict[str, float] | None, list[dict[str, Any]] | None]:
+    """Between two ``statement_counts``: the totals per second (``statements_per_s``, and
+    ``plans_per_s`` and ``plan_ms_per_s``: the statements planned in the window, and their
+    share of the calls, ``planned_share``), and the ``top`` most called statements (calls and
+    milliseconds executing per second, and plans and milliseconds planning per second, the text
+    shortened), this harness's own reads left out of the list but not of the totals. Planning is
+    outside the execution time: a statement an idle process runs now and then is planned on its
+    first runs on each connection, so the planned share tells a window of a fleet still starting
+    (near 1) from one of a fleet in its steady state (#37)."""
     if before is None or after is None:
         return None, None
     rows = []
-    total = 0
+    calls_total = plans_total = 0
+    plan_ms_total = 0.0
     for queryid, (text, calls, ms, plans, plan_ms) in after.items():
         _, calls0, ms0, plans0, plan_ms0 = before.get(queryid, ("", 0, 0.0, 0, 0.0))
         if calls > calls0:
-            total += calls - calls0
+            calls_total += calls - calls0
+            plans_total += plans - plans0
+            plan_ms_total += plan_ms - plan_ms0
             rows.append((calls - calls0, ms - ms0, plans - plans0, plan_ms - plan_ms0, text))
     rows.sort(key=lambda row: -row[0])
     listed = [
@@ -387,7 +397,13 @@ def statements_between(
         for calls, ms, plans, plan_ms, text in rows
         if "pg_stat_" not in text
     ]
-    return total / seconds, listed[:top]
+    totals = {
+        "statements_per_s": calls_total / seconds,
+        "plans_per_s": plans_total / seconds,
+        "plan_ms_per_s": plan_ms_total / seconds,
+        "planned_share": plans_total / calls_total if calls_total else 0.0,
+    }
+    return totals, listed[:top]
 
 
 def measure_idle(seconds: float, top: int) -> dict[str, Any]:
@@ -402,11 +418,13 @@ def measure_idle(seconds: float, top: int) -> dict[str, Any]:
     commits1, statements1 = int(scalar(xact)), statement_counts()
     cpu1 = postmaster_cpu_s(postmaster) if postmaster else None
     backends1 = (backend_runtimes(postmaster), backend_kinds()) if postmaster else None
-    per_s, by_statement = statements_between(statements0, statements1, elapsed, top)
+    totals, by_statement = statements_between(statements0, statements1, elapsed, top)
     return {
         "seconds": elapsed,
         "transactions_per_s": (commits1 - commits0) / elapsed,
-        "statements_per_s": per_s,
+        # statements_per_s, plans_per_s, plan_ms_per_s, planned_share (None without
+        # pg_stat_statements; the plans are 0 without track_planning).
+        **(totals or {"statements_per_s": None}),
         # Processes that ended during the window (none should) are not counted.
         "server_cpu_share_of_a_core": (
             None if cpu0 is None or cpu1 is None else (cpu1 - cpu0) / elapsed
@@ -528,7 +546,7 @@ def drain(queues: list[str], args: argparse.Namespace, workers: list[Worker]) ->
     # A process that died meanwhile counts 0, not minus its past.
     per_worker = sorted(max(process_cpu_s(pid) - cpu, 0.0) for pid, cpu in cpu_workers0.items())
     cpu_server = postmaster_cpu_s(postmaster) if postmaster else None
-    per_s, by_statement = statements_between(
+    totals, by_statement = statements_between(
         statements0, statement_counts(), elapsed, args.top_statements
     )
     done = args.jobs - remaining
@@ -545,7 +563,7 @@ def drain(queues: list[str], args: argparse.Namespace, workers: list[Worker]) ->
             key: round(count / max(samples, 1), 2)
             for key, count in sorted(waits.items(), key=lambda item: -item[1])
         },
-        "statements_per_s": per_s,
+        "statements_per_s": None if totals is None else totals["statements_per_s"],
         "statements": by_statement,
         "workers_cpu_share_of_a_core": sum(per_worker) / elapsed,
         # Each worker's share of a core, least to most busy: work spread or concentrated.
