@@ -1,8 +1,9 @@
 """What an idle worker sends the server (issue #37), piece by piece against a real server: a
 process that is not its queue's waiting candidate does not claim at every poll interval (it
 only tries the candidate lock, to find a candidate that died), the runtime snapshot
-publishes the process's declarations once every DECLARATIONS_EVERY intervals, and a process
-whose snapshot does not change refreshes it less often."""
+publishes the process's declarations at start and then only when a snapshot of every
+DECLARATIONS_EVERY intervals finds the stored ones differ, its statements are prepared at their
+first run, and a process whose snapshot does not change refreshes it less often."""
 
 from __future__ import annotations
 
@@ -268,12 +269,17 @@ def test_a_snapshot_that_publishes_sends_one_statement_and_no_transaction(
     assert versions > 0
 
 
-def delete_descriptors() -> None:
+def execute_here(sql: str) -> None:
+    """Run ``sql`` on this thread's Django connection, closed after."""
     try:
         with connection.cursor() as cursor:
-            cursor.execute("DELETE FROM awa.queue_descriptors")
+            cursor.execute(sql)
     finally:
         connection.close()  # this thread's connection
+
+
+def delete_descriptors() -> None:
+    execute_here("DELETE FROM awa.queue_descriptors")
 
 
 def runtime_row(instance_id: str) -> tuple[datetime, int] | None:
@@ -402,7 +408,7 @@ def test_an_idle_process_refreshes_its_row_a_few_times_per_staleness_window(
 
     samples = asyncio.run(main())
     # Per DECLARATIONS_EVERY (6) intervals: one refresh (4 intervals after the last write, a
-    # third of the window) and the whole snapshot that republishes, 2 statements, each its own
+    # third of the window) and the whole snapshot that compares the declarations, 2 statements, each its own
     # transaction, where a refresh every interval made them 8 (5 refreshes, the
     # republication, the snapshot and the peer count): about 5 in the 16 intervals of the
     # window against 21.
@@ -479,11 +485,7 @@ def test_the_snapshot_statements_are_prepared_at_their_first_run_where_the_pool_
 
 
 def write_foreign_descriptor() -> None:
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("UPDATE awa.queue_descriptors SET descriptor_hash = 'other-version'")
-    finally:
-        connection.close()  # this thread's connection
+    execute_here("UPDATE awa.queue_descriptors SET descriptor_hash = 'other-version'")
 
 
 def stored_hashes() -> set[str]:
