@@ -408,10 +408,10 @@ def test_an_idle_process_refreshes_its_row_a_few_times_per_staleness_window(
 
     samples = asyncio.run(main())
     # Per DECLARATIONS_EVERY (6) intervals: one refresh (4 intervals after the last write, a
-    # third of the window) and the whole snapshot that compares the declarations, 2 statements, each its own
-    # transaction, where a refresh every interval made them 8 (5 refreshes, the
-    # republication, the snapshot and the peer count): about 5 in the 16 intervals of the
-    # window against 21.
+    # third of the window) and the whole snapshot that compares the declarations, 2
+    # statements, each its own transaction, where a refresh every interval made them 8 (5
+    # refreshes, the republication, the snapshot and the peer count): about 5 in the 16
+    # intervals of the window against 21.
     assert len(counted.sent) <= 8, counted.sent
     assert counted.transactions == 0
     assert any("last_seen_at = now()" in q for q in counted.sent)
