@@ -6,7 +6,7 @@ Usage (a throwaway cluster, as the other harnesses; needs a quiet machine)::
     python3 scripts/with_postgres.py -- .venv/bin/python -m benchmarks.fleet \
         [--workers 100] [--concurrency 3] [--queue-counts 1 10] [--jobs 100000] \
         [--idle-seconds 30] [--idle-warmup 60] [--drain-timeout 900] \
-        [--parts idle failover drain single] [--output PATH]
+        [--parts idle failover drain single] [--awa JSON] [--output PATH]
 
 For each number of queues (``q0`` ... ``q<k-1>``), ``--workers`` real ``awa_worker`` processes
 each work every queue at ``--concurrency`` per queue, then:
@@ -41,7 +41,10 @@ each work every queue at ``--concurrency`` per queue, then:
   the server. Then the same with one process whose concurrency per queue is the fleet's total
   (``workers x concurrency``).
 
-``--parts`` runs only some of the measurements (diagnostics at a small scale).
+``--parts`` runs only some of the measurements (diagnostics at a small scale); ``--awa`` gives
+the fleet AWA settings (a JSON object: ``'{"RUNTIME_SNAPSHOT_INTERVAL_S": 1}'`` runs a process's
+snapshot statements ten times as often, so that a short warm-up reaches the steady state in
+which they are no longer planned).
 
 Writes everything and the environment to ``benchmarks/results/fleet-<UTC time>.json``.
 """
@@ -95,6 +98,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--top-statements", type=int, default=15, help="statements listed per measurement"
+    )
+    parser.add_argument(
+        "--awa",
+        type=json.loads,
+        default={},
+        help="AWA settings for the fleet, as a JSON object (e.g. shorter intervals, so that an "
+        "idle window past a short warm-up measures the steady state)",
     )
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--output", type=Path)
@@ -662,7 +672,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchmarks.settings")
     queues = {f"q{i}": {"concurrency": args.concurrency} for i in range(max(args.queue_counts))}
-    os.environ["AWA_OVERRIDES"] = json.dumps({"QUEUES": queues, "DEFAULT_QUEUE": "q0"})
+    os.environ["AWA_OVERRIDES"] = json.dumps({**args.awa, "QUEUES": queues, "DEFAULT_QUEUE": "q0"})
     import django
 
     django.setup()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.fleet import statements_between
+from benchmarks.fleet import parse_args, statements_between
 
 
 def test_the_idle_window_says_how_many_statements_were_still_planned() -> None:
@@ -33,3 +33,10 @@ def test_the_idle_window_says_how_many_statements_were_still_planned() -> None:
     ]
     assert listed[1]["plans_per_s"] == 1.0
     assert statements_between(None, after, 10.0, 15) == (None, None)
+
+
+def test_the_fleet_takes_awa_settings_for_a_shorter_planning_phase() -> None:
+    # A snapshot interval ten times shorter reaches the steady state in a tenth of the warm-up.
+    args = parse_args(["--awa", '{"RUNTIME_SNAPSHOT_INTERVAL_S": 1}'])
+    assert args.awa == {"RUNTIME_SNAPSHOT_INTERVAL_S": 1}
+    assert parse_args([]).awa == {}
