@@ -6,7 +6,7 @@ Usage (a throwaway cluster, as the other harnesses; needs a quiet machine)::
     python3 scripts/with_postgres.py -- .venv/bin/python -m benchmarks.fleet \
         [--workers 100] [--concurrency 3] [--queue-counts 1 10] [--jobs 100000] \
         [--idle-seconds 30] [--idle-warmup 60] [--drain-timeout 900] \
-        [--parts idle failover drain single] [--output PATH]
+        [--parts idle failover drain single] [--awa JSON] [--output PATH]
 
 For each number of queues (``q0`` ... ``q<k-1>``), ``--workers`` real ``awa_worker`` processes
 each work every queue at ``--concurrency`` per queue, then:
@@ -18,6 +18,10 @@ each work every queue at ``--concurrency`` per queue, then:
   the server preloads it), per statement too (calls per second, the most frequent first), and
   the CPU the server's processes used (user + system time from ``/proc/<pid>/stat`` of the
   postmaster and its children, so the server must run on this machine), as a share of one core;
+  and how many of the statements the server planned in the window (``plans_per_s``,
+  ``plan_ms_per_s``, ``planned_share``, with ``pg_stat_statements.track_planning=on``: near
+  all of them while the fleet is still starting, few in its steady state; a longer
+  ``--idle-warmup`` reaches it);
   and that CPU split by the kind of process that spent it (``server_cpu``): per kind (a
   worker's session, the leader's and the queue candidates' told apart by the advisory locks
   they hold, its pooled connections, each of the server's own processes), the processes, their
@@ -37,7 +41,10 @@ each work every queue at ``--concurrency`` per queue, then:
   the server. Then the same with one process whose concurrency per queue is the fleet's total
   (``workers x concurrency``).
 
-``--parts`` runs only some of the measurements (diagnostics at a small scale).
+``--parts`` runs only some of the measurements (diagnostics at a small scale); ``--awa`` gives
+the fleet AWA settings (a JSON object: ``'{"RUNTIME_SNAPSHOT_INTERVAL_S": 1}'`` runs a process's
+snapshot statements ten times as often, so that a short warm-up reaches the steady state in
+which they are no longer planned).
 
 Writes everything and the environment to ``benchmarks/results/fleet-<UTC time>.json``.
 """
@@ -91,6 +98,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--top-statements", type=int, default=15, help="statements listed per measurement"
+    )
+    parser.add_argument(
+        "--awa",
+        type=json.loads,
+        default={},
+        help="AWA settings for the fleet, as a JSON object (e.g. shorter intervals, so that an "
+        "idle window past a short warm-up measures the steady state)",
     )
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--output", type=Path)
@@ -360,20 +374,26 @@ def statements_between(
     after: dict[str, Counts] | None,
     seconds: float,
     top: int,
-) -> tuple[float | None, list[dict[str, Any]] | None]:
-    """Statements per second between two ``statement_counts``, and the ``top`` most called
-    statements (calls and milliseconds executing per second, and plans and milliseconds
-    planning per second, the text shortened), this harness's own reads left out of the list but
-    not of the total. Planning is outside the execution time: a statement an idle process runs
-    now and then may be planned on most runs (#37)."""
+) -> tuple[dict[str, float] | None, list[dict[str, Any]] | None]:
+    """Between two ``statement_counts``: the totals per second (``statements_per_s``, and
+    ``plans_per_s`` and ``plan_ms_per_s``: the statements planned in the window, and their
+    share of the calls, ``planned_share``), and the ``top`` most called statements (calls and
+    milliseconds executing per second, and plans and milliseconds planning per second, the text
+    shortened), this harness's own reads left out of the list but not of the totals. Planning is
+    outside the execution time: a statement an idle process runs now and then is planned on its
+    first runs on each connection, so the planned share tells a window of a fleet still starting
+    (near 1) from one of a fleet in its steady state (#37)."""
     if before is None or after is None:
         return None, None
     rows = []
-    total = 0
+    calls_total = plans_total = 0
+    plan_ms_total = 0.0
     for queryid, (text, calls, ms, plans, plan_ms) in after.items():
         _, calls0, ms0, plans0, plan_ms0 = before.get(queryid, ("", 0, 0.0, 0, 0.0))
         if calls > calls0:
-            total += calls - calls0
+            calls_total += calls - calls0
+            plans_total += plans - plans0
+            plan_ms_total += plan_ms - plan_ms0
             rows.append((calls - calls0, ms - ms0, plans - plans0, plan_ms - plan_ms0, text))
     rows.sort(key=lambda row: -row[0])
     listed = [
@@ -387,7 +407,13 @@ def statements_between(
         for calls, ms, plans, plan_ms, text in rows
         if "pg_stat_" not in text
     ]
-    return total / seconds, listed[:top]
+    totals = {
+        "statements_per_s": calls_total / seconds,
+        "plans_per_s": plans_total / seconds,
+        "plan_ms_per_s": plan_ms_total / seconds,
+        "planned_share": plans_total / calls_total if calls_total else 0.0,
+    }
+    return totals, listed[:top]
 
 
 def measure_idle(seconds: float, top: int) -> dict[str, Any]:
@@ -402,11 +428,13 @@ def measure_idle(seconds: float, top: int) -> dict[str, Any]:
     commits1, statements1 = int(scalar(xact)), statement_counts()
     cpu1 = postmaster_cpu_s(postmaster) if postmaster else None
     backends1 = (backend_runtimes(postmaster), backend_kinds()) if postmaster else None
-    per_s, by_statement = statements_between(statements0, statements1, elapsed, top)
+    totals, by_statement = statements_between(statements0, statements1, elapsed, top)
     return {
         "seconds": elapsed,
         "transactions_per_s": (commits1 - commits0) / elapsed,
-        "statements_per_s": per_s,
+        # statements_per_s, plans_per_s, plan_ms_per_s, planned_share (None without
+        # pg_stat_statements; the plans are 0 without track_planning).
+        **(totals or {"statements_per_s": None}),
         # Processes that ended during the window (none should) are not counted.
         "server_cpu_share_of_a_core": (
             None if cpu0 is None or cpu1 is None else (cpu1 - cpu0) / elapsed
@@ -528,7 +556,7 @@ def drain(queues: list[str], args: argparse.Namespace, workers: list[Worker]) ->
     # A process that died meanwhile counts 0, not minus its past.
     per_worker = sorted(max(process_cpu_s(pid) - cpu, 0.0) for pid, cpu in cpu_workers0.items())
     cpu_server = postmaster_cpu_s(postmaster) if postmaster else None
-    per_s, by_statement = statements_between(
+    totals, by_statement = statements_between(
         statements0, statement_counts(), elapsed, args.top_statements
     )
     done = args.jobs - remaining
@@ -545,7 +573,7 @@ def drain(queues: list[str], args: argparse.Namespace, workers: list[Worker]) ->
             key: round(count / max(samples, 1), 2)
             for key, count in sorted(waits.items(), key=lambda item: -item[1])
         },
-        "statements_per_s": per_s,
+        "statements_per_s": None if totals is None else totals["statements_per_s"],
         "statements": by_statement,
         "workers_cpu_share_of_a_core": sum(per_worker) / elapsed,
         # Each worker's share of a core, least to most busy: work spread or concentrated.
@@ -644,7 +672,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "benchmarks.settings")
     queues = {f"q{i}": {"concurrency": args.concurrency} for i in range(max(args.queue_counts))}
-    os.environ["AWA_OVERRIDES"] = json.dumps({"QUEUES": queues, "DEFAULT_QUEUE": "q0"})
+    os.environ["AWA_OVERRIDES"] = json.dumps({**args.awa, "QUEUES": queues, "DEFAULT_QUEUE": "q0"})
     import django
 
     django.setup()

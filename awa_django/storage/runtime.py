@@ -133,12 +133,17 @@ class RuntimeReport:
     peers: int
     # The live concurrency operators set, for those of its queues that have one.
     concurrency: dict[str, int]
+    # Whether the stored descriptors or DLQ policies differ from what the process declares
+    # (always False for the snapshot that published them).
+    diverged: bool
 
 
 def _report(rows: list[Any]) -> RuntimeReport:
-    peers, concurrency = rows[0]
+    peers, concurrency, diverged = rows[0]
     return RuntimeReport(
-        peers=max(1, int(peers)), concurrency={q: int(n) for q, n in concurrency.items()}
+        peers=max(1, int(peers)),
+        concurrency={q: int(n) for q, n in concurrency.items()},
+        diverged=bool(diverged),
     )
 
 
@@ -147,9 +152,12 @@ def write_snapshot(
 ) -> Statement[RuntimeReport]:
     """Write the whole snapshot, after the declarations when ``publish`` (as
     ``publish_declarations``), and read back, in the same statement, the process's peers
-    (counted among the rows refreshed within ``fresh_s``) and its queues' live concurrency."""
+    (counted among the rows refreshed within ``fresh_s``), its queues' live concurrency and,
+    without ``publish``, whether the stored declarations differ from ``declared``. Prepared
+    at its first run where the connection prepares (see ``touch_snapshot``)."""
+    queues = declared.queues
     params = {
-        **(_declared(declared) if publish else _declarations((), (), {})),
+        **(_declared(declared) if publish else {}),
         "instance_id": snapshot.instance_id,
         "hostname": snapshot.hostname,
         "pid": snapshot.pid,
@@ -160,17 +168,27 @@ def write_snapshot(
         "is_leader": snapshot.is_leader,
         "healthy": snapshot.healthy,
         "shutting_down": snapshot.shutting_down,
-        "queue_hashes": json.dumps({q.queue: q.hash for q in declared.queues}),
+        "queue_hashes": json.dumps({q.queue: q.hash for q in queues}),
         "kind_hashes": json.dumps({k.kind: k.hash for k in declared.kinds}),
+        "policies": json.dumps({q.queue: q.dlq for q in queues}),
         "fresh_s": fresh_s,
     }
-    return Statement(sql=_SQL["report_runtime"], params=params, read=_report, json=("concurrency",))
+    return Statement(
+        sql=_SQL["publish_runtime" if publish else "report_runtime"],
+        params=params,
+        read=_report,
+        json=("concurrency",),
+        prepare=True,
+    )
 
 
 def touch_snapshot(*, instance_id: str) -> Statement[bool]:
-    """Refresh the row's ``last_seen_at`` alone; False when there is no row to refresh."""
+    """Refresh the row's ``last_seen_at`` alone; False when there is no row to refresh.
+    Prepared at its first run where the connection prepares: an idle process runs it a few
+    times a minute, spread over the pool's connections, so psycopg's threshold (a fifth run on
+    one connection) kept it planned on every run for the process's first minutes (#37)."""
     params = {"instance_id": instance_id}
-    return Statement(sql=_SQL["touch_runtime"], params=params, read=any_row)
+    return Statement(sql=_SQL["touch_runtime"], params=params, read=any_row, prepare=True)
 
 
 def delete_runtime(*, instance_id: str) -> Statement[int]:

@@ -58,6 +58,12 @@ class Statement(Generic[T_co]):
     rows: RowsOf[Any] | None = None
     # Columns that are jsonb, so that both connections read them as parsed values.
     json: tuple[str, ...] = ()
+    # On the worker's connections: True prepares it on the server at its first run (a
+    # statement a process runs rarely, which psycopg's threshold of five runs per connection
+    # would leave planned on every run for minutes); a connection that prepares nothing (a
+    # poll-only pool behind a transaction pooler) still prepares nothing. None: psycopg's
+    # threshold. Django's connection ignores it.
+    prepare: bool | None = None
 
 
 def all_rows(rows: list[Any]) -> list[Any]:
@@ -200,7 +206,7 @@ async def run_async(conn: AsyncConnection[Any], statement: Statement[T]) -> T:
     open transaction)."""
     factory = tuple_row if statement.rows is None else _row_factory(statement.rows)
     async with conn.cursor(row_factory=factory) as cursor:
-        await cursor.execute(statement.sql, statement.params)
+        await cursor.execute(statement.sql, statement.params, prepare=statement.prepare)
         result = cursor.pgresult
         rows = await cursor.fetchall() if result and result.status == TUPLES_OK else []
     return statement.read(rows)

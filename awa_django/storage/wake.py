@@ -40,6 +40,8 @@ def try_session_locks(
 ) -> Statement[tuple[bool, list[str]]]:
     """Try the leader lock ``leader_key`` (unless None) and the candidate lock of each of
     ``queues`` on the running session, in one statement: (leader lock won, the queues whose
-    candidate lock was won)."""
+    candidate lock was won). Prepared at its first run: a process tries every few seconds to a
+    minute, so psycopg's threshold (a fifth run) left it planned on every run for minutes; the
+    session is never behind a transaction pooler (#37)."""
     params = {"leader_key": leader_key, "queues": queues}
-    return Statement(sql=_SQL["try_session_locks"], params=params, read=_locks_won)
+    return Statement(sql=_SQL["try_session_locks"], params=params, read=_locks_won, prepare=True)

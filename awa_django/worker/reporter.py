@@ -4,8 +4,9 @@ start, then every ``interval_s`` until it stops, and deletes that row on a clean
 its snapshot does not change, a process refreshes its row only every ``idle_intervals``.
 
 Publishing at start, before the first claim, is what makes a queue's DLQ policy known to
-``awa.close_attempts`` by the time its jobs can fail. The declarations go again once every
-``DECLARATIONS_EVERY`` intervals only (see there).
+``awa.close_attempts`` by the time its jobs can fail. The declarations go again only when a
+snapshot finds the stored ones differ, looked at once every ``DECLARATIONS_EVERY`` intervals
+(see there).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from awa_django.ops.descriptors import Declarations
 from awa_django.storage.runtime import (
     RuntimeSnapshot,
     delete_runtime,
+    publish_declarations,
     touch_snapshot,
     write_snapshot,
 )
@@ -35,12 +37,14 @@ from awa_django.storage.statement import run_async
 
 logger = logging.getLogger(__name__)
 
-# The snapshots that publish the declarations again: one per this many intervals (the first
-# always). They do not change while a process runs, and publishing them (four statements in a
-# transaction until they became one, writing nothing when the rows agree) was most of what an
-# idle worker's snapshot cost the server (#37). Republishing still brings the stored
-# descriptors and DLQ policies back to a live worker's within this many intervals after a worker
-# of another version wrote its own, and the peers and the live concurrency are read with them.
+# The snapshots that compare the stored declarations with the process's: one per this many
+# intervals. The declarations do not change while a process runs; it publishes them with its
+# first snapshot, then again only when such a snapshot finds what is stored differs from them (a
+# worker of another version wrote its own during a rolling deploy, or a row went), so the stored
+# descriptors and DLQ policies come back to a live worker's within this many intervals, and two
+# versions of a fleet do not rewrite each other's at every snapshot. Republishing them with
+# every such snapshot (four upserts in its statement) was most of what an idle worker's snapshot
+# cost the server, in planning more than in running (#37).
 DECLARATIONS_EVERY = 6
 
 
@@ -135,17 +139,20 @@ class RuntimeReporter:
         )
 
     async def report_once(self) -> None:
-        """Report once an interval, with the declarations on the first call and once every
-        ``DECLARATIONS_EVERY`` calls. A snapshot that changed (and the first two: by the
-        second, a fleet that started together has written its rows and each process learns
-        how many peers it has) is written whole, in one statement that also publishes the
-        declarations when they are due and reads the peers and the live concurrency back. An
-        unchanged one only refreshes its row's ``last_seen_at``, which is what readers judge
-        liveness by, and only once ``idle_intervals`` calls passed since the row was last
-        written: an idle process sends nothing in between (#37)."""
+        """Report once an interval. A snapshot that changed (and the first two: by the second,
+        a fleet that started together has written its rows and each process learns how many
+        peers it has), and one every ``DECLARATIONS_EVERY`` calls, is written whole, in one
+        statement that also reads the peers, the live concurrency and whether the stored
+        declarations differ from this process's. The first publishes the declarations in that
+        statement; one every ``DECLARATIONS_EVERY`` calls publishes them again after it, in
+        their own, when they differ. An unchanged one only refreshes its row's
+        ``last_seen_at``, which is what readers judge liveness by, and only once
+        ``idle_intervals`` calls passed since the row was last written: an idle process sends
+        nothing in between (#37)."""
         self._since_declared += 1
         self._since_refreshed += 1
-        declarations = self._reports == 0 or self._since_declared >= DECLARATIONS_EVERY
+        first = self._reports == 0
+        declarations = first or self._since_declared >= DECLARATIONS_EVERY
         snapshot = self.snapshot()
         whole = declarations or self._reports == 1 or snapshot != self._written
         if not whole and self._since_refreshed < self._idle_intervals:
@@ -156,10 +163,10 @@ class RuntimeReporter:
             if whole or not await run_async(conn, touch_snapshot(instance_id=snapshot.instance_id)):
                 report = await run_async(
                     conn,
-                    write_snapshot(
-                        snapshot, self._declared, fresh_s=self._fresh_s, publish=declarations
-                    ),
+                    write_snapshot(snapshot, self._declared, fresh_s=self._fresh_s, publish=first),
                 )
+                if declarations and report.diverged:
+                    await run_async(conn, publish_declarations(self._declared))
         self._written = snapshot
         self._reports += 1
         self._since_refreshed = 0

@@ -195,3 +195,22 @@ def test_the_snapshot_counts_the_live_processes_that_compete_for_each_role() -> 
     # Only one other live process serves beta: the fewest sets the interval.
     assert asyncio.run(snapshot({"alpha": 1, "beta": 1})) == 2
     assert asyncio.run(snapshot({"delta": 1})) == 1  # nobody else: at least itself
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_the_tries_statement_is_prepared_at_its_first_run() -> None:
+    """#37: a process tries every few seconds to a minute; at psycopg's threshold (a fifth run
+    on the connection) the server planned its tries on every run for the process's first
+    minutes."""
+
+    async def main() -> list[str]:
+        conn = await connect("default")
+        try:
+            await run_async(conn, wake_storage.try_session_locks(leader_key=None, queues=["q"]))
+            cursor = await conn.execute("SELECT statement FROM pg_prepared_statements")
+            return [str(row[0]) for row in await cursor.fetchall()]
+        finally:
+            await conn.close()
+
+    prepared = asyncio.run(main())
+    assert len(prepared) == 1 and "pg_try_advisory_lock" in prepared[0], prepared

@@ -1,8 +1,9 @@
 """What an idle worker sends the server (issue #37), piece by piece against a real server: a
 process that is not its queue's waiting candidate does not claim at every poll interval (it
 only tries the candidate lock, to find a candidate that died), the runtime snapshot
-publishes the process's declarations once every DECLARATIONS_EVERY intervals, and a process
-whose snapshot does not change refreshes it less often."""
+publishes the process's declarations at start and then only when a snapshot of every
+DECLARATIONS_EVERY intervals finds the stored ones differ, its statements are prepared at their
+first run, and a process whose snapshot does not change refreshes it less often."""
 
 from __future__ import annotations
 
@@ -268,12 +269,17 @@ def test_a_snapshot_that_publishes_sends_one_statement_and_no_transaction(
     assert versions > 0
 
 
-def delete_descriptors() -> None:
+def execute_here(sql: str) -> None:
+    """Run ``sql`` on this thread's Django connection, closed after."""
     try:
         with connection.cursor() as cursor:
-            cursor.execute("DELETE FROM awa.queue_descriptors")
+            cursor.execute(sql)
     finally:
         connection.close()  # this thread's connection
+
+
+def delete_descriptors() -> None:
+    execute_here("DELETE FROM awa.queue_descriptors")
 
 
 def runtime_row(instance_id: str) -> tuple[datetime, int] | None:
@@ -402,10 +408,10 @@ def test_an_idle_process_refreshes_its_row_a_few_times_per_staleness_window(
 
     samples = asyncio.run(main())
     # Per DECLARATIONS_EVERY (6) intervals: one refresh (4 intervals after the last write, a
-    # third of the window) and the whole snapshot that republishes, 2 statements, each its own
-    # transaction, where a refresh every interval made them 8 (5 refreshes, the
-    # republication, the snapshot and the peer count): about 5 in the 16 intervals of the
-    # window against 21.
+    # third of the window) and the whole snapshot that compares the declarations, 2
+    # statements, each its own transaction, where a refresh every interval made them 8 (5
+    # refreshes, the republication, the snapshot and the peer count): about 5 in the 16
+    # intervals of the window against 21.
     assert len(counted.sent) <= 8, counted.sent
     assert counted.transactions == 0
     assert any("last_seen_at = now()" in q for q in counted.sent)
@@ -445,3 +451,94 @@ def test_a_whole_snapshot_reads_the_peers_and_the_live_concurrency_in_its_statem
     assert len(counted.sent) == 1, counted.sent
     assert peers == [1, 1]
     assert concurrency == [{"default": 4}, {"default": 4}]
+
+
+async def prepared_on(conn: AsyncConnection[Any]) -> list[str]:
+    """The statements prepared on ``conn``'s server session."""
+    cursor = await conn.execute("SELECT statement FROM pg_prepared_statements")
+    return [str(row[0]) for row in await cursor.fetchall()]
+
+
+def test_the_snapshot_statements_are_prepared_at_their_first_run_where_the_pool_prepares() -> None:
+    """#37: an idle process runs its snapshot statements a few times a minute over its pool's
+    connections; psycopg prepares a statement at its fifth run on a connection, so the server
+    planned them on every run for the process's first minutes. A pool that prepares nothing
+    (poll-only workers, behind a transaction pooler) still prepares nothing."""
+
+    async def main(prepare: bool) -> list[str]:
+        pool = await open_pool("default", max_size=1, prepare=prepare)
+        reporter = idle_reporter(pool, f"prepared-{prepare}", stale_after_s=20)
+        try:
+            await reporter.report_once()  # whole, with the declarations
+            await reporter.report_once()  # whole
+            await reporter.report_once()  # unchanged: touched
+            async with pool.connection() as conn:
+                return await prepared_on(conn)
+        finally:
+            await pool.close()
+
+    prepared = asyncio.run(main(True))
+    assert any("INSERT INTO awa.runtime_instances" in s for s in prepared), prepared
+    assert any("SET last_seen_at = now()" in s for s in prepared), prepared
+    assert len(prepared) == 3, prepared  # the first snapshot's, the later ones', the touch
+    assert asyncio.run(main(False)) == []
+
+
+def write_foreign_descriptor() -> None:
+    execute_here("UPDATE awa.queue_descriptors SET descriptor_hash = 'other-version'")
+
+
+def stored_hashes() -> set[str]:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT descriptor_hash FROM awa.queue_descriptors")
+            return {row[0] for row in cursor.fetchall()}
+    finally:
+        connection.close()  # this thread's connection
+
+
+def test_later_snapshots_publish_the_declarations_only_when_the_stored_ones_differ(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """#37: the declarations' four upserts went with every DECLARATIONS_EVERY-th snapshot, and
+    the server planned them each time; they go with the first only, and again, in a statement
+    of their own, when such a snapshot finds another version's descriptor stored (a rolling
+    deploy): the stored one is this process's again within DECLARATIONS_EVERY intervals."""
+    counted = Counted()
+
+    async def main() -> tuple[list[str], set[str], set[str], list[str]]:
+        pool = await open_pool("default", max_size=1)
+        # Refreshed every interval, so that each call between the republications sends one.
+        reporter = idle_reporter(pool, "publish-test", stale_after_s=20)
+        try:
+            await reporter.report_once()  # the first: publishes
+            mine = await asyncio.to_thread(stored_hashes)
+            counted.start(monkeypatch)
+            for _ in range(DECLARATIONS_EVERY):
+                await reporter.report_once()
+            agreeing = list(counted.sent)
+            monkeypatch.undo()
+            await asyncio.to_thread(write_foreign_descriptor)
+            counted.sent.clear()
+            counted.start(monkeypatch)
+            for _ in range(DECLARATIONS_EVERY - 1):
+                await reporter.report_once()
+            foreign = await asyncio.to_thread(stored_hashes)
+            await reporter.report_once()  # due: compares, finds the other version's
+            monkeypatch.undo()
+            restored = await asyncio.to_thread(stored_hashes)
+            assert restored == mine, (restored, mine)
+            return agreeing, mine, foreign, list(counted.sent)
+        finally:
+            monkeypatch.undo()
+            await pool.close()
+
+    agreeing, mine, foreign, diverged = asyncio.run(main())
+    # One statement a call, none with the declarations' upserts, while the stored ones agree.
+    assert len(agreeing) == DECLARATIONS_EVERY, agreeing
+    assert not any("awa.queue_descriptors AS q" in s for s in agreeing), agreeing
+    assert foreign == {"other-version"} != mine
+    # The calls before the due one left the other version's; the due one published after its
+    # snapshot, in one more statement.
+    assert len(diverged) == DECLARATIONS_EVERY + 1, diverged
+    assert "awa.queue_descriptors AS q" in diverged[-1]

@@ -16,7 +16,7 @@ SELECT
 
 -- name: declaration_writes
 -- The writes of publish_declarations, as the common table expressions a statement starts with
--- (report_runtime publishes with the snapshot it writes).
+-- (publish_runtime publishes with the first snapshot it writes).
 policies AS (
     INSERT INTO awa.queue_meta AS m (queue, dlq_enabled)
     SELECT p.queue, p.dlq_enabled
@@ -67,14 +67,30 @@ policies AS (
     ON CONFLICT (described, name, descriptor_hash) DO NOTHING
 )
 
+-- name: publish_runtime
+-- A process's first snapshot: publishes its declarations (as publish_declarations) and writes
+-- its runtime row in one statement, and answers as report_runtime (nothing to compare yet:
+-- the declarations were just written).
+WITH {{declaration_writes}}, {{runtime_write}}
+SELECT ({{count_peers}}) AS peers, ({{live_concurrency}}) AS concurrency, false AS diverged
+
 -- name: report_runtime
 -- Writes one process's runtime snapshot and answers, in the same statement, what the process
 -- reads back: how many live processes compete with it for a role (its session tries slow down
--- as that grows) and the live concurrency operators set on its queues (the safety net behind
--- the awa_control notifications). They were two more statements, each its own transaction,
--- that every idle process sent (#37). With the declarations when it publishes them (empty
--- arrays write nothing): one statement, where they were two.
-WITH {{declaration_writes}}, written AS (
+-- as that grows), the live concurrency operators set on its queues (the safety net behind
+-- the awa_control notifications), and whether what is stored of its declarations differs from
+-- them (a worker of another version wrote its own, or a row went): the reporter then publishes
+-- them again. The declarations' four upserts are not in it: an idle process runs it once a
+-- minute, and the server planned them on every run for its first minutes, more than it spent
+-- running the statement (#37).
+WITH {{runtime_write}}
+SELECT ({{count_peers}}) AS peers, ({{live_concurrency}}) AS concurrency,
+       ({{declarations_diverged}}) AS diverged
+
+-- name: runtime_write
+-- The upsert of a process's runtime row, as the common table expression of the statements that
+-- write a snapshot.
+written AS (
     INSERT INTO awa.runtime_instances (instance_id, hostname, pid, version, started_at,
                                        last_seen_at, queues, in_flight, is_leader, healthy,
                                        shutting_down, queue_hashes, kind_hashes)
@@ -87,11 +103,27 @@ WITH {{declaration_writes}}, written AS (
            shutting_down = excluded.shutting_down, queue_hashes = excluded.queue_hashes,
            kind_hashes = excluded.kind_hashes
 )
-SELECT ({{count_peers}}) AS peers,
-       (SELECT coalesce(jsonb_object_agg(m.queue, m.concurrency), '{}'::jsonb)
-          FROM awa.queue_meta m
-         WHERE m.queue IN (SELECT jsonb_object_keys(%(queues)s::jsonb))
-           AND m.concurrency IS NOT NULL) AS concurrency
+
+-- name: live_concurrency
+-- The live concurrency operators set on the process's queues, as a jsonb object by queue.
+SELECT coalesce(jsonb_object_agg(m.queue, m.concurrency), '{}'::jsonb)
+  FROM awa.queue_meta m
+ WHERE m.queue IN (SELECT jsonb_object_keys(%(queues)s::jsonb))
+   AND m.concurrency IS NOT NULL
+
+-- name: declarations_diverged
+-- Whether what publish_declarations writes differs from the process's declarations: a queue's
+-- or kind's stored descriptor has another hash (or is missing), or a queue's DLQ policy is
+-- another. The recorded versions need no look: the leader keeps those a live row declares.
+SELECT EXISTS (SELECT FROM jsonb_each_text(%(queue_hashes)s::jsonb) AS h (name, hash)
+                WHERE NOT EXISTS (SELECT FROM awa.queue_descriptors d
+                                   WHERE d.queue = h.name AND d.descriptor_hash = h.hash))
+    OR EXISTS (SELECT FROM jsonb_each_text(%(kind_hashes)s::jsonb) AS h (name, hash)
+                WHERE NOT EXISTS (SELECT FROM awa.kind_descriptors d
+                                   WHERE d.kind = h.name AND d.descriptor_hash = h.hash))
+    OR EXISTS (SELECT FROM jsonb_each_text(%(policies)s::jsonb) AS p (queue, dlq)
+                WHERE NOT EXISTS (SELECT FROM awa.queue_meta m
+                                   WHERE m.queue = p.queue AND m.dlq_enabled = p.dlq::boolean))
 
 -- name: touch_runtime
 -- Refreshes a snapshot that did not change since it was written (#37): one timestamp, a HOT
