@@ -23,9 +23,10 @@ from awa_django.limits import concurrency_problem
 from awa_django.ops.known import queue_known, unknown_queue_message
 from awa_django.storage import control, samples
 from awa_django.storage.backlog import KINDS_NOBODY_RUNS
+from awa_django.storage.browse import without_jit
 from awa_django.storage.queue import QueueDepth, queue_depths
 from awa_django.storage.samples import QueueRollup, QueueSample
-from awa_django.storage.statement import run
+from awa_django.storage.statement import run, run_read
 
 __all__ = [
     "QueueRollup",
@@ -112,7 +113,7 @@ def stats(*, database: str | None = None) -> list[QueueStats]:
 def _stats(alias: str) -> list[QueueStats]:
     conf = get_settings()
     with connections[alias].cursor() as cursor:
-        depths = {d.queue: d for d in run(cursor, queue_depths())}
+        depths = {d.queue: d for d in run_read(cursor, without_jit(queue_depths()))}
         totals = with_unsampled(
             run(cursor, samples.sample_totals(window_s=HOUR_S)),
             run(cursor, samples.unsampled_closures(window_s=HOUR_S)),

@@ -220,6 +220,13 @@ def _planned_without_jit(steps: Callable[[], Steps[T]]) -> Read[T]:
     return Read(steps=steps, plan=_PLAN_WITHOUT_JIT, restore=_restore_jit)
 
 
+def without_jit(statement: Statement[T]) -> Read[T]:
+    """One operator read planned without JIT, as the listings are: the live depths' plan
+    (awa.waiting_entries over every lane) is estimated far above ``jit_above_cost``, and at a
+    million retained jobs compiling it took ten times as long as running it."""
+    return _planned_without_jit(partial(step, statement))
+
+
 @contextmanager
 def bounded_statements(alias: str, timeout_ms: int) -> Iterator[None]:
     """Run the block with each statement on connection ``alias`` cancelled by PostgreSQL after

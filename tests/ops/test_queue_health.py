@@ -7,7 +7,7 @@ import asyncio
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test import override_settings
 
 import awa_django as awa
@@ -142,6 +142,32 @@ def view_counts(state: str) -> dict[str, int]:
             "SELECT queue, count(*) FROM awa.jobs WHERE state = %s GROUP BY queue", [state]
         )
         return dict(cursor.fetchall())
+
+
+def test_the_live_depths_are_planned_without_jit_and_the_setting_is_put_back():
+    noop.enqueue()
+    seen: list[str] = []
+
+    def note_jit(execute, sql, params, many, context):
+        # Before the depths statement: the setting it is planned with.
+        if "awa.waiting_entries(NULL)" in sql:
+            with connection.cursor() as cursor:
+                cursor.execute("SHOW jit")
+                seen.append(cursor.fetchone()[0])
+        return execute(sql, params, many, context)
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        (server_setting,) = cursor.fetchone()
+    # PostgreSQL's default: the read itself must turn JIT off.
+    assert server_setting == "on"
+    with transaction.atomic():
+        with connection.execute_wrapper(note_jit):
+            assert [s.queue for s in awa.queues.stats()] == ["default", "email"]
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW jit")
+            assert cursor.fetchone() == (server_setting,)
+    assert seen == ["off"]
 
 
 def test_live_depths_and_the_drain_count_equal_the_jobs_in_each_state():
