@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 import awa_django as awa
 from awa_django.storage.browse import JOB_STATES
 from tests.conftest import run_burst
+from tests.jit_settings import jit_before, show_jit
 
 pytestmark = pytest.mark.usefixtures("awa_db")
 
@@ -108,23 +109,10 @@ def test_the_listing_finds_its_ids_without_reading_the_jobs_view():
 
 def test_inside_the_callers_transaction_the_listing_puts_its_jit_setting_back():
     awa.enqueue("tests.noop", args={})
-    seen: list[str] = []
-
-    def note_jit(execute, sql, params, many, context):
-        # Before each statement that reads the ring: the setting it is planned with.
-        if "awa.ready_entries" in sql:
-            with connection.cursor() as cursor:
-                cursor.execute("SHOW jit")
-                seen.append(cursor.fetchone()[0])
-        return execute(sql, params, many, context)
-
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW jit")
-        (server_setting,) = cursor.fetchone()
+    server_setting = show_jit()
     with transaction.atomic():
-        with connection.execute_wrapper(note_jit):
+        # Before each statement that reads the ring: the setting it is planned with.
+        with jit_before("awa.ready_entries") as seen:
             assert len(awa.list_jobs(state="available")) == 1
-        with connection.cursor() as cursor:
-            cursor.execute("SHOW jit")
-            assert cursor.fetchone() == (server_setting,)
+        assert show_jit() == server_setting
     assert seen and set(seen) == {"off"}

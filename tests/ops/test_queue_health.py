@@ -21,6 +21,7 @@ from awa_django.storage.control import drain_candidates
 from awa_django.storage.queue import ClaimRequest, QueueDepth, claim_ready
 from awa_django.storage.statement import run, run_async
 from tests.conftest import run_burst
+from tests.jit_settings import jit_before, show_jit
 from tests.jobs import noop, retry_after, terminal
 
 pytestmark = pytest.mark.usefixtures("awa_db")
@@ -146,27 +147,13 @@ def view_counts(state: str) -> dict[str, int]:
 
 def test_the_live_depths_are_planned_without_jit_and_the_setting_is_put_back():
     noop.enqueue()
-    seen: list[str] = []
-
-    def note_jit(execute, sql, params, many, context):
-        # Before the depths statement: the setting it is planned with.
-        if "awa.waiting_entries(NULL)" in sql:
-            with connection.cursor() as cursor:
-                cursor.execute("SHOW jit")
-                seen.append(cursor.fetchone()[0])
-        return execute(sql, params, many, context)
-
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW jit")
-        (server_setting,) = cursor.fetchone()
+    server_setting = show_jit()
     # PostgreSQL's default: the read itself must turn JIT off.
     assert server_setting == "on"
     with transaction.atomic():
-        with connection.execute_wrapper(note_jit):
+        with jit_before("awa.waiting_entries(NULL)") as seen:
             assert [s.queue for s in awa.queues.stats()] == ["default", "email"]
-        with connection.cursor() as cursor:
-            cursor.execute("SHOW jit")
-            assert cursor.fetchone() == (server_setting,)
+        assert show_jit() == server_setting
     assert seen == ["off"]
 
 
