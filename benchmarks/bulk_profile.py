@@ -37,13 +37,14 @@ import json
 import os
 import pstats
 import subprocess
-import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
+
+from benchmarks.profile_setup import migrated_django, statements_monitor
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 ARGS = {"n": 0, "payload": "0" * 240}
@@ -60,16 +61,6 @@ SELECT toplevel, calls, shared_blks_hit, shared_blks_dirtied, wal_records, wal_f
    AND query NOT ILIKE '%%CHECKPOINT%%'
  ORDER BY toplevel DESC, calls DESC
 """
-
-
-def _setup() -> None:
-    os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def _awa(jobs: int) -> Callable[[], None]:
@@ -214,16 +205,13 @@ def main() -> None:
     parser.add_argument("--checkpoint", action="store_true")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
-    url = os.environ.get("DATABASE_URL")
-    if not url:
-        sys.exit("DATABASE_URL is not set: run under scripts/with_postgres.py")
-    _setup()
-    monitor = psycopg.connect(url, autocommit=True)
-    monitor.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    monitor = statements_monitor()
+    migrated_django()
     report: dict[str, Any] = {"jobs": args.jobs, "calls": args.calls}
     awa_call = _awa(args.jobs)
     awa_call()  # the lane, the session's plans and caches
-    for name, call in (("enqueue_many", awa_call), ("bare COPY", _floor(url, args.jobs))):
+    floor = _floor(os.environ["DATABASE_URL"], args.jobs)
+    for name, call in (("enqueue_many", awa_call), ("bare COPY", floor)):
         call()
         figures = {
             "python_calls": _python_calls(call, args.calls, args.jobs),

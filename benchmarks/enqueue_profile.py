@@ -33,10 +33,8 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
-import os
 import pstats
 import statistics
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,6 +42,7 @@ from typing import Any
 
 import psycopg
 
+from benchmarks.profile_setup import migrated_django, statements_monitor
 from benchmarks.session_cost import backend_cpu_ms
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -56,20 +55,6 @@ SELECT toplevel, calls, shared_blks_hit, shared_blks_dirtied, wal_bytes,
    AND query NOT ILIKE '%%pg_stat%%'
  ORDER BY toplevel DESC, calls DESC
 """
-
-
-def _setup() -> None:
-    os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
-    # The second queue of the two-queue transactions, as the web-shaped run names it.
-    os.environ["AWA_OVERRIDES"] = json.dumps(
-        {"QUEUES": {queue: {"concurrency": 8} for queue in ("bench", SECOND_QUEUE)}}
-    )
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 # What a loop's unit is: one enqueue of its own, one in atomic(), or a transaction of two.
@@ -147,12 +132,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
-    url = os.environ.get("DATABASE_URL")
-    if not url:
-        sys.exit("DATABASE_URL is not set: run under scripts/with_postgres.py")
-    _setup()
-    monitor = psycopg.connect(url, autocommit=True)
-    monitor.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    monitor = statements_monitor()
+    # The second queue of the two-queue transactions, as the web-shaped run names it.
+    migrated_django({"QUEUES": {queue: {"concurrency": 8} for queue in ("bench", SECOND_QUEUE)}})
     report: dict[str, Any] = {"jobs": args.jobs}
     for mode in (AUTOCOMMIT, ATOMIC, TWO_QUEUES):
         _loop(args.jobs, mode=mode)  # the lane, the session's plans and caches
