@@ -36,7 +36,7 @@ from awa_django.exceptions import InvalidJob
 from awa_django.job_record import JobRecord
 from awa_django.limits import MAX_ID
 from awa_django.models import Job
-from awa_django.ops.actions import cancel, retry, retry_many, run_now
+from awa_django.ops.actions import cancel, cancel_many, retry, retry_many, run_now
 from awa_django.storage.backlog import run_now as run_deferred_now
 from awa_django.storage.browse import (
     COUNT_CAP,
@@ -540,8 +540,9 @@ class JobAdmin(OperatorAdmin):
                 )
             ids = [job.job_id for job in page.jobs]
             if action == "cancel":
-                for job_id in ids:
-                    committed.add(cancel(job_id, reason=reason, database=alias))
+                # A page's cancels commit together, in one statement; one that finished or was
+                # cancelled meanwhile is skipped.
+                committed.add(len(cancel_many(ids, reason=reason, database=alias)))
             elif action == "retry":
                 # A page's retries commit together, in a few statements; one already retried
                 # (by a re-run, or someone else) is no longer in the state and is skipped.

@@ -93,7 +93,7 @@ _NO_CURSOR: Final = 2**63 - 1
 # The states read from the ring's claims and closures, which hold no kind or queue; under a
 # kind or queue filter, a pair with at least _MANY_READY_ROWS ready rows is listed by walking
 # the state's rows rather than the pair's (see _has_many_ready_rows).
-_RING_STATE_QUERIES: Final = frozenset({"open_attempt_job_ids", "closed_job_ids"})
+_RING_STATE_QUERIES: Final = frozenset({"open_attempt_job_ids", "closed_job_ids", "failed_job_ids"})
 _MANY_READY_ROWS: Final = 2_000
 # The states of an open attempt, read through awa.open_attempts (see _count).
 _OPEN_STATES: Final = frozenset({"running", "waiting_external"})
@@ -348,22 +348,40 @@ def _window_ids(walk: _Walk, before: int, size: int) -> Steps[list[int]]:
     return _newest(id_lists, size)
 
 
-def _state_ids(state: str, walk: _Walk, before: int, size: int) -> Steps[list[int]]:
+def _state_ids(
+    state: str, walk: _Walk, before: int, size: int, *, page: bool = False
+) -> Steps[list[int]]:
+    """The newest ``size`` ids of ``state`` below ``before``; ``page``: for a page (a few
+    dozen), not a count (to the cap)."""
     by_id, by_name, params = _IDS_BY_STATE[state]
+    if page and state == "failed":
+        by_id = "failed_job_ids"
     bounds = {"before": before, "size": size, **params}
     if walk.names is None:
-        return (yield from step(_ids(by_id, {**bounds, "queue": None, "kind": None})))
+        return (yield from _ring_ids(by_id, {**bounds, "queue": None, "kind": None}))
     id_lists = []
     for queue, kind in walk.names:
         pair = {"queue": queue, "kind": kind}
         if state == "available" and (yield from step(_has_many_ready_rows(pair, before))):
             id_lists.append((yield from _available_by_name(pair, before, size)))
             continue
-        query = by_name
         if by_id in _RING_STATE_QUERIES and (yield from step(_has_many_ready_rows(pair, before))):
-            query = by_id
-        id_lists.append((yield from step(_ids(query, {**bounds, **pair}))))
+            id_lists.append((yield from _ring_ids(by_id, {**bounds, **pair})))
+        else:
+            id_lists.append((yield from step(_ids(by_name, {**bounds, **pair}))))
     return _newest(id_lists, size)
+
+
+def _ring_ids(query: str, params: dict[str, Any]) -> Steps[list[int]]:
+    if query != "failed_job_ids":
+        return (yield from step(_ids(query, params)))
+    # Its anti-joins are merges of index walks only with hash and nested-loop joins (and
+    # sorting) planned as a last resort while it runs, inside the read's transaction; then the
+    # settings are put back (browse.sql, failed_job_ids).
+    settings = yield from step(_PLAN_AS_MERGE)
+    found = yield from step(_ids(query, params))
+    yield from step(Statement(sql=_SQL["restore_merge"], params=settings, read=nothing))
+    return found
 
 
 def _available_by_name(pair: dict[str, str], before: int, size: int) -> Steps[list[int]]:
@@ -406,7 +424,7 @@ def _list_in_state(
     every_id: int | None = None
     while len(matches) <= limit:
         wanted = limit + 1 - len(matches)
-        found = yield from _state_ids(state, walk, below, wanted)
+        found = yield from _state_ids(state, walk, below, wanted, page=True)
         if before is None and below == _NO_CURSOR and len(found) < wanted:
             every_id = len(found)
         if not found:
@@ -539,6 +557,10 @@ def _available(queue: str | None, kind: str | None, cap: int) -> Statement[int]:
 
 _PLAN_AS_NAME_WALK: Final[Statement[str]] = Statement(
     sql=_SQL["plan_as_name_walk"], read=first_value
+)
+_PLAN_AS_MERGE: Final[Statement[dict[str, str]]] = Statement(
+    sql=_SQL["plan_as_merge"],
+    read=lambda rows: {"hash": rows[0][0], "nestloop": rows[0][1], "sort": rows[0][2]},
 )
 _PLAN_AS_WALK: Final[Statement[tuple[str, str]]] = Statement(
     sql=_SQL["plan_as_walk"], read=lambda rows: (rows[0][0], rows[0][1])

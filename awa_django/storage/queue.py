@@ -28,7 +28,6 @@ from awa_django.storage.statement import (
     all_rows,
     first_int,
     first_row,
-    first_text,
     nothing,
     rows_of,
 )
@@ -213,11 +212,13 @@ def notify_queues(queues: Sequence[str]) -> Statement[None]:
     return Statement(sql=_SQL["notify_queues"], params={"queues": list(queues)}, read=nothing)
 
 
-def cancel_job(*, job_id: int, reason: str) -> Statement[str]:
-    """Cancel one job in the caller's transaction; answers the outcome name of
-    awa.cancel_job."""
+def cancel_jobs(*, job_ids: Sequence[int], reason: str) -> Statement[list[tuple[int, str]]]:
+    """Cancel each of ``job_ids``, in that order, in the caller's transaction; answers each
+    job's id with the outcome name of awa.cancel_job."""
     return Statement(
-        sql=_SQL["cancel_job"], params={"job_id": job_id, "reason": reason}, read=first_text
+        sql=_SQL["cancel_jobs"],
+        params={"job_ids": list(job_ids), "reason": reason},
+        read=all_rows,
     )
 
 

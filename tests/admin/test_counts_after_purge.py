@@ -4,6 +4,8 @@ matching" confirms and reports the jobs that exist."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.admin.models import LogEntry
 from django.db import connection
 from django.urls import reverse
@@ -13,7 +15,7 @@ from awa_django.storage.browse import JobFilter, count_in_state, list_jobs
 from awa_django.storage.statement import run_read
 from tests.admin.test_dlq import messages_of
 from tests.admin.test_filter_indexes import dead_letters, explain_each, rows_read
-from tests.admin.test_hot_lane import hot_lane
+from tests.admin.test_hot_lane import hot_lane, nodes
 from tests.conftest import run_burst
 
 LIST = "admin:awa_django_job_changelist"
@@ -97,3 +99,45 @@ def test_failed_pages_probe_the_purge_markers_one_by_one(operator_client):
         assert run_read(cursor, count_in_state("failed", where)) == 0
     listed = operator_client.get(reverse(LIST), {"kind": "tests.noop", "state": "failed"})
     assert listed.context["state_count"] == 0
+
+
+def probes(root: dict[str, Any], *tables: str) -> int:
+    """How many times the plan's scans of ``tables`` ran: once for a walk, once per probe."""
+    return sum(node["Actual Loops"] for node in nodes(root) if node.get("Relation Name") in tables)
+
+
+def test_a_failed_page_walks_the_dead_letters_once_not_per_closure(operator_client):
+    """A page of failed jobs below thousands of failed closures whose jobs moved to the DLQ
+    (a fifth purged from it since) reads the DLQ and the purge markers once each, in step with
+    the closures, instead of probing both for every closure it passes (issue #36: 50,050
+    probes at a million jobs)."""
+    still = failed_then_purged(failed=3, purged=0)
+    hot_lane(FAILED + 1, still_open=1, outcome="failed")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT job_id FROM awa.done_entries WHERE outcome = 'failed' AND job_id <> ALL(%s)",
+            [still],
+        )
+        moved = sorted(row[0] for row in cursor.fetchall())
+        cursor.execute(
+            "SELECT count(*) FROM awa.dlq_move(%s, ARRAY['failed'], 'moved_from_failed')",
+            [moved],
+        )
+        assert cursor.fetchone()[0] == FAILED
+        cursor.execute("SELECT count(*) FROM awa.dlq_purge(%s)", [moved[::5]])
+        assert cursor.fetchone()[0] == FAILED // 5
+        cursor.execute("VACUUM ANALYZE")
+    where = JobFilter(state="failed")
+    read = list_jobs(where=where, before=None, limit=50)
+    passed = max(probes(root, "dlq_entries", "purged_jobs") for root in explain_each(read))
+    # The walk of each, and a probe of each for the few closures kept (closure_is_newest).
+    assert passed <= 20, passed
+    with connection.cursor() as cursor:
+        page = run_read(cursor, list_jobs(where=where, before=None, limit=50, count=True))
+        assert [job.job_id for job in page.jobs] == sorted(still, reverse=True)
+        assert page.count == 3
+        # From a cursor among the moved closures, and from one among the failed jobs.
+        below = run_read(cursor, list_jobs(where=where, before=moved[FAILED // 2], limit=2))
+        assert [job.job_id for job in below.jobs] == sorted(still, reverse=True)[:2]
+        last = run_read(cursor, list_jobs(where=where, before=max(still), limit=50))
+        assert [job.job_id for job in last.jobs] == sorted(still, reverse=True)[1:]

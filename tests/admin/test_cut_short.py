@@ -16,6 +16,7 @@ from django.test.utils import override_settings
 from django.urls import reverse
 
 import awa_django as awa
+from awa_django.admin import jobs
 from awa_django.ops import dlq
 from tests.admin.test_dlq import insert_entries
 from tests.conftest import subprocess_database_url
@@ -47,12 +48,16 @@ def row_lock(awa_db: None) -> Iterator[psycopg.Connection]:
         holder.close()
 
 
-def test_cancel_all_matching_cut_short_logs_the_jobs_it_cancelled(operator_client, row_lock):
+def test_cancel_all_matching_cut_short_logs_the_batches_it_cancelled(
+    operator_client, monkeypatch, row_lock
+):
+    monkeypatch.setattr(jobs, "BULK_BATCH_SIZE", 2)
     ids = sorted(
         awa.enqueue("tests.noop", args={"n": n}, run_at=timedelta(hours=1)) for n in range(3)
     )
-    # The walk goes from the newest id down; the oldest job's row is held by another session,
-    # so its cancel waits on the lock until the statement timeout cancels it.
+    # The walk goes from the newest id down, a batch of two per transaction; the oldest job's
+    # row is held by another session, so the second batch's cancel waits on the lock until
+    # the statement timeout cancels it (and undoes that batch only).
     row_lock.execute("SELECT 1 FROM awa.deferred_jobs WHERE job_id = %s FOR UPDATE", [ids[0]])
 
     response = timed_out(

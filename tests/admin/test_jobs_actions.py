@@ -15,6 +15,7 @@ from django.urls import reverse
 
 import awa_django as awa
 from awa_django.admin import jobs
+from awa_django.signals import job_cancelled
 from tests.admin.test_dlq import messages_of
 from tests.admin.test_hot_lane import hot_lane
 from tests.conftest import BackgroundWorker, run_burst, wait_until
@@ -135,6 +136,38 @@ def test_cancel_all_matching(operator_client, monkeypatch):
     done = operator_client.post(reverse(MATCHING), {**search, "confirmed": "on"}, follow=True)
     assert messages_of(done) == ["Cancelled 9 jobs matching state=available."]
     assert {awa.get_job(j).state for j in waiting} == {"cancelled"}
+
+
+def test_cancel_all_matching_costs_a_few_statements_per_page_not_per_job(operator_client):
+    """A bulk cancel's page of 1,000 jobs is cancelled in one transaction of one statement;
+    each job's own transaction cost one statement (and a commit) per job (issue #36)."""
+    ids = awa.enqueue_many("tests.noop", [{"n": n} for n in range(2_500)], queue="partners")
+    awa.enqueue("tests.noop", args={}, run_at=timedelta(hours=1), queue="partners")
+    received: list[int] = []
+
+    def receiver(sender: object, job_id: int, **kwargs: object) -> None:
+        received.append(job_id)
+
+    search = {"action": "cancel", "state": "available", "confirmed": "on"}
+    job_cancelled.connect(receiver)
+    try:
+        with CaptureQueriesContext(connection) as statements:
+            done = operator_client.post(reverse(MATCHING), search, follow=True)
+    finally:
+        job_cancelled.disconnect(receiver)
+    assert messages_of(done) == ["Cancelled 2,500 jobs matching state=available."]
+    # Three pages of ids (1,000, 1,000, 500), each read in one transaction and cancelled in
+    # another of one statement (and one read for the signals), and the page the redirect
+    # shows: not a transaction per job.
+    sql = [query["sql"] for query in statements.captured_queries]
+    assert sql.count("BEGIN") <= 8, sql.count("BEGIN")
+    assert len(sql) <= 50, len(sql)
+    assert sorted(received) == sorted(ids)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT state, count(*) FROM awa.jobs GROUP BY state ORDER BY state")
+        assert cursor.fetchall() == [("cancelled", 2_500), ("scheduled", 1)]
+    (entry,) = LogEntry.objects.all()
+    assert entry.change_message == "Cancelled 2,500 jobs matching state=available."
 
 
 def test_retry_all_matching_costs_a_few_statements_per_page_not_per_job(

@@ -190,10 +190,12 @@ def test_a_page_holding_every_job_of_its_state_counts_them_without_reading_again
     running = hot_lane(jobs=2_000, still_open=3)
     history = closed_history()
     open_attempts = browse_sql("open_attempt_job_ids")
+    # A failed page reads failed_job_ids; its count would read closed_job_ids.
+    failed_page = browse_sql("failed_job_ids")
     closed = browse_sql("closed_job_ids")
     for state, expected, statement in (
         ("running", running, open_attempts),
-        ("failed", sorted(history["failed"], reverse=True), closed),
+        ("failed", sorted(history["failed"], reverse=True), failed_page),
     ):
         with CaptureQueriesContext(connection) as queries, connection.cursor() as cursor:
             page = run_read(
@@ -203,6 +205,7 @@ def test_a_page_holding_every_job_of_its_state_counts_them_without_reading_again
         assert page.count == len(expected)
         reads = [q for q in queries.captured_queries if q["sql"].startswith(statement)]
         assert len(reads) == 1, state
+        assert not [q for q in queries.captured_queries if q["sql"].startswith(closed)], state
     # A state with more jobs than a page still counts them with its own, capped read.
     with connection.cursor() as cursor:
         page = run_read(

@@ -37,6 +37,24 @@ SELECT sort, set_config('enable_sort', 'off', true) FROM before
 -- Puts back, for the rest of the caller's transaction, the setting plan_as_name_walk replaced.
 SELECT set_config('enable_sort', %(sort)s, true)
 
+-- name: plan_as_merge
+-- For the rest of the transaction only (is_local): joins as merges of index walks, so
+-- failed_job_ids walks the closures, the DLQ and the purge markers together down their job_id
+-- indexes (no hash or nested-loop join, sorting as a last resort); see storage/browse.py.
+-- Answers the settings it replaced.
+WITH before AS MATERIALIZED (
+    SELECT current_setting('enable_hashjoin') AS hash,
+           current_setting('enable_nestloop') AS nestloop, current_setting('enable_sort') AS sort
+)
+SELECT hash, nestloop, sort, set_config('enable_hashjoin', 'off', true),
+       set_config('enable_nestloop', 'off', true), set_config('enable_sort', 'off', true)
+  FROM before
+
+-- name: restore_merge
+-- Puts back, for the rest of the caller's transaction, the settings plan_as_merge replaced.
+SELECT set_config('enable_hashjoin', %(hash)s, true),
+       set_config('enable_nestloop', %(nestloop)s, true), set_config('enable_sort', %(sort)s, true)
+
 -- name: bound_statements
 -- Caps every later statement at %(timeout)s (statement_timeout) for the session, or with
 -- %(local)s for the rest of the caller's transaction only: see storage/browse.py. Answers the
@@ -238,6 +256,22 @@ AND (SELECT f.job_id FROM awa.deferred_jobs f WHERE f.job_id = d.job_id)
 AND (SELECT p.job_id FROM awa.purged_jobs p WHERE p.job_id = d.job_id)
     IS DISTINCT FROM d.job_id
 
+-- name: kept_closure_ids
+-- The records of %(state)s kept past their ring slot in terminal_history (given a pair, that
+-- pair's), each only when no newer fact follows it: an arm of closed_job_ids and
+-- failed_job_ids.
+(SELECT h.job_id FROM awa.terminal_history h
+  WHERE h.job_id < %(before)s AND h.state = %(state)s
+    AND (%(queue)s::text IS NULL OR (h.queue = %(queue)s::text AND h.kind = %(kind)s::text))
+    AND (SELECT n.job_id FROM awa.ready_entries n
+          WHERE n.job_id = h.job_id AND n.run_lease > h.run_lease LIMIT 1)
+        IS DISTINCT FROM h.job_id
+    AND (SELECT q.job_id FROM awa.dlq_entries q WHERE q.job_id = h.job_id)
+        IS DISTINCT FROM h.job_id
+    AND (SELECT f.job_id FROM awa.deferred_jobs f WHERE f.job_id = h.job_id)
+        IS DISTINCT FROM h.job_id
+  ORDER BY h.job_id DESC LIMIT %(size)s)
+
 -- name: closed_job_ids
 -- `completed`, `failed` or `cancelled` (%(state)s): closures in the ring with that outcome,
 -- plus, for failed and cancelled, records kept past their slot in terminal_history and
@@ -287,17 +321,7 @@ SELECT job_id FROM (
         AND {{closure_is_newest}}
       ORDER BY d.job_id DESC LIMIT %(size)s)
     UNION
-    (SELECT h.job_id FROM awa.terminal_history h
-      WHERE h.job_id < %(before)s AND h.state = %(state)s
-        AND (%(queue)s::text IS NULL OR (h.queue = %(queue)s::text AND h.kind = %(kind)s::text))
-        AND (SELECT n.job_id FROM awa.ready_entries n
-              WHERE n.job_id = h.job_id AND n.run_lease > h.run_lease LIMIT 1)
-            IS DISTINCT FROM h.job_id
-        AND (SELECT q.job_id FROM awa.dlq_entries q WHERE q.job_id = h.job_id)
-            IS DISTINCT FROM h.job_id
-        AND (SELECT f.job_id FROM awa.deferred_jobs f WHERE f.job_id = h.job_id)
-            IS DISTINCT FROM h.job_id
-      ORDER BY h.job_id DESC LIMIT %(size)s)
+    {{kept_closure_ids}}
     UNION
     -- Tombstones have no job_id index; there is one per cancel of a job that had not started,
     -- a small set next to the ring's claims and closures.
@@ -315,6 +339,40 @@ SELECT job_id FROM (
         AND (SELECT f.job_id FROM awa.deferred_jobs f WHERE f.job_id = t.job_id)
             IS DISTINCT FROM t.job_id
       ORDER BY t.job_id DESC LIMIT %(size)s)
+) ids
+ ORDER BY job_id DESC LIMIT %(size)s
+
+-- name: failed_job_ids
+-- closed_job_ids for a page of `failed` (not its count), planned by plan_as_merge. A failed
+-- closure's newest fact is most often a DLQ entry, or that entry's purge marker: failures
+-- moved to the DLQ in bulk leave tens of thousands of closures above a page's failed jobs,
+-- and a probe of the DLQ and of the markers per closure read every one of them on the way
+-- (issue #36: 50,050 probes at a million jobs). Here the closures, the DLQ and the markers
+-- are walked down their job_id indexes together, from the cursor, and merge anti-joins drop
+-- the closures of jobs in either, each index read once and only as far as the walk goes;
+-- the other facts (and the DLQ and the marker once more: cheap, for the closures kept) are
+-- probed by closure_is_newest after them. As a nested loop, the planner's choice for the
+-- handful of closures it expects behind the anti-joins, one of them read the purge markers
+-- whole once per closure; as a hash, the whole DLQ. Each anti-join is bounded by the cursor
+-- on its own side, as the merge cannot infer it.
+SELECT job_id FROM (
+    (SELECT d.job_id FROM (
+        SELECT d.job_id, d.run_lease, d.queue, d.priority, d.shard, d.lane_seq, d.ready_slot
+          FROM awa.done_entries d
+         WHERE d.job_id < %(before)s AND d.outcome = %(state)s
+           AND NOT EXISTS (SELECT 1 FROM (SELECT q.job_id FROM awa.dlq_entries q
+                                           WHERE q.job_id < %(before)s
+                                           ORDER BY q.job_id DESC) q
+                            WHERE q.job_id = d.job_id)
+           AND NOT EXISTS (SELECT 1 FROM (SELECT p.job_id FROM awa.purged_jobs p
+                                           WHERE p.job_id < %(before)s
+                                           ORDER BY p.job_id DESC) p
+                            WHERE p.job_id = d.job_id)
+         ORDER BY d.job_id DESC OFFSET 0) d
+      WHERE {{closure_is_newest}}
+      ORDER BY d.job_id DESC LIMIT %(size)s)
+    UNION
+    {{kept_closure_ids}}
 ) ids
  ORDER BY job_id DESC LIMIT %(size)s
 

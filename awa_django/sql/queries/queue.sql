@@ -88,9 +88,11 @@ SELECT queue, priority, shard, lane_seq, ready_slot, job_id, kind, args, attempt
                        %(claimed_by)s, %(deadline_s)s::double precision,
                        %(aging_s)s::double precision, %(sequential)s::boolean)
 
--- name: cancel_job
--- Cancels one job whatever its state; returns what happened (see awa.cancel_job).
-SELECT awa.cancel_job(%(job_id)s::bigint, %(reason)s) AS outcome
+-- name: cancel_jobs
+-- Cancels each job whatever its state, in the order given, in the caller's transaction; a row
+-- per job with what happened to it (see awa.cancel_job).
+SELECT u.job_id, awa.cancel_job(u.job_id, %(reason)s) AS outcome
+  FROM unnest(%(job_ids)s::bigint[]) AS u(job_id)
 
 -- name: queue_depths
 -- Per queue: waiting ready rows (awa.waiting_entries: after each lane's claim cursor, no
