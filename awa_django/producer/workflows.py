@@ -197,6 +197,10 @@ class WorkflowBuilder:
     def __hash__(self) -> int:
         return hash((self.name, self.steps, self.failure_step))
 
+    def __reduce__(self) -> tuple[type[WorkflowBuilder], tuple[Any, ...]]:
+        # Copied and pickled as its steps: following the links would recurse once per step.
+        return (WorkflowBuilder, (self.name, self.steps, self.failure_step))
+
     def __repr__(self) -> str:
         return (
             f"WorkflowBuilder(name={self.name!r}, steps={self.steps!r}, "

@@ -5,6 +5,8 @@ still be extended), so the test does not time."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 import tracemalloc
 
 import awa_django as awa
@@ -27,14 +29,14 @@ def held_by_builders(steps: int) -> int:
     return held
 
 
-def test_each_step_holds_a_constant_share_of_the_workflow():
+def test_each_step_holds_a_constant_share_of_the_workflow() -> None:
     short, long = held_by_builders(SHORT), held_by_builders(10 * SHORT)
     # Ten times the steps hold about ten times the bytes; copying the steps before each new one
     # held about fifty times as many at these lengths.
     assert long < 20 * short, (short, long)
 
 
-def test_builders_that_share_steps_stay_apart():
+def test_builders_that_share_steps_stay_apart() -> None:
     base = awa.Workflow("w").step("a", "wf.collect")
     left = base.step("b", "wf.collect", after=["a"])
     right = base.step("c", "wf.collect", after=["a"]).on_failure("f", "wf.collect")
@@ -48,3 +50,12 @@ def test_builders_that_share_steps_stay_apart():
     assert left == awa.Workflow("w").step("a", "wf.collect").step("b", "wf.collect", after=["a"])
     assert left != right
     assert "steps=(Step(name='a'" in repr(left)
+
+
+def test_a_long_workflow_is_copied_and_pickled_whole() -> None:
+    workflow = awa.Workflow("long")
+    for position in range(10 * SHORT):
+        workflow = workflow.step(str(position), "wf.add", args={"x": position})
+    assert copy.deepcopy(workflow) == workflow
+    assert pickle.loads(pickle.dumps(workflow)) == workflow
+    assert copy.copy(workflow).steps == workflow.steps
