@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Final, Unpack
@@ -133,16 +133,79 @@ class WorkflowState:
         return {s.name: s.result for s in self.steps if s.state == "completed"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
+class _Added:
+    """A step of a workflow linked to the steps before it: ``step`` makes one link and shares
+    the rest with the workflow it extends, where copying them would make building a workflow
+    one step at a time quadratic in its length."""
+
+    step: Step
+    before: _Added | None
+
+
+@dataclass(frozen=True, slots=True, init=False, eq=False, repr=False)
 class WorkflowBuilder:
     """A graph of named steps, built one ``step`` at a time and enqueued in one call.
 
     ``Workflow("import").step("fetch", fetch, url=u).step("parse", parse, after=["fetch"])``
     """
 
-    name: str = "workflow"
-    steps: tuple[Step, ...] = ()
-    failure_step: Step | None = None
+    name: str
+    failure_step: Step | None
+    # The last step added; None for a workflow without steps.
+    _last: _Added | None
+
+    def __init__(
+        self, name: str = "workflow", steps: Iterable[Step] = (), failure_step: Step | None = None
+    ) -> None:
+        last = None
+        for step in steps:
+            last = _Added(step, last)
+        self._set(name, last, failure_step)
+
+    def _set(self, name: str, last: _Added | None, failure_step: Step | None) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "_last", last)
+        object.__setattr__(self, "failure_step", failure_step)
+
+    @staticmethod
+    def _made(name: str, last: _Added | None, failure_step: Step | None) -> WorkflowBuilder:
+        made = object.__new__(WorkflowBuilder)
+        made._set(name, last, failure_step)
+        return made
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        """The steps in the order they were added (the ``on_failure`` step apart)."""
+        steps: list[Step] = []
+        link = self._last
+        while link is not None:
+            steps.append(link.step)
+            link = link.before
+        steps.reverse()
+        return tuple(steps)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, WorkflowBuilder):
+            return NotImplemented
+        return (self.name, self.steps, self.failure_step) == (
+            other.name,
+            other.steps,
+            other.failure_step,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.steps, self.failure_step))
+
+    def __reduce__(self) -> tuple[type[WorkflowBuilder], tuple[Any, ...]]:
+        # Copied and pickled as its steps: following the links would recurse once per step.
+        return (WorkflowBuilder, (self.name, self.steps, self.failure_step))
+
+    def __repr__(self) -> str:
+        return (
+            f"WorkflowBuilder(name={self.name!r}, steps={self.steps!r}, "
+            f"failure_step={self.failure_step!r})"
+        )
 
     def step(
         self,
@@ -159,9 +222,8 @@ class WorkflowBuilder:
         """This workflow with one more step: ``job`` (an ``@awa.job``, a kind, or a ``Call``)
         called with ``args``, run once every step in ``after`` completed. Enqueue options
         (queue, priority, max_attempts, metadata, tags) apply to this step."""
-        return replace(
-            self, steps=(*self.steps, make_step(name, job, args, after, ignore, options, changes))
-        )
+        made = make_step(name, job, args, after, ignore, options, changes)
+        return self._made(self.name, _Added(made, self._last), self.failure_step)
 
     def on_failure(
         self,
@@ -177,10 +239,7 @@ class WorkflowBuilder:
         of them failed or was cancelled; it reads their errors from ``ctx.workflow.errors``.
         Not run when the workflow is cancelled."""
         made = make_step(name, job, args, (), (), options, changes)
-        return replace(self, failure_step=replace(made, on_failure=True))
-
-    def _all_steps(self) -> tuple[Step, ...]:
-        return self.steps if self.failure_step is None else (*self.steps, self.failure_step)
+        return self._made(self.name, self._last, replace(made, on_failure=True))
 
     def spec(self) -> dict[str, Any]:
         """The workflow as ``awa.workflow_create`` reads it, every step validated: names,
@@ -191,7 +250,8 @@ class WorkflowBuilder:
     def _resolved(self) -> list[ResolvedStep]:
         """Every step validated and resolved, in the order they were added."""
         check_text(self.name, field="name")
-        steps = self._all_steps()
+        added = self.steps
+        steps = added if self.failure_step is None else (*added, self.failure_step)
         if not steps:
             raise InvalidJob("steps: a workflow needs at least one step", field="steps")
         if len(steps) > _MAX_STEPS:
@@ -216,7 +276,7 @@ class WorkflowBuilder:
                     field=f"steps.{step.name}",
                 )
             names.add(step.name)
-        for step in self.steps:
+        for step in added:
             for dep in step.after:
                 if dep not in names or (
                     self.failure_step is not None and dep == self.failure_step.name
@@ -237,7 +297,7 @@ class WorkflowBuilder:
                         f"steps.{step.name}.ignore: {dep!r} is not one of its dependencies",
                         field=f"steps.{step.name}.ignore",
                     )
-        check_acyclic(self.steps)
+        check_acyclic(added)
         resolver = StepResolver()
         resolved = [resolver.resolve(step) for step in steps]
         _refuse_other_databases(resolved)
@@ -290,7 +350,6 @@ class PendingWorkflow:
 def chain(*calls: StepJob | Call, name: str = "chain") -> WorkflowBuilder:
     """Steps ``"1"``, ``"2"``, ... run one after the other; each reads the one before's result
     as ``ctx.workflow.previous``. A failure cancels the rest."""
-    # Built at once: adding steps one by one copies the tuple each time, quadratic in length.
     return WorkflowBuilder(
         name,
         steps=tuple(
@@ -324,9 +383,8 @@ def chord(
     results in order as ``ctx.workflow.result_list``. By default a member's failure cancels
     the callback (use ``Workflow.step(..., ignore=...)`` to run it anyway)."""
     members = header if isinstance(header, WorkflowBuilder) else group(*header, name=name)
-    return replace(members, name=name).step(
-        step_name, callback, after=[step.name for step in members.steps]
-    )
+    renamed = WorkflowBuilder._made(name, members._last, members.failure_step)
+    return renamed.step(step_name, callback, after=[step.name for step in members.steps])
 
 
 def _runs_eagerly(workflow: WorkflowBuilder) -> bool:

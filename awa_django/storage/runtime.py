@@ -138,12 +138,14 @@ class RuntimeReport:
     diverged: bool
 
 
+def _concurrency(found: Mapping[str, Any]) -> dict[str, int]:
+    return {q: int(n) for q, n in found.items()}
+
+
 def _report(rows: list[Any]) -> RuntimeReport:
     peers, concurrency, diverged = rows[0]
     return RuntimeReport(
-        peers=max(1, int(peers)),
-        concurrency={q: int(n) for q, n in concurrency.items()},
-        diverged=bool(diverged),
+        peers=max(1, int(peers)), concurrency=_concurrency(concurrency), diverged=bool(diverged)
     )
 
 
@@ -189,6 +191,27 @@ def touch_snapshot(*, instance_id: str) -> Statement[bool]:
     one connection) kept it planned on every run for the process's first minutes (#37)."""
     params = {"instance_id": instance_id}
     return Statement(sql=_SQL["touch_runtime"], params=params, read=any_row, prepare=True)
+
+
+def _touched_concurrency(rows: list[Any]) -> dict[str, int] | None:
+    touched, concurrency = rows[0]
+    return _concurrency(concurrency) if touched else None
+
+
+def touch_snapshot_reading_concurrency(
+    *, instance_id: str, queues: Mapping[str, int]
+) -> Statement[dict[str, int] | None]:
+    """``touch_snapshot`` that also reads back, in the same statement, the live concurrency
+    operators set on those of ``queues`` that have one (a poll-only process's refresh, #37);
+    None when there is no row to refresh."""
+    params = {"instance_id": instance_id, "queues": json.dumps(queues)}
+    return Statement(
+        sql=_SQL["touch_runtime_reading_concurrency"],
+        params=params,
+        read=_touched_concurrency,
+        json=("concurrency",),
+        prepare=True,
+    )
 
 
 def delete_runtime(*, instance_id: str) -> Statement[int]:

@@ -4,12 +4,12 @@ restart.
 
 How it works: the change is a column of the queue's control row, and its commit sends
 ``pg_notify('awa_control', <queue>)``; the session hands that here and one read of our queues'
-rows follows. The rows are also read at start, whenever the session is (back) up, and every
-``interval_s`` in any case (a poll-only worker has no session); the runtime snapshots a worker
-writes whole read them too (``apply``), which with a session is the only periodic read: a
-notification sent while the connection was down is lost. A dispatcher's permits are resized
-in place (``Permits.resize``): raised, it claims at once; lowered, running jobs finish and new
-ones start only below the new value.
+rows follows. The rows are also read at start and whenever the session is (back) up; the
+periodic reads are the runtime snapshot's statements (``apply``): those a worker writes whole,
+the safety net for a notification sent while the connection was down, and in a poll-only
+worker, which has no session, every refresh of an unchanged snapshot too (#37). A
+dispatcher's permits are resized in place (``Permits.resize``): raised, it claims at once;
+lowered, running jobs finish and new ones start only below the new value.
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ class ConcurrencyControl(Loop):
         *,
         configured: Mapping[str, int],
         threads: HandlerThreads | None,
-        interval_s: float | None,
     ) -> None:
         self._pool = pool
         self._dispatchers = dispatchers
@@ -52,7 +51,6 @@ class ConcurrencyControl(Loop):
         # None in weighted mode: its threads already cover the process-wide limit, which a
         # queue's cap can only lower.
         self.threads = threads
-        self._interval_s = interval_s
         self._set: dict[str, int] = {}  # queue -> live concurrency applied now
         self._changed = asyncio.Event()
 
@@ -99,7 +97,7 @@ class ConcurrencyControl(Loop):
 
     async def run(self, stopped: asyncio.Event) -> None:
         while not stopped.is_set():
-            await wait_for_any(self._changed, stopped, timeout=self._interval_s)
+            await wait_for_any(self._changed, stopped)
             if stopped.is_set():
                 return
             self._changed.clear()

@@ -449,9 +449,6 @@ class WorkerProcess:
             self._dispatchers.by_queue,
             configured=config.queues,
             threads=None,  # set below for a worker in hard-reserved mode
-            # With a session, changes arrive by notification, and the snapshots written whole
-            # (at least every DECLARATIONS_EVERY intervals) read the values as a safety net.
-            interval_s=None if config.session else config.runtime_snapshot_interval_s,
         )
         reporter = RuntimeReporter(
             pool,
@@ -468,6 +465,10 @@ class WorkerProcess:
             on_peers=None if tries is None else tries.set_peers,
             concurrency=control.effective,
             on_concurrency=control.apply,
+            # With a session, changes arrive by notification, and the snapshots written whole
+            # (at least every DECLARATIONS_EVERY intervals) read the values as a safety net; a
+            # poll-only process reads them with every refresh of its snapshot as well.
+            refresh_reads_concurrency=listening and not config.session,
         )
         services: list[Service] = [Connections(pool)]
         if not listening:

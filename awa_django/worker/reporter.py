@@ -31,6 +31,7 @@ from awa_django.storage.runtime import (
     delete_runtime,
     publish_declarations,
     touch_snapshot,
+    touch_snapshot_reading_concurrency,
     write_snapshot,
 )
 from awa_django.storage.statement import run_async
@@ -70,7 +71,9 @@ class RuntimeReporter:
     declared cron ``schedules`` and the first snapshot, then reports until ``stop``, which
     deletes the row; ``stopping`` and ``changed`` are what ``run`` watches. Each snapshot
     written whole tells ``on_peers`` how many live processes compete for this one's roles and
-    ``on_concurrency`` the live concurrency of its queues."""
+    ``on_concurrency`` the live concurrency of its queues; with ``refresh_reads_concurrency``
+    (a poll-only process, which no notification tells of a change) each refresh of an
+    unchanged snapshot tells ``on_concurrency`` too."""
 
     name = "reporter"
 
@@ -91,10 +94,12 @@ class RuntimeReporter:
         on_peers: Callable[[int], None] | None = None,
         concurrency: Callable[[], dict[str, int]] | None = None,
         on_concurrency: Callable[[dict[str, int]], None] | None = None,
+        refresh_reads_concurrency: bool = False,
     ) -> None:
         self._pool = pool
         self._on_peers = on_peers
         self._on_concurrency = on_concurrency
+        self._refresh_reads_concurrency = refresh_reads_concurrency
         self._schedules = schedules or []
         self._stopping = stopping or asyncio.Event()
         self._changed = changed
@@ -159,8 +164,20 @@ class RuntimeReporter:
             self._reports += 1
             return
         report = None
+        concurrency = None  # the live concurrency, when a statement read it
         async with self._pool.connection() as conn:
-            if whole or not await run_async(conn, touch_snapshot(instance_id=snapshot.instance_id)):
+            touched = False
+            if not whole and self._refresh_reads_concurrency:
+                concurrency = await run_async(
+                    conn,
+                    touch_snapshot_reading_concurrency(
+                        instance_id=snapshot.instance_id, queues=snapshot.queues
+                    ),
+                )
+                touched = concurrency is not None
+            elif not whole:
+                touched = await run_async(conn, touch_snapshot(instance_id=snapshot.instance_id))
+            if not touched:
                 report = await run_async(
                     conn,
                     write_snapshot(snapshot, self._declared, fresh_s=self._fresh_s, publish=first),
@@ -173,10 +190,11 @@ class RuntimeReporter:
         if declarations:
             self._since_declared = 0
         if report is not None:
+            concurrency = report.concurrency
             if self._on_peers is not None:
                 self._on_peers(report.peers)
-            if self._on_concurrency is not None:
-                self._on_concurrency(report.concurrency)
+        if concurrency is not None and self._on_concurrency is not None:
+            self._on_concurrency(concurrency)
 
     async def run(
         self,

@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 from django.db import DatabaseError, OperationalError, connection, connections, transaction
+from psycopg.rows import dict_row
 
 import awa_django as awa
 from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
@@ -28,8 +29,9 @@ from awa_django.storage.connections import connect, connection_kwargs
 from awa_django.storage.control import drain_candidates
 from awa_django.storage.execution import close_params
 from awa_django.storage.queue import ClaimRequest, claim_ready
-from awa_django.storage.statement import run, run_async, run_read
+from awa_django.storage.statement import Statement, run, run_async, run_read
 from tests.commit_statements import statements_at_commit
+from tests.conftest import wait_until
 from tests.jobs import noop
 
 pytestmark = pytest.mark.usefixtures("awa_db")
@@ -70,24 +72,68 @@ def put(n: int, queue: str = "default", priority: int | None = None) -> int:
     return awa.enqueue(noop, args={"n": n}, queue=queue, priority=priority)
 
 
-def claim(
+def claim_statement(
     queue: str = "default", limit: int = 100, *, aging_s: float = 0, sequential: bool = False
-) -> list[ClaimedJob]:
+) -> Statement[list[ClaimedJob]]:
     request = ClaimRequest(
         queue=queue, claimed_by="test", deadline_s=0, aging_s=aging_s, sequential=sequential
     )
+    return claim_ready(request, rows=claimed_job_rows, limit=limit, aged=aging_s > 0)
+
+
+def claim(
+    queue: str = "default", limit: int = 100, *, aging_s: float = 0, sequential: bool = False
+) -> list[ClaimedJob]:
+    statement = claim_statement(queue, limit, aging_s=aging_s, sequential=sequential)
 
     async def main() -> list[ClaimedJob]:
         async with await connect("default") as conn:
-            return await run_async(
-                conn, claim_ready(request, rows=claimed_job_rows, limit=limit, aged=aging_s > 0)
-            )
+            return await run_async(conn, statement)
 
     return asyncio.run(main())
 
 
 def claimed_ids(queue: str = "default") -> list[int]:
     return [job.job_id for job in claim(queue)]
+
+
+def sleeping_in_commit(backend_pid: int) -> None:
+    """Wait until the backend sleeps in a trigger of the test's own that awa's publication
+    fires before (``at_commit``'s, or a row trigger on awa.lane_commits): it has drawn its
+    commit position, and holds the lane's producer lock until it commits."""
+    with psycopg.connect(**connection_kwargs("default"), autocommit=True) as watcher:
+        wait_until(
+            lambda: watcher.execute(
+                "SELECT wait_event IS NOT DISTINCT FROM 'PgSleep' FROM pg_stat_activity"
+                " WHERE pid = %s",
+                [backend_pid],
+            ).fetchone()[0],
+            timeout=10,
+            interval=0.005,
+        )
+
+
+class EarlyClaim:
+    """A claim whose transaction starts when this is made, before the commits the test makes
+    next. awa.claim_ready steps over a missing position once the commit after it was drawn
+    250 ms before the claim's now(), its transaction's start: this claim's now() precedes
+    those commits, so it comes within that bound however long the machine takes to run it."""
+
+    def __init__(self) -> None:
+        self.conn = psycopg.connect(**connection_kwargs("default"))
+        self.conn.execute("SELECT now()")  # the transaction has started: its now() is set
+
+    def claimed_ids(self, queue: str = "default") -> list[int]:
+        """The jobs it claims (each statement sees what committed before it), then commits."""
+        statement = claim_statement(queue)
+        try:
+            with self.conn.cursor(row_factory=dict_row) as cursor:
+                cursor.execute(statement.sql, statement.params)
+                claimed = [row["job_id"] for row in cursor.fetchall()]
+            self.conn.commit()
+        finally:
+            self.conn.close()
+        return claimed
 
 
 class Producer(threading.Thread):
@@ -241,9 +287,10 @@ def test_a_lane_is_never_claimed_past_a_producer_that_is_still_committing(at_com
     assert slow.ready.wait(10)
     slow.release.set()
     # The slow producer has its position now and is still committing; this one comes after.
-    time.sleep(0.3)
+    sleeping_in_commit(slow.backend_pid)
+    early = EarlyClaim()
     later = noop.enqueue(n=2)
-    assert claimed_ids() == []
+    assert early.claimed_ids() == []
     first = slow.finish()
     assert slow.error is None and slow.committed_in >= 1.0
     assert claimed_ids() == [first, later]
@@ -451,13 +498,13 @@ def test_a_commit_in_flight_for_less_than_the_bound_is_still_waited_for(at_commi
     slow.start()
     assert slow.ready.wait(10)
     slow.release.set()
-    time.sleep(0.2)
+    sleeping_in_commit(slow.backend_pid)
     # The producer has its position and commits for 2 s; each claim below comes within the
     # bound of the later commit, so the lane keeps its order.
+    early, second = EarlyClaim(), EarlyClaim()
     later = noop.enqueue(n=2)
-    assert claimed_ids() == []
-    time.sleep(0.1)
-    assert claimed_ids() == []
+    assert early.claimed_ids() == []
+    assert second.claimed_ids() == []
     first = slow.finish()
     assert claimed_ids() == [first, later]
     assert holes() == []

@@ -20,7 +20,12 @@ import awa_django as awa
 from awa_django.sql import queries
 from awa_django.storage.connections import connection_kwargs
 from tests.jobs import noop
-from tests.storage.test_commit_publication import claim, claimed_ids
+from tests.storage.test_commit_publication import (
+    EarlyClaim,
+    claim,
+    claimed_ids,
+    sleeping_in_commit,
+)
 
 pytestmark = pytest.mark.usefixtures("awa_db")
 
@@ -222,24 +227,14 @@ def test_a_lane_is_never_claimed_past_an_autocommit_producer_still_in_its_statem
     held: list[int] = []
     slow = own_connection()
     slow.execute("SET tests.slow_publish = on")
-    watcher = own_connection()
     producer = threading.Thread(target=lambda: held.append(sql_enqueue(slow, ALONE, 1, "partners")))
     producer.start()
-    # Until the slow producer has drawn its position and sleeps before its commit.
-    deadline = time.monotonic() + 10
-    while watcher.execute(
-        "SELECT wait_event IS DISTINCT FROM 'PgSleep' FROM pg_stat_activity WHERE pid = %s",
-        [slow.info.backend_pid],
-    ).fetchone()[0]:
-        assert time.monotonic() < deadline
-        time.sleep(0.005)
+    sleeping_in_commit(slow.info.backend_pid)
+    # Within the 250 ms a claim waits for a younger gap: a claim that could have the lane's
+    # producer lock would step over the position at once.
+    early = EarlyClaim()
     later = sql_enqueue(own_connection(), DEFERRED, 2, "partners")
-    # On a connection already open, well within the 250 ms a claim waits for a younger gap: a
-    # claim that could have the lane's producer lock would step over the position at once.
-    claimed = watcher.execute(
-        "SELECT job_id FROM awa.claim_ready('partners', 10, 'test', 0, 0, false)"
-    ).fetchall()
-    assert claimed == []
+    assert early.claimed_ids("partners") == []
     producer.join(10)
     assert claimed_ids("partners") == [*held, later]
 

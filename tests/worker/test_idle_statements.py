@@ -453,6 +453,43 @@ def test_a_whole_snapshot_reads_the_peers_and_the_live_concurrency_in_its_statem
     assert concurrency == [{"default": 4}, {"default": 4}]
 
 
+def test_a_poll_only_refresh_reads_the_live_concurrency_in_its_statement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """#37: a poll-only process, which no notification tells of a change, read the live
+    concurrency in a statement of its own every interval; the refresh of its unchanged
+    snapshot reads it back instead, and one that finds no row writes the snapshot whole."""
+    awa.queues.set_concurrency("default", 4, by="alice")
+    counted = Counted()
+    concurrency: list[dict[str, int]] = []
+
+    async def main() -> None:
+        pool = await open_pool("default", max_size=1)
+        reporter = idle_reporter(
+            pool,
+            "refresh-test",
+            stale_after_s=20,  # an unchanged row refreshed every interval (idle_intervals)
+            on_concurrency=concurrency.append,
+            refresh_reads_concurrency=True,
+        )
+        try:
+            await reporter.report_once()  # the first two: whole
+            await reporter.report_once()
+            counted.start(monkeypatch)
+            await reporter.report_once()  # unchanged: the refresh
+            monkeypatch.undo()
+            await asyncio.to_thread(delete_runtime_row, "refresh-test")
+            await reporter.report_once()  # no row to refresh: written whole
+            assert await asyncio.to_thread(runtime_row, "refresh-test")
+        finally:
+            monkeypatch.undo()
+            await pool.close()
+
+    asyncio.run(main())
+    assert len(counted.sent) == 1 and "last_seen_at = now()" in counted.sent[0], counted.sent
+    assert concurrency == [{"default": 4}] * 4
+
+
 async def prepared_on(conn: AsyncConnection[Any]) -> list[str]:
     """The statements prepared on ``conn``'s server session."""
     cursor = await conn.execute("SELECT statement FROM pg_prepared_statements")

@@ -5,6 +5,7 @@ periodic read, and reports it in its runtime snapshot."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -14,9 +15,11 @@ from django.db import connection
 from django.test import override_settings
 
 import awa_django as awa
+from awa_django.sql import queries
 from awa_django.worker.dispatcher import Dispatcher, Permits
 from awa_django.worker.weighted import QueueShare, WeightedPermits
 from tests.conftest import BackgroundWorker, wait_until
+from tests.worker.test_idle_statements import Counted
 
 
 def test_permits_lowered_below_use_hand_none_out_until_enough_finish():
@@ -84,6 +87,33 @@ def test_a_poll_only_worker_applies_the_value_at_start_and_when_it_reads_again()
         wait_until(lambda: dispatcher.permits.total == 2, timeout=5)
 
 
+@pytest.mark.usefixtures("awa_db")
+def test_an_idle_poll_only_worker_reads_the_live_concurrency_only_with_its_snapshot(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """#37: a poll-only worker read its queues' live concurrency in a statement of its own
+    every RUNTIME_SNAPSHOT_INTERVAL_S, besides its snapshot's statements. Idle, it now sends
+    only the snapshot's, which read the value back: per DECLARATIONS_EVERY (6) intervals, two
+    refreshes (every idle_intervals, here 2) and the whole snapshot, where it sent those three
+    and six reads. A change is still applied, at the next of them."""
+    intervals, interval_s = 15, 0.2
+    counted = Counted()
+    with default_dispatcher(WORKER_SESSION=False, RUNTIME_STALE_AFTER_S=1.5) as dispatcher:
+        time.sleep(2 * interval_s)  # past the first two snapshots, both written whole
+        counted.start(monkeypatch)
+        time.sleep(intervals * interval_s)
+        monkeypatch.undo()
+        awa.queues.set_concurrency("default", 7)
+        wait_until(lambda: dispatcher.permits.total == 7, timeout=5)
+    own_reads = [q for q in counted.sent if q == queries("control")["queue_concurrency"]]
+    snapshots = [q for q in counted.sent if "awa.runtime_instances" in q]
+    assert own_reads == []
+    # 15 intervals: 8 snapshot statements at most (a loaded machine only stretches them), and
+    # every one reads the live concurrency; they were 8 and 15 reads.
+    assert 1 <= len(snapshots) <= 8, snapshots
+    assert all("m.concurrency IS NOT NULL" in q for q in snapshots), snapshots
+
+
 def set_concurrency_unannounced(queue: str, concurrency: int) -> None:
     """As if the awa_control notification were lost (sent while the session was down)."""
     with connection.cursor() as cursor:
@@ -99,7 +129,7 @@ def test_a_worker_with_a_session_applies_a_value_it_was_not_told_about_from_its_
     """The notification is the way a change arrives; the snapshots a worker writes whole (at
     least every DECLARATIONS_EVERY intervals) read the values back as the safety net, in the
     snapshot's own statement (#37), even while the worker idles."""
-    with default_dispatcher(RUNTIME_STALE_AFTER_S=1.2) as dispatcher:
+    with default_dispatcher(RUNTIME_STALE_AFTER_S=1.5) as dispatcher:
         assert dispatcher.permits.total == 2
         set_concurrency_unannounced("default", 6)
         wait_until(lambda: dispatcher.permits.total == 6, timeout=5)

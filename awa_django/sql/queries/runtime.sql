@@ -132,6 +132,15 @@ SELECT EXISTS (SELECT FROM jsonb_each_text(%(queue_hashes)s::jsonb) AS h (name, 
 UPDATE awa.runtime_instances SET last_seen_at = now() WHERE instance_id = %(instance_id)s
 RETURNING 1
 
+-- name: touch_runtime_reading_concurrency
+-- touch_runtime for a poll-only process, which no notification tells of a change to its queues'
+-- live concurrency: the refresh reads it back in the same statement, where a read of its own
+-- every interval was most of what such a process sent besides its claims (#37).
+WITH touched AS (
+    {{touch_runtime}}
+)
+SELECT EXISTS (SELECT FROM touched) AS touched, ({{live_concurrency}}) AS concurrency
+
 -- name: count_peers
 -- How many live processes (rows refreshed within %(fresh_s)s seconds) compete with this one for
 -- a role that has one holder, itself included: the fewest among all processes (the leader)
