@@ -249,9 +249,14 @@ def process_runtime(pid: int) -> tuple[float, int]:
     The CPU time from ``/proc/<pid>/schedstat`` (nanoseconds; ``/proc/<pid>/stat`` counts ticks
     of 10 ms, too coarse for a backend that runs a statement now and then); each voluntary
     switch is one time the process went to sleep, so they count its wake-ups."""
+    return process_runtime_of(Path(f"/proc/{pid}"))
+
+
+def process_runtime_of(proc: Path) -> tuple[float, int]:
+    """``process_runtime`` of a ``/proc`` entry: a process, or one thread (``task/<tid>``)."""
     try:
-        runtime_ns = int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
-        status = Path(f"/proc/{pid}/status").read_text()
+        runtime_ns = int((proc / "schedstat").read_text().split()[0])
+        status = (proc / "status").read_text()
     except (OSError, ValueError, IndexError):
         return 0.0, 0
     switches = re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.MULTILINE)
@@ -498,6 +503,20 @@ WAITS = (
 )
 
 
+XACT_COMMIT = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+
+
+def drain_wakeups(postmaster: int | None, workers: list[Worker]) -> tuple[int, int]:
+    """Voluntary context switches so far of the workers (every thread) and of the server's
+    processes (those alive now)."""
+    fleet = 0
+    for worker in workers:
+        for task in Path(f"/proc/{worker.proc.pid}/task").glob("*"):
+            fleet += process_runtime_of(task)[1]
+    server = sum(s for _, s in backend_runtimes(postmaster).values()) if postmaster else 0
+    return fleet, server
+
+
 def drain(queues: list[str], args: argparse.Namespace, workers: list[Worker]) -> dict[str, Any]:
     """Enqueue ``args.jobs`` no-op jobs and wait until they are done, or ``args.drain_timeout``
     has passed: then the drain is recorded as timed out with how far it got."""
@@ -508,6 +527,8 @@ def drain(queues: list[str], args: argparse.Namespace, workers: list[Worker]) ->
 
     postmaster = backend_parent()
     statements0 = statement_counts()
+    commits0 = int(scalar(XACT_COMMIT))
+    switches0 = drain_wakeups(postmaster, workers)
     cpu_workers0 = {w.proc.pid: process_cpu_s(w.proc.pid) for w in workers}
     cpu_server0 = postmaster_cpu_s(postmaster) if postmaster else None
     machine0 = machine_ticks()
@@ -553,6 +574,8 @@ def drain(queues: list[str], args: argparse.Namespace, workers: list[Worker]) ->
     if progress[-1][1] != args.jobs - remaining:
         progress.append((round(elapsed, 2), args.jobs - remaining))
     machine1 = machine_ticks()
+    commits = int(scalar(XACT_COMMIT)) - commits0
+    switches1 = drain_wakeups(postmaster, workers)
     # A process that died meanwhile counts 0, not minus its past.
     per_worker = sorted(max(process_cpu_s(pid) - cpu, 0.0) for pid, cpu in cpu_workers0.items())
     cpu_server = postmaster_cpu_s(postmaster) if postmaster else None
@@ -575,6 +598,11 @@ def drain(queues: list[str], args: argparse.Namespace, workers: list[Worker]) ->
         },
         "statements_per_s": None if totals is None else totals["statements_per_s"],
         "statements": by_statement,
+        # Per job done: transactions committed (late reports of idle backends aside), and
+        # wake-ups (voluntary context switches) of the workers and of the server's processes.
+        "transactions_per_job": commits / max(done, 1),
+        "worker_wakeups_per_job": (switches1[0] - switches0[0]) / max(done, 1),
+        "server_wakeups_per_job": (switches1[1] - switches0[1]) / max(done, 1),
         "workers_cpu_share_of_a_core": sum(per_worker) / elapsed,
         # Each worker's share of a core, least to most busy: work spread or concentrated.
         "per_worker_cpu_share": [round(cpu / elapsed, 3) for cpu in per_worker],
