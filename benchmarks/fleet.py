@@ -109,16 +109,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--output", type=Path)
     parser.add_argument("--log-dir", type=Path, help="keep the workers' logs there")
+    parser.add_argument(
+        "--profile-worker",
+        type=Path,
+        help="run the first worker of each fleet under cProfile, its stats written there "
+        "(the cell's queue count appended) when it stops: the Python calls per job it ran",
+    )
     return parser.parse_args(argv)
 
 
 class Worker:
     """One ``awa_worker`` process, its log in a file (a pipe per process would need a reader)."""
 
-    def __init__(self, queues: dict[str, int], env: dict[str, str], logdir: Path, n: int) -> None:
+    def __init__(
+        self,
+        queues: dict[str, int],
+        env: dict[str, str],
+        logdir: Path,
+        n: int,
+        profile: Path | None = None,
+    ) -> None:
         self.log_path = logdir / f"worker-{n}.log"  # n counts every process of the run
         self._log = self.log_path.open("wb")
-        argv = [sys.executable, "manage.py", "awa_worker", "-v", "2"]
+        argv = [sys.executable]
+        if profile is not None:
+            argv += ["-m", "cProfile", "-o", str(profile)]
+        argv += ["manage.py", "awa_worker", "-v", "2"]
         argv += [f"--queue={name}={concurrency}" for name, concurrency in queues.items()]
         self.proc = subprocess.Popen(
             argv, cwd=REPO_ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
@@ -144,11 +160,19 @@ class Worker:
 
 
 def start_fleet(
-    count: int, queues: dict[str, int], logdir: Path, ready_timeout: float
+    count: int,
+    queues: dict[str, int],
+    logdir: Path,
+    ready_timeout: float,
+    profile: Path | None = None,
 ) -> list[Worker]:
+    """``count`` workers, the first under cProfile when ``profile`` names its stats file."""
     # AWA_OVERRIDES (set by main) declares the queues; --queue picks them and their concurrency.
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "benchmarks.settings", "PYTHONUNBUFFERED": "1"}
-    workers = [Worker(queues, env, logdir, next(SPAWNED)) for _ in range(count)]
+    workers = [
+        Worker(queues, env, logdir, next(SPAWNED), profile if i == 0 else None)
+        for i in range(count)
+    ]
     deadline = time.monotonic() + ready_timeout
     while not all(w.ready() for w in workers):
         if time.monotonic() > deadline:
@@ -617,6 +641,46 @@ def drain(queues: list[str], args: argparse.Namespace, workers: list[Worker]) ->
     }
 
 
+# The code a worker runs per job (its start-up, Django's and the imports', is mostly elsewhere).
+PER_JOB_CODE = (
+    "awa_django/worker/",
+    "awa_django/storage/",
+    "awa_django/core/",
+    "asyncio/",
+    "psycopg",
+)
+
+
+def profiled_calls(path: Path) -> dict[str, Any]:
+    """What the profiled worker ran: its jobs (calls of the dispatcher's ``_start``, once per
+    job), its Python calls in all and those of the code a job runs through (``PER_JOB_CODE``:
+    the worker, storage, asyncio and psycopg; start-up calls some of it too) per job, and the
+    functions of that code it called most per job."""
+    import pstats
+
+    stats = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
+    jobs = sum(
+        entry[1]
+        for (file, _, name), entry in stats.items()
+        if name == "_start" and file.endswith("dispatcher.py")
+    )
+    per_job = max(jobs, 1)
+    runtime = {key: e for key, e in stats.items() if any(p in key[0] for p in PER_JOB_CODE)}
+    most = sorted(runtime.items(), key=lambda item: -item[1][1])[:25]
+    return {
+        "jobs": jobs,
+        "calls": sum(e[1] for e in stats.values()),
+        "per_job_code_calls_per_job": sum(e[1] for e in runtime.values()) / per_job,
+        "most_called_per_job": [
+            {
+                "function": f"{file.split('site-packages/')[-1]}:{line}:{name}",
+                "per_job": round(e[1] / per_job, 2),
+            }
+            for (file, line, name), e in most
+        ],
+    }
+
+
 def pass_durations(workers: list[Worker]) -> dict[str, list[float]]:
     found: dict[str, list[float]] = {}
     for worker in workers:
@@ -651,8 +715,11 @@ def run_cell(args: argparse.Namespace, queue_count: int, logdir: Path) -> dict[s
     label = f"[{queue_count} queues]"
     reset_queue()
     result: dict[str, Any] = {"queues": queue_count, "workers": args.workers}
+    profile = args.profile_worker
+    if profile is not None:
+        profile = profile.with_name(f"{profile.name}.{queue_count}")
     fleet = start_fleet(
-        args.workers, dict.fromkeys(names, args.concurrency), logdir, args.ready_timeout
+        args.workers, dict.fromkeys(names, args.concurrency), logdir, args.ready_timeout, profile
     )
     try:
         result["connections"] = connections_by_name()
@@ -681,6 +748,9 @@ def run_cell(args: argparse.Namespace, queue_count: int, logdir: Path) -> dict[s
     finally:
         for worker in fleet:
             worker.stop()
+    if profile is not None and profile.exists():
+        result["profiled_worker"] = profiled_calls(profile)
+        print(f"{label} profiled worker {result['profiled_worker']}", flush=True)
     if "single" in args.parts:
         reset_queue()
         single = start_fleet(
