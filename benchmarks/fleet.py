@@ -37,11 +37,14 @@ each work every queue at ``--concurrency`` per queue, then:
   time until every one completed, or, after ``--drain-timeout`` seconds, how many had (the
   drain is then recorded as timed out, not waited for). Meanwhile: the jobs done about every
   second, what the workers' backends were waiting for (``pg_stat_activity`` sampled every
-  ``--sample-interval``), the statements run (per statement), and the CPU of the workers and of
-  the server. Then the same with one process whose concurrency per queue is the fleet's total
-  (``workers x concurrency``).
+  ``--sample-interval``), the statements run (per statement), the CPU of the workers and of
+  the server, and per job done the transactions and the wake-ups (voluntary context switches)
+  of the workers and of the server. Then the same with one process whose concurrency per
+  queue is the fleet's total (``workers x concurrency``).
 
-``--parts`` runs only some of the measurements (diagnostics at a small scale); ``--awa`` gives
+``--parts`` runs only some of the measurements (diagnostics at a small scale);
+``--profile-worker PATH`` runs the fleet's first worker and the one process under cProfile
+(their Python calls per job); ``--awa`` gives
 the fleet AWA settings (a JSON object: ``'{"RUNTIME_SNAPSHOT_INTERVAL_S": 1}'`` runs a process's
 snapshot statements ten times as often, so that a short warm-up reaches the steady state in
 which they are no longer planned).
@@ -112,8 +115,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--profile-worker",
         type=Path,
-        help="run the first worker of each fleet under cProfile, its stats written there "
-        "(the cell's queue count appended) when it stops: the Python calls per job it ran",
+        help="run the first worker of each fleet, and the one process, under cProfile, their "
+        "stats written there (the cell's queue count appended, and .single) when they stop: "
+        "the Python calls per job they ran",
     )
     return parser.parse_args(argv)
 
@@ -753,8 +757,13 @@ def run_cell(args: argparse.Namespace, queue_count: int, logdir: Path) -> dict[s
         print(f"{label} profiled worker {result['profiled_worker']}", flush=True)
     if "single" in args.parts:
         reset_queue()
+        single_profile = None if profile is None else profile.with_name(f"{profile.name}.single")
         single = start_fleet(
-            1, dict.fromkeys(names, args.workers * args.concurrency), logdir, args.ready_timeout
+            1,
+            dict.fromkeys(names, args.workers * args.concurrency),
+            logdir,
+            args.ready_timeout,
+            single_profile,
         )
         try:
             result["drain_single"] = drained = drain(names, args, single)
@@ -763,6 +772,9 @@ def run_cell(args: argparse.Namespace, queue_count: int, logdir: Path) -> dict[s
             print(f"{label} one process {json.dumps(drained, indent=1)}", flush=True)
         finally:
             single[0].stop()
+        if single_profile is not None and single_profile.exists():
+            result["profiled_single"] = profiled_calls(single_profile)
+            print(f"{label} profiled single {result['profiled_single']}", flush=True)
     return result
 
 
@@ -798,7 +810,12 @@ def main(argv: list[str] | None = None) -> int:
     output.write_text(
         json.dumps(
             {
-                "args": {**vars(args), "output": str(output), "log_dir": str(args.log_dir)},
+                "args": {
+                    **vars(args),
+                    "output": str(output),
+                    "log_dir": str(args.log_dir),
+                    "profile_worker": str(args.profile_worker),
+                },
                 "server_alone": alone,
                 "cells": cells,
                 **env,
