@@ -69,6 +69,11 @@ TURN_TIMEOUT_S = 1.0
 # it has, if fewer), or once one is free and the others stayed busy this long.
 CONTENDED_CLAIM_SHARE = 0.5
 CONTENDED_PATIENCE_S = 0.05
+# While contended, every this many claims in a row that went straight to their turn, one claim
+# tries the lane first, as an uncontended one does: it comes back empty while others still
+# queue at the lane (then the claim waits its turn), and takes jobs at once when they no longer
+# do, which ends the wait for several slots.
+CONTENDED_PROBE_EVERY = 8
 # Least time between two connection checks of the async handlers' ORM thread (see
 # _refresh_loop_thread_connection).
 ORM_THREAD_CHECK_INTERVAL_S = 1.0
@@ -215,6 +220,8 @@ class Dispatcher:
         # The last claim had to wait its turn at the lane (another process was claiming it)
         # and got every job it asked for: see _contended_least.
         self._contended = False
+        # Claims in a row that went straight to their turn (see CONTENDED_PROBE_EVERY).
+        self._turns_in_a_row = 0
         self._next_orm_thread_check = 0.0  # monotonic time of the next ORM thread check
         # Weighted mode hands in a view of the process-wide limit; otherwise permits are ours.
         self.permits: Permits | QueuePermits = permits or Permits(config.concurrency)
@@ -376,8 +383,10 @@ class Dispatcher:
         While claims queue at the lane, a slot that waits for another to free costs the fleet
         no throughput (the lane serves someone else meanwhile), and the claim it then makes
         takes twice as many jobs. The wait is short (``CONTENDED_PATIENCE_S``), so a slot does
-        not idle behind a long job. Claims that do not wait (one process, a queue running dry)
-        keep claiming for a single free slot. Rate-limited queues claim as their budget allows.
+        not idle behind a long job. Claims that do not wait (one process, a queue running dry,
+        a lane that other processes stopped queuing at, found by the claim of every
+        ``CONTENDED_PROBE_EVERY`` that tries the lane first) keep claiming for a single free
+        slot. Rate-limited queues claim as their budget allows.
         """
         if not self._contended or self._rate_limit is not None:
             return 1
@@ -447,12 +456,18 @@ class Dispatcher:
                         ),
                     )
                     jobs, self._throttled_for_s = limited.jobs, limited.throttled_for_s
-                elif contended and self._turn_lane is not None:
+                elif (
+                    contended
+                    and self._turn_lane is not None
+                    and self._turns_in_a_row < CONTENDED_PROBE_EVERY
+                ):
                     # Still queued at the lane: a claim that only tries its lock would come back
                     # empty (a try fails while others wait), costing the server a whole claim.
+                    self._turns_in_a_row += 1
                     jobs = await self._claim_in_turn(conn, limit, aged)
                     self._contended = len(jobs) == limit
                 else:
+                    self._turns_in_a_row = 0
                     jobs = await run_async(
                         conn,
                         claim_ready(self._request, rows=claimed_job_rows, limit=limit, aged=aged),
