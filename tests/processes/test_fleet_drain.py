@@ -70,7 +70,7 @@ def test_a_fleet_with_few_slots_each_claims_more_than_one_job_at_a_time(worker_p
     wait_until(lambda: any("became maintenance leader" in w.output for w in workers))
     # Jobs of 0 to 6 ms: a process's slots free one at a time, and 24 slots claim faster than
     # one lane serves claims, so claims queue at it.
-    job_ids = awa.enqueue_many("tests.nap", [{"seconds": (n % 7) / 1000} for n in range(1200)])
+    job_ids = awa.enqueue_many("tests.nap", [{"seconds": (n % 7) / 1000} for n in range(900)])
     wait_until(lambda: done(job_ids) == len(job_ids), timeout=40)
     per_claim = jobs_per_claim(job_ids)
     print("jobs per claim", per_claim)
