@@ -8,7 +8,9 @@ that many jobs in one round trip and starts one task per job. Each task runs the
 hands the completion to the completer and returns its permit. A permit is always taken before
 the claim, so every claimed job already has a slot in this process. When a claim fills every
 permit it asked for, there is probably more work: the dispatcher starts the next claim with the
-permits still free before it starts the jobs it just got, and does not sleep.
+permits still free before it starts the jobs it just got, and does not sleep. While its claims
+queue at the lane behind other processes' (a fleet on one queue), it claims in turn at once and
+waits for half its permits, at least two, before it claims (``Dispatcher._contended_least``).
 
 Scheduling (docs/scheduling.md): in weighted mode the permits are this queue's view of one
 process-wide limit (``worker.weighted``); a queue with a per-process rate limit waits for a
