@@ -37,11 +37,14 @@ each work every queue at ``--concurrency`` per queue, then:
   time until every one completed, or, after ``--drain-timeout`` seconds, how many had (the
   drain is then recorded as timed out, not waited for). Meanwhile: the jobs done about every
   second, what the workers' backends were waiting for (``pg_stat_activity`` sampled every
-  ``--sample-interval``), the statements run (per statement), and the CPU of the workers and of
-  the server. Then the same with one process whose concurrency per queue is the fleet's total
-  (``workers x concurrency``).
+  ``--sample-interval``), the statements run (per statement), the CPU of the workers and of
+  the server, and per job done the transactions and the wake-ups (voluntary context switches)
+  of the workers and of the server. Then the same with one process whose concurrency per
+  queue is the fleet's total (``workers x concurrency``).
 
-``--parts`` runs only some of the measurements (diagnostics at a small scale); ``--awa`` gives
+``--parts`` runs only some of the measurements (diagnostics at a small scale);
+``--profile-worker PATH`` runs the fleet's first worker and the one process under cProfile
+(their Python calls per job); ``--awa`` gives
 the fleet AWA settings (a JSON object: ``'{"RUNTIME_SNAPSHOT_INTERVAL_S": 1}'`` runs a process's
 snapshot statements ten times as often, so that a short warm-up reaches the steady state in
 which they are no longer planned).
@@ -109,16 +112,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--output", type=Path)
     parser.add_argument("--log-dir", type=Path, help="keep the workers' logs there")
+    parser.add_argument(
+        "--profile-worker",
+        type=Path,
+        help="run the first worker of each fleet, and the one process, under cProfile, their "
+        "stats written there (the cell's queue count appended, and .single) when they stop: "
+        "the Python calls per job they ran",
+    )
     return parser.parse_args(argv)
 
 
 class Worker:
     """One ``awa_worker`` process, its log in a file (a pipe per process would need a reader)."""
 
-    def __init__(self, queues: dict[str, int], env: dict[str, str], logdir: Path, n: int) -> None:
+    def __init__(
+        self,
+        queues: dict[str, int],
+        env: dict[str, str],
+        logdir: Path,
+        n: int,
+        profile: Path | None = None,
+    ) -> None:
         self.log_path = logdir / f"worker-{n}.log"  # n counts every process of the run
         self._log = self.log_path.open("wb")
-        argv = [sys.executable, "manage.py", "awa_worker", "-v", "2"]
+        argv = [sys.executable]
+        if profile is not None:
+            argv += ["-m", "cProfile", "-o", str(profile)]
+        argv += ["manage.py", "awa_worker", "-v", "2"]
         argv += [f"--queue={name}={concurrency}" for name, concurrency in queues.items()]
         self.proc = subprocess.Popen(
             argv, cwd=REPO_ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT
@@ -144,11 +164,19 @@ class Worker:
 
 
 def start_fleet(
-    count: int, queues: dict[str, int], logdir: Path, ready_timeout: float
+    count: int,
+    queues: dict[str, int],
+    logdir: Path,
+    ready_timeout: float,
+    profile: Path | None = None,
 ) -> list[Worker]:
+    """``count`` workers, the first under cProfile when ``profile`` names its stats file."""
     # AWA_OVERRIDES (set by main) declares the queues; --queue picks them and their concurrency.
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "benchmarks.settings", "PYTHONUNBUFFERED": "1"}
-    workers = [Worker(queues, env, logdir, next(SPAWNED)) for _ in range(count)]
+    workers = [
+        Worker(queues, env, logdir, next(SPAWNED), profile if i == 0 else None)
+        for i in range(count)
+    ]
     deadline = time.monotonic() + ready_timeout
     while not all(w.ready() for w in workers):
         if time.monotonic() > deadline:
@@ -249,9 +277,14 @@ def process_runtime(pid: int) -> tuple[float, int]:
     The CPU time from ``/proc/<pid>/schedstat`` (nanoseconds; ``/proc/<pid>/stat`` counts ticks
     of 10 ms, too coarse for a backend that runs a statement now and then); each voluntary
     switch is one time the process went to sleep, so they count its wake-ups."""
+    return process_runtime_of(Path(f"/proc/{pid}"))
+
+
+def process_runtime_of(proc: Path) -> tuple[float, int]:
+    """``process_runtime`` of a ``/proc`` entry: a process, or one thread (``task/<tid>``)."""
     try:
-        runtime_ns = int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
-        status = Path(f"/proc/{pid}/status").read_text()
+        runtime_ns = int((proc / "schedstat").read_text().split()[0])
+        status = (proc / "status").read_text()
     except (OSError, ValueError, IndexError):
         return 0.0, 0
     switches = re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.MULTILINE)
@@ -498,6 +531,20 @@ WAITS = (
 )
 
 
+XACT_COMMIT = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+
+
+def drain_wakeups(postmaster: int | None, workers: list[Worker]) -> tuple[int, int]:
+    """Voluntary context switches so far of the workers (every thread) and of the server's
+    processes (those alive now)."""
+    fleet = 0
+    for worker in workers:
+        for task in Path(f"/proc/{worker.proc.pid}/task").glob("*"):
+            fleet += process_runtime_of(task)[1]
+    server = sum(s for _, s in backend_runtimes(postmaster).values()) if postmaster else 0
+    return fleet, server
+
+
 def drain(queues: list[str], args: argparse.Namespace, workers: list[Worker]) -> dict[str, Any]:
     """Enqueue ``args.jobs`` no-op jobs and wait until they are done, or ``args.drain_timeout``
     has passed: then the drain is recorded as timed out with how far it got."""
@@ -508,6 +555,8 @@ def drain(queues: list[str], args: argparse.Namespace, workers: list[Worker]) ->
 
     postmaster = backend_parent()
     statements0 = statement_counts()
+    commits0 = int(scalar(XACT_COMMIT))
+    switches0 = drain_wakeups(postmaster, workers)
     cpu_workers0 = {w.proc.pid: process_cpu_s(w.proc.pid) for w in workers}
     cpu_server0 = postmaster_cpu_s(postmaster) if postmaster else None
     machine0 = machine_ticks()
@@ -553,6 +602,8 @@ def drain(queues: list[str], args: argparse.Namespace, workers: list[Worker]) ->
     if progress[-1][1] != args.jobs - remaining:
         progress.append((round(elapsed, 2), args.jobs - remaining))
     machine1 = machine_ticks()
+    commits = int(scalar(XACT_COMMIT)) - commits0
+    switches1 = drain_wakeups(postmaster, workers)
     # A process that died meanwhile counts 0, not minus its past.
     per_worker = sorted(max(process_cpu_s(pid) - cpu, 0.0) for pid, cpu in cpu_workers0.items())
     cpu_server = postmaster_cpu_s(postmaster) if postmaster else None
@@ -575,6 +626,11 @@ def drain(queues: list[str], args: argparse.Namespace, workers: list[Worker]) ->
         },
         "statements_per_s": None if totals is None else totals["statements_per_s"],
         "statements": by_statement,
+        # Per job done: transactions committed (late reports of idle backends aside), and
+        # wake-ups (voluntary context switches) of the workers and of the server's processes.
+        "transactions_per_job": commits / max(done, 1),
+        "worker_wakeups_per_job": (switches1[0] - switches0[0]) / max(done, 1),
+        "server_wakeups_per_job": (switches1[1] - switches0[1]) / max(done, 1),
         "workers_cpu_share_of_a_core": sum(per_worker) / elapsed,
         # Each worker's share of a core, least to most busy: work spread or concentrated.
         "per_worker_cpu_share": [round(cpu / elapsed, 3) for cpu in per_worker],
@@ -586,6 +642,46 @@ def drain(queues: list[str], args: argparse.Namespace, workers: list[Worker]) ->
             if cpu_server is None or cpu_server0 is None
             else (cpu_server - cpu_server0) / elapsed
         ),
+    }
+
+
+# The code a worker runs per job (its start-up, Django's and the imports', is mostly elsewhere).
+PER_JOB_CODE = (
+    "awa_django/worker/",
+    "awa_django/storage/",
+    "awa_django/core/",
+    "asyncio/",
+    "psycopg",
+)
+
+
+def profiled_calls(path: Path) -> dict[str, Any]:
+    """What the profiled worker ran: its jobs (calls of the dispatcher's ``_start``, once per
+    job), its Python calls in all and those of the code a job runs through (``PER_JOB_CODE``:
+    the worker, storage, asyncio and psycopg; start-up calls some of it too) per job, and the
+    functions of that code it called most per job."""
+    import pstats
+
+    stats = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
+    jobs = sum(
+        entry[1]
+        for (file, _, name), entry in stats.items()
+        if name == "_start" and file.endswith("dispatcher.py")
+    )
+    per_job = max(jobs, 1)
+    runtime = {key: e for key, e in stats.items() if any(p in key[0] for p in PER_JOB_CODE)}
+    most = sorted(runtime.items(), key=lambda item: -item[1][1])[:25]
+    return {
+        "jobs": jobs,
+        "calls": sum(e[1] for e in stats.values()),
+        "per_job_code_calls_per_job": sum(e[1] for e in runtime.values()) / per_job,
+        "most_called_per_job": [
+            {
+                "function": f"{file.split('site-packages/')[-1]}:{line}:{name}",
+                "per_job": round(e[1] / per_job, 2),
+            }
+            for (file, line, name), e in most
+        ],
     }
 
 
@@ -623,8 +719,11 @@ def run_cell(args: argparse.Namespace, queue_count: int, logdir: Path) -> dict[s
     label = f"[{queue_count} queues]"
     reset_queue()
     result: dict[str, Any] = {"queues": queue_count, "workers": args.workers}
+    profile = args.profile_worker
+    if profile is not None:
+        profile = profile.with_name(f"{profile.name}.{queue_count}")
     fleet = start_fleet(
-        args.workers, dict.fromkeys(names, args.concurrency), logdir, args.ready_timeout
+        args.workers, dict.fromkeys(names, args.concurrency), logdir, args.ready_timeout, profile
     )
     try:
         result["connections"] = connections_by_name()
@@ -653,10 +752,18 @@ def run_cell(args: argparse.Namespace, queue_count: int, logdir: Path) -> dict[s
     finally:
         for worker in fleet:
             worker.stop()
+    if profile is not None and profile.exists():
+        result["profiled_worker"] = profiled_calls(profile)
+        print(f"{label} profiled worker {result['profiled_worker']}", flush=True)
     if "single" in args.parts:
         reset_queue()
+        single_profile = None if profile is None else profile.with_name(f"{profile.name}.single")
         single = start_fleet(
-            1, dict.fromkeys(names, args.workers * args.concurrency), logdir, args.ready_timeout
+            1,
+            dict.fromkeys(names, args.workers * args.concurrency),
+            logdir,
+            args.ready_timeout,
+            single_profile,
         )
         try:
             result["drain_single"] = drained = drain(names, args, single)
@@ -665,6 +772,9 @@ def run_cell(args: argparse.Namespace, queue_count: int, logdir: Path) -> dict[s
             print(f"{label} one process {json.dumps(drained, indent=1)}", flush=True)
         finally:
             single[0].stop()
+        if single_profile is not None and single_profile.exists():
+            result["profiled_single"] = profiled_calls(single_profile)
+            print(f"{label} profiled single {result['profiled_single']}", flush=True)
     return result
 
 
@@ -700,7 +810,12 @@ def main(argv: list[str] | None = None) -> int:
     output.write_text(
         json.dumps(
             {
-                "args": {**vars(args), "output": str(output), "log_dir": str(args.log_dir)},
+                "args": {
+                    **vars(args),
+                    "output": str(output),
+                    "log_dir": str(args.log_dir),
+                    "profile_worker": str(args.profile_worker),
+                },
                 "server_alone": alone,
                 "cells": cells,
                 **env,

@@ -8,7 +8,9 @@ that many jobs in one round trip and starts one task per job. Each task runs the
 hands the completion to the completer and returns its permit. A permit is always taken before
 the claim, so every claimed job already has a slot in this process. When a claim fills every
 permit it asked for, there is probably more work: the dispatcher starts the next claim with the
-permits still free before it starts the jobs it just got, and does not sleep.
+permits still free before it starts the jobs it just got, and does not sleep. While its claims
+queue at the lane behind other processes' (a fleet on one queue), it claims in turn at once and
+waits for half its permits, at least two, before it claims (``Dispatcher._contended_least``).
 
 Scheduling (docs/scheduling.md): in weighted mode the permits are this queue's view of one
 process-wide limit (``worker.weighted``); a queue with a per-process rate limit waits for a
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -63,6 +66,16 @@ AGING_REFRESH_MAX_S = 1.0
 # Longest a claim waits for its turn at a lane's claim lock (see _claim_in_turn); past it, the
 # dispatcher goes idle as after an empty claim.
 TURN_TIMEOUT_S = 1.0
+# While claims of its queue wait their turn at the lane (see Dispatcher._contended_least), a
+# dispatcher claims again once this share of its slots is free, and at least two of them (all
+# it has, if fewer), or once one is free and the others stayed busy this long.
+CONTENDED_CLAIM_SHARE = 0.5
+CONTENDED_PATIENCE_S = 0.05
+# While contended, every this many claims in a row that went straight to their turn, one claim
+# tries the lane first, as an uncontended one does: it comes back empty while others still
+# queue at the lane (then the claim waits its turn), and takes jobs at once when they no longer
+# do, which ends the wait for several slots.
+CONTENDED_PROBE_EVERY = 8
 # Least time between two connection checks of the async handlers' ORM thread (see
 # _refresh_loop_thread_connection).
 ORM_THREAD_CHECK_INTERVAL_S = 1.0
@@ -96,11 +109,25 @@ class Permits:
         self.total = total
         self._released.set()
 
-    async def reserve(self, n: int, stopping: asyncio.Event) -> int:
-        """Take between 1 and ``n`` free slots, or 0 once ``stopping`` is set."""
+    async def reserve(
+        self, n: int, stopping: asyncio.Event, *, least: int = 1, patience_s: float = 0.0
+    ) -> int:
+        """Take between 1 and ``n`` free slots, or 0 once ``stopping`` is set. With ``least``
+        above 1: once one is free, wait up to ``patience_s`` more for ``least`` of them (all
+        the slots there are, if fewer)."""
         while self.free <= 0 and not stopping.is_set():
             self._released.clear()
             await wait_for_any(self._released, stopping)
+        least = min(least, self.total)
+        if self.free < least and not stopping.is_set():
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + patience_s
+            while self.free < least and not stopping.is_set():
+                left = deadline - loop.time()
+                if left <= 0:
+                    break
+                self._released.clear()
+                await wait_for_any(self._released, stopping, timeout=left)
         if stopping.is_set():
             return 0
         return self.try_reserve(n)
@@ -192,6 +219,11 @@ class Dispatcher:
         # Poked (a NOTIFY for this queue, new work promoted) since the last claim began: an
         # empty claim then probably lost its lane to another claimer too.
         self._notified = False
+        # The last claim had to wait its turn at the lane (another process was claiming it)
+        # and got every job it asked for: see _contended_least.
+        self._contended = False
+        # Claims in a row that went straight to their turn (see CONTENDED_PROBE_EVERY).
+        self._turns_in_a_row = 0
         self._next_orm_thread_check = 0.0  # monotonic time of the next ORM thread check
         # Weighted mode hands in a view of the process-wide limit; otherwise permits are ours.
         self.permits: Permits | QueuePermits = permits or Permits(config.concurrency)
@@ -286,7 +318,7 @@ class Dispatcher:
                     batch = await self._bucket.budget(batch, stopping)
                     if not batch:
                         break
-                wanted = await self.permits.reserve(batch, stopping)
+                wanted = await self._reserve(batch, stopping)
                 if not wanted:
                     break
                 # Awaited in place, not as a task: on the path from a NOTIFY to a handler, a task
@@ -331,6 +363,37 @@ class Dispatcher:
                 continue
             await self._idle_wait.sleep(self._wakeup, stopping)
 
+    async def _reserve(self, batch: int, stopping: asyncio.Event) -> int:
+        permits = self.permits
+        if isinstance(permits, Permits):
+            return await permits.reserve(
+                batch,
+                stopping,
+                least=self._contended_least(permits),
+                patience_s=CONTENDED_PATIENCE_S,
+            )
+        return await permits.reserve(batch, stopping)
+
+    def _contended_least(self, permits: Permits) -> int:
+        """The free slots to wait for before the next claim: 1, unless the last claim waited
+        its turn at the lane and got all it asked for (issue #37).
+
+        A process with few slots (a fleet's, at concurrency 2-4) that claims as soon as one is
+        free takes one or two jobs a claim, and claims of one lane run one at a time: a fleet
+        of them pays a claim, a close and their wake-ups per job or two, on the workers and on
+        the server, where one process with the same total concurrency claims dozens at once.
+        While claims queue at the lane, a slot that waits for another to free costs the fleet
+        no throughput (the lane serves someone else meanwhile), and the claim it then makes
+        takes twice as many jobs. The wait is short (``CONTENDED_PATIENCE_S``), so a slot does
+        not idle behind a long job. Claims that do not wait (one process, a queue running dry,
+        a lane that other processes stopped queuing at, found by the claim of every
+        ``CONTENDED_PROBE_EVERY`` that tries the lane first) keep claiming for a single free
+        slot. Rate-limited queues claim as their budget allows.
+        """
+        if not self._contended or self._rate_limit is not None:
+            return 1
+        return max(2, math.ceil(permits.total * CONTENDED_CLAIM_SHARE))
+
     def _begin_claim(self, wanted: int, *, in_task: bool) -> PendingClaim:
         # Cleared before the claim, not after: a NOTIFY that lands while the claim is in
         # flight must still wake the next sleep.
@@ -353,7 +416,10 @@ class Dispatcher:
         """
         if self._rate_limit is not None:
             return None
-        wanted = self.permits.try_reserve(self._claim_batch_size)
+        permits = self.permits
+        if isinstance(permits, Permits) and permits.free < self._contended_least(permits):
+            return None
+        wanted = permits.try_reserve(self._claim_batch_size)
         return self._begin_claim(wanted, in_task=True) if wanted else None
 
     def _claim_aged(self) -> bool:
@@ -376,6 +442,7 @@ class Dispatcher:
     async def _claim(self, limit: int) -> list[ClaimedJob]:
         self._throttled_for_s = None
         notified, self._notified = self._notified, False
+        contended, self._contended = self._contended, False
         aged = self._claim_aged()
         try:
             async with self._pool.connection() as conn:
@@ -391,7 +458,18 @@ class Dispatcher:
                         ),
                     )
                     jobs, self._throttled_for_s = limited.jobs, limited.throttled_for_s
+                elif (
+                    contended
+                    and self._turn_lane is not None
+                    and self._turns_in_a_row < CONTENDED_PROBE_EVERY
+                ):
+                    # Still queued at the lane: a claim that only tries its lock would come back
+                    # empty (a try fails while others wait), costing the server a whole claim.
+                    self._turns_in_a_row += 1
+                    jobs = await self._claim_in_turn(conn, limit, aged)
+                    self._contended = len(jobs) == limit
                 else:
+                    self._turns_in_a_row = 0
                     jobs = await run_async(
                         conn,
                         claim_ready(self._request, rows=claimed_job_rows, limit=limit, aged=aged),
@@ -402,6 +480,7 @@ class Dispatcher:
                         and not self._request.sequential
                     ):
                         jobs = await self._claim_in_turn(conn, limit, aged)
+                        self._contended = len(jobs) == limit
         except Exception:
             logger.exception("claim failed queue=%s", self.queue)
             self._turn_lane = None

@@ -69,6 +69,10 @@ def test_every_measurement_is_taken(tmp_path: Path) -> None:
             assert 0 < drained["machine_cpu_busy"] <= 1
             # The workers' backends, sampled while they drained.
             assert any(key.startswith("awa_worker") for key in drained["waits"]), drained
+            # Per job: transactions, and wake-ups of the workers and of the server (#37).
+            assert drained["transactions_per_job"] > 0, drained
+            assert drained["worker_wakeups_per_job"] > 0, drained
+            assert drained["server_wakeups_per_job"] > 0, drained
         # The failover killed the leader: its two survivors drain.
         assert len(cell["drain_fleet"]["per_worker_cpu_share"]) == 2
 
@@ -80,6 +84,7 @@ def test_a_drain_that_runs_out_of_time_says_how_far_it_got(tmp_path: Path) -> No
         sys.executable, "-m", "benchmarks.fleet", "--workers", "1", "--concurrency", "1",
         "--queue-counts", "1", "--jobs", "40", "--job-ms", "100", "--drain-timeout", "1",
         "--parts", "drain", "--output", str(output),
+        "--profile-worker", str(tmp_path / "profile"),
     ]  # fmt: skip
     env = {
         **os.environ,
@@ -96,3 +101,7 @@ def test_a_drain_that_runs_out_of_time_says_how_far_it_got(tmp_path: Path) -> No
     assert drained["timed_out"] and 0 < drained["done"] < 40, drained
     assert drained["seconds"] < 10
     assert "idle" not in cell and "failover" not in cell and "drain_single" not in cell
+    # The worker ran under cProfile: the jobs it started, and its calls per job.
+    profiled = cell["profiled_worker"]
+    assert profiled["jobs"] >= drained["done"], profiled
+    assert profiled["per_job_code_calls_per_job"] > 0, profiled

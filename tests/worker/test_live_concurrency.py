@@ -48,6 +48,30 @@ def test_permits_lowered_below_use_hand_none_out_until_enough_finish():
     asyncio.run(main())
 
 
+def test_permits_wait_a_while_for_the_least_slots_asked_for():
+    # A dispatcher whose claims queue at the lane claims once two slots are free, or once one
+    # is and the others stayed busy for its patience (#37).
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        stopping = asyncio.Event()
+        permits = Permits(3)
+        assert permits.try_reserve(3) == 3
+        waiting = asyncio.create_task(permits.reserve(3, stopping, least=2, patience_s=5))
+        permits.release()
+        await asyncio.sleep(0.02)
+        assert not waiting.done()  # one free: waits for a second one
+        permits.release()
+        assert await asyncio.wait_for(waiting, 1) == 2
+        permits.release()
+        started = loop.time()
+        assert await permits.reserve(3, stopping, least=2, patience_s=0.05) == 1
+        assert loop.time() - started >= 0.04
+        # Fewer slots than asked for: all of them do.
+        assert await asyncio.wait_for(Permits(1).reserve(3, stopping, least=2), 1) == 1
+
+    asyncio.run(main())
+
+
 def test_a_weighted_queue_is_held_to_its_cap():
     async def main() -> None:
         pool = WeightedPermits(10, {"a": QueueShare(0, 1), "b": QueueShare(0, 1)})
