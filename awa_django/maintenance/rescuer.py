@@ -33,7 +33,7 @@ from awa_django.core.outcome import outcome_word
 from awa_django.core.retry import RetryPolicy
 from awa_django.exceptions import AttemptRescued
 from awa_django.logs import job_extra
-from awa_django.maintenance.service import counted
+from awa_django.maintenance.service import PoolTask, counted
 from awa_django.storage.callbacks import lock_timed_out_callbacks
 from awa_django.storage.execution import (
     Closed,
@@ -91,7 +91,7 @@ class RescuerResult:
         return f"{rescued} of {self.found} found (the others closed meanwhile)"
 
 
-class Rescuer:
+class Rescuer(PoolTask[RescueConfig]):
     """Closes stale attempts and timed-out callback waits, one bounded batch per pass.
 
     The two rescues are two reasons of one scan rather than two services: one statement
@@ -109,9 +109,7 @@ class Rescuer:
         policy: RetryPolicy,
         now: Callable[[], datetime],
     ) -> None:
-        self._pool = pool
-        self._config = config
-        self.interval_s = config.interval_s
+        super().__init__(pool, config)
         self._policy = policy
         self._now = now
         # None until a pass completes: a new leader looks at every retained receipt once. Kept

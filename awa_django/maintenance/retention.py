@@ -7,13 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import until_short
-from awa_django.maintenance.service import Counts, counted
+from awa_django.maintenance.service import Counts, PoolTask, counted
 from awa_django.storage.control import delete_expired_dlq, delete_expired_terminal_history
 from awa_django.storage.statement import Statement, run_async
 from awa_django.storage.workflows import prune_workflows
@@ -54,13 +51,8 @@ class RetentionResult(Counts):
         return said
 
 
-class RetentionCleaner:
+class RetentionCleaner(PoolTask[RetentionConfig]):
     name = "retention"
-
-    def __init__(self, pool: AsyncConnectionPool[Any], config: RetentionConfig) -> None:
-        self._pool = pool
-        self._config = config
-        self.interval_s = config.interval_s
 
     async def run_once(self) -> RetentionResult:
         config = self._config
