@@ -25,7 +25,7 @@ from awa_django.conf import AwaSettings
 from awa_django.declarations.cron_expression import CronExpression
 from awa_django.declarations.jobs import DeclaredJob
 from awa_django.exceptions import InvalidSchedule
-from awa_django.maintenance.service import PoolTask, counted
+from awa_django.maintenance.service import PoolTask, TaskConfig, counted
 from awa_django.storage.cron import DUE_CRON_JOBS, DueSchedule, fire_cron
 from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
@@ -34,8 +34,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CronConfig:
-    interval_s: float
+class CronConfig(TaskConfig):
     max_catch_up: int
 
     @classmethod

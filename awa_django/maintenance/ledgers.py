@@ -13,15 +13,14 @@ from psycopg import AsyncConnection
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import until_short
-from awa_django.maintenance.service import Counts, PoolTask, counted
+from awa_django.maintenance.service import Counts, PoolTask, TaskConfig, counted
 from awa_django.storage.lanes import delete_superseded_lane_marks
 from awa_django.storage.rate_limits import delete_superseded_rate_entries
 from awa_django.storage.statement import run_async
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LedgerConfig:
-    interval_s: float
+class LedgerConfig(TaskConfig):
     batch_size: int
 
     @classmethod

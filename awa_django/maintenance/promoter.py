@@ -14,7 +14,7 @@ from psycopg import AsyncConnection
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import until_short
-from awa_django.maintenance.service import Counts, PoolTask, counted
+from awa_django.maintenance.service import Counts, PoolTask, TaskConfig, counted
 from awa_django.storage.backlog import promote_due
 from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
@@ -28,8 +28,7 @@ async def _promote(conn: AsyncConnection[Any], limit: int) -> int:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PromoterConfig:
-    interval_s: float
+class PromoterConfig(TaskConfig):
     batch_size: int
 
     @classmethod

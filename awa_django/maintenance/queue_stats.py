@@ -21,7 +21,7 @@ from typing import Any, Final
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
-from awa_django.maintenance.service import PoolTask, counted
+from awa_django.maintenance.service import PoolTask, TaskConfig, counted
 from awa_django.storage.queue import QueueDepth, queue_depths
 from awa_django.storage.samples import compact_samples, record_samples
 from awa_django.storage.statement import run_async, run_atomic_async
@@ -40,9 +40,7 @@ QUARTERS_KEEP_S: Final = 8 * 86400.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class QueueStatsConfig:
-    interval_s: float
-
+class QueueStatsConfig(TaskConfig):
     @classmethod
     def from_settings(cls, conf: AwaSettings) -> QueueStatsConfig:
         return cls(interval_s=conf.QUEUE_STATS_INTERVAL_S)

@@ -33,7 +33,7 @@ from awa_django.core.outcome import outcome_word
 from awa_django.core.retry import RetryPolicy
 from awa_django.exceptions import AttemptRescued
 from awa_django.logs import job_extra
-from awa_django.maintenance.service import PoolTask, counted
+from awa_django.maintenance.service import PoolTask, TaskConfig, counted
 from awa_django.storage.callbacks import lock_timed_out_callbacks
 from awa_django.storage.execution import (
     Closed,
@@ -55,8 +55,7 @@ REASONS = {
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RescueConfig:
-    interval_s: float
+class RescueConfig(TaskConfig):
     staleness_s: float
     batch_size: int
     # Queues whose terminal failures go to the dead-letter queue: a rescue that fails a job

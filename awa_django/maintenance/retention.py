@@ -10,15 +10,14 @@ from dataclasses import dataclass
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import until_short
-from awa_django.maintenance.service import Counts, PoolTask, counted
+from awa_django.maintenance.service import Counts, PoolTask, TaskConfig, counted
 from awa_django.storage.control import delete_expired_dlq, delete_expired_terminal_history
 from awa_django.storage.statement import Statement, run_async
 from awa_django.storage.workflows import prune_workflows
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RetentionConfig:
-    interval_s: float
+class RetentionConfig(TaskConfig):
     dlq_retention_s: float
     failed_retention_s: float
     batch_size: int

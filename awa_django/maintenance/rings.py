@@ -14,7 +14,7 @@ from typing import Any, Final
 from psycopg import AsyncConnection
 
 from awa_django.conf import AwaSettings
-from awa_django.maintenance.service import PoolTask
+from awa_django.maintenance.service import PoolTask, TaskConfig
 from awa_django.storage import control
 from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
@@ -33,8 +33,7 @@ ROTATIONS_KEPT = 1000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RingConfig:
-    interval_s: float
+class RingConfig(TaskConfig):
     completed_retention_s: float
     failed_retention_s: float
     lock_timeout_ms: int

@@ -10,14 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from awa_django.conf import AwaSettings
-from awa_django.maintenance.service import Counts, PoolTask, counted
+from awa_django.maintenance.service import Counts, PoolTask, TaskConfig, counted
 from awa_django.storage.runtime import delete_stale_runtimes, delete_undeclared_versions
 from awa_django.storage.statement import run_async
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RuntimeCleanupConfig:
-    interval_s: float
+class RuntimeCleanupConfig(TaskConfig):
     stale_after_s: float
 
     @classmethod

@@ -16,7 +16,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import Field, asdict
+from dataclasses import Field, asdict, dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from psycopg_pool import AsyncConnectionPool
@@ -51,12 +51,14 @@ def counted(count: int, noun: str, plural: str | None = None) -> str:
     return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
-class _Every(Protocol):
-    @property
-    def interval_s(self) -> float: ...
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskConfig:
+    """What every maintenance task's config holds: how often its pass runs."""
+
+    interval_s: float
 
 
-C = TypeVar("C", bound=_Every)
+C = TypeVar("C", bound=TaskConfig)
 
 
 class PoolTask(Generic[C]):

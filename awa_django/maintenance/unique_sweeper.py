@@ -17,7 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import in_batches
-from awa_django.maintenance.service import Counts, PoolTask, counted
+from awa_django.maintenance.service import Counts, PoolTask, TaskConfig, counted
 from awa_django.storage.statement import run_async
 from awa_django.storage.unique import sweep_unique_claims
 
@@ -26,8 +26,7 @@ SWEEP_BATCH: Final = 200
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class UniqueSweepConfig:
-    interval_s: float
+class UniqueSweepConfig(TaskConfig):
     max_per_pass: int
 
     @classmethod
