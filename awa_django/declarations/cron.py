@@ -44,8 +44,9 @@ _SETTINGS_KEYS: Final = frozenset(
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Schedule:
-    """A resolved, validated schedule: the row a deployment upserts into ``awa.cron_jobs``."""
+class ScheduleFields:
+    """What a schedule fires, and when: the columns of ``awa.cron_jobs`` that a declaration and
+    the stored row (``storage.cron.CronJobRecord``) both carry."""
 
     name: str
     cron_expr: str
@@ -55,6 +56,12 @@ class Schedule:
     args: dict[str, Any]
     priority: int
     max_attempts: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Schedule(ScheduleFields):
+    """A resolved, validated schedule: the row a deployment upserts into ``awa.cron_jobs``."""
+
     tags: tuple[str, ...]
     metadata: dict[str, Any]
     missed_fire_policy: MissedFirePolicy

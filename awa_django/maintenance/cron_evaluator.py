@@ -25,7 +25,7 @@ from awa_django.conf import AwaSettings
 from awa_django.declarations.cron_expression import CronExpression
 from awa_django.declarations.jobs import DeclaredJob
 from awa_django.exceptions import InvalidSchedule
-from awa_django.maintenance.service import counted
+from awa_django.maintenance.service import PoolTask, TaskConfig, counted
 from awa_django.storage.cron import DUE_CRON_JOBS, DueSchedule, fire_cron
 from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
@@ -34,8 +34,7 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CronConfig:
-    interval_s: float
+class CronConfig(TaskConfig):
     max_catch_up: int
 
     @classmethod
@@ -106,13 +105,11 @@ def due_ticks(schedule: DueSchedule, *, max_catch_up: int) -> list[datetime]:
     return ticks
 
 
-class CronEvaluator:
+class CronEvaluator(PoolTask[CronConfig]):
     name = "cron"
 
     def __init__(self, pool: AsyncConnectionPool[Any], config: CronConfig) -> None:
-        self._pool = pool
-        self.interval_s = config.interval_s
-        self._max_catch_up = config.max_catch_up
+        super().__init__(pool, config)
         # Schedules already reported as unusable, so a bad row is logged once, not every pass.
         self._reported: set[tuple[str, str, str]] = set()
 
@@ -123,7 +120,7 @@ class CronEvaluator:
     async def fire(self, schedule: DueSchedule) -> FiredSchedule | None:
         """Fire what ``schedule`` (as read) owes; None when nothing was due."""
         try:
-            ticks = due_ticks(schedule, max_catch_up=self._max_catch_up)
+            ticks = due_ticks(schedule, max_catch_up=self._config.max_catch_up)
         except InvalidSchedule as exc:
             # Written by a deployment whose croniter accepts what ours does not: leave it to them.
             version = (schedule.name, schedule.cron_expr, schedule.timezone)

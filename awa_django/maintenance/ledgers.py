@@ -10,19 +10,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import until_short
-from awa_django.maintenance.service import Counts, counted
+from awa_django.maintenance.service import Counts, PoolTask, TaskConfig, counted
 from awa_django.storage.lanes import delete_superseded_lane_marks
 from awa_django.storage.rate_limits import delete_superseded_rate_entries
 from awa_django.storage.statement import run_async
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LedgerConfig:
-    interval_s: float
+class LedgerConfig(TaskConfig):
     batch_size: int
 
     @classmethod
@@ -38,17 +36,13 @@ class LedgerResult(Counts):
         return f"deleted {counted(self.deleted, 'superseded ledger row')} (rate limits, lane marks)"
 
 
-class LedgerCleaner:
+class LedgerCleaner(PoolTask[LedgerConfig]):
     name = "ledgers"
 
-    def __init__(self, pool: AsyncConnectionPool[Any], config: LedgerConfig) -> None:
-        self._pool = pool
-        self.interval_s = config.interval_s
-        self._batch_size = config.batch_size
-
     async def run_once(self) -> LedgerResult:
-        deleted = await until_short(self._pool, _rate_batch, batch_size=self._batch_size)
-        deleted += await until_short(self._pool, _lane_batch, batch_size=self._batch_size)
+        batch_size = self._config.batch_size
+        deleted = await until_short(self._pool, _rate_batch, batch_size=batch_size)
+        deleted += await until_short(self._pool, _lane_batch, batch_size=batch_size)
         return LedgerResult(deleted)
 
 

@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncConnection
-from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import until_short
-from awa_django.maintenance.service import Counts, counted
+from awa_django.maintenance.service import Counts, PoolTask, TaskConfig, counted
 from awa_django.storage.backlog import promote_due
 from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
@@ -29,8 +28,7 @@ async def _promote(conn: AsyncConnection[Any], limit: int) -> int:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PromoterConfig:
-    interval_s: float
+class PromoterConfig(TaskConfig):
     batch_size: int
 
     @classmethod
@@ -48,21 +46,16 @@ class PromoterResult(Counts):
         return f"moved {counted(self.moved, 'due job')} into the ready queue"
 
 
-class Promoter:
+class Promoter(PoolTask[PromoterConfig]):
     """Moves due deferred jobs, repeating at once while batches come back full."""
 
     name = "promoter"
-
-    def __init__(self, pool: AsyncConnectionPool[Any], config: PromoterConfig) -> None:
-        self._pool = pool
-        self.interval_s = config.interval_s
-        self._batch_size = config.batch_size
 
     async def run_once(self) -> PromoterResult:
         moved = await until_short(
             self._pool,
             _promote,
-            batch_size=self._batch_size,
+            batch_size=self._config.batch_size,
         )
         get_telemetry().promoted(moved)
         return PromoterResult(moved)

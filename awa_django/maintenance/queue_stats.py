@@ -21,7 +21,7 @@ from typing import Any, Final
 from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
-from awa_django.maintenance.service import counted
+from awa_django.maintenance.service import PoolTask, TaskConfig, counted
 from awa_django.storage.queue import QueueDepth, queue_depths
 from awa_django.storage.samples import compact_samples, record_samples
 from awa_django.storage.statement import run_async, run_atomic_async
@@ -40,9 +40,7 @@ QUARTERS_KEEP_S: Final = 8 * 86400.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class QueueStatsConfig:
-    interval_s: float
-
+class QueueStatsConfig(TaskConfig):
     @classmethod
     def from_settings(cls, conf: AwaSettings) -> QueueStatsConfig:
         return cls(interval_s=conf.QUEUE_STATS_INTERVAL_S)
@@ -61,14 +59,13 @@ class QueueStatsResult:
         return f"measured {counted(len(self.depths), 'queue')}"
 
 
-class QueueSampler:
+class QueueSampler(PoolTask[QueueStatsConfig]):
     """Measures every queue once per pass, stores the samples and publishes to telemetry."""
 
     name = "queue_stats"
 
     def __init__(self, pool: AsyncConnectionPool[Any], config: QueueStatsConfig) -> None:
-        self._pool = pool
-        self.interval_s = config.interval_s
+        super().__init__(pool, config)
         # The minute (since the epoch) last compacted in this process: once a minute is enough.
         self._compacted_minute: int | None = None
 

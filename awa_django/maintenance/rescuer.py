@@ -33,7 +33,7 @@ from awa_django.core.outcome import outcome_word
 from awa_django.core.retry import RetryPolicy
 from awa_django.exceptions import AttemptRescued
 from awa_django.logs import job_extra
-from awa_django.maintenance.service import counted
+from awa_django.maintenance.service import PoolTask, TaskConfig, counted
 from awa_django.storage.callbacks import lock_timed_out_callbacks
 from awa_django.storage.execution import (
     Closed,
@@ -55,8 +55,7 @@ REASONS = {
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RescueConfig:
-    interval_s: float
+class RescueConfig(TaskConfig):
     staleness_s: float
     batch_size: int
     # Queues whose terminal failures go to the dead-letter queue: a rescue that fails a job
@@ -91,7 +90,7 @@ class RescuerResult:
         return f"{rescued} of {self.found} found (the others closed meanwhile)"
 
 
-class Rescuer:
+class Rescuer(PoolTask[RescueConfig]):
     """Closes stale attempts and timed-out callback waits, one bounded batch per pass.
 
     The two rescues are two reasons of one scan rather than two services: one statement
@@ -109,9 +108,7 @@ class Rescuer:
         policy: RetryPolicy,
         now: Callable[[], datetime],
     ) -> None:
-        self._pool = pool
-        self._config = config
-        self.interval_s = config.interval_s
+        super().__init__(pool, config)
         self._policy = policy
         self._now = now
         # None until a pass completes: a new leader looks at every retained receipt once. Kept

@@ -7,21 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import until_short
-from awa_django.maintenance.service import Counts, counted
+from awa_django.maintenance.service import Counts, PoolTask, TaskConfig, counted
 from awa_django.storage.control import delete_expired_dlq, delete_expired_terminal_history
 from awa_django.storage.statement import Statement, run_async
 from awa_django.storage.workflows import prune_workflows
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RetentionConfig:
-    interval_s: float
+class RetentionConfig(TaskConfig):
     dlq_retention_s: float
     failed_retention_s: float
     batch_size: int
@@ -54,13 +50,8 @@ class RetentionResult(Counts):
         return said
 
 
-class RetentionCleaner:
+class RetentionCleaner(PoolTask[RetentionConfig]):
     name = "retention"
-
-    def __init__(self, pool: AsyncConnectionPool[Any], config: RetentionConfig) -> None:
-        self._pool = pool
-        self._config = config
-        self.interval_s = config.interval_s
 
     async def run_once(self) -> RetentionResult:
         config = self._config

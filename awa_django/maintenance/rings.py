@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from psycopg import AsyncConnection
-from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
+from awa_django.maintenance.service import PoolTask, TaskConfig
 from awa_django.storage import control
 from awa_django.storage.statement import run_async
 from awa_django.telemetry import get_telemetry
@@ -33,8 +33,7 @@ ROTATIONS_KEPT = 1000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RingConfig:
-    interval_s: float
+class RingConfig(TaskConfig):
     completed_retention_s: float
     failed_retention_s: float
     lock_timeout_ms: int
@@ -94,16 +93,11 @@ def _ring_words(rotation: str, prune: str) -> str:
     )
 
 
-class RingMaintainer:
+class RingMaintainer(PoolTask[RingConfig]):
     """Rotates and prunes both rings once per pass; ``interval_s`` grows while both are idle
     (see ``IDLE_BACKOFF_MAX``)."""
 
     name = "rings"
-
-    def __init__(self, pool: AsyncConnectionPool[Any], config: RingConfig) -> None:
-        self._pool = pool
-        self._config = config
-        self.interval_s = config.interval_s
 
     async def run_once(self) -> RingResult:
         async with self._pool.connection() as conn:

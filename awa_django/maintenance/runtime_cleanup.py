@@ -8,19 +8,15 @@ Runtimes page)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
-from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
-from awa_django.maintenance.service import Counts, counted
+from awa_django.maintenance.service import Counts, PoolTask, TaskConfig, counted
 from awa_django.storage.runtime import delete_stale_runtimes, delete_undeclared_versions
 from awa_django.storage.statement import run_async
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RuntimeCleanupConfig:
-    interval_s: float
+class RuntimeCleanupConfig(TaskConfig):
     stale_after_s: float
 
     @classmethod
@@ -40,20 +36,14 @@ class RuntimeCleanupResult(Counts):
         )
 
 
-class RuntimeCleaner:
+class RuntimeCleaner(PoolTask[RuntimeCleanupConfig]):
     name = "runtimes"
 
-    def __init__(self, pool: AsyncConnectionPool[Any], config: RuntimeCleanupConfig) -> None:
-        self._pool = pool
-        self.interval_s = config.interval_s
-        self._stale_after_s = config.stale_after_s
-
     async def run_once(self) -> RuntimeCleanupResult:
+        stale_after_s = self._config.stale_after_s
         async with self._pool.connection() as conn:
-            deleted = await run_async(
-                conn, delete_stale_runtimes(stale_after_s=self._stale_after_s)
-            )
+            deleted = await run_async(conn, delete_stale_runtimes(stale_after_s=stale_after_s))
             versions = await run_async(
-                conn, delete_undeclared_versions(stale_after_s=self._stale_after_s)
+                conn, delete_undeclared_versions(stale_after_s=stale_after_s)
             )
         return RuntimeCleanupResult(deleted, versions)

@@ -16,8 +16,10 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import Field, asdict
-from typing import Any, ClassVar, Protocol
+from dataclasses import Field, asdict, dataclass
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from psycopg_pool import AsyncConnectionPool
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +49,26 @@ class Counts:
 def counted(count: int, noun: str, plural: str | None = None) -> str:
     """``count`` and ``noun``, in the plural unless there is one: "1 job", "3 jobs"."""
     return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskConfig:
+    """What every maintenance task's config holds: how often its pass runs."""
+
+    interval_s: float
+
+
+C = TypeVar("C", bound=TaskConfig)
+
+
+class PoolTask(Generic[C]):
+    """A task whose passes take connections from the maintenance pool, every
+    ``config.interval_s``; ``config`` holds what its passes need."""
+
+    def __init__(self, pool: AsyncConnectionPool[Any], config: C) -> None:
+        self._pool = pool
+        self._config = config
+        self.interval_s = config.interval_s
 
 
 class MaintenanceTask(Protocol):

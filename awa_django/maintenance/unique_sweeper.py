@@ -17,7 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from awa_django.conf import AwaSettings
 from awa_django.maintenance.batches import in_batches
-from awa_django.maintenance.service import Counts, counted
+from awa_django.maintenance.service import Counts, PoolTask, TaskConfig, counted
 from awa_django.storage.statement import run_async
 from awa_django.storage.unique import sweep_unique_claims
 
@@ -26,8 +26,7 @@ SWEEP_BATCH: Final = 200
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class UniqueSweepConfig:
-    interval_s: float
+class UniqueSweepConfig(TaskConfig):
     max_per_pass: int
 
     @classmethod
@@ -43,18 +42,16 @@ class UniqueSweepResult(Counts):
         return f"dropped {counted(self.deleted, 'unique claim')} that can no longer conflict"
 
 
-class UniqueClaimSweeper:
+class UniqueClaimSweeper(PoolTask[UniqueSweepConfig]):
     name = "unique_claims"
 
     def __init__(self, pool: AsyncConnectionPool[Any], config: UniqueSweepConfig) -> None:
-        self._pool = pool
-        self.interval_s = config.interval_s
-        self._max_per_pass = config.max_per_pass
+        super().__init__(pool, config)
         self._after: bytes | None = None
 
     async def run_once(self) -> UniqueSweepResult:
         deleted = await in_batches(
-            self._pool, self._sweep_batch, max_batches=-(-self._max_per_pass // SWEEP_BATCH)
+            self._pool, self._sweep_batch, max_batches=-(-self._config.max_per_pass // SWEEP_BATCH)
         )
         return UniqueSweepResult(deleted)
 

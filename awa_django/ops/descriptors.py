@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from dataclasses import fields as dataclass_fields
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from django.db import connections
 
@@ -67,6 +67,9 @@ class KindDeclaration(_Declaration):
     description: str
     owner: str
     docs_url: str
+
+
+D = TypeVar("D", bound=_Declaration)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +125,11 @@ class _Stored:
     # Live runtime instance id -> the hash it declares.
     runtime_hashes: dict[str, str]
 
+    def _declared(self, declaration: type[D], **renamed: str) -> D:
+        # The declaration made of the record's fields of the same names (or the ``renamed`` ones).
+        names = (f.name for f in dataclass_fields(declaration))
+        return declaration(**{name: getattr(self, renamed.get(name, name)) for name in names})
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueDescriptorRecord(_Stored):
@@ -136,13 +144,7 @@ class QueueDescriptorRecord(_Stored):
     @property
     def declaration(self) -> QueueDeclaration:
         """What the stored descriptor declares."""
-        return QueueDeclaration(
-            queue=self.queue,
-            display_name=self.display_name,
-            description=self.description,
-            owner=self.owner,
-            dlq=self.dlq_enabled,
-        )
+        return self._declared(QueueDeclaration, dlq="dlq_enabled")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -158,13 +160,7 @@ class KindDescriptorRecord(_Stored):
     @property
     def declaration(self) -> KindDeclaration:
         """What the stored descriptor declares."""
-        return KindDeclaration(
-            kind=self.kind,
-            queue=self.queue,
-            description=self.description,
-            owner=self.owner,
-            docs_url=self.docs_url,
-        )
+        return self._declared(KindDeclaration)
 
 
 def queues(*, database: str | None = None) -> list[QueueDescriptorRecord]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from awa_django.declarations.cron import ScheduleFields
 from awa_django.declarations.exact_json import exact_text
 from awa_django.sql import queries
 from awa_django.storage.statement import Statement, all_rows, any_row, rows_of
@@ -32,17 +33,9 @@ class DueSchedule:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CronJobRecord:
+class CronJobRecord(ScheduleFields):
     """A schedule as stored. ``last_fire_at`` is the newest tick enqueued by the timetable."""
 
-    name: str
-    cron_expr: str
-    timezone: str
-    kind: str
-    queue: str
-    args: dict[str, Any]
-    priority: int
-    max_attempts: int
     tags: list[str]
     metadata: dict[str, Any]
     missed_fire_policy: str
