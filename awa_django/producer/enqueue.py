@@ -235,8 +235,9 @@ def _enqueue_one(bound: BoundArgs, options: ResolvedOptions) -> int:
     if options.unique is None:
         conn = connections[alias]
         # Outside atomic() Django runs the statement in autocommit: it is the whole transaction,
-        # so it publishes the job itself and the commit has nothing left to do.
-        alone = conn.get_autocommit() and not conn.in_atomic_block
+        # so it publishes the job itself and the commit has nothing left to do. Inside one, the
+        # connection's autocommit is not looked up (it is off, and the lookup costs calls).
+        alone = not conn.in_atomic_block and conn.get_autocommit()
         with reported_unmigrated(alias):
             job_id = run_on(conn, queue_storage.enqueue_job(new_job, alone=alone))
     else:
