@@ -62,7 +62,8 @@ def bind_args(
     """``args`` validated as the arguments of ``job`` (JSON only when there is no handler)."""
     if args is None:
         args = {}
-    if not isinstance(args, Mapping):
+    # A dict, the usual argument, skips the abstract Mapping check and its calls.
+    if type(args) is not dict and not isinstance(args, Mapping):
         raise InvalidJob(
             f"args must be a dict of argument name to value for job {kind!r}, got {args!r}",
             field="args",

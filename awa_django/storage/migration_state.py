@@ -63,7 +63,7 @@ class reported_unmigrated:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if not isinstance(exc, ProgrammingError):
+        if exc is None or not isinstance(exc, ProgrammingError):
             return
         if getattr(exc.__cause__, "sqlstate", None) not in MISSING_OBJECT_STATES:
             return
