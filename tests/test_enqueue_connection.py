@@ -22,6 +22,7 @@ from django.db import (
     reset_queries,
     transaction,
 )
+from django.db.backends.utils import CursorWrapper
 from django.db.transaction import TransactionManagementError
 from django.test import override_settings
 
@@ -57,6 +58,63 @@ def test_an_execute_wrapper_sees_the_enqueue_statement():
         job_id = noop.enqueue(n=1)
     assert len(seen) == 1
     assert "awa.enqueue_job_alone(" in seen[0]
+    assert awa.get_job(job_id) is not None
+
+
+def patch_the_connections_cursor(monkeypatch: pytest.MonkeyPatch, seen: list[str]) -> None:
+    """As django-debug-toolbar does: the connection's ``cursor``, replaced on the instance."""
+    db = connections["default"]
+    made_by = db.cursor
+
+    def cursor() -> Any:
+        made = made_by()
+        execute = made.execute
+
+        def recording(sql: str, params: Any = None) -> Any:
+            seen.append(sql)
+            return execute(sql, params)
+
+        made.execute = recording
+        return made
+
+    monkeypatch.setattr(db, "cursor", cursor)
+
+
+def patch_djangos_cursor_class(monkeypatch: pytest.MonkeyPatch, seen: list[str]) -> None:
+    """As APM integrations (Sentry's) do: ``CursorWrapper.execute``, replaced on the class."""
+    execute = CursorWrapper.execute
+
+    def recording(self: CursorWrapper, sql: str, params: Any = None) -> Any:
+        seen.append(sql)
+        return execute(self, sql, params)
+
+    monkeypatch.setattr(CursorWrapper, "execute", recording)
+
+
+def patch_the_backends_cursors(monkeypatch: pytest.MonkeyPatch, seen: list[str]) -> None:
+    """As a backend built on Django's may do: cursors of its own (``make_cursor``)."""
+    backend = type(connections["default"])
+    make_cursor = backend.make_cursor
+
+    def making(self: Any, cursor: Any) -> Any:
+        made = make_cursor(self, cursor)
+        seen.append("made")
+        return made
+
+    monkeypatch.setattr(backend, "make_cursor", making)
+
+
+@pytest.mark.usefixtures("awa_db")
+@pytest.mark.parametrize(
+    "patch", [patch_the_connections_cursor, patch_djangos_cursor_class, patch_the_backends_cursors]
+)
+def test_tools_that_wrap_djangos_cursors_see_the_enqueue(monkeypatch, patch):
+    seen: list[str] = []
+    noop.enqueue(n=0)
+    patch(monkeypatch, seen)
+    job_id = noop.enqueue(n=1)
+    assert len(seen) == 1
+    assert "awa.enqueue_job_alone(" in seen[0] or seen[0] == "made"
     assert awa.get_job(job_id) is not None
 
 

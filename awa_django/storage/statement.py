@@ -192,6 +192,8 @@ def run(cursor: CursorWrapper, statement: Statement[T]) -> T:
     return _answer(cursor.cursor, statement)
 
 
+# Where Django's own ``CursorWrapper.execute`` is defined; a replacement is defined elsewhere.
+_DJANGO_CURSORS: Final = "django.db.backends.utils"
 # Per Django connection (one a thread and alias): the psycopg connection under it, the thread
 # that made the cursor, and the cursor ``run_on`` runs its statements on. Weak, so that a
 # thread's connections are not kept after the thread; the entry does not refer to its key.
@@ -207,11 +209,21 @@ def run_on(db: BaseDatabaseWrapper, statement: Statement[T]) -> T:
     connection, the thread check, the refusal in a broken ``atomic()`` block
     (``TransactionManagementError``) and its errors as ``django.db``'s. It skips what costs
     calls and does nothing here: a Django cursor, and a psycopg cursor, per statement. When
-    something of Django's would see the statement (an ``execute_wrapper``, the query log of
-    ``DEBUG`` or ``CaptureQueriesContext``, the warning before the apps are ready), it runs on
-    a Django cursor instead.
+    something would see the statement on a Django cursor (an ``execute_wrapper``, the query log
+    of ``DEBUG`` or ``CaptureQueriesContext``, the warning before the apps are ready, a tool
+    that wraps the connection's cursors or Django's cursor class), it runs on one instead.
     """
-    if db.execute_wrappers or db.queries_logged or not (apps.ready or apps.stored_app_configs):
+    if (
+        db.execute_wrappers
+        or db.queries_logged
+        or not (apps.ready or apps.stored_app_configs)
+        # django-debug-toolbar replaces the connection's ``cursor`` on the instance; APM
+        # integrations (Sentry's, for one) replace ``CursorWrapper.execute``; a backend may
+        # make its own cursors.
+        or "cursor" in db.__dict__
+        or CursorWrapper.execute.__module__ != _DJANGO_CURSORS
+        or type(db).make_cursor is not BaseDatabaseWrapper.make_cursor
+    ):
         with db.cursor() as wrapped:
             return run(wrapped, statement)
     db.close_if_health_check_failed()
