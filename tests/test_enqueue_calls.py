@@ -32,7 +32,7 @@ ARGS = {"n": 0}
 # included), a little above what cProfile counts on Python 3.11 (docs/benchmarks.md, "One
 # enqueue, counted"): below what it made through a Django cursor (its creation, wrappers and a
 # psycopg cursor per statement), so a change that brings one back to every enqueue fails here.
-MAX_CALLS_PER_ENQUEUE = {"autocommit": 170, "atomic": 310}
+MAX_CALLS_PER_ENQUEUE = {"autocommit": 160, "atomic": 295}
 
 
 def calls(action: Callable[[], object], times: int) -> float:
