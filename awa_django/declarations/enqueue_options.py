@@ -87,10 +87,13 @@ class EnqueueOptions:
         ``trace_context`` is the enqueue site's trace context when the caller captured it
         already (``capture_trace_context``); None captures it here."""
         base = job.defaults if job is not None else NO_OPTIONS
-        unique = _first(self.unique, base.unique)
+        # Each option is the call's, else the handler's (``is not None``, spelled out: this runs
+        # at every enqueue, and a helper would be a call per option).
+        unique = self.unique if self.unique is not None else base.unique
         if unique is not None and not isinstance(unique, Unique):
             raise InvalidJob(f"unique must be an awa.Unique, got {unique!r}", field="unique")
-        conflict = check_on_conflict(_first(self.on_conflict, base.on_conflict, on_conflict))
+        given_conflict = self.on_conflict if self.on_conflict is not None else base.on_conflict
+        conflict = check_on_conflict(on_conflict if given_conflict is None else given_conflict)
         conf = get_settings()
         queue = self.queue or base.queue or conf.DEFAULT_QUEUE
         if queue not in conf.QUEUES:
@@ -99,23 +102,25 @@ class EnqueueOptions:
                 f"{sorted(conf.QUEUES)} (add it to AWA['QUEUES'])",
                 field="queue",
             )
+        priority = self.priority if self.priority is not None else base.priority
         priority = check_int(
-            _first(self.priority, base.priority, conf.DEFAULT_PRIORITY),
+            conf.DEFAULT_PRIORITY if priority is None else priority,
             name="priority",
             low=priority_range[0],
             high=priority_range[1],
         )
+        max_attempts = self.max_attempts if self.max_attempts is not None else base.max_attempts
         max_attempts = check_int(
-            _first(self.max_attempts, base.max_attempts, conf.DEFAULT_MAX_ATTEMPTS),
+            conf.DEFAULT_MAX_ATTEMPTS if max_attempts is None else max_attempts,
             name="max_attempts",
             low=1,
             high=MAX_ATTEMPTS_LIMIT,
         )
-        metadata = _first(self.metadata, base.metadata)
+        metadata = self.metadata if self.metadata is not None else base.metadata
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InvalidJob(f"metadata must be a dict, got {metadata!r}", field="metadata")
         meta = dict(metadata or {})
-        ordering_key = _first(self.ordering_key, base.ordering_key)
+        ordering_key = self.ordering_key if self.ordering_key is not None else base.ordering_key
         if ordering_key is not None:
             meta[ORDERING_KEY_METADATA] = check_ordering_key(ordering_key)
         # The enqueue site's trace context, so the job's span continues this trace.
@@ -123,13 +128,14 @@ class EnqueueOptions:
             get_telemetry().inject(meta)
         else:
             meta.update(trace_context)
-        tags = check_tags(_first(self.tags, base.tags))
+        tags = check_tags(self.tags if self.tags is not None else base.tags)
+        run_at = self.run_at if self.run_at is not None else base.run_at
         return ResolvedOptions(
             kind=kind,
             queue=queue,
             priority=priority,
             max_attempts=max_attempts,
-            run_at=resolve_run_at(_first(self.run_at, base.run_at)),
+            run_at=resolve_run_at(run_at),
             # Most jobs carry none: its text is known without encoding it.
             metadata_json=to_json_text(meta, field="metadata") if meta else "{}",
             metadata=meta,
@@ -137,7 +143,7 @@ class EnqueueOptions:
             unique=unique,
             on_conflict=conflict,
             ordering_key=ordering_key,
-            eager=_first(self.eager, base.eager),
+            eager=self.eager if self.eager is not None else base.eager,
         )
 
 
@@ -176,13 +182,6 @@ def capture_trace_context() -> dict[str, str]:
     context: dict[str, str] = {}
     get_telemetry().inject(context)
     return context
-
-
-def _first(given: Any, default: Any, fallback: Any = None) -> Any:
-    """``given``, else ``default``, else ``fallback``: the first one that is not None."""
-    if given is not None:
-        return given
-    return default if default is not None else fallback
 
 
 def check_int(value: object, *, name: str, low: int, high: int) -> int:

@@ -46,7 +46,7 @@ from awa_django.storage import queue as queue_storage
 from awa_django.storage.copy_text import CopyBatch
 from awa_django.storage.migration_state import reported_unmigrated
 from awa_django.storage.queue import NewJob
-from awa_django.storage.statement import run, run_copy
+from awa_django.storage.statement import run, run_copy, run_on
 from awa_django.storage.unique import lock_unique_keys, record_unique_claims
 
 P = ParamSpec("P")
@@ -235,10 +235,11 @@ def _enqueue_one(bound: BoundArgs, options: ResolvedOptions) -> int:
     if options.unique is None:
         conn = connections[alias]
         # Outside atomic() Django runs the statement in autocommit: it is the whole transaction,
-        # so it publishes the job itself and the commit has nothing left to do.
-        alone = conn.get_autocommit() and not conn.in_atomic_block
-        with reported_unmigrated(alias), conn.cursor() as cursor:
-            job_id = run(cursor, queue_storage.enqueue_job(new_job, alone=alone))
+        # so it publishes the job itself and the commit has nothing left to do. Inside one, the
+        # connection's autocommit is not looked up (it is off, and the lookup costs calls).
+        alone = not conn.in_atomic_block and conn.get_autocommit()
+        with reported_unmigrated(alias):
+            job_id = run_on(conn, queue_storage.enqueue_job(new_job, alone=alone))
     else:
         # The key stays locked until the caller's transaction ends, so a concurrent producer of
         # the same key waits and then sees this job's claim.

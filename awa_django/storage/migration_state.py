@@ -10,8 +10,8 @@ as ``awa.NotMigrated`` (``reported_unmigrated``), instead of the database's erro
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from types import TracebackType
 from typing import Final
 
 from django.db import ProgrammingError, connections
@@ -44,15 +44,28 @@ def pending_message(alias: str, pending: Sequence[str]) -> str:
     return not_migrated_message(alias, detail=f"pending: {', '.join(pending)}")
 
 
-@contextmanager
-def reported_unmigrated(alias: str) -> Iterator[None]:
+class reported_unmigrated:
     """Raise ``NotMigrated`` instead of the error of a statement on ``alias`` that met a schema
     without what a migration creates. The migration state itself is not read: the caller's
-    transaction is aborted by then."""
-    try:
-        yield
-    except ProgrammingError as exc:
+    transaction is aborted by then.
+
+    A class rather than a ``@contextmanager`` generator: every enqueue enters one, and the
+    generator's machinery costs several calls more on that path."""
+
+    __slots__ = ("alias",)
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc is None or not isinstance(exc, ProgrammingError):
+            return
         if getattr(exc.__cause__, "sqlstate", None) not in MISSING_OBJECT_STATES:
-            raise
+            return
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise NotMigrated(not_migrated_message(alias, detail=first_line)) from exc
+        raise NotMigrated(not_migrated_message(self.alias, detail=first_line)) from exc

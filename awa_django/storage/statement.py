@@ -6,6 +6,9 @@ helpers, operator reads and external resolutions: the caller's transaction), ``r
 one of the worker's psycopg connections (the worker and the maintenance leader). Sync and async
 calls cannot share a function body; a statement is a value, so both share everything else.
 
+``run_on`` executes one on Django's connection itself, on the psycopg connection under it when
+nothing of Django's would see the statement on its way (the enqueue: a web request's hot path).
+
 The two connections differ in one way the answer must not show: Django's hands jsonb back as
 text (its JSONField parses it), the worker's psycopg connections parse it. A statement names its
 jsonb columns, and ``run`` decodes them before the rows are made.
@@ -13,16 +16,20 @@ jsonb columns, and ``run`` decodes them before the rows are made.
 
 from __future__ import annotations
 
+import _thread
 import json
+import weakref
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Final, Generic, LiteralString, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, LiteralString, TypeVar, cast
 
+from django.apps import apps
 from django.db import transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, Cursor
 from psycopg.pq import ExecStatus
 from psycopg.rows import RowFactory, RowMaker, no_result, tuple_row
 
@@ -182,15 +189,73 @@ def run(cursor: CursorWrapper, statement: Statement[T]) -> T:
     # The rows are read from the psycopg cursor underneath: they have all arrived with the
     # result, so Django's wrapper would only add a per-call wrapper translating errors that
     # reading them cannot raise.
-    raw = cursor.cursor
-    result = raw.pgresult
+    return _answer(cursor.cursor, statement)
+
+
+# Where Django's own ``CursorWrapper.execute`` is defined; a replacement is defined elsewhere.
+_DJANGO_CURSORS: Final = "django.db.backends.utils"
+# Per Django connection (one a thread and alias): the psycopg connection under it, the thread
+# that made the cursor, and the cursor ``run_on`` runs its statements on. Weak, so that a
+# thread's connections are not kept after the thread; the entry does not refer to its key.
+_cursors: Final[weakref.WeakKeyDictionary[BaseDatabaseWrapper, tuple[Any, int, Cursor[Any]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def run_on(db: BaseDatabaseWrapper, statement: Statement[T]) -> T:
+    """Execute ``statement`` on Django's connection ``db``, in its transaction.
+
+    What Django's cursor would do around the statement, it does: the health check, the
+    connection, the thread check, the refusal in a broken ``atomic()`` block
+    (``TransactionManagementError``) and its errors as ``django.db``'s. It skips what costs
+    calls and does nothing here: a Django cursor, and a psycopg cursor, per statement. When
+    something would see the statement on a Django cursor (an ``execute_wrapper``, the query log
+    of ``DEBUG`` or ``CaptureQueriesContext``, the warning before the apps are ready, a tool
+    that wraps the connection's cursors or Django's cursor class), it runs on one instead.
+    """
+    if (
+        db.execute_wrappers
+        or db.queries_logged
+        or not (apps.ready or apps.stored_app_configs)
+        # django-debug-toolbar replaces the connection's ``cursor`` on the instance; APM
+        # integrations (Sentry's, for one) replace ``CursorWrapper.execute``; a backend may
+        # make its own cursors.
+        or "cursor" in db.__dict__
+        or CursorWrapper.execute.__module__ != _DJANGO_CURSORS
+        or type(db).make_cursor is not BaseDatabaseWrapper.make_cursor
+    ):
+        with db.cursor() as wrapped:
+            return run(wrapped, statement)
+    db.close_if_health_check_failed()
+    db.ensure_connection()
+    db.validate_thread_sharing()
+    db.validate_no_broken_transaction()
+    raw = db.connection
+    thread = _thread.get_ident()
+    with db.wrap_database_errors:
+        kept = _cursors.get(db)
+        if kept is not None and kept[0] is raw and kept[1] == thread:
+            cursor = kept[2]
+        else:
+            # Django's own (its class and the connection's time zone; django-stubs types it as
+            # the wrapper). Kept for the thread that made it: a connection shared between
+            # threads (``inc_thread_sharing``) never has one cursor run two statements at once.
+            cursor = cast("Cursor[Any]", db.create_cursor())
+            _cursors[db] = (raw, thread, cursor)
+        cursor.execute(statement.sql, statement.params)
+        return _answer(cursor, statement)
+
+
+def _answer(cursor: Cursor[Any], statement: Statement[T]) -> T:
+    """The answer of ``statement`` from the result ``cursor`` holds (a psycopg cursor)."""
+    result = cursor.pgresult
     if result is None or result.status != TUPLES_OK:
         return statement.read([])
-    rows: list[Any] = raw.fetchall()
+    rows: list[Any] = cursor.fetchall()
     if not statement.json and statement.rows is None:
         # Tuples as they come (an enqueue's id): the column names are not read.
         return statement.read(rows)
-    names = column_names(raw)
+    names = column_names(cursor)
     assert names is not None  # a result with rows, as checked above
     if statement.json:
         positions = [names.index(column) for column in statement.json]

@@ -4,19 +4,20 @@ a PL/pgSQL function runs is an executor run of its own, paid by every enqueue. S
 autocommit enqueue publishes its job in one ``INSERT`` that also takes the lane lock and tries
 the wake lock (``awa.enqueue_job_alone``). In the client: an autocommit enqueue, committed when
 its statement returns, counts and announces its job at once, without registering commit
-callbacks, and a statement's rows are read past Django's per-call error wrapper."""
+callbacks; the enqueue uses no Django cursor at all (``run_on``), and ``run`` reads a statement's
+rows past Django's per-call error wrapper."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from django.db import transaction
+from django.db import connection, connections, transaction
 from django.db.backends.utils import CursorWrapper
 
 import awa_django as awa
-from awa_django.core import enqueued
 from awa_django.signals import job_enqueued
+from awa_django.storage.statement import Statement, first_int, run
 from tests.commit_statements import statements_run
 from tests.jobs import noop
 
@@ -66,7 +67,8 @@ def test_an_autocommit_enqueue_announces_its_job_without_commit_callbacks(monkey
     def no_callback(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("an autocommit enqueue has committed: nothing waits for a commit")
 
-    monkeypatch.setattr(enqueued.transaction, "on_commit", no_callback)
+    # On the connection itself: transaction.on_commit ends there too.
+    monkeypatch.setattr(connections["default"], "on_commit", no_callback)
     job_enqueued.connect(listening, weak=False)
     try:
         job_id = awa.enqueue(noop, args={"n": 1})
@@ -78,12 +80,23 @@ def test_an_autocommit_enqueue_announces_its_job_without_commit_callbacks(monkey
 def test_a_statements_rows_are_read_from_the_psycopg_cursor(monkeypatch):
     awa.enqueue(noop, args={"n": 0})
     asked: list[str] = []
-    wrapped = CursorWrapper.__getattr__
+    made: list[CursorWrapper] = []
+    wrapped, made_by = CursorWrapper.__getattr__, CursorWrapper.__init__
 
     def recording(self: CursorWrapper, attr: str) -> Any:
         asked.append(attr)
         return wrapped(self, attr)
 
+    def making(self: CursorWrapper, *args: Any) -> None:
+        made.append(self)
+        made_by(self, *args)
+
     monkeypatch.setattr(CursorWrapper, "__getattr__", recording)
+    monkeypatch.setattr(CursorWrapper, "__init__", making)
     assert awa.enqueue(noop, args={"n": 1}) > 0
+    # The enqueue makes no Django cursor.
+    assert made == []
+    with connection.cursor() as cursor:
+        assert run(cursor, Statement(sql="SELECT 7", read=first_int)) == 7
+    assert len(made) == 1
     assert "fetchall" not in asked, asked

@@ -1,5 +1,5 @@
-"""The two executors of a storage statement: a Django cursor and a worker's psycopg connection
-must give the same answer for the same statement."""
+"""The executors of a storage statement: a Django cursor, Django's connection itself (``run_on``)
+and a worker's psycopg connection must give the same answer for the same statement."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import psycopg
 import pytest
-from django.db import DataError, connection
+from django.db import DataError, connection, connections
 
 import awa_django as awa
 from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
@@ -34,6 +34,7 @@ from awa_django.storage.statement import (
     run_atomic,
     run_atomic_async,
     run_copy,
+    run_on,
     run_read,
     step,
 )
@@ -55,6 +56,10 @@ def on_django(statement: Statement[T]) -> T:
         return run(cursor, statement)
 
 
+def on_connection(statement: Statement[T]) -> T:
+    return run_on(connections["default"], statement)
+
+
 def on_psycopg(statement: Statement[T]) -> T:
     async def main() -> T:
         async with await connect("default") as conn:
@@ -66,6 +71,7 @@ def on_psycopg(statement: Statement[T]) -> T:
 def test_declared_jsonb_columns_come_back_parsed_from_both_connections() -> None:
     expected = [({"a": [1, 2.5, "ß"], "b": None}, 2, None)]
     assert on_django(DOCUMENT) == expected
+    assert on_connection(DOCUMENT) == expected
     assert on_psycopg(DOCUMENT) == expected
 
 
@@ -90,11 +96,28 @@ def test_rows_are_made_once_per_result_and_a_statement_without_rows_reads_nothin
     )
     expected = [{"n": i, "twice": 2 * i} for i in (1, 2, 3)]
     assert on_django(statement) == expected
+    assert on_connection(statement) == expected
     assert on_psycopg(statement) == expected
-    assert made == [("n", "twice"), ("n", "twice")]
+    assert made == [("n", "twice")] * 3
     no_result = Statement(sql="DO $$ BEGIN END $$", read=nothing)
     assert on_django(no_result) is None
+    assert on_connection(no_result) is None
     assert on_psycopg(no_result) is None
+
+
+def test_django_reads_timestamps_alike_through_its_cursor_and_its_connection() -> None:
+    # run_on's cursor is Django's own: the connection's time zone, as a Django cursor has it.
+    at = Statement(sql="SELECT '2026-12-05 08:00:00+00'::timestamptz", read=first_value)
+    by_cursor, by_connection = on_django(at), on_connection(at)
+    assert by_cursor == by_connection
+    assert by_cursor.tzinfo == by_connection.tzinfo
+
+
+def test_errors_on_djangos_connection_are_djangos_and_leave_it_usable() -> None:
+    with pytest.raises(DataError) as raised:
+        on_connection(FAILS)
+    assert isinstance(raised.value.__cause__, psycopg.errors.DivisionByZero)
+    assert on_connection(Statement(sql="SELECT 2", read=first_int)) == 2
 
 
 def test_queue_depths_are_the_same_on_both_connections() -> None:
