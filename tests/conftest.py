@@ -71,6 +71,29 @@ def storage_kinds() -> Iterator[None]:
 
 
 @pytest.fixture
+def no_telemetry_sdk(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """OpenTelemetry as in a process that installed no SDK. tests/observability installs SDK
+    providers for the rest of the session (OpenTelemetry takes one per process), so a test that
+    counts the calls of the default path would otherwise count the SDK's, depending on order."""
+    from opentelemetry import metrics, trace
+    from opentelemetry.metrics import _internal as metrics_internal
+
+    from awa_django.telemetry import get_telemetry
+
+    # The process-wide proxies forward to the SDK once one is set: fresh ones stand in for
+    # them, and the global tracer provider is hidden from the proxy tracers they make.
+    for module in (metrics, metrics_internal):
+        monkeypatch.setattr(
+            module, "get_meter_provider", lambda: metrics_internal._ProxyMeterProvider()
+        )
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.ProxyTracerProvider())
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+    get_telemetry.cache_clear()
+    yield
+    get_telemetry.cache_clear()
+
+
+@pytest.fixture
 def awa_db(transactional_db: None) -> Iterator[None]:
     """A committed-transactions database whose awa tables are emptied after the test."""
     truncate_awa_tables()

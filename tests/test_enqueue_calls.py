@@ -15,7 +15,7 @@ from django.db import transaction
 import awa_django as awa
 from tests.jobs import noop, typed
 
-pytestmark = pytest.mark.usefixtures("awa_db")
+pytestmark = pytest.mark.usefixtures("awa_db", "no_telemetry_sdk")
 
 JOBS = 1_000
 # About 12.5 calls a job on Python 3.11 (its generator steps, the plain-dict check, one

@@ -23,6 +23,6 @@ def test_the_profile_counts_both_sides(tmp_path: Path) -> None:
     assert producer["steps_calls_per_step"] > 0 and producer["plain_calls_per_job"] > 0
     # Each step's arguments are bound once; its options are not resolved once per step.
     per_step = producer["per_step_functions"]
-    assert any(name.endswith("(bind_arguments)") for name in per_step)
+    assert any(name.endswith("(bind_args)") for name in per_step)
     assert not any(name.endswith("(resolve)") and "enqueue_options" in name for name in per_step)
     assert results["worker"]["steps_calls_per_step"] > 0
