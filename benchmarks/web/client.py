@@ -35,7 +35,7 @@ import psycopg
 
 from benchmarks.scenarios import job_args
 from benchmarks.sidebyside.systems.base import ORDERS_INSERT
-from benchmarks.web import CONNECTIONS, QUEUES
+from benchmarks.web import CONNECTIONS, QUEUES, VARIANTS
 from benchmarks.web.systems import PROTOTYPE_SYSTEMS, SYSTEMS, WebSystem, setup_django
 
 SAMPLE_EVERY_S = 0.01
@@ -71,6 +71,8 @@ class Thread:
     def queues(self) -> tuple[str, ...]:
         if self.variant == "one":
             return (QUEUES[0],)
+        if self.variant == "double":
+            return (QUEUES[0], QUEUES[0])
         return tuple(self.rng.sample(QUEUES, 2))
 
     def request(self, n: int) -> None:
@@ -204,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     add("--install", action="store_true")
     add("--threads", type=int, default=8)
     add("--work-ms", type=float, default=5.0)
-    add("--variant", choices=("one", "two"), default="one")
+    add("--variant", choices=VARIANTS, default="one")
     add("--connections", choices=CONNECTIONS, default="kept")
     add("--seconds", type=float, default=8.0)
     add("--warmup", type=float, default=1.0)

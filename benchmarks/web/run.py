@@ -1,7 +1,7 @@
 """Run the web-shaped workload on every system, interleaved, and print the table.
 
     python -m benchmarks.web [--systems ...] [--threads 1 8 32] [--work-ms 0 5 50]
-                             [--variants one two] [--connections kept per-request]
+                             [--variants one two double] [--connections kept per-request]
                              [--seconds 8] [--reps 3] [--output PATH]
 
 The server comes from ``DATABASE_URL`` (``make bench-web`` starts a durable throwaway
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.sidebyside.databases import Databases
-from benchmarks.web import CONNECTIONS
+from benchmarks.web import CONNECTIONS, VARIANT_LABELS, VARIANTS
 from benchmarks.web.systems import PROTOTYPE_SYSTEMS, SYSTEMS, WebSystem
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "results"
@@ -49,7 +49,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     add("--threads", type=int, nargs="+", default=[1, 8, 32])
     add("--work-ms", type=float, nargs="+", default=[0.0, 5.0, 50.0])
-    add("--variants", nargs="+", choices=("one", "two"), default=["one", "two"])
+    add("--variants", nargs="+", choices=VARIANTS, default=["one", "two"])
     add(
         "--connections",
         nargs="+",
@@ -184,7 +184,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
         waits = ", ".join(f"{e} {m:.2f}" for e, m in r["lock_waits"].items() if m >= 0.005)
         lines.append(
-            f"| {r['threads']} | {r['work_ms']:g} | {1 if r['variant'] == 'one' else 2} | "
+            f"| {r['threads']} | {r['work_ms']:g} | {VARIANT_LABELS[r['variant']]} | "
             f"{r['connections']} | {r['system']} | {r['requests_per_s']:,.0f} | "
             f"{ratio('requests_per_s')} | "
             f"{ms('p50_ms')} | {ms('p99_ms')} | {ratio('p99_ms')} | {waits or '0'} | "
