@@ -244,17 +244,45 @@ class Prototype(WebSystem):
             )
 
 
+class BareRow(WebSystem):
+    """The floor of any queue that writes a job's row in a statement of its own: one plain
+    ``INSERT`` of the job's queue and arguments into a table with a primary key alone, on the
+    request's cursor; no function, no trigger, nothing at commit."""
+
+    name = "bare_row"
+
+    def install(self, url: str) -> None:
+        super().install(url)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(
+                "CREATE TABLE bare_jobs (id bigserial PRIMARY KEY, queue text NOT NULL,"
+                " args jsonb NOT NULL, created_at timestamptz NOT NULL DEFAULT now())"
+            )
+
+    def enqueue(self, queue: str, args: dict[str, Any]) -> None:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO bare_jobs (queue, args) VALUES (%s, %s::jsonb)",
+                [queue, json.dumps(args, separators=(",", ":"))],
+            )
+
+
 PROTOTYPES = Path(__file__).with_name("prototypes.sql")
 
 SYSTEMS: dict[str, WebSystem] = {
     system.name: system
     for system in (NoQueue(), AwaDjango(), DjangoTasksDb(), Procrastinate(), PgQueuer())
 }
-# Not run unless named (--systems proto_commit_shared ...).
+# Not run unless named (--systems proto_commit_shared bare_row ...).
 PROTOTYPE_SYSTEMS: dict[str, WebSystem] = {
     system.name: system
     for system in (
-        Prototype(mode)
-        for mode in ("call_lock", "commit_lock", "commit_shared", "commit_shared_notify")
+        *(
+            Prototype(mode)
+            for mode in ("call_lock", "commit_lock", "commit_shared", "commit_shared_notify")
+        ),
+        BareRow(),
     )
 }

@@ -50,7 +50,7 @@ def test_connections_opened_per_request(tmp_path: Path) -> None:
     prefix = url.rsplit("/", 1)[1].split("?")[0] + "_websmoke_conn"
     argv = [
         sys.executable, "-m", "benchmarks.web", "--systems", "none", "awa_django", "pgqueuer",
-        "--threads", "2", "--work-ms", "0", "--variants", "one",
+        "bare_row", "--threads", "2", "--work-ms", "0", "--variants", "one",
         "--connections", "per-request", "--seconds", "0.5", "--warmup", "0.2", "--reps", "1",
         "--db-prefix", prefix, "--output", str(output),
     ]  # fmt: skip
@@ -60,7 +60,7 @@ def test_connections_opened_per_request(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     results = json.loads(output.read_text())
     rows = {row["system"]: row for row in results["summary"]}
-    assert set(rows) == {"none", "awa_django", "pgqueuer"}
+    assert set(rows) == {"none", "awa_django", "pgqueuer", "bare_row"}
     for row in rows.values():
         assert row["connections"] == "per-request"
         assert row["requests"] > 0 and row["errors"] == 0, row
