@@ -46,12 +46,13 @@
 -- more per queue. Each lane's lock is taken in a subquery that is not flattened (OFFSET 0), so
 -- its row, and with it the lock, comes before the outer row draws the lane's position;
 -- RETURNING runs after the row is written, so the wake lock is tried after the draw, as before.
--- The lanes come from json_array_elements over the list (awa.list_lane), whose row estimate
+-- The lanes come from jsonb_array_elements over the list (awa.list_lane), whose row estimate
 -- does not depend on its length: a source estimated by its argument (generate_series) made the
 -- cached plan look dearer than one for each call's values, and the statement was planned again
--- at every commit. The list is one setting since migration 0037 (three arrays and the keys
--- before): each setting read or written is an expression of its own, set up again in every
--- transaction.
+-- at every commit. jsonb, not json: the list is parsed once, where each ->> of a json value
+-- parses its text again. The list is one setting since migration 0037 (three arrays and the
+-- keys before): each setting read or written is an expression of its own, set up again in
+-- every transaction.
 --
 -- An error here aborts the commit: it is raised again naming the job and queue, with the
 -- original SQLSTATE, so the caller's atomic() block fails with a clear message and its rows
@@ -92,8 +93,8 @@ BEGIN
                                1096237388, awa.lane_lock_key(e.queue, e.priority, e.shard))
                       FROM (SELECT k ->> 0 AS queue, (k ->> 1)::smallint AS priority,
                                    (k ->> 2)::smallint AS shard
-                              FROM json_array_elements(
-                                  ('[' || substr(current_setting('awa.lanes'), 2) || ']')::json)
+                              FROM jsonb_array_elements(
+                                  ('[' || substr(current_setting('awa.lanes'), 2) || ']')::jsonb)
                                    AS k) AS e
                     OFFSET 0) AS l
             RETURNING queue, priority, shard,
