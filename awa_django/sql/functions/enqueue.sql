@@ -235,7 +235,8 @@ BEGIN
     -- subquery that is not flattened, so both come before the position is drawn in the outer
     -- row; the wake lock's test comes after it (RETURNING runs once the row is written). The
     -- slot is not pinned (awa.producer_slot): the transaction's later rows, if it goes on,
-    -- publish themselves from their own slot.
+    -- publish themselves from their own slot. STRICT: a ring cursor without a row would write
+    -- nothing, which must fail, not return an id.
     WITH ready AS (
         INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot,
                                        ready_generation, job_id, kind, args, attempt, run_lease,
@@ -255,7 +256,8 @@ BEGIN
            ready.ready_slot, pg_current_xact_id(), v_lane_seq, v_lane_seq
       FROM ready,
            (SELECT pg_advisory_xact_lock_shared(1096237388, v_lock_key) OFFSET 0) AS lane_lock
-    RETURNING pg_try_advisory_xact_lock_shared(1096237385, hashtext(p_queue)) INTO v_unwatched;
+    RETURNING pg_try_advisory_xact_lock_shared(1096237385, hashtext(p_queue))
+         INTO STRICT v_unwatched;
     IF NOT v_unwatched THEN
         PERFORM pg_notify('awa', p_queue);
     END IF;
