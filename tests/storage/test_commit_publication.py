@@ -774,6 +774,34 @@ def test_queue_names_the_list_of_lanes_must_quote_are_published_as_written():
         assert cursor.fetchall() == [("default", 2), (odd, 2)]
 
 
+def test_a_queue_name_with_the_records_separators_is_published_once_per_range():
+    """awa.published keys a lane by its JSON key (migration 0037), whose queue name may hold
+    the record's own separators (';', '='): the later firings of rows already published still
+    find their lane's entry, and rows written after an early publication get a range of their
+    own."""
+    odd = 'semi;colon=equals "and" quotes'
+
+    def raw(cursor: Any) -> None:
+        cursor.execute(
+            "SELECT awa.enqueue_job('raw.kind', %s, 2::smallint, '{}', 3, NULL, '{}', '{}')",
+            [odd],
+        )
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        raw(cursor)
+        raw(cursor)
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+        raw(cursor)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT last_seq - first_seq FROM awa.lane_commits WHERE queue = %s"
+            " ORDER BY commit_seq",
+            [odd],
+        )
+        assert cursor.fetchall() == [(1,), (0,)]
+
+
 def test_a_bulk_enqueue_after_a_single_one_is_published_in_the_same_statement():
     """A COPY's reservation lists its lane as awa.enqueue_job does (migration 0036), so a
     transaction that enqueues one job and then a batch into another lane publishes both lanes

@@ -59,8 +59,10 @@
 -- roll back with the jobs.
 CREATE OR REPLACE FUNCTION awa.publish_ready() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-    -- The lane's commit sequence, and its key in awa.published.
-    v_lane constant text := awa.lane_sequence_name(NEW.queue, NEW.priority, NEW.shard);
+    -- The lane's key in awa.published: its key in the list of lanes (awa.list_lane), which
+    -- only ever starts an entry ';<key>=<lane_seq>' (migration 0037; the lane's sequence name
+    -- before, an md5 more per lane).
+    v_lane constant text := json_build_array(NEW.queue, NEW.priority, NEW.shard)::text;
     v_published text := coalesce(current_setting('awa.published', true), '');
     v_at constant integer := position(';' || v_lane || '=' IN v_published);
     v_listed boolean;
@@ -68,8 +70,8 @@ DECLARE
     v_written record;
 BEGIN
     -- The newest entry of a lane comes first (entries are prepended below).
-    IF v_at > 0 AND NEW.lane_seq <= split_part(split_part(substr(v_published, v_at + 1), ';', 1),
-                                               '=', 2)::bigint THEN
+    IF v_at > 0 AND NEW.lane_seq <= split_part(substr(v_published, v_at + length(v_lane) + 2),
+                                               ';', 1)::bigint THEN
         RETURN NULL;
     END IF;
     -- This row's lane, if nothing listed it (a row written by raw SQL or a promotion).
@@ -100,8 +102,8 @@ BEGIN
             RETURNING queue, priority, shard,
                       pg_try_advisory_xact_lock_shared(1096237385, hashtext(queue)) AS unwatched
         LOOP
-            v_published := ';' || awa.lane_sequence_name(v_written.queue, v_written.priority,
-                                                         v_written.shard)
+            v_published := ';' || json_build_array(v_written.queue, v_written.priority,
+                                                   v_written.shard)::text
                            || '=' || v_last_seq || v_published;
             IF NOT v_written.unwatched THEN
                 PERFORM pg_notify('awa', v_written.queue);
