@@ -26,6 +26,16 @@ job into each of two queues (the web-shaped run's ``two`` variant), per transact
 
 The per-statement rows (calls, buffers and WAL per enqueue) are printed and written with the
 totals to ``benchmarks/results/enqueue-profile-<UTC time>.json``.
+
+``--compare MIGRATION`` instead compares the server's time per enqueue with the schema at
+MIGRATION (before) and at the latest migration (after), in one session, interleaved:
+``--rounds`` rounds, each migrating back, running every mode's loop, migrating forward and
+running them again (the order alternating between rounds). It prints, per mode and side, the
+medians over the rounds of the top-level statements' execution and planning µs per unit (the
+commit's publication included: it runs as a top-level statement) and of the backend's CPU µs
+per unit, and each statement's mean execution and planning µs (planning needs
+``-c pg_stat_statements.track_planning=on``). Relative figures: both sides share the machine's
+load, which moves both.
 """
 
 from __future__ import annotations
@@ -49,7 +59,7 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 ARGS = {"n": 0, "payload": "0" * 240}
 STATEMENTS = """
 SELECT toplevel, calls, shared_blks_hit, shared_blks_dirtied, wal_bytes,
-       left(regexp_replace(query, '\\s+', ' ', 'g'), 100)
+       left(regexp_replace(query, '\\s+', ' ', 'g'), 100), total_exec_time, total_plan_time, plans
   FROM pg_stat_statements
  WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
    AND query NOT ILIKE '%%pg_stat%%'
@@ -127,14 +137,75 @@ def _server(monitor: psycopg.Connection[Any], jobs: int, *, mode: str) -> dict[s
     }
 
 
+def _times(monitor: psycopg.Connection[Any], jobs: int, *, mode: str) -> dict[str, Any]:
+    """One loop's server time per unit: the top-level statements' execution and planning µs,
+    the backend's CPU µs, and each statement's mean µs."""
+    from django.db import connection
+
+    connection.ensure_connection()
+    pid = connection.connection.info.backend_pid
+    monitor.execute("SELECT pg_stat_statements_reset()")
+    backend = backend_cpu_ms(pid)
+    _loop(jobs, mode=mode)
+    cpu_us = (backend_cpu_ms(pid) - backend) / jobs * 1e3
+    rows = monitor.execute(STATEMENTS).fetchall()
+    top = [row for row in rows if row[0]]
+    return {
+        "exec_us": sum(row[6] for row in top) / jobs * 1e3,
+        "plan_us": sum(row[7] for row in top) / jobs * 1e3,
+        "cpu_us": cpu_us,
+        "by_statement": {
+            f"{'top   ' if row[0] else 'nested'} {row[5]}": (
+                row[6] / row[1] * 1e3,
+                row[7] / row[8] * 1e3 if row[8] else 0.0,
+            )
+            for row in rows
+        },
+    }
+
+
+def _compare(monitor: psycopg.Connection[Any], before: str, *, jobs: int, rounds: int) -> None:
+    """Interleaved rounds at migration ``before`` and at the latest one (``--compare``)."""
+    from django.core.management import call_command
+
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for round_ in range(rounds):
+        sides = [("before", before), ("after", None)]
+        for side, target in sides if round_ % 2 == 0 else sides[::-1]:
+            call_command("migrate", "awa_django", *([target] if target else []), verbosity=0)
+            for mode in (AUTOCOMMIT, ATOMIC, TWO_QUEUES):
+                _loop(jobs // 5, mode=mode)  # the functions' plans after the migration
+                runs.setdefault((mode, side), []).append(_times(monitor, jobs, mode=mode))
+    for mode in (AUTOCOMMIT, ATOMIC, TWO_QUEUES):
+        print(f"{mode}, medians of {rounds} rounds of {jobs}, µs per unit:")
+        for side in ("before", "after"):
+            done = runs[(mode, side)]
+            exec_us, plan_us, cpu_us = (
+                statistics.median(run[key] for run in done)
+                for key in ("exec_us", "plan_us", "cpu_us")
+            )
+            print(f"  {side:6} top-level exec {exec_us:6.1f} plan {plan_us:5.1f}  "
+                  f"backend CPU {cpu_us:6.1f}")  # fmt: skip
+            for query in done[-1]["by_statement"]:
+                means = [run["by_statement"][query] for run in done if query in run["by_statement"]]
+                exec_mean = statistics.median(mean[0] for mean in means)
+                plan_mean = statistics.median(mean[1] for mean in means)
+                print(f"    exec {exec_mean:6.1f} plan {plan_mean:5.1f}  {query}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument("--output", type=Path)
+    parser.add_argument("--compare", metavar="MIGRATION")
+    parser.add_argument("--rounds", type=int, default=6)
     args = parser.parse_args()
     monitor = statements_monitor()
     # The second queue of the two-queue transactions, as the web-shaped run names it.
     migrated_django({"QUEUES": {queue: {"concurrency": 8} for queue in ("bench", SECOND_QUEUE)}})
+    if args.compare:
+        _compare(monitor, args.compare, jobs=args.jobs, rounds=args.rounds)
+        return
     report: dict[str, Any] = {"jobs": args.jobs}
     for mode in (AUTOCOMMIT, ATOMIC, TWO_QUEUES):
         _loop(args.jobs, mode=mode)  # the lane, the session's plans and caches

@@ -29,3 +29,17 @@ def test_an_enqueue_is_counted_in_every_mode(tmp_path: Path) -> None:
     assert alone["python_calls"] > 0 and alone["wal_bytes"] > 0
     # BEGIN, two calls, one publication for both queues' lanes (#32), COMMIT.
     assert report["two queues in a transaction"]["statements"] == 5.0
+
+
+def test_compare_prints_each_sides_times_per_mode() -> None:
+    done = run_on_own_server(
+        "benchmarks.enqueue_profile",
+        "--compare", "0036_bulk_cost", "--jobs", "10", "--rounds", "1",
+        options="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+        " -c pg_stat_statements.track_planning=on",
+    )  # fmt: skip
+    # Each mode, each side, and the statements of each: the autocommit call, and the commit's
+    # publication (a top-level statement) in a transaction.
+    assert done.stdout.count("top-level exec") == 6, done.stdout
+    assert done.stdout.count("As enqueue_job, for a statement that is its whole") == 2, done.stdout
+    assert done.stdout.count("INSERT INTO awa.lane_commits") >= 4, done.stdout

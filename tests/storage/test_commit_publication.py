@@ -6,6 +6,7 @@ reads inside the enqueueing transaction, and NOTIFY only for a worker that waits
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -724,9 +725,39 @@ def test_a_savepoint_rolled_back_takes_its_lanes_off_the_list_to_publish():
     assert claimed_ids("email") == [again]
 
 
+def test_the_lanes_to_publish_are_one_setting_the_first_firing_reads_and_clears():
+    """Migration 0037: the list is one setting, awa.lanes, each lane's JSON key after a comma
+    (four settings before it), listed once per lane, read as a JSON array by the publication
+    and emptied by it; a savepoint rolled back restores what was listed before it."""
+    used_lane()
+    used_lane("email")
+
+    def listed(cursor: Any) -> list[list[Any]]:
+        cursor.execute("SELECT coalesce(current_setting('awa.lanes', true), '')")
+        text = cursor.fetchone()[0]
+        return json.loads("[" + text[1:] + "]") if text else []
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        first, _, _ = put(1), put(2, "email"), put(3)
+        cursor.execute("SELECT priority FROM awa.ready_entries WHERE job_id = %s", [first])
+        priority = cursor.fetchone()[0]
+        assert listed(cursor) == [["default", priority, 0], ["email", priority, 0]]
+        try:
+            with transaction.atomic():
+                put(4, "partners")
+                assert [lane[0] for lane in listed(cursor)] == ["default", "email", "partners"]
+                raise RuntimeError
+        except RuntimeError:
+            pass
+        assert [lane[0] for lane in listed(cursor)] == ["default", "email"]
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        assert listed(cursor) == []
+    assert len(claimed_ids()) == 2 and len(claimed_ids("email")) == 1
+
+
 def test_queue_names_the_list_of_lanes_must_quote_are_published_as_written():
-    """The list of lanes to publish holds queue names as array text: a name with the characters
-    array text quotes (and JSON escapes) comes back whole."""
+    """The list of lanes to publish holds queue names as JSON strings: a name with the
+    characters JSON escapes (and array text quoted, before 0037) comes back whole."""
     odd = 'odd, "quoted" {braced} \\ name'
     with transaction.atomic(), connection.cursor() as cursor:
         for queue in (odd, "default", odd):
@@ -741,6 +772,34 @@ def test_queue_names_the_list_of_lanes_must_quote_are_published_as_written():
             [odd],
         )
         assert cursor.fetchall() == [("default", 2), (odd, 2)]
+
+
+def test_a_queue_name_with_the_records_separators_is_published_once_per_range():
+    """awa.published keys a lane by its JSON key (migration 0037), whose queue name may hold
+    the record's own separators (';', '='): the later firings of rows already published still
+    find their lane's entry, and rows written after an early publication get a range of their
+    own."""
+    odd = 'semi;colon=equals "and" quotes'
+
+    def raw(cursor: Any) -> None:
+        cursor.execute(
+            "SELECT awa.enqueue_job('raw.kind', %s, 2::smallint, '{}', 3, NULL, '{}', '{}')",
+            [odd],
+        )
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        raw(cursor)
+        raw(cursor)
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+        raw(cursor)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT last_seq - first_seq FROM awa.lane_commits WHERE queue = %s"
+            " ORDER BY commit_seq",
+            [odd],
+        )
+        assert cursor.fetchall() == [(1,), (0,)]
 
 
 def test_a_bulk_enqueue_after_a_single_one_is_published_in_the_same_statement():

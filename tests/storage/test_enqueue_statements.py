@@ -2,7 +2,8 @@
 a PL/pgSQL function runs is an executor run of its own, paid by every enqueue. Since migration
 0031 the ring slot is read and pinned in one statement (``awa.producer_slot``), and an
 autocommit enqueue publishes its job in one ``INSERT`` that also takes the lane lock and tries
-the wake lock (``awa.enqueue_job_alone``). In the client: an autocommit enqueue, committed when
+the wake lock (``awa.enqueue_job_alone``); since 0037 that ``INSERT`` also reads the ring's slot
+and writes the ready row, in one statement. In the client: an autocommit enqueue, committed when
 its statement returns, counts and announces its job at once, without registering commit
 callbacks; the enqueue uses no Django cursor at all (``run_on``), and ``run`` reads a statement's
 rows past Django's per-call error wrapper."""
@@ -29,17 +30,16 @@ def kinds(statements: list[str]) -> list[str]:
     return [" ".join(s.split()[:3]) for s in statements]
 
 
-def test_an_autocommit_enqueue_runs_its_call_and_four_statements_inside_it():
+def test_an_autocommit_enqueue_runs_its_call_and_two_statements_inside_it():
     awa.enqueue(noop, args={"n": 0})  # the lane exists: no statement of its creation below
     ran = statements_run(lambda: awa.enqueue(noop, args={"n": 1}))
-    assert len(ran) == 5, ran
+    assert len(ran) == 3, ran
     assert "SELECT awa.enqueue_job_alone(" in ran[-1], ran
-    assert sorted(kinds(ran[:-1])) == [
-        "INSERT INTO awa.lane_commits",
-        "INSERT INTO awa.ready_entries",
-        "SELECT m.enqueue_shards FROM",
-        "SELECT set_config('awa.producer_slot', r.slot",
-    ], ran
+    assert sorted(kinds(ran[:-1])) == ["SELECT m.enqueue_shards FROM", "WITH ready AS"], ran
+    # The slot, the row and the publication: one statement.
+    [statement] = [s for s in ran if s.startswith("WITH ready AS")]
+    assert "INSERT INTO awa.lane_commits" in statement, statement
+    assert "FROM awa.queue_ring_rotations" in statement, statement
 
 
 def test_an_enqueue_in_a_transaction_runs_its_call_and_three_statements_inside_it():

@@ -6,7 +6,7 @@
 -- Commit-time trigger of ready_entries, queued by the first row of every write (announce) and
 -- fired after the application's last statement, as its transaction commits (or at SET
 -- CONSTRAINTS ... IMMEDIATE). The first firing that finds rows to publish publishes every lane
--- the transaction wrote so far: its own row's lane and those awa.enqueue_job listed (see there).
+-- the transaction wrote so far: its own row's lane and those listed (awa.list_lane).
 -- For each it appends the lane_commits row that makes the lane's rows
 -- claimable, at the lane's next commit position. awa.published (local to the transaction, so it
 -- also rolls back with a savepoint, as the list of lanes does) remembers up to which lane_seq each
@@ -46,41 +46,36 @@
 -- more per queue. Each lane's lock is taken in a subquery that is not flattened (OFFSET 0), so
 -- its row, and with it the lock, comes before the outer row draws the lane's position;
 -- RETURNING runs after the row is written, so the wake lock is tried after the draw, as before.
--- The lanes come from unnest over arrays, whose row estimate does not depend on their length:
--- a source estimated by its argument (generate_series) made the cached plan look dearer than
--- one for each call's values, and the statement was planned again at every commit.
+-- The lanes come from jsonb_array_elements over the list (awa.list_lane), whose row estimate
+-- does not depend on its length: a source estimated by its argument (generate_series) made the
+-- cached plan look dearer than one for each call's values, and the statement was planned again
+-- at every commit. jsonb, not json: the list is parsed once, where each ->> of a json value
+-- parses its text again. The list is one setting since migration 0037 (three arrays and the
+-- keys before): each setting read or written is an expression of its own, set up again in
+-- every transaction.
 --
 -- An error here aborts the commit: it is raised again naming the job and queue, with the
 -- original SQLSTATE, so the caller's atomic() block fails with a clear message and its rows
 -- roll back with the jobs.
 CREATE OR REPLACE FUNCTION awa.publish_ready() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-    -- The lane's commit sequence, and its key in awa.published.
-    v_lane constant text := awa.lane_sequence_name(NEW.queue, NEW.priority, NEW.shard);
+    -- The lane's key in awa.published: its key in the list of lanes (awa.list_lane), which
+    -- only ever starts an entry ';<key>=<lane_seq>' (migration 0037; the lane's sequence name
+    -- before, an md5 more per lane).
+    v_lane constant text := json_build_array(NEW.queue, NEW.priority, NEW.shard)::text;
     v_published text := coalesce(current_setting('awa.published', true), '');
     v_at constant integer := position(';' || v_lane || '=' IN v_published);
-    -- The lanes to publish, as awa.enqueue_job lists them, this row's among them.
-    v_queues text[];
-    v_priorities smallint[];
-    v_shards smallint[];
+    v_listed boolean;
     v_last_seq bigint;
     v_written record;
 BEGIN
     -- The newest entry of a lane comes first (entries are prepended below).
-    IF v_at > 0 AND NEW.lane_seq <= split_part(split_part(substr(v_published, v_at + 1), ';', 1),
-                                               '=', 2)::bigint THEN
+    IF v_at > 0 AND NEW.lane_seq <= split_part(substr(v_published, v_at + length(v_lane) + 2),
+                                               ';', 1)::bigint THEN
         RETURN NULL;
     END IF;
-    v_queues := coalesce(nullif(current_setting('awa.unpublished_queues', true), ''), '{}');
-    v_priorities := coalesce(nullif(current_setting('awa.unpublished_priorities', true), ''),
-                             '{}');
-    v_shards := coalesce(nullif(current_setting('awa.unpublished_shards', true), ''), '{}');
-    IF position(json_build_array(NEW.queue, NEW.priority, NEW.shard)::text
-                IN coalesce(current_setting('awa.unpublished', true), '')) = 0 THEN
-        v_queues := v_queues || NEW.queue;
-        v_priorities := v_priorities || NEW.priority;
-        v_shards := v_shards || NEW.shard;
-    END IF;
+    -- This row's lane, if nothing listed it (a row written by raw SQL or a promotion).
+    v_listed := awa.list_lane(NEW.queue, NEW.priority, NEW.shard);
     -- Every row this transaction wrote took its lane_seq from this session before now.
     v_last_seq := currval('awa.lane_seq');
     BEGIN
@@ -98,23 +93,24 @@ BEGIN
                            awa.lane_sequence_name(e.queue, e.priority, e.shard) AS name,
                            pg_advisory_xact_lock_shared(
                                1096237388, awa.lane_lock_key(e.queue, e.priority, e.shard))
-                      FROM unnest(v_queues, v_priorities, v_shards) AS e(queue, priority, shard)
+                      FROM (SELECT k ->> 0 AS queue, (k ->> 1)::smallint AS priority,
+                                   (k ->> 2)::smallint AS shard
+                              FROM jsonb_array_elements(
+                                  ('[' || substr(current_setting('awa.lanes'), 2) || ']')::jsonb)
+                                   AS k) AS e
                     OFFSET 0) AS l
             RETURNING queue, priority, shard,
                       pg_try_advisory_xact_lock_shared(1096237385, hashtext(queue)) AS unwatched
         LOOP
-            v_published := ';' || awa.lane_sequence_name(v_written.queue, v_written.priority,
-                                                         v_written.shard)
+            v_published := ';' || json_build_array(v_written.queue, v_written.priority,
+                                                   v_written.shard)::text
                            || '=' || v_last_seq || v_published;
             IF NOT v_written.unwatched THEN
                 PERFORM pg_notify('awa', v_written.queue);
             END IF;
         END LOOP;
         v_published := set_config('awa.published', v_published, true);
-        v_published := set_config('awa.unpublished', '', true);
-        v_published := set_config('awa.unpublished_queues', '', true);
-        v_published := set_config('awa.unpublished_priorities', '', true);
-        v_published := set_config('awa.unpublished_shards', '', true);
+        v_published := set_config('awa.lanes', '', true);
     EXCEPTION WHEN OTHERS THEN
         RAISE EXCEPTION 'awa: could not publish job % of queue % at commit: %', NEW.job_id,
                         NEW.queue, SQLERRM
@@ -125,39 +121,26 @@ END
 $$;
 
 -- Puts a lane on the transaction's list of lanes to publish (migration 0035, #32), so the
--- commit's first firing publishes every lane in one statement: awa.unpublished_queues,
--- _priorities and _shards hold the lanes as three arrays, which that statement unnests, and
--- awa.unpublished each lane's key, [queue, priority, shard] as JSON, by which a lane already
--- listed is found. A JSON string cannot hold an unescaped quote, so '["' only ever starts a
--- key. A lane is listed once per transaction: its later jobs only look it up. awa.enqueue_job
--- lists each job's lane, and a COPY's reservation (reserve_ready_batch) its batch's (migration
--- 0036), so a transaction mixing both publishes in one statement too. Called in PL/pgSQL
--- assignments and in the reservation's FROM, it runs no statement: its body is assignments.
--- True when it listed the lane, false when the lane was listed already.
+-- commit's first firing publishes every lane in one statement. The list is one setting,
+-- awa.lanes (migration 0037): each lane's key, [queue, priority, shard] as JSON, after a comma,
+-- which that statement reads as a JSON array, and by which a lane already listed is found. A
+-- JSON string cannot hold an unescaped quote, so '["' only ever starts a key. A lane is listed
+-- once per transaction: its later jobs only look it up. awa.enqueue_job lists each job's lane,
+-- a COPY's reservation (reserve_ready_batch) its batch's (migration 0036), so a transaction
+-- mixing both publishes in one statement too, and awa.publish_ready its own row's. SQL, one
+-- expression: the planner inlines it into the caller's expression, so a call is neither a
+-- PL/pgSQL function's set-up nor a statement. True when it listed the lane, false when the lane
+-- was listed already. The list only batches: a row whose lane it misses (a COPY, a promotion,
+-- raw SQL) announces, and its own firing publishes the lane.
 CREATE OR REPLACE FUNCTION awa.list_lane(p_queue text, p_priority smallint, p_shard smallint)
-RETURNS boolean LANGUAGE plpgsql AS $$
-DECLARE
-    v_lane constant text := json_build_array(p_queue, p_priority, p_shard)::text;
-    v_unpublished text := coalesce(current_setting('awa.unpublished', true), '');
-BEGIN
-    IF position(v_lane IN v_unpublished) = 0 THEN
-        v_unpublished := set_config('awa.unpublished', v_unpublished || v_lane, true);
-        v_unpublished := set_config(
-            'awa.unpublished_queues',
-            (coalesce(nullif(current_setting('awa.unpublished_queues', true), ''), '{}')::text[]
-             || p_queue)::text, true);
-        v_unpublished := set_config(
-            'awa.unpublished_priorities',
-            (coalesce(nullif(current_setting('awa.unpublished_priorities', true), ''),
-                      '{}')::smallint[] || p_priority)::text, true);
-        v_unpublished := set_config(
-            'awa.unpublished_shards',
-            (coalesce(nullif(current_setting('awa.unpublished_shards', true), ''),
-                      '{}')::smallint[] || p_shard)::text, true);
-        RETURN true;
-    END IF;
-    RETURN false;
-END
+RETURNS boolean LANGUAGE sql VOLATILE AS $$
+    SELECT CASE WHEN position(json_build_array(p_queue, p_priority, p_shard)::text
+                              IN coalesce(current_setting('awa.lanes', true), '')) = 0
+                THEN set_config('awa.lanes',
+                                coalesce(current_setting('awa.lanes', true), '') || ','
+                                || json_build_array(p_queue, p_priority, p_shard)::text,
+                                true) <> ''
+                ELSE false END
 $$;
 
 -- Enqueues one job inside the caller's transaction and returns its id. A future run_at goes to
@@ -230,7 +213,6 @@ DECLARE
     v_job_id bigint;
     v_lane_seq bigint;
     v_shard smallint;
-    v_slot record;
     -- The lane's commit sequence and producer lock key, worked out before the INSERT as
     -- awa.publish_ready does: a plan of the INSERT for this row's values would run the
     -- functions to fold them, each one more statement.
@@ -248,26 +230,36 @@ BEGIN
     v_job_id := nextval('awa.job_id_seq');
     v_lane_seq := nextval('awa.lane_seq');
     v_shard := awa.enqueue_shard(p_queue, p_metadata ->> 'awa:ordering_key');
-    v_slot := awa.producer_slot();
-    INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot, ready_generation,
-                                   job_id, kind, args, attempt, run_lease, max_attempts, run_at,
-                                   created_at, metadata, tags, errors, announce)
-    VALUES (p_queue, p_priority, v_shard, v_lane_seq, v_slot.slot, v_slot.generation, v_job_id,
-            p_kind, p_args, 0, 0, p_max_attempts, coalesce(p_run_at, now()), now(), p_metadata,
-            p_tags, '[]', false);
-    -- As awa.publish_ready, in one statement (migration 0031): the lock before the position
-    -- (taken in a subquery that is not flattened, so its row comes before the draw), the
-    -- wake lock's test after it (RETURNING runs once the row is written).
     v_lane := awa.lane_sequence_name(p_queue, p_priority, v_shard);
     v_lock_key := awa.lane_lock_key(p_queue, p_priority, v_shard);
+    -- The ring's current slot, the row and its publication in one statement (migration 0037):
+    -- the row is written when the outer INSERT reads it, and the lane's lock is taken in a
+    -- subquery that is not flattened, so both come before the position is drawn in the outer
+    -- row; the wake lock's test comes after it (RETURNING runs once the row is written). The
+    -- slot is not pinned (awa.producer_slot): the transaction's later rows, if it goes on,
+    -- publish themselves from their own slot. STRICT: a ring cursor without a row would write
+    -- nothing, which must fail, not return an id.
+    WITH ready AS (
+        INSERT INTO awa.ready_entries (queue, priority, shard, lane_seq, ready_slot,
+                                       ready_generation, job_id, kind, args, attempt, run_lease,
+                                       max_attempts, run_at, created_at, metadata, tags, errors,
+                                       announce)
+        SELECT p_queue, p_priority, v_shard, v_lane_seq, r.slot, r.generation, v_job_id, p_kind,
+               p_args, 0, 0, p_max_attempts, coalesce(p_run_at, now()), now(), p_metadata,
+               p_tags, '[]', false
+          FROM awa.queue_ring_rotations r ORDER BY r.generation DESC LIMIT 1
+        RETURNING ready_slot
+    )
     INSERT INTO awa.lane_commits (queue, priority, shard, commit_seq, ready_slot, batch,
                                   first_seq, last_seq)
     SELECT p_queue, p_priority, v_shard,
            nextval(coalesce(to_regclass('awa.' || v_lane),
                             awa.create_lane(p_queue, p_priority, v_shard))),
-           v_slot.slot, pg_current_xact_id(), v_lane_seq, v_lane_seq
-      FROM (SELECT pg_advisory_xact_lock_shared(1096237388, v_lock_key) OFFSET 0) AS lane_lock
-    RETURNING pg_try_advisory_xact_lock_shared(1096237385, hashtext(p_queue)) INTO v_unwatched;
+           ready.ready_slot, pg_current_xact_id(), v_lane_seq, v_lane_seq
+      FROM ready,
+           (SELECT pg_advisory_xact_lock_shared(1096237388, v_lock_key) OFFSET 0) AS lane_lock
+    RETURNING pg_try_advisory_xact_lock_shared(1096237385, hashtext(p_queue))
+         INTO STRICT v_unwatched;
     IF NOT v_unwatched THEN
         PERFORM pg_notify('awa', p_queue);
     END IF;
