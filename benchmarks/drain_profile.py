@@ -5,13 +5,19 @@ Usage (a throwaway cluster with ``pg_stat_statements``)::
     WITH_POSTGRES_OPTIONS='-c shared_preload_libraries=pg_stat_statements \
       -c pg_stat_statements.track=top' \
     python3 scripts/with_postgres.py -- .venv/bin/python -m benchmarks.drain_profile \
-        [--jobs 20000] [--mode async|sync] [--concurrency 32] [--top 25] [--dump PATH]
+        [--jobs 20000] [--mode async|sync] [--concurrency 32] [--top 25] [--dump PATH] \
+        [--statements] [--migrate-to MIGRATION]
 
 Enqueues ``--jobs`` no-op jobs, then drains them with ``awa_worker --burst`` in this process under
 cProfile, and prints per job: Python function calls in all and by function (the ``--top``
 most called), the garbage collector's collections by generation and the objects its full
 collections traverse, and the server's statements, WAL bytes and shared buffers touched, with the
 claim and close statements' calls and rows (their ratio is the batch size they achieved).
+``--statements`` adds every statement's calls, execution and planning microseconds, plans a
+call, rows a call, buffers hit and dirtied and WAL bytes and records per job (run the server
+with ``-c pg_stat_statements.track=all -c pg_stat_statements.track_planning=on`` to see the
+statements inside the claim and close functions, and their plans); ``--migrate-to`` runs
+another version of the functions on the same server (``--migrate-to 0036``, then without it).
 """
 
 from __future__ import annotations
@@ -29,22 +35,55 @@ import psycopg
 SERVER = """
 SELECT (SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s
          WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-           AND s.query NOT LIKE '%%pg_stat%%'),
+           AND s.toplevel AND s.query NOT LIKE '%%pg_stat%%'),
        (SELECT coalesce(sum(shared_blks_hit + shared_blks_read), 0) FROM pg_stat_statements
-         WHERE query NOT LIKE '%%pg_stat%%'),
-       (SELECT wal_bytes FROM pg_stat_wal)
+         WHERE toplevel AND query NOT LIKE '%%pg_stat%%'),
+       (SELECT wal_bytes FROM pg_stat_wal),
+       (SELECT wal_records FROM pg_stat_wal)
+"""
+# Every statement, nested ones included under pg_stat_statements.track = all: what each costs
+# per drained job. Times need track_planning = on for the plan column.
+PER_STATEMENT = """
+SELECT query, toplevel, calls, rows, plans, total_exec_time, total_plan_time,
+       shared_blks_hit, shared_blks_dirtied, wal_bytes, wal_records
+  FROM pg_stat_statements
+ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+   AND query NOT LIKE '%%pg_stat%%'
+ ORDER BY total_exec_time DESC
 """
 BATCHES = """
 SELECT query, calls, rows FROM pg_stat_statements
- WHERE query ILIKE '%%claim%%' OR query ILIKE '%%close%%'
+ WHERE toplevel AND (query ILIKE '%%claim%%' OR query ILIKE '%%close%%')
 """
 
 
-def _server(conn: psycopg.Connection[Any]) -> tuple[float, float, float]:
+def _server(conn: psycopg.Connection[Any]) -> tuple[float, float, float, float]:
     conn.execute("SELECT pg_stat_clear_snapshot()")
     row = conn.execute(SERVER).fetchone()
     assert row
-    return float(row[0]), float(row[1]), float(row[2])
+    return float(row[0]), float(row[1]), float(row[2]), float(row[3])
+
+
+def _per_statement(conn: psycopg.Connection[Any], jobs: int, top: int) -> None:
+    """Prints the ``top`` statements by execution time, each per drained job."""
+    print(
+        "per statement, per job (nested ones under track = all are inside their caller's"
+        " times; exec and plan microseconds depend on the machine's load):"
+    )
+    print(
+        "   calls  exec us  plan us plans/call rows/call   hit  dirtied wal B  wal rec  statement"
+    )
+    rows = conn.execute(PER_STATEMENT).fetchall()
+    for query, toplevel, calls, nrows, plans, exec_ms, plan_ms, hit, dirtied, wal, records in rows[
+        :top
+    ]:
+        first = ("" if toplevel else "  > ") + " ".join(query.split())[:60]
+        print(
+            f"  {calls / jobs:6.3f} {exec_ms * 1000 / jobs:8.2f} {plan_ms * 1000 / jobs:8.2f}"
+            f" {plans / max(calls, 1):10.2f} {nrows / max(calls, 1):9.1f}"
+            f" {hit / jobs:5.1f} {dirtied / jobs:8.3f} {float(wal) / jobs:5.0f}"
+            f" {records / jobs:8.2f}  {first}"
+        )
 
 
 def main() -> None:
@@ -64,6 +103,18 @@ def main() -> None:
         help="CHECKPOINT just before the drain: its WAL then carries the full-page images a "
         "drain writes when a checkpoint falls in it",
     )
+    parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="print each statement's calls, exec and plan microseconds, buffers and WAL per job "
+        "(pg_stat_statements.track = all and track_planning = on for nested statements and plans)",
+    )
+    parser.add_argument(
+        "--migrate-to",
+        metavar="MIGRATION",
+        help="drain with the functions of this earlier migration (e.g. 0036), and migrate to "
+        "the latest again after the drain: one server runs two versions in turn",
+    )
     parser.add_argument("--dump", help="also write the profile here (pstats format)")
     args = parser.parse_args()
     os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
@@ -78,6 +129,11 @@ def main() -> None:
     from benchmarks.jobs import ASYNC_KIND, SYNC_KIND
 
     call_command("migrate", verbosity=0)
+    if args.migrate_to:
+        # The older functions, recorded as the latest (the worker refuses pending migrations);
+        # put back at the end, so the next run without the option drains the latest ones.
+        call_command("migrate", "awa_django", args.migrate_to, verbosity=0)
+        call_command("migrate", "awa_django", fake=True, verbosity=0)
     reset_queue()
     kind = ASYNC_KIND if args.mode == "async" else SYNC_KIND
     payload = "0" * 240
@@ -144,13 +200,18 @@ def main() -> None:
     )
     print(f"garbage collections by generation: {collections}")
     print(f"objects traversed by full collections per job: {sum(full_scans) / jobs:.1f}")
-    statements, buffers, wal = (a - b for a, b in zip(after, before, strict=True))
+    statements, buffers, wal, records = (a - b for a, b in zip(after, before, strict=True))
     print(f"statements per job: {statements / jobs:.3f}")
     print(f"shared buffers per job: {buffers / jobs:.1f}")
-    print(f"WAL bytes per job: {wal / jobs:.0f}")
+    print(f"WAL bytes per job: {wal / jobs:.0f}, records per job: {records / jobs:.2f}")
     for query, calls, rows in stats.execute(BATCHES).fetchall():
         first = " ".join(query.split())[:70]
         print(f"  {calls:7d} calls, {rows / max(calls, 1):6.1f} rows a call: {first}")
+    if args.statements:
+        _per_statement(stats, jobs, args.top)
+    if args.migrate_to:
+        call_command("migrate", "awa_django", args.migrate_to, fake=True, verbosity=0)
+        call_command("migrate", "awa_django", verbosity=0)
 
 
 if __name__ == "__main__":

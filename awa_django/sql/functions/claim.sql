@@ -525,7 +525,7 @@ BEGIN
                   FROM picked p
                   LEFT JOIN LATERAL (
                       SELECT s.progress, s.checkpoint FROM awa.attempt_state s
-                       WHERE s.job_id = p.job_id LIMIT 1) s ON true
+                       WHERE s.job_id = p.job_id AND p.run_lease > 0 LIMIT 1) s ON true
                  ORDER BY p.commit_seq, p.lane_seq;
                 GET DIAGNOSTICS v_claimed = ROW_COUNT;
                 -- A range is done once none of its positions can bring a job any more: each
@@ -680,10 +680,15 @@ BEGIN
                    p.args, p.attempt + 1, p.run_lease + 1, p.max_attempts, p.run_at,
                    p.created_at, p.metadata, p.tags, p.errors, s.progress, s.checkpoint
               FROM picked p
-              -- A probe per claimed row (see awa.close_attempts on LATERAL ... LIMIT 1).
+              -- A probe per claimed row (see awa.close_attempts on LATERAL ... LIMIT 1), of a
+              -- job that ran before (migration 0038): state is saved by an attempt (its
+              -- heartbeats, its close), and a row that no attempt has claimed yet has run_lease
+              -- 0 (every later row of a job, retried, rescued, snoozed or requeued from the
+              -- DLQ, carries a lease above it), so a first attempt's probe could find nothing.
+              -- The condition reads only the outer row: the probe's gate, not its filter.
               LEFT JOIN LATERAL (
                   SELECT s.progress, s.checkpoint FROM awa.attempt_state s
-                   WHERE s.job_id = p.job_id LIMIT 1) s ON true
+                   WHERE s.job_id = p.job_id AND p.run_lease > 0 LIMIT 1) s ON true
              ORDER BY p.commit_seq, p.lane_seq;
             GET DIAGNOSTICS v_claimed = ROW_COUNT;
             IF v_pass_to > 0 AND v_claimed > 0 THEN

@@ -124,8 +124,12 @@ BEGIN
         DELETE FROM awa.leases x USING closed c
          WHERE x.job_id = c.job_id AND x.run_lease = c.run_lease
     ), forgotten AS (
+        -- Probed per completed attempt only while some job has saved state (migration 0038):
+        -- the EXISTS reads no column of the closed rows, so it runs once, in the statement's
+        -- snapshot, as a gate above the probes, which finds exactly the rows they would.
         DELETE FROM awa.attempt_state s USING closed c
          WHERE s.job_id = c.job_id AND c.outcome = 'completed'
+           AND EXISTS (SELECT 1 FROM awa.attempt_state)
     ), saved AS (
         INSERT INTO awa.attempt_state (job_id, run_lease, progress, checkpoint)
         SELECT c.job_id, c.run_lease, l.progress, l.checkpoint
