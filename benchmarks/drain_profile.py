@@ -74,6 +74,8 @@ def _per_statement(conn: psycopg.Connection[Any], jobs: int, top: int) -> None:
         "   calls  exec us  plan us plans/call rows/call   hit  dirtied wal B  wal rec  statement"
     )
     rows = conn.execute(PER_STATEMENT).fetchall()
+    nested = sum(row[2] for row in rows if not row[1])
+    print(f"  statements inside functions per job: {nested / jobs:.3f}")
     for query, toplevel, calls, nrows, plans, exec_ms, plan_ms, hit, dirtied, wal, records in rows[
         :top
     ]:

@@ -1,7 +1,10 @@
 """What the server does per drained job (#32): a receipt writes no entry into the BRIN index on
 ``claim_receipts.deadline_at``, which no statement has read since 0010, and the claim and the
 close probe ``awa.attempt_state`` for each job only while some job has saved state (one probe
-per statement decides), instead of once per claimed row and once per completed attempt.
+per statement decides), instead of once per claimed row and once per completed attempt. A
+claim of a queue without lane marks whose order is static (no aging, or one lane) takes its
+lanes in that order from the statement that counts them, instead of through
+``awa.claim_order``.
 
 The reverse creates the index again and puts ``awa.claim_ready`` and ``awa.close_batch`` back as
 they were (``sql/migrations/0038_drain_server/down.sql``).

@@ -380,6 +380,35 @@ def test_a_claim_of_a_few_lanes_keeps_no_lane_marks() -> None:
 
 
 @pytest.mark.usefixtures("awa_db")
+def test_a_claim_in_static_order_reads_the_lanes_once(plan_log: list[str]) -> None:
+    # Without aging, or with one lane, a queue's lane order is static (by priority, shards
+    # rotated): the claim reads it in the statement that counts the lanes, not again through
+    # awa.claim_order (migration 0038). Aged claims of several lanes still order them by head.
+    awa.enqueue(noop, args={"n": 0}, priority=2)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT job_id FROM awa.claim_ready('default', 10, 'plans-test', 0, 60, false)"
+        )
+        assert len(cursor.fetchall()) == 1
+    for priority in (4, 3, 1, 2):
+        awa.enqueue(noop, args={"n": priority}, priority=priority)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT priority FROM awa.claim_ready('default', 10, 'plans-test', 0, 0, false)"
+        )
+        assert [row[0] for row in cursor.fetchall()] == [1, 2, 3, 4]
+    assert not [plan for plan in plan_log if "awa.claim_order" in plan]
+    for priority in (4, 3, 1, 2):
+        awa.enqueue(noop, args={"n": priority}, priority=priority)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT priority FROM awa.claim_ready('default', 10, 'plans-test', 0, 60, false)"
+        )
+        assert [row[0] for row in cursor.fetchall()] == [1, 2, 3, 4]
+    assert [plan for plan in plan_log if "awa.claim_order" in plan]
+
+
+@pytest.mark.usefixtures("awa_db")
 def test_a_claim_passes_drained_lanes_without_locking_or_reading_them() -> None:
     # A queue keeps every lane it ever used: one per django.tasks priority it saw. Each drained
     # lane is ruled out in the statement that orders the lanes, so a claim takes the lock (and

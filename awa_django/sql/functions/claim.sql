@@ -304,8 +304,23 @@ BEGIN
     END IF;
     v_marked := EXISTS (SELECT 1 FROM awa.lane_marks k WHERE k.queue = p_queue);
     IF NOT v_marked THEN
-        SELECT coalesce(count(*) > 4 * (max(l.shard) + 1), false) INTO v_marked
-          FROM awa.queue_lanes l WHERE l.queue = p_queue;
+        -- Whether the queue has lanes enough to go by marks and, when its order is the static
+        -- one (no aging, or one lane), its lanes in that order, which the claim then walks as
+        -- a marked queue's (migration 0038): awa.claim_order read the same lanes again, in two
+        -- statements and a cursor, on every claim of every such queue.
+        WITH lanes AS (
+            SELECT l.priority, l.shard FROM awa.queue_lanes l WHERE l.queue = p_queue
+        ), rotation AS (
+            SELECT count(*) AS lanes, max(l.shard) + 1 AS shards,
+                   floor(random() * (max(l.shard) + 1))::integer AS offset_by
+              FROM lanes l
+        )
+        SELECT coalesce(o.lanes > 4 * o.shards, false),
+               CASE WHEN o.lanes <= 1 OR p_aging_s <= 0 THEN
+                   ARRAY(SELECT l.priority * 65536 + l.shard FROM lanes l
+                          ORDER BY l.priority, (l.shard + o.offset_by) % o.shards) END
+          INTO v_marked, v_lanes
+          FROM rotation o;
     END IF;
     IF v_marked THEN
         -- The newest mark, and the lanes with a commit it did not see: of a transaction from
@@ -362,8 +377,10 @@ BEGIN
         v_round_claimed := 0;
         -- A marked queue's static order is its lanes to visit as they are: only the first few
         -- are usually visited, and passing them all through awa.claim_order cost more than
-        -- the rest of the claim.
-        v_walk := v_marked AND (p_aging_s <= 0 OR cardinality(v_lanes) <= 1);
+        -- the rest of the claim. An unmarked queue's lanes are set above only when its order
+        -- is the static one.
+        v_walk := (v_marked OR v_lanes IS NOT NULL)
+                  AND (p_aging_s <= 0 OR cardinality(v_lanes) <= 1);
         -- An aged claim of a marked queue walks its lanes below priority 1 the same way: their
         -- rows never age (awa.effective_priority), and every lane of priority 1 or more has an
         -- effective priority of at least 1, so they come first in the aged order whatever the
