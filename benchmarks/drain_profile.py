@@ -39,7 +39,10 @@ SELECT (SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s
        (SELECT coalesce(sum(shared_blks_hit + shared_blks_read), 0) FROM pg_stat_statements
          WHERE toplevel AND query NOT LIKE '%%pg_stat%%'),
        (SELECT wal_bytes FROM pg_stat_wal),
-       (SELECT wal_records FROM pg_stat_wal)
+       (SELECT wal_records FROM pg_stat_wal),
+       (SELECT coalesce(sum(autovacuum_count), 0) FROM pg_stat_all_tables),
+       (SELECT coalesce(sum(autoanalyze_count), 0) FROM pg_stat_all_tables),
+       (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter)
 """
 # Every statement, nested ones included under pg_stat_statements.track = all: what each costs
 # per drained job. Times need track_planning = on for the plan column.
@@ -57,11 +60,11 @@ SELECT query, calls, rows FROM pg_stat_statements
 """
 
 
-def _server(conn: psycopg.Connection[Any]) -> tuple[float, float, float, float]:
+def _server(conn: psycopg.Connection[Any]) -> tuple[float, ...]:
     conn.execute("SELECT pg_stat_clear_snapshot()")
     row = conn.execute(SERVER).fetchone()
     assert row
-    return float(row[0]), float(row[1]), float(row[2]), float(row[3])
+    return tuple(float(value) for value in row)
 
 
 def _per_statement(conn: psycopg.Connection[Any], jobs: int, top: int) -> None:
@@ -202,10 +205,19 @@ def main() -> None:
     )
     print(f"garbage collections by generation: {collections}")
     print(f"objects traversed by full collections per job: {sum(full_scans) / jobs:.1f}")
-    statements, buffers, wal, records = (a - b for a, b in zip(after, before, strict=True))
+    statements, buffers, wal, records, vacuums, analyzes, checkpoints = (
+        a - b for a, b in zip(after, before, strict=True)
+    )
     print(f"statements per job: {statements / jobs:.3f}")
     print(f"shared buffers per job: {buffers / jobs:.1f}")
     print(f"WAL bytes per job: {wal / jobs:.0f}, records per job: {records / jobs:.2f}")
+    # Work the server did beside the drain's statements, which falls in some drains and not
+    # in others: autovacuum and autoanalyze runs (of any table of the database, the catalog's
+    # included), checkpoints.
+    print(
+        f"during the drain: autovacuums {vacuums:.0f}, autoanalyzes {analyzes:.0f},"
+        f" checkpoints {checkpoints:.0f}"
+    )
     for query, calls, rows in stats.execute(BATCHES).fetchall():
         first = " ".join(query.split())[:70]
         print(f"  {calls:7d} calls, {rows / max(calls, 1):6.1f} rows a call: {first}")

@@ -31,6 +31,7 @@ def test_a_drain_is_counted_per_job() -> None:
     assert int(claims[1]) >= 7 and int(claims[2]) <= 32
     assert 0 < float(statements[1]) < 1
     assert "rows a call" in out
+    assert re.search(r"during the drain: autovacuums \d+, autoanalyzes \d+, checkpoints \d+", out)
     nested = re.search(r"statements inside functions per job: ([\d.]+)", out)
     assert nested and float(nested[1]) > 0, out
     # A statement inside a function among the top three by execution time.
