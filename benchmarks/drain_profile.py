@@ -54,6 +54,10 @@ SELECT query, toplevel, calls, rows, plans, total_exec_time, total_plan_time,
    AND query NOT LIKE '%%pg_stat%%'
  ORDER BY total_exec_time DESC
 """
+MAINTAINED = """
+SELECT schemaname || '.' || relname, autovacuum_count + autoanalyze_count
+  FROM pg_stat_all_tables WHERE autovacuum_count + autoanalyze_count > 0
+"""
 BATCHES = """
 SELECT query, calls, rows FROM pg_stat_statements
  WHERE toplevel AND (query ILIKE '%%claim%%' OR query ILIKE '%%close%%')
@@ -155,6 +159,7 @@ def main() -> None:
     # Statistics reach the shared counters when a backend goes idle or exits.
     time.sleep(1.2)
     before = _server(stats)
+    maintained = dict(stats.execute(MAINTAINED).fetchall())
     full_scans: list[int] = []
 
     def on_collect(phase: str, info: dict[str, int]) -> None:
@@ -188,6 +193,11 @@ def main() -> None:
     connections.close_all()
     time.sleep(1.2)
     after = _server(stats)
+    maintained_in_drain = sorted(
+        name
+        for name, runs in stats.execute(MAINTAINED).fetchall()
+        if runs > maintained.get(name, 0)
+    )
 
     jobs = args.jobs
     entries: dict[Any, Any] = {} if args.no_cprofile else pstats.Stats(profile).stats  # type: ignore[attr-defined]
@@ -217,6 +227,11 @@ def main() -> None:
     print(
         f"during the drain: autovacuums {vacuums:.0f}, autoanalyzes {analyzes:.0f},"
         f" checkpoints {checkpoints:.0f}"
+        + (
+            f" (autovacuumed or analyzed: {', '.join(maintained_in_drain)})"
+            if maintained_in_drain
+            else ""
+        )
     )
     for query, calls, rows in stats.execute(BATCHES).fetchall():
         first = " ".join(query.split())[:70]

@@ -4,7 +4,10 @@ close probe ``awa.attempt_state`` for each job only while some job has saved sta
 per statement decides), instead of once per claimed row and once per completed attempt. A
 claim of a queue without lane marks whose order is static (no aging, or one lane) takes its
 lanes in that order from the statement that counts them, instead of through
-``awa.claim_order``.
+``awa.claim_order``. The close writes what every closed attempt needs (closure, lease, a
+completed job's state) in its statement and requeues, dead-letters or saves the state of the
+attempts that did not complete in a second one that a batch of completions skips, so it no
+longer sets up the plan of the rarer writes on every call.
 
 The reverse creates the index again and puts ``awa.claim_ready`` and ``awa.close_batch`` back as
 they were (``sql/migrations/0038_drain_server/down.sql``).

@@ -282,6 +282,40 @@ def test_claim_and_close_probe_saved_state_per_job_only_while_some_is_saved(
         assert cursor.fetchone() == (0,)
 
 
+@pytest.mark.usefixtures("awa_db")
+def test_a_close_of_completions_sets_up_no_plan_for_the_other_outcomes(
+    plan_log: list[str],
+) -> None:
+    # Every statement a function runs is set up whole on each call, whatever it finds: the
+    # backlog, DLQ and saved-state writes of the attempts that did not complete are a
+    # statement of their own (migration 0038), which a batch of completions does not run.
+    noop.enqueue_many([{"n": i} for i in range(20)])
+    claimed = claim(10)
+    plan_log.clear()
+    assert close_completed(claimed) == 10
+    rare = ("awa.deferred_jobs", "awa.dlq_entries", "awa.ready_entries")
+    assert [plan for plan in plan_log if "INSERT INTO awa.done_entries" in plan]
+    assert not [plan for plan in plan_log if any(table in plan for table in rare)]
+    ((job_id, run_lease, queue, priority, shard, lane_seq, ready_slot),) = claim(1)
+    retried = Completion(
+        job_id=job_id,
+        run_lease=run_lease,
+        queue=queue,
+        priority=priority,
+        shard=shard,
+        lane_seq=lane_seq,
+        ready_slot=ready_slot,
+        outcome=Outcome.RETRYABLE,
+        delay_s=0,
+        error={"message": "again"},
+    )
+    plan_log.clear()
+    with connection.cursor() as cursor:
+        cursor.execute(queries("execution")["close_attempts"], close_params([retried]))
+        assert cursor.fetchall() != []
+    assert [plan for plan in plan_log if "INSERT INTO awa.deferred_jobs" in plan]
+
+
 @pytest.mark.django_db
 def test_a_receipt_writes_only_the_indexes_something_reads() -> None:
     # The primary key (the lane cursor, the hole and sequential checks), job_id (the close's

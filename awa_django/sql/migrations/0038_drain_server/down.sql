@@ -1,6 +1,7 @@
 -- Reverse of 0038_drain_server: the BRIN index on claim_receipts.deadline_at again, and
 -- awa.claim_ready and awa.close_batch as 0036 left them (the saved-state probes made for every
--- row, the lanes of an unmarked queue always ordered by awa.claim_order).
+-- row, the lanes of an unmarked queue always ordered by awa.claim_order, the close in one
+-- statement whatever its outcomes).
 CREATE INDEX claim_receipts_deadline_at ON awa.claim_receipts USING brin (deadline_at)
     WITH (autosummarize = on);
 
