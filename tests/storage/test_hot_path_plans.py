@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -65,23 +66,30 @@ def claim(limit: int) -> list[tuple[object, ...]]:
         return cursor.fetchall()
 
 
-def close_completed(claimed: list[tuple[object, ...]]) -> int:
-    completions = [
-        Completion(
-            job_id=job_id,
-            run_lease=run_lease,
-            queue=queue,
-            priority=priority,
-            shard=shard,
-            lane_seq=lane_seq,
-            ready_slot=ready_slot,
-            outcome=Outcome.COMPLETED,
-        )
-        for job_id, run_lease, queue, priority, shard, lane_seq, ready_slot in claimed
-    ]
+def completion_of(row: tuple[Any, ...], outcome: Outcome, **details: Any) -> Completion:
+    """The completion of a claimed row, as ``CLAIM`` returns it."""
+    job_id, run_lease, queue, priority, shard, lane_seq, ready_slot = row
+    return Completion(
+        job_id=job_id,
+        run_lease=run_lease,
+        queue=queue,
+        priority=priority,
+        shard=shard,
+        lane_seq=lane_seq,
+        ready_slot=ready_slot,
+        outcome=outcome,
+        **details,
+    )
+
+
+def close(completions: list[Completion]) -> int:
     with connection.cursor() as cursor:
         cursor.execute(queries("execution")["close_attempts"], close_params(completions))
         return len(cursor.fetchall())
+
+
+def close_completed(claimed: list[tuple[Any, ...]]) -> int:
+    return close([completion_of(row, Outcome.COMPLETED) for row in claimed])
 
 
 def rows_read(plan: str, table: str) -> int:
@@ -241,23 +249,13 @@ def test_claim_and_close_probe_saved_state_per_job_only_while_some_is_saved(
 
     # A job that ran before is probed, and gets its state back; with a row saved, every
     # completion is probed again, and the job's completion forgets its state.
-    ((job_id, run_lease, queue, priority, shard, lane_seq, ready_slot),) = claim(1)
-    assert job_id == job_ids[60]
-    snoozed = Completion(
-        job_id=job_id,
-        run_lease=run_lease,
-        queue=queue,
-        priority=priority,
-        shard=shard,
-        lane_seq=lane_seq,
-        ready_slot=ready_slot,
-        outcome=Outcome.SNOOZED,
-        delay_s=0,
-        progress={"done": 3},
-        checkpoint={"at": 7},
+    (row,) = claim(1)
+    assert row[0] == job_ids[60]
+    snoozed = completion_of(
+        row, Outcome.SNOOZED, delay_s=0, progress={"done": 3}, checkpoint={"at": 7}
     )
+    assert close([snoozed]) == 1
     with connection.cursor() as cursor:
-        cursor.execute(queries("execution")["close_attempts"], close_params([snoozed]))
         cursor.execute("SELECT count(*) FROM awa.promote_due('scheduled', 10)")
         assert cursor.fetchone() == (1,)
     plan_log.clear()
@@ -296,23 +294,9 @@ def test_a_close_of_completions_sets_up_no_plan_for_the_other_outcomes(
     rare = ("awa.deferred_jobs", "awa.dlq_entries", "awa.ready_entries")
     assert [plan for plan in plan_log if "INSERT INTO awa.done_entries" in plan]
     assert not [plan for plan in plan_log if any(table in plan for table in rare)]
-    ((job_id, run_lease, queue, priority, shard, lane_seq, ready_slot),) = claim(1)
-    retried = Completion(
-        job_id=job_id,
-        run_lease=run_lease,
-        queue=queue,
-        priority=priority,
-        shard=shard,
-        lane_seq=lane_seq,
-        ready_slot=ready_slot,
-        outcome=Outcome.RETRYABLE,
-        delay_s=0,
-        error={"message": "again"},
-    )
+    (row,) = claim(1)
     plan_log.clear()
-    with connection.cursor() as cursor:
-        cursor.execute(queries("execution")["close_attempts"], close_params([retried]))
-        assert cursor.fetchall() != []
+    assert close([completion_of(row, Outcome.RETRYABLE, delay_s=0, error={"message": "x"})]) == 1
     assert [plan for plan in plan_log if "INSERT INTO awa.deferred_jobs" in plan]
 
 

@@ -122,22 +122,12 @@ BEGIN
               FROM json_to_recordset(p_batch)
                 AS b(job_id bigint, run_lease bigint, delay_s double precision,
                      run_at timestamptz, error jsonb, progress jsonb, checkpoint jsonb)
-        ), requeued AS (
-            INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
-                                           run_lease, max_attempts, run_at, created_at,
-                                           metadata, tags, errors)
-            SELECT r.job_id,
-                   CASE WHEN c.outcome = 'retryable' OR l.error IS NOT NULL THEN 'retryable'
-                        ELSE 'scheduled' END,
-                   r.kind, r.queue, r.priority, r.args,
-                   CASE c.outcome WHEN 'snoozed' THEN c.attempt - 1 ELSE c.attempt END,
-                   c.run_lease, r.max_attempts, l.run_at, r.created_at, r.metadata, r.tags,
-                   CASE WHEN c.outcome = 'snoozed' AND l.error IS NOT NULL
-                             AND r.errors -> -1 -> 'waiting_since' IS NOT NULL
-                        THEN (r.errors - (-1)) || jsonb_build_array(l.error)
-                        WHEN c.outcome = 'retryable' OR l.error IS NOT NULL
-                        THEN r.errors || jsonb_build_array(l.error)
-                        ELSE r.errors END
+        ), body AS (
+            -- The job of each retried, snoozed or failed attempt, from its retained ready row:
+            -- what the backlog or the DLQ carries on.
+            SELECT c.outcome, c.attempt, c.run_lease, l.run_at, l.error, r.job_id, r.kind,
+                   r.queue, r.priority, r.args, r.max_attempts, r.created_at, r.metadata,
+                   r.tags, r.errors
               FROM closed c
               JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease
               CROSS JOIN LATERAL (
@@ -145,7 +135,25 @@ BEGIN
                    WHERE r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
                      AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
                    LIMIT 1) r
-             WHERE c.outcome IN ('retryable', 'snoozed')
+             WHERE c.outcome IN ('retryable', 'snoozed', 'failed')
+        ), requeued AS (
+            INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
+                                           run_lease, max_attempts, run_at, created_at,
+                                           metadata, tags, errors)
+            SELECT b.job_id,
+                   CASE WHEN b.outcome = 'retryable' OR b.error IS NOT NULL THEN 'retryable'
+                        ELSE 'scheduled' END,
+                   b.kind, b.queue, b.priority, b.args,
+                   CASE b.outcome WHEN 'snoozed' THEN b.attempt - 1 ELSE b.attempt END,
+                   b.run_lease, b.max_attempts, b.run_at, b.created_at, b.metadata, b.tags,
+                   CASE WHEN b.outcome = 'snoozed' AND b.error IS NOT NULL
+                             AND b.errors -> -1 -> 'waiting_since' IS NOT NULL
+                        THEN (b.errors - (-1)) || jsonb_build_array(b.error)
+                        WHEN b.outcome = 'retryable' OR b.error IS NOT NULL
+                        THEN b.errors || jsonb_build_array(b.error)
+                        ELSE b.errors END
+              FROM body b
+             WHERE b.outcome IN ('retryable', 'snoozed')
         ), dead AS (
             -- Terminal failures of DLQ-enabled queues are parked for an operator. Every closer
             -- (worker, rescue, cancel, callback timeout) goes through here, so all of them
@@ -153,21 +161,15 @@ BEGIN
             INSERT INTO awa.dlq_entries (job_id, kind, queue, priority, args, attempt,
                                          original_run_lease, max_attempts, created_at, metadata,
                                          tags, errors, dlq_reason)
-            SELECT r.job_id, r.kind, r.queue, r.priority, r.args, c.attempt, c.run_lease,
-                   r.max_attempts, r.created_at, r.metadata, r.tags,
-                   CASE WHEN l.error IS NULL THEN r.errors
-                        ELSE r.errors || jsonb_build_array(l.error) END,
-                   CASE WHEN c.attempt >= r.max_attempts THEN 'attempts_exhausted'
+            SELECT b.job_id, b.kind, b.queue, b.priority, b.args, b.attempt, b.run_lease,
+                   b.max_attempts, b.created_at, b.metadata, b.tags,
+                   CASE WHEN b.error IS NULL THEN b.errors
+                        ELSE b.errors || jsonb_build_array(b.error) END,
+                   CASE WHEN b.attempt >= b.max_attempts THEN 'attempts_exhausted'
                         ELSE 'terminal_error' END
-              FROM closed c
-              JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease
-              CROSS JOIN LATERAL (
-                  SELECT r.* FROM awa.ready_entries r
-                   WHERE r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
-                     AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
-                   LIMIT 1) r
-              JOIN awa.queue_meta m ON m.queue = c.queue AND m.dlq_enabled
-             WHERE c.outcome = 'failed'
+              FROM body b
+              JOIN awa.queue_meta m ON m.queue = b.queue AND m.dlq_enabled
+             WHERE b.outcome = 'failed'
             ON CONFLICT (job_id) DO NOTHING
         )
         INSERT INTO awa.attempt_state (job_id, run_lease, progress, checkpoint)
