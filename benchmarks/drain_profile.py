@@ -5,13 +5,19 @@ Usage (a throwaway cluster with ``pg_stat_statements``)::
     WITH_POSTGRES_OPTIONS='-c shared_preload_libraries=pg_stat_statements \
       -c pg_stat_statements.track=top' \
     python3 scripts/with_postgres.py -- .venv/bin/python -m benchmarks.drain_profile \
-        [--jobs 20000] [--mode async|sync] [--concurrency 32] [--top 25] [--dump PATH]
+        [--jobs 20000] [--mode async|sync] [--concurrency 32] [--top 25] [--dump PATH] \
+        [--statements] [--migrate-to MIGRATION]
 
 Enqueues ``--jobs`` no-op jobs, then drains them with ``awa_worker --burst`` in this process under
 cProfile, and prints per job: Python function calls in all and by function (the ``--top``
 most called), the garbage collector's collections by generation and the objects its full
 collections traverse, and the server's statements, WAL bytes and shared buffers touched, with the
 claim and close statements' calls and rows (their ratio is the batch size they achieved).
+``--statements`` adds every statement's calls, execution and planning microseconds, plans a
+call, rows a call, buffers hit and dirtied and WAL bytes and records per job (run the server
+with ``-c pg_stat_statements.track=all -c pg_stat_statements.track_planning=on`` to see the
+statements inside the claim and close functions, and their plans); ``--migrate-to`` runs
+another version of the functions on the same server (``--migrate-to 0036``, then without it).
 """
 
 from __future__ import annotations
@@ -29,22 +35,64 @@ import psycopg
 SERVER = """
 SELECT (SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s
          WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-           AND s.query NOT LIKE '%%pg_stat%%'),
+           AND s.toplevel AND s.query NOT LIKE '%%pg_stat%%'),
        (SELECT coalesce(sum(shared_blks_hit + shared_blks_read), 0) FROM pg_stat_statements
-         WHERE query NOT LIKE '%%pg_stat%%'),
-       (SELECT wal_bytes FROM pg_stat_wal)
+         WHERE toplevel AND query NOT LIKE '%%pg_stat%%'),
+       (SELECT wal_bytes FROM pg_stat_wal),
+       (SELECT wal_records FROM pg_stat_wal),
+       (SELECT coalesce(sum(autovacuum_count), 0) FROM pg_stat_all_tables),
+       (SELECT coalesce(sum(autoanalyze_count), 0) FROM pg_stat_all_tables),
+       (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter)
+"""
+# Every statement, nested ones included under pg_stat_statements.track = all: what each costs
+# per drained job. Times need track_planning = on for the plan column.
+PER_STATEMENT = """
+SELECT query, toplevel, calls, rows, plans, total_exec_time, total_plan_time,
+       shared_blks_hit, shared_blks_dirtied, wal_bytes, wal_records
+  FROM pg_stat_statements
+ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+   AND query NOT LIKE '%%pg_stat%%'
+ ORDER BY total_exec_time DESC
+"""
+MAINTAINED = """
+SELECT schemaname || '.' || relname, autovacuum_count + autoanalyze_count
+  FROM pg_stat_all_tables WHERE autovacuum_count + autoanalyze_count > 0
 """
 BATCHES = """
 SELECT query, calls, rows FROM pg_stat_statements
- WHERE query ILIKE '%%claim%%' OR query ILIKE '%%close%%'
+ WHERE toplevel AND (query ILIKE '%%claim%%' OR query ILIKE '%%close%%')
 """
 
 
-def _server(conn: psycopg.Connection[Any]) -> tuple[float, float, float]:
+def _server(conn: psycopg.Connection[Any]) -> tuple[float, ...]:
     conn.execute("SELECT pg_stat_clear_snapshot()")
     row = conn.execute(SERVER).fetchone()
     assert row
-    return float(row[0]), float(row[1]), float(row[2])
+    return tuple(float(value) for value in row)
+
+
+def _per_statement(conn: psycopg.Connection[Any], jobs: int, top: int) -> None:
+    """Prints the ``top`` statements by execution time, each per drained job."""
+    print(
+        "per statement, per job (nested ones under track = all are inside their caller's"
+        " times; exec and plan microseconds depend on the machine's load):"
+    )
+    print(
+        "   calls  exec us  plan us plans/call rows/call   hit  dirtied wal B  wal rec  statement"
+    )
+    rows = conn.execute(PER_STATEMENT).fetchall()
+    nested = sum(row[2] for row in rows if not row[1])
+    print(f"  statements inside functions per job: {nested / jobs:.3f}")
+    for query, toplevel, calls, nrows, plans, exec_ms, plan_ms, hit, dirtied, wal, records in rows[
+        :top
+    ]:
+        first = ("" if toplevel else "  > ") + " ".join(query.split())[:60]
+        print(
+            f"  {calls / jobs:6.3f} {exec_ms * 1000 / jobs:8.2f} {plan_ms * 1000 / jobs:8.2f}"
+            f" {plans / max(calls, 1):10.2f} {nrows / max(calls, 1):9.1f}"
+            f" {hit / jobs:5.1f} {dirtied / jobs:8.3f} {float(wal) / jobs:5.0f}"
+            f" {records / jobs:8.2f}  {first}"
+        )
 
 
 def main() -> None:
@@ -64,6 +112,18 @@ def main() -> None:
         help="CHECKPOINT just before the drain: its WAL then carries the full-page images a "
         "drain writes when a checkpoint falls in it",
     )
+    parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="print each statement's calls, exec and plan microseconds, buffers and WAL per job "
+        "(pg_stat_statements.track = all and track_planning = on for nested statements and plans)",
+    )
+    parser.add_argument(
+        "--migrate-to",
+        metavar="MIGRATION",
+        help="drain with the functions of this earlier migration (e.g. 0036), and migrate to "
+        "the latest again after the drain: one server runs two versions in turn",
+    )
     parser.add_argument("--dump", help="also write the profile here (pstats format)")
     args = parser.parse_args()
     os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
@@ -78,6 +138,11 @@ def main() -> None:
     from benchmarks.jobs import ASYNC_KIND, SYNC_KIND
 
     call_command("migrate", verbosity=0)
+    if args.migrate_to:
+        # The older functions, recorded as the latest (the worker refuses pending migrations);
+        # put back at the end, so the next run without the option drains the latest ones.
+        call_command("migrate", "awa_django", args.migrate_to, verbosity=0)
+        call_command("migrate", "awa_django", fake=True, verbosity=0)
     reset_queue()
     kind = ASYNC_KIND if args.mode == "async" else SYNC_KIND
     payload = "0" * 240
@@ -94,6 +159,7 @@ def main() -> None:
     # Statistics reach the shared counters when a backend goes idle or exits.
     time.sleep(1.2)
     before = _server(stats)
+    maintained = dict(stats.execute(MAINTAINED).fetchall())
     full_scans: list[int] = []
 
     def on_collect(phase: str, info: dict[str, int]) -> None:
@@ -127,6 +193,11 @@ def main() -> None:
     connections.close_all()
     time.sleep(1.2)
     after = _server(stats)
+    maintained_in_drain = sorted(
+        name
+        for name, runs in stats.execute(MAINTAINED).fetchall()
+        if runs > maintained.get(name, 0)
+    )
 
     jobs = args.jobs
     entries: dict[Any, Any] = {} if args.no_cprofile else pstats.Stats(profile).stats  # type: ignore[attr-defined]
@@ -144,13 +215,32 @@ def main() -> None:
     )
     print(f"garbage collections by generation: {collections}")
     print(f"objects traversed by full collections per job: {sum(full_scans) / jobs:.1f}")
-    statements, buffers, wal = (a - b for a, b in zip(after, before, strict=True))
+    statements, buffers, wal, records, vacuums, analyzes, checkpoints = (
+        a - b for a, b in zip(after, before, strict=True)
+    )
     print(f"statements per job: {statements / jobs:.3f}")
     print(f"shared buffers per job: {buffers / jobs:.1f}")
-    print(f"WAL bytes per job: {wal / jobs:.0f}")
+    print(f"WAL bytes per job: {wal / jobs:.0f}, records per job: {records / jobs:.2f}")
+    # Work the server did beside the drain's statements, which falls in some drains and not
+    # in others: autovacuum and autoanalyze runs (of any table of the database, the catalog's
+    # included), checkpoints.
+    print(
+        f"during the drain: autovacuums {vacuums:.0f}, autoanalyzes {analyzes:.0f},"
+        f" checkpoints {checkpoints:.0f}"
+        + (
+            f" (autovacuumed or analyzed: {', '.join(maintained_in_drain)})"
+            if maintained_in_drain
+            else ""
+        )
+    )
     for query, calls, rows in stats.execute(BATCHES).fetchall():
         first = " ".join(query.split())[:70]
         print(f"  {calls:7d} calls, {rows / max(calls, 1):6.1f} rows a call: {first}")
+    if args.statements:
+        _per_statement(stats, jobs, args.top)
+    if args.migrate_to:
+        call_command("migrate", "awa_django", args.migrate_to, fake=True, verbosity=0)
+        call_command("migrate", "awa_django", verbosity=0)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,13 @@ pytestmark = pytest.mark.benchmark_smoke
 
 
 def test_a_drain_is_counted_per_job() -> None:
+    # Also by statement, nested ones included, with the functions of an earlier migration (the
+    # harness migrates back, drains, and migrates forward again).
     done = run_on_own_server(
         "benchmarks.drain_profile", "--jobs", "200", "--concurrency", "32", "--top", "3",
-        options="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=top",
+        "--statements", "--migrate-to", "0036",
+        options="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+        " -c pg_stat_statements.track_planning=on",
     )  # fmt: skip
     out = done.stdout
     calls = re.search(r"python function calls per job: ([\d.]+)", out)
@@ -27,3 +31,8 @@ def test_a_drain_is_counted_per_job() -> None:
     assert int(claims[1]) >= 7 and int(claims[2]) <= 32
     assert 0 < float(statements[1]) < 1
     assert "rows a call" in out
+    assert re.search(r"during the drain: autovacuums \d+, autoanalyzes \d+, checkpoints \d+", out)
+    nested = re.search(r"statements inside functions per job: ([\d.]+)", out)
+    assert nested and float(nested[1]) > 0, out
+    # A statement inside a function among the top three by execution time.
+    assert re.search(r"^ +[\d.]+ +[\d.]+ +[\d.]+ .*  > (WITH|SELECT) ", out, re.MULTILINE), out

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -65,23 +66,30 @@ def claim(limit: int) -> list[tuple[object, ...]]:
         return cursor.fetchall()
 
 
-def close_completed(claimed: list[tuple[object, ...]]) -> int:
-    completions = [
-        Completion(
-            job_id=job_id,
-            run_lease=run_lease,
-            queue=queue,
-            priority=priority,
-            shard=shard,
-            lane_seq=lane_seq,
-            ready_slot=ready_slot,
-            outcome=Outcome.COMPLETED,
-        )
-        for job_id, run_lease, queue, priority, shard, lane_seq, ready_slot in claimed
-    ]
+def completion_of(row: tuple[Any, ...], outcome: Outcome, **details: Any) -> Completion:
+    """The completion of a claimed row, as ``CLAIM`` returns it."""
+    job_id, run_lease, queue, priority, shard, lane_seq, ready_slot = row
+    return Completion(
+        job_id=job_id,
+        run_lease=run_lease,
+        queue=queue,
+        priority=priority,
+        shard=shard,
+        lane_seq=lane_seq,
+        ready_slot=ready_slot,
+        outcome=outcome,
+        **details,
+    )
+
+
+def close(completions: list[Completion]) -> int:
     with connection.cursor() as cursor:
         cursor.execute(queries("execution")["close_attempts"], close_params(completions))
         return len(cursor.fetchall())
+
+
+def close_completed(claimed: list[tuple[Any, ...]]) -> int:
+    return close([completion_of(row, Outcome.COMPLETED) for row in claimed])
 
 
 def rows_read(plan: str, table: str) -> int:
@@ -215,6 +223,101 @@ def test_claim_and_close_probe_one_row_per_job_however_much_the_ring_retains(
     assert rows_read(close_plan, "claim_receipts") == 500
 
 
+def probes(plan: str, table: str) -> int:
+    """Times the scans of ``table`` ran in an analyzed plan (a scan never executed: none)."""
+    scan = re.compile(rf"Scan.* on {table}(?:_\d+)? .*actual time=\S+ rows=\d+ loops=(\d+)")
+    return sum(int(match[1]) for line in plan.splitlines() if (match := scan.search(line)))
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_claim_and_close_probe_saved_state_per_job_only_while_some_is_saved(
+    plan_log: list[str],
+) -> None:
+    # Saved progress and checkpoints are rare: a first attempt's claim does not look for them
+    # (no attempt can have saved any), and with none saved the close looks once per statement
+    # (migration 0038), not once per completed attempt.
+    job_ids = noop.enqueue_many([{"n": i} for i in range(200)])
+    assert close_completed(claim(10)) == 10  # plans the statements
+    with connection.cursor() as cursor:
+        cursor.execute("SET auto_explain.log_analyze = on")
+    plan_log.clear()
+    assert close_completed(claim(50)) == 50
+    (claim_plan,) = [plan for plan in plan_log if "INSERT INTO awa.claim_receipts" in plan]
+    (close_plan,) = [plan for plan in plan_log if "INSERT INTO awa.done_entries" in plan]
+    assert probes(claim_plan, "attempt_state") == 0
+    assert probes(close_plan, "attempt_state") == 1
+
+    # A job that ran before is probed, and gets its state back; with a row saved, every
+    # completion is probed again, and the job's completion forgets its state.
+    (row,) = claim(1)
+    assert row[0] == job_ids[60]
+    snoozed = completion_of(
+        row, Outcome.SNOOZED, delay_s=0, progress={"done": 3}, checkpoint={"at": 7}
+    )
+    assert close([snoozed]) == 1
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM awa.promote_due('scheduled', 10)")
+        assert cursor.fetchone() == (1,)
+    plan_log.clear()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT job_id, progress ->> 'done', checkpoint ->> 'at', run_lease, queue, priority,"
+            " shard, lane_seq,"
+            " ready_slot FROM awa.claim_ready('default', 500, 'plans-test', 0, 0, false)"
+        )
+        rows = cursor.fetchall()
+    assert [row[0] for row in rows] == [*job_ids[61:], job_ids[60]]
+    assert [row[1:3] for row in rows if row[1:3] != (None, None)] == [("3", "7")]
+    assert rows[-1][1:3] == ("3", "7")
+    (claim_plan,) = [plan for plan in plan_log if "INSERT INTO awa.claim_receipts" in plan]
+    assert probes(claim_plan, "attempt_state") == 1
+    plan_log.clear()
+    assert close_completed([(row[0], *row[3:]) for row in rows]) == len(rows)
+    (close_plan,) = [plan for plan in plan_log if "INSERT INTO awa.done_entries" in plan]
+    assert probes(close_plan, "attempt_state") == 1 + len(rows)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM awa.attempt_state")
+        assert cursor.fetchone() == (0,)
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_a_close_of_completions_sets_up_no_plan_for_the_other_outcomes(
+    plan_log: list[str],
+) -> None:
+    # Every statement a function runs is set up whole on each call, whatever it finds: the
+    # backlog, DLQ and saved-state writes of the attempts that did not complete are a
+    # statement of their own (migration 0038), which a batch of completions does not run.
+    noop.enqueue_many([{"n": i} for i in range(20)])
+    claimed = claim(10)
+    plan_log.clear()
+    assert close_completed(claimed) == 10
+    rare = ("awa.deferred_jobs", "awa.dlq_entries", "awa.ready_entries")
+    assert [plan for plan in plan_log if "INSERT INTO awa.done_entries" in plan]
+    assert not [plan for plan in plan_log if any(table in plan for table in rare)]
+    (row,) = claim(1)
+    plan_log.clear()
+    assert close([completion_of(row, Outcome.RETRYABLE, delay_s=0, error={"message": "x"})]) == 1
+    assert [plan for plan in plan_log if "INSERT INTO awa.deferred_jobs" in plan]
+
+
+@pytest.mark.django_db
+def test_a_receipt_writes_only_the_indexes_something_reads() -> None:
+    # The primary key (the lane cursor, the hole and sequential checks), job_id (the close's
+    # probe, the jobs view, cancel, heartbeats, callbacks) and claimed_at (rescue's window, the
+    # open attempts). deadline_at is only ever returned, never searched (migration 0038).
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexdef FROM pg_indexes"
+            " WHERE schemaname = 'awa' AND tablename = 'claim_receipts' ORDER BY indexname"
+        )
+        indexed = [re.sub(r".* USING (\w+ \([^)]*\)).*", r"\1", row[0]) for row in cursor]
+    assert indexed == [
+        "brin (claimed_at)",
+        "btree (job_id)",
+        "btree (queue, priority, shard, commit_seq, lane_seq, ready_slot)",
+    ]
+
+
 @pytest.mark.usefixtures("awa_db")
 def test_a_claim_behind_many_large_commits_reads_about_its_limit(
     plan_log: list[str],
@@ -292,6 +395,35 @@ def test_a_claim_of_a_few_lanes_keeps_no_lane_marks() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM awa.lane_marks")
         assert cursor.fetchone() == (0,)
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_a_claim_in_static_order_reads_the_lanes_once(plan_log: list[str]) -> None:
+    # Without aging, or with one lane, a queue's lane order is static (by priority, shards
+    # rotated): the claim reads it in the statement that counts the lanes, not again through
+    # awa.claim_order (migration 0038). Aged claims of several lanes still order them by head.
+    awa.enqueue(noop, args={"n": 0}, priority=2)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT job_id FROM awa.claim_ready('default', 10, 'plans-test', 0, 60, false)"
+        )
+        assert len(cursor.fetchall()) == 1
+    for priority in (4, 3, 1, 2):
+        awa.enqueue(noop, args={"n": priority}, priority=priority)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT priority FROM awa.claim_ready('default', 10, 'plans-test', 0, 0, false)"
+        )
+        assert [row[0] for row in cursor.fetchall()] == [1, 2, 3, 4]
+    assert not [plan for plan in plan_log if "awa.claim_order" in plan]
+    for priority in (4, 3, 1, 2):
+        awa.enqueue(noop, args={"n": priority}, priority=priority)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT priority FROM awa.claim_ready('default', 10, 'plans-test', 0, 60, false)"
+        )
+        assert [row[0] for row in cursor.fetchall()] == [1, 2, 3, 4]
+    assert [plan for plan in plan_log if "awa.claim_order" in plan]
 
 
 @pytest.mark.usefixtures("awa_db")

@@ -144,6 +144,32 @@ def test_completion_for_an_older_lease_is_stale_after_retry():
     assert [e["message"] for e in record.errors] == ["try again", "final"]
 
 
+def test_a_batch_of_every_outcome_closes_each_attempt_once():
+    # The writes for attempts that did not complete run in a statement of their own after
+    # the closures (migration 0038), over exactly the attempts this close closed: not one that
+    # another closer (a rescue) closed first, whose item here is stale.
+    ids = [awa.enqueue("k.m", args={"n": n}, max_attempts=5) for n in range(5)]
+    done, retried, snoozed, failed, raced = claim()
+    rescued = completion(raced, Outcome.RETRYABLE, delay_s=-1, error={"message": "rescued"})
+    assert close(rescued) == {(ids[4], 1)}
+    closed = close(
+        completion(done),
+        completion(retried, Outcome.RETRYABLE, delay_s=-1, error={"message": "again"}),
+        completion(snoozed, Outcome.SNOOZED, delay_s=-1, progress={"step": 2}),
+        completion(failed, Outcome.FAILED, error={"message": "final"}),
+        completion(raced, Outcome.RETRYABLE, delay_s=-1, error={"message": "late"}),
+    )
+    assert closed == {(job_id, 1) for job_id in ids[:4]}
+    states = [awa.get_job(job_id).state for job_id in ids]
+    assert states == ["completed", "retryable", "scheduled", "failed", "retryable"]
+    assert [e["message"] for e in awa.get_job(ids[4]).errors] == ["rescued"]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT job_id, attempt FROM awa.deferred_jobs ORDER BY job_id")
+        assert cursor.fetchall() == [(ids[1], 1), (ids[2], 0), (ids[4], 1)]
+        cursor.execute("SELECT job_id, progress ->> 'step' FROM awa.attempt_state")
+        assert cursor.fetchall() == [(ids[2], "2")]
+
+
 def test_completion_with_the_wrong_lease_for_the_receipt_is_rejected():
     awa.enqueue("k.w", args={})
     (job,) = claim()

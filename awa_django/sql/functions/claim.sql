@@ -304,8 +304,23 @@ BEGIN
     END IF;
     v_marked := EXISTS (SELECT 1 FROM awa.lane_marks k WHERE k.queue = p_queue);
     IF NOT v_marked THEN
-        SELECT coalesce(count(*) > 4 * (max(l.shard) + 1), false) INTO v_marked
-          FROM awa.queue_lanes l WHERE l.queue = p_queue;
+        -- Whether the queue has lanes enough to go by marks and, when its order is the static
+        -- one (no aging, or one lane), its lanes in that order, which the claim then walks as
+        -- a marked queue's (migration 0038): awa.claim_order read the same lanes again, in two
+        -- statements and a cursor, on every claim of every such queue.
+        WITH lanes AS (
+            SELECT l.priority, l.shard FROM awa.queue_lanes l WHERE l.queue = p_queue
+        ), rotation AS (
+            SELECT count(*) AS lanes, max(l.shard) + 1 AS shards,
+                   floor(random() * (max(l.shard) + 1))::integer AS offset_by
+              FROM lanes l
+        )
+        SELECT coalesce(o.lanes > 4 * o.shards, false),
+               CASE WHEN o.lanes <= 1 OR p_aging_s <= 0 THEN
+                   ARRAY(SELECT l.priority * 65536 + l.shard FROM lanes l
+                          ORDER BY l.priority, (l.shard + o.offset_by) % o.shards) END
+          INTO v_marked, v_lanes
+          FROM rotation o;
     END IF;
     IF v_marked THEN
         -- The newest mark, and the lanes with a commit it did not see: of a transaction from
@@ -362,8 +377,10 @@ BEGIN
         v_round_claimed := 0;
         -- A marked queue's static order is its lanes to visit as they are: only the first few
         -- are usually visited, and passing them all through awa.claim_order cost more than
-        -- the rest of the claim.
-        v_walk := v_marked AND (p_aging_s <= 0 OR cardinality(v_lanes) <= 1);
+        -- the rest of the claim. An unmarked queue's lanes are set above only when its order
+        -- is the static one.
+        v_walk := (v_marked OR v_lanes IS NOT NULL)
+                  AND (p_aging_s <= 0 OR cardinality(v_lanes) <= 1);
         -- An aged claim of a marked queue walks its lanes below priority 1 the same way: their
         -- rows never age (awa.effective_priority), and every lane of priority 1 or more has an
         -- effective priority of at least 1, so they come first in the aged order whatever the
@@ -525,7 +542,7 @@ BEGIN
                   FROM picked p
                   LEFT JOIN LATERAL (
                       SELECT s.progress, s.checkpoint FROM awa.attempt_state s
-                       WHERE s.job_id = p.job_id LIMIT 1) s ON true
+                       WHERE s.job_id = p.job_id AND p.run_lease > 0 LIMIT 1) s ON true
                  ORDER BY p.commit_seq, p.lane_seq;
                 GET DIAGNOSTICS v_claimed = ROW_COUNT;
                 -- A range is done once none of its positions can bring a job any more: each
@@ -680,10 +697,15 @@ BEGIN
                    p.args, p.attempt + 1, p.run_lease + 1, p.max_attempts, p.run_at,
                    p.created_at, p.metadata, p.tags, p.errors, s.progress, s.checkpoint
               FROM picked p
-              -- A probe per claimed row (see awa.close_attempts on LATERAL ... LIMIT 1).
+              -- A probe per claimed row (see awa.close_attempts on LATERAL ... LIMIT 1), of a
+              -- job that ran before (migration 0038): state is saved by an attempt (its
+              -- heartbeats, its close), and a row that no attempt has claimed yet has run_lease
+              -- 0 (every later row of a job, retried, rescued, snoozed or requeued from the
+              -- DLQ, carries a lease above it), so a first attempt's probe could find nothing.
+              -- The condition reads only the outer row: the probe's gate, not its filter.
               LEFT JOIN LATERAL (
                   SELECT s.progress, s.checkpoint FROM awa.attempt_state s
-                   WHERE s.job_id = p.job_id LIMIT 1) s ON true
+                   WHERE s.job_id = p.job_id AND p.run_lease > 0 LIMIT 1) s ON true
              ORDER BY p.commit_seq, p.lane_seq;
             GET DIAGNOSTICS v_claimed = ROW_COUNT;
             IF v_pass_to > 0 AND v_claimed > 0 THEN

@@ -3,15 +3,18 @@
 -- a later migration that changes a definition applies its file again (docs/architecture.md,
 -- "SQL layout and schema changes").
 
--- Closes a batch of attempts in one statement and returns the attempts it actually closed, with
--- the time each retried or snoozed one runs again.
+-- Closes a batch of attempts and returns the attempts it actually closed, with the time each
+-- retried or snoozed one runs again. One statement closes them all (the closure rows, leases,
+-- a completed job's saved state); a second runs only when one of them did not complete
+-- (migration 0038): a batch of completions does not set up the plan of the backlog, the DLQ
+-- and the state it would write (more than half the nodes of the one statement it was).
 --
 -- Guard (DESIGN.md §3 property 2): an item must match an existing receipt on
 -- (job_id, run_lease), and the done_entries primary key lets only the first closer of an attempt
 -- win. A completion for an older lease, or for an attempt already closed by rescue or cancel,
 -- inserts nothing and is missing from the result: the caller reports it as stale.
--- Retryable and snoozed outcomes append the job to the deferred backlog in the same statement,
--- carrying its body from the retained ready row. A retry appends this attempt's error to the
+-- Retryable and snoozed outcomes append the job to the deferred backlog in the same
+-- transaction, carrying its body from the retained ready row. A retry appends this attempt's error to the
 -- job's error list; a snooze gives the attempt back. A snooze that carries an error is a try
 -- the worker could not run (no handler for the job's kind: awa_django.core.unknown_kinds): it
 -- gives the attempt back too, but waits as retryable with its error recorded, replacing the
@@ -40,23 +43,30 @@ CREATE OR REPLACE FUNCTION awa.close_batch(p_batch json)
 RETURNS TABLE (job_id bigint, run_lease bigint, run_at timestamptz) LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 #variable_conflict use_column
+DECLARE
+    -- The attempts this call closed, and when each runs again.
+    v_job_ids bigint[];
+    v_leases bigint[];
+    v_slots integer[];
+    v_run_ats timestamptz[];
+    -- Whether one of them did not complete: only those are requeued, dead-lettered or keep
+    -- their state, in a statement of their own (migration 0038).
+    v_uncompleted boolean;
 BEGIN
-    RETURN QUERY
     WITH batch AS (
         SELECT b.ready_slot, b.queue, b.priority, b.shard, b.lane_seq, b.job_id, b.run_lease,
                b.outcome,
                coalesce(statement_timestamp() + make_interval(secs => b.delay_s), b.run_at)
                  AS run_at,
-               b.error, b.progress, b.checkpoint, b.result::jsonb AS result
+               b.error, b.result::jsonb AS result
           FROM json_to_recordset(p_batch)
             AS b(ready_slot integer, queue text, priority smallint, shard smallint,
                  lane_seq bigint, job_id bigint, run_lease bigint, outcome text,
-                 delay_s double precision, run_at timestamptz, error jsonb, progress jsonb,
-                 checkpoint jsonb, result text)
+                 delay_s double precision, run_at timestamptz, error jsonb, result text)
     ), live AS (
         -- The receipt by attempt, through the job_id index (its lane columns come from it).
         SELECT b.ready_slot, c.queue, c.priority, c.shard, c.lane_seq, b.job_id, b.run_lease,
-               b.outcome, b.run_at, b.error, b.progress, b.checkpoint, b.result, c.attempt
+               b.outcome, b.run_at, b.error, b.result, c.attempt
           FROM batch b
           CROSS JOIN LATERAL (
               SELECT c.queue, c.priority, c.shard, c.lane_seq, c.attempt
@@ -72,76 +82,111 @@ BEGIN
           FROM live l
         ON CONFLICT DO NOTHING
         RETURNING done_entries.job_id, done_entries.run_lease, done_entries.ready_slot,
-                  done_entries.queue, done_entries.priority, done_entries.shard,
-                  done_entries.lane_seq, done_entries.attempt, done_entries.outcome
-    ), requeued AS (
-        INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
-                                       run_lease, max_attempts, run_at, created_at, metadata,
-                                       tags, errors)
-        SELECT r.job_id,
-               CASE WHEN c.outcome = 'retryable' OR l.error IS NOT NULL THEN 'retryable'
-                    ELSE 'scheduled' END,
-               r.kind, r.queue, r.priority, r.args,
-               CASE c.outcome WHEN 'snoozed' THEN c.attempt - 1 ELSE c.attempt END,
-               c.run_lease, r.max_attempts, l.run_at, r.created_at, r.metadata, r.tags,
-               CASE WHEN c.outcome = 'snoozed' AND l.error IS NOT NULL
-                         AND r.errors -> -1 -> 'waiting_since' IS NOT NULL
-                    THEN (r.errors - (-1)) || jsonb_build_array(l.error)
-                    WHEN c.outcome = 'retryable' OR l.error IS NOT NULL
-                    THEN r.errors || jsonb_build_array(l.error)
-                    ELSE r.errors END
-          FROM closed c
-          JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease
-          CROSS JOIN LATERAL (
-              SELECT r.* FROM awa.ready_entries r
-               WHERE r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
-                 AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
-               LIMIT 1) r
-         WHERE c.outcome IN ('retryable', 'snoozed')
-    ), dead AS (
-        -- Terminal failures of DLQ-enabled queues are parked for an operator. Every closer
-        -- (worker, rescue, cancel, callback timeout) goes through here, so all of them route.
-        INSERT INTO awa.dlq_entries (job_id, kind, queue, priority, args, attempt,
-                                     original_run_lease, max_attempts, created_at, metadata,
-                                     tags, errors, dlq_reason)
-        SELECT r.job_id, r.kind, r.queue, r.priority, r.args, c.attempt, c.run_lease,
-               r.max_attempts, r.created_at, r.metadata, r.tags,
-               CASE WHEN l.error IS NULL THEN r.errors ELSE r.errors || jsonb_build_array(l.error)
-               END,
-               CASE WHEN c.attempt >= r.max_attempts THEN 'attempts_exhausted'
-                    ELSE 'terminal_error' END
-          FROM closed c
-          JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease
-          CROSS JOIN LATERAL (
-              SELECT r.* FROM awa.ready_entries r
-               WHERE r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
-                 AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
-               LIMIT 1) r
-          JOIN awa.queue_meta m ON m.queue = c.queue AND m.dlq_enabled
-         WHERE c.outcome = 'failed'
-        ON CONFLICT (job_id) DO NOTHING
+                  done_entries.outcome
     ), released AS (
         DELETE FROM awa.leases x USING closed c
          WHERE x.job_id = c.job_id AND x.run_lease = c.run_lease
     ), forgotten AS (
+        -- Probed per completed attempt only while some job has saved state (migration 0038):
+        -- the EXISTS reads no column of the closed rows, so it runs once, in the statement's
+        -- snapshot, as a gate above the probes, which finds exactly the rows they would.
         DELETE FROM awa.attempt_state s USING closed c
          WHERE s.job_id = c.job_id AND c.outcome = 'completed'
-    ), saved AS (
+           AND EXISTS (SELECT 1 FROM awa.attempt_state)
+    )
+    SELECT array_agg(c.job_id), array_agg(c.run_lease), array_agg(c.ready_slot),
+           array_agg(l.run_at), coalesce(bool_or(c.outcome <> 'completed'), false)
+      INTO v_job_ids, v_leases, v_slots, v_run_ats, v_uncompleted
+      FROM closed c
+      JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease;
+    -- The attempts that did not complete, of those this call closed (read back from their
+    -- done rows, which the statement above wrote): a batch of completions, nearly every one,
+    -- skips this statement, whose plan (the retained ready rows, the backlog, the DLQ, the
+    -- queues' settings, the saved state) cost every close its set-up.
+    IF v_uncompleted THEN
+        WITH closed AS (
+            SELECT d.job_id, d.run_lease, d.ready_slot, d.queue, d.priority, d.shard,
+                   d.lane_seq, d.attempt, d.outcome
+              FROM unnest(v_job_ids, v_leases, v_slots) AS x(job_id, run_lease, ready_slot)
+              CROSS JOIN LATERAL (
+                  SELECT d.* FROM awa.done_entries d
+                   WHERE d.job_id = x.job_id AND d.run_lease = x.run_lease
+                     AND d.ready_slot = x.ready_slot
+                   LIMIT 1) d
+             WHERE d.outcome <> 'completed'
+        ), live AS (
+            SELECT b.job_id, b.run_lease,
+                   coalesce(statement_timestamp() + make_interval(secs => b.delay_s), b.run_at)
+                     AS run_at,
+                   b.error, b.progress, b.checkpoint
+              FROM json_to_recordset(p_batch)
+                AS b(job_id bigint, run_lease bigint, delay_s double precision,
+                     run_at timestamptz, error jsonb, progress jsonb, checkpoint jsonb)
+        ), body AS (
+            -- The job of each retried, snoozed or failed attempt, from its retained ready row:
+            -- what the backlog or the DLQ carries on.
+            SELECT c.outcome, c.attempt, c.run_lease, l.run_at, l.error, r.job_id, r.kind,
+                   r.queue, r.priority, r.args, r.max_attempts, r.created_at, r.metadata,
+                   r.tags, r.errors
+              FROM closed c
+              JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease
+              CROSS JOIN LATERAL (
+                  SELECT r.* FROM awa.ready_entries r
+                   WHERE r.queue = c.queue AND r.priority = c.priority AND r.shard = c.shard
+                     AND r.lane_seq = c.lane_seq AND r.ready_slot = c.ready_slot
+                   LIMIT 1) r
+             WHERE c.outcome IN ('retryable', 'snoozed', 'failed')
+        ), requeued AS (
+            INSERT INTO awa.deferred_jobs (job_id, state, kind, queue, priority, args, attempt,
+                                           run_lease, max_attempts, run_at, created_at,
+                                           metadata, tags, errors)
+            SELECT b.job_id,
+                   CASE WHEN b.outcome = 'retryable' OR b.error IS NOT NULL THEN 'retryable'
+                        ELSE 'scheduled' END,
+                   b.kind, b.queue, b.priority, b.args,
+                   CASE b.outcome WHEN 'snoozed' THEN b.attempt - 1 ELSE b.attempt END,
+                   b.run_lease, b.max_attempts, b.run_at, b.created_at, b.metadata, b.tags,
+                   CASE WHEN b.outcome = 'snoozed' AND b.error IS NOT NULL
+                             AND b.errors -> -1 -> 'waiting_since' IS NOT NULL
+                        THEN (b.errors - (-1)) || jsonb_build_array(b.error)
+                        WHEN b.outcome = 'retryable' OR b.error IS NOT NULL
+                        THEN b.errors || jsonb_build_array(b.error)
+                        ELSE b.errors END
+              FROM body b
+             WHERE b.outcome IN ('retryable', 'snoozed')
+        ), dead AS (
+            -- Terminal failures of DLQ-enabled queues are parked for an operator. Every closer
+            -- (worker, rescue, cancel, callback timeout) goes through here, so all of them
+            -- route.
+            INSERT INTO awa.dlq_entries (job_id, kind, queue, priority, args, attempt,
+                                         original_run_lease, max_attempts, created_at, metadata,
+                                         tags, errors, dlq_reason)
+            SELECT b.job_id, b.kind, b.queue, b.priority, b.args, b.attempt, b.run_lease,
+                   b.max_attempts, b.created_at, b.metadata, b.tags,
+                   CASE WHEN b.error IS NULL THEN b.errors
+                        ELSE b.errors || jsonb_build_array(b.error) END,
+                   CASE WHEN b.attempt >= b.max_attempts THEN 'attempts_exhausted'
+                        ELSE 'terminal_error' END
+              FROM body b
+              JOIN awa.queue_meta m ON m.queue = b.queue AND m.dlq_enabled
+             WHERE b.outcome = 'failed'
+            ON CONFLICT (job_id) DO NOTHING
+        )
         INSERT INTO awa.attempt_state (job_id, run_lease, progress, checkpoint)
         SELECT c.job_id, c.run_lease, l.progress, l.checkpoint
           FROM closed c
           JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease
-         WHERE c.outcome <> 'completed' AND (l.progress IS NOT NULL OR l.checkpoint IS NOT NULL)
+         WHERE l.progress IS NOT NULL OR l.checkpoint IS NOT NULL
         ON CONFLICT (job_id) DO UPDATE
            SET run_lease = excluded.run_lease,
                progress = coalesce(excluded.progress, awa.attempt_state.progress),
                checkpoint = coalesce(excluded.checkpoint, awa.attempt_state.checkpoint),
                updated_at = now()
-         WHERE awa.attempt_state.run_lease <= excluded.run_lease
-    )
-    SELECT c.job_id, c.run_lease, l.run_at
-      FROM closed c
-      JOIN live l ON l.job_id = c.job_id AND l.run_lease = c.run_lease;
+         WHERE awa.attempt_state.run_lease <= excluded.run_lease;
+    END IF;
+    RETURN QUERY
+    SELECT x.job_id, x.run_lease, x.run_at
+      FROM unnest(v_job_ids, v_leases, v_run_ats) AS x(job_id, run_lease, run_at);
     -- Tells the sessions waiting on a job (awa.job_waiters) that it ended. The table is empty
     -- unless someone waits, so a close that nobody waits on pays this one probe: a statement of
     -- its own, as a CTE of the one above cost more even when it found nobody. The attempts are
