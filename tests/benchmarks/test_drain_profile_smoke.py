@@ -18,7 +18,7 @@ def test_a_drain_is_counted_per_job() -> None:
         options="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=top",
     )  # fmt: skip
     out = done.stdout
-    calls = re.search(r"python function calls per job: ([\d.]+)", out)
+    calls = re.search(r"python function calls per job, event loop's thread: ([\d.]+)", out)
     claims = re.search(r"claims: (\d+), asked for min (\d+)", out)
     statements = re.search(r"statements per job: ([\d.]+)", out)
     assert calls and claims and statements, out
@@ -27,3 +27,17 @@ def test_a_drain_is_counted_per_job() -> None:
     assert int(claims[1]) >= 7 and int(claims[2]) <= 32
     assert 0 < float(statements[1]) < 1
     assert "rows a call" in out
+
+
+def test_a_drain_of_sync_django_tasks_counts_the_handler_threads_calls_too() -> None:
+    done = run_on_own_server(
+        "benchmarks.drain_profile", "--jobs", "200", "--concurrency", "8", "--top", "3",
+        "--mode", "sync", "--tasks",
+        options="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=top",
+    )  # fmt: skip
+    out = done.stdout
+    loop = re.search(r"python function calls per job, event loop's thread: ([\d.]+)", out)
+    every = re.search(r"python function calls per job, all threads: ([\d.]+)", out)
+    assert loop and every and "django.tasks @task sync c=8, 200 jobs" in out, out
+    # The tasks run on the handler threads, whose calls only the second count holds.
+    assert float(every[1]) > float(loop[1]) > 0
