@@ -350,7 +350,8 @@ class Dispatcher:
                     await asyncio.sleep(0)
             if jobs:
                 self._telemetry.claimed(jobs, now=self._now())
-            if any(self._is_async(job) for job in jobs):
+            # By kind, not by job: a batch of sync jobs looked each one's handler up twice.
+            if any(self._is_async(kind) for kind in {job.kind for job in jobs}):
                 self._refresh_loop_thread_connection()
             for job in jobs:
                 self._start(job)
@@ -536,8 +537,8 @@ class Dispatcher:
             logger.debug("claim lock of a lane busy past the wait queue=%s", self.queue)
             return []
 
-    def _is_async(self, job: ClaimedJob) -> bool:
-        handler = self._resolve(job.kind)
+    def _is_async(self, kind: str) -> bool:
+        handler = self._resolve(kind)
         return handler is not None and handler.is_async
 
     def _refresh_loop_thread_connection(self) -> None:

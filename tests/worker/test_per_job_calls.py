@@ -5,17 +5,22 @@ many of those a drain makes depends on timing."""
 
 from __future__ import annotations
 
+import asyncio
 import cProfile
 import pstats
 import sys
+from typing import Any
 
 import pytest
 from django.conf import settings
 from django.test import override_settings
 
 import awa_django as awa
+from awa_django.conf import get_settings
+from awa_django.declarations.jobs import DeclaredJob, registry
+from awa_django.worker.process import WorkerProcess, config_from_settings
 from tests.conftest import run_burst
-from tests.jobs import noop_async
+from tests.jobs import noop, noop_async
 
 pytestmark = pytest.mark.usefixtures("awa_db", "close_orm_thread_connection")
 
@@ -67,3 +72,22 @@ def per_job_calls(jobs: int) -> float:
 def test_a_drained_no_op_job_costs_a_bounded_number_of_python_calls():
     per_job = per_job_calls(JOBS)
     assert 0 < per_job <= MAX_CALLS_PER_JOB, per_job
+
+
+def test_a_sync_job_s_handler_is_looked_up_once() -> None:
+    # The dispatcher asks whether a batch holds async jobs (their ORM thread's connection check)
+    # once per kind in the batch, and each job's run looks its handler up: once per job, not
+    # twice.
+    lookups: list[str] = []
+
+    def resolve(kind: str) -> DeclaredJob[Any, Any] | None:
+        lookups.append(kind)
+        return registry.get(kind)
+
+    awa.enqueue_many(noop.kind, [{"n": n} for n in range(JOBS)])
+    config = config_from_settings(get_settings(), queues={"default": 32}, burst=True)
+    summary = asyncio.run(WorkerProcess(config, resolve).run())
+    assert summary.closed.completed == JOBS
+    ours = lookups.count(noop.kind)
+    # One per job, and one per claimed batch (a batch takes at most the 32 permits).
+    assert JOBS < ours <= JOBS + JOBS / 2, ours
