@@ -113,7 +113,7 @@ class Telemetry:
 
     def claimed(self, jobs: Sequence[ClaimedJobFields], *, now: datetime) -> None:
         """One claim's ``jobs``, claimed at ``now``: counts them, their pickup latencies and
-        as many in flight."""
+        as many in flight. Called before their ``job_span``."""
 
     def finished(self, job: ClaimedJobFields, *, duration_s: float) -> None:
         """``job``'s handler returned after ``duration_s``; one fewer in flight."""
@@ -293,6 +293,8 @@ class OtelTelemetry(Telemetry):
     def claimed(self, jobs: Sequence[ClaimedJobFields], *, now: datetime) -> None:
         counts: Counter[tuple[str, str]] = Counter()
         metering = self._check_meter_provider()
+        # The tracer provider too, for the batch's job spans (``job_span``), not once per job.
+        self._tracing_installed()
         for job in jobs:
             counts[job.queue, job.kind] += 1
             if metering:
@@ -340,7 +342,8 @@ class OtelTelemetry(Telemetry):
         _SNAPSHOT.publish(depths, stale_after_s=stale_after_s)
 
     def job_span(self, job: ClaimedJobFields) -> contextlib.AbstractContextManager[JobSpan]:
-        return self._span(job) if self._tracing_installed() else _NO_SPAN
+        # The flag ``claimed`` refreshed for this job's batch: no check per job.
+        return self._span(job) if self._tracing else _NO_SPAN
 
     def _check_meter_provider(self) -> bool:
         """Whether an SDK meter provider is installed, checked once per claimed batch at most
@@ -361,8 +364,8 @@ class OtelTelemetry(Telemetry):
         # Until an SDK tracer provider is installed, the API's proxy only makes non-recording
         # spans; skipping them saves a context attach and detach per job, a visible share of a
         # no-op drain's event loop (docs/benchmarks.md). A provider is set once and for all, so
-        # True is kept; one installed after the worker started is picked up within
-        # PROVIDER_CHECK_INTERVAL_S.
+        # True is kept; one installed after the worker started is picked up by the first claim
+        # PROVIDER_CHECK_INTERVAL_S after the last check (``claimed``).
         if not self._tracing:
             now = time.monotonic()
             if now >= self._next_provider_check:

@@ -5,10 +5,12 @@ Usage (a throwaway cluster with ``pg_stat_statements``)::
     WITH_POSTGRES_OPTIONS='-c shared_preload_libraries=pg_stat_statements \
       -c pg_stat_statements.track=top' \
     python3 scripts/with_postgres.py -- .venv/bin/python -m benchmarks.drain_profile \
-        [--jobs 20000] [--mode async|sync] [--concurrency 32] [--top 25] [--dump PATH] \
-        [--statements] [--migrate-to MIGRATION]
+        [--jobs 20000] [--mode async|sync] [--tasks] [--concurrency 32] [--top 25] \
+        [--dump PATH] [--statements] [--migrate-to MIGRATION]
 
-Enqueues ``--jobs`` no-op jobs, then drains them with ``awa_worker --burst`` in this process under
+Enqueues ``--jobs`` no-op jobs (``--tasks``: the side-by-side benchmark's ``django.tasks``
+``@task`` probes of ``benchmarks.tasks``, enqueued through Django's API as its ``tasks``
+workload does, one lane), then drains them with ``awa_worker --burst`` in this process under
 cProfile, and prints per job: Python function calls in all and by function (the ``--top``
 most called), the garbage collector's collections by generation and the objects its full
 collections traverse, and the server's statements, WAL bytes and shared buffers touched, with the
@@ -27,6 +29,7 @@ import cProfile
 import gc
 import os
 import pstats
+import threading
 import time
 from typing import Any
 
@@ -99,6 +102,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--mode", choices=("async", "sync"), default="async")
+    parser.add_argument(
+        "--tasks",
+        action="store_true",
+        help="drain django.tasks @task probes through AwaBackend instead of native no-op jobs",
+    )
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument(
@@ -136,6 +144,7 @@ def main() -> None:
     import awa_django as awa
     from awa_django.testing import reset_queue
     from benchmarks.jobs import ASYNC_KIND, SYNC_KIND
+    from benchmarks.tasks import enqueue_tasks
 
     call_command("migrate", verbosity=0)
     if args.migrate_to:
@@ -147,8 +156,11 @@ def main() -> None:
     kind = ASYNC_KIND if args.mode == "async" else SYNC_KIND
     payload = "0" * 240
     for start in range(0, args.jobs, 1_000):
-        batch = range(start, min(start + 1_000, args.jobs))
-        awa.enqueue_many(kind, [{"n": n, "payload": payload} for n in batch])
+        batch = [{"n": n, "payload": payload} for n in range(start, min(start + 1_000, args.jobs))]
+        if args.tasks:
+            enqueue_tasks(batch, f"task-{args.mode}")
+        else:
+            awa.enqueue_many(kind, batch)
     connections.close_all()
 
     stats = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True)
@@ -182,14 +194,25 @@ def main() -> None:
     gc.callbacks.append(on_collect)
     gc_before = [entry["collections"] for entry in gc.get_stats()]
     profile = cProfile.Profile()
+    # The threads the drain starts (sync handlers', asgiref's) each get a profile of their own,
+    # started by the first event of the thread: a sync job's calls in its handler thread
+    # (Django's connection checks around it, the hand-off back) count too.
+    thread_profiles: list[cProfile.Profile] = []
+
+    def profile_thread(frame: Any, event: str, arg: Any) -> None:
+        thread_profile = cProfile.Profile()
+        thread_profiles.append(thread_profile)
+        thread_profile.enable()
+
     if not args.no_cprofile:
+        threading.setprofile(profile_thread)
         profile.enable()
     call_command("awa_worker", "--burst", "--queue", f"bench={args.concurrency}", verbosity=0)
     profile.disable()
+    threading.setprofile(None)  # type: ignore[arg-type]
     gc.callbacks.remove(on_collect)
     collections = [e["collections"] - b for e, b in zip(gc.get_stats(), gc_before, strict=True)]
-    if args.dump:
-        profile.dump_stats(args.dump)
+
     connections.close_all()
     time.sleep(1.2)
     after = _server(stats)
@@ -200,10 +223,20 @@ def main() -> None:
     )
 
     jobs = args.jobs
-    entries: dict[Any, Any] = {} if args.no_cprofile else pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    entries: dict[Any, Any] = {}
+    loop_total = 0
+    if not args.no_cprofile:
+        # Counted before the threads' are added in: Stats merges them into this very dict.
+        loop_total = sum(entry[1] for entry in pstats.Stats(profile).stats.values())  # type: ignore[attr-defined]
+        merged = pstats.Stats(profile, *thread_profiles)
+        if args.dump:
+            merged.dump_stats(args.dump)
+        entries = merged.stats  # type: ignore[attr-defined]
     total = sum(entry[1] for entry in entries.values())
-    print(f"{args.mode} c={args.concurrency}, {jobs} jobs")
-    print(f"python function calls per job: {total / jobs:.1f}")
+    what = "django.tasks @task" if args.tasks else "native"
+    print(f"{what} {args.mode} c={args.concurrency}, {jobs} jobs")
+    print(f"python function calls per job, event loop's thread: {loop_total / jobs:.1f}")
+    print(f"python function calls per job, all threads: {total / jobs:.1f} (by function:)")
     ranked = sorted(entries.items(), key=lambda item: -item[1][1])[: args.top]
     for (path, line, name), entry in ranked:
         where = f"{os.path.basename(path)}:{line}({name})"

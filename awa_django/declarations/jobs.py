@@ -105,6 +105,10 @@ class AttemptProgress:
 
     def take_unflushed(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None, bool]:
         """The current values and whether they changed since the last call."""
+        if not self._dirty:
+            # Nearly every attempt saves nothing: no lock then. An update racing this read is
+            # one that came just after it, and is taken by the next call.
+            return self._progress, self._checkpoint, False
         with self._lock:
             dirty, self._dirty = self._dirty, False
             return self._progress, self._checkpoint, dirty

@@ -250,11 +250,10 @@ def _call(
     args: list[Any],
     kwargs: dict[str, Any],
 ) -> Any:
-    """Call the task's function (an async one returns its coroutine)."""
-    if task.takes_context:
-        assert result is not None  # made for every task that takes its context
-        return task.func(TaskContext(task_result=result), *args, **kwargs)
-    return task.func(*args, **kwargs)
+    """Call the function of a task that takes its context (an async one returns its coroutine);
+    the handlers call any other task's function themselves, one call fewer per task."""
+    assert result is not None  # made for every task that takes its context
+    return task.func(TaskContext(task_result=result), *args, **kwargs)
 
 
 def _final(error: BaseException, ctx: JobContext) -> bool:
@@ -300,7 +299,11 @@ def _handler(task: Task[Any, Any]) -> Callable[..., Any]:
                 result = await running_async(backend, ctx)
                 await _asend(task_started, sender, result)
             try:
-                value = await _call(task, result, args, kwargs)
+                value = await (
+                    _call(task, result, args, kwargs)
+                    if takes_context
+                    else task.func(*args, **kwargs)
+                )
                 stored = _stored(value)
             except BaseException as exc:
                 # KeyboardInterrupt and SystemExit fail the attempt like any error (the
@@ -308,7 +311,10 @@ def _handler(task: Task[Any, Any]) -> Callable[..., Any]:
                 if not stops_the_attempt(exc):
                     await finish_async(backend, ctx, result, exc)
                 raise
-            await finish_async(backend, ctx, result, None, value)
+            # A success is told at INFO (``_finished_level``): checked here, as it is nearly
+            # every task's end, without the two calls of ``finish_async``.
+            if not _unheard(task_finished, sender, logging.INFO):
+                await finish_async(backend, ctx, result, None, value)
             return stored
 
         return run_async
@@ -338,12 +344,16 @@ def _handler(task: Task[Any, Any]) -> Callable[..., Any]:
             result = running(backend, ctx)
             _send(task_started, sender, result)
         try:
-            value = _call(task, result, args, kwargs)
+            value = (
+                _call(task, result, args, kwargs) if takes_context else task.func(*args, **kwargs)
+            )
             stored = _stored(value)
         except BaseException as exc:
             finish(backend, ctx, result, exc)
             raise
-        finish(backend, ctx, result, None, value)
+        # As in ``run_async``: a success's level is INFO.
+        if not _unheard(task_finished, sender, logging.INFO):
+            finish(backend, ctx, result, None, value)
         return stored
 
     return run

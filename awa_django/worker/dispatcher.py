@@ -85,10 +85,18 @@ def start_task(coro: Coroutine[Any, Any, None], *, name: str | None = None) -> a
     """A task for ``coro`` whose first step runs now, in the caller, where Python allows it
     (3.12+): a handler that finishes without waiting (a no-op, a cache hit) then costs no trip
     through the event loop, and one that waits starts its I/O a loop turn sooner. Otherwise
-    ``asyncio.create_task``. Either way the coroutine runs in its own copy of the context."""
+    scheduled for the loop's next turn. Either way the coroutine runs in its own copy of the
+    context, under ``name``.
+
+    Built as ``asyncio.Task`` directly, not through ``asyncio.create_task``: that wrapper and
+    the loop's ``create_task`` behind it (a closed-loop check, a debug-mode check, the name set
+    afterwards through a helper) were six Python calls for every job, the task's constructor
+    does the same in C. Like the eager path, this does not go through a task factory the loop
+    may have (the worker installs none)."""
+    loop = asyncio.get_running_loop()
     if sys.version_info >= (3, 12):
-        return asyncio.Task(coro, loop=asyncio.get_running_loop(), name=name, eager_start=True)
-    return asyncio.create_task(coro, name=name)
+        return asyncio.Task(coro, loop=loop, name=name, eager_start=True)
+    return asyncio.Task(coro, loop=loop, name=name)
 
 
 class Permits:
@@ -342,7 +350,8 @@ class Dispatcher:
                     await asyncio.sleep(0)
             if jobs:
                 self._telemetry.claimed(jobs, now=self._now())
-            if any(self._is_async(job) for job in jobs):
+            # By kind, not by job: a batch of sync jobs looked each one's handler up twice.
+            if any(self._is_async(kind) for kind in {job.kind for job in jobs}):
                 self._refresh_loop_thread_connection()
             for job in jobs:
                 self._start(job)
@@ -528,8 +537,8 @@ class Dispatcher:
             logger.debug("claim lock of a lane busy past the wait queue=%s", self.queue)
             return []
 
-    def _is_async(self, job: ClaimedJob) -> bool:
-        handler = self._resolve(job.kind)
+    def _is_async(self, kind: str) -> bool:
+        handler = self._resolve(kind)
         return handler is not None and handler.is_async
 
     def _refresh_loop_thread_connection(self) -> None:
@@ -575,6 +584,8 @@ class Dispatcher:
         job, ctx = attempt.job, attempt.ctx
         self._job_log.started(job)
         started = time.monotonic()
+        # Read once when the handler returns, for the job log and the telemetry both.
+        duration_s: float | None = None
         try:
             with self._telemetry.job_span(job) as span:
                 result = await execute(
@@ -609,7 +620,9 @@ class Dispatcher:
             self._job_log.finished(job, result.outcome, completion.outcome, duration_s)
         finally:
             # In the finally so an attempt abandoned at shutdown leaves in_flight too.
-            self._telemetry.finished(job, duration_s=time.monotonic() - started)
+            if duration_s is None:
+                duration_s = time.monotonic() - started
+            self._telemetry.finished(job, duration_s=duration_s)
             self._running.discard(attempt)
             self.permits.release()
             if not self._running:

@@ -22,7 +22,7 @@ def test_a_drain_is_counted_per_job() -> None:
         " -c pg_stat_statements.track_planning=on",
     )  # fmt: skip
     out = done.stdout
-    calls = re.search(r"python function calls per job: ([\d.]+)", out)
+    calls = re.search(r"python function calls per job, event loop's thread: ([\d.]+)", out)
     claims = re.search(r"claims: (\d+), asked for min (\d+)", out)
     statements = re.search(r"statements per job: ([\d.]+)", out)
     assert calls and claims and statements, out
@@ -36,3 +36,17 @@ def test_a_drain_is_counted_per_job() -> None:
     assert nested and float(nested[1]) > 0, out
     # A statement inside a function among the top three by execution time.
     assert re.search(r"^ +[\d.]+ +[\d.]+ +[\d.]+ .*  > (WITH|SELECT) ", out, re.MULTILINE), out
+
+
+def test_a_drain_of_sync_django_tasks_counts_the_handler_threads_calls_too() -> None:
+    done = run_on_own_server(
+        "benchmarks.drain_profile", "--jobs", "200", "--concurrency", "8", "--top", "3",
+        "--mode", "sync", "--tasks",
+        options="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=top",
+    )  # fmt: skip
+    out = done.stdout
+    loop = re.search(r"python function calls per job, event loop's thread: ([\d.]+)", out)
+    every = re.search(r"python function calls per job, all threads: ([\d.]+)", out)
+    assert loop and every and "django.tasks @task sync c=8, 200 jobs" in out, out
+    # The tasks run on the handler threads, whose calls only the second count holds.
+    assert float(every[1]) > float(loop[1]) > 0

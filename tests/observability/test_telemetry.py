@@ -187,6 +187,8 @@ def test_job_spans_are_skipped_until_an_sdk_tracer_provider_is_installed(monkeyp
     telemetry = OtelTelemetry()
     installed = trace.get_tracer_provider()
     monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.ProxyTracerProvider())
+    # The provider is checked when a batch is claimed, for that batch's job spans.
+    telemetry.claimed([job], now=datetime.now(UTC))
     with telemetry.job_span(job) as span:
         assert type(span) is JobSpan  # the no-op: no span was started
     assert _EXPORTER.get_finished_spans() == ()
@@ -195,9 +197,11 @@ def test_job_spans_are_skipped_until_an_sdk_tracer_provider_is_installed(monkeyp
     # the provider: not on every job, which would read the environment every time.
     monkeypatch.setattr(trace, "get_tracer_provider", lambda: installed)
     clock[0] += PROVIDER_CHECK_INTERVAL_S / 2
+    telemetry.claimed([job], now=datetime.now(UTC))
     with telemetry.job_span(job) as span:
         assert type(span) is JobSpan
     clock[0] += PROVIDER_CHECK_INTERVAL_S / 2
+    telemetry.claimed([job], now=datetime.now(UTC))
     with telemetry.job_span(job):
         pass
     assert [s.name for s in _EXPORTER.get_finished_spans()] == ["job.execute tests.noop"]

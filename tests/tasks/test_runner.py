@@ -4,7 +4,9 @@ about its own result, what that costs the database, and where the task signals a
 from __future__ import annotations
 
 import asyncio
+import cProfile
 import logging
+import pstats
 import threading
 from collections.abc import Iterator
 
@@ -12,7 +14,10 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
+from awa_django.core.claimed_job import ClaimedJob
+from awa_django.declarations.priorities import TASK_KIND_PREFIX
 from awa_django.tasks import AwaBackend
 from awa_django.tasks import backend as backend_module
 from awa_django.tasks import runner as runner_module
@@ -24,6 +29,7 @@ from awa_django.tasks.compat import (
     task_started,
 )
 from awa_django.testing import make_due, run_jobs
+from awa_django.worker.executor import context_for
 from tests.conftest import run_burst
 from tests.tasks import tasks
 from tests.tasks.test_backend import FAST_RETRY
@@ -285,3 +291,50 @@ def test_a_failure_is_logged_when_info_lines_are_not(task, task_log_at_warning):
     )
     assert run_jobs().failed == 1
     assert _framework_lines(task_log_at_warning, failed.id) == ["FAILED"]
+
+
+def _runner_calls(task) -> int:
+    """The Python calls the runner's own functions make to run ``task`` once as a first claim
+    (what the task's function does is its own)."""
+    handler = runner_module.resolve(f"{TASK_KIND_PREFIX}{task.module_path}")
+    assert handler is not None
+    now = timezone.now()
+    job = ClaimedJob(
+        queue="default", priority=2, shard=0, lane_seq=1, ready_slot=0, job_id=1,
+        kind=f"{TASK_KIND_PREFIX}{task.module_path}", args={"args": [], "kwargs": {}}, attempt=1,
+        run_lease=1, max_attempts=3, run_at=now, created_at=now, metadata={}, tags=[], errors=[],
+        claimed_at=now,
+    )  # fmt: skip
+    ctx = context_for(job, claimed_by="worker-1")
+    profile = cProfile.Profile()
+
+    async def run_async() -> None:
+        await handler.func(ctx, [], {})  # warms the runner's caches, as a worker's first task
+        profile.enable()
+        await handler.func(ctx, [], {})
+        profile.disable()
+
+    if handler.is_async:
+        asyncio.run(run_async())
+    else:
+        handler.func(ctx, [], {})
+        profile.enable()
+        handler.func(ctx, [], {})
+        profile.disable()
+    return sum(
+        ncalls
+        for _, (_, _, _, _, callers) in pstats.Stats(profile).stats.items()  # type: ignore[attr-defined]
+        for (path, _, _), (_, ncalls, _, _) in callers.items()
+        if path.endswith("tasks/runner.py")
+    )
+
+
+# What the runner calls around a task no one hears, sync or async: 12 (15 before #32's per-job
+# cuts: a success's signal was checked through two more functions, and the function of a task
+# that takes no context was called through one).
+MAX_RUNNER_CALLS = 12
+
+
+@pytest.mark.parametrize("task", [tasks.returns_nothing, tasks.returns_nothing_async])
+def test_a_task_no_one_hears_costs_the_runner_a_bounded_number_of_calls(task, task_log_at_warning):
+    assert 0 < _runner_calls(task) <= MAX_RUNNER_CALLS
