@@ -48,7 +48,11 @@ def test_concurrency_raised_then_lowered_while_the_worker_runs(worker_process):
 
     awa.queues.set_concurrency("default", 4)
     # No restart: the worker picks the change up and runs four at once.
-    wait_until(lambda: most_at_once(events()) == 4, timeout=15)
+    try:
+        wait_until(lambda: most_at_once(events()) == 4, timeout=15)
+    except AssertionError as failed:
+        # What the worker saw of the change, for a failure on a loaded machine.
+        raise AssertionError(f"{failed}; the worker said:\n{worker.output[-4000:]}") from None
     assert "queue concurrency changed queue=default concurrency=4 source=operator" in (
         worker.output
     )
