@@ -5,16 +5,19 @@ Usage (a throwaway cluster with ``pg_stat_statements``)::
     WITH_POSTGRES_OPTIONS='-c shared_preload_libraries=pg_stat_statements \
       -c pg_stat_statements.track=top' \
     python3 scripts/with_postgres.py -- .venv/bin/python -m benchmarks.drain_profile \
-        [--jobs 20000] [--mode async|sync] [--tasks] [--concurrency 32] [--top 25] \
+        [--jobs 20000] [--mode async|sync] [--tasks [--spread]] [--concurrency 32] [--top 25] \
         [--dump PATH] [--statements] [--migrate-to MIGRATION]
 
 Enqueues ``--jobs`` no-op jobs (``--tasks``: the side-by-side benchmark's ``django.tasks``
 ``@task`` probes of ``benchmarks.tasks``, enqueued through Django's API as its ``tasks``
-workload does, one lane), then drains them with ``awa_worker --burst`` in this process under
-cProfile, and prints per job: Python function calls in all and by function (the ``--top``
-most called), the garbage collector's collections by generation and the objects its full
-collections traverse, and the server's statements, WAL bytes and shared buffers touched, with the
-claim and close statements' calls and rows (their ratio is the batch size they achieved).
+workload does, one lane; ``--spread``: over every Django priority in turn, 201 lanes, in one
+transaction, as its ``task-*-spread`` modes do), then drains them with ``awa_worker --burst``
+in this process under cProfile, and prints per job: Python function calls in all and by
+function (the ``--top`` most called), the garbage collector's collections by generation and the
+objects its full collections traverse, and the server's statements, WAL bytes and shared
+buffers touched, with the claim and close statements' calls and rows (their ratio is the batch
+size they achieved), and the claims the dispatcher made: how many, jobs a claim, and how many
+compared lanes by aged priority.
 ``--statements`` adds every statement's calls, execution and planning microseconds, plans a
 call, rows a call, buffers hit and dirtied and WAL bytes and records per job (run the server
 with ``-c pg_stat_statements.track=all -c pg_stat_statements.track_planning=on`` to see the
@@ -107,6 +110,12 @@ def main() -> None:
         action="store_true",
         help="drain django.tasks @task probes through AwaBackend instead of native no-op jobs",
     )
+    parser.add_argument(
+        "--spread",
+        action="store_true",
+        help="with --tasks: the tasks spread over every Django priority in turn (201 lanes), "
+        "as the side-by-side benchmark's task-*-spread modes enqueue them",
+    )
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument(
@@ -134,6 +143,8 @@ def main() -> None:
     )
     parser.add_argument("--dump", help="also write the profile here (pstats format)")
     args = parser.parse_args()
+    if args.spread and not args.tasks:
+        parser.error("--spread spreads django.tasks tasks: it needs --tasks")
     os.environ["DJANGO_SETTINGS_MODULE"] = "benchmarks.settings"
     import django
 
@@ -155,10 +166,13 @@ def main() -> None:
     reset_queue()
     kind = ASYNC_KIND if args.mode == "async" else SYNC_KIND
     payload = "0" * 240
-    for start in range(0, args.jobs, 1_000):
-        batch = [{"n": n, "payload": payload} for n in range(start, min(start + 1_000, args.jobs))]
+    # The spread tasks in one transaction, as the side-by-side run enqueues them: one commit
+    # per lane, where a thousand jobs at a time would give each of the 201 lanes a commit each.
+    chunk = args.jobs if args.spread else 1_000
+    for start in range(0, args.jobs, chunk):
+        batch = [{"n": n, "payload": payload} for n in range(start, min(start + chunk, args.jobs))]
         if args.tasks:
-            enqueue_tasks(batch, f"task-{args.mode}")
+            enqueue_tasks(batch, f"task-{args.mode}" + ("-spread" if args.spread else ""))
         else:
             awa.enqueue_many(kind, batch)
     connections.close_all()
@@ -190,7 +204,16 @@ def main() -> None:
         sizes.append((limit, len(jobs)))
         return jobs
 
+    aged_claims: list[bool] = []
+    claim_aged = Dispatcher._claim_aged
+
+    def counted_claim_aged(self: Dispatcher) -> bool:
+        aged = claim_aged(self)
+        aged_claims.append(aged)
+        return aged
+
     Dispatcher._claim = counted_claim  # type: ignore[method-assign]
+    Dispatcher._claim_aged = counted_claim_aged  # type: ignore[method-assign]
     gc.callbacks.append(on_collect)
     gc_before = [entry["collections"] for entry in gc.get_stats()]
     profile = cProfile.Profile()
@@ -233,7 +256,11 @@ def main() -> None:
             merged.dump_stats(args.dump)
         entries = merged.stats  # type: ignore[attr-defined]
     total = sum(entry[1] for entry in entries.values())
-    what = "django.tasks @task" if args.tasks else "native"
+    what = (
+        "django.tasks @task" + (" spread over 201 priorities" if args.spread else "")
+        if args.tasks
+        else "native"
+    )
     print(f"{what} {args.mode} c={args.concurrency}, {jobs} jobs")
     print(f"python function calls per job, event loop's thread: {loop_total / jobs:.1f}")
     print(f"python function calls per job, all threads: {total / jobs:.1f} (by function:)")
@@ -245,6 +272,11 @@ def main() -> None:
     print(
         f"claims: {len(sizes)}, asked for min {asked[0]} median {asked[len(asked) // 2]}"
         f" max {asked[-1]}, {sum(1 for _, got in sizes if got < 10)} got fewer than 10 jobs"
+    )
+    claimed = sum(got for _, got in sizes)
+    print(
+        f"jobs a claim: {claimed / len(sizes):.1f}, claims per job: {len(sizes) / jobs:.4f},"
+        f" aged claims: {sum(aged_claims)} of {len(aged_claims)}"
     )
     print(f"garbage collections by generation: {collections}")
     print(f"objects traversed by full collections per job: {sum(full_scans) / jobs:.1f}")

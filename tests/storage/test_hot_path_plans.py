@@ -458,3 +458,25 @@ def test_sql_helpers_on_the_hot_path_are_inlined(call: str, body: str) -> None:
         cursor.execute(f"EXPLAIN VERBOSE SELECT {call} FROM awa.queue_lanes l")
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert body in plan and "awa." not in plan.split("Output:")[1].splitlines()[0], plan
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_a_marked_claim_reads_the_commits_its_mark_did_not_see_not_the_retained_ones(
+    plan_log: list[str],
+) -> None:
+    # A queue with more than 4 lanes goes by lane marks; the ring retains every commit of it
+    # until prune. A claim finds the commits its mark did not see by transaction id, so it
+    # reads those, not every commit of the queue (migration 0039).
+    for _ in range(40):
+        with transaction.atomic():
+            for priority in range(-3, 3):
+                enqueue_at(priority)
+    assert len(claim(1)) == 1  # the first mark
+    with transaction.atomic():
+        enqueue_at(5)  # a commit the mark did not see
+    with connection.cursor() as cursor:
+        cursor.execute("SET auto_explain.log_analyze = on")
+    plan_log.clear()
+    assert len(claim(1)) == 1
+    (look,) = [plan for plan in plan_log if "pg_current_snapshot() AS snapshot" in plan]
+    assert rows_read(look, "lane_commits") == 1, look

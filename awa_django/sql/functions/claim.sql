@@ -341,11 +341,23 @@ BEGIN
           LEFT JOIN LATERAL (
               SELECT k.mark, k.seen_below, k.unseen, k.lanes, k.shards FROM awa.lane_marks k
                WHERE k.queue = p_queue ORDER BY k.mark DESC LIMIT 1) k ON true
+          -- Two probes of lane_commits_batch, not one scan with an OR: as one condition it
+          -- bounded the index by the queue alone and filtered every commit of the queue the
+          -- ring retains, on every claim (migration 0039); one range from seen_below on, and
+          -- one lookup per transaction in progress then (below seen_below, so none is counted
+          -- twice).
           LEFT JOIN LATERAL (
               SELECT count(*) AS commits, array_agg(c.priority * 65536 + c.shard) AS lanes
-                FROM awa.lane_commits c
-               WHERE c.queue = p_queue
-                 AND (c.batch >= k.seen_below OR c.batch = ANY (k.unseen))) p ON true;
+                FROM (SELECT c.priority, c.shard FROM awa.lane_commits c
+                       WHERE c.queue = p_queue AND c.batch >= k.seen_below
+                      UNION ALL
+                      SELECT c.priority, c.shard FROM unnest(k.unseen) AS u(batch)
+                       CROSS JOIN LATERAL (
+                           -- Kept apart (OFFSET 0): a probe per transaction, never a hash join
+                           -- that reads the queue's every commit.
+                           SELECT c.priority, c.shard FROM awa.lane_commits c
+                            WHERE c.queue = p_queue AND c.batch = u.batch OFFSET 0) c
+                       WHERE u.batch < k.seen_below) c) p ON true;
         IF v_look.had_mark AND v_look.published = 0 AND v_look.shards = 1 THEN
             -- Nothing new and one shard: the mark's lanes, which it keeps in priority order.
             v_lanes := v_look.lanes;
