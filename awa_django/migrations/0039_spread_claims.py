@@ -2,7 +2,10 @@
 the commits its lane mark did not see by probing ``lane_commits_batch`` for them (a range from
 the mark's ``seen_below`` on, one lookup per transaction it listed as unseen), instead of
 reading every commit of the queue the ring retains and filtering them: one condition with an
-OR bounded the index by the queue alone (#32).
+OR bounded the index by the queue alone (#32). And whether the lanes a claim took the last rows
+of have anything left is read for all of them by the statement that appends the mark leaving
+them out, instead of in a statement per lane: a claim crossing lanes of a few dozen jobs each
+took the last rows of one on most claims.
 
 Only awa.claim_ready changes. The reverse restores it as 0038 left it
 (``sql/migrations/0039_spread_claims/down.sql``).

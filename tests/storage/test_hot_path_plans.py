@@ -480,3 +480,26 @@ def test_a_marked_claim_reads_the_commits_its_mark_did_not_see_not_the_retained_
     assert len(claim(1)) == 1
     (look,) = [plan for plan in plan_log if "pg_current_snapshot() AS snapshot" in plan]
     assert rows_read(look, "lane_commits") == 1, look
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_a_claim_reads_whether_the_lanes_it_took_the_last_rows_of_drained_in_its_mark(
+    plan_log: list[str],
+) -> None:
+    # Tasks spread over many priorities: a claim crosses lanes, taking the last rows of each
+    # but the last. Whether each has rows left is read once for them all, by the statement that
+    # appends the mark leaving them out, not in a statement per lane (migration 0039).
+    for priority in range(-3, 3):
+        enqueue_at(priority)
+        enqueue_at(priority)
+    assert len(claim(1)) == 1  # the first mark: every lane
+    plan_log.clear()
+    assert len(claim(6)) == 6  # the rest of lane -3, lanes -2 and -1, and one of lane 0
+    checks = [plan for plan in plan_log if "r.lane_seq > c.lane_seq" in plan]
+    assert len(checks) == 1 and "INSERT INTO awa.lane_marks" in checks[0], checks
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT ARRAY(SELECT x >> 16 FROM unnest(lanes) AS x) FROM awa.lane_marks"
+            " ORDER BY mark DESC LIMIT 1"
+        )
+        assert cursor.fetchone()[0] == [0, 1, 2]

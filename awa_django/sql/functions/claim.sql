@@ -293,11 +293,10 @@ DECLARE
     -- open.
     v_urgent boolean;
     v_ordered boolean;
-    -- Whether a claim that took fewer rows than it could left its lane with nothing (cheaply).
-    v_emptied boolean;
-    v_sorted boolean;
     v_i integer;
     v_drained integer[] := '{}';
+    -- The lanes this claim took the last rows of, by its own receipts (see below).
+    v_taken integer[] := '{}';
 BEGIN
     IF EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = p_queue AND m.paused) THEN
         RETURN;
@@ -361,7 +360,6 @@ BEGIN
         IF v_look.had_mark AND v_look.published = 0 AND v_look.shards = 1 THEN
             -- Nothing new and one shard: the mark's lanes, which it keeps in priority order.
             v_lanes := v_look.lanes;
-            v_sorted := true;
         ELSE
             -- The mark's lanes and the published ones (every lane of a queue without a mark),
             -- in the static order: by priority, and within a priority from a random shard on.
@@ -381,7 +379,6 @@ BEGIN
                                       ((l.x & 65535) + o.offset_by) % o.shards), '{}')
               INTO v_lanes
               FROM lanes l, rotation o;
-            v_sorted := false;
         END IF;
     END IF;
     WHILE v_again AND v_remaining > 0 LOOP
@@ -739,34 +736,16 @@ BEGIN
             -- The usual case, a claim that took the lane's last rows, is answered from its newest
             -- receipt: no row of its commit after it, no commit after it and no hole recorded
             -- (none before the claim, none passed by it; only the holder of the lane's claim
-            -- lock records one), so nothing is left. Only otherwise is the head looked for, which
-            -- reads far more (receipts of every row after the cursor, cancelled rows, holes).
+            -- lock records one), so nothing is left. That is read for every such lane at once,
+            -- by the statement that appends the mark (migration 0039): a claim crossing lanes of
+            -- a few dozen jobs each (django.tasks priorities) took the last rows of a lane on
+            -- most claims, and read it in a statement of its own. A lane it finds rows left in
+            -- (cancelled ones) stays in the mark, and the next claim that visits it and takes
+            -- nothing looks for its head. Only that case looks for the head, which reads far more
+            -- (receipts of every row after the cursor, cancelled rows, holes).
             IF v_marked AND v_claimed < (CASE WHEN p_sequential THEN 1 ELSE v_remaining END) THEN
-                v_emptied := false;
                 IF v_claimed > 0 AND NOT v_at.has_holes AND v_pass_to = 0 THEN
-                    SELECT NOT EXISTS (
-                               SELECT 1 FROM awa.ready_entries r
-                                WHERE r.queue = p_queue AND r.priority = v_priority
-                                  AND r.shard = v_shard AND r.ready_slot = m.ready_slot
-                                  AND r.lane_seq > c.lane_seq AND r.lane_seq <= m.last_seq
-                                  AND r.batch = m.batch)
-                           AND NOT EXISTS (
-                               SELECT 1 FROM awa.lane_commits n
-                                WHERE n.queue = p_queue AND n.priority = v_priority
-                                  AND n.shard = v_shard AND n.commit_seq > c.commit_seq)
-                      INTO v_emptied
-                      FROM (SELECT c.commit_seq, c.lane_seq, c.ready_slot
-                              FROM awa.claim_receipts c
-                             WHERE c.queue = p_queue AND c.priority = v_priority
-                               AND c.shard = v_shard
-                             ORDER BY c.commit_seq DESC, c.lane_seq DESC LIMIT 1) c
-                      JOIN awa.lane_commits m
-                        ON m.queue = p_queue AND m.priority = v_priority AND m.shard = v_shard
-                       AND m.commit_seq = c.commit_seq AND m.ready_slot = c.ready_slot;
-                END IF;
-                -- Two IFs, not one OR: an expression's plan is set up whole (see above).
-                IF coalesce(v_emptied, false) THEN
-                    v_drained := v_drained || (v_priority * 65536 + v_shard);
+                    v_taken := v_taken || (v_priority * 65536 + v_shard);
                 ELSIF NOT EXISTS (SELECT 1 FROM awa.lane_head(p_queue, v_priority, v_shard)) THEN
                     v_drained := v_drained || (v_priority * 65536 + v_shard);
                 END IF;
@@ -783,20 +762,69 @@ BEGIN
         EXIT WHEN v_round_claimed = 0;
     END LOOP;
     -- A new mark when this claim learnt something the newest one does not say: the first
-    -- mark, lanes found drained, or enough commits it had not seen that reading them again on
-    -- every claim would cost more than the row. Its snapshot is the one the lanes to visit were
-    -- found in; its lanes are kept in priority order.
+    -- mark, lanes found drained (above, or here: the lanes it took the last rows of), or enough
+    -- commits it had not seen that reading them again on every claim would cost more than the
+    -- row. Its snapshot is the one the lanes to visit were found in; its lanes are kept in
+    -- priority order. Two IFs, not one AND: v_look is unassigned in an unmarked queue's claim,
+    -- and a condition's fields are all read.
     IF v_marked THEN
-        IF NOT v_look.had_mark OR cardinality(v_drained) > 0 OR v_look.published >= 32 THEN
+        IF NOT v_look.had_mark OR cardinality(v_drained) > 0 OR cardinality(v_taken) > 0
+           OR v_look.published >= 32 THEN
             FOR v_i IN 1 .. cardinality(v_drained) LOOP
                 v_lanes := array_remove(v_lanes, v_drained[v_i]);
             END LOOP;
-            IF NOT v_sorted THEN
-                v_lanes := ARRAY(SELECT x FROM unnest(v_lanes) AS x ORDER BY x);
-            END IF;
             INSERT INTO awa.lane_marks (queue, seen_below, unseen, lanes, shards)
-            VALUES (p_queue, pg_snapshot_xmax(v_look.snapshot), v_look.unseen, v_lanes,
-                    (SELECT coalesce(max(x & 65535), 0) + 1 FROM unnest(v_lanes) AS x));
+            SELECT p_queue, pg_snapshot_xmax(v_look.snapshot), v_look.unseen, k.lanes,
+                   (SELECT coalesce(max(x & 65535), 0) + 1 FROM unnest(k.lanes) AS x)
+              FROM (SELECT ARRAY(SELECT x FROM unnest(v_lanes) AS x
+                                  WHERE x <> ALL (e.emptied) ORDER BY x) AS lanes,
+                           cardinality(e.emptied) AS emptied
+                      FROM (SELECT coalesce(array_agg(t.lane) FILTER (WHERE t.emptied), '{}')
+                                       AS emptied
+                              FROM (
+                                  -- In the select list, not the WHERE: each a probe from the
+                                  -- lane's newest receipt, never an anti-join whose scans are
+                                  -- bounded by the commit alone.
+                                  SELECT t.lane,
+                                         NOT EXISTS (
+                                             SELECT 1 FROM awa.ready_entries r
+                                              WHERE r.queue = p_queue AND r.priority = m.priority
+                                                AND r.shard = m.shard
+                                                AND r.ready_slot = m.ready_slot
+                                                AND r.lane_seq > c.lane_seq
+                                                AND r.lane_seq <= m.last_seq
+                                                AND r.batch = m.batch)
+                                         AND NOT EXISTS (
+                                             SELECT 1 FROM awa.lane_commits n
+                                              WHERE n.queue = p_queue AND n.priority = m.priority
+                                                AND n.shard = m.shard
+                                                AND n.commit_seq > c.commit_seq) AS emptied
+                                    FROM unnest(v_taken) AS t(lane)
+                                    -- The lane's newest receipt, this claim's (it holds the
+                                    -- lane's claim lock), and the commit it is in: each a
+                                    -- probe per lane (LIMIT), not a join of the queue's commits.
+                                    CROSS JOIN LATERAL (
+                                        SELECT c.commit_seq, c.lane_seq, c.ready_slot
+                                          FROM awa.claim_receipts c
+                                         WHERE c.queue = p_queue
+                                           AND c.priority = (t.lane >> 16)::smallint
+                                           AND c.shard = (t.lane & 65535)::smallint
+                                         ORDER BY c.commit_seq DESC, c.lane_seq DESC
+                                         LIMIT 1) c
+                                    CROSS JOIN LATERAL (
+                                        SELECT m.priority, m.shard, m.ready_slot, m.last_seq,
+                                               m.batch
+                                          FROM awa.lane_commits m
+                                         WHERE m.queue = p_queue
+                                           AND m.priority = (t.lane >> 16)::smallint
+                                           AND m.shard = (t.lane & 65535)::smallint
+                                           AND m.commit_seq = c.commit_seq
+                                           AND m.ready_slot = c.ready_slot
+                                         LIMIT 1) m) t) e
+                    -- Kept apart, so its array is made once for both columns.
+                    OFFSET 0) k
+             WHERE NOT v_look.had_mark OR cardinality(v_drained) > 0 OR v_look.published >= 32
+                OR k.emptied > 0;
         END IF;
     END IF;
 END

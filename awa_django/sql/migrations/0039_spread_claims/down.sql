@@ -1,6 +1,7 @@
 -- Reverse of migration 0039_spread_claims: awa.claim_ready as migration 0038 left it (a claim
 -- of a marked queue finds the commits its lane mark did not see by reading every commit of the
--- queue the ring retains). The other definitions of functions/claim.sql are unchanged.
+-- queue the ring retains, and reads whether a lane it took the last rows of drained in a
+-- statement per lane). The other definitions of functions/claim.sql are unchanged.
 CREATE OR REPLACE FUNCTION awa.claim_ready(p_queue text, p_limit integer, p_claimed_by text,
                                 p_deadline_s double precision, p_aging_s double precision,
                                 p_sequential boolean)
