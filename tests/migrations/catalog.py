@@ -74,3 +74,13 @@ def migration_before(migration: str) -> str:
     """The migration ``migration`` depends on last (the lead may reorder the chain at merge)."""
     loader = MigrationLoader(connection)
     return str(loader.get_migration("awa_django", migration).dependencies[-1][1])
+
+
+def claim_ready_source() -> str:
+    """The body of ``awa.claim_ready`` as the test database has it now."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT prosrc FROM pg_proc WHERE oid = 'awa.claim_ready(text, integer, text,"
+            " double precision, double precision, boolean)'::regprocedure"
+        )
+        return str(cursor.fetchone()[0])

@@ -10,22 +10,13 @@ from django.core.management import call_command
 from django.db import connection
 
 from awa_django import sql
-from tests.migrations.catalog import schema_catalog
+from tests.migrations.catalog import claim_ready_source, schema_catalog
 from tests.tasks import tasks
 
 
 def catalog() -> list[str]:
     with connection.cursor() as cursor:
         return schema_catalog(cursor)
-
-
-def claim_ready_source() -> str:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT prosrc FROM pg_proc WHERE oid = 'awa.claim_ready(text, integer, text,"
-            " double precision, double precision, boolean)'::regprocedure"
-        )
-        return str(cursor.fetchone()[0])
 
 
 def aged_claim() -> list[str]:

@@ -12,7 +12,7 @@ from django.db import connection
 
 from awa_django import sql
 from tests.jobs import noop
-from tests.migrations.catalog import current_catalog, migration_before
+from tests.migrations.catalog import claim_ready_source, current_catalog, migration_before
 from tests.storage.test_hot_path_plans import (  # noqa: F401 - plan_log is a fixture
     claim,
     plan_log,
@@ -23,13 +23,8 @@ MIGRATION = "0027_deep_claims"
 SORTED_CANDIDATES = "ORDER BY u.commit_seq, r.lane_seq"
 
 
-def claim_ready_source() -> str:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT prosrc FROM pg_proc WHERE oid = 'awa.claim_ready(text, integer, text,"
-            " double precision, double precision, boolean)'::regprocedure"
-        )
-        return " ".join(str(cursor.fetchone()[0]).split())
+def claim_ready_words() -> str:
+    return " ".join(claim_ready_source().split())
 
 
 def claim_reading(plans: list[str], limit: int) -> tuple[list[object], int]:
@@ -53,12 +48,12 @@ def test_0027_reverses_and_applies_again(plan_log: list[str]) -> None:  # noqa: 
 
     call_command("migrate", "awa_django", migration_before(MIGRATION), verbosity=0)
     assert sql.migration(MIGRATION, "down").count("CREATE OR REPLACE FUNCTION") == 1
-    assert SORTED_CANDIDATES in claim_ready_source()
+    assert SORTED_CANDIDATES in claim_ready_words()
     assert claim_reading(plan_log, 10)[0] == job_ids[:10]
 
     call_command("migrate", "awa_django", verbosity=0)
     assert current_catalog() == installed
-    assert SORTED_CANDIDATES not in claim_ready_source()
+    assert SORTED_CANDIDATES not in claim_ready_words()
     claimed, read = claim_reading(plan_log, 10)
     assert claimed == job_ids[10:20]
     # From the commit it takes from alone: an ordered index scan reads the 10 rows it takes, a

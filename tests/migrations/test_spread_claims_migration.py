@@ -10,19 +10,10 @@ from django.core.management import call_command
 from django.db import connection
 
 from awa_django import sql
-from tests.migrations.catalog import current_catalog, migration_before
+from tests.migrations.catalog import claim_ready_source, current_catalog, migration_before
 from tests.tasks import tasks
 
 MIGRATION = "0039_spread_claims"
-
-
-def claim_ready_source() -> str:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT prosrc FROM pg_proc WHERE oid = 'awa.claim_ready(text, integer, text,"
-            " double precision, double precision, boolean)'::regprocedure"
-        )
-        return str(cursor.fetchone()[0])
 
 
 def claimed_priorities(limit: int) -> list[int]:
