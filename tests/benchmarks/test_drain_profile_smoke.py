@@ -39,14 +39,21 @@ def test_a_drain_is_counted_per_job() -> None:
 
 
 def test_a_drain_of_sync_django_tasks_counts_the_handler_threads_calls_too() -> None:
+    # The tasks spread over every Django priority, as the side-by-side run's task-*-spread.
     done = run_on_own_server(
-        "benchmarks.drain_profile", "--jobs", "200", "--concurrency", "8", "--top", "3",
-        "--mode", "sync", "--tasks",
+        "benchmarks.drain_profile", "--jobs", "402", "--concurrency", "8", "--top", "3",
+        "--mode", "sync", "--tasks", "--spread",
         options="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=top",
     )  # fmt: skip
     out = done.stdout
     loop = re.search(r"python function calls per job, event loop's thread: ([\d.]+)", out)
     every = re.search(r"python function calls per job, all threads: ([\d.]+)", out)
-    assert loop and every and "django.tasks @task sync c=8, 200 jobs" in out, out
+    assert loop and every, out
+    assert "django.tasks @task spread over 201 priorities sync c=8, 402 jobs" in out, out
     # The tasks run on the handler threads, whose calls only the second count holds.
     assert float(every[1]) > float(loop[1]) > 0
+    # The first claim compares lanes by aged priority (the shipped aging interval).
+    claims = re.search(
+        r"jobs a claim: ([\d.]+), claims per job: [\d.]+, aged claims: (\d+) of", out
+    )
+    assert claims and 0 < float(claims[1]) <= 8 and int(claims[2]) >= 1, out
