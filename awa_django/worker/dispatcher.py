@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
@@ -37,8 +37,9 @@ from psycopg import AsyncConnection
 from psycopg.errors import LockNotAvailable
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.callbacks.waiting import AttemptCallbacks, CallbackHub
 from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
-from awa_django.core.completion import result_to_completion
+from awa_django.core.completion import completed, result_to_completion
 from awa_django.core.events import wait_for_any
 from awa_django.core.retry import RetryPolicy
 from awa_django.declarations.jobs import DeclaredJob, JobContext
@@ -55,9 +56,6 @@ from awa_django.worker.job_log import JobLog
 from awa_django.worker.rate_limit import RateLimit, TokenBucket
 from awa_django.worker.wake import IdleWait, WakeLocks
 from awa_django.worker.weighted import QueuePermits
-
-if TYPE_CHECKING:
-    from awa_django.callbacks.waiting import CallbackHub
 
 logger = logging.getLogger(__name__)
 
@@ -170,6 +168,8 @@ class ExecutingAttempt:
     """An attempt this process is executing (owned by its dispatcher)."""
 
     job: ClaimedJob
+    # Its kind's handler, looked up once for the claimed batch (None: no handler here).
+    handler: DeclaredJob[Any, Any] | None
     ctx: JobContext
     started: float  # monotonic seconds
     deadline: AttemptDeadline | None
@@ -350,11 +350,12 @@ class Dispatcher:
                     await asyncio.sleep(0)
             if jobs:
                 self._telemetry.claimed(jobs, now=self._now())
-            # By kind, not by job: a batch of sync jobs looked each one's handler up twice.
-            if any(self._is_async(kind) for kind in {job.kind for job in jobs}):
+            # Each kind's handler, looked up once per batch, not once per job.
+            handlers = {kind: self._resolve(kind) for kind in {job.kind for job in jobs}}
+            if any([handler is not None and handler.is_async for handler in handlers.values()]):
                 self._refresh_loop_thread_connection()
             for job in jobs:
-                self._start(job)
+                self._start(job, handlers[job.kind])
             if jobs:
                 # A claim that filled its permits wakes the others; one with slots left keeps
                 # this process the queue's candidate, which the next notification wakes alone,
@@ -537,10 +538,6 @@ class Dispatcher:
             logger.debug("claim lock of a lane busy past the wait queue=%s", self.queue)
             return []
 
-    def _is_async(self, kind: str) -> bool:
-        handler = self._resolve(kind)
-        return handler is not None and handler.is_async
-
     def _refresh_loop_thread_connection(self) -> None:
         # Async handlers reach the ORM through sync_to_async, on asgiref's one shared thread; its
         # Django connection gets the same expiry and health hygiene as the sync pool's: before
@@ -565,17 +562,21 @@ class Dispatcher:
         if not task.cancelled() and (exc := task.exception()) is not None:
             logger.error("connection check of the handlers' ORM thread failed", exc_info=exc)
 
-    def _start(self, job: ClaimedJob) -> None:
+    def _start(self, job: ClaimedJob, handler: DeclaredJob[Any, Any] | None) -> None:
         deadline = (
             AttemptDeadline(self._deadline_s, queue=job.queue) if self._deadline_s > 0 else None
         )
-        callbacks = self._callbacks
+        hub = self._callbacks
         ctx = context_for(
             job,
             claimed_by=self._request.claimed_by,
-            callbacks=None if callbacks is None else callbacks.for_attempt(job, deadline),
+            callbacks=None
+            if hub is None
+            else AttemptCallbacks(hub, job.job_id, job.run_lease, deadline),
         )
-        attempt = ExecutingAttempt(job=job, ctx=ctx, started=time.monotonic(), deadline=deadline)
+        attempt = ExecutingAttempt(
+            job=job, handler=handler, ctx=ctx, started=time.monotonic(), deadline=deadline
+        )
         # Registered before the task exists: an eager first step may run the job to its end.
         self._running.add(attempt)
         attempt.task = start_task(self._run_one(attempt), name=f"awa-job-{job.job_id}")
@@ -588,9 +589,7 @@ class Dispatcher:
         duration_s: float | None = None
         try:
             with self._telemetry.job_span(job) as span:
-                result = await execute(
-                    job, self._resolve(job.kind), ctx, self._threads, attempt.deadline
-                )
+                result = await execute(job, attempt.handler, ctx, self._threads, attempt.deadline)
                 if isinstance(result.outcome, WaitForCallback) and self._callbacks is not None:
                     refused = await self._callbacks.park(job, result.outcome)
                     if refused is None:
@@ -607,15 +606,18 @@ class Dispatcher:
                     # the next batch instead of a second later, so a retry does not meet it.
                     self._next_orm_thread_check = 0.0
             duration_s = time.monotonic() - started
-            progress, checkpoint, changed = ctx.state.take_unflushed()
-            completion = result_to_completion(
-                job,
-                result,
-                now=self._now(),
-                policy=self._policy,
-                progress=progress if changed else None,
-                checkpoint=checkpoint if changed else None,
-            )
+            if result.outcome is None:
+                completion = completed(job, result)
+            else:
+                progress, checkpoint, changed = ctx.state.take_unflushed()
+                completion = result_to_completion(
+                    job,
+                    result,
+                    now=self._now(),
+                    policy=self._policy,
+                    progress=progress if changed else None,
+                    checkpoint=checkpoint if changed else None,
+                )
             self._completer.submit(completion)
             self._job_log.finished(job, result.outcome, completion.outcome, duration_s)
         finally:
