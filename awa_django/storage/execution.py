@@ -198,8 +198,10 @@ def _close_item(c: CloseItem) -> str:
         and c.result_json is None
         and c.added_steps_json is None
     ):
-        queue = _QUEUE_LITERALS.get(c.queue)
-        if queue is None:
+        # ``in`` and a subscript, not ``get``: no call for a queue seen before.
+        if c.queue in _QUEUE_LITERALS:
+            queue = _QUEUE_LITERALS[c.queue]
+        else:
             queue = json.dumps(c.queue)
             if len(_QUEUE_LITERALS) < _QUEUE_LITERALS_MAX:
                 _QUEUE_LITERALS[c.queue] = queue
