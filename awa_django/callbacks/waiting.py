@@ -70,9 +70,6 @@ class CallbackHub:
         self.stopping = stopping
         self._wakeups: dict[tuple[int, int], asyncio.Event] = {}
 
-    def for_attempt(self, job: ClaimedJob, deadline: Deadline | None = None) -> AttemptCallbacks:
-        return AttemptCallbacks(self, job.job_id, job.run_lease, deadline)
-
     def wake(self, job_id: int, run_lease: int) -> None:
         """A resume committed for this attempt, or it was closed: re-check its wait now."""
         event = self._wakeups.get((job_id, run_lease))

@@ -5,7 +5,7 @@ worker's completions, the leader's rescues and external callbacks.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Final
 
 from django.dispatch import Signal
 
@@ -24,6 +24,7 @@ _OUTCOME_SIGNALS: dict[Outcome, Signal] = {
     Outcome.FAILED: signals.job_failed,
     Outcome.CANCELLED: signals.job_cancelled,
 }
+_SIGNALS: Final = tuple(_OUTCOME_SIGNALS.values())
 
 
 def _signal_kwargs(completion: Completion, closed: Closed) -> dict[str, Any]:
@@ -55,22 +56,23 @@ async def report_closed(
     leader rescued to why; stale completions are never reported."""
     written = [c for c in completions if (c.job_id, c.run_lease) in closed]
     get_telemetry().closed(written, rescued=rescue_reasons.keys())
-    for completion in written:
-        reason = rescue_reasons.get(completion.job_id)
-        if reason is not None and signals.job_rescued.has_listeners():
-            await signals.send_robust(
-                signals.job_rescued,
-                sender=DeclaredJob,
-                **_signal_kwargs(completion, closed) | {"reason": reason},
-                outcome=completion.outcome.value,
-            )
-        signal = _OUTCOME_SIGNALS.get(completion.outcome)
-        # ``receivers`` first: nearly every attempt completes, and with no receiver connected
-        # this one attribute read is all the signal costs it.
-        if signal is not None and signal.receivers and signal.has_listeners():
-            await signals.send_robust(
-                signal, sender=DeclaredJob, **_signal_kwargs(completion, closed)
-            )
+    # Nearly always nothing to announce (no rescue, no receiver connected): asked once per
+    # batch then, not once per attempt.
+    if rescue_reasons or any([signal.receivers for signal in _SIGNALS]):
+        for completion in written:
+            reason = rescue_reasons.get(completion.job_id)
+            if reason is not None and signals.job_rescued.has_listeners():
+                await signals.send_robust(
+                    signals.job_rescued,
+                    sender=DeclaredJob,
+                    **_signal_kwargs(completion, closed) | {"reason": reason},
+                    outcome=completion.outcome.value,
+                )
+            signal = _OUTCOME_SIGNALS.get(completion.outcome)
+            if signal is not None and signal.receivers and signal.has_listeners():
+                await signals.send_robust(
+                    signal, sender=DeclaredJob, **_signal_kwargs(completion, closed)
+                )
     await report_finished(closed.finished)
 
 

@@ -5,7 +5,7 @@ from a handler's result to it, retry backoff included; it is tested without a da
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Protocol
@@ -76,6 +76,9 @@ class Completion:
     @classmethod
     def of(cls, job: ClosingAttempt, outcome: Outcome, **details: Any) -> Completion:
         """The completion of ``job``'s attempt, addressed by its receipt."""
+        # A ClaimedJob says whether it is a workflow step in its metadata; a Completion being
+        # replaced carries the step's fields.
+        metadata = getattr(job, "metadata", None)
         # The address is spelled out, not receipt_address(job): one is built per finished
         # attempt, and the getattr loop and its dict were a measurable part of its cost.
         return cls(
@@ -90,7 +93,12 @@ class Completion:
             kind=job.kind,
             attempt=job.attempt,
             max_attempts=job.max_attempts,
-            **_step_of(job),
+            # Nearly every job names no workflow: decided here, without a call.
+            **(
+                _NOT_A_STEP
+                if metadata is not None and WORKFLOW_KEY not in metadata
+                else _step_of(job, metadata)
+            ),
             **details,
         )
 
@@ -98,9 +106,7 @@ class Completion:
 _NOT_A_STEP: Final[dict[str, Any]] = {}
 
 
-def _step_of(job: ClosingAttempt) -> dict[str, Any]:
-    # A ClaimedJob says so in its metadata; a Completion being replaced carries its fields.
-    metadata = getattr(job, "metadata", None)
+def _step_of(job: ClosingAttempt, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
     if metadata is None:
         if not getattr(job, "workflow", False):
             return _NOT_A_STEP
@@ -137,6 +143,19 @@ def _message(exc: BaseException) -> str:
         return f"<{type(exc).__qualname__}: str() failed>"
 
 
+def completed(job: ClosingAttempt, result: HandlerResult) -> Completion:
+    """The completion of an attempt whose handler returned (``result.outcome`` is None): what
+    ``result_to_completion`` maps such a result to, for a caller that has checked the outcome
+    itself. Success clears progress and checkpoint, and dates nothing, so it needs neither the
+    attempt's unsaved progress nor the time: the path nearly every attempt takes."""
+    return Completion.of(
+        job,
+        Outcome.COMPLETED,
+        result_json=result.result_json,
+        added_steps_json=result.added_steps_json,
+    )
+
+
 def result_to_completion(
     job: ClosingAttempt,
     result: HandlerResult,
@@ -156,16 +175,7 @@ def result_to_completion(
     """
     exc = result.outcome
     if exc is None:
-        # Success clears progress and checkpoint. First and without the helper below: this is
-        # the path nearly every attempt takes.
-        if result.added_steps_json is not None:
-            return Completion.of(
-                job,
-                Outcome.COMPLETED,
-                result_json=result.result_json,
-                added_steps_json=result.added_steps_json,
-            )
-        return Completion.of(job, Outcome.COMPLETED, result_json=result.result_json)
+        return completed(job, result)
 
     def close(
         outcome: Outcome, *, delay_s: float | None = None, error: dict[str, Any] | None = None

@@ -82,12 +82,17 @@ class Enqueuer(Protocol):
     ) -> list[int]: ...
 
 
+_PROGRESS_LOCK: Final = threading.Lock()
+
+
 class AttemptProgress:
     """Progress and checkpoint of one attempt, shared between the handler's thread and the
     worker loop that flushes it with heartbeats."""
 
     def __init__(self, progress: dict[str, Any] | None, checkpoint: dict[str, Any] | None) -> None:
-        self._lock = threading.Lock()
+        # One lock for every attempt's progress: each holds it for a few assignments, rarely
+        # (nearly every attempt reports none), and a lock of its own was a call per attempt.
+        self._lock = _PROGRESS_LOCK
         self._progress = progress
         self._checkpoint = checkpoint
         self._dirty = False
@@ -231,9 +236,11 @@ class JobContext:
     def reads_workflow_inputs(self) -> bool:
         """Whether ``ctx.workflow`` of this step queries its inputs (a wide fan-in): an async
         handler's runner reads them first, off the event loop (``preload_workflow_inputs``)."""
-        entry = self.metadata.get(WORKFLOW_KEY)
-        # None first: asked once per attempt, and the check against the abstract Mapping costs
-        # three calls that nearly every job, not a workflow step, need not make.
+        # Asked once per attempt: nearly every job is no workflow step, which ``in`` decides
+        # without a call; the check against the abstract Mapping costs three.
+        if WORKFLOW_KEY not in self.metadata:
+            return False
+        entry = self.metadata[WORKFLOW_KEY]
         return entry is not None and isinstance(entry, Mapping) and bool(entry.get("inputs_read"))
 
     def preload_workflow_inputs(self) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
+from operator import attrgetter
 from typing import Any, Final, Generic, Protocol
 
 from psycopg.types.json import Jsonb
@@ -152,6 +153,10 @@ def _closed_and_finished(rows: list[tuple[Any, ...]]) -> Closed:
     )
 
 
+# Whether a completion is a workflow step's, read without a Python call per item.
+_IS_STEP: Final = attrgetter("workflow")
+
+
 def close_attempts(completions: Sequence[CloseItem]) -> Statement[Closed]:
     """Write a batch of completions in one statement; answers the attempts that closed.
     Anything missing was stale: an older lease, or an attempt closed by someone else.
@@ -159,7 +164,7 @@ def close_attempts(completions: Sequence[CloseItem]) -> Statement[Closed]:
     A batch holding workflow steps also reads the workflows the statement finished (so that
     ``workflow_finished`` is sent once, by the closer that finished each); other batches run
     the plain statement and pay nothing for it."""
-    if any(c.workflow for c in completions):
+    if any(map(_IS_STEP, completions)):
         return Statement(
             sql=_SQL["close_workflow_attempts"],
             params=close_params(completions),
@@ -171,7 +176,8 @@ def close_attempts(completions: Sequence[CloseItem]) -> Statement[Closed]:
 def close_params(completions: Sequence[CloseItem]) -> dict[str, str]:
     """The parameters of the close statement: the batch as one JSON array, in the shape
     awa.close_attempts reads; a key that is missing reads as NULL there."""
-    return {"batch": "[" + ",".join(_close_item(c) for c in completions) + "]"}
+    # map, not a generator: a generator's step per item is a Python call of its own.
+    return {"batch": "[" + ",".join(map(_close_item, completions)) + "]"}
 
 
 # JSON string literals of queue names (a worker serves a handful; bounded by the cap below).
@@ -192,8 +198,10 @@ def _close_item(c: CloseItem) -> str:
         and c.result_json is None
         and c.added_steps_json is None
     ):
-        queue = _QUEUE_LITERALS.get(c.queue)
-        if queue is None:
+        # ``in`` and a subscript, not ``get``: no call for a queue seen before.
+        if c.queue in _QUEUE_LITERALS:
+            queue = _QUEUE_LITERALS[c.queue]
+        else:
             queue = json.dumps(c.queue)
             if len(_QUEUE_LITERALS) < _QUEUE_LITERALS_MAX:
                 _QUEUE_LITERALS[c.queue] = queue

@@ -340,7 +340,8 @@ def column_names(cursor: BaseCursor[Any, Any]) -> tuple[str, ...] | None:
     result = cursor.pgresult
     if result is None or result.status != TUPLES_OK:
         return None
-    return tuple((result.fname(i) or b"").decode() for i in range(result.nfields))
+    # A list comprehension: a generator's step per column is a Python call of its own.
+    return tuple([(result.fname(i) or b"").decode() for i in range(result.nfields)])
 
 
 def _decode_json(row: Sequence[Any], positions: Sequence[int]) -> tuple[Any, ...]:

@@ -16,6 +16,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
+from operator import attrgetter
 from typing import Any, Final
 
 from psycopg_pool import AsyncConnectionPool
@@ -35,6 +36,8 @@ from awa_django.worker.isolation import refusal_reason, write_apart
 
 logger = logging.getLogger(__name__)
 
+# A written completion's outcome and queue, read without a Python call per attempt.
+_OUTCOME_AND_QUEUE: Final = attrgetter("outcome", "queue")
 # Backoff between attempts at a batch that failed for a transient reason.
 RETRY_FIRST_S: Final = 0.1
 RETRY_MAX_S: Final = 5.0
@@ -187,13 +190,8 @@ class Completer:
 
     async def _write(self, batch: list[Completion]) -> None:
         landed, closed = await self._land(batch)
-        freed = sorted(
-            {
-                c.queue
-                for c in landed
-                if c.queue in self._wake_after_close and (c.job_id, c.run_lease) in closed
-            }
-        )
+        written = [c for c in landed if (c.job_id, c.run_lease) in closed]
+        freed = sorted({c.queue for c in written if c.queue in self._wake_after_close})
         if freed:
             try:
                 async with self._pool.connection() as conn:
@@ -201,15 +199,17 @@ class Completer:
             except Exception:
                 # The closures are written; the workers find the freed lanes at their next poll.
                 logger.exception("waking sequential queues failed queues=%s", freed)
-        for completion in landed:
-            key = (completion.job_id, completion.run_lease)
-            if key in closed:
-                dlq = completion.queue in self._dlq_queues
-                self._closed[outcome_word(completion.outcome, dlq=dlq)] += 1
-            else:
-                self._stale(completion)
-            # A close notice that came after this completion was written needs no keeping.
-            self._closed_elsewhere.discard(key)
+        # Counted by outcome and queue, then worded: no Python call per attempt.
+        for (outcome, queue), count in Counter(map(_OUTCOME_AND_QUEUE, written)).items():
+            self._closed[outcome_word(outcome, dlq=queue in self._dlq_queues)] += count
+        if len(written) < len(landed):
+            for completion in landed:
+                if (completion.job_id, completion.run_lease) not in closed:
+                    self._stale(completion)
+        if self._closed_elsewhere:
+            # A close notice that came after its completion was written needs no keeping.
+            for completion in landed:
+                self._closed_elsewhere.discard((completion.job_id, completion.run_lease))
         await report_closed(landed, closed, rescue_reasons={})
 
     def _stale(self, completion: Completion) -> None:

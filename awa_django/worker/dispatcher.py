@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
@@ -37,8 +37,9 @@ from psycopg import AsyncConnection
 from psycopg.errors import LockNotAvailable
 from psycopg_pool import AsyncConnectionPool
 
+from awa_django.callbacks.waiting import AttemptCallbacks, CallbackHub
 from awa_django.core.claimed_job import ClaimedJob, claimed_job_rows
-from awa_django.core.completion import result_to_completion
+from awa_django.core.completion import completed, result_to_completion
 from awa_django.core.events import wait_for_any
 from awa_django.core.retry import RetryPolicy
 from awa_django.declarations.jobs import DeclaredJob, JobContext
@@ -55,9 +56,6 @@ from awa_django.worker.job_log import JobLog
 from awa_django.worker.rate_limit import RateLimit, TokenBucket
 from awa_django.worker.wake import IdleWait, WakeLocks
 from awa_django.worker.weighted import QueuePermits
-
-if TYPE_CHECKING:
-    from awa_django.callbacks.waiting import CallbackHub
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +79,12 @@ CONTENDED_PROBE_EVERY = 8
 ORM_THREAD_CHECK_INTERVAL_S = 1.0
 
 
-def start_task(coro: Coroutine[Any, Any, None], *, name: str | None = None) -> asyncio.Task[None]:
+def start_task(
+    coro: Coroutine[Any, Any, None],
+    *,
+    name: str | None = None,
+    loop: asyncio.AbstractEventLoop | None = None,
+) -> asyncio.Task[None]:
     """A task for ``coro`` whose first step runs now, in the caller, where Python allows it
     (3.12+): a handler that finishes without waiting (a no-op, a cache hit) then costs no trip
     through the event loop, and one that waits starts its I/O a loop turn sooner. Otherwise
@@ -92,8 +95,10 @@ def start_task(coro: Coroutine[Any, Any, None], *, name: str | None = None) -> a
     the loop's ``create_task`` behind it (a closed-loop check, a debug-mode check, the name set
     afterwards through a helper) were six Python calls for every job, the task's constructor
     does the same in C. Like the eager path, this does not go through a task factory the loop
-    may have (the worker installs none)."""
-    loop = asyncio.get_running_loop()
+    may have (the worker installs none). ``loop`` is the running loop, when the caller has it
+    at hand: a batch's jobs look it up once, not once each."""
+    if loop is None:
+        loop = asyncio.get_running_loop()
     if sys.version_info >= (3, 12):
         return asyncio.Task(coro, loop=loop, name=name, eager_start=True)
     return asyncio.Task(coro, loop=loop, name=name)
@@ -107,6 +112,9 @@ class Permits:
         self.total = total
         self.free = total
         self._released = asyncio.Event()
+        # Whether ``reserve`` waits for a release: only then does a release signal (every
+        # finished job releases its slot, and the event's set is a call).
+        self._waiting = False
 
     def resize(self, total: int | None) -> None:
         """Allow ``total`` slots from now on (None: the configured number). Lowered below what
@@ -124,8 +132,7 @@ class Permits:
         above 1: once one is free, wait up to ``patience_s`` more for ``least`` of them (all
         the slots there are, if fewer)."""
         while self.free <= 0 and not stopping.is_set():
-            self._released.clear()
-            await wait_for_any(self._released, stopping)
+            await self._released_or(stopping)
         least = min(least, self.total)
         if self.free < least and not stopping.is_set():
             loop = asyncio.get_running_loop()
@@ -134,11 +141,19 @@ class Permits:
                 left = deadline - loop.time()
                 if left <= 0:
                     break
-                self._released.clear()
-                await wait_for_any(self._released, stopping, timeout=left)
+                await self._released_or(stopping, timeout=left)
         if stopping.is_set():
             return 0
         return self.try_reserve(n)
+
+    async def _released_or(self, stopping: asyncio.Event, timeout: float | None = None) -> None:
+        """Wait for a release (or a resize), ``stopping`` or ``timeout``."""
+        self._released.clear()
+        self._waiting = True
+        try:
+            await wait_for_any(self._released, stopping, timeout=timeout)
+        finally:
+            self._waiting = False
 
     def try_reserve(self, n: int) -> int:
         """Take up to ``n`` free slots without waiting (0 when none is free)."""
@@ -148,7 +163,8 @@ class Permits:
 
     def release(self, n: int = 1) -> None:
         self.free += n
-        self._released.set()
+        if self._waiting:
+            self._released.set()
 
     def settle(self, reserved: int, claimed: int) -> None:
         """Give back the permits a claim did not use."""
@@ -170,6 +186,8 @@ class ExecutingAttempt:
     """An attempt this process is executing (owned by its dispatcher)."""
 
     job: ClaimedJob
+    # Its kind's handler, looked up once for the claimed batch (None: no handler here).
+    handler: DeclaredJob[Any, Any] | None
     ctx: JobContext
     started: float  # monotonic seconds
     deadline: AttemptDeadline | None
@@ -314,6 +332,7 @@ class Dispatcher:
         return [attempt.task for attempt in self._running if attempt.task is not None]
 
     async def run(self, stopping: asyncio.Event) -> None:
+        loop = asyncio.get_running_loop()
         # A claim started before the jobs of the previous one (see _claim_ahead); awaited even
         # when stopping, so that the jobs it claims are run, not left open until rescue.
         ahead: PendingClaim | None = None
@@ -350,11 +369,12 @@ class Dispatcher:
                     await asyncio.sleep(0)
             if jobs:
                 self._telemetry.claimed(jobs, now=self._now())
-            # By kind, not by job: a batch of sync jobs looked each one's handler up twice.
-            if any(self._is_async(kind) for kind in {job.kind for job in jobs}):
+            # Each kind's handler, looked up once per batch, not once per job.
+            handlers = {kind: self._resolve(kind) for kind in {job.kind for job in jobs}}
+            if any([handler is not None and handler.is_async for handler in handlers.values()]):
                 self._refresh_loop_thread_connection()
             for job in jobs:
-                self._start(job)
+                self._start(job, handlers[job.kind], loop)
             if jobs:
                 # A claim that filled its permits wakes the others; one with slots left keeps
                 # this process the queue's candidate, which the next notification wakes alone,
@@ -537,10 +557,6 @@ class Dispatcher:
             logger.debug("claim lock of a lane busy past the wait queue=%s", self.queue)
             return []
 
-    def _is_async(self, kind: str) -> bool:
-        handler = self._resolve(kind)
-        return handler is not None and handler.is_async
-
     def _refresh_loop_thread_connection(self) -> None:
         # Async handlers reach the ORM through sync_to_async, on asgiref's one shared thread; its
         # Django connection gets the same expiry and health hygiene as the sync pool's: before
@@ -565,20 +581,29 @@ class Dispatcher:
         if not task.cancelled() and (exc := task.exception()) is not None:
             logger.error("connection check of the handlers' ORM thread failed", exc_info=exc)
 
-    def _start(self, job: ClaimedJob) -> None:
+    def _start(
+        self,
+        job: ClaimedJob,
+        handler: DeclaredJob[Any, Any] | None,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
         deadline = (
             AttemptDeadline(self._deadline_s, queue=job.queue) if self._deadline_s > 0 else None
         )
-        callbacks = self._callbacks
+        hub = self._callbacks
         ctx = context_for(
             job,
             claimed_by=self._request.claimed_by,
-            callbacks=None if callbacks is None else callbacks.for_attempt(job, deadline),
+            callbacks=None
+            if hub is None
+            else AttemptCallbacks(hub, job.job_id, job.run_lease, deadline),
         )
-        attempt = ExecutingAttempt(job=job, ctx=ctx, started=time.monotonic(), deadline=deadline)
+        attempt = ExecutingAttempt(
+            job=job, handler=handler, ctx=ctx, started=time.monotonic(), deadline=deadline
+        )
         # Registered before the task exists: an eager first step may run the job to its end.
         self._running.add(attempt)
-        attempt.task = start_task(self._run_one(attempt), name=f"awa-job-{job.job_id}")
+        attempt.task = start_task(self._run_one(attempt), name=f"awa-job-{job.job_id}", loop=loop)
 
     async def _run_one(self, attempt: ExecutingAttempt) -> None:
         job, ctx = attempt.job, attempt.ctx
@@ -588,34 +613,38 @@ class Dispatcher:
         duration_s: float | None = None
         try:
             with self._telemetry.job_span(job) as span:
-                result = await execute(
-                    job, self._resolve(job.kind), ctx, self._threads, attempt.deadline
-                )
-                if isinstance(result.outcome, WaitForCallback) and self._callbacks is not None:
-                    refused = await self._callbacks.park(job, result.outcome)
-                    if refused is None:
-                        # Parked (or already resolved): the attempt stays open in storage
-                        # without this worker, whose slot is freed below.
-                        return
-                    result = refused
-                # Asked-for outcomes are not failures; errors (terminal ones too) are.
-                if result.outcome is not None and not isinstance(
-                    result.outcome, Snooze | Cancel | RetryAfter
-                ):
-                    span.failed(result.outcome)
-                    # The error may have broken the ORM thread's connection: check it before
-                    # the next batch instead of a second later, so a retry does not meet it.
-                    self._next_orm_thread_check = 0.0
+                result = await execute(job, attempt.handler, ctx, self._threads, attempt.deadline)
+                # Nothing more to look at when the handler returned (nearly every attempt).
+                if result.outcome is not None:
+                    if isinstance(result.outcome, WaitForCallback) and self._callbacks is not None:
+                        refused = await self._callbacks.park(job, result.outcome)
+                        if refused is None:
+                            # Parked (or already resolved): the attempt stays open in storage
+                            # without this worker, whose slot is freed below.
+                            return
+                        result = refused
+                    # Asked-for outcomes are not failures; errors (terminal ones too) are.
+                    if result.outcome is not None and not isinstance(
+                        result.outcome, Snooze | Cancel | RetryAfter
+                    ):
+                        span.failed(result.outcome)
+                        # The error may have broken the ORM thread's connection: check it
+                        # before the next batch instead of a second later, so a retry does not
+                        # meet it.
+                        self._next_orm_thread_check = 0.0
             duration_s = time.monotonic() - started
-            progress, checkpoint, changed = ctx.state.take_unflushed()
-            completion = result_to_completion(
-                job,
-                result,
-                now=self._now(),
-                policy=self._policy,
-                progress=progress if changed else None,
-                checkpoint=checkpoint if changed else None,
-            )
+            if result.outcome is None:
+                completion = completed(job, result)
+            else:
+                progress, checkpoint, changed = ctx.state.take_unflushed()
+                completion = result_to_completion(
+                    job,
+                    result,
+                    now=self._now(),
+                    policy=self._policy,
+                    progress=progress if changed else None,
+                    checkpoint=checkpoint if changed else None,
+                )
             self._completer.submit(completion)
             self._job_log.finished(job, result.outcome, completion.outcome, duration_s)
         finally:

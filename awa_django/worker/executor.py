@@ -166,7 +166,11 @@ async def execute(
             if ctx.reads_workflow_inputs():
                 # A wide fan-in's inputs are a query: off the event loop, before it runs.
                 await sync_to_async(ctx.preload_workflow_inputs)()
-            value = await _run_async(handler.func, ctx, job.args, deadline)
+            # Without a deadline the handler is awaited here: no coroutine of ours around it.
+            if deadline is None:
+                value = await handler.func(ctx, **job.args)
+            else:
+                value = await _run_async(handler.func, ctx, job.args, deadline)
             if value is not None:
                 value = kept_return(value, ctx)
         else:
@@ -196,10 +200,8 @@ async def _run_async(
     func: Callable[..., Any],
     ctx: JobContext,
     args: dict[str, Any],
-    deadline: AttemptDeadline | None,
+    deadline: AttemptDeadline,
 ) -> Any:
-    if deadline is None:
-        return await func(ctx, **args)
     # At the deadline the timeout cancels this task where the handler awaits, and turns the
     # cancellation into TimeoutError as it leaves the block.
     timeout = asyncio.timeout(None)

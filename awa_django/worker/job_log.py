@@ -125,8 +125,9 @@ class JobLog(Loop):
         self._failures_per_s = config.failures_per_s
         self._dlq = config.dlq_queues
         self._clock = clock
-        # Summary mode: attempts finished since the last summary, by queue and outcome word.
-        self._counts: dict[str, Counter[str]] = {}
+        # Summary mode: attempts finished since the last summary, by queue and outcome word
+        # (one counter, not one per queue: a finished attempt counts without a lookup first).
+        self._counts: Counter[tuple[str, str]] = Counter()
         self._summary_since = clock()
         self._window_since = clock()
         self._windows: dict[str, _Window] = {}
@@ -154,7 +155,7 @@ class JobLog(Loop):
             # this is all it costs.
             if self._summary:
                 # The member, which is its value: ``.value`` is a property lookup per job.
-                self._count(job.queue, Outcome.COMPLETED)
+                self._counts[job.queue, Outcome.COMPLETED] += 1
                 level = logging.DEBUG
             else:
                 level = logging.INFO
@@ -164,7 +165,7 @@ class JobLog(Loop):
         word = outcome_word(outcome, dlq=job.queue in self._dlq)
         level = failure_level(error, outcome)
         if self._summary:
-            self._count(job.queue, word)
+            self._counts[job.queue, word] += 1
             if level < logging.WARNING:
                 level = logging.DEBUG
         if not logger.isEnabledFor(level):
@@ -175,12 +176,6 @@ class JobLog(Loop):
         if failure and not self._admit(job.kind, word, level):
             return
         self._error_line(level, job, word, duration_s, error)
-
-    def _count(self, queue: str, word: str) -> None:
-        counts = self._counts.get(queue)
-        if counts is None:
-            counts = self._counts[queue] = Counter()
-        counts[word] += 1
 
     def _line(
         self,
@@ -283,7 +278,10 @@ class JobLog(Loop):
 
     def _report_summary(self, now: float) -> None:
         interval_s = round(now - self._summary_since, 1)
-        for queue, counted in sorted(self._counts.items()):
+        by_queue: dict[str, Counter[str]] = {}
+        for (queue, word), count in self._counts.items():
+            by_queue.setdefault(queue, Counter())[word] += count
+        for queue, counted in sorted(by_queue.items()):
             counts = OutcomeCounts.of(counted)
             logger.info(
                 "jobs finished queue=%s %s interval_s=%s",

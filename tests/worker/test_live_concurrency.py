@@ -48,6 +48,29 @@ def test_permits_lowered_below_use_hand_none_out_until_enough_finish():
     asyncio.run(main())
 
 
+def test_a_reserve_waiting_for_a_slot_is_woken_by_each_release():
+    # A release signals only while a reserve waits (every finished job releases its slot): a
+    # reserve that waits again after taking what it waited for must still be woken.
+    async def main() -> None:
+        stopping = asyncio.Event()
+        permits = Permits(1)
+        assert permits.try_reserve(1) == 1
+        permits.release()
+        assert permits.try_reserve(1) == 1  # taken back before anyone waited
+        for _ in range(3):
+            waiting = asyncio.create_task(permits.reserve(1, stopping))
+            await asyncio.sleep(0.01)
+            assert not waiting.done()
+            permits.release()
+            assert await asyncio.wait_for(waiting, 1) == 1
+        waiting = asyncio.create_task(permits.reserve(1, stopping))
+        await asyncio.sleep(0.01)
+        stopping.set()
+        assert await asyncio.wait_for(waiting, 1) == 0
+
+    asyncio.run(main())
+
+
 def test_permits_wait_a_while_for_the_least_slots_asked_for():
     # A dispatcher whose claims queue at the lane claims once two slots are free, or once one
     # is and the others stayed busy for its patience (#37).
