@@ -298,65 +298,73 @@ DECLARE
     -- The lanes this claim took the last rows of, by its own receipts (see below).
     v_taken integer[] := '{}';
 BEGIN
-    IF EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = p_queue AND m.paused) THEN
+    -- What every claim reads before its lanes, in one statement (migration 0040; three before,
+    -- a statement each): whether the queue is paused; its newest lane mark and the lanes with a
+    -- commit the mark did not see: of a transaction from its snapshot's xmax on, or of one in
+    -- progress then (one still in progress is in this snapshot too, and an aborted one
+    -- published nothing), with this transaction as unseen if it already has an id: its own
+    -- commits (an in-process run publishes inside the caller's transaction) are not in its
+    -- snapshot's list, and may still follow; the statement's snapshot is the one the next mark
+    -- records. And, for a queue without a mark only, whether it has lanes enough to go by marks
+    -- and, when its order is the static one (no aging, or one lane), its lanes in that order,
+    -- which the claim then walks as a marked queue's (migration 0038).
+    SELECT EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = p_queue AND m.paused)
+               AS paused,
+           pg_current_snapshot() AS snapshot,
+           ARRAY(SELECT pg_snapshot_xip(pg_current_snapshot())
+                 UNION ALL
+                 SELECT x FROM pg_current_xact_id_if_assigned() AS x
+                  WHERE x IS NOT NULL) AS unseen,
+           k.mark IS NOT NULL AS had_mark, k.lanes, k.shards,
+           coalesce(p.commits, 0) AS published, p.lanes AS published_lanes,
+           coalesce(o.many, false) AS many, o.static_lanes
+      INTO v_look
+      FROM (SELECT 1) AS one
+      LEFT JOIN LATERAL (
+          SELECT k.mark, k.seen_below, k.unseen, k.lanes, k.shards FROM awa.lane_marks k
+           WHERE k.queue = p_queue ORDER BY k.mark DESC LIMIT 1) k ON true
+      -- Two probes of lane_commits_batch, not one scan with an OR: as one condition it
+      -- bounded the index by the queue alone and filtered every commit of the queue the
+      -- ring retains, on every claim (migration 0039); one range from seen_below on, and
+      -- one lookup per transaction in progress then (below seen_below, so none is counted
+      -- twice). Without a mark both are empty: a range from NULL, and no transactions.
+      LEFT JOIN LATERAL (
+          SELECT count(*) AS commits, array_agg(c.priority * 65536 + c.shard) AS lanes
+            FROM (SELECT c.priority, c.shard FROM awa.lane_commits c
+                   WHERE c.queue = p_queue AND c.batch >= k.seen_below
+                  UNION ALL
+                  SELECT c.priority, c.shard FROM unnest(k.unseen) AS u(batch)
+                   CROSS JOIN LATERAL (
+                       -- Kept apart (OFFSET 0): a probe per transaction, never a hash join
+                       -- that reads the queue's every commit.
+                       SELECT c.priority, c.shard FROM awa.lane_commits c
+                        WHERE c.queue = p_queue AND c.batch = u.batch OFFSET 0) c
+                   WHERE u.batch < k.seen_below) c) p ON true
+      -- A marked queue's claim reads none of its lanes here: the condition on the mark gates
+      -- the scan.
+      LEFT JOIN LATERAL (
+          WITH lanes AS (
+              SELECT l.priority, l.shard FROM awa.queue_lanes l
+               WHERE k.mark IS NULL AND l.queue = p_queue
+          ), rotation AS (
+              SELECT count(*) AS lanes, max(l.shard) + 1 AS shards,
+                     floor(random() * (max(l.shard) + 1))::integer AS offset_by
+                FROM lanes l
+          )
+          SELECT o.lanes > 4 * o.shards AS many,
+                 CASE WHEN o.lanes <= 1 OR p_aging_s <= 0 THEN
+                     ARRAY(SELECT l.priority * 65536 + l.shard FROM lanes l
+                            ORDER BY l.priority, (l.shard + o.offset_by) % o.shards) END
+                     AS static_lanes
+            FROM rotation o
+           WHERE k.mark IS NULL) o ON true;
+    IF v_look.paused THEN
         RETURN;
     END IF;
-    v_marked := EXISTS (SELECT 1 FROM awa.lane_marks k WHERE k.queue = p_queue);
+    v_marked := v_look.had_mark OR v_look.many;
     IF NOT v_marked THEN
-        -- Whether the queue has lanes enough to go by marks and, when its order is the static
-        -- one (no aging, or one lane), its lanes in that order, which the claim then walks as
-        -- a marked queue's (migration 0038): awa.claim_order read the same lanes again, in two
-        -- statements and a cursor, on every claim of every such queue.
-        WITH lanes AS (
-            SELECT l.priority, l.shard FROM awa.queue_lanes l WHERE l.queue = p_queue
-        ), rotation AS (
-            SELECT count(*) AS lanes, max(l.shard) + 1 AS shards,
-                   floor(random() * (max(l.shard) + 1))::integer AS offset_by
-              FROM lanes l
-        )
-        SELECT coalesce(o.lanes > 4 * o.shards, false),
-               CASE WHEN o.lanes <= 1 OR p_aging_s <= 0 THEN
-                   ARRAY(SELECT l.priority * 65536 + l.shard FROM lanes l
-                          ORDER BY l.priority, (l.shard + o.offset_by) % o.shards) END
-          INTO v_marked, v_lanes
-          FROM rotation o;
-    END IF;
-    IF v_marked THEN
-        -- The newest mark, and the lanes with a commit it did not see: of a transaction from
-        -- its snapshot's xmax on, or of one in progress then (one still in progress is in this
-        -- snapshot too, and an aborted one published nothing). One statement, whose snapshot
-        -- the next mark records, with this transaction as unseen if it already has an id: its
-        -- own commits (an in-process run publishes inside the caller's transaction) are not in
-        -- its snapshot's list, and may still follow.
-        SELECT pg_current_snapshot() AS snapshot,
-               ARRAY(SELECT pg_snapshot_xip(pg_current_snapshot())
-                     UNION ALL
-                     SELECT x FROM pg_current_xact_id_if_assigned() AS x
-                      WHERE x IS NOT NULL) AS unseen,
-               k.mark IS NOT NULL AS had_mark, k.lanes, k.shards,
-               coalesce(p.commits, 0) AS published, p.lanes AS published_lanes
-          INTO v_look
-          FROM (SELECT 1) AS one
-          LEFT JOIN LATERAL (
-              SELECT k.mark, k.seen_below, k.unseen, k.lanes, k.shards FROM awa.lane_marks k
-               WHERE k.queue = p_queue ORDER BY k.mark DESC LIMIT 1) k ON true
-          -- Two probes of lane_commits_batch, not one scan with an OR: as one condition it
-          -- bounded the index by the queue alone and filtered every commit of the queue the
-          -- ring retains, on every claim (migration 0039); one range from seen_below on, and
-          -- one lookup per transaction in progress then (below seen_below, so none is counted
-          -- twice).
-          LEFT JOIN LATERAL (
-              SELECT count(*) AS commits, array_agg(c.priority * 65536 + c.shard) AS lanes
-                FROM (SELECT c.priority, c.shard FROM awa.lane_commits c
-                       WHERE c.queue = p_queue AND c.batch >= k.seen_below
-                      UNION ALL
-                      SELECT c.priority, c.shard FROM unnest(k.unseen) AS u(batch)
-                       CROSS JOIN LATERAL (
-                           -- Kept apart (OFFSET 0): a probe per transaction, never a hash join
-                           -- that reads the queue's every commit.
-                           SELECT c.priority, c.shard FROM awa.lane_commits c
-                            WHERE c.queue = p_queue AND c.batch = u.batch OFFSET 0) c
-                       WHERE u.batch < k.seen_below) c) p ON true;
+        v_lanes := v_look.static_lanes;
+    ELSE
         IF v_look.had_mark AND v_look.published = 0 AND v_look.shards = 1 THEN
             -- Nothing new and one shard: the mark's lanes, which it keeps in priority order.
             v_lanes := v_look.lanes;
@@ -765,8 +773,7 @@ BEGIN
     -- mark, lanes found drained (above, or here: the lanes it took the last rows of), or enough
     -- commits it had not seen that reading them again on every claim would cost more than the
     -- row. Its snapshot is the one the lanes to visit were found in; its lanes are kept in
-    -- priority order. Two IFs, not one AND: v_look is unassigned in an unmarked queue's claim,
-    -- and a condition's fields are all read.
+    -- priority order.
     IF v_marked THEN
         IF NOT v_look.had_mark OR cardinality(v_drained) > 0 OR cardinality(v_taken) > 0
            OR v_look.published >= 32 THEN

@@ -1,0 +1,577 @@
+-- Reverse of migration 0040_claim_statements: awa.claim_ready as migration 0039 left it (a claim
+-- reads whether its queue is paused, whether it has a lane mark, and then the mark or the
+-- lanes of an unmarked queue, in a statement each). The other definitions of functions/claim.sql
+-- are unchanged.
+CREATE OR REPLACE FUNCTION awa.claim_ready(p_queue text, p_limit integer, p_claimed_by text,
+                                p_deadline_s double precision, p_aging_s double precision,
+                                p_sequential boolean)
+RETURNS SETOF awa.claimed_job LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET jit = off AS $$
+DECLARE
+    -- The lane being visited.
+    v_priority smallint;
+    v_shard smallint;
+    v_bound integer;
+    v_at record;
+    v_commit bigint;
+    v_expect bigint;
+    v_settled boolean;
+    -- Live holes: the last position a claim of the lane may take past missing positions whose
+    -- producers may still commit (0: none), and those positions, as ranges, to record.
+    v_pass_to bigint;
+    v_gap_first bigint[];
+    v_gap_last bigint[];
+    v_claimed_to bigint;
+    v_remaining integer := p_limit;
+    v_claimed integer;
+    v_round_claimed integer;
+    v_again boolean := true;
+    v_order refcursor;
+    -- Lane marks: whether the queue's claims go by them; the newest mark and what it did not
+    -- see, in the snapshot of the statement that read them; the lanes to visit (each as
+    -- priority * 65536 + shard; NULL: every lane), whether they are walked as they are (the
+    -- static order of a marked queue) and in priority order; the lanes found with nothing left.
+    v_marked boolean;
+    v_look record;
+    v_lanes integer[];
+    v_walk boolean;
+    -- An aged claim's walk of the lanes below priority 1 (see below), and whether v_order is
+    -- open.
+    v_urgent boolean;
+    v_ordered boolean;
+    v_i integer;
+    v_drained integer[] := '{}';
+    -- The lanes this claim took the last rows of, by its own receipts (see below).
+    v_taken integer[] := '{}';
+BEGIN
+    IF EXISTS (SELECT 1 FROM awa.queue_meta m WHERE m.queue = p_queue AND m.paused) THEN
+        RETURN;
+    END IF;
+    v_marked := EXISTS (SELECT 1 FROM awa.lane_marks k WHERE k.queue = p_queue);
+    IF NOT v_marked THEN
+        -- Whether the queue has lanes enough to go by marks and, when its order is the static
+        -- one (no aging, or one lane), its lanes in that order, which the claim then walks as
+        -- a marked queue's (migration 0038): awa.claim_order read the same lanes again, in two
+        -- statements and a cursor, on every claim of every such queue.
+        WITH lanes AS (
+            SELECT l.priority, l.shard FROM awa.queue_lanes l WHERE l.queue = p_queue
+        ), rotation AS (
+            SELECT count(*) AS lanes, max(l.shard) + 1 AS shards,
+                   floor(random() * (max(l.shard) + 1))::integer AS offset_by
+              FROM lanes l
+        )
+        SELECT coalesce(o.lanes > 4 * o.shards, false),
+               CASE WHEN o.lanes <= 1 OR p_aging_s <= 0 THEN
+                   ARRAY(SELECT l.priority * 65536 + l.shard FROM lanes l
+                          ORDER BY l.priority, (l.shard + o.offset_by) % o.shards) END
+          INTO v_marked, v_lanes
+          FROM rotation o;
+    END IF;
+    IF v_marked THEN
+        -- The newest mark, and the lanes with a commit it did not see: of a transaction from
+        -- its snapshot's xmax on, or of one in progress then (one still in progress is in this
+        -- snapshot too, and an aborted one published nothing). One statement, whose snapshot
+        -- the next mark records, with this transaction as unseen if it already has an id: its
+        -- own commits (an in-process run publishes inside the caller's transaction) are not in
+        -- its snapshot's list, and may still follow.
+        SELECT pg_current_snapshot() AS snapshot,
+               ARRAY(SELECT pg_snapshot_xip(pg_current_snapshot())
+                     UNION ALL
+                     SELECT x FROM pg_current_xact_id_if_assigned() AS x
+                      WHERE x IS NOT NULL) AS unseen,
+               k.mark IS NOT NULL AS had_mark, k.lanes, k.shards,
+               coalesce(p.commits, 0) AS published, p.lanes AS published_lanes
+          INTO v_look
+          FROM (SELECT 1) AS one
+          LEFT JOIN LATERAL (
+              SELECT k.mark, k.seen_below, k.unseen, k.lanes, k.shards FROM awa.lane_marks k
+               WHERE k.queue = p_queue ORDER BY k.mark DESC LIMIT 1) k ON true
+          -- Two probes of lane_commits_batch, not one scan with an OR: as one condition it
+          -- bounded the index by the queue alone and filtered every commit of the queue the
+          -- ring retains, on every claim (migration 0039); one range from seen_below on, and
+          -- one lookup per transaction in progress then (below seen_below, so none is counted
+          -- twice).
+          LEFT JOIN LATERAL (
+              SELECT count(*) AS commits, array_agg(c.priority * 65536 + c.shard) AS lanes
+                FROM (SELECT c.priority, c.shard FROM awa.lane_commits c
+                       WHERE c.queue = p_queue AND c.batch >= k.seen_below
+                      UNION ALL
+                      SELECT c.priority, c.shard FROM unnest(k.unseen) AS u(batch)
+                       CROSS JOIN LATERAL (
+                           -- Kept apart (OFFSET 0): a probe per transaction, never a hash join
+                           -- that reads the queue's every commit.
+                           SELECT c.priority, c.shard FROM awa.lane_commits c
+                            WHERE c.queue = p_queue AND c.batch = u.batch OFFSET 0) c
+                       WHERE u.batch < k.seen_below) c) p ON true;
+        IF v_look.had_mark AND v_look.published = 0 AND v_look.shards = 1 THEN
+            -- Nothing new and one shard: the mark's lanes, which it keeps in priority order.
+            v_lanes := v_look.lanes;
+        ELSE
+            -- The mark's lanes and the published ones (every lane of a queue without a mark),
+            -- in the static order: by priority, and within a priority from a random shard on.
+            WITH lanes AS (
+                SELECT x FROM unnest(v_look.lanes) AS x
+                UNION
+                SELECT x FROM unnest(v_look.published_lanes) AS x
+                UNION
+                SELECT l.priority * 65536 + l.shard FROM awa.queue_lanes l
+                 WHERE NOT v_look.had_mark AND l.queue = p_queue
+            ), rotation AS (
+                SELECT floor(random() * (max(l.x & 65535) + 1))::integer AS offset_by,
+                       max(l.x & 65535) + 1 AS shards
+                  FROM lanes l
+            )
+            SELECT coalesce(array_agg(l.x ORDER BY l.x >> 16,
+                                      ((l.x & 65535) + o.offset_by) % o.shards), '{}')
+              INTO v_lanes
+              FROM lanes l, rotation o;
+        END IF;
+    END IF;
+    WHILE v_again AND v_remaining > 0 LOOP
+        v_again := false;
+        v_round_claimed := 0;
+        -- A marked queue's static order is its lanes to visit as they are: only the first few
+        -- are usually visited, and passing them all through awa.claim_order cost more than
+        -- the rest of the claim. An unmarked queue's lanes are set above only when its order
+        -- is the static one.
+        v_walk := (v_marked OR v_lanes IS NOT NULL)
+                  AND (p_aging_s <= 0 OR cardinality(v_lanes) <= 1);
+        -- An aged claim of a marked queue walks its lanes below priority 1 the same way: their
+        -- rows never age (awa.effective_priority), and every lane of priority 1 or more has an
+        -- effective priority of at least 1, so they come first in the aged order whatever the
+        -- heads' ages, and no later lane's bound can cut them short. Only when the claim gets
+        -- past them are the rest (v_lanes is in priority order) put through awa.claim_order,
+        -- which reads the head of each: with django.tasks priorities over up to 201 lanes, an
+        -- aged claim read every head, most of them of lanes it never reached.
+        v_urgent := v_marked AND NOT v_walk;
+        v_ordered := false;
+        v_i := 0;
+        IF NOT v_walk AND NOT v_urgent THEN
+            OPEN v_order FOR SELECT * FROM awa.claim_order(p_queue, p_aging_s, v_lanes);
+            v_ordered := true;
+        END IF;
+        LOOP
+            IF v_urgent THEN
+                v_i := v_i + 1;
+                EXIT WHEN v_i > cardinality(v_lanes);
+                IF v_lanes[v_i] >> 16 >= 1 THEN
+                    v_urgent := false;
+                    OPEN v_order FOR SELECT * FROM awa.claim_order(p_queue, p_aging_s,
+                                                                   v_lanes[v_i:]);
+                    v_ordered := true;
+                ELSE
+                    v_priority := v_lanes[v_i] >> 16;
+                    v_shard := v_lanes[v_i] & 65535;
+                    v_bound := 32767;
+                END IF;
+            END IF;
+            IF v_urgent THEN
+                NULL;  -- the lane is set above
+            ELSIF v_walk THEN
+                v_i := v_i + 1;
+                EXIT WHEN v_i > cardinality(v_lanes);
+                v_priority := v_lanes[v_i] >> 16;
+                v_shard := v_lanes[v_i] & 65535;
+                v_bound := 32767;
+            ELSE
+                FETCH v_order INTO v_priority, v_shard, v_bound;
+                EXIT WHEN NOT FOUND;
+            END IF;
+            -- An advisory lock, not a row lock on queue_lanes: a row lock would give even an
+            -- empty claim a transaction id and a WAL record, so every idle poll would wait for
+            -- a WAL flush on a durable server. Locks taken in an earlier round are ours already.
+            CONTINUE WHEN NOT pg_try_advisory_xact_lock(
+                1096237379, awa.lane_lock_key(p_queue, v_priority, v_shard));
+            -- The cursor, the commit it is in (in the receipt's slot: a commit shares the slot
+            -- of its rows), the next published position after it and when it was drawn, and
+            -- whether the lane has recorded holes (awa.lane_holes, almost always empty).
+            SELECT c.commit_seq, c.lane_seq, c.job_id, c.run_lease, c.ready_slot, m.batch,
+                   m.last_seq, n.commit_seq AS next_commit, n.committed_at AS next_committed_at,
+                   EXISTS (SELECT 1 FROM awa.lane_holes g
+                            WHERE g.queue = p_queue AND g.priority = v_priority
+                              AND g.shard = v_shard) AS has_holes
+              INTO v_at
+              FROM (SELECT 1) AS one
+              LEFT JOIN LATERAL (
+                  SELECT c.commit_seq, c.lane_seq, c.job_id, c.run_lease, c.ready_slot
+                    FROM awa.claim_receipts c
+                   WHERE c.queue = p_queue AND c.priority = v_priority
+                     AND c.shard = v_shard
+                   ORDER BY c.commit_seq DESC, c.lane_seq DESC LIMIT 1) c ON true
+              LEFT JOIN LATERAL (
+                  SELECT m.batch, m.last_seq FROM awa.lane_commits m
+                   WHERE m.queue = p_queue AND m.priority = v_priority
+                     AND m.shard = v_shard AND m.commit_seq = c.commit_seq
+                     AND m.ready_slot = c.ready_slot
+                   LIMIT 1) m ON true
+              LEFT JOIN LATERAL (
+                  SELECT n.commit_seq, n.committed_at FROM awa.lane_commits n
+                   WHERE n.queue = p_queue AND n.priority = v_priority
+                     AND n.shard = v_shard AND n.commit_seq > coalesce(c.commit_seq, 0)
+                   ORDER BY n.commit_seq LIMIT 1) n ON true;
+            -- Nothing published after the cursor, nothing left in its commit and no hole that
+            -- may still bring a commit: the lane is drained, and an empty claim reads no further
+            -- (the next mark leaves it out).
+            IF v_at.next_commit IS NULL AND NOT v_at.has_holes
+               AND (v_at.batch IS NULL OR v_at.lane_seq >= v_at.last_seq) THEN
+                IF v_marked THEN
+                    v_drained := v_drained || (v_priority * 65536 + v_shard);
+                END IF;
+                CONTINUE;
+            END IF;
+            v_commit := coalesce(v_at.commit_seq, 0);
+            -- Inside an IF, not folded into a CONTINUE condition: an expression's plan is set
+            -- up whole even when AND short-circuits, which locked every partition of two more
+            -- ring tables on every claim of every queue.
+            IF p_sequential AND v_at.job_id IS NOT NULL THEN
+                CONTINUE WHEN NOT EXISTS (
+                    SELECT 1 FROM awa.done_entries d
+                     WHERE d.job_id = v_at.job_id AND d.run_lease = v_at.run_lease
+                       AND d.ready_slot = v_at.ready_slot);
+            END IF;
+            v_settled := false;
+            IF v_at.has_holes OR v_at.next_commit > v_commit + 1 THEN
+                v_settled := pg_try_advisory_xact_lock(
+                    1096237388, awa.lane_lock_key(p_queue, v_priority, v_shard));
+            END IF;
+            IF v_at.has_holes THEN
+                -- Rare: positions an earlier claim stepped over (below). A commit that has
+                -- appeared in one since comes first, its positions being older than the
+                -- cursor's. A sequential lane runs one job at a time, a late one included.
+                IF p_sequential AND EXISTS (
+                    SELECT 1 FROM awa.lane_holes g
+                      JOIN awa.claim_receipts c
+                        ON c.queue = g.queue AND c.priority = g.priority AND c.shard = g.shard
+                       AND c.commit_seq BETWEEN g.first_seq AND g.last_seq
+                     WHERE g.queue = p_queue AND g.priority = v_priority AND g.shard = v_shard
+                       AND NOT EXISTS (
+                           SELECT 1 FROM awa.done_entries d
+                            WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                              AND d.ready_slot = c.ready_slot)) THEN
+                    CONTINUE;
+                END IF;
+                RETURN QUERY
+                WITH picked AS (
+                    SELECT m.commit_seq, r.*
+                      FROM awa.lane_holes g
+                      JOIN awa.lane_commits m
+                        ON m.queue = g.queue AND m.priority = g.priority AND m.shard = g.shard
+                       AND m.commit_seq BETWEEN g.first_seq AND g.last_seq
+                      CROSS JOIN LATERAL (
+                          SELECT r.* FROM awa.ready_entries r
+                           WHERE r.queue = p_queue AND r.priority = v_priority
+                             AND r.shard = v_shard AND r.ready_slot = m.ready_slot
+                             AND r.lane_seq BETWEEN m.first_seq AND m.last_seq
+                             AND r.batch = m.batch
+                             AND NOT EXISTS (
+                                 SELECT 1 FROM awa.claim_receipts c
+                                  WHERE c.queue = r.queue AND c.priority = r.priority
+                                    AND c.shard = r.shard AND c.commit_seq = m.commit_seq
+                                    AND c.lane_seq = r.lane_seq AND c.ready_slot = m.ready_slot)
+                             AND NOT EXISTS (
+                                 SELECT 1 FROM awa.ready_tombstones t
+                                  WHERE t.queue = r.queue AND t.priority = r.priority
+                                    AND t.shard = r.shard AND t.lane_seq = r.lane_seq
+                                    AND t.ready_slot = m.ready_slot)
+                           ORDER BY r.lane_seq
+                           LIMIT v_remaining) r
+                     WHERE g.queue = p_queue AND g.priority = v_priority AND g.shard = v_shard
+                       -- Behind the cursor only: a commit ahead of it (the cursor fell back
+                       -- after a prune) is the lane's to take in order, below.
+                       AND m.commit_seq < v_commit
+                     ORDER BY m.commit_seq, r.lane_seq
+                     LIMIT CASE WHEN p_sequential THEN 1 ELSE v_remaining END
+                ), receipts AS (
+                    INSERT INTO awa.claim_receipts (queue, priority, shard, commit_seq, lane_seq,
+                                                    ready_slot, job_id, run_lease, attempt,
+                                                    claimed_by, deadline_at)
+                    SELECT p.queue, p.priority, p.shard, p.commit_seq, p.lane_seq, p.ready_slot,
+                           p.job_id, p.run_lease + 1, p.attempt + 1, p_claimed_by,
+                           CASE WHEN p_deadline_s > 0
+                                THEN now() + make_interval(secs => p_deadline_s) END
+                      FROM picked p
+                )
+                SELECT p.queue, p.priority, p.shard, p.lane_seq, p.ready_slot, p.job_id, p.kind,
+                       p.args, p.attempt + 1, p.run_lease + 1, p.max_attempts, p.run_at,
+                       p.created_at, p.metadata, p.tags, p.errors, s.progress, s.checkpoint
+                  FROM picked p
+                  LEFT JOIN LATERAL (
+                      SELECT s.progress, s.checkpoint FROM awa.attempt_state s
+                       WHERE s.job_id = p.job_id AND p.run_lease > 0 LIMIT 1) s ON true
+                 ORDER BY p.commit_seq, p.lane_seq;
+                GET DIAGNOSTICS v_claimed = ROW_COUNT;
+                -- A range is done once none of its positions can bring a job any more: each
+                -- has a commit (whose rows are all claimed, and on a sequential lane closed), or
+                -- no transaction that may have drawn one is in flight, so a position still
+                -- missing belongs to one that ended without it: no producer of the lane (this
+                -- claim holds their lock), or none of the transactions in progress when the
+                -- range was recorded (each has an id below seen_below, and the oldest one in
+                -- progress now is not below it), which also settles a lane whose producers are
+                -- never all out of flight at once.
+                DELETE FROM awa.lane_holes g
+                 WHERE g.queue = p_queue AND g.priority = v_priority AND g.shard = v_shard
+                   AND (v_settled OR pg_snapshot_xmin(pg_current_snapshot()) >= g.seen_below
+                        OR (SELECT count(DISTINCT m.commit_seq) FROM awa.lane_commits m
+                             WHERE m.queue = p_queue AND m.priority = v_priority
+                               AND m.shard = v_shard
+                               AND m.commit_seq BETWEEN g.first_seq AND g.last_seq)
+                           > g.last_seq - g.first_seq)
+                   AND NOT EXISTS (
+                       SELECT 1 FROM awa.lane_commits m
+                        CROSS JOIN LATERAL (
+                            SELECT 1 FROM awa.ready_entries r
+                             WHERE r.queue = p_queue AND r.priority = v_priority
+                               AND r.shard = v_shard AND r.ready_slot = m.ready_slot
+                               AND r.lane_seq BETWEEN m.first_seq AND m.last_seq
+                               AND r.batch = m.batch
+                               AND NOT EXISTS (
+                                   SELECT 1 FROM awa.claim_receipts c
+                                    WHERE c.queue = r.queue AND c.priority = r.priority
+                                      AND c.shard = r.shard AND c.commit_seq = m.commit_seq
+                                      AND c.lane_seq = r.lane_seq
+                                      AND c.ready_slot = m.ready_slot)
+                               AND NOT EXISTS (
+                                   SELECT 1 FROM awa.ready_tombstones t
+                                    WHERE t.queue = r.queue AND t.priority = r.priority
+                                      AND t.shard = r.shard AND t.lane_seq = r.lane_seq
+                                      AND t.ready_slot = m.ready_slot)
+                             LIMIT 1) r
+                        WHERE m.queue = p_queue AND m.priority = v_priority
+                          AND m.shard = v_shard
+                          AND m.commit_seq BETWEEN g.first_seq AND g.last_seq)
+                   AND (NOT p_sequential OR NOT EXISTS (
+                       SELECT 1 FROM awa.claim_receipts c
+                        WHERE c.queue = p_queue AND c.priority = v_priority
+                          AND c.shard = v_shard
+                          AND c.commit_seq BETWEEN g.first_seq AND g.last_seq
+                          AND NOT EXISTS (
+                              SELECT 1 FROM awa.done_entries d
+                               WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
+                                 AND d.ready_slot = c.ready_slot)));
+                v_remaining := v_remaining - v_claimed;
+                v_round_claimed := v_round_claimed + v_claimed;
+                EXIT WHEN v_remaining <= 0;
+                CONTINUE WHEN p_sequential AND v_claimed > 0;
+            END IF;
+            -- A live hole: a position missing while a producer of the lane is still in flight.
+            -- Normally a commit a few milliseconds from visible, whose rows come first; but a
+            -- transaction that published early (SET CONSTRAINTS ... IMMEDIATE) holds its
+            -- position until it ends, however long. Once the commit after a missing position
+            -- was drawn more than 250 ms ago (the missing one was drawn before it, and its
+            -- producer is in flight since), FIFO yields: the claim may take the lane past every
+            -- such position up to the first younger one, and records the positions it passes
+            -- (awa.lane_holes) so that a late commit is still claimed, once.
+            v_pass_to := 0;
+            IF NOT v_settled AND v_at.next_commit > v_commit + 1
+               AND v_at.next_committed_at < now() - interval '250 milliseconds' THEN
+                SELECT coalesce(max(s.commit_seq), 0),
+                       array_agg(s.prev_seq + 1 ORDER BY s.commit_seq)
+                           FILTER (WHERE s.commit_seq > s.prev_seq + 1),
+                       array_agg(s.commit_seq - 1 ORDER BY s.commit_seq)
+                           FILTER (WHERE s.commit_seq > s.prev_seq + 1)
+                  INTO v_pass_to, v_gap_first, v_gap_last
+                  FROM (SELECT g.commit_seq, g.prev_seq,
+                               bool_and(g.commit_seq = g.prev_seq + 1
+                                        OR g.committed_at < now() - interval '250 milliseconds')
+                                   OVER (ORDER BY g.commit_seq) AS passable
+                          FROM (SELECT n.commit_seq, n.committed_at,
+                                       lag(n.commit_seq, 1, v_commit)
+                                           OVER (ORDER BY n.commit_seq) AS prev_seq
+                                  FROM awa.lane_commits n
+                                 WHERE n.queue = p_queue AND n.priority = v_priority
+                                   AND n.shard = v_shard AND n.commit_seq > v_commit
+                                 ORDER BY n.commit_seq
+                                 LIMIT v_remaining + 1) g) s
+                 WHERE s.passable;
+            END IF;
+            -- Commits are numbered from the cursor's own (when it still holds rows to claim) or
+            -- from the one after it; those whose position is that number plus their rank have
+            -- no hole before them.
+            v_expect := v_commit - CASE WHEN v_at.batch IS NULL THEN 0 ELSE 1 END;
+            RETURN QUERY
+            WITH usable AS (
+                SELECT u.commit_seq, u.ready_slot, u.batch, u.first_seq, u.last_seq FROM (
+                    SELECT n.commit_seq, n.ready_slot, n.batch,
+                           CASE WHEN n.commit_seq = v_commit THEN v_at.lane_seq + 1
+                                ELSE n.first_seq END AS first_seq,
+                           n.last_seq,
+                           n.commit_seq - row_number() OVER (ORDER BY n.commit_seq) AS behind
+                      FROM awa.lane_commits n
+                     WHERE n.queue = p_queue AND n.priority = v_priority
+                       AND n.shard = v_shard AND n.commit_seq >= v_commit
+                     ORDER BY n.commit_seq
+                     LIMIT v_remaining + 1) u
+                 WHERE v_settled OR u.behind = v_expect OR u.commit_seq <= v_pass_to
+            ), candidates AS (
+                -- The lane's next rows in claim order, without an ORDER BY: the lateral join
+                -- can only run as a nested loop, which emits the commits in usable's order
+                -- (its LIMIT keeps its ORDER BY) and each commit's rows in lane_seq order, so
+                -- the LIMIT stops after the rows it takes. Sorting here made the claim read up
+                -- to its limit from each of the commits ahead (a backlog enqueued in bulk
+                -- calls) and keep the first; picked and the claim's result put these in order.
+                SELECT u.commit_seq, r.*,
+                       awa.effective_priority(r.priority, r.run_at, p_aging_s) AS effective
+                  FROM usable u
+                  CROSS JOIN LATERAL (
+                      -- A commit's rows are in its own slot: stated, it prunes the other
+                      -- slots' partitions of both tables from each commit's probe.
+                      SELECT r.* FROM awa.ready_entries r
+                       WHERE r.queue = p_queue AND r.priority = v_priority
+                         AND r.shard = v_shard AND r.ready_slot = u.ready_slot
+                         AND r.lane_seq BETWEEN u.first_seq AND u.last_seq AND r.batch = u.batch
+                         AND NOT EXISTS (
+                             -- The commit's range is implied, but stated it bounds the index
+                             -- scan of a merge anti-join, which otherwise reads every tombstone
+                             -- of the lane.
+                             SELECT 1 FROM awa.ready_tombstones t
+                              WHERE t.queue = r.queue AND t.priority = r.priority
+                                AND t.shard = r.shard AND t.lane_seq = r.lane_seq
+                                AND t.ready_slot = u.ready_slot
+                                AND t.lane_seq BETWEEN u.first_seq AND u.last_seq)
+                       ORDER BY r.lane_seq
+                       LIMIT v_remaining) r
+                 LIMIT CASE WHEN p_sequential THEN 1 ELSE v_remaining END
+            ), picked AS (
+                -- The lane's FIFO prefix within the bound: the first row past it ends the take.
+                SELECT * FROM (
+                    SELECT c.*, bool_and(c.effective <= v_bound)
+                                    OVER (ORDER BY c.commit_seq, c.lane_seq) AS within_bound
+                      FROM candidates c) b
+                 WHERE b.within_bound
+            ), receipts AS (
+                INSERT INTO awa.claim_receipts (queue, priority, shard, commit_seq, lane_seq,
+                                                ready_slot, job_id, run_lease, attempt,
+                                                claimed_by, deadline_at)
+                SELECT p.queue, p.priority, p.shard, p.commit_seq, p.lane_seq, p.ready_slot,
+                       p.job_id, p.run_lease + 1, p.attempt + 1, p_claimed_by,
+                       CASE WHEN p_deadline_s > 0
+                            THEN now() + make_interval(secs => p_deadline_s) END
+                  FROM picked p
+            )
+            SELECT p.queue, p.priority, p.shard, p.lane_seq, p.ready_slot, p.job_id, p.kind,
+                   p.args, p.attempt + 1, p.run_lease + 1, p.max_attempts, p.run_at,
+                   p.created_at, p.metadata, p.tags, p.errors, s.progress, s.checkpoint
+              FROM picked p
+              -- A probe per claimed row (see awa.close_attempts on LATERAL ... LIMIT 1), of a
+              -- job that ran before (migration 0038): state is saved by an attempt (its
+              -- heartbeats, its close), and a row that no attempt has claimed yet has run_lease
+              -- 0 (every later row of a job, retried, rescued, snoozed or requeued from the
+              -- DLQ, carries a lease above it), so a first attempt's probe could find nothing.
+              -- The condition reads only the outer row: the probe's gate, not its filter.
+              LEFT JOIN LATERAL (
+                  SELECT s.progress, s.checkpoint FROM awa.attempt_state s
+                   WHERE s.job_id = p.job_id AND p.run_lease > 0 LIMIT 1) s ON true
+             ORDER BY p.commit_seq, p.lane_seq;
+            GET DIAGNOSTICS v_claimed = ROW_COUNT;
+            IF v_pass_to > 0 AND v_claimed > 0 THEN
+                -- The missing positions this claim passed: those below the newest it claimed.
+                -- Recorded from what the statement before saw missing: one that has appeared
+                -- since and was claimed above is found claimed and its range deleted later.
+                SELECT c.commit_seq INTO v_claimed_to FROM awa.claim_receipts c
+                 WHERE c.queue = p_queue AND c.priority = v_priority AND c.shard = v_shard
+                 ORDER BY c.commit_seq DESC, c.lane_seq DESC LIMIT 1;
+                INSERT INTO awa.lane_holes (queue, priority, shard, first_seq, last_seq)
+                SELECT p_queue, v_priority, v_shard, g.first_seq, g.last_seq
+                  FROM unnest(v_gap_first, v_gap_last) AS g(first_seq, last_seq)
+                 WHERE g.last_seq < v_claimed_to
+                ON CONFLICT DO NOTHING;
+            END IF;
+            -- Fewer rows than the lane could give (a sequential lane gives one): if it has no
+            -- head now (this claim took its last rows, or every row left in it was cancelled),
+            -- the next mark leaves it out, so the next claim does not visit it to find out.
+            -- The usual case, a claim that took the lane's last rows, is answered from its newest
+            -- receipt: no row of its commit after it, no commit after it and no hole recorded
+            -- (none before the claim, none passed by it; only the holder of the lane's claim
+            -- lock records one), so nothing is left. That is read for every such lane at once,
+            -- by the statement that appends the mark (migration 0039): a claim crossing lanes of
+            -- a few dozen jobs each (django.tasks priorities) took the last rows of a lane on
+            -- most claims, and read it in a statement of its own. A lane it finds rows left in
+            -- (cancelled ones) stays in the mark, and the next claim that visits it and takes
+            -- nothing looks for its head. Only that case looks for the head, which reads far more
+            -- (receipts of every row after the cursor, cancelled rows, holes).
+            IF v_marked AND v_claimed < (CASE WHEN p_sequential THEN 1 ELSE v_remaining END) THEN
+                IF v_claimed > 0 AND NOT v_at.has_holes AND v_pass_to = 0 THEN
+                    v_taken := v_taken || (v_priority * 65536 + v_shard);
+                ELSIF NOT EXISTS (SELECT 1 FROM awa.lane_head(p_queue, v_priority, v_shard)) THEN
+                    v_drained := v_drained || (v_priority * 65536 + v_shard);
+                END IF;
+            END IF;
+            -- Only a bound below the lane's own priority can cut it short of v_remaining.
+            v_again := v_again OR (v_claimed < v_remaining AND v_bound < v_priority);
+            v_remaining := v_remaining - v_claimed;
+            v_round_claimed := v_round_claimed + v_claimed;
+            EXIT WHEN v_remaining <= 0;
+        END LOOP;
+        IF v_ordered THEN
+            CLOSE v_order;
+        END IF;
+        EXIT WHEN v_round_claimed = 0;
+    END LOOP;
+    -- A new mark when this claim learnt something the newest one does not say: the first
+    -- mark, lanes found drained (above, or here: the lanes it took the last rows of), or enough
+    -- commits it had not seen that reading them again on every claim would cost more than the
+    -- row. Its snapshot is the one the lanes to visit were found in; its lanes are kept in
+    -- priority order. Two IFs, not one AND: v_look is unassigned in an unmarked queue's claim,
+    -- and a condition's fields are all read.
+    IF v_marked THEN
+        IF NOT v_look.had_mark OR cardinality(v_drained) > 0 OR cardinality(v_taken) > 0
+           OR v_look.published >= 32 THEN
+            FOR v_i IN 1 .. cardinality(v_drained) LOOP
+                v_lanes := array_remove(v_lanes, v_drained[v_i]);
+            END LOOP;
+            INSERT INTO awa.lane_marks (queue, seen_below, unseen, lanes, shards)
+            SELECT p_queue, pg_snapshot_xmax(v_look.snapshot), v_look.unseen, k.lanes,
+                   (SELECT coalesce(max(x & 65535), 0) + 1 FROM unnest(k.lanes) AS x)
+              FROM (SELECT ARRAY(SELECT x FROM unnest(v_lanes) AS x
+                                  WHERE x <> ALL (e.emptied) ORDER BY x) AS lanes,
+                           cardinality(e.emptied) AS emptied
+                      FROM (SELECT coalesce(array_agg(t.lane) FILTER (WHERE t.emptied), '{}')
+                                       AS emptied
+                              FROM (
+                                  -- In the select list, not the WHERE: each a probe from the
+                                  -- lane's newest receipt, never an anti-join whose scans are
+                                  -- bounded by the commit alone.
+                                  SELECT t.lane,
+                                         NOT EXISTS (
+                                             SELECT 1 FROM awa.ready_entries r
+                                              WHERE r.queue = p_queue AND r.priority = m.priority
+                                                AND r.shard = m.shard
+                                                AND r.ready_slot = m.ready_slot
+                                                AND r.lane_seq > c.lane_seq
+                                                AND r.lane_seq <= m.last_seq
+                                                AND r.batch = m.batch)
+                                         AND NOT EXISTS (
+                                             SELECT 1 FROM awa.lane_commits n
+                                              WHERE n.queue = p_queue AND n.priority = m.priority
+                                                AND n.shard = m.shard
+                                                AND n.commit_seq > c.commit_seq) AS emptied
+                                    FROM unnest(v_taken) AS t(lane)
+                                    -- The lane's newest receipt, this claim's (it holds the
+                                    -- lane's claim lock), and the commit it is in: each a
+                                    -- probe per lane (LIMIT), not a join of the queue's commits.
+                                    CROSS JOIN LATERAL (
+                                        SELECT c.commit_seq, c.lane_seq, c.ready_slot
+                                          FROM awa.claim_receipts c
+                                         WHERE c.queue = p_queue
+                                           AND c.priority = (t.lane >> 16)::smallint
+                                           AND c.shard = (t.lane & 65535)::smallint
+                                         ORDER BY c.commit_seq DESC, c.lane_seq DESC
+                                         LIMIT 1) c
+                                    CROSS JOIN LATERAL (
+                                        SELECT m.priority, m.shard, m.ready_slot, m.last_seq,
+                                               m.batch
+                                          FROM awa.lane_commits m
+                                         WHERE m.queue = p_queue
+                                           AND m.priority = (t.lane >> 16)::smallint
+                                           AND m.shard = (t.lane & 65535)::smallint
+                                           AND m.commit_seq = c.commit_seq
+                                           AND m.ready_slot = c.ready_slot
+                                         LIMIT 1) m) t) e
+                    -- Kept apart, so its array is made once for both columns.
+                    OFFSET 0) k
+             WHERE NOT v_look.had_mark OR cardinality(v_drained) > 0 OR v_look.published >= 32
+                OR k.emptied > 0;
+        END IF;
+    END IF;
+END
+$$;
