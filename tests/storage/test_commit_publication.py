@@ -318,6 +318,32 @@ def test_a_position_whose_producer_failed_at_commit_is_stepped_over(at_commit):
     assert claimed_ids() == [later]
 
 
+def test_a_dead_position_right_after_a_commit_with_rows_left_is_stepped_over_in_one_claim(
+    at_commit,
+):
+    # A claim reads its lane's cursor in the statement that claims, which takes the lane only
+    # when its next commit follows the cursor (migration 0040). Here it does not: the claim
+    # falls back to the cursor it read, settles the dead position and takes the rest of the
+    # cursor's commit and the commit past it, as one claim, in order.
+    first, second = awa.enqueue_many(noop, [{"n": 1}, {"n": 2}])
+    assert [job.job_id for job in claim(limit=1)] == [first]
+
+    def enqueue_then_fail_at_commit() -> int:
+        job_id = noop.enqueue(n=3)
+        at_commit("fail")
+        return job_id
+
+    failed = Producer(enqueue_then_fail_at_commit)
+    failed.start()
+    failed.finish()
+    assert isinstance(failed.error, DatabaseError)
+    later = noop.enqueue(n=4)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT commit_seq FROM awa.lane_commits WHERE queue = 'default' ORDER BY 1")
+        assert [row[0] for row in cursor.fetchall()] == [1, 3]
+    assert claimed_ids() == [second, later]
+
+
 def test_a_statement_timeout_the_caller_set_does_not_cut_the_commit(at_commit):
     """PostgreSQL lifts statement_timeout before it commits, so the commit-time publication
     (here held up by a slower constraint after it) is never cancelled half way."""

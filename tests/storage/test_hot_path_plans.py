@@ -503,3 +503,63 @@ def test_a_claim_reads_whether_the_lanes_it_took_the_last_rows_of_drained_in_its
             " ORDER BY mark DESC LIMIT 1"
         )
         assert cursor.fetchone()[0] == [0, 1, 2]
+
+
+def nested_statements(plans: list[str]) -> list[str]:
+    """The statements a claim ran inside awa.claim_ready, each by its first line."""
+    texts = [plan.split("Query Text:", 1)[1].strip() for plan in plans]
+    return [text.splitlines()[0] for text in texts if "awa.claim_ready(" not in text]
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_a_claim_of_one_lane_runs_two_statements(plan_log: list[str]) -> None:
+    # One that reads the queue (paused, lane mark, lanes) and one per lane that reads its
+    # cursor and claims (migration 0040): five before, a drain at c=32 paying each in full.
+    for n in range(3):
+        awa.enqueue(noop, args={"n": n})
+    plan_log.clear()
+    assert len(claim(2)) == 2
+    statements = nested_statements(plan_log)
+    assert len(statements) == 2, statements
+    plan_log.clear()
+    assert len(claim(10)) == 1
+    assert len(nested_statements(plan_log)) == 2
+    # Drained: the statement that reads the cursor finds nothing to take and the claim stops.
+    plan_log.clear()
+    assert claim(10) == []
+    assert len(nested_statements(plan_log)) == 2
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_a_marked_claim_runs_a_statement_per_lane_and_its_mark(plan_log: list[str]) -> None:
+    # django.tasks priorities: a claim crossing lanes runs the statement that reads the queue,
+    # one per lane it visits, and the mark it appends for the lane it took the last rows of.
+    for priority in range(-3, 3):
+        enqueue_at(priority)
+        enqueue_at(priority)
+    assert len(claim(1)) == 1  # the first mark: every lane
+    plan_log.clear()
+    assert [row[3] for row in claim(3)] == [-3, -2, -2]
+    statements = nested_statements(plan_log)
+    assert len(statements) == 4, statements
+    assert "INSERT INTO awa.lane_marks" in statements[-1]
+
+
+@pytest.mark.usefixtures("awa_db")
+def test_a_paused_queue_claims_nothing_whether_marked_or_not() -> None:
+    # Whether the queue is paused is read in the statement that reads its mark and lanes.
+    for priority in range(-3, 3):
+        enqueue_at(priority)
+    awa.enqueue(noop, args={"n": 0}, queue="email")
+    assert len(claim(1)) == 1  # the first mark
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO awa.queue_meta (queue, paused) VALUES ('default', true), ('email', true)"
+        )
+        assert claim(10) == []
+        cursor.execute("SELECT job_id FROM awa.claim_ready('email', 10, 'plans-test', 0, 0, false)")
+        assert cursor.fetchall() == []
+        cursor.execute("UPDATE awa.queue_meta SET paused = false")
+        cursor.execute("SELECT job_id FROM awa.claim_ready('email', 10, 'plans-test', 0, 0, false)")
+        assert len(cursor.fetchall()) == 1
+    assert [row[3] for row in claim(10)] == [-2, -1, 0, 1, 2]
