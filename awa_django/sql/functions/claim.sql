@@ -208,9 +208,10 @@ $$;
 -- A claimer tries the lane's claim lock (one claimer per lane at a time; others move on), then
 -- derives the lane's cursor from its newest receipt, (commit_seq, lane_seq), and takes the next
 -- rows in lane order: the rest of the cursor's commit, then the commits after it, each commit's
--- rows in lane_seq order. The cursor read is a separate statement after the lock, so it sees
--- the receipts of the claimer that held the lane before us. Receipts are appended in the same
--- transaction: a claim that rolls back leaves the cursor where it was. Nothing is updated.
+-- rows in lane_seq order. The cursor is read by a statement after the lock, so it sees the
+-- receipts of the claimer that held the lane before us; when no hole follows it, that statement
+-- also claims (below). Receipts are appended in the same transaction: a claim that rolls back
+-- leaves the cursor where it was. Nothing is updated.
 --
 -- Commit positions are dense, so a claimer takes commits only while they follow each other
 -- without a hole: a missing position belongs to a producer that is committing right now, whose
