@@ -270,8 +270,10 @@ DECLARE
     v_at record;
     v_job awa.claimed_job;
     v_commit bigint;
-    v_expect bigint;
     v_settled boolean;
+    -- Whether the lane's claim statement runs again, after the checks its first run left to
+    -- the function.
+    v_fallback boolean;
     -- Live holes: the last position a claim of the lane may take past missing positions whose
     -- producers may still commit (0: none), and those positions, as ranges, to record.
     v_pass_to bigint;
@@ -414,6 +416,7 @@ BEGIN
             OPEN v_order FOR SELECT * FROM awa.claim_order(p_queue, p_aging_s, v_lanes);
             v_ordered := true;
         END IF;
+        <<lanes>>
         LOOP
             IF v_urgent THEN
                 v_i := v_i + 1;
@@ -449,44 +452,21 @@ BEGIN
             -- The cursor, the commit it is in (in the receipt's slot: a commit shares the slot
             -- of its rows), the next published position after it and when it was drawn, and
             -- whether the lane has recorded holes (awa.lane_holes, almost always empty).
-            -- A claim that is not one job at a time reads them in the statement that claims
-            -- (migration 0040; a statement of its own before): when the lane has no recorded
-            -- hole and its next commit follows the cursor without a missing position, almost
-            -- always, there is nothing to settle or pass, and the statement takes the lane's
-            -- rows as the claim below would, returned as an array. Otherwise it takes nothing,
-            -- and the cursor it read leads the claim below, as the read of a sequential one does.
+            -- It is read by the statement that claims (migration 0040; a statement of its own
+            -- before, and the claim another): on the first visit that statement claims only
+            -- when nothing is left to settle or pass (no hole recorded, the next commit follows
+            -- the cursor without a missing position: almost always) and the claim is not
+            -- sequential; otherwise it takes nothing, and the cursor it read leads the checks
+            -- below, after which it runs again as their claim. Under the lane's claim lock the
+            -- cursor it reads then is the same (a late commit's rows are behind it).
             v_claimed := 0;
+            v_settled := false;
             v_pass_to := 0;
-            IF p_sequential THEN
-                SELECT c.commit_seq, c.lane_seq, c.job_id, c.run_lease, c.ready_slot, m.batch,
-                       m.last_seq, n.commit_seq AS next_commit, n.committed_at AS next_committed_at,
-                       EXISTS (SELECT 1 FROM awa.lane_holes g
-                                WHERE g.queue = p_queue AND g.priority = v_priority
-                                  AND g.shard = v_shard) AS has_holes,
-                       NULL::awa.claimed_job[] AS jobs
-                  INTO v_at
-                  FROM (SELECT 1) AS one
-                  LEFT JOIN LATERAL (
-                      SELECT c.commit_seq, c.lane_seq, c.job_id, c.run_lease, c.ready_slot
-                        FROM awa.claim_receipts c
-                       WHERE c.queue = p_queue AND c.priority = v_priority
-                         AND c.shard = v_shard
-                       ORDER BY c.commit_seq DESC, c.lane_seq DESC LIMIT 1) c ON true
-                  LEFT JOIN LATERAL (
-                      SELECT m.batch, m.last_seq FROM awa.lane_commits m
-                       WHERE m.queue = p_queue AND m.priority = v_priority
-                         AND m.shard = v_shard AND m.commit_seq = c.commit_seq
-                         AND m.ready_slot = c.ready_slot
-                       LIMIT 1) m ON true
-                  LEFT JOIN LATERAL (
-                      SELECT n.commit_seq, n.committed_at FROM awa.lane_commits n
-                       WHERE n.queue = p_queue AND n.priority = v_priority
-                         AND n.shard = v_shard AND n.commit_seq > coalesce(c.commit_seq, 0)
-                       ORDER BY n.commit_seq LIMIT 1) n ON true;
-            ELSE
+            v_fallback := false;
+            LOOP
                 WITH lane_at AS (
-                    SELECT c.commit_seq, c.lane_seq, c.job_id, c.run_lease, c.ready_slot,
-                           m.batch, m.last_seq, n.commit_seq AS next_commit,
+                    SELECT c.commit_seq, c.lane_seq, c.job_id, c.run_lease, c.ready_slot, m.batch,
+                           m.last_seq, n.commit_seq AS next_commit,
                            n.committed_at AS next_committed_at,
                            EXISTS (SELECT 1 FROM awa.lane_holes g
                                     WHERE g.queue = p_queue AND g.priority = v_priority
@@ -510,10 +490,11 @@ BEGIN
                              AND n.shard = v_shard AND n.commit_seq > coalesce(c.commit_seq, 0)
                            ORDER BY n.commit_seq LIMIT 1) n ON true
                 ), usable AS (
-                    -- The claim statement's usable commits below, from this cursor: numbered
-                    -- from its commit, or from the one after it when it has none; read only
-                    -- when no hole is recorded and none follows the cursor (a condition on the
-                    -- cursor's one row, so the commits are not read otherwise).
+                    -- Commits are numbered from the cursor's own (when it still holds rows to
+                    -- claim) or from the one after it; those whose position is that number plus
+                    -- their rank have no hole before them. On the first visit, only when nothing is
+                    -- left to settle or pass: a condition on the cursor's one row, so the commits
+                    -- are not read otherwise.
                     SELECT u.commit_seq, u.ready_slot, u.batch, u.first_seq, u.last_seq
                       FROM lane_at a
                       CROSS JOIN LATERAL (
@@ -521,30 +502,40 @@ BEGIN
                                  CASE WHEN n.commit_seq = a.commit_seq THEN a.lane_seq + 1
                                       ELSE n.first_seq END AS first_seq,
                                  n.last_seq,
-                                 n.commit_seq - row_number() OVER (ORDER BY n.commit_seq)
-                                     AS behind
+                                 n.commit_seq - row_number() OVER (ORDER BY n.commit_seq) AS behind
                             FROM awa.lane_commits n
                            WHERE n.queue = p_queue AND n.priority = v_priority
                              AND n.shard = v_shard AND n.commit_seq >= coalesce(a.commit_seq, 0)
                            ORDER BY n.commit_seq
                            LIMIT v_remaining + 1) u
-                     WHERE NOT a.has_holes
-                       AND (a.next_commit IS NULL
-                            OR a.next_commit = coalesce(a.commit_seq, 0) + 1)
-                       AND u.behind = coalesce(a.commit_seq, 0)
-                                      - CASE WHEN a.batch IS NULL THEN 0 ELSE 1 END
+                     WHERE (v_fallback
+                            OR (NOT p_sequential AND NOT a.has_holes
+                                AND (a.next_commit IS NULL
+                                     OR a.next_commit = coalesce(a.commit_seq, 0) + 1)))
+                       AND (v_settled OR u.commit_seq <= v_pass_to
+                            OR u.behind = coalesce(a.commit_seq, 0)
+                                          - CASE WHEN a.batch IS NULL THEN 0 ELSE 1 END)
                 ), candidates AS (
-                    -- The claim statement's own below (see there), from these commits.
+                    -- The lane's next rows in claim order, without an ORDER BY: the lateral join
+                    -- can only run as a nested loop, which emits the commits in usable's order
+                    -- (its LIMIT keeps its ORDER BY) and each commit's rows in lane_seq order, so
+                    -- the LIMIT stops after the rows it takes. Sorting here made the claim read up
+                    -- to its limit from each of the commits ahead (a backlog enqueued in bulk
+                    -- calls) and keep the first; picked and the claim's result put these in order.
                     SELECT u.commit_seq, r.*,
                            awa.effective_priority(r.priority, r.run_at, p_aging_s) AS effective
                       FROM usable u
                       CROSS JOIN LATERAL (
+                          -- A commit's rows are in its own slot: stated, it prunes the other
+                          -- slots' partitions of both tables from each commit's probe.
                           SELECT r.* FROM awa.ready_entries r
                            WHERE r.queue = p_queue AND r.priority = v_priority
                              AND r.shard = v_shard AND r.ready_slot = u.ready_slot
-                             AND r.lane_seq BETWEEN u.first_seq AND u.last_seq
-                             AND r.batch = u.batch
+                             AND r.lane_seq BETWEEN u.first_seq AND u.last_seq AND r.batch = u.batch
                              AND NOT EXISTS (
+                                 -- The commit's range is implied, but stated it bounds the index
+                                 -- scan of a merge anti-join, which otherwise reads every tombstone
+                                 -- of the lane.
                                  SELECT 1 FROM awa.ready_tombstones t
                                   WHERE t.queue = r.queue AND t.priority = r.priority
                                     AND t.shard = r.shard AND t.lane_seq = r.lane_seq
@@ -552,8 +543,9 @@ BEGIN
                                     AND t.lane_seq BETWEEN u.first_seq AND u.last_seq)
                            ORDER BY r.lane_seq
                            LIMIT v_remaining) r
-                     LIMIT v_remaining
+                     LIMIT CASE WHEN p_sequential THEN 1 ELSE v_remaining END
                 ), picked AS (
+                    -- The lane's FIFO prefix within the bound: the first row past it ends the take.
                     SELECT * FROM (
                         SELECT c.*, bool_and(c.effective <= v_bound)
                                         OVER (ORDER BY c.commit_seq, c.lane_seq) AS within_bound
@@ -569,17 +561,25 @@ BEGIN
                                 THEN now() + make_interval(secs => p_deadline_s) END
                       FROM picked p
                 )
+                -- The jobs as an array, beside the cursor: a statement's rows can go to the
+                -- caller (RETURN QUERY) or into variables, not both.
                 SELECT a.*,
                        ARRAY(SELECT ROW(p.queue, p.priority, p.shard, p.lane_seq, p.ready_slot,
-                                        p.job_id, p.kind, p.args, p.attempt + 1,
-                                        p.run_lease + 1, p.max_attempts, p.run_at,
-                                        p.created_at, p.metadata, p.tags, p.errors, s.progress,
-                                        s.checkpoint)::awa.claimed_job
+                                        p.job_id, p.kind, p.args, p.attempt + 1, p.run_lease + 1,
+                                        p.max_attempts, p.run_at, p.created_at, p.metadata, p.tags,
+                                        p.errors, s.progress, s.checkpoint)::awa.claimed_job
                                FROM picked p
+                               -- A probe per claimed row (see awa.close_attempts on
+                               -- LATERAL ... LIMIT 1), of a job that ran before (migration
+                               -- 0038): state is saved by an attempt (its heartbeats, its
+                               -- close), and a row that no attempt has claimed yet has
+                               -- run_lease 0 (every later row of a job, retried, rescued,
+                               -- snoozed or requeued from the DLQ, carries a lease above it),
+                               -- so a first attempt's probe could find nothing. The condition
+                               -- reads only the outer row: the probe's gate, not its filter.
                                LEFT JOIN LATERAL (
                                    SELECT s.progress, s.checkpoint FROM awa.attempt_state s
-                                    WHERE s.job_id = p.job_id AND p.run_lease > 0
-                                    LIMIT 1) s ON true
+                                    WHERE s.job_id = p.job_id AND p.run_lease > 0 LIMIT 1) s ON true
                               ORDER BY p.commit_seq, p.lane_seq) AS jobs
                   INTO v_at
                   FROM lane_at a;
@@ -589,8 +589,7 @@ BEGIN
                         RETURN NEXT v_job;
                     END LOOP;
                 END IF;
-            END IF;
-            IF v_claimed = 0 THEN
+                EXIT WHEN v_fallback OR v_claimed > 0;
                 -- Nothing published after the cursor, nothing left in its commit and no hole
                 -- that may still bring a commit: the lane is drained, and an empty claim reads no
                 -- further (the next mark leaves it out).
@@ -599,19 +598,18 @@ BEGIN
                     IF v_marked THEN
                         v_drained := v_drained || (v_priority * 65536 + v_shard);
                     END IF;
-                    CONTINUE;
+                    CONTINUE lanes;
                 END IF;
                 v_commit := coalesce(v_at.commit_seq, 0);
                 -- Inside an IF, not folded into a CONTINUE condition: an expression's plan is set
                 -- up whole even when AND short-circuits, which locked every partition of two more
                 -- ring tables on every claim of every queue.
                 IF p_sequential AND v_at.job_id IS NOT NULL THEN
-                    CONTINUE WHEN NOT EXISTS (
+                    CONTINUE lanes WHEN NOT EXISTS (
                         SELECT 1 FROM awa.done_entries d
                          WHERE d.job_id = v_at.job_id AND d.run_lease = v_at.run_lease
                            AND d.ready_slot = v_at.ready_slot);
                 END IF;
-                v_settled := false;
                 IF v_at.has_holes OR v_at.next_commit > v_commit + 1 THEN
                     v_settled := pg_try_advisory_xact_lock(
                         1096237388, awa.lane_lock_key(p_queue, v_priority, v_shard));
@@ -630,7 +628,7 @@ BEGIN
                                SELECT 1 FROM awa.done_entries d
                                 WHERE d.job_id = c.job_id AND d.run_lease = c.run_lease
                                   AND d.ready_slot = c.ready_slot)) THEN
-                        CONTINUE;
+                        CONTINUE lanes;
                     END IF;
                     RETURN QUERY
                     WITH picked AS (
@@ -732,8 +730,8 @@ BEGIN
                                      AND d.ready_slot = c.ready_slot)));
                     v_remaining := v_remaining - v_claimed;
                     v_round_claimed := v_round_claimed + v_claimed;
-                    EXIT WHEN v_remaining <= 0;
-                    CONTINUE WHEN p_sequential AND v_claimed > 0;
+                    EXIT lanes WHEN v_remaining <= 0;
+                    CONTINUE lanes WHEN p_sequential AND v_claimed > 0;
                 END IF;
                 -- A live hole: a position missing while a producer of the lane is still in flight.
                 -- Normally a commit a few milliseconds from visible, whose rows come first; but a
@@ -743,7 +741,6 @@ BEGIN
                 -- producer is in flight since), FIFO yields: the claim may take the lane past every
                 -- such position up to the first younger one, and records the positions it passes
                 -- (awa.lane_holes) so that a late commit is still claimed, once.
-                v_pass_to := 0;
                 IF NOT v_settled AND v_at.next_commit > v_commit + 1
                    AND v_at.next_committed_at < now() - interval '250 milliseconds' THEN
                     SELECT coalesce(max(s.commit_seq), 0),
@@ -766,98 +763,20 @@ BEGIN
                                      LIMIT v_remaining + 1) g) s
                      WHERE s.passable;
                 END IF;
-                -- Commits are numbered from the cursor's own (when it still holds rows to claim) or
-                -- from the one after it; those whose position is that number plus their rank have
-                -- no hole before them.
-                v_expect := v_commit - CASE WHEN v_at.batch IS NULL THEN 0 ELSE 1 END;
-                RETURN QUERY
-                WITH usable AS (
-                    SELECT u.commit_seq, u.ready_slot, u.batch, u.first_seq, u.last_seq FROM (
-                        SELECT n.commit_seq, n.ready_slot, n.batch,
-                               CASE WHEN n.commit_seq = v_commit THEN v_at.lane_seq + 1
-                                    ELSE n.first_seq END AS first_seq,
-                               n.last_seq,
-                               n.commit_seq - row_number() OVER (ORDER BY n.commit_seq) AS behind
-                          FROM awa.lane_commits n
-                         WHERE n.queue = p_queue AND n.priority = v_priority
-                           AND n.shard = v_shard AND n.commit_seq >= v_commit
-                         ORDER BY n.commit_seq
-                         LIMIT v_remaining + 1) u
-                     WHERE v_settled OR u.behind = v_expect OR u.commit_seq <= v_pass_to
-                ), candidates AS (
-                    -- The lane's next rows in claim order, without an ORDER BY: the lateral join
-                    -- can only run as a nested loop, which emits the commits in usable's order
-                    -- (its LIMIT keeps its ORDER BY) and each commit's rows in lane_seq order, so
-                    -- the LIMIT stops after the rows it takes. Sorting here made the claim read up
-                    -- to its limit from each of the commits ahead (a backlog enqueued in bulk
-                    -- calls) and keep the first; picked and the claim's result put these in order.
-                    SELECT u.commit_seq, r.*,
-                           awa.effective_priority(r.priority, r.run_at, p_aging_s) AS effective
-                      FROM usable u
-                      CROSS JOIN LATERAL (
-                          -- A commit's rows are in its own slot: stated, it prunes the other
-                          -- slots' partitions of both tables from each commit's probe.
-                          SELECT r.* FROM awa.ready_entries r
-                           WHERE r.queue = p_queue AND r.priority = v_priority
-                             AND r.shard = v_shard AND r.ready_slot = u.ready_slot
-                             AND r.lane_seq BETWEEN u.first_seq AND u.last_seq AND r.batch = u.batch
-                             AND NOT EXISTS (
-                                 -- The commit's range is implied, but stated it bounds the index
-                                 -- scan of a merge anti-join, which otherwise reads every tombstone
-                                 -- of the lane.
-                                 SELECT 1 FROM awa.ready_tombstones t
-                                  WHERE t.queue = r.queue AND t.priority = r.priority
-                                    AND t.shard = r.shard AND t.lane_seq = r.lane_seq
-                                    AND t.ready_slot = u.ready_slot
-                                    AND t.lane_seq BETWEEN u.first_seq AND u.last_seq)
-                           ORDER BY r.lane_seq
-                           LIMIT v_remaining) r
-                     LIMIT CASE WHEN p_sequential THEN 1 ELSE v_remaining END
-                ), picked AS (
-                    -- The lane's FIFO prefix within the bound: the first row past it ends the take.
-                    SELECT * FROM (
-                        SELECT c.*, bool_and(c.effective <= v_bound)
-                                        OVER (ORDER BY c.commit_seq, c.lane_seq) AS within_bound
-                          FROM candidates c) b
-                     WHERE b.within_bound
-                ), receipts AS (
-                    INSERT INTO awa.claim_receipts (queue, priority, shard, commit_seq, lane_seq,
-                                                    ready_slot, job_id, run_lease, attempt,
-                                                    claimed_by, deadline_at)
-                    SELECT p.queue, p.priority, p.shard, p.commit_seq, p.lane_seq, p.ready_slot,
-                           p.job_id, p.run_lease + 1, p.attempt + 1, p_claimed_by,
-                           CASE WHEN p_deadline_s > 0
-                                THEN now() + make_interval(secs => p_deadline_s) END
-                      FROM picked p
-                )
-                SELECT p.queue, p.priority, p.shard, p.lane_seq, p.ready_slot, p.job_id, p.kind,
-                       p.args, p.attempt + 1, p.run_lease + 1, p.max_attempts, p.run_at,
-                       p.created_at, p.metadata, p.tags, p.errors, s.progress, s.checkpoint
-                  FROM picked p
-                  -- A probe per claimed row (see awa.close_attempts on LATERAL ... LIMIT 1), of a
-                  -- job that ran before (migration 0038): state is saved by an attempt (its
-                  -- heartbeats, its close), and a row that no attempt has claimed yet has run_lease
-                  -- 0 (every later row of a job, retried, rescued, snoozed or requeued from the
-                  -- DLQ, carries a lease above it), so a first attempt's probe could find nothing.
-                  -- The condition reads only the outer row: the probe's gate, not its filter.
-                  LEFT JOIN LATERAL (
-                      SELECT s.progress, s.checkpoint FROM awa.attempt_state s
-                       WHERE s.job_id = p.job_id AND p.run_lease > 0 LIMIT 1) s ON true
-                 ORDER BY p.commit_seq, p.lane_seq;
-                GET DIAGNOSTICS v_claimed = ROW_COUNT;
-                IF v_pass_to > 0 AND v_claimed > 0 THEN
-                    -- The missing positions this claim passed: those below the newest it claimed.
-                    -- Recorded from what the statement before saw missing: one that has appeared
-                    -- since and was claimed above is found claimed and its range deleted later.
-                    SELECT c.commit_seq INTO v_claimed_to FROM awa.claim_receipts c
-                     WHERE c.queue = p_queue AND c.priority = v_priority AND c.shard = v_shard
-                     ORDER BY c.commit_seq DESC, c.lane_seq DESC LIMIT 1;
-                    INSERT INTO awa.lane_holes (queue, priority, shard, first_seq, last_seq)
-                    SELECT p_queue, v_priority, v_shard, g.first_seq, g.last_seq
-                      FROM unnest(v_gap_first, v_gap_last) AS g(first_seq, last_seq)
-                     WHERE g.last_seq < v_claimed_to
-                    ON CONFLICT DO NOTHING;
-                END IF;
+                v_fallback := true;
+            END LOOP;
+            IF v_pass_to > 0 AND v_claimed > 0 THEN
+                -- The missing positions this claim passed: those below the newest it claimed.
+                -- Recorded from what the statement before saw missing: one that has appeared
+                -- since and was claimed above is found claimed and its range deleted later.
+                SELECT c.commit_seq INTO v_claimed_to FROM awa.claim_receipts c
+                 WHERE c.queue = p_queue AND c.priority = v_priority AND c.shard = v_shard
+                 ORDER BY c.commit_seq DESC, c.lane_seq DESC LIMIT 1;
+                INSERT INTO awa.lane_holes (queue, priority, shard, first_seq, last_seq)
+                SELECT p_queue, v_priority, v_shard, g.first_seq, g.last_seq
+                  FROM unnest(v_gap_first, v_gap_last) AS g(first_seq, last_seq)
+                 WHERE g.last_seq < v_claimed_to
+                ON CONFLICT DO NOTHING;
             END IF;
             -- Fewer rows than the lane could give (a sequential lane gives one): if it has no
             -- head now (this claim took its last rows, or every row left in it was cancelled),
