@@ -297,8 +297,9 @@ def test_a_lane_is_never_claimed_past_a_producer_that_is_still_committing(at_com
     assert claimed_ids() == [first, later]
 
 
-def test_a_position_whose_producer_failed_at_commit_is_stepped_over(at_commit):
-    used_lane()
+def fail_a_position(at_commit: Callable[[str], None]) -> tuple[int | None, int]:
+    """A producer that fails at commit after drawing its position (the lane's next), then a
+    job committed after it: the failed job's id and the later one's."""
 
     def enqueue_then_fail_at_commit() -> int:
         job_id = noop.enqueue(n=1)
@@ -314,7 +315,13 @@ def test_a_position_whose_producer_failed_at_commit_is_stepped_over(at_commit):
         cursor.execute("SELECT commit_seq FROM awa.lane_commits WHERE queue = 'default' ORDER BY 1")
         # The failed producer's position (2) is missing: its commit aborted after drawing it.
         assert [row[0] for row in cursor.fetchall()] == [1, 3]
-    assert awa.get_job(failed.result) is None
+    return failed.result, later
+
+
+def test_a_position_whose_producer_failed_at_commit_is_stepped_over(at_commit):
+    used_lane()
+    failed, later = fail_a_position(at_commit)
+    assert awa.get_job(failed) is None
     assert claimed_ids() == [later]
 
 
@@ -327,20 +334,7 @@ def test_a_dead_position_right_after_a_commit_with_rows_left_is_stepped_over_in_
     # cursor's commit and the commit past it, as one claim, in order.
     first, second = awa.enqueue_many(noop, [{"n": 1}, {"n": 2}])
     assert [job.job_id for job in claim(limit=1)] == [first]
-
-    def enqueue_then_fail_at_commit() -> int:
-        job_id = noop.enqueue(n=3)
-        at_commit("fail")
-        return job_id
-
-    failed = Producer(enqueue_then_fail_at_commit)
-    failed.start()
-    failed.finish()
-    assert isinstance(failed.error, DatabaseError)
-    later = noop.enqueue(n=4)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT commit_seq FROM awa.lane_commits WHERE queue = 'default' ORDER BY 1")
-        assert [row[0] for row in cursor.fetchall()] == [1, 3]
+    _, later = fail_a_position(at_commit)
     assert claimed_ids() == [second, later]
 
 
