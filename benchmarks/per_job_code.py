@@ -1,5 +1,6 @@
 """CPU per job of the worker's per-job value code, without a database: building a claimed job
-from its row, its ``Completion``, and the close statement's parameters for a batch of 128.
+from its row, its attempt's ``JobContext`` (the worker's constructor, and the public one for
+comparison), its ``Completion``, and the close statement's parameters for a batch of 128.
 
 Usage::
 
@@ -34,7 +35,19 @@ def main() -> None:
     from awa_django.core.claimed_job import CLAIMED_JOB_COLUMNS, claimed_job_rows
     from awa_django.core.completion import Completion
     from awa_django.core.outcome import Outcome
+    from awa_django.declarations.jobs import AttemptProgress, JobContext
     from awa_django.storage.execution import close_params
+    from awa_django.worker.executor import context_for
+
+    def public_context(job: Any) -> JobContext:
+        # What context_for built before the worker had a constructor of its own (#32).
+        return JobContext(
+            job_id=job.job_id, kind=job.kind, queue=job.queue, priority=job.priority,
+            attempt=job.attempt, max_attempts=job.max_attempts, run_lease=job.run_lease,
+            args=job.args, metadata=job.metadata, tags=tuple(job.tags), created_at=job.created_at,
+            claimed_by="worker", claimed_at=job.claimed_at,
+            state=AttemptProgress(job.progress, job.checkpoint),
+        )  # fmt: skip
 
     now = datetime.now(UTC)
     values = ("default", 2, 0, 1, 0, 1, "k", {}, 1, 1, 25, now, now, {}, [], [], None, None)
@@ -43,6 +56,8 @@ def main() -> None:
     completions = [Completion.of(job, Outcome.COMPLETED) for job in jobs]
     cases: dict[str, Callable[[], Any]] = {
         "claimed job from its row": lambda: [make(values) for _ in range(BATCH)],
+        "context_for": lambda: [context_for(job, claimed_by="worker") for job in jobs],
+        "public JobContext(...)": lambda: [public_context(job) for job in jobs],
         "Completion.of": lambda: [Completion.of(job, Outcome.COMPLETED) for job in jobs],
         "close statement parameters": lambda: close_params(completions),
     }

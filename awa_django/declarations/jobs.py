@@ -272,6 +272,69 @@ class JobContext:
         return None if checkpoint is None else dict(checkpoint)
 
 
+class AttemptContext(JobContext):
+    """What the worker calls to build an attempt's ``JobContext``: what it returns is a plain
+    ``JobContext`` (frozen, compared and printed as one built by the public constructor, with
+    fresh cancel flag and workflow lists), built without the frozen dataclass's call to
+    ``object.__setattr__`` per field and its default factories' calls (a visible share of a
+    no-op job's worker CPU). Its ``__init__`` stores the slots directly, then makes the instance a
+    ``JobContext``, whose slots and so whose layout are the same."""
+
+    __slots__ = ()
+    # The generic assignment and deletion, not JobContext's raising ones: with both generic
+    # (they share one type slot), CPython stores each slot without a call.
+    __setattr__ = object.__setattr__
+    __delattr__ = object.__delattr__
+
+    # Positional, in the fields' order: binding keywords cost more than the stores.
+    def __init__(
+        self,
+        job_id: int,
+        kind: str,
+        queue: str,
+        priority: int,
+        attempt: int,
+        max_attempts: int,
+        run_lease: int,
+        args: Mapping[str, Any],
+        metadata: Mapping[str, Any],
+        tags: tuple[str, ...],
+        created_at: datetime,
+        claimed_by: str | None,
+        claimed_at: datetime | None,
+        state: AttemptProgress,
+        callbacks: HandlerCallbacks | None,
+        add_step: StepSpec | None,
+        read_workflow_inputs: StepInputsReader | None,
+        /,
+    ) -> None:
+        # Typed as Any: the type checker holds JobContext's fields read-only, as they are once
+        # the instance is one.
+        this: Any = self
+        this.job_id = job_id
+        this.kind = kind
+        this.queue = queue
+        this.priority = priority
+        this.attempt = attempt
+        this.max_attempts = max_attempts
+        this.run_lease = run_lease
+        this.args = args
+        this.metadata = metadata
+        this.tags = tags
+        this.created_at = created_at
+        this.claimed_by = claimed_by
+        this.claimed_at = claimed_at
+        # Fresh for each attempt, as the public constructor's default factories give them.
+        this.cancel_flag = CancelFlag()
+        this.state = state
+        this.callbacks = callbacks
+        this.workflow_added = []
+        this.add_step = add_step
+        this.read_workflow_inputs = read_workflow_inputs
+        this.workflow_inputs = []
+        this.__class__ = JobContext
+
+
 def _check_option(name: str, value: int | None, low: int, high: int) -> None:
     if value is not None and (
         isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high

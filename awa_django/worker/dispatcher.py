@@ -164,6 +164,9 @@ class Permits:
     def release(self, n: int = 1) -> None:
         self.free += n
         if self._waiting:
+            # Once: the waiting reserve wakes on its next turn, and the jobs of a batch that
+            # finish before it would each set the set event again.
+            self._waiting = False
             self._released.set()
 
     def settle(self, reserved: int, claimed: int) -> None:
@@ -373,8 +376,10 @@ class Dispatcher:
             handlers = {kind: self._resolve(kind) for kind in {job.kind for job in jobs}}
             if any([handler is not None and handler.is_async for handler in handlers.values()]):
                 self._refresh_loop_thread_connection()
+            # One clock read for the batch's start, which the heartbeat measures from.
+            now = time.monotonic()
             for job in jobs:
-                self._start(job, handlers[job.kind], loop)
+                self._start(job, handlers[job.kind], loop, now)
             if jobs:
                 # A claim that filled its permits wakes the others; one with slots left keeps
                 # this process the queue's candidate, which the next notification wakes alone,
@@ -586,6 +591,7 @@ class Dispatcher:
         job: ClaimedJob,
         handler: DeclaredJob[Any, Any] | None,
         loop: asyncio.AbstractEventLoop,
+        started: float,
     ) -> None:
         deadline = (
             AttemptDeadline(self._deadline_s, queue=job.queue) if self._deadline_s > 0 else None
@@ -599,7 +605,7 @@ class Dispatcher:
             else AttemptCallbacks(hub, job.job_id, job.run_lease, deadline),
         )
         attempt = ExecutingAttempt(
-            job=job, handler=handler, ctx=ctx, started=time.monotonic(), deadline=deadline
+            job=job, handler=handler, ctx=ctx, started=started, deadline=deadline
         )
         # Registered before the task exists: an eager first step may run the job to its end.
         self._running.add(attempt)

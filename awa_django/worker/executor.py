@@ -21,7 +21,12 @@ from awa_django.core.claimed_job import ClaimedJob
 from awa_django.core.handler_result import HandlerResult, StoredReturn, kept_return
 from awa_django.core.unknown_kinds import unknown_kind
 from awa_django.declarations.exact_json import exact_text
-from awa_django.declarations.jobs import AttemptProgress, DeclaredJob, JobContext
+from awa_django.declarations.jobs import (
+    AttemptContext,
+    AttemptProgress,
+    DeclaredJob,
+    JobContext,
+)
 from awa_django.declarations.workflow_steps import added_step_spec
 from awa_django.exceptions import DeadlineExceeded, JobOutcome
 from awa_django.storage import workflows as workflow_storage
@@ -39,24 +44,24 @@ def context_for(
 ) -> JobContext:
     """The ``JobContext`` of a claimed job's attempt (``claimed_by``, the claimant's id, and
     ``callbacks`` from the worker running it)."""
-    return JobContext(
-        job_id=job.job_id,
-        kind=job.kind,
-        queue=job.queue,
-        priority=job.priority,
-        attempt=job.attempt,
-        max_attempts=job.max_attempts,
-        run_lease=job.run_lease,
-        args=job.args,
-        metadata=job.metadata,
-        tags=tuple(job.tags),
-        created_at=job.created_at,
-        claimed_by=claimed_by,
-        claimed_at=job.claimed_at,
-        state=AttemptProgress(job.progress, job.checkpoint),
-        callbacks=callbacks,
-        add_step=added_step_spec,
-        read_workflow_inputs=_read_step_inputs,
+    return AttemptContext(
+        job.job_id,
+        job.kind,
+        job.queue,
+        job.priority,
+        job.attempt,
+        job.max_attempts,
+        job.run_lease,
+        job.args,
+        job.metadata,
+        tuple(job.tags),
+        job.created_at,
+        claimed_by,
+        job.claimed_at,
+        AttemptProgress(job.progress, job.checkpoint),
+        callbacks,
+        added_step_spec,
+        _read_step_inputs,
     )
 
 

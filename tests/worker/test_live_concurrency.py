@@ -71,6 +71,37 @@ def test_a_reserve_waiting_for_a_slot_is_woken_by_each_release():
     asyncio.run(main())
 
 
+class CountedEvent(asyncio.Event):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sets = 0
+
+    def set(self) -> None:
+        self.sets += 1
+        super().set()
+
+
+def test_the_releases_before_a_waiting_reserve_wakes_signal_it_once() -> None:
+    # The jobs of a batch that finish in one turn of the loop each release their slot: the
+    # first wakes the waiting reserve, the others find it woken and signal nothing (a call
+    # each); a reserve that waits again is signalled again.
+    async def main() -> None:
+        stopping = asyncio.Event()
+        permits = Permits(3)
+        released = permits._released = CountedEvent()
+        assert permits.try_reserve(3) == 3
+        for round in (1, 2):
+            waiting = asyncio.create_task(permits.reserve(3, stopping))
+            await asyncio.sleep(0.01)
+            permits.release()
+            permits.release()
+            permits.release()
+            assert released.sets == round
+            assert await asyncio.wait_for(waiting, 1) == 3
+
+    asyncio.run(main())
+
+
 def test_permits_wait_a_while_for_the_least_slots_asked_for():
     # A dispatcher whose claims queue at the lane claims once two slots are free, or once one
     # is and the others stayed busy for its patience (#37).
